@@ -1,0 +1,10 @@
+// Package resolvers implements the GraphQL resolvers: thin adapters from the schema
+// to the store's domain operations.
+package resolvers
+
+import "taskflow/store"
+
+// Resolver is the root resolver; it holds the dependencies resolvers share.
+type Resolver struct {
+	DB *store.DB
+}

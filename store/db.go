@@ -1,0 +1,132 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// DB is TaskFlow's Postgres store. Every domain operation is a method of DB; each one
+// runs in the unit of work carried by its context, or in a transaction of its own
+// when there is none.
+type DB struct {
+	Pool *pgxpool.Pool
+	log  *slog.Logger
+}
+
+// Open connects to Postgres at url ("" means libpq defaults and PG* variables, as
+// psql with no arguments) and applies the embedded migrations.
+func Open(ctx context.Context, url string, log *slog.Logger) (*DB, error) {
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("parse DATABASE_URL: %w", err)
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("connect to Postgres: %w", err)
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("connect to Postgres at %s: %w", describe(&cfg.ConnConfig.Config), err)
+	}
+	if err := Migrate(ctx, pool); err != nil {
+		pool.Close()
+		return nil, err
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	return &DB{Pool: pool, log: log}, nil
+}
+
+// New wraps an existing pool whose database is already migrated.
+func New(pool *pgxpool.Pool, log *slog.Logger) *DB {
+	if log == nil {
+		log = slog.Default()
+	}
+	return &DB{Pool: pool, log: log}
+}
+
+// Close closes the pool.
+func (db *DB) Close() { db.Pool.Close() }
+
+// Ping reports whether Postgres answers.
+func (db *DB) Ping(ctx context.Context) error { return db.Pool.Ping(ctx) }
+
+func describe(c *pgconn.Config) string {
+	return fmt.Sprintf("host=%s port=%d user=%s database=%s", c.Host, c.Port, c.User, c.Database)
+}
+
+// Querier is what both a pool and a transaction offer.
+type Querier interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
+}
+
+type txKey struct{}
+
+// TxFrom returns the unit-of-work transaction carried by ctx, or nil.
+func TxFrom(ctx context.Context) pgx.Tx {
+	tx, _ := ctx.Value(txKey{}).(pgx.Tx)
+	return tx
+}
+
+// withTxContext returns ctx carrying tx as its unit of work.
+func withTxContext(ctx context.Context, tx pgx.Tx) context.Context {
+	return context.WithValue(ctx, txKey{}, tx)
+}
+
+// q returns the unit-of-work transaction of ctx, or the pool when there is none.
+func (db *DB) q(ctx context.Context) Querier {
+	if tx := TxFrom(ctx); tx != nil {
+		return tx
+	}
+	return db.Pool
+}
+
+// WithTx runs fn in the unit of work of ctx when there is one (fn joins it and the
+// outer owner commits), and otherwise in a new transaction that commits when fn
+// returns nil. The context given to fn carries the transaction, so everything fn
+// calls joins it. Commit and rollback run on a context detached from the request,
+// so a client that disconnects never leaves a transaction half-done.
+func (db *DB) WithTx(ctx context.Context, fn func(ctx context.Context, tx pgx.Tx) error) error {
+	if tx := TxFrom(ctx); tx != nil {
+		return fn(ctx, tx)
+	}
+	return db.UnitOfWork(ctx, func(ctx context.Context) error { return fn(ctx, TxFrom(ctx)) })
+}
+
+// UnitOfWork begins a new transaction, runs fn with a context that carries it, and
+// commits when fn returns nil or rolls back otherwise. It is the one transaction of a
+// mutation: the effect, its audit event and its idempotency record all join it.
+// Commit and rollback use a context detached from the request's cancellation.
+func (db *DB) UnitOfWork(ctx context.Context, fn func(ctx context.Context) error) (err error) {
+	tx, err := db.Pool.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	detached := context.WithoutCancel(ctx)
+	defer func() {
+		if p := recover(); p != nil {
+			_ = tx.Rollback(detached)
+			panic(p)
+		}
+		if err != nil {
+			if rbErr := tx.Rollback(detached); rbErr != nil && !errors.Is(rbErr, pgx.ErrTxClosed) {
+				db.log.ErrorContext(ctx, "rollback failed", "err", rbErr)
+			}
+			return
+		}
+		if cErr := tx.Commit(detached); cErr != nil {
+			err = mapError(fmt.Errorf("commit: %w", cErr))
+		}
+	}()
+	return mapError(fn(withTxContext(ctx, tx)))
+}

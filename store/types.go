@@ -1,0 +1,258 @@
+package store
+
+import (
+	"fmt"
+	"io"
+	"strconv"
+	"time"
+)
+
+// User is an account. PasswordHash never leaves the store: it is not serialised
+// and is marked secret for the audit log.
+type User struct {
+	ID           string    `json:"id" audit:"track"`
+	Email        string    `json:"email" audit:"track"`
+	Name         string    `json:"name" audit:"track"`
+	PasswordHash string    `json:"-" audit:"secret"`
+	CreatedAt    time.Time `json:"createdAt" audit:"ignore"`
+}
+
+// AuthPayload is the answer of register and login: a bearer token and its user.
+type AuthPayload struct {
+	Token string `json:"token"`
+	User  *User  `json:"user"`
+}
+
+// Workspace is a team's space. ViewerRole is the role of the user who loaded it.
+type Workspace struct {
+	ID         string    `json:"id" audit:"track"`
+	Name       string    `json:"name" audit:"track"`
+	CreatedAt  time.Time `json:"createdAt" audit:"ignore"`
+	ViewerRole Role      `json:"viewerRole" audit:"ignore"`
+}
+
+// Member is a user's membership of a workspace.
+type Member struct {
+	WorkspaceID string    `json:"workspaceId" audit:"track"`
+	UserID      string    `json:"userId" audit:"track"`
+	Role        Role      `json:"role" audit:"track"`
+	JoinedAt    time.Time `json:"joinedAt" audit:"ignore"`
+}
+
+// Project groups tasks in a workspace.
+type Project struct {
+	ID          string     `json:"id" audit:"track"`
+	WorkspaceID string     `json:"workspaceId" audit:"track"`
+	Name        string     `json:"name" audit:"track"`
+	Description *string    `json:"description" audit:"track"`
+	ArchivedAt  *time.Time `json:"archivedAt" audit:"track"`
+	CreatedAt   time.Time  `json:"createdAt" audit:"ignore"`
+	UpdatedAt   time.Time  `json:"updatedAt" audit:"ignore"`
+}
+
+// Archived reports whether the project is archived.
+func (p *Project) Archived() bool { return p.ArchivedAt != nil }
+
+// Task is a unit of work in a project.
+type Task struct {
+	ID          string       `json:"id" audit:"track"`
+	ProjectID   string       `json:"projectId" audit:"track"`
+	WorkspaceID string       `json:"workspaceId" audit:"track"`
+	Title       string       `json:"title" audit:"track"`
+	Description *string      `json:"description" audit:"track"`
+	Status      TaskStatus   `json:"status" audit:"track"`
+	Priority    TaskPriority `json:"priority" audit:"track"`
+	AssigneeID  *string      `json:"assigneeId" audit:"track"`
+	DueDate     *time.Time   `json:"dueDate" audit:"track"`
+	CreatedByID string       `json:"createdById" audit:"track"`
+	CreatedAt   time.Time    `json:"createdAt" audit:"ignore"`
+	UpdatedAt   time.Time    `json:"updatedAt" audit:"ignore"`
+}
+
+// Comment is a remark on a task.
+type Comment struct {
+	ID          string    `json:"id" audit:"track"`
+	TaskID      string    `json:"taskId" audit:"track"`
+	WorkspaceID string    `json:"workspaceId" audit:"track"`
+	AuthorID    string    `json:"authorId" audit:"track"`
+	Body        string    `json:"body" audit:"track"`
+	CreatedAt   time.Time `json:"createdAt" audit:"ignore"`
+	UpdatedAt   time.Time `json:"updatedAt" audit:"ignore"`
+}
+
+// AuditEvent is one row of the append-only audit log.
+type AuditEvent struct {
+	ID          string         `json:"id"`
+	WorkspaceID *string        `json:"workspaceId"`
+	ActorID     *string        `json:"actorId"`
+	Action      string         `json:"action"`
+	EntityType  string         `json:"entityType"`
+	EntityID    string         `json:"entityId"`
+	OccurredAt  time.Time      `json:"occurredAt"`
+	IP          *string        `json:"ip"`
+	UserAgent   *string        `json:"userAgent"`
+	RequestID   *string        `json:"requestId"`
+	Metadata    map[string]any `json:"metadata"`
+}
+
+// AuditVerification is the outcome of walking a workspace's hash chain.
+type AuditVerification struct {
+	Valid               bool    `json:"valid"`
+	CheckedEvents       int     `json:"checkedEvents"`
+	FirstInvalidEventID *string `json:"firstInvalidEventId"`
+	HeadHash            *string `json:"headHash"`
+}
+
+// PageInfo tells whether a connection has more items after EndCursor.
+type PageInfo struct {
+	HasNextPage bool    `json:"hasNextPage"`
+	EndCursor   *string `json:"endCursor"`
+}
+
+// Edge is one item of a connection with its cursor.
+type Edge[T any] struct {
+	Cursor string `json:"cursor"`
+	Node   *T     `json:"node"`
+}
+
+// Connection is one page of a keyset-paginated list, newest first.
+type Connection[T any] struct {
+	Edges    []*Edge[T] `json:"edges"`
+	PageInfo PageInfo   `json:"pageInfo"`
+}
+
+// Nodes returns the items of the page.
+func (c *Connection[T]) Nodes() []*T {
+	nodes := make([]*T, len(c.Edges))
+	for i, e := range c.Edges {
+		nodes[i] = e.Node
+	}
+	return nodes
+}
+
+// Role is a member's role in a workspace.
+type Role string
+
+// Roles, from most to least powerful.
+const (
+	RoleOwner  Role = "OWNER"
+	RoleAdmin  Role = "ADMIN"
+	RoleMember Role = "MEMBER"
+	RoleViewer Role = "VIEWER"
+)
+
+// rank orders roles: higher is more powerful.
+func (r Role) rank() int {
+	switch r {
+	case RoleOwner:
+		return 4
+	case RoleAdmin:
+		return 3
+	case RoleMember:
+		return 2
+	case RoleViewer:
+		return 1
+	}
+	return 0
+}
+
+// AtLeast reports whether r is as powerful as min.
+func (r Role) AtLeast(min Role) bool { return r.rank() >= min.rank() }
+
+// TaskStatus is where a task stands.
+type TaskStatus string
+
+// Task statuses.
+const (
+	TaskStatusTodo       TaskStatus = "TODO"
+	TaskStatusInProgress TaskStatus = "IN_PROGRESS"
+	TaskStatusDone       TaskStatus = "DONE"
+)
+
+// TaskPriority is how urgent a task is.
+type TaskPriority string
+
+// Task priorities.
+const (
+	TaskPriorityLow    TaskPriority = "LOW"
+	TaskPriorityMedium TaskPriority = "MEDIUM"
+	TaskPriorityHigh   TaskPriority = "HIGH"
+	TaskPriorityUrgent TaskPriority = "URGENT"
+)
+
+// enumValid reports whether s is one of values.
+func enumValid[T ~string](s T, values ...T) bool {
+	for _, v := range values {
+		if s == v {
+			return true
+		}
+	}
+	return false
+}
+
+// IsValid reports whether r is a known role.
+func (r Role) IsValid() bool { return enumValid(r, RoleOwner, RoleAdmin, RoleMember, RoleViewer) }
+
+// IsValid reports whether s is a known status.
+func (s TaskStatus) IsValid() bool {
+	return enumValid(s, TaskStatusTodo, TaskStatusInProgress, TaskStatusDone)
+}
+
+// IsValid reports whether p is a known priority.
+func (p TaskPriority) IsValid() bool {
+	return enumValid(p, TaskPriorityLow, TaskPriorityMedium, TaskPriorityHigh, TaskPriorityUrgent)
+}
+
+// unmarshalEnum implements graphql.Unmarshaler for the string enums.
+func unmarshalEnum[T interface {
+	~string
+	IsValid() bool
+}](dst *T, v any, name string) error {
+	s, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("%s must be a string", name)
+	}
+	*dst = T(s)
+	if !(*dst).IsValid() {
+		return fmt.Errorf("%q is not a valid %s", s, name)
+	}
+	return nil
+}
+
+// UnmarshalGQL implements graphql.Unmarshaler.
+func (r *Role) UnmarshalGQL(v any) error { return unmarshalEnum(r, v, "Role") }
+
+// MarshalGQL implements graphql.Marshaler.
+func (r Role) MarshalGQL(w io.Writer) { io.WriteString(w, strconv.Quote(string(r))) }
+
+// UnmarshalGQL implements graphql.Unmarshaler.
+func (s *TaskStatus) UnmarshalGQL(v any) error { return unmarshalEnum(s, v, "TaskStatus") }
+
+// MarshalGQL implements graphql.Marshaler.
+func (s TaskStatus) MarshalGQL(w io.Writer) { io.WriteString(w, strconv.Quote(string(s))) }
+
+// UnmarshalGQL implements graphql.Unmarshaler.
+func (p *TaskPriority) UnmarshalGQL(v any) error { return unmarshalEnum(p, v, "TaskPriority") }
+
+// MarshalGQL implements graphql.Marshaler.
+func (p TaskPriority) MarshalGQL(w io.Writer) { io.WriteString(w, strconv.Quote(string(p))) }
+
+// Connection and edge types of the schema, bound by gqlgen.
+type (
+	// TaskConnection is a page of tasks.
+	TaskConnection = Connection[Task]
+	// TaskEdge is a task with its cursor.
+	TaskEdge = Edge[Task]
+	// ProjectConnection is a page of projects.
+	ProjectConnection = Connection[Project]
+	// ProjectEdge is a project with its cursor.
+	ProjectEdge = Edge[Project]
+	// CommentConnection is a page of comments.
+	CommentConnection = Connection[Comment]
+	// CommentEdge is a comment with its cursor.
+	CommentEdge = Edge[Comment]
+	// AuditEventConnection is a page of audit events.
+	AuditEventConnection = Connection[AuditEvent]
+	// AuditEventEdge is an audit event with its cursor.
+	AuditEventEdge = Edge[AuditEvent]
+)
