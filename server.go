@@ -11,10 +11,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/99designs/gqlgen/graphql/handler"
-
-	"taskflow/graph"
-	"taskflow/resolvers"
+	"taskflow/httpapi"
 	"taskflow/store"
 )
 
@@ -40,10 +37,12 @@ func run(log *slog.Logger) error {
 		return err
 	}
 	defer db.Close()
-	gql := handler.New(graph.NewExecutableSchema(graph.Config{Resolvers: &resolvers.Resolver{DB: db}}))
-	mux := http.NewServeMux()
-	mux.Handle("/query", gql)
-	srv := &http.Server{Addr: addr, Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	proxies, err := httpapi.ParseProxies(os.Getenv("TRUSTED_PROXIES"))
+	if err != nil {
+		return err
+	}
+	h := httpapi.NewHandler(httpapi.Options{DB: db, Log: log, TrustedProxies: proxies})
+	srv := &http.Server{Addr: addr, Handler: h, ReadHeaderTimeout: 10 * time.Second}
 	go func() {
 		<-ctx.Done()
 		shutdown, cancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -1,0 +1,63 @@
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+
+	"github.com/99designs/gqlgen/graphql"
+	"github.com/vektah/gqlparser/v2/gqlerror"
+
+	"taskflow/audit"
+	"taskflow/store"
+)
+
+// presentError is the one error presenter: a domain *store.Error becomes its code
+// and message (with its extensions); errors gqlgen made itself (parse,
+// validation, argument coercion) keep their message with a code; anything else is
+// logged with the request id and shown as INTERNAL with nothing of its internals.
+func presentError(log *slog.Logger) graphql.ErrorPresenterFunc {
+	return func(ctx context.Context, err error) *gqlerror.Error {
+		gqlErr := graphql.DefaultErrorPresenter(ctx, err)
+		var domain *store.Error
+		if errors.As(err, &domain) {
+			gqlErr.Message = domain.Message
+			ext := map[string]any{"code": string(domain.Code)}
+			for k, v := range domain.Extensions {
+				ext[k] = v
+			}
+			gqlErr.Extensions = ext
+			return gqlErr
+		}
+		var orig *gqlerror.Error
+		if errors.As(err, &orig) && orig.Err == nil {
+			// Made by gqlgen or gqlparser: a problem with the request itself.
+			if gqlErr.Extensions == nil {
+				gqlErr.Extensions = map[string]any{}
+			}
+			if _, ok := gqlErr.Extensions["code"]; !ok {
+				gqlErr.Extensions["code"] = string(store.CodeBadUserInput)
+			}
+			return gqlErr
+		}
+		log.ErrorContext(ctx, "internal error", "err", err, "request_id", audit.InfoFrom(ctx).RequestID,
+			"path", gqlErr.Path.String())
+		return &gqlerror.Error{
+			Message:    "internal error",
+			Path:       gqlErr.Path,
+			Locations:  gqlErr.Locations,
+			Extensions: map[string]any{"code": string(store.CodeInternal)},
+		}
+	}
+}
+
+// recoverPanic turns a resolver panic into an internal error (logged by the presenter).
+func recoverPanic(ctx context.Context, p any) error {
+	return &panicError{value: p}
+}
+
+// panicError is a recovered panic.
+type panicError struct{ value any }
+
+// Error describes the panic for the log.
+func (e *panicError) Error() string { return "panic: " + fmtAny(e.value) }

@@ -1,0 +1,107 @@
+package store
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// MaxPageSize is the largest first a connection accepts.
+const MaxPageSize = 100
+
+// cursor is the position of an item in a list ordered by (created_at, id) newest
+// first. Scope binds it to the list it came from (a workspace, a project with its
+// filter...), so a cursor of one list is refused by another.
+type cursor struct {
+	At    time.Time `json:"t"`
+	ID    string    `json:"i"`
+	Scope string    `json:"s,omitempty"`
+}
+
+// encodeCursor returns the opaque form of a position.
+func encodeCursor(at time.Time, id, scope string) string {
+	b, _ := json.Marshal(cursor{At: at.UTC(), ID: id, Scope: scope})
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+// decodeCursor parses an opaque cursor of the list named scope. It returns nil for
+// no cursor, and a BAD_USER_INPUT error for one that is malformed or belongs to
+// another list.
+func decodeCursor(after *string, scope string) (*cursor, error) {
+	if after == nil || *after == "" {
+		return nil, nil
+	}
+	b, err := base64.RawURLEncoding.DecodeString(*after)
+	if err != nil {
+		return nil, Errorf(CodeBadUserInput, "after: malformed cursor")
+	}
+	var c cursor
+	if err := json.Unmarshal(b, &c); err != nil || c.At.IsZero() {
+		return nil, Errorf(CodeBadUserInput, "after: malformed cursor")
+	}
+	if _, err := uuid.Parse(c.ID); err != nil {
+		return nil, Errorf(CodeBadUserInput, "after: malformed cursor")
+	}
+	if c.Scope != scope {
+		return nil, Errorf(CodeBadUserInput, "after: the cursor belongs to another list or filter")
+	}
+	return &c, nil
+}
+
+// pageSize validates first (nil means def) and returns it.
+func pageSize(first *int, def int) (int, error) {
+	n := def
+	if first != nil {
+		n = *first
+	}
+	if n < 1 || n > MaxPageSize {
+		return 0, Errorf(CodeBadUserInput, "first must be between 1 and %d", MaxPageSize)
+	}
+	return n, nil
+}
+
+// Page holds a validated page request: the size and the decoded cursor.
+type Page struct {
+	First int
+	After *cursor
+}
+
+// NewPage validates first and after for the list named scope.
+func NewPage(first *int, def int, after *string, scope string) (Page, error) {
+	n, err := pageSize(first, def)
+	if err != nil {
+		return Page{}, err
+	}
+	c, err := decodeCursor(after, scope)
+	if err != nil {
+		return Page{}, err
+	}
+	return Page{First: n, After: c}, nil
+}
+
+// connection builds a page from up to First+1 rows fetched newest first; key
+// returns an item's (created_at, id).
+func connection[T any](items []*T, p Page, scope string, key func(*T) (time.Time, string)) *Connection[T] {
+	c := &Connection[T]{Edges: make([]*Edge[T], 0, min(len(items), p.First))}
+	if len(items) > p.First {
+		items = items[:p.First]
+		c.PageInfo.HasNextPage = true
+	}
+	for _, it := range items {
+		at, id := key(it)
+		c.Edges = append(c.Edges, &Edge[T]{Cursor: encodeCursor(at, id, scope), Node: it})
+	}
+	if n := len(c.Edges); n > 0 {
+		end := c.Edges[n-1].Cursor
+		c.PageInfo.EndCursor = &end
+	}
+	return c
+}
+
+// validID reports whether s is a well-formed id; ids that are not cannot exist.
+func validID(s string) bool {
+	_, err := uuid.Parse(s)
+	return err == nil
+}
