@@ -17,6 +17,7 @@ import (
 
 	"github.com/99designs/gqlgen/client"
 
+	"taskflow/auth"
 	"taskflow/httpapi"
 	"taskflow/store"
 	"taskflow/store/storetest"
@@ -134,4 +135,24 @@ func (e *Env) Do(t testing.TB, req *http.Request) *Response {
 	}
 	_ = json.Unmarshal(r.Raw, &r.Body)
 	return r
+}
+
+// NewUser inserts a user with a bearer token straight into the database, without
+// going through register (for tests of other parts of the API).
+func (e *Env) NewUser(t testing.TB, name string) User {
+	t.Helper()
+	email := fmt.Sprintf("%s-%d@example.com", strings.ToLower(name), seq.Add(1))
+	ctx := t.Context()
+	var id string
+	err := e.DB.Pool.QueryRow(ctx, `INSERT INTO users (email, name, password_hash) VALUES ($1, $2, 'x') RETURNING id`,
+		email, name).Scan(&id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok := auth.NewToken()
+	if _, err := e.DB.Pool.Exec(ctx, `INSERT INTO tokens (token_hash, user_id, expires_at) VALUES ($1, $2, now() + interval '1 day')`,
+		auth.HashToken(tok), id); err != nil {
+		t.Fatal(err)
+	}
+	return User{ID: id, Email: email, Token: tok}
 }
