@@ -24,7 +24,11 @@ func (r *projectResolver) Workspace(ctx context.Context, obj *store.Project) (*s
 
 // Tasks is the resolver for the tasks field.
 func (r *projectResolver) Tasks(ctx context.Context, obj *store.Project, status *store.TaskStatus, first *int, after *string) (*store.Connection[store.Task], error) {
-	panic(fmt.Errorf("not implemented: Tasks - tasks"))
+	key, err := store.NewTaskPageKey(obj.ID, status, first, after)
+	if err != nil {
+		return nil, err
+	}
+	return r.loaders(ctx).taskPages.Load(ctx, key)
 }
 
 // Members is the resolver for the members field.
