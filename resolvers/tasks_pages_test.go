@@ -39,7 +39,9 @@ func projectTasks(t testing.TB, env *apitest.Env, u apitest.User, anchor string,
 		if len(r.Body.Errors) > 0 {
 			return nil, r
 		}
-		var out struct{ Task struct{ Project struct{ Tasks pageJSON } } }
+		var out struct {
+			Task struct{ Project struct{ Tasks pageJSON } }
+		}
 		if err := json.Unmarshal(r.Body.Data, &out); err != nil {
 			t.Fatal(err)
 		}
