@@ -25,19 +25,12 @@ func (r *commentResolver) Task(ctx context.Context, obj *store.Comment) (*store.
 
 // Author is the resolver for the author field.
 func (r *commentResolver) Author(ctx context.Context, obj *store.Comment) (*store.User, error) {
-	return r.loadUser(ctx, obj.AuthorID)
+	return r.loaders(ctx).User(ctx, obj.AuthorID)
 }
 
 // Project is the resolver for the project field.
 func (r *taskResolver) Project(ctx context.Context, obj *store.Task) (*store.Project, error) {
-	p, err := r.loaders(ctx).taskProjectByID.Load(ctx, obj.ProjectID)
-	if err != nil {
-		return nil, err
-	}
-	if p == nil {
-		return nil, store.Errorf(store.CodeNotFound, "project not found")
-	}
-	return p, nil
+	return r.loaders(ctx).Project(ctx, obj.ProjectID)
 }
 
 // Assignee is the resolver for the assignee field.
@@ -45,12 +38,12 @@ func (r *taskResolver) Assignee(ctx context.Context, obj *store.Task) (*store.Us
 	if obj.AssigneeID == nil {
 		return nil, nil
 	}
-	return r.loaders(ctx).taskUserByID.Load(ctx, *obj.AssigneeID)
+	return r.loaders(ctx).User(ctx, *obj.AssigneeID)
 }
 
 // CreatedBy is the resolver for the createdBy field.
 func (r *taskResolver) CreatedBy(ctx context.Context, obj *store.Task) (*store.User, error) {
-	return r.loadUser(ctx, obj.CreatedByID)
+	return r.loaders(ctx).User(ctx, obj.CreatedByID)
 }
 
 // Comments is the resolver for the comments field.

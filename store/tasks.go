@@ -16,8 +16,8 @@ import (
 // MaxTitleLength is the longest task title accepted, in characters.
 const MaxTitleLength = 200
 
-// MaxDescriptionLength is the longest task description accepted, in characters.
-const MaxDescriptionLength = 10000
+// MaxTaskDescriptionLength is the longest task description accepted, in characters.
+const MaxTaskDescriptionLength = 10000
 
 // DefaultTaskPageSize is the page size of task lists when first is not given.
 const DefaultTaskPageSize = 20
@@ -85,8 +85,8 @@ func cleanTitle(s string) (string, error) {
 
 // checkDescription refuses a description that is too long.
 func checkDescription(s *string) error {
-	if s != nil && utf8.RuneCountInString(*s) > MaxDescriptionLength {
-		return Errorf(CodeBadUserInput, "description must be at most %d characters", MaxDescriptionLength)
+	if s != nil && utf8.RuneCountInString(*s) > MaxTaskDescriptionLength {
+		return Errorf(CodeBadUserInput, "description must be at most %d characters", MaxTaskDescriptionLength)
 	}
 	return nil
 }
