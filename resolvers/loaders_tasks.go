@@ -49,3 +49,24 @@ func batch[K comparable, V any](fetch func(ctx context.Context, keys []K) ([]V, 
 func optional[T any](o graphql.Omittable[*T]) store.Optional[T] {
 	return store.Optional[T]{Set: o.IsSet(), Value: o.Value()}
 }
+
+// primeTasks puts the tasks of a page into the task-by-id cache, so that hops
+// back to them (a comment's task) cost no query.
+func (l *taskLoaders) primeTasks(c *store.TaskConnection, err error) (*store.TaskConnection, error) {
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range c.Edges {
+		l.taskByID.Prime(e.Node.ID, e.Node)
+	}
+	return c, nil
+}
+
+// primeTask puts one task into the task-by-id cache.
+func (l *taskLoaders) primeTask(t *store.Task, err error) (*store.Task, error) {
+	if err != nil {
+		return nil, err
+	}
+	l.taskByID.Prime(t.ID, t)
+	return t, nil
+}

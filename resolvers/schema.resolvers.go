@@ -163,12 +163,12 @@ func (r *queryResolver) Project(ctx context.Context, id string) (*store.Project,
 
 // Task is the resolver for the task field.
 func (r *queryResolver) Task(ctx context.Context, id string) (*store.Task, error) {
-	return r.DB.Task(ctx, auth.UserFrom(ctx), id)
+	return r.loaders(ctx).primeTask(r.DB.Task(ctx, auth.UserFrom(ctx), id))
 }
 
 // SearchTasks is the resolver for the searchTasks field.
 func (r *queryResolver) SearchTasks(ctx context.Context, workspaceID string, query string, first *int, after *string) (*store.Connection[store.Task], error) {
-	return r.DB.SearchTasks(ctx, auth.UserFrom(ctx), workspaceID, query, first, after)
+	return r.loaders(ctx).primeTasks(r.DB.SearchTasks(ctx, auth.UserFrom(ctx), workspaceID, query, first, after))
 }
 
 // AuditEvents is the resolver for the auditEvents field.

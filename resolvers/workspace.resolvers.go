@@ -27,7 +27,8 @@ func (r *projectResolver) Tasks(ctx context.Context, obj *store.Project, status 
 	if err != nil {
 		return nil, err
 	}
-	return r.loaders(ctx).taskPages.Load(ctx, key)
+	l := r.loaders(ctx)
+	return l.primeTasks(l.taskPages.Load(ctx, key))
 }
 
 // Members is the resolver for the members field.
