@@ -1,6 +1,8 @@
 package resolvers_test
 
 import (
+	"github.com/99designs/gqlgen/client"
+
 	"strings"
 	"testing"
 
@@ -346,5 +348,54 @@ func TestDeleteTaskDeletesComments(t *testing.T) {
 	var n int
 	if err := env.DB.Pool.QueryRow(t.Context(), `SELECT count(*) FROM comments`).Scan(&n); err != nil || n != 0 {
 		t.Fatalf("comments left: %d, %v", n, err)
+	}
+}
+
+// Query.task through the gqlgen client: every field of a task, its comments
+// newest first, and the hops to project, assignee, creator and authors.
+func TestQueryTaskFields(t *testing.T) {
+	t.Parallel()
+	env := apitest.New(t)
+	w := newWorld(t, env)
+	task := createTask(t, env, w.member, map[string]any{"projectId": w.project, "title": "Read me", "description": "all of it",
+		"assigneeId": w.admin.ID, "priority": "HIGH", "dueDate": "2032-02-03T04:05:06+02:00"})
+	first := insertComment(t, env, task.ID, "one", w.member)
+	second := insertComment(t, env, task.ID, "two", w.admin)
+	var out struct {
+		Task struct {
+			ID, Title, Status, Priority, CreatedAt, UpdatedAt string
+			Description, DueDate                              *string
+			Project                                           struct{ ID, Name string }
+			Assignee                                          struct{ ID, Email string }
+			CreatedBy                                         struct{ ID string }
+			Comments                                          struct {
+				Nodes []struct {
+					ID, Body string
+					Author   struct{ ID string }
+					Task     struct{ Title string }
+				}
+				PageInfo struct{ HasNextPage bool }
+			}
+		}
+	}
+	env.Client.MustPost(`query($id: ID!) { task(id: $id) { id title status priority createdAt updatedAt description dueDate
+		project { id name } assignee { id email } createdBy { id }
+		comments { nodes { id body author { id } task { title } } pageInfo { hasNextPage } } } }`, &out,
+		client.Var("id", task.ID), w.viewer.Auth(), client.Path("/query"))
+	got := out.Task
+	if got.ID != task.ID || got.Title != "Read me" || got.Priority != "HIGH" || got.Status != "TODO" || *got.Description != "all of it" {
+		t.Fatalf("task = %+v", got)
+	}
+	if *got.DueDate != "2032-02-03T02:05:06Z" || got.CreatedAt == "" || got.UpdatedAt == "" {
+		t.Fatalf("times = %v %q %q", *got.DueDate, got.CreatedAt, got.UpdatedAt)
+	}
+	if got.Project.ID != w.project || got.Project.Name != "Website" || got.Assignee.ID != w.admin.ID ||
+		got.Assignee.Email != w.admin.Email || got.CreatedBy.ID != w.member.ID {
+		t.Fatalf("hops = %+v", got)
+	}
+	cs := got.Comments.Nodes
+	if len(cs) != 2 || cs[0].ID != second || cs[1].ID != first || cs[0].Author.ID != w.admin.ID ||
+		cs[1].Task.Title != "Read me" || got.Comments.PageInfo.HasNextPage {
+		t.Fatalf("comments = %+v", got.Comments)
 	}
 }
