@@ -2,6 +2,7 @@ package resolvers
 
 import (
 	"context"
+	"time"
 
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/vikstrous/dataloadgen"
@@ -22,13 +23,20 @@ type taskLoaders struct {
 	commentPages *dataloadgen.Loader[store.CommentPageKey, *store.CommentConnection]
 }
 
+// pageLoaderWait is how long the page loaders gather keys. A to-many hop under a
+// list (the comments of each of 100 tasks) is asked for from as many goroutines,
+// which can take longer than loaderWait to all start on a busy machine; a wider
+// window keeps them in one query.
+const pageLoaderWait = 10 * time.Millisecond
+
 // newTaskLoaders returns the task and comment loaders of one request.
 func newTaskLoaders(db *store.DB) taskLoaders {
 	opts := []dataloadgen.Option{dataloadgen.WithWait(loaderWait), dataloadgen.WithBatchCapacity(loaderMaxBatch)}
+	pageOpts := []dataloadgen.Option{dataloadgen.WithWait(pageLoaderWait), dataloadgen.WithBatchCapacity(loaderMaxBatch)}
 	return taskLoaders{
 		taskByID:     dataloadgen.NewLoader(batch(db.TasksByID), opts...),
-		taskPages:    dataloadgen.NewLoader(batch(db.TaskPages), opts...),
-		commentPages: dataloadgen.NewLoader(batch(db.CommentPages), opts...),
+		taskPages:    dataloadgen.NewLoader(batch(db.TaskPages), pageOpts...),
+		commentPages: dataloadgen.NewLoader(batch(db.CommentPages), pageOpts...),
 	}
 }
 
