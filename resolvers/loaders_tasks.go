@@ -78,3 +78,15 @@ func (l *taskLoaders) primeTask(t *store.Task, err error) (*store.Task, error) {
 	l.taskByID.Prime(t.ID, t)
 	return t, nil
 }
+
+// taskChanged keeps the request's caches true after a task mutation (a document
+// may run several mutations and read their results): it replaces or forgets the
+// cached task (t nil: deleted) and forgets every cached page.
+func (l *taskLoaders) taskChanged(id string, t *store.Task) {
+	l.taskByID.Clear(id)
+	if t != nil {
+		l.taskByID.Prime(id, t)
+	}
+	l.taskPages.ClearAll()
+	l.commentPages.ClearAll()
+}

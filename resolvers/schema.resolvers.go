@@ -97,7 +97,7 @@ func (r *mutationResolver) ArchiveProject(ctx context.Context, id string, idempo
 
 // CreateTask is the resolver for the createTask field.
 func (r *mutationResolver) CreateTask(ctx context.Context, input model.CreateTaskInput, idempotencyKey *string) (*store.Task, error) {
-	return r.DB.CreateTask(ctx, auth.UserFrom(ctx), store.NewTask{
+	t, err := r.DB.CreateTask(ctx, auth.UserFrom(ctx), store.NewTask{
 		ProjectID:   input.ProjectID,
 		Title:       input.Title,
 		Description: input.Description.Value(),
@@ -106,11 +106,16 @@ func (r *mutationResolver) CreateTask(ctx context.Context, input model.CreateTas
 		AssigneeID:  input.AssigneeID.Value(),
 		DueDate:     input.DueDate.Value(),
 	})
+	if err != nil {
+		return nil, err
+	}
+	r.loaders(ctx).taskChanged(t.ID, t)
+	return t, nil
 }
 
 // UpdateTask is the resolver for the updateTask field.
 func (r *mutationResolver) UpdateTask(ctx context.Context, id string, input model.UpdateTaskInput, idempotencyKey *string) (*store.Task, error) {
-	return r.DB.UpdateTask(ctx, auth.UserFrom(ctx), id, store.TaskPatch{
+	t, err := r.DB.UpdateTask(ctx, auth.UserFrom(ctx), id, store.TaskPatch{
 		Title:       optional(input.Title),
 		Description: optional(input.Description),
 		Status:      optional(input.Status),
@@ -118,6 +123,11 @@ func (r *mutationResolver) UpdateTask(ctx context.Context, id string, input mode
 		AssigneeID:  optional(input.AssigneeID),
 		DueDate:     optional(input.DueDate),
 	})
+	if err != nil {
+		return nil, err
+	}
+	r.loaders(ctx).taskChanged(t.ID, t)
+	return t, nil
 }
 
 // DeleteTask is the resolver for the deleteTask field.
@@ -125,17 +135,28 @@ func (r *mutationResolver) DeleteTask(ctx context.Context, id string, idempotenc
 	if err := r.DB.DeleteTask(ctx, auth.UserFrom(ctx), id); err != nil {
 		return false, err
 	}
+	r.loaders(ctx).taskChanged(id, nil)
 	return true, nil
 }
 
 // AddComment is the resolver for the addComment field.
 func (r *mutationResolver) AddComment(ctx context.Context, taskID string, body string, idempotencyKey *string) (*store.Comment, error) {
-	return r.DB.AddComment(ctx, auth.UserFrom(ctx), taskID, body)
+	c, err := r.DB.AddComment(ctx, auth.UserFrom(ctx), taskID, body)
+	if err != nil {
+		return nil, err
+	}
+	r.loaders(ctx).commentPages.ClearAll()
+	return c, nil
 }
 
 // UpdateComment is the resolver for the updateComment field.
 func (r *mutationResolver) UpdateComment(ctx context.Context, id string, body string, idempotencyKey *string) (*store.Comment, error) {
-	return r.DB.UpdateComment(ctx, auth.UserFrom(ctx), id, body)
+	c, err := r.DB.UpdateComment(ctx, auth.UserFrom(ctx), id, body)
+	if err != nil {
+		return nil, err
+	}
+	r.loaders(ctx).commentPages.ClearAll()
+	return c, nil
 }
 
 // DeleteComment is the resolver for the deleteComment field.
@@ -143,6 +164,7 @@ func (r *mutationResolver) DeleteComment(ctx context.Context, id string, idempot
 	if err := r.DB.DeleteComment(ctx, auth.UserFrom(ctx), id); err != nil {
 		return false, err
 	}
+	r.loaders(ctx).commentPages.ClearAll()
 	return true, nil
 }
 

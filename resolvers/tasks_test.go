@@ -399,3 +399,32 @@ func TestQueryTaskFields(t *testing.T) {
 		t.Fatalf("comments = %+v", got.Comments)
 	}
 }
+
+// Several mutations in one document each read their results fresh: the task and
+// comment caches of the request are refreshed after each change.
+func TestMutationsInOneDocumentReadFreshResults(t *testing.T) {
+	t.Parallel()
+	env := apitest.New(t)
+	w := newWorld(t, env)
+	id := insertTask(t, env, w.project, "zero", "", store.TaskStatusTodo, w.member)
+	var out struct {
+		A, B struct {
+			Project struct{ Tasks struct{ Nodes []struct{ Title string } } }
+		}
+		C, D struct {
+			Task struct{ Comments struct{ Nodes []struct{ Body string } } }
+		}
+	}
+	mustCall(t, env, w.member, `mutation($id: ID!) {
+		a: updateTask(id: $id, input: {title: "one"}) { project { tasks { nodes { title } } } }
+		b: updateTask(id: $id, input: {title: "two"}) { project { tasks { nodes { title } } } }
+		c: addComment(taskId: $id, body: "first") { task { comments { nodes { body } } } }
+		d: addComment(taskId: $id, body: "second") { task { comments { nodes { body } } } }
+	}`, map[string]any{"id": id}, &out)
+	if a, b := out.A.Project.Tasks.Nodes, out.B.Project.Tasks.Nodes; len(a) != 1 || a[0].Title != "one" || len(b) != 1 || b[0].Title != "two" {
+		t.Fatalf("a = %+v, b = %+v", a, b)
+	}
+	if c, d := out.C.Task.Comments.Nodes, out.D.Task.Comments.Nodes; len(c) != 1 || len(d) != 2 || d[0].Body != "second" {
+		t.Fatalf("c = %+v, d = %+v", c, d)
+	}
+}
