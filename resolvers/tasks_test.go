@@ -409,10 +409,14 @@ func TestMutationsInOneDocumentReadFreshResults(t *testing.T) {
 	id := insertTask(t, env, w.project, "zero", "", store.TaskStatusTodo, w.member)
 	var out struct {
 		A, B struct {
-			Project struct{ Tasks struct{ Nodes []struct{ Title string } } }
+			Project struct {
+				Tasks struct{ Nodes []struct{ Title string } }
+			}
 		}
 		C, D struct {
-			Task struct{ Comments struct{ Nodes []struct{ Body string } } }
+			Task struct {
+				Comments struct{ Nodes []struct{ Body string } }
+			}
 		}
 	}
 	mustCall(t, env, w.member, `mutation($id: ID!) {
