@@ -6,6 +6,7 @@ import (
 	"sync"
 	"testing"
 
+	"taskflow/audit"
 	"taskflow/store"
 	"taskflow/store/storetest"
 )
@@ -171,4 +172,15 @@ func ids(c *store.TaskConnection) []string {
 		out[i] = e.Node.ID
 	}
 	return out
+}
+
+// Every exported field of Task and Comment has an audit rule, so snapshots and
+// diffs of them never panic or leak an unclassified field.
+func TestTaskAndCommentAuditRules(t *testing.T) {
+	t.Parallel()
+	for _, v := range []any{store.Task{}, store.Comment{}} {
+		if err := audit.Check(v); err != nil {
+			t.Error(err)
+		}
+	}
 }
