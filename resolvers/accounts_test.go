@@ -263,7 +263,7 @@ func TestLoginPayloadReadsAsTheSignedInUser(t *testing.T) {
 			User struct {
 				Workspaces []struct {
 					ID, ViewerRole string
-					Members    []struct{ User struct{ ID string } }
+					Members        []struct{ User struct{ ID string } }
 				}
 			}
 		}

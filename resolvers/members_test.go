@@ -391,7 +391,9 @@ func TestCreateWorkspace(t *testing.T) {
 	if err := env.DB.Pool.QueryRow(context.Background(), `SELECT count(*) FROM workspaces`).Scan(&n); err != nil || n != 1 {
 		t.Fatalf("%d workspaces, want 1 (%v)", n, err)
 	}
-	var me struct{ Me struct{ Workspaces []struct{ ID string } } }
+	var me struct {
+		Me struct{ Workspaces []struct{ ID string } }
+	}
 	mustData(t, call(t, env, u.Token, `{ me { workspaces { id } } }`, nil), &me)
 	if len(me.Me.Workspaces) != 1 || me.Me.Workspaces[0].ID != w.ID {
 		t.Fatalf("me.workspaces = %+v", me.Me.Workspaces)
