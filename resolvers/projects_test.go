@@ -285,3 +285,58 @@ func TestProjectsPagination(t *testing.T) {
 	wantCode(t, call(t, env, owner.Token, projectsQuery, map[string]any{"w": other, "after": cur}), "BAD_USER_INPUT")
 	wantCode(t, call(t, env, owner.Token, projectsQuery, map[string]any{"w": ws, "after": "bm9wZQ"}), "BAD_USER_INPUT")
 }
+
+// The projects of several workspaces in one request come from one batch, each
+// list with its own size, filter and cursor.
+func TestProjectsOfSeveralWorkspacesAtOnce(t *testing.T) {
+	t.Parallel()
+	env := apitest.New(t)
+	u := env.NewUser(t, "U")
+	var wss []string
+	want := map[string][]string{}
+	for i := range 3 {
+		ws := newWorkspace(t, env, u)
+		wss = append(wss, ws)
+		for j := 0; j < i+1; j++ {
+			want[ws] = append([]string{newProject(t, env, u, ws, "p")}, want[ws]...)
+		}
+	}
+	archivedID := want[wss[2]][0]
+	mustData(t, call(t, env, u.Token, archiveProjectMutation, map[string]any{"id": archivedID}), nil)
+	var d struct {
+		Me struct {
+			Workspaces []struct {
+				ID       string
+				Projects struct {
+					Nodes    []struct{ ID string }
+					PageInfo struct{ HasNextPage bool }
+				}
+				All struct{ Nodes []struct{ ID string } }
+			}
+		}
+	}
+	mustData(t, call(t, env, u.Token, `{ me { workspaces { id projects(first: 2) { nodes { id } pageInfo { hasNextPage } }
+		all: projects(includeArchived: true) { nodes { id } } } } }`, nil), &d)
+	if len(d.Me.Workspaces) != 3 {
+		t.Fatalf("%d workspaces", len(d.Me.Workspaces))
+	}
+	for _, w := range d.Me.Workspaces {
+		all := want[w.ID]
+		visible := all
+		if w.ID == wss[2] {
+			visible = all[1:]
+		}
+		if len(w.All.Nodes) != len(all) {
+			t.Fatalf("workspace %s: includeArchived lists %d, want %d", w.ID, len(w.All.Nodes), len(all))
+		}
+		n := min(2, len(visible))
+		if len(w.Projects.Nodes) != n || w.Projects.PageInfo.HasNextPage != (len(visible) > 2) {
+			t.Fatalf("workspace %s: page %+v, want %d of %v", w.ID, w.Projects, n, visible)
+		}
+		for i := range n {
+			if w.Projects.Nodes[i].ID != visible[i] {
+				t.Fatalf("workspace %s: page %+v, want %v", w.ID, w.Projects.Nodes, visible)
+			}
+		}
+	}
+}
