@@ -275,3 +275,28 @@ func TestLoginPayloadReadsAsTheSignedInUser(t *testing.T) {
 		t.Fatalf("login payload workspaces = %+v", w)
 	}
 }
+
+func TestLoginRehashesOutdatedPasswordHash(t *testing.T) {
+	t.Parallel()
+	env := apitest.New(t)
+	ctx := context.Background()
+	email := strings.ToLower(uniqueEmail("gus"))
+	old := auth.HashPassword("correct horse", auth.PasswordParams{Memory: 128, Time: 1, Threads: 1, SaltLen: 16, KeyLen: 32})
+	var id string
+	if err := env.DB.Pool.QueryRow(ctx, `INSERT INTO users (email, name, password_hash) VALUES ($1, 'Gus', $2) RETURNING id`, email, old).Scan(&id); err != nil {
+		t.Fatal(err)
+	}
+	mustData(t, call(t, env, "", loginMutation, map[string]any{"e": email, "p": "correct horse"}), nil)
+	var now string
+	if err := env.DB.Pool.QueryRow(ctx, `SELECT password_hash FROM users WHERE id = $1`, id).Scan(&now); err != nil {
+		t.Fatal(err)
+	}
+	if now == old || auth.NeedsRehash(now, auth.FastPasswordParams) {
+		t.Fatalf("hash not upgraded: %q", now)
+	}
+	if ok, err := auth.VerifyPassword("correct horse", now); err != nil || !ok {
+		t.Fatal("the new hash does not verify")
+	}
+	// And the password still signs in.
+	mustData(t, call(t, env, "", loginMutation, map[string]any{"e": email, "p": "correct horse"}), nil)
+}
