@@ -32,7 +32,7 @@ type authPayload struct {
 func register(t *testing.T, env *apitest.Env, email, password, name string) authPayload {
 	t.Helper()
 	var d struct{ Register authPayload }
-	mustData(t, call(t, env, "", registerMutation, map[string]any{"e": email, "p": password, "n": name}), &d)
+	mustData(t, post(t, env, "", registerMutation, map[string]any{"e": email, "p": password, "n": name}), &d)
 	return d.Register
 }
 
@@ -51,7 +51,7 @@ func TestRegisterNormalisesEmailStoresOnlyHashes(t *testing.T) {
 	}
 	// The token works.
 	var me struct{ Me struct{ ID, Email string } }
-	mustData(t, call(t, env, p.Token, `{ me { id email } }`, nil), &me)
+	mustData(t, post(t, env, p.Token, `{ me { id email } }`, nil), &me)
 	if me.Me.ID != p.User.ID {
 		t.Fatalf("me = %+v, want %s", me.Me, p.User.ID)
 	}
@@ -118,7 +118,7 @@ func TestRegisterValidationAndConflict(t *testing.T) {
 		{"taken e-mail, other case and spaces", " " + strings.ToUpper(email) + " ", "another password", "Bob 2", "CONFLICT"},
 	}
 	for _, c := range cases {
-		r := call(t, env, "", registerMutation, map[string]any{"e": c.email, "p": c.password, "n": c.user})
+		r := post(t, env, "", registerMutation, map[string]any{"e": c.email, "p": c.password, "n": c.user})
 		if r.Code() != c.code {
 			t.Errorf("%s: code %q, want %q (%s)", c.name, r.Code(), c.code, r.Raw)
 		}
@@ -141,11 +141,11 @@ func TestLoginSameErrorForUnknownEmailAndWrongPassword(t *testing.T) {
 	email := uniqueEmail("carol")
 	p := register(t, env, email, "correct horse", "Carol")
 
-	wrong := call(t, env, "", loginMutation, map[string]any{"e": email, "p": "wrong horse battery"})
-	unknown := call(t, env, "", loginMutation, map[string]any{"e": uniqueEmail("nobody"), "p": "wrong horse battery"})
-	malformed := call(t, env, "", loginMutation, map[string]any{"e": "wrong horse battery", "p": "wrong horse battery"})
+	wrong := post(t, env, "", loginMutation, map[string]any{"e": email, "p": "wrong horse battery"})
+	unknown := post(t, env, "", loginMutation, map[string]any{"e": uniqueEmail("nobody"), "p": "wrong horse battery"})
+	malformed := post(t, env, "", loginMutation, map[string]any{"e": "wrong horse battery", "p": "wrong horse battery"})
 	for _, r := range []*apitest.Response{wrong, unknown, malformed} {
-		wantCode(t, r, "UNAUTHENTICATED")
+		wantErrCode(t, r, "UNAUTHENTICATED")
 		if string(r.Body.Data) != "null" {
 			t.Errorf("data = %s, want null", r.Body.Data)
 		}
@@ -191,15 +191,15 @@ func TestLoginSameErrorForUnknownEmailAndWrongPassword(t *testing.T) {
 
 	// The right password, with the e-mail in another case, signs in.
 	var d struct{ Login authPayload }
-	mustData(t, call(t, env, "", loginMutation, map[string]any{"e": strings.ToUpper(email), "p": "correct horse"}), &d)
+	mustData(t, post(t, env, "", loginMutation, map[string]any{"e": strings.ToUpper(email), "p": "correct horse"}), &d)
 	if d.Login.User.ID != p.User.ID || d.Login.Token == "" || d.Login.Token == p.Token {
 		t.Fatalf("login payload %+v", d.Login)
 	}
-	if got := auditCount(t, env, "", "user.logged_in", p.User.ID); got != 1 {
+	if got := countEvents(t, env, "", "user.logged_in", p.User.ID); got != 1 {
 		t.Fatalf("%d user.logged_in events, want 1", got)
 	}
 	var me struct{ Me struct{ ID string } }
-	mustData(t, call(t, env, d.Login.Token, `{ me { id } }`, nil), &me)
+	mustData(t, post(t, env, d.Login.Token, `{ me { id } }`, nil), &me)
 	if me.Me.ID != p.User.ID {
 		t.Fatalf("me with the login token = %q", me.Me.ID)
 	}
@@ -209,8 +209,8 @@ func TestLoginUserWithUnreadableHashIsRefused(t *testing.T) {
 	t.Parallel()
 	env := apitest.New(t)
 	u := env.NewUser(t, "Dave") // password_hash 'x'
-	wantCode(t, call(t, env, "", loginMutation, map[string]any{"e": u.Email, "p": "x"}), "UNAUTHENTICATED")
-	wantCode(t, call(t, env, "", loginMutation, map[string]any{"e": u.Email, "p": "anything long"}), "UNAUTHENTICATED")
+	wantErrCode(t, post(t, env, "", loginMutation, map[string]any{"e": u.Email, "p": "x"}), "UNAUTHENTICATED")
+	wantErrCode(t, post(t, env, "", loginMutation, map[string]any{"e": u.Email, "p": "anything long"}), "UNAUTHENTICATED")
 }
 
 func TestLogoutRevokesOnlyThisToken(t *testing.T) {
@@ -219,32 +219,32 @@ func TestLogoutRevokesOnlyThisToken(t *testing.T) {
 	email := uniqueEmail("erin")
 	p := register(t, env, email, "correct horse", "Erin")
 	var d struct{ Login authPayload }
-	mustData(t, call(t, env, "", loginMutation, map[string]any{"e": email, "p": "correct horse"}), &d)
+	mustData(t, post(t, env, "", loginMutation, map[string]any{"e": email, "p": "correct horse"}), &d)
 
 	var out struct{ Logout bool }
-	mustData(t, call(t, env, p.Token, `mutation { logout }`, nil), &out)
+	mustData(t, post(t, env, p.Token, `mutation { logout }`, nil), &out)
 	if !out.Logout {
 		t.Fatal("logout = false")
 	}
-	r := call(t, env, p.Token, `{ me { id } }`, nil)
+	r := post(t, env, p.Token, `{ me { id } }`, nil)
 	if r.Status != 401 {
 		t.Fatalf("revoked token: HTTP %d, want 401", r.Status)
 	}
-	wantCode(t, r, "UNAUTHENTICATED")
+	wantErrCode(t, r, "UNAUTHENTICATED")
 	// The other session still works.
 	var me struct{ Me struct{ ID string } }
-	mustData(t, call(t, env, d.Login.Token, `{ me { id } }`, nil), &me)
+	mustData(t, post(t, env, d.Login.Token, `{ me { id } }`, nil), &me)
 	if me.Me.ID != p.User.ID {
 		t.Fatal("the other token stopped working")
 	}
 	// Anonymous logout.
-	wantCode(t, call(t, env, "", `mutation { logout }`, nil), "UNAUTHENTICATED")
+	wantErrCode(t, post(t, env, "", `mutation { logout }`, nil), "UNAUTHENTICATED")
 }
 
 func TestMeAnonymousIsNull(t *testing.T) {
 	t.Parallel()
 	env := apitest.New(t)
-	r := call(t, env, "", `{ me { id } }`, nil)
+	r := post(t, env, "", `{ me { id } }`, nil)
 	mustData(t, r, nil)
 	if string(r.Body.Data) != `{"me":null}` {
 		t.Fatalf("data = %s", r.Body.Data)
@@ -257,7 +257,7 @@ func TestLoginPayloadReadsAsTheSignedInUser(t *testing.T) {
 	email := uniqueEmail("fay")
 	p := register(t, env, email, "correct horse", "Fay")
 	owner := apitest.User{ID: p.User.ID, Email: email, Token: p.Token}
-	ws := newWorkspace(t, env, owner)
+	ws := mkWorkspace(t, env, owner)
 	var d struct {
 		Login struct {
 			User struct {
@@ -268,7 +268,7 @@ func TestLoginPayloadReadsAsTheSignedInUser(t *testing.T) {
 			}
 		}
 	}
-	mustData(t, call(t, env, "", `mutation($e: String!, $p: String!) { login(email: $e, password: $p) {
+	mustData(t, post(t, env, "", `mutation($e: String!, $p: String!) { login(email: $e, password: $p) {
 		user { workspaces { id viewerRole members { user { id } } } } } }`, map[string]any{"e": email, "p": "correct horse"}), &d)
 	w := d.Login.User.Workspaces
 	if len(w) != 1 || w[0].ID != ws || w[0].ViewerRole != "OWNER" || len(w[0].Members) != 1 || w[0].Members[0].User.ID != p.User.ID {
@@ -286,7 +286,7 @@ func TestLoginRehashesOutdatedPasswordHash(t *testing.T) {
 	if err := env.DB.Pool.QueryRow(ctx, `INSERT INTO users (email, name, password_hash) VALUES ($1, 'Gus', $2) RETURNING id`, email, old).Scan(&id); err != nil {
 		t.Fatal(err)
 	}
-	mustData(t, call(t, env, "", loginMutation, map[string]any{"e": email, "p": "correct horse"}), nil)
+	mustData(t, post(t, env, "", loginMutation, map[string]any{"e": email, "p": "correct horse"}), nil)
 	var now string
 	if err := env.DB.Pool.QueryRow(ctx, `SELECT password_hash FROM users WHERE id = $1`, id).Scan(&now); err != nil {
 		t.Fatal(err)
@@ -298,5 +298,5 @@ func TestLoginRehashesOutdatedPasswordHash(t *testing.T) {
 		t.Fatal("the new hash does not verify")
 	}
 	// And the password still signs in.
-	mustData(t, call(t, env, "", loginMutation, map[string]any{"e": email, "p": "correct horse"}), nil)
+	mustData(t, post(t, env, "", loginMutation, map[string]any{"e": email, "p": "correct horse"}), nil)
 }

@@ -3,14 +3,13 @@ package resolvers_test
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"testing"
 
 	"taskflow/httpapi/apitest"
 )
 
-// call sends a GraphQL operation over HTTP as token and returns the answer.
-func call(t *testing.T, env *apitest.Env, token, query string, vars map[string]any) *apitest.Response {
+// post sends a GraphQL operation over HTTP as token and returns the answer.
+func post(t *testing.T, env *apitest.Env, token, query string, vars map[string]any) *apitest.Response {
 	t.Helper()
 	return env.Post(t, token, query, vars)
 }
@@ -28,42 +27,42 @@ func mustData(t *testing.T, r *apitest.Response, out any) {
 	}
 }
 
-// wantCode fails the test unless the first error has extensions.code == code.
-func wantCode(t *testing.T, r *apitest.Response, code string) {
+// wantErrCode fails the test unless the first error has extensions.code == code.
+func wantErrCode(t *testing.T, r *apitest.Response, code string) {
 	t.Helper()
 	if got := r.Code(); got != code {
 		t.Fatalf("code = %q, want %q; body %s", got, code, r.Raw)
 	}
 }
 
-// newWorkspace creates a workspace owned by owner and returns its id.
-func newWorkspace(t *testing.T, env *apitest.Env, owner apitest.User) string {
+// mkWorkspace creates a workspace owned by owner and returns its id.
+func mkWorkspace(t *testing.T, env *apitest.Env, owner apitest.User) string {
 	t.Helper()
 	var d struct{ CreateWorkspace struct{ ID string } }
-	mustData(t, call(t, env, owner.Token, `mutation($n: String!) { createWorkspace(input: {name: $n}) { id } }`,
+	mustData(t, post(t, env, owner.Token, `mutation($n: String!) { createWorkspace(input: {name: $n}) { id } }`,
 		map[string]any{"n": "ws " + owner.Email}), &d)
 	return d.CreateWorkspace.ID
 }
 
-// addMember makes u a member of ws with role, acting as owner.
-func addMember(t *testing.T, env *apitest.Env, owner apitest.User, ws string, u apitest.User, role string) {
+// joinWorkspace makes u a member of ws with role, acting as owner.
+func joinWorkspace(t *testing.T, env *apitest.Env, owner apitest.User, ws string, u apitest.User, role string) {
 	t.Helper()
-	mustData(t, call(t, env, owner.Token, `mutation($w: ID!, $e: String!, $r: Role!) { addMember(workspaceId: $w, email: $e, role: $r) { role } }`,
+	mustData(t, post(t, env, owner.Token, `mutation($w: ID!, $e: String!, $r: Role!) { addMember(workspaceId: $w, email: $e, role: $r) { role } }`,
 		map[string]any{"w": ws, "e": u.Email, "r": role}), nil)
 }
 
-// newProject creates a project in ws as u and returns its id.
-func newProject(t *testing.T, env *apitest.Env, u apitest.User, ws, name string) string {
+// mkProject creates a project in ws as u and returns its id.
+func mkProject(t *testing.T, env *apitest.Env, u apitest.User, ws, name string) string {
 	t.Helper()
 	var d struct{ CreateProject struct{ ID string } }
-	mustData(t, call(t, env, u.Token, `mutation($w: ID!, $n: String!) { createProject(input: {workspaceId: $w, name: $n}) { id } }`,
+	mustData(t, post(t, env, u.Token, `mutation($w: ID!, $n: String!) { createProject(input: {workspaceId: $w, name: $n}) { id } }`,
 		map[string]any{"w": ws, "n": name}), &d)
 	return d.CreateProject.ID
 }
 
-// auditCount counts the audit events with this action and entity id (and
+// countEvents counts the audit events with this action and entity id (and
 // workspace, unless ws is "").
-func auditCount(t *testing.T, env *apitest.Env, ws, action, entityID string) int {
+func countEvents(t *testing.T, env *apitest.Env, ws, action, entityID string) int {
 	t.Helper()
 	q := `SELECT count(*) FROM audit_events WHERE action = $1 AND entity_id = $2`
 	args := []any{action, entityID}
@@ -100,4 +99,3 @@ func roleOf(t *testing.T, env *apitest.Env, ws, userID string) string {
 	return r
 }
 
-var _ = fmt.Sprintf

@@ -56,10 +56,10 @@ func TestAddMemberRoleRules(t *testing.T) {
 				t.Parallel()
 				ws, actor, target := matrixWorkspace(t, env, a, "")
 				before := workspaceEvents(t, env, ws)
-				res := call(t, env, actor.Token, addMemberMutation, map[string]any{"w": ws, "e": strings.ToUpper(target.Email), "r": r})
+				res := post(t, env, actor.Token, addMemberMutation, map[string]any{"w": ws, "e": strings.ToUpper(target.Email), "r": r})
 				allowed := atLeastAdmin(a) && (r != "OWNER" || a == "OWNER")
 				if !allowed {
-					wantCode(t, res, "FORBIDDEN")
+					wantErrCode(t, res, "FORBIDDEN")
 					if roleOf(t, env, ws, target.ID) != "" || workspaceEvents(t, env, ws) != before {
 						t.Fatal("a refused addMember changed something")
 					}
@@ -75,7 +75,7 @@ func TestAddMemberRoleRules(t *testing.T) {
 				if d.AddMember.Role != r || d.AddMember.User.ID != target.ID {
 					t.Fatalf("addMember = %+v", d.AddMember)
 				}
-				if roleOf(t, env, ws, target.ID) != r || auditCount(t, env, ws, "member.added", target.ID) != 1 {
+				if roleOf(t, env, ws, target.ID) != r || countEvents(t, env, ws, "member.added", target.ID) != 1 {
 					t.Fatal("member or member.added event missing")
 				}
 			})
@@ -93,10 +93,10 @@ func TestUpdateMemberRoleRules(t *testing.T) {
 					t.Parallel()
 					ws, actor, target := matrixWorkspace(t, env, a, from)
 					before := workspaceEvents(t, env, ws)
-					res := call(t, env, actor.Token, updateRoleMutation, map[string]any{"w": ws, "u": target.ID, "r": to})
+					res := post(t, env, actor.Token, updateRoleMutation, map[string]any{"w": ws, "u": target.ID, "r": to})
 					allowed := atLeastAdmin(a) && ((from != "OWNER" && to != "OWNER") || a == "OWNER")
 					if !allowed {
-						wantCode(t, res, "FORBIDDEN")
+						wantErrCode(t, res, "FORBIDDEN")
 						if roleOf(t, env, ws, target.ID) != from || workspaceEvents(t, env, ws) != before {
 							t.Fatal("a refused updateMemberRole changed something")
 						}
@@ -116,7 +116,7 @@ func TestUpdateMemberRoleRules(t *testing.T) {
 					if from == to {
 						wantEvents = 0 // nothing changed, nothing recorded
 					}
-					if got := auditCount(t, env, ws, "member.role_changed", target.ID); got != wantEvents {
+					if got := countEvents(t, env, ws, "member.role_changed", target.ID); got != wantEvents {
 						t.Fatalf("%d member.role_changed events, want %d", got, wantEvents)
 					}
 					if wantEvents == 1 {
@@ -144,10 +144,10 @@ func TestRemoveMemberRoleRules(t *testing.T) {
 				t.Parallel()
 				ws, actor, target := matrixWorkspace(t, env, a, r)
 				before := workspaceEvents(t, env, ws)
-				res := call(t, env, actor.Token, removeMemberMutation, map[string]any{"w": ws, "u": target.ID})
+				res := post(t, env, actor.Token, removeMemberMutation, map[string]any{"w": ws, "u": target.ID})
 				allowed := atLeastAdmin(a) && (r != "OWNER" || a == "OWNER")
 				if !allowed {
-					wantCode(t, res, "FORBIDDEN")
+					wantErrCode(t, res, "FORBIDDEN")
 					if roleOf(t, env, ws, target.ID) != r || workspaceEvents(t, env, ws) != before {
 						t.Fatal("a refused removeMember changed something")
 					}
@@ -158,7 +158,7 @@ func TestRemoveMemberRoleRules(t *testing.T) {
 				if !d.RemoveMember || roleOf(t, env, ws, target.ID) != "" {
 					t.Fatal("member not removed")
 				}
-				if auditCount(t, env, ws, "member.removed", target.ID) != 1 {
+				if countEvents(t, env, ws, "member.removed", target.ID) != 1 {
 					t.Fatal("no member.removed event for the member's user id")
 				}
 			})
@@ -174,12 +174,12 @@ func TestMembersLeaveThemselves(t *testing.T) {
 			t.Parallel()
 			ws, actor, _ := matrixWorkspace(t, env, r, "")
 			var d struct{ RemoveMember bool }
-			mustData(t, call(t, env, actor.Token, removeMemberMutation, map[string]any{"w": ws, "u": actor.ID}), &d)
-			if roleOf(t, env, ws, actor.ID) != "" || auditCount(t, env, ws, "member.removed", actor.ID) != 1 {
+			mustData(t, post(t, env, actor.Token, removeMemberMutation, map[string]any{"w": ws, "u": actor.ID}), &d)
+			if roleOf(t, env, ws, actor.ID) != "" || countEvents(t, env, ws, "member.removed", actor.ID) != 1 {
 				t.Fatal("leaving did not remove the member or record it")
 			}
 			// Gone: the workspace is now invisible to them.
-			wantCode(t, call(t, env, actor.Token, `query($w: ID!) { workspace(id: $w) { id } }`, map[string]any{"w": ws}), "NOT_FOUND")
+			wantErrCode(t, post(t, env, actor.Token, `query($w: ID!) { workspace(id: $w) { id } }`, map[string]any{"w": ws}), "NOT_FOUND")
 		})
 	}
 }
@@ -188,20 +188,20 @@ func TestLastOwnerCannotBeRemovedOrDemoted(t *testing.T) {
 	t.Parallel()
 	env := apitest.New(t)
 	owner := env.NewUser(t, "Owner")
-	ws := newWorkspace(t, env, owner)
+	ws := mkWorkspace(t, env, owner)
 	before := workspaceEvents(t, env, ws)
 	for _, to := range []string{"ADMIN", "MEMBER", "VIEWER"} {
-		wantCode(t, call(t, env, owner.Token, updateRoleMutation, map[string]any{"w": ws, "u": owner.ID, "r": to}), "CONFLICT")
+		wantErrCode(t, post(t, env, owner.Token, updateRoleMutation, map[string]any{"w": ws, "u": owner.ID, "r": to}), "CONFLICT")
 	}
-	wantCode(t, call(t, env, owner.Token, removeMemberMutation, map[string]any{"w": ws, "u": owner.ID}), "CONFLICT")
+	wantErrCode(t, post(t, env, owner.Token, removeMemberMutation, map[string]any{"w": ws, "u": owner.ID}), "CONFLICT")
 	if roleOf(t, env, ws, owner.ID) != "OWNER" || workspaceEvents(t, env, ws) != before {
 		t.Fatal("a refused last-owner change changed something")
 	}
 	// With a second owner, the first may step down.
 	second := env.NewUser(t, "Second")
-	addMember(t, env, owner, ws, second, "OWNER")
-	mustData(t, call(t, env, owner.Token, updateRoleMutation, map[string]any{"w": ws, "u": owner.ID, "r": "ADMIN"}), nil)
-	wantCode(t, call(t, env, second.Token, removeMemberMutation, map[string]any{"w": ws, "u": second.ID}), "CONFLICT")
+	joinWorkspace(t, env, owner, ws, second, "OWNER")
+	mustData(t, post(t, env, owner.Token, updateRoleMutation, map[string]any{"w": ws, "u": owner.ID, "r": "ADMIN"}), nil)
+	wantErrCode(t, post(t, env, second.Token, removeMemberMutation, map[string]any{"w": ws, "u": second.ID}), "CONFLICT")
 }
 
 // Two OWNERs demoting themselves at once: exactly one succeeds, the other gets
@@ -214,8 +214,8 @@ func TestConcurrentDemotionsKeepAnOwner(t *testing.T) {
 		cross := i%2 == 1
 		owner := env.NewUser(t, "A")
 		other := env.NewUser(t, "B")
-		ws := newWorkspace(t, env, owner)
-		addMember(t, env, owner, ws, other, "OWNER")
+		ws := mkWorkspace(t, env, owner)
+		joinWorkspace(t, env, owner, ws, other, "OWNER")
 		pairs := [][2]apitest.User{{owner, owner}, {other, other}}
 		if cross {
 			pairs = [][2]apitest.User{{owner, other}, {other, owner}}
@@ -226,7 +226,7 @@ func TestConcurrentDemotionsKeepAnOwner(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				codes[j] = call(t, env, p[0].Token, updateRoleMutation, map[string]any{"w": ws, "u": p[1].ID, "r": "ADMIN"}).Code()
+				codes[j] = post(t, env, p[0].Token, updateRoleMutation, map[string]any{"w": ws, "u": p[1].ID, "r": "ADMIN"}).Code()
 			}()
 		}
 		wg.Wait()
@@ -249,7 +249,7 @@ func TestConcurrentDemotionsKeepAnOwner(t *testing.T) {
 		if owners != 1 {
 			t.Fatalf("round %d: %d owners left, want 1", i, owners)
 		}
-		if n := auditCount(t, env, ws, "member.role_changed", owner.ID) + auditCount(t, env, ws, "member.role_changed", other.ID); n != 1 {
+		if n := countEvents(t, env, ws, "member.role_changed", owner.ID) + countEvents(t, env, ws, "member.role_changed", other.ID); n != 1 {
 			t.Fatalf("round %d: %d role_changed events, want 1", i, n)
 		}
 	}
@@ -259,36 +259,36 @@ func TestMemberErrors(t *testing.T) {
 	t.Parallel()
 	env := apitest.New(t)
 	owner := env.NewUser(t, "Owner")
-	ws := newWorkspace(t, env, owner)
+	ws := mkWorkspace(t, env, owner)
 	member := env.NewUser(t, "Member")
-	addMember(t, env, owner, ws, member, "MEMBER")
+	joinWorkspace(t, env, owner, ws, member, "MEMBER")
 	stranger := env.NewUser(t, "Stranger")
 	before := workspaceEvents(t, env, ws)
 
 	// Unknown e-mail, malformed e-mail, existing member.
-	wantCode(t, call(t, env, owner.Token, addMemberMutation, map[string]any{"w": ws, "e": "nobody-at-all@example.com", "r": "MEMBER"}), "NOT_FOUND")
-	wantCode(t, call(t, env, owner.Token, addMemberMutation, map[string]any{"w": ws, "e": "not an e-mail", "r": "MEMBER"}), "BAD_USER_INPUT")
-	wantCode(t, call(t, env, owner.Token, addMemberMutation, map[string]any{"w": ws, "e": " " + strings.ToUpper(member.Email), "r": "VIEWER"}), "CONFLICT")
+	wantErrCode(t, post(t, env, owner.Token, addMemberMutation, map[string]any{"w": ws, "e": "nobody-at-all@example.com", "r": "MEMBER"}), "NOT_FOUND")
+	wantErrCode(t, post(t, env, owner.Token, addMemberMutation, map[string]any{"w": ws, "e": "not an e-mail", "r": "MEMBER"}), "BAD_USER_INPUT")
+	wantErrCode(t, post(t, env, owner.Token, addMemberMutation, map[string]any{"w": ws, "e": " " + strings.ToUpper(member.Email), "r": "VIEWER"}), "CONFLICT")
 	if roleOf(t, env, ws, member.ID) != "MEMBER" {
 		t.Fatal("CONFLICT changed the member's role")
 	}
 	// A non-member, an unknown workspace and a malformed id all look the same.
 	for _, w := range []string{ws, "00000000-0000-0000-0000-000000000000", "not-a-uuid"} {
-		wantCode(t, call(t, env, stranger.Token, addMemberMutation, map[string]any{"w": w, "e": stranger.Email, "r": "MEMBER"}), "NOT_FOUND")
-		wantCode(t, call(t, env, stranger.Token, updateRoleMutation, map[string]any{"w": w, "u": member.ID, "r": "VIEWER"}), "NOT_FOUND")
-		wantCode(t, call(t, env, stranger.Token, removeMemberMutation, map[string]any{"w": w, "u": member.ID}), "NOT_FOUND")
-		wantCode(t, call(t, env, stranger.Token, `query($w: ID!) { workspace(id: $w) { id } }`, map[string]any{"w": w}), "NOT_FOUND")
+		wantErrCode(t, post(t, env, stranger.Token, addMemberMutation, map[string]any{"w": w, "e": stranger.Email, "r": "MEMBER"}), "NOT_FOUND")
+		wantErrCode(t, post(t, env, stranger.Token, updateRoleMutation, map[string]any{"w": w, "u": member.ID, "r": "VIEWER"}), "NOT_FOUND")
+		wantErrCode(t, post(t, env, stranger.Token, removeMemberMutation, map[string]any{"w": w, "u": member.ID}), "NOT_FOUND")
+		wantErrCode(t, post(t, env, stranger.Token, `query($w: ID!) { workspace(id: $w) { id } }`, map[string]any{"w": w}), "NOT_FOUND")
 	}
 	// A user who is not a member of the workspace, or a malformed user id.
 	for _, u := range []string{stranger.ID, "nope"} {
-		wantCode(t, call(t, env, owner.Token, updateRoleMutation, map[string]any{"w": ws, "u": u, "r": "VIEWER"}), "NOT_FOUND")
-		wantCode(t, call(t, env, owner.Token, removeMemberMutation, map[string]any{"w": ws, "u": u}), "NOT_FOUND")
+		wantErrCode(t, post(t, env, owner.Token, updateRoleMutation, map[string]any{"w": ws, "u": u, "r": "VIEWER"}), "NOT_FOUND")
+		wantErrCode(t, post(t, env, owner.Token, removeMemberMutation, map[string]any{"w": ws, "u": u}), "NOT_FOUND")
 	}
 	// Anonymous.
-	wantCode(t, call(t, env, "", addMemberMutation, map[string]any{"w": ws, "e": stranger.Email, "r": "MEMBER"}), "UNAUTHENTICATED")
-	wantCode(t, call(t, env, "", updateRoleMutation, map[string]any{"w": ws, "u": member.ID, "r": "VIEWER"}), "UNAUTHENTICATED")
-	wantCode(t, call(t, env, "", removeMemberMutation, map[string]any{"w": ws, "u": member.ID}), "UNAUTHENTICATED")
-	wantCode(t, call(t, env, "", `query($w: ID!) { workspace(id: $w) { id } }`, map[string]any{"w": ws}), "UNAUTHENTICATED")
+	wantErrCode(t, post(t, env, "", addMemberMutation, map[string]any{"w": ws, "e": stranger.Email, "r": "MEMBER"}), "UNAUTHENTICATED")
+	wantErrCode(t, post(t, env, "", updateRoleMutation, map[string]any{"w": ws, "u": member.ID, "r": "VIEWER"}), "UNAUTHENTICATED")
+	wantErrCode(t, post(t, env, "", removeMemberMutation, map[string]any{"w": ws, "u": member.ID}), "UNAUTHENTICATED")
+	wantErrCode(t, post(t, env, "", `query($w: ID!) { workspace(id: $w) { id } }`, map[string]any{"w": ws}), "UNAUTHENTICATED")
 	if workspaceEvents(t, env, ws) != before {
 		t.Fatal("refused member changes left audit events")
 	}
@@ -299,16 +299,16 @@ func TestRemovedMemberIsUnassigned(t *testing.T) {
 	env := apitest.New(t)
 	ctx := context.Background()
 	owner := env.NewUser(t, "Owner")
-	ws := newWorkspace(t, env, owner)
+	ws := mkWorkspace(t, env, owner)
 	m := env.NewUser(t, "Member")
-	addMember(t, env, owner, ws, m, "MEMBER")
-	p := newProject(t, env, owner, ws, "P")
+	joinWorkspace(t, env, owner, ws, m, "MEMBER")
+	p := mkProject(t, env, owner, ws, "P")
 	var task string
 	if err := env.DB.Pool.QueryRow(ctx, `INSERT INTO tasks (project_id, workspace_id, title, assignee_id, created_by)
 		VALUES ($1, $2, 't', $3, $4) RETURNING id`, p, ws, m.ID, owner.ID).Scan(&task); err != nil {
 		t.Fatal(err)
 	}
-	mustData(t, call(t, env, owner.Token, removeMemberMutation, map[string]any{"w": ws, "u": m.ID}), nil)
+	mustData(t, post(t, env, owner.Token, removeMemberMutation, map[string]any{"w": ws, "u": m.ID}), nil)
 	var assignee *string
 	if err := env.DB.Pool.QueryRow(ctx, `SELECT assignee_id::text FROM tasks WHERE id = $1`, task).Scan(&assignee); err != nil {
 		t.Fatal(err)
@@ -330,10 +330,10 @@ func TestWorkspaceMembersAndSharedWorkspaces(t *testing.T) {
 	env := apitest.New(t)
 	alice := env.NewUser(t, "Alice")
 	bob := env.NewUser(t, "Bob")
-	shared := newWorkspace(t, env, alice)
-	_ = newWorkspace(t, env, alice) // alice only
-	bobsOwn := newWorkspace(t, env, bob)
-	addMember(t, env, alice, shared, bob, "VIEWER")
+	shared := mkWorkspace(t, env, alice)
+	_ = mkWorkspace(t, env, alice) // alice only
+	bobsOwn := mkWorkspace(t, env, bob)
+	joinWorkspace(t, env, alice, shared, bob, "VIEWER")
 	before := workspaceEvents(t, env, shared)
 
 	var d struct {
@@ -348,7 +348,7 @@ func TestWorkspaceMembersAndSharedWorkspaces(t *testing.T) {
 			}
 		}
 	}
-	mustData(t, call(t, env, bob.Token, `query($w: ID!) { workspace(id: $w) { id name viewerRole
+	mustData(t, post(t, env, bob.Token, `query($w: ID!) { workspace(id: $w) { id name viewerRole
 		members { role user { id workspaces { id viewerRole } } } } }`, map[string]any{"w": shared}), &d)
 	w := d.Workspace
 	if w.ID != shared || w.ViewerRole != "VIEWER" || len(w.Members) != 2 {
@@ -366,7 +366,7 @@ func TestWorkspaceMembersAndSharedWorkspaces(t *testing.T) {
 		t.Fatalf("alice's workspaces as bob sees them = %+v", got)
 	}
 	// A viewer may read but not change anything.
-	wantCode(t, call(t, env, bob.Token, `mutation($w: ID!) { createProject(input: {workspaceId: $w, name: "x"}) { id } }`,
+	wantErrCode(t, post(t, env, bob.Token, `mutation($w: ID!) { createProject(input: {workspaceId: $w, name: "x"}) { id } }`,
 		map[string]any{"w": shared}), "FORBIDDEN")
 	if workspaceEvents(t, env, shared) != before {
 		t.Fatal("a refused createProject left an event")
@@ -386,18 +386,18 @@ func TestCreateWorkspace(t *testing.T) {
 			}
 		}
 	}
-	mustData(t, call(t, env, u.Token, `mutation { createWorkspace(input: {name: "  Team  "}) { id name viewerRole members { role user { id } } } }`, nil), &d)
+	mustData(t, post(t, env, u.Token, `mutation { createWorkspace(input: {name: "  Team  "}) { id name viewerRole members { role user { id } } } }`, nil), &d)
 	w := d.CreateWorkspace
 	if w.Name != "Team" || w.ViewerRole != "OWNER" || len(w.Members) != 1 || w.Members[0].User.ID != u.ID || w.Members[0].Role != "OWNER" {
 		t.Fatalf("createWorkspace = %+v", w)
 	}
-	if auditCount(t, env, w.ID, "workspace.created", w.ID) != 1 {
+	if countEvents(t, env, w.ID, "workspace.created", w.ID) != 1 {
 		t.Fatal("no workspace.created event")
 	}
 	for _, name := range []string{"", "   ", strings.Repeat("w", store.MaxNameLength+1)} {
-		wantCode(t, call(t, env, u.Token, `mutation($n: String!) { createWorkspace(input: {name: $n}) { id } }`, map[string]any{"n": name}), "BAD_USER_INPUT")
+		wantErrCode(t, post(t, env, u.Token, `mutation($n: String!) { createWorkspace(input: {name: $n}) { id } }`, map[string]any{"n": name}), "BAD_USER_INPUT")
 	}
-	wantCode(t, call(t, env, "", `mutation { createWorkspace(input: {name: "x"}) { id } }`, nil), "UNAUTHENTICATED")
+	wantErrCode(t, post(t, env, "", `mutation { createWorkspace(input: {name: "x"}) { id } }`, nil), "UNAUTHENTICATED")
 	var n int
 	if err := env.DB.Pool.QueryRow(context.Background(), `SELECT count(*) FROM workspaces`).Scan(&n); err != nil || n != 1 {
 		t.Fatalf("%d workspaces, want 1 (%v)", n, err)
@@ -405,7 +405,7 @@ func TestCreateWorkspace(t *testing.T) {
 	var me struct {
 		Me struct{ Workspaces []struct{ ID string } }
 	}
-	mustData(t, call(t, env, u.Token, `{ me { workspaces { id } } }`, nil), &me)
+	mustData(t, post(t, env, u.Token, `{ me { workspaces { id } } }`, nil), &me)
 	if len(me.Me.Workspaces) != 1 || me.Me.Workspaces[0].ID != w.ID {
 		t.Fatalf("me.workspaces = %+v", me.Me.Workspaces)
 	}

@@ -42,48 +42,48 @@ func TestProjectRoleRules(t *testing.T) {
 		t.Run(a, func(t *testing.T) {
 			t.Parallel()
 			owner := env.NewUser(t, "Owner")
-			ws := newWorkspace(t, env, owner)
+			ws := mkWorkspace(t, env, owner)
 			actor := env.NewUser(t, "Actor")
 			if a == "OWNER" {
 				actor = owner
 			} else {
-				addMember(t, env, owner, ws, actor, a)
+				joinWorkspace(t, env, owner, ws, actor, a)
 			}
-			p := newProject(t, env, owner, ws, "Existing")
+			p := mkProject(t, env, owner, ws, "Existing")
 			before := workspaceEvents(t, env, ws)
 
 			// Every role reads.
 			var q struct{ Project projectOut }
-			mustData(t, call(t, env, actor.Token, `query($id: ID!) { project(id: $id) { id name workspace { id viewerRole } } }`, map[string]any{"id": p}), &q)
+			mustData(t, post(t, env, actor.Token, `query($id: ID!) { project(id: $id) { id name workspace { id viewerRole } } }`, map[string]any{"id": p}), &q)
 			if q.Project.ID != p || q.Project.Workspace.ID != ws || q.Project.Workspace.ViewerRole != a {
 				t.Fatalf("project = %+v", q.Project)
 			}
 
-			create := call(t, env, actor.Token, createProjectMutation, map[string]any{"w": ws, "n": "New"})
-			update := call(t, env, actor.Token, updateProjectMutation, map[string]any{"id": p, "in": map[string]any{"name": "Renamed"}})
+			create := post(t, env, actor.Token, createProjectMutation, map[string]any{"w": ws, "n": "New"})
+			update := post(t, env, actor.Token, updateProjectMutation, map[string]any{"id": p, "in": map[string]any{"name": "Renamed"}})
 			if a == "VIEWER" {
-				wantCode(t, create, "FORBIDDEN")
-				wantCode(t, update, "FORBIDDEN")
+				wantErrCode(t, create, "FORBIDDEN")
+				wantErrCode(t, update, "FORBIDDEN")
 			} else {
 				var c struct{ CreateProject projectOut }
 				mustData(t, create, &c)
-				if auditCount(t, env, ws, "project.created", c.CreateProject.ID) != 1 {
+				if countEvents(t, env, ws, "project.created", c.CreateProject.ID) != 1 {
 					t.Fatal("no project.created event")
 				}
 				mustData(t, update, nil)
-				if auditCount(t, env, ws, "project.updated", p) != 1 {
+				if countEvents(t, env, ws, "project.updated", p) != 1 {
 					t.Fatal("no project.updated event")
 				}
 			}
-			archive := call(t, env, actor.Token, archiveProjectMutation, map[string]any{"id": p})
+			archive := post(t, env, actor.Token, archiveProjectMutation, map[string]any{"id": p})
 			if atLeastAdmin(a) {
 				mustData(t, archive, nil)
-				if auditCount(t, env, ws, "project.archived", p) != 1 {
+				if countEvents(t, env, ws, "project.archived", p) != 1 {
 					t.Fatal("no project.archived event")
 				}
 			} else {
-				wantCode(t, archive, "FORBIDDEN")
-				if auditCount(t, env, ws, "project.archived", p) != 0 {
+				wantErrCode(t, archive, "FORBIDDEN")
+				if countEvents(t, env, ws, "project.archived", p) != 0 {
 					t.Fatal("refused archive left an event")
 				}
 			}
@@ -99,10 +99,10 @@ func TestProjectLifecycle(t *testing.T) {
 	env := apitest.New(t)
 	ctx := context.Background()
 	owner := env.NewUser(t, "Owner")
-	ws := newWorkspace(t, env, owner)
+	ws := mkWorkspace(t, env, owner)
 
 	var c struct{ CreateProject projectOut }
-	mustData(t, call(t, env, owner.Token, createProjectMutation, map[string]any{"w": ws, "n": "  Launch ", "d": "the plan"}), &c)
+	mustData(t, post(t, env, owner.Token, createProjectMutation, map[string]any{"w": ws, "n": "  Launch ", "d": "the plan"}), &c)
 	p := c.CreateProject
 	if p.Name != "Launch" || p.Description == nil || *p.Description != "the plan" || p.Archived || p.Workspace.ID != ws || p.Workspace.ViewerRole != "OWNER" {
 		t.Fatalf("createProject = %+v", p)
@@ -117,12 +117,12 @@ func TestProjectLifecycle(t *testing.T) {
 
 	// An update that changes nothing records nothing and keeps updatedAt.
 	var u struct{ UpdateProject projectOut }
-	mustData(t, call(t, env, owner.Token, updateProjectMutation, map[string]any{"id": p.ID, "in": map[string]any{"name": "Launch"}}), &u)
-	if u.UpdateProject.UpdatedAt != p.UpdatedAt || auditCount(t, env, ws, "project.updated", p.ID) != 0 {
+	mustData(t, post(t, env, owner.Token, updateProjectMutation, map[string]any{"id": p.ID, "in": map[string]any{"name": "Launch"}}), &u)
+	if u.UpdateProject.UpdatedAt != p.UpdatedAt || countEvents(t, env, ws, "project.updated", p.ID) != 0 {
 		t.Fatal("a no-op update bumped updatedAt or recorded an event")
 	}
 	// A rename records metadata.changes and bumps updatedAt; an absent description stays.
-	mustData(t, call(t, env, owner.Token, updateProjectMutation, map[string]any{"id": p.ID, "in": map[string]any{"name": "Liftoff"}}), &u)
+	mustData(t, post(t, env, owner.Token, updateProjectMutation, map[string]any{"id": p.ID, "in": map[string]any{"name": "Liftoff"}}), &u)
 	if u.UpdateProject.Name != "Liftoff" || u.UpdateProject.Description == nil || !parseTime(t, u.UpdateProject.UpdatedAt).After(parseTime(t, p.UpdatedAt)) {
 		t.Fatalf("updateProject = %+v (before %s)", u.UpdateProject, p.UpdatedAt)
 	}
@@ -133,18 +133,18 @@ func TestProjectLifecycle(t *testing.T) {
 		t.Fatalf("project.updated metadata = %s", meta)
 	}
 	// An explicit null clears the description.
-	mustData(t, call(t, env, owner.Token, updateProjectMutation, map[string]any{"id": p.ID, "in": map[string]any{"description": nil}}), &u)
-	if u.UpdateProject.Description != nil || auditCount(t, env, ws, "project.updated", p.ID) != 2 {
+	mustData(t, post(t, env, owner.Token, updateProjectMutation, map[string]any{"id": p.ID, "in": map[string]any{"description": nil}}), &u)
+	if u.UpdateProject.Description != nil || countEvents(t, env, ws, "project.updated", p.ID) != 2 {
 		t.Fatalf("clearing the description: %+v", u.UpdateProject)
 	}
 	// Bad names change nothing.
 	before := workspaceEvents(t, env, ws)
 	for _, in := range []map[string]any{{"name": ""}, {"name": "  "}, {"name": nil}, {"name": strings.Repeat("n", store.MaxNameLength+1)},
 		{"description": strings.Repeat("d", store.MaxDescriptionLength+1)}} {
-		wantCode(t, call(t, env, owner.Token, updateProjectMutation, map[string]any{"id": p.ID, "in": in}), "BAD_USER_INPUT")
+		wantErrCode(t, post(t, env, owner.Token, updateProjectMutation, map[string]any{"id": p.ID, "in": in}), "BAD_USER_INPUT")
 	}
 	for _, n := range []string{"", " \t "} {
-		wantCode(t, call(t, env, owner.Token, createProjectMutation, map[string]any{"w": ws, "n": n}), "BAD_USER_INPUT")
+		wantErrCode(t, post(t, env, owner.Token, createProjectMutation, map[string]any{"w": ws, "n": n}), "BAD_USER_INPUT")
 	}
 	if workspaceEvents(t, env, ws) != before {
 		t.Fatal("refused project changes left events")
@@ -154,12 +154,12 @@ func TestProjectLifecycle(t *testing.T) {
 	var a1, a2 struct {
 		ArchiveProject projectOut
 	}
-	mustData(t, call(t, env, owner.Token, archiveProjectMutation, map[string]any{"id": p.ID}), &a1)
+	mustData(t, post(t, env, owner.Token, archiveProjectMutation, map[string]any{"id": p.ID}), &a1)
 	if !a1.ArchiveProject.Archived || a1.ArchiveProject.ArchivedAt == nil || a1.ArchiveProject.UpdatedAt != *a1.ArchiveProject.ArchivedAt {
 		t.Fatalf("archiveProject = %+v", a1.ArchiveProject)
 	}
-	mustData(t, call(t, env, owner.Token, archiveProjectMutation, map[string]any{"id": p.ID}), &a2)
-	if *a2.ArchiveProject.ArchivedAt != *a1.ArchiveProject.ArchivedAt || auditCount(t, env, ws, "project.archived", p.ID) != 1 {
+	mustData(t, post(t, env, owner.Token, archiveProjectMutation, map[string]any{"id": p.ID}), &a2)
+	if *a2.ArchiveProject.ArchivedAt != *a1.ArchiveProject.ArchivedAt || countEvents(t, env, ws, "project.archived", p.ID) != 1 {
 		t.Fatal("re-archiving changed the project or recorded an event")
 	}
 	var archivedChange bool
@@ -178,16 +178,16 @@ func TestProjectLifecycle(t *testing.T) {
 			Projects struct{ Nodes []struct{ ID string } }
 		}
 	}
-	mustData(t, call(t, env, owner.Token, projectsQuery, map[string]any{"w": ws}), &l)
+	mustData(t, post(t, env, owner.Token, projectsQuery, map[string]any{"w": ws}), &l)
 	if len(l.Workspace.Projects.Nodes) != 0 {
 		t.Fatalf("archived project listed: %+v", l.Workspace.Projects.Nodes)
 	}
-	mustData(t, call(t, env, owner.Token, projectsQuery, map[string]any{"w": ws, "a": true}), &l)
+	mustData(t, post(t, env, owner.Token, projectsQuery, map[string]any{"w": ws, "a": true}), &l)
 	if len(l.Workspace.Projects.Nodes) != 1 || l.Workspace.Projects.Nodes[0].ID != p.ID {
 		t.Fatalf("includeArchived list = %+v", l.Workspace.Projects.Nodes)
 	}
 	var q struct{ Project projectOut }
-	mustData(t, call(t, env, owner.Token, `query($id: ID!) { project(id: $id) { id archived } }`, map[string]any{"id": p.ID}), &q)
+	mustData(t, post(t, env, owner.Token, `query($id: ID!) { project(id: $id) { id archived } }`, map[string]any{"id": p.ID}), &q)
 	if !q.Project.Archived {
 		t.Fatal("project(id) of an archived project")
 	}
@@ -197,20 +197,20 @@ func TestProjectsOfOtherWorkspacesAreNotFound(t *testing.T) {
 	t.Parallel()
 	env := apitest.New(t)
 	owner := env.NewUser(t, "Owner")
-	ws := newWorkspace(t, env, owner)
-	p := newProject(t, env, owner, ws, "Secret")
+	ws := mkWorkspace(t, env, owner)
+	p := mkProject(t, env, owner, ws, "Secret")
 	stranger := env.NewUser(t, "Stranger")
-	newWorkspace(t, env, stranger)
+	mkWorkspace(t, env, stranger)
 	before := workspaceEvents(t, env, ws)
 	for _, id := range []string{p, "00000000-0000-0000-0000-000000000000", "garbage"} {
-		wantCode(t, call(t, env, stranger.Token, `query($id: ID!) { project(id: $id) { id } }`, map[string]any{"id": id}), "NOT_FOUND")
-		wantCode(t, call(t, env, stranger.Token, updateProjectMutation, map[string]any{"id": id, "in": map[string]any{"name": "x"}}), "NOT_FOUND")
-		wantCode(t, call(t, env, stranger.Token, archiveProjectMutation, map[string]any{"id": id}), "NOT_FOUND")
+		wantErrCode(t, post(t, env, stranger.Token, `query($id: ID!) { project(id: $id) { id } }`, map[string]any{"id": id}), "NOT_FOUND")
+		wantErrCode(t, post(t, env, stranger.Token, updateProjectMutation, map[string]any{"id": id, "in": map[string]any{"name": "x"}}), "NOT_FOUND")
+		wantErrCode(t, post(t, env, stranger.Token, archiveProjectMutation, map[string]any{"id": id}), "NOT_FOUND")
 	}
-	wantCode(t, call(t, env, stranger.Token, createProjectMutation, map[string]any{"w": ws, "n": "x"}), "NOT_FOUND")
-	wantCode(t, call(t, env, stranger.Token, createProjectMutation, map[string]any{"w": "garbage", "n": "x"}), "NOT_FOUND")
-	wantCode(t, call(t, env, "", `query($id: ID!) { project(id: $id) { id } }`, map[string]any{"id": p}), "UNAUTHENTICATED")
-	wantCode(t, call(t, env, "", createProjectMutation, map[string]any{"w": ws, "n": "x"}), "UNAUTHENTICATED")
+	wantErrCode(t, post(t, env, stranger.Token, createProjectMutation, map[string]any{"w": ws, "n": "x"}), "NOT_FOUND")
+	wantErrCode(t, post(t, env, stranger.Token, createProjectMutation, map[string]any{"w": "garbage", "n": "x"}), "NOT_FOUND")
+	wantErrCode(t, post(t, env, "", `query($id: ID!) { project(id: $id) { id } }`, map[string]any{"id": p}), "UNAUTHENTICATED")
+	wantErrCode(t, post(t, env, "", createProjectMutation, map[string]any{"w": ws, "n": "x"}), "UNAUTHENTICATED")
 	if workspaceEvents(t, env, ws) != before {
 		t.Fatal("refused project changes left events")
 	}
@@ -220,10 +220,10 @@ func TestProjectsPagination(t *testing.T) {
 	t.Parallel()
 	env := apitest.New(t)
 	owner := env.NewUser(t, "Owner")
-	ws := newWorkspace(t, env, owner)
+	ws := mkWorkspace(t, env, owner)
 	var created []string
 	for i := range 7 {
-		created = append(created, newProject(t, env, owner, ws, "P"+string(rune('a'+i))))
+		created = append(created, mkProject(t, env, owner, ws, "P"+string(rune('a'+i))))
 	}
 	type page struct {
 		Workspace struct {
@@ -247,7 +247,7 @@ func TestProjectsPagination(t *testing.T) {
 			t.Fatal("pagination does not end")
 		}
 		var d page
-		mustData(t, call(t, env, owner.Token, projectsQuery, map[string]any{"w": ws, "f": 3, "after": after}), &d)
+		mustData(t, post(t, env, owner.Token, projectsQuery, map[string]any{"w": ws, "f": 3, "after": after}), &d)
 		pr := d.Workspace.Projects
 		if len(pr.Edges) != len(pr.Nodes) {
 			t.Fatal("edges and nodes differ")
@@ -274,16 +274,16 @@ func TestProjectsPagination(t *testing.T) {
 
 	// Bad first.
 	for _, f := range []int{0, -1, 101} {
-		wantCode(t, call(t, env, owner.Token, projectsQuery, map[string]any{"w": ws, "f": f}), "BAD_USER_INPUT")
+		wantErrCode(t, post(t, env, owner.Token, projectsQuery, map[string]any{"w": ws, "f": f}), "BAD_USER_INPUT")
 	}
 	// A cursor of another list (other filter, other workspace) or garbage.
 	var d page
-	mustData(t, call(t, env, owner.Token, projectsQuery, map[string]any{"w": ws, "f": 1}), &d)
+	mustData(t, post(t, env, owner.Token, projectsQuery, map[string]any{"w": ws, "f": 1}), &d)
 	cur := *d.Workspace.Projects.PageInfo.EndCursor
-	wantCode(t, call(t, env, owner.Token, projectsQuery, map[string]any{"w": ws, "a": true, "after": cur}), "BAD_USER_INPUT")
-	other := newWorkspace(t, env, owner)
-	wantCode(t, call(t, env, owner.Token, projectsQuery, map[string]any{"w": other, "after": cur}), "BAD_USER_INPUT")
-	wantCode(t, call(t, env, owner.Token, projectsQuery, map[string]any{"w": ws, "after": "bm9wZQ"}), "BAD_USER_INPUT")
+	wantErrCode(t, post(t, env, owner.Token, projectsQuery, map[string]any{"w": ws, "a": true, "after": cur}), "BAD_USER_INPUT")
+	other := mkWorkspace(t, env, owner)
+	wantErrCode(t, post(t, env, owner.Token, projectsQuery, map[string]any{"w": other, "after": cur}), "BAD_USER_INPUT")
+	wantErrCode(t, post(t, env, owner.Token, projectsQuery, map[string]any{"w": ws, "after": "bm9wZQ"}), "BAD_USER_INPUT")
 }
 
 // The projects of several workspaces in one request come from one batch, each
@@ -295,14 +295,14 @@ func TestProjectsOfSeveralWorkspacesAtOnce(t *testing.T) {
 	var wss []string
 	want := map[string][]string{}
 	for i := range 3 {
-		ws := newWorkspace(t, env, u)
+		ws := mkWorkspace(t, env, u)
 		wss = append(wss, ws)
 		for j := 0; j < i+1; j++ {
-			want[ws] = append([]string{newProject(t, env, u, ws, "p")}, want[ws]...)
+			want[ws] = append([]string{mkProject(t, env, u, ws, "p")}, want[ws]...)
 		}
 	}
 	archivedID := want[wss[2]][0]
-	mustData(t, call(t, env, u.Token, archiveProjectMutation, map[string]any{"id": archivedID}), nil)
+	mustData(t, post(t, env, u.Token, archiveProjectMutation, map[string]any{"id": archivedID}), nil)
 	var d struct {
 		Me struct {
 			Workspaces []struct {
@@ -315,7 +315,7 @@ func TestProjectsOfSeveralWorkspacesAtOnce(t *testing.T) {
 			}
 		}
 	}
-	mustData(t, call(t, env, u.Token, `{ me { workspaces { id projects(first: 2) { nodes { id } pageInfo { hasNextPage } }
+	mustData(t, post(t, env, u.Token, `{ me { workspaces { id projects(first: 2) { nodes { id } pageInfo { hasNextPage } }
 		all: projects(includeArchived: true) { nodes { id } } } } }`, nil), &d)
 	if len(d.Me.Workspaces) != 3 {
 		t.Fatalf("%d workspaces", len(d.Me.Workspaces))
