@@ -98,4 +98,3 @@ func roleOf(t *testing.T, env *apitest.Env, ws, userID string) string {
 	}
 	return r
 }
-
