@@ -191,6 +191,11 @@ func TestProjectLifecycle(t *testing.T) {
 	if !q.Project.Archived {
 		t.Fatal("project(id) of an archived project")
 	}
+	// An archived project can still be renamed (there is no unarchive to undo it).
+	mustData(t, post(t, env, owner.Token, updateProjectMutation, map[string]any{"id": p.ID, "in": map[string]any{"name": "Old launch"}}), &u)
+	if u.UpdateProject.Name != "Old launch" || !u.UpdateProject.Archived {
+		t.Fatalf("renaming an archived project: %+v", u.UpdateProject)
+	}
 }
 
 func TestProjectsOfOtherWorkspacesAreNotFound(t *testing.T) {
