@@ -34,6 +34,9 @@ type Options struct {
 	CORS CORS
 	// Dependencies are reported by /healthz besides Postgres (e.g. Redis).
 	Dependencies []Dependency
+	// PasswordParams are the argon2id parameters of new password hashes (zero:
+	// auth.DefaultPasswordParams).
+	PasswordParams auth.PasswordParams
 }
 
 // NewHandler returns the complete HTTP handler of TaskFlow.
@@ -41,7 +44,7 @@ func NewHandler(o Options) http.Handler {
 	if o.Log == nil {
 		o.Log = slog.Default()
 	}
-	gql := handler.New(graph.NewExecutableSchema(graph.Config{Resolvers: &resolvers.Resolver{DB: o.DB}}))
+	gql := handler.New(graph.NewExecutableSchema(graph.Config{Resolvers: &resolvers.Resolver{DB: o.DB, PasswordParams: o.PasswordParams}}))
 	gql.AddTransport(transport.GET{})
 	gql.AddTransport(transport.POST{})
 	gql.Use(extension.Introspection{})
