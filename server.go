@@ -78,8 +78,10 @@ func run(cfg Config, log *slog.Logger) error {
 	defer db.Close()
 	log.Info("connected to Postgres; migrations applied", "postgres", describePostgres(conn))
 
-	deps, closeRedis := redisDependency(ctx, cfg.RedisURL, log)
-	defer closeRedis()
+	rdb, deps := openRedis(ctx, cfg.RedisURL, log)
+	if rdb != nil {
+		defer rdb.Close()
+	}
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -207,13 +209,15 @@ func postgresAdvice(conn, source string, err error) string {
 	return b.String()
 }
 
-// redisDependency returns the /healthz entry for Redis and a function that
-// closes what it opened. With no REDIS_URL, rate limiting is in-process and
-// correct for a single instance only, which is logged.
-func redisDependency(ctx context.Context, redisURL string, log *slog.Logger) ([]httpapi.Dependency, func()) {
+// openRedis returns the Redis client of REDIS_URL (nil when it is unset) and the
+// /healthz entry for Redis. With no REDIS_URL, rate limiting is in-process and
+// correct for a single instance only, which is logged. A Redis that does not
+// answer at start is logged and does not stop the start: it degrades rate
+// limiting, it does not take the instance out.
+func openRedis(ctx context.Context, redisURL string, log *slog.Logger) (*redis.Client, []httpapi.Dependency) {
 	if redisURL == "" {
 		log.Warn("REDIS_URL is unset: rate limits are kept in process, correct for a single instance only")
-		return []httpapi.Dependency{{Name: "redis", Mode: "in-process (single instance only)"}}, func() {}
+		return nil, []httpapi.Dependency{{Name: "redis", Mode: "in-process (single instance only)"}}
 	}
 	opt, err := redis.ParseURL(redisURL) // validated by loadConfig
 	if err != nil {
@@ -228,7 +232,7 @@ func redisDependency(ctx context.Context, redisURL string, log *slog.Logger) ([]
 	dep := httpapi.Dependency{Name: "redis", Mode: "shared", Ping: func(ctx context.Context) error {
 		return rdb.Ping(ctx).Err()
 	}}
-	return []httpapi.Dependency{dep}, func() { _ = rdb.Close() }
+	return rdb, []httpapi.Dependency{dep}
 }
 
 // displayAddr turns a listen address into one a browser can open.

@@ -174,7 +174,7 @@ func (l *logLines) waitFor(t *testing.T, msg string) map[string]any {
 // accepting connections, the request still completes, and the process exits 0.
 func TestGracefulShutdown(t *testing.T) {
 	t.Parallel()
-	cmd := command(t, "DATABASE_URL="+storetest.URL(t), "HTTP_ADDR=127.0.0.1:0")
+	cmd := command(t, "DATABASE_URL="+storetest.URL(t), "HTTP_ADDR=127.0.0.1:0", "REDIS_URL=redis://127.0.0.1:6379/0")
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -191,14 +191,16 @@ func TestGracefulShutdown(t *testing.T) {
 	})
 	addr, _ := logs.waitFor(t, "listening")["addr"].(string)
 
-	// Health over a normal request first.
+	// Health over a normal request first: Postgres and the shared Redis answer.
 	res, err := http.Get("http://" + addr + "/healthz")
 	if err != nil {
 		t.Fatal(err)
 	}
+	health, _ := io.ReadAll(res.Body)
 	res.Body.Close()
-	if res.StatusCode != http.StatusOK {
-		t.Fatalf("healthz = %d", res.StatusCode)
+	if res.StatusCode != http.StatusOK ||
+		string(health) != `{"postgres":{"ok":true},"redis":{"ok":true,"mode":"shared"},"status":"ok"}`+"\n" {
+		t.Fatalf("healthz = %d %s", res.StatusCode, health)
 	}
 
 	// Start a request and hold its body back. Expect: 100-continue makes the
