@@ -22,9 +22,9 @@ type DB struct {
 // Open connects to Postgres at url ("" means libpq defaults and PG* variables, as
 // psql with no arguments) and applies the embedded migrations.
 func Open(ctx context.Context, url string, log *slog.Logger) (*DB, error) {
-	cfg, err := pgxpool.ParseConfig(url)
+	cfg, err := PoolConfig(url)
 	if err != nil {
-		return nil, fmt.Errorf("parse DATABASE_URL: %w", err)
+		return nil, err
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
@@ -42,6 +42,16 @@ func Open(ctx context.Context, url string, log *slog.Logger) (*DB, error) {
 		log = slog.Default()
 	}
 	return &DB{Pool: pool, log: log}, nil
+}
+
+// PoolConfig parses url ("" means libpq defaults and PG* variables) into the
+// pool configuration the server uses.
+func PoolConfig(url string) (*pgxpool.Config, error) {
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("parse DATABASE_URL: %w", err)
+	}
+	return cfg, nil
 }
 
 // New wraps an existing pool whose database is already migrated.

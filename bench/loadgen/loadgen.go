@@ -1,0 +1,413 @@
+// Package loadgen is TaskFlow's load harness: it prepares fixtures in a
+// database of its own, drives the GraphQL API over real HTTP at fixed
+// concurrency, and replays the very SQL statements each request made directly
+// with pgx as the baseline, then reports throughput and latency percentiles of
+// both (see bench/README.md; the command is bench/load).
+package loadgen
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"runtime/pprof"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"taskflow/store"
+)
+
+// Config is one run of the harness.
+type Config struct {
+	// DatabaseURL is a migrated, empty database the run may fill.
+	DatabaseURL string
+	// RedisURL is the Redis of the rate limiter ("" : in process).
+	RedisURL string
+	// Concurrency is the number of requests in flight (default 16).
+	Concurrency int
+	// Duration bounds each measured run (default 5s); Requests, when > 0, bounds
+	// it too (whichever comes first).
+	Duration time.Duration
+	Requests int
+	// Scenarios are the names to run; empty: all.
+	Scenarios []string
+	// Exec runs the server as a subprocess of the real binary (built into a
+	// temporary directory) instead of in this process; its RSS is then the
+	// server's own. Statements are captured by an in-process twin either way.
+	Exec bool
+	// Compare also runs createTask and task(id) against a server with the rate
+	// limiter and idempotency off, against the same server with them on.
+	Compare bool
+	// CPUProfile, when set, is a path prefix: the in-process server runs of each
+	// scenario are profiled into <prefix>.<scenario>.pprof.
+	CPUProfile string
+	// Fixture sizes (defaults: 200 users, 100 tasks, 3 comments each).
+	Users, Tasks, CommentsPerTask int
+	// Progress receives a line per step (nil: nothing).
+	Progress io.Writer
+}
+
+func (c *Config) defaults() {
+	if c.Concurrency <= 0 {
+		c.Concurrency = 16
+	}
+	if c.Duration <= 0 {
+		c.Duration = 5 * time.Second
+	}
+	if c.Users <= 0 {
+		c.Users = 200
+	}
+	if c.Tasks <= 0 {
+		c.Tasks = 100
+	}
+	if c.CommentsPerTask <= 0 {
+		c.CommentsPerTask = 3
+	}
+	if c.Progress == nil {
+		c.Progress = io.Discard
+	}
+}
+
+// Stats are the measurements of one run.
+type Stats struct {
+	Requests, Errors int
+	FirstError       string
+	Elapsed          time.Duration
+	RPS              float64
+	P50, P95, P99    time.Duration
+}
+
+// Result is one scenario: the server, its raw-SQL baseline and their ratio.
+type Result struct {
+	Scenario   string
+	Server     Stats
+	Raw        Stats
+	Statements []string
+	Ratio      float64
+	Target     float64
+	// Unavailable says why the scenario could not run (it then fails).
+	Unavailable string
+}
+
+// Pass reports whether the scenario met its target and had no errors.
+func (r Result) Pass() bool {
+	return r.Unavailable == "" && r.Server.Errors == 0 && r.Raw.Errors == 0 && r.Ratio >= r.Target
+}
+
+// Comparison is a scenario against the server with limiter and idempotency
+// off and on.
+type Comparison struct {
+	Scenario string
+	Off, On  Stats
+}
+
+// Cost is the throughput lost by turning them on, as a fraction of off.
+func (c Comparison) Cost() float64 {
+	if c.Off.RPS == 0 {
+		return 0
+	}
+	return 1 - c.On.RPS/c.Off.RPS
+}
+
+// Report is everything a run measured.
+type Report struct {
+	Config      Config
+	Started     time.Time
+	LoadAvg     string // /proc/loadavg at the start and the end
+	Results     []Result
+	Comparisons []Comparison
+	// RSSPeak is the peak resident set of the server process (exec mode) or of
+	// this process, which then holds the server and the load generator.
+	RSSPeak    int64
+	RSSOfWhat  string
+	PoolConns  int32
+	GoMaxProcs int
+}
+
+// Run prepares the fixtures, runs every scenario against the server and its
+// raw-SQL baseline, and returns the report.
+func Run(ctx context.Context, cfg Config) (*Report, error) {
+	cfg.defaults()
+	rep := &Report{Config: cfg, Started: time.Now(), LoadAvg: loadAvg()}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+
+	poolCfg, err := store.PoolConfig(cfg.DatabaseURL)
+	if err != nil {
+		return nil, err
+	}
+	rawPool, err := pgxpool.NewWithConfig(ctx, poolCfg.Copy())
+	if err != nil {
+		return nil, err
+	}
+	defer rawPool.Close()
+	rep.PoolConns = poolCfg.MaxConns
+
+	fmt.Fprintf(cfg.Progress, "fixtures: %d users, %d tasks with %d comments each\n", cfg.Users, cfg.Tasks, cfg.CommentsPerTask)
+	fix, err := Prepare(ctx, store.New(rawPool, log), fixtureSizes{cfg.Users, cfg.Tasks, cfg.CommentsPerTask})
+	if err != nil {
+		return nil, err
+	}
+
+	rec := &Recorder{}
+	twin, err := startInproc(ctx, cfg, poolCfg, rec, true, log)
+	if err != nil {
+		return nil, err
+	}
+	defer twin.close()
+	target := twin
+	if cfg.Exec {
+		fmt.Fprintf(cfg.Progress, "building and starting the server binary\n")
+		if target, err = startExec(ctx, cfg); err != nil {
+			return nil, err
+		}
+		defer target.close()
+		rep.RSSOfWhat = "server subprocess (VmHWM of the real binary)"
+	} else {
+		rep.RSSOfWhat = "harness process holding server and load generator (VmHWM)"
+	}
+	client := newClient(cfg.Concurrency)
+
+	for _, sc := range selected(cfg.Scenarios) {
+		fmt.Fprintf(cfg.Progress, "%s: warm-up and statement capture\n", sc.Name)
+		stmts, err := warmUp(ctx, client, target, twin, rec, sc, fix)
+		if err != nil {
+			// Reported as a failed row, not skipped in silence.
+			fmt.Fprintf(cfg.Progress, "%s: %v\n", sc.Name, err)
+			rep.Results = append(rep.Results, Result{Scenario: sc.Name, Target: sc.Target, Unavailable: err.Error()})
+			continue
+		}
+		res := Result{Scenario: sc.Name, Target: sc.Target, Statements: describeStatements(stmts)}
+
+		stop := startProfile(cfg.CPUProfile, sc.Name, !cfg.Exec)
+		fmt.Fprintf(cfg.Progress, "%s: server, %d statements per request\n", sc.Name, len(stmts))
+		res.Server = measure(ctx, cfg, func(ctx context.Context, i int) error {
+			return send(ctx, client, target.url, sc, fix, i)
+		})
+		stop()
+		fmt.Fprintf(cfg.Progress, "%s: raw SQL\n", sc.Name)
+		rp := &replayer{stmts: stmts, known: fix.Known, fresh: sc.Fresh}
+		res.Raw = measure(ctx, cfg, func(ctx context.Context, i int) error { return rp.run(ctx, rawPool) })
+		if res.Raw.RPS > 0 {
+			res.Ratio = res.Server.RPS / res.Raw.RPS
+		}
+		rep.Results = append(rep.Results, res)
+	}
+
+	if cfg.Compare {
+		off, err := startInproc(ctx, cfg, poolCfg, nil, false, log)
+		if err != nil {
+			return nil, err
+		}
+		defer off.close()
+		on, err := startInproc(ctx, cfg, poolCfg, nil, true, log)
+		if err != nil {
+			return nil, err
+		}
+		defer on.close()
+		for _, name := range []string{"createTask", "task"} {
+			sc, _ := ScenarioNamed(name)
+			fmt.Fprintf(cfg.Progress, "%s: limiter and idempotency off vs on\n", name)
+			c := Comparison{Scenario: name}
+			// Alternate halves (off, on, on, off) so that a change of machine
+			// load hits both alike.
+			half := cfg
+			half.Duration = cfg.Duration / 2
+			if half.Requests > 0 {
+				half.Requests = max(1, cfg.Requests/2)
+			}
+			run := func(url string) Stats {
+				return measure(ctx, half, func(ctx context.Context, i int) error {
+					return send(ctx, client, url, sc, fix, i)
+				})
+			}
+			c.Off = run(off.url)
+			c.On = run(on.url)
+			c.On = merge(c.On, run(on.url))
+			c.Off = merge(c.Off, run(off.url))
+			rep.Comparisons = append(rep.Comparisons, c)
+		}
+	}
+
+	if cfg.Exec {
+		rep.RSSPeak = target.rssPeak()
+	} else {
+		rep.RSSPeak = selfRSSPeak()
+	}
+	rep.GoMaxProcs = gomaxprocs()
+	rep.LoadAvg += " → " + loadAvg()
+	return rep, nil
+}
+
+// warmUp sends a few requests of sc to the target (and its twin), then one to
+// the twin alone while rec records the statements it runs.
+func warmUp(ctx context.Context, client *http.Client, target, twin *server, rec *Recorder, sc Scenario, fix *Fixtures) ([]Statement, error) {
+	for i := range 3 {
+		if err := send(ctx, client, target.url, sc, fix, -1-i); err != nil {
+			return nil, fmt.Errorf("warm-up: %w", err)
+		}
+		if target != twin {
+			if err := send(ctx, client, twin.url, sc, fix, -1-i); err != nil {
+				return nil, fmt.Errorf("warm-up: %w", err)
+			}
+		}
+	}
+	rec.Start()
+	err := send(ctx, client, twin.url, sc, fix, -10)
+	stmts := rec.Stop()
+	if err != nil {
+		return nil, fmt.Errorf("capture: %w", err)
+	}
+	return stmts, nil
+}
+
+func selected(names []string) []Scenario {
+	if len(names) == 0 {
+		return Scenarios
+	}
+	var out []Scenario
+	for _, s := range Scenarios {
+		if slices.Contains(names, s.Name) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// measure runs fn from cfg.Concurrency goroutines until cfg.Duration passed or
+// cfg.Requests were sent.
+func measure(ctx context.Context, cfg Config, fn func(ctx context.Context, i int) error) Stats {
+	ctx, cancel := context.WithTimeout(ctx, cfg.Duration)
+	defer cancel()
+	var next atomic.Int64
+	var mu sync.Mutex
+	var all []time.Duration
+	var errs int
+	var firstErr string
+	start := time.Now()
+	var wg sync.WaitGroup
+	for range cfg.Concurrency {
+		wg.Go(func() {
+			var lat []time.Duration
+			for ctx.Err() == nil {
+				i := int(next.Add(1)) - 1
+				if cfg.Requests > 0 && i >= cfg.Requests {
+					break
+				}
+				t0 := time.Now()
+				err := fn(ctx, i)
+				d := time.Since(t0)
+				if ctx.Err() != nil {
+					break // cut by the deadline: neither a result nor an error
+				}
+				lat = append(lat, d)
+				if err != nil {
+					mu.Lock()
+					if errs == 0 {
+						firstErr = err.Error()
+					}
+					errs++
+					mu.Unlock()
+				}
+			}
+			mu.Lock()
+			all = append(all, lat...)
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	s := Stats{Requests: len(all), Errors: errs, FirstError: firstErr, Elapsed: time.Since(start)}
+	s.finish(all)
+	return s
+}
+
+func (s *Stats) finish(lat []time.Duration) {
+	if s.Elapsed > 0 {
+		s.RPS = float64(s.Requests) / s.Elapsed.Seconds()
+	}
+	if len(lat) == 0 {
+		return
+	}
+	slices.Sort(lat)
+	pct := func(q float64) time.Duration { return lat[int(q*float64(len(lat)-1))] }
+	s.P50, s.P95, s.P99 = pct(0.50), pct(0.95), pct(0.99)
+}
+
+// merge adds two halves of a run; percentiles are the request-weighted mean of
+// the halves' (close enough for a cost comparison).
+func merge(a, b Stats) Stats {
+	if a.Requests == 0 {
+		return b
+	}
+	n := a.Requests + b.Requests
+	w := func(x, y time.Duration) time.Duration {
+		return time.Duration((int64(x)*int64(a.Requests) + int64(y)*int64(b.Requests)) / int64(n))
+	}
+	out := Stats{Requests: n, Errors: a.Errors + b.Errors, FirstError: a.FirstError, Elapsed: a.Elapsed + b.Elapsed,
+		P50: w(a.P50, b.P50), P95: w(a.P95, b.P95), P99: w(a.P99, b.P99)}
+	if out.FirstError == "" {
+		out.FirstError = b.FirstError
+	}
+	out.RPS = float64(n) / out.Elapsed.Seconds()
+	return out
+}
+
+func newClient(concurrency int) *http.Client {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConns = 4 * concurrency
+	t.MaxIdleConnsPerHost = 4 * concurrency
+	return &http.Client{Transport: t, Timeout: 30 * time.Second}
+}
+
+// send posts request i of sc and checks that it succeeded.
+func send(ctx context.Context, client *http.Client, url string, sc Scenario, f *Fixtures, i int) error {
+	if i < 0 {
+		i = -i
+	}
+	u, body := sc.request(f, i)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url+"/query", bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+u.Token)
+	res, err := client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer res.Body.Close()
+	out, err := io.ReadAll(res.Body)
+	if err != nil {
+		return err
+	}
+	if res.StatusCode != http.StatusOK || bytes.Contains(out, []byte(`"errors"`)) {
+		return fmt.Errorf("HTTP %d: %.200s", res.StatusCode, out)
+	}
+	return nil
+}
+
+func startProfile(prefix, name string, enabled bool) func() {
+	if prefix == "" || !enabled {
+		return func() {}
+	}
+	path := prefix + "." + name + ".pprof"
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return func() {}
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return func() {}
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return func() {}
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }
+}

@@ -1,0 +1,176 @@
+package loadgen
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"taskflow/httpapi"
+	"taskflow/store"
+)
+
+// server is a TaskFlow instance the harness sends requests to.
+type server struct {
+	url   string
+	pid   int // of the subprocess; 0 in process
+	close func()
+}
+
+// startInproc serves the real handler on a loopback listener in this process,
+// on a pool of its own (traced by rec when rec is not nil). guards turns the
+// rate limiter and idempotency on.
+func startInproc(ctx context.Context, cfg Config, poolCfg *pgxpool.Config, rec *Recorder, guards bool, log *slog.Logger) (*server, error) {
+	pc := poolCfg.Copy()
+	if rec != nil {
+		pc.ConnConfig.Tracer = rec
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, pc)
+	if err != nil {
+		return nil, err
+	}
+	o, closeOpts, err := handlerOptions(cfg, store.New(pool, log), log, guards)
+	if err != nil {
+		pool.Close()
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		pool.Close()
+		return nil, err
+	}
+	srv := &http.Server{Handler: httpapi.NewHandler(o), ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	return &server{url: "http://" + ln.Addr().String(), close: func() {
+		_ = srv.Close()
+		closeOpts()
+		pool.Close()
+	}}, nil
+}
+
+// startExec builds the server binary into a temporary directory and starts it
+// on a free loopback port with the run's database and Redis, and waits until
+// /healthz answers 200.
+func startExec(ctx context.Context, cfg Config) (*server, error) {
+	dir, err := os.MkdirTemp("", "taskflow-bench-")
+	if err != nil {
+		return nil, err
+	}
+	root, err := moduleRoot(ctx)
+	if err != nil {
+		return nil, err
+	}
+	bin := filepath.Join(dir, "taskflow")
+	build := exec.CommandContext(ctx, "go", "build", "-o", bin, ".")
+	build.Dir = root
+	if out, err := build.CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("go build: %v\n%s", err, out)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	cmd := exec.Command(bin)
+	cmd.Env = append(os.Environ(),
+		"HTTP_ADDR="+addr,
+		"DATABASE_URL="+cfg.DatabaseURL,
+		"REDIS_URL="+cfg.RedisURL,
+		// The limiter runs on every request but never refuses one: the harness
+		// measures its cost, not its budget.
+		"RATE_LIMIT_POINTS=1000000000",
+		"LOG_LEVEL=warn",
+	)
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	s := &server{url: "http://" + addr, pid: cmd.Process.Pid, close: func() {
+		_ = cmd.Process.Signal(os.Interrupt)
+		done := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+		os.RemoveAll(dir)
+	}}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		res, err := http.Get(s.url + "/healthz")
+		if err == nil {
+			res.Body.Close()
+			if res.StatusCode == http.StatusOK {
+				return s, nil
+			}
+		}
+		if time.Now().After(deadline) {
+			s.close()
+			return nil, errors.New("the server binary did not become healthy in 30s")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func moduleRoot(ctx context.Context) (string, error) {
+	out, err := exec.CommandContext(ctx, "go", "env", "GOMOD").Output()
+	if err != nil {
+		return "", err
+	}
+	mod := strings.TrimSpace(string(out))
+	if mod == "" || mod == os.DevNull {
+		return "", errors.New("not inside the taskflow module")
+	}
+	return filepath.Dir(mod), nil
+}
+
+// rssPeak returns the subprocess's peak resident set (VmHWM) in bytes.
+func (s *server) rssPeak() int64 { return statusKB(fmt.Sprintf("/proc/%d/status", s.pid), "VmHWM:") }
+
+// selfRSSPeak returns this process's peak resident set (VmHWM) in bytes.
+func selfRSSPeak() int64 { return statusKB("/proc/self/status", "VmHWM:") }
+
+func statusKB(path, field string) int64 {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if rest, ok := strings.CutPrefix(sc.Text(), field); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+			return kb << 10
+		}
+	}
+	return 0
+}
+
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "?"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "?"
+	}
+	return strings.Join(f[:3], " ")
+}
+
+func gomaxprocs() int { return runtime.GOMAXPROCS(0) }
