@@ -8,15 +8,18 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"time"
 
 	"github.com/99designs/gqlgen/graphql/handler"
 	"github.com/99designs/gqlgen/graphql/handler/extension"
 	"github.com/99designs/gqlgen/graphql/handler/transport"
 	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"taskflow/audit"
 	"taskflow/auth"
 	"taskflow/graph"
+	"taskflow/idempotency"
 	"taskflow/resolvers"
 	"taskflow/store"
 )
@@ -26,6 +29,15 @@ type Options struct {
 	DB             *store.DB
 	Log            *slog.Logger
 	TrustedProxies Proxies
+	// IdempotencyTTL and IdempotencyWait are IDEMPOTENCY_TTL and IDEMPOTENCY_WAIT;
+	// zero means the default (24h, 5s).
+	IdempotencyTTL  time.Duration
+	IdempotencyWait time.Duration
+	// Registerer receives the API's Prometheus metrics; nil leaves them unregistered.
+	Registerer prometheus.Registerer
+	// Resolvers replaces the resolver root (tests of middleware that stand in a
+	// resolver); nil means the real resolvers.
+	Resolvers graph.ResolverRoot
 }
 
 // NewHandler returns the complete HTTP handler of TaskFlow.
@@ -33,15 +45,20 @@ func NewHandler(o Options) http.Handler {
 	if o.Log == nil {
 		o.Log = slog.Default()
 	}
-	gql := handler.New(graph.NewExecutableSchema(graph.Config{Resolvers: &resolvers.Resolver{DB: o.DB}}))
+	if o.Resolvers == nil {
+		o.Resolvers = &resolvers.Resolver{DB: o.DB}
+	}
+	gql := handler.New(graph.NewExecutableSchema(graph.Config{Resolvers: o.Resolvers}))
 	gql.AddTransport(transport.GET{})
 	gql.AddTransport(transport.POST{})
 	gql.Use(extension.Introspection{})
 	gql.SetErrorPresenter(presentError(o.Log))
 	gql.SetRecoverFunc(recoverPanic)
+	gql.Use(idempotency.New(idempotency.Options{DB: o.DB, TTL: o.IdempotencyTTL, Wait: o.IdempotencyWait,
+		Registerer: o.Registerer, Log: o.Log}))
 
 	mux := http.NewServeMux()
-	mux.Handle("/query", auth.Middleware(o.DB, writeAuthError)(resolvers.LoaderMiddleware(o.DB, gql)))
+	mux.Handle("/query", auth.Middleware(o.DB, writeAuthError)(resolvers.LoaderMiddleware(o.DB, idempotency.ResponseHeaders(gql))))
 	return requestContext(o.TrustedProxies, mux)
 }
 
