@@ -38,6 +38,9 @@ type Options struct {
 	// Resolvers replaces the resolver root (tests of middleware that stand in a
 	// resolver); nil means the real resolvers.
 	Resolvers graph.ResolverRoot
+	// PasswordParams are the argon2id parameters of new password hashes (zero:
+	// auth.DefaultPasswordParams).
+	PasswordParams auth.PasswordParams
 }
 
 // NewHandler returns the complete HTTP handler of TaskFlow.
@@ -46,7 +49,7 @@ func NewHandler(o Options) http.Handler {
 		o.Log = slog.Default()
 	}
 	if o.Resolvers == nil {
-		o.Resolvers = &resolvers.Resolver{DB: o.DB}
+		o.Resolvers = &resolvers.Resolver{DB: o.DB, PasswordParams: o.PasswordParams}
 	}
 	gql := handler.New(graph.NewExecutableSchema(graph.Config{Resolvers: o.Resolvers}))
 	gql.AddTransport(transport.GET{})
