@@ -1,0 +1,255 @@
+package idempotency_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/99designs/gqlgen/client"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"taskflow/httpapi/apitest"
+	"taskflow/store/storetest"
+)
+
+// These tests run the real resolvers and store behind the real handler.
+
+func auditCount(t *testing.T, env *apitest.Env, action string) int {
+	t.Helper()
+	var n int
+	if err := env.DB.Pool.QueryRow(t.Context(), `SELECT count(*) FROM audit_events WHERE action = $1`, action).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func TestRealCreateWorkspaceReplay(t *testing.T) {
+	t.Parallel()
+	env := apitest.New(t)
+	u := env.SignUp(t, "ann")
+	var first, again struct {
+		CreateWorkspace struct {
+			ID, Name, CreatedAt, ViewerRole string
+			Members                         []struct{ Role string }
+		}
+	}
+	q := `mutation($in: CreateWorkspaceInput!, $k: String) { createWorkspace(input: $in, idempotencyKey: $k) {
+		id name createdAt viewerRole members { role } } }`
+	env.Client.MustPost(q, &first, u.Auth(), client.Var("in", map[string]any{"name": "Acme"}), client.Var("k", "w1"))
+	if _, err := env.DB.Pool.Exec(t.Context(), `UPDATE workspaces SET name = 'Renamed' WHERE id = $1`, first.CreateWorkspace.ID); err != nil {
+		t.Fatal(err)
+	}
+	env.Client.MustPost(q, &again, u.Auth(), client.Var("in", map[string]any{"name": "Acme"}), client.Var("k", "w1"))
+	if again.CreateWorkspace.ID != first.CreateWorkspace.ID || again.CreateWorkspace.Name != "Acme" ||
+		again.CreateWorkspace.CreatedAt != first.CreateWorkspace.CreatedAt || again.CreateWorkspace.ViewerRole != "OWNER" ||
+		len(again.CreateWorkspace.Members) != 1 {
+		t.Fatalf("replay %+v, first %+v", again, first)
+	}
+	// Over HTTP with the header form and a smaller selection set.
+	r := env.Post(t, u.Token, `mutation { createWorkspace(input: {name: "Acme"}) { id } }`, nil, "Idempotency-Key", "w1")
+	if r.Header.Get("Idempotent-Replayed") != "true" || ws(t, r, "createWorkspace")["id"] != first.CreateWorkspace.ID {
+		t.Fatalf("header replay: %s", r.Raw)
+	}
+	if n := auditCount(t, env, "workspace.created"); n != 1 {
+		t.Fatalf("%d workspace.created events after replays", n)
+	}
+	if r := env.Post(t, u.Token, `mutation { createWorkspace(input: {name: "Other"}, idempotencyKey: "w1") { id } }`, nil); r.Code() != "IDEMPOTENCY_KEY_REUSED" {
+		t.Fatalf("mismatch: %s", r.Raw)
+	}
+	// A refused mutation (empty name) stores nothing: the key still runs afterwards.
+	if r := env.Post(t, u.Token, `mutation { createWorkspace(input: {name: ""}, idempotencyKey: "w2") { id } }`, nil); r.Code() != "BAD_USER_INPUT" {
+		t.Fatalf("empty name: %s", r.Raw)
+	}
+	if r := env.Post(t, u.Token, `mutation { createWorkspace(input: {name: "Second"}, idempotencyKey: "w2") { id } }`, nil); r.Code() != "" || r.Header.Get("Idempotent-Replayed") != "" {
+		t.Fatalf("after failure: %s", r.Raw)
+	}
+	if n := auditCount(t, env, "workspace.created"); n != 2 || workspaces(t, env.DB) != 2 {
+		t.Fatalf("%d events, %d workspaces", n, workspaces(t, env.DB))
+	}
+}
+
+// server is a taskflow process started from the built binary.
+type server struct {
+	cmd    *exec.Cmd
+	url    string
+	stderr *bytes.Buffer
+}
+
+// buildServer builds the taskflow binary into a temporary directory.
+func buildServer(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "taskflow")
+	cmd := exec.Command("go", "build", "-o", bin, ".")
+	cmd.Dir = ".."
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// startServer runs bin on the database and waits until it answers.
+func startServer(t *testing.T, bin, dbURL string) *server {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	s := &server{url: "http://" + addr, stderr: &bytes.Buffer{}}
+	s.cmd = exec.Command(bin)
+	s.cmd.Env = append(os.Environ(), "DATABASE_URL="+dbURL, "HTTP_ADDR="+addr)
+	s.cmd.Stderr = s.stderr
+	if err := s.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if s.cmd.ProcessState == nil {
+			_ = s.cmd.Process.Kill()
+			_ = s.cmd.Wait()
+		}
+	})
+	for range 600 { // readiness poll, not a timing assertion
+		res, err := http.Post(s.url+"/query", "application/json", bytes.NewBufferString(`{"query":"{ __typename }"}`))
+		if err == nil {
+			res.Body.Close()
+			return s
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("server did not start: %s", s.stderr)
+	return nil
+}
+
+// post sends a GraphQL request to the server; err is a transport error.
+func (s *server) post(token, query string, vars map[string]any) (*apitest.Response, error) {
+	body, _ := json.Marshal(map[string]any{"query": query, "variables": vars})
+	req, _ := http.NewRequest(http.MethodPost, s.url+"/query", bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer res.Body.Close()
+	r := &apitest.Response{Status: res.StatusCode, Header: res.Header}
+	if r.Raw, err = io.ReadAll(res.Body); err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal(r.Raw, &r.Body); err != nil {
+		return nil, fmt.Errorf("decode %q: %w", r.Raw, err)
+	}
+	return r, nil
+}
+
+func TestKilledServerRetriedExactlyOnce(t *testing.T) {
+	t.Parallel()
+	bin := buildServer(t)
+	dbURL := storetest.URL(t)
+	srv := startServer(t, bin, dbURL)
+	reg, err := srv.post("", `mutation($in: RegisterInput!) { register(input: $in) { token } }`,
+		map[string]any{"in": map[string]any{"email": "kill@example.com", "password": "correct horse", "name": "K"}})
+	if err != nil || reg.Code() != "" {
+		t.Fatalf("register: %v %v", err, reg)
+	}
+	var tok struct{ Register struct{ Token string } }
+	_ = json.Unmarshal(reg.Body.Data, &tok)
+	token := tok.Register.Token
+
+	const n = 40
+	q := `mutation($name: String!, $key: String) { createWorkspace(input: {name: $name}, idempotencyKey: $key) { id name } }`
+	vars := func(i int) map[string]any {
+		return map[string]any{"name": fmt.Sprintf("ws-%d", i), "key": fmt.Sprintf("key-%d", i)}
+	}
+	firstIDs := make([]any, n)
+	var mu sync.Mutex
+	answered := 0
+	killed := make(chan struct{})
+	var once sync.Once
+	var wg sync.WaitGroup
+	next := make(chan int)
+	for range 8 {
+		wg.Go(func() {
+			for i := range next {
+				r, err := srv.post(token, q, vars(i))
+				if err != nil || r.Code() != "" {
+					continue // cut off by the kill
+				}
+				mu.Lock()
+				firstIDs[i] = ws(t, r, "createWorkspace")["id"]
+				answered++
+				if answered == 10 {
+					once.Do(func() {
+						_ = srv.cmd.Process.Signal(syscall.SIGKILL)
+						close(killed)
+					})
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	for i := range n {
+		select {
+		case next <- i:
+		case <-killed:
+		}
+	}
+	close(next)
+	wg.Wait()
+	<-killed
+	_ = srv.cmd.Wait()
+
+	srv = startServer(t, bin, dbURL)
+	replays := 0
+	for i := range n {
+		r, err := srv.post(token, q, vars(i))
+		if err != nil || r.Code() != "" {
+			t.Fatalf("retry %d: %v %v", i, err, r)
+		}
+		id := ws(t, r, "createWorkspace")["id"]
+		if firstIDs[i] != nil {
+			if r.Header.Get("Idempotent-Replayed") != "true" || id != firstIDs[i] {
+				t.Fatalf("key %d answered before the kill as %v, after restart %s", i, firstIDs[i], r.Raw)
+			}
+		}
+		if r.Header.Get("Idempotent-Replayed") == "true" {
+			replays++
+		}
+	}
+	if replays < 10 {
+		t.Fatalf("%d replays after restart, want at least 10", replays)
+	}
+	db := openDB(t, dbURL)
+	var total, distinct, events int
+	if err := db.QueryRow(t.Context(), `SELECT count(*), count(DISTINCT name) FROM workspaces`).Scan(&total, &distinct); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.QueryRow(t.Context(), `SELECT count(*) FROM audit_events WHERE action = 'workspace.created'`).Scan(&events); err != nil {
+		t.Fatal(err)
+	}
+	if total != n || distinct != n || events != n {
+		t.Fatalf("%d workspaces (%d names), %d events; want %d each", total, distinct, events, n)
+	}
+}
+
+func openDB(t *testing.T, url string) *pgxpool.Pool {
+	t.Helper()
+	pool, err := pgxpool.New(t.Context(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return pool
+}
