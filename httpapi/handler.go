@@ -33,8 +33,9 @@ type Options struct {
 	// zero means the default (24h, 5s).
 	IdempotencyTTL  time.Duration
 	IdempotencyWait time.Duration
-	// Registerer receives the API's Prometheus metrics; nil leaves them unregistered.
-	Registerer prometheus.Registerer
+	// Registry holds the Prometheus metrics served at /metrics; other packages
+	// register theirs in it too. Nil: not registered.
+	Registry *prometheus.Registry
 	// Resolvers replaces the resolver root (tests of middleware that stand in a
 	// resolver); nil means the real resolvers.
 	Resolvers graph.ResolverRoot
@@ -58,7 +59,7 @@ func NewHandler(o Options) http.Handler {
 	gql.SetErrorPresenter(presentError(o.Log))
 	gql.SetRecoverFunc(recoverPanic)
 	gql.Use(idempotency.New(idempotency.Options{DB: o.DB, TTL: o.IdempotencyTTL, Wait: o.IdempotencyWait,
-		Registerer: o.Registerer, Log: o.Log}))
+		Registerer: registerer(o.Registry), Log: o.Log}))
 
 	mux := http.NewServeMux()
 	mux.Handle("/query", auth.Middleware(o.DB, writeAuthError)(resolvers.LoaderMiddleware(o.DB, idempotency.ResponseHeaders(gql))))
@@ -106,3 +107,11 @@ func writeAuthError(w http.ResponseWriter, r *http.Request, err error) {
 }
 
 func fmtAny(v any) string { return fmt.Sprint(v) }
+
+// registerer returns reg as a prometheus.Registerer, nil (not registered) for nil.
+func registerer(reg *prometheus.Registry) prometheus.Registerer {
+	if reg == nil {
+		return nil
+	}
+	return reg
+}

@@ -428,7 +428,7 @@ func TestExpiredKeyIsFree(t *testing.T) {
 func TestMetrics(t *testing.T) {
 	t.Parallel()
 	reg := prometheus.NewRegistry()
-	env, _ := newEnv(t, func(o *httpapi.Options) { o.Registerer = reg })
+	env, _ := newEnv(t, func(o *httpapi.Options) { o.Registry = reg })
 	u := env.NewUser(t, "ann")
 	env.Post(t, u.Token, createWS, map[string]any{"name": "Acme", "key": "k"})
 	env.Post(t, u.Token, createWS, map[string]any{"name": "Acme", "key": "k"})
