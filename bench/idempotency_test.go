@@ -4,9 +4,12 @@ package bench
 import (
 	"encoding/json"
 	"fmt"
+	"os"
 	"runtime"
+	"strconv"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"taskflow/httpapi/apitest"
 )
@@ -73,4 +76,14 @@ func BenchmarkCreateTask(b *testing.B) {
 			})
 		}
 	}
+}
+
+func getenvInt(name string) int {
+	n, _ := strconv.Atoi(os.Getenv(name))
+	return n
+}
+
+func getenvDuration(name string) time.Duration {
+	d, _ := time.ParseDuration(os.Getenv(name))
+	return d
 }
