@@ -7,7 +7,6 @@ package resolvers
 
 import (
 	"context"
-	"fmt"
 	"taskflow/graph"
 	"taskflow/store"
 )
@@ -24,7 +23,12 @@ func (r *projectResolver) Workspace(ctx context.Context, obj *store.Project) (*s
 
 // Tasks is the resolver for the tasks field.
 func (r *projectResolver) Tasks(ctx context.Context, obj *store.Project, status *store.TaskStatus, first *int, after *string) (*store.Connection[store.Task], error) {
-	panic(fmt.Errorf("not implemented: Tasks - tasks"))
+	key, err := store.NewTaskPageKey(obj.ID, status, first, after)
+	if err != nil {
+		return nil, err
+	}
+	l := r.loaders(ctx)
+	return l.primeTasks(l.taskPages.Load(ctx, key))
 }
 
 // Members is the resolver for the members field.
@@ -34,12 +38,7 @@ func (r *workspaceResolver) Members(ctx context.Context, obj *store.Workspace) (
 
 // Projects is the resolver for the projects field.
 func (r *workspaceResolver) Projects(ctx context.Context, obj *store.Workspace, includeArchived *bool, first *int, after *string) (*store.Connection[store.Project], error) {
-	archived := includeArchived != nil && *includeArchived
-	page, err := store.NewPage(first, 20, after, store.ProjectsScope(obj.ID, archived))
-	if err != nil {
-		return nil, err
-	}
-	return r.DB.Projects(ctx, r.loaders(ctx).Viewer(ctx), obj.ID, archived, page)
+	return r.loaders(ctx).Projects(ctx, obj.ID, includeArchived != nil && *includeArchived, first, after)
 }
 
 // Member returns graph.MemberResolver implementation.
