@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,7 +19,10 @@ import (
 	"github.com/99designs/gqlgen/client"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"taskflow/auth"
+	"taskflow/httpapi"
 	"taskflow/httpapi/apitest"
+	"taskflow/store"
 	"taskflow/store/storetest"
 )
 
@@ -295,5 +299,48 @@ func TestRealCreateTaskReplay(t *testing.T) {
 	}
 	if n := auditCount(t, env, "task.updated"); n != 2 {
 		t.Fatalf("%d task.updated events", n)
+	}
+}
+
+func TestRealConcurrentCreateTaskOnTwoInstances(t *testing.T) {
+	t.Parallel()
+	url := storetest.URL(t)
+	var envs []*apitest.Env
+	for range 2 {
+		pool := openDB(t, url)
+		db := store.New(pool, nil)
+		h := httpapi.NewHandler(httpapi.Options{DB: db, Log: silent(), PasswordParams: auth.FastPasswordParams})
+		srv := httptest.NewServer(h)
+		t.Cleanup(srv.Close)
+		envs = append(envs, &apitest.Env{DB: db, Handler: h, Server: srv})
+	}
+	u := envs[0].NewUser(t, "ann")
+	w := envs[0].Post(t, u.Token, `mutation { createWorkspace(input: {name: "W"}) { id } }`, nil)
+	p := envs[1].Post(t, u.Token, `mutation($w: ID!) { createProject(input: {workspaceId: $w, name: "P"}) { id } }`,
+		map[string]any{"w": ws(t, w, "createWorkspace")["id"]})
+	vars := map[string]any{"in": map[string]any{"projectId": ws(t, p, "createProject")["id"], "title": "once"}}
+	q := `mutation($in: CreateTaskInput!) { createTask(input: $in, idempotencyKey: "same") { id title createdAt } }`
+	const n = 50
+	answers := make([]*apitest.Response, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() { answers[i] = envs[i%2].Post(t, u.Token, q, vars) })
+	}
+	wg.Wait()
+	replays := 0
+	for i, a := range answers {
+		if a.Code() != "" || string(a.Body.Data) != string(answers[0].Body.Data) {
+			t.Fatalf("answer %d: %s, answer 0: %s", i, a.Raw, answers[0].Raw)
+		}
+		if a.Header.Get("Idempotent-Replayed") == "true" {
+			replays++
+		}
+	}
+	var tasks int
+	if err := envs[0].DB.Pool.QueryRow(t.Context(), `SELECT count(*) FROM tasks`).Scan(&tasks); err != nil {
+		t.Fatal(err)
+	}
+	if tasks != 1 || replays != n-1 || auditCount(t, envs[0], "task.created") != 1 {
+		t.Fatalf("%d tasks, %d replays, %d task.created events", tasks, replays, auditCount(t, envs[0], "task.created"))
 	}
 }
