@@ -33,12 +33,16 @@ type Options struct {
 	// zero means the default (24h, 5s).
 	IdempotencyTTL  time.Duration
 	IdempotencyWait time.Duration
-	// Registry holds the Prometheus metrics served at /metrics; other packages
-	// register theirs in it too. Nil: not registered.
-	Registry *prometheus.Registry
 	// Resolvers replaces the resolver root (tests of middleware that stand in a
 	// resolver); nil means the real resolvers.
 	Resolvers graph.ResolverRoot
+	// Registry holds the Prometheus metrics served at /metrics; other packages
+	// register theirs in it too. Nil: a registry of the handler's own.
+	Registry *prometheus.Registry
+	// CORS is the cross-origin policy of /query (default: no origin allowed).
+	CORS CORS
+	// Dependencies are reported by /healthz besides Postgres (e.g. Redis).
+	Dependencies []Dependency
 	// PasswordParams are the argon2id parameters of new password hashes (zero:
 	// auth.DefaultPasswordParams).
 	PasswordParams auth.PasswordParams
@@ -58,12 +62,16 @@ func NewHandler(o Options) http.Handler {
 	gql.Use(extension.Introspection{})
 	gql.SetErrorPresenter(presentError(o.Log))
 	gql.SetRecoverFunc(recoverPanic)
+	ops := newOps(o)
+	gql.Use(operationMetrics{ops.metrics})
 	gql.Use(idempotency.New(idempotency.Options{DB: o.DB, TTL: o.IdempotencyTTL, Wait: o.IdempotencyWait,
-		Registerer: registerer(o.Registry), Log: o.Log}))
+		Registerer: ops.reg, Log: o.Log}))
 
 	mux := http.NewServeMux()
-	mux.Handle("/query", auth.Middleware(o.DB, writeAuthError)(resolvers.LoaderMiddleware(o.DB, idempotency.ResponseHeaders(gql))))
-	return requestContext(o.TrustedProxies, mux)
+	mux.Handle("/query", o.CORS.handler(auth.Middleware(o.DB, writeAuthError)(
+		resolvers.LoaderMiddleware(o.DB, idempotency.ResponseHeaders(gql)))))
+	ops.routes(mux)
+	return requestContext(o.TrustedProxies, ops.wrap(mux))
 }
 
 // requestContext gives every request an id (the client's X-Request-ID when it
@@ -107,11 +115,3 @@ func writeAuthError(w http.ResponseWriter, r *http.Request, err error) {
 }
 
 func fmtAny(v any) string { return fmt.Sprint(v) }
-
-// registerer returns reg as a prometheus.Registerer, nil (not registered) for nil.
-func registerer(reg *prometheus.Registry) prometheus.Registerer {
-	if reg == nil {
-		return nil
-	}
-	return reg
-}

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -79,6 +80,22 @@ func TestRealCreateWorkspaceReplay(t *testing.T) {
 	}
 	if n := auditCount(t, env, "workspace.created"); n != 2 || workspaces(t, env.DB) != 2 {
 		t.Fatalf("%d events, %d workspaces", n, workspaces(t, env.DB))
+	}
+	// The counters are served at /metrics.
+	res, err := env.Server.Client().Get(env.Server.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	for _, line := range []string{
+		`taskflow_idempotency_requests_total{field="createWorkspace",outcome="first_run"} 2`,
+		`taskflow_idempotency_requests_total{field="createWorkspace",outcome="replay"} 2`,
+		`taskflow_idempotency_requests_total{field="createWorkspace",outcome="mismatch"} 1`,
+	} {
+		if !strings.Contains(string(body), line) {
+			t.Errorf("/metrics lacks %s", line)
+		}
 	}
 }
 
