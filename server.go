@@ -95,7 +95,7 @@ func run(cfg Config, log *slog.Logger) error {
 		CORS:            cfg.CORS,
 		Dependencies:    deps,
 		IdempotencyTTL:  cfg.IdempotencyTTL,
-		IdempotencyWait: cfg.IdempotencyWait,
+		IdempotencyWait: idempotencyWait(cfg.IdempotencyWait),
 	})
 	idempotency.NewPurger(idempotency.PurgerOptions{DB: db, Registerer: reg, Log: log}).Start(ctx)
 	srv := &http.Server{
@@ -249,4 +249,13 @@ func displayAddr(a net.Addr) string {
 		host = "localhost"
 	}
 	return net.JoinHostPort(host, port)
+}
+
+// idempotencyWait maps IDEMPOTENCY_WAIT to httpapi.Options, where zero means the
+// default: an explicit 0 (do not wait for a concurrent duplicate) becomes negative.
+func idempotencyWait(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
 }

@@ -30,7 +30,7 @@ type Options struct {
 	Log            *slog.Logger
 	TrustedProxies Proxies
 	// IdempotencyTTL and IdempotencyWait are IDEMPOTENCY_TTL and IDEMPOTENCY_WAIT;
-	// zero means the default (24h, 5s).
+	// zero means the default (24h, 5s); a negative wait means no waiting.
 	IdempotencyTTL  time.Duration
 	IdempotencyWait time.Duration
 	// Resolvers replaces the resolver root (tests of middleware that stand in a

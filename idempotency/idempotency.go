@@ -52,7 +52,8 @@ type Options struct {
 	// TTL is how long a key is kept (IDEMPOTENCY_TTL); 0 means DefaultTTL.
 	TTL time.Duration
 	// Wait bounds the wait on a concurrent call with the same key
-	// (IDEMPOTENCY_WAIT); 0 means DefaultWait.
+	// (IDEMPOTENCY_WAIT); 0 means DefaultWait, a negative wait means none (the
+	// duplicate is answered IDEMPOTENCY_IN_PROGRESS at once).
 	Wait time.Duration
 	// Registerer receives the counters; nil leaves them unregistered.
 	Registerer prometheus.Registerer
@@ -85,7 +86,7 @@ func New(o Options) *Middleware {
 	if o.TTL <= 0 {
 		o.TTL = DefaultTTL
 	}
-	if o.Wait <= 0 {
+	if o.Wait == 0 {
 		o.Wait = DefaultWait
 	}
 	if o.Log == nil {

@@ -119,7 +119,7 @@ func buildServer(t *testing.T) string {
 }
 
 // startServer runs bin on the database and waits until it answers.
-func startServer(t *testing.T, bin, dbURL string) *server {
+func startServer(t *testing.T, bin, dbURL string, env ...string) *server {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -129,7 +129,7 @@ func startServer(t *testing.T, bin, dbURL string) *server {
 	l.Close()
 	s := &server{url: "http://" + addr, stderr: &bytes.Buffer{}}
 	s.cmd = exec.Command(bin)
-	s.cmd.Env = append(os.Environ(), "DATABASE_URL="+dbURL, "HTTP_ADDR="+addr)
+	s.cmd.Env = append(append(os.Environ(), "DATABASE_URL="+dbURL, "HTTP_ADDR="+addr), env...)
 	s.cmd.Stderr = s.stderr
 	if err := s.cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -359,5 +359,28 @@ func TestRealConcurrentCreateTaskOnTwoInstances(t *testing.T) {
 	}
 	if tasks != 1 || replays != n-1 || auditCount(t, envs[0], "task.created") != 1 {
 		t.Fatalf("%d tasks, %d replays, %d task.created events", tasks, replays, auditCount(t, envs[0], "task.created"))
+	}
+}
+
+func TestServerReadsIdempotencyTTL(t *testing.T) {
+	t.Parallel()
+	srv := startServer(t, buildServer(t), storetest.URL(t), "IDEMPOTENCY_TTL=1ms", "IDEMPOTENCY_WAIT=0")
+	reg, err := srv.post("", `mutation($in: RegisterInput!) { register(input: $in) { token } }`,
+		map[string]any{"in": map[string]any{"email": "ttl@example.com", "password": "correct horse", "name": "T"}})
+	if err != nil || reg.Code() != "" {
+		t.Fatalf("register: %v %v", err, reg)
+	}
+	var tok struct{ Register struct{ Token string } }
+	_ = json.Unmarshal(reg.Body.Data, &tok)
+	q := `mutation { createWorkspace(input: {name: "W"}, idempotencyKey: "short") { id } }`
+	first, err := srv.post(tok.Register.Token, q, nil)
+	if err != nil || first.Code() != "" {
+		t.Fatalf("first: %v %v", err, first)
+	}
+	// A key kept for 1ms has expired by the next request: the call runs again.
+	again, err := srv.post(tok.Register.Token, q, nil)
+	if err != nil || again.Code() != "" || again.Header.Get("Idempotent-Replayed") != "" ||
+		ws(t, again, "createWorkspace")["id"] == ws(t, first, "createWorkspace")["id"] {
+		t.Fatalf("after the TTL: %v %s / %s", err, first.Raw, again.Raw)
 	}
 }
