@@ -33,6 +33,9 @@ type Options struct {
 	// zero means the default (24h, 5s); a negative wait means no waiting.
 	IdempotencyTTL  time.Duration
 	IdempotencyWait time.Duration
+	// NoIdempotency leaves the idempotency middleware out; only the load
+	// harness sets it, to measure what idempotency costs (bench/load -compare).
+	NoIdempotency bool
 	// Resolvers replaces the resolver root (tests of middleware that stand in a
 	// resolver); nil means the real resolvers.
 	Resolvers graph.ResolverRoot
@@ -64,8 +67,10 @@ func NewHandler(o Options) http.Handler {
 	gql.SetRecoverFunc(recoverPanic)
 	ops := newOps(o)
 	gql.Use(operationMetrics{ops.metrics})
-	gql.Use(idempotency.New(idempotency.Options{DB: o.DB, TTL: o.IdempotencyTTL, Wait: o.IdempotencyWait,
-		Registerer: ops.reg, Log: o.Log}))
+	if !o.NoIdempotency {
+		gql.Use(idempotency.New(idempotency.Options{DB: o.DB, TTL: o.IdempotencyTTL, Wait: o.IdempotencyWait,
+			Registerer: ops.reg, Log: o.Log}))
+	}
 
 	mux := http.NewServeMux()
 	mux.Handle("/query", o.CORS.handler(auth.Middleware(o.DB, writeAuthError)(

@@ -22,6 +22,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"taskflow/httpapi"
 	"taskflow/store"
 )
 
@@ -137,7 +138,8 @@ type Report struct {
 func Run(ctx context.Context, cfg Config) (*Report, error) {
 	cfg.defaults()
 	rep := &Report{Config: cfg, Started: time.Now(), LoadAvg: loadAvg()}
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	// The server logs as in production (JSON access lines at info), to nowhere.
+	log := slog.New(httpapi.LogHandler(slog.NewJSONHandler(io.Discard, nil)))
 
 	poolCfg, err := store.PoolConfig(cfg.DatabaseURL)
 	if err != nil {

@@ -12,6 +12,6 @@ import (
 // settings, with the rate limiter and idempotency on or off (guards). It
 // returns a function that releases what the options hold.
 func handlerOptions(cfg Config, db *store.DB, log *slog.Logger, guards bool) (httpapi.Options, func(), error) {
-	_ = guards // the limiter and idempotency are not in this tree yet
-	return httpapi.Options{DB: db, Log: log, PasswordParams: auth.DefaultPasswordParams}, func() {}, nil
+	o := httpapi.Options{DB: db, Log: log, PasswordParams: auth.DefaultPasswordParams, NoIdempotency: !guards}
+	return o, func() {}, nil
 }

@@ -92,9 +92,15 @@ func startExec(ctx context.Context, cfg Config) (*server, error) {
 		// The limiter runs on every request but never refuses one: the harness
 		// measures its cost, not its budget.
 		"RATE_LIMIT_POINTS=1000000000",
-		"LOG_LEVEL=warn",
 	)
-	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	// The server logs as in production (JSON access lines at info), into a file
+	// shown only when it fails to start.
+	logFile, err := os.Create(filepath.Join(dir, "server.log"))
+	if err != nil {
+		return nil, err
+	}
+	defer logFile.Close()
+	cmd.Stdout, cmd.Stderr = logFile, logFile
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
@@ -120,8 +126,9 @@ func startExec(ctx context.Context, cfg Config) (*server, error) {
 			}
 		}
 		if time.Now().After(deadline) {
+			out, _ := os.ReadFile(logFile.Name())
 			s.close()
-			return nil, errors.New("the server binary did not become healthy in 30s")
+			return nil, fmt.Errorf("the server binary did not become healthy in 30s:\n%s", out)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
