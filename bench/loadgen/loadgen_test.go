@@ -1,0 +1,76 @@
+package loadgen
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+	"time"
+
+	"taskflow/store/storetest"
+)
+
+// TestHarnessSmoke runs every scenario, its raw-SQL replay and the off/on
+// comparison for a handful of requests, so that the harness keeps working as
+// the server changes. It asserts that everything ran without errors, not how
+// fast (speed is what the harness itself reports).
+func TestHarnessSmoke(t *testing.T) {
+	t.Parallel()
+	rep, err := Run(t.Context(), Config{
+		DatabaseURL: storetest.URL(t),
+		RedisURL:    "redis://127.0.0.1:6379/0",
+		Concurrency: 2, Requests: 6, Duration: 20 * time.Second,
+		Users: 3, Tasks: 4, CommentsPerTask: 2,
+		Compare: true,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Results) != len(Scenarios) {
+		t.Fatalf("%d results, want %d", len(rep.Results), len(Scenarios))
+	}
+	for _, res := range rep.Results {
+		if res.Unavailable != "" {
+			t.Errorf("%s could not run: %s", res.Scenario, res.Unavailable)
+			continue
+		}
+		for what, s := range map[string]Stats{"server": res.Server, "raw": res.Raw} {
+			if s.Requests != 6 || s.Errors != 0 {
+				t.Errorf("%s %s: %d requests, %d errors (first: %s); want 6 and 0", res.Scenario, what, s.Requests, s.Errors, s.FirstError)
+			}
+		}
+		if len(res.Statements) < 2 {
+			t.Errorf("%s: captured %d statements, want the token lookup and the operation's", res.Scenario, len(res.Statements))
+		}
+	}
+	if len(rep.Comparisons) != 2 {
+		t.Fatalf("%d comparisons, want 2", len(rep.Comparisons))
+	}
+	for _, c := range rep.Comparisons {
+		if c.Off.Requests == 0 || c.On.Requests == 0 || c.Off.Errors+c.On.Errors != 0 {
+			t.Errorf("%s off/on: %+v / %+v", c.Scenario, c.Off, c.On)
+		}
+	}
+	var b bytes.Buffer
+	rep.Markdown(&b)
+	for _, s := range Scenarios {
+		if !strings.Contains(b.String(), "| "+s.Name+" |") {
+			t.Errorf("the table has no row for %s:\n%s", s.Name, b.String())
+		}
+	}
+}
+
+// TestReplayFreshIDs checks that a replay keeps fixture ids and gives every
+// other UUID a new value, the same one within a run.
+func TestReplayFreshIDs(t *testing.T) {
+	t.Parallel()
+	fixture, other := "0192d7a0-0000-7000-8000-000000000001", "0192d7a0-0000-7000-8000-000000000002"
+	p := &replayer{known: map[string]bool{fixture: true}, fresh: true}
+	remap := map[string]string{}
+	out := p.args([]any{fixture, other, &other, "not-a-uuid", 42}, remap)
+	if out[0] != fixture || out[3] != "not-a-uuid" || out[4] != 42 {
+		t.Errorf("kept values changed: %v", out)
+	}
+	if out[1] == other || *(out[2].(*string)) != out[1] {
+		t.Errorf("fresh UUID: %v, %v (want a new one, the same twice)", out[1], *(out[2].(*string)))
+	}
+}
