@@ -11,12 +11,14 @@ import (
 
 	"github.com/99designs/gqlgen/graphql/handler"
 	"github.com/99designs/gqlgen/graphql/handler/extension"
-	"github.com/99designs/gqlgen/graphql/handler/transport"
+	"github.com/99designs/gqlgen/graphql/handler/lru"
 	"github.com/google/uuid"
+	"github.com/vektah/gqlparser/v2/ast"
 
 	"taskflow/audit"
 	"taskflow/auth"
 	"taskflow/graph"
+	"taskflow/ratelimit"
 	"taskflow/resolvers"
 	"taskflow/store"
 )
@@ -26,7 +28,16 @@ type Options struct {
 	DB             *store.DB
 	Log            *slog.Logger
 	TrustedProxies Proxies
+	// Limiter checks every operation's cost and the endpoint limits; nil is an
+	// in-process limiter with the contract's defaults.
+	Limiter *ratelimit.Limiter
+	// MaxBodyBytes bounds a request body; zero is DefaultMaxBodyBytes (1 MiB).
+	MaxBodyBytes int64
 }
+
+// parserTokenLimit bounds the tokens of one document, so parse and validation
+// work stay small whatever the body holds.
+const parserTokenLimit = 15000
 
 // NewHandler returns the complete HTTP handler of TaskFlow.
 func NewHandler(o Options) http.Handler {
@@ -34,9 +45,15 @@ func NewHandler(o Options) http.Handler {
 		o.Log = slog.Default()
 	}
 	gql := handler.New(graph.NewExecutableSchema(graph.Config{Resolvers: &resolvers.Resolver{DB: o.DB}}))
-	gql.AddTransport(transport.GET{})
-	gql.AddTransport(transport.POST{})
+	if o.Limiter == nil {
+		o.Limiter, _ = ratelimit.New(ratelimit.Options{Log: o.Log}) // never fails without a REDIS_URL
+	}
+	gql.AddTransport(Transport{Limiter: o.Limiter, MaxBodyBytes: o.MaxBodyBytes})
+	gql.SetQueryCache(lru.New[*ast.QueryDocument](1000))
+	gql.SetParserTokenLimit(parserTokenLimit)
 	gql.Use(extension.Introspection{})
+	gql.Use(methodGuard{}) // before the limiter: a mutation by GET is refused uncharged
+	gql.Use(o.Limiter.Extension())
 	gql.SetErrorPresenter(presentError(o.Log))
 	gql.SetRecoverFunc(recoverPanic)
 

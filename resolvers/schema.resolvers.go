@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"taskflow/graph"
 	"taskflow/graph/model"
+	"taskflow/ratelimit"
 	"taskflow/store"
 )
 
@@ -129,8 +130,8 @@ func (r *queryResolver) VerifyAuditLog(ctx context.Context, workspaceID string) 
 }
 
 // RateLimit is the resolver for the rateLimit field.
-func (r *queryResolver) RateLimit(ctx context.Context) (*model.RateLimitStatus, error) {
-	panic(fmt.Errorf("not implemented: RateLimit - rateLimit"))
+func (r *queryResolver) RateLimit(ctx context.Context) (*ratelimit.Budget, error) {
+	return ratelimit.BudgetFrom(ctx)
 }
 
 // Mutation returns graph.MutationResolver implementation.
