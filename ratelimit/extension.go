@@ -13,6 +13,7 @@ import (
 
 	"taskflow/audit"
 	"taskflow/auth"
+	"taskflow/ratelimit/cost"
 	"taskflow/store"
 )
 
@@ -132,19 +133,19 @@ func (extension) Validate(graphql.ExecutableSchema) error { return nil }
 // MutateOperationContext checks the operation against every limit.
 func (e extension) MutateOperationContext(ctx context.Context, rc *graphql.OperationContext) *gqlerror.Error {
 	l := e.l
-	cost := Cost(rc.Operation, rc.Variables)
-	l.metrics.cost.Observe(float64(cost))
-	o := &Outcome{Cost: cost, Policy: l.costLimit()}
+	price := cost.Operation(rc.Operation, rc.Variables)
+	l.metrics.cost.Observe(float64(price))
+	o := &Outcome{Cost: price, Policy: l.costLimit()}
 	rc.Stats.SetExtension(statsKey, o)
 	who := identity(ctx)
 
-	if maxCost := l.MaxCost(); cost > maxCost {
+	if maxCost := l.MaxCost(); price > maxCost {
 		l.metrics.operations.WithLabelValues(LimitCost, "too_costly").Inc()
 		o.Budget, o.at = l.AllowN(ctx, LimitCost, who, o.Policy, 0), time.Now()
 		return &gqlerror.Error{
-			Message: fmt.Sprintf("Query cost %d exceeds the maximum of %d", cost, maxCost),
+			Message: fmt.Sprintf("Query cost %d exceeds the maximum of %d", price, maxCost),
 			Extensions: map[string]any{
-				"code": string(store.CodeQueryTooCostly), "cost": cost, "maximum": maxCost,
+				"code": string(store.CodeQueryTooCostly), "cost": price, "maximum": maxCost,
 			},
 		}
 	}
@@ -159,7 +160,7 @@ func (e extension) MutateOperationContext(ctx context.Context, rc *graphql.Opera
 		l.metrics.operations.WithLabelValues(c.limit, "allowed").Inc()
 	}
 
-	o.Budget, o.at = l.AllowN(ctx, LimitCost, who, o.Policy, int(cost)), time.Now()
+	o.Budget, o.at = l.AllowN(ctx, LimitCost, who, o.Policy, int(price)), time.Now()
 	if !o.Budget.Allowed {
 		l.metrics.operations.WithLabelValues(LimitCost, "limited").Inc()
 		return o.limited(LimitCost, o.Budget.RetryAfter)
@@ -211,7 +212,7 @@ func (l *Limiter) endpointChecks(ctx context.Context, rc *graphql.OperationConte
 		})
 		var total int64
 		for _, n := range emails {
-			total = add(total, n)
+			total = cost.Add(total, n)
 		}
 		if total > 0 {
 			out = append(out, check{LimitLoginIP, "ip:" + audit.InfoFrom(ctx).IP, l.cfg.LoginPerIP, total})
@@ -238,14 +239,14 @@ func countRoot(set ast.SelectionSet, name string, key func(*ast.Field) string) m
 		out := map[string]int64{}
 		merge := func(m map[string]int64) {
 			for k, v := range m {
-				out[k] = add(out[k], v)
+				out[k] = cost.Add(out[k], v)
 			}
 		}
 		for _, sel := range set {
 			switch s := sel.(type) {
 			case *ast.Field:
 				if s.Name == name {
-					out[key(s)] = add(out[key(s)], 1)
+					out[key(s)] = cost.Add(out[key(s)], 1)
 				}
 			case *ast.InlineFragment:
 				merge(walk(s.SelectionSet))

@@ -1,5 +1,5 @@
-// Package ratelimit is TaskFlow's rate limiting: the query-cost model read from
-// the schema's @cost/@listSize directives, GCRA budgets in Redis (or in process)
+// Package ratelimit is TaskFlow's rate limiting: the query cost (package cost, read from
+// the schema's @cost/@listSize directives), GCRA budgets in Redis (or in process)
 // with a fail-open policy, the endpoint limits of login and searchTasks, and the
 // gqlgen extension that checks them all after parse and validation, before
 // execution. The HTTP transport (package httpapi) turns its answers into 429/400

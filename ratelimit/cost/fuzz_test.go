@@ -1,4 +1,4 @@
-package ratelimit_test
+package cost_test
 
 import (
 	"testing"
@@ -7,7 +7,7 @@ import (
 	"github.com/vektah/gqlparser/v2/ast"
 	"github.com/vektah/gqlparser/v2/validator"
 
-	"taskflow/ratelimit"
+	"taskflow/ratelimit/cost"
 )
 
 // inline replaces every fragment spread by an inline fragment of its
@@ -73,11 +73,11 @@ func FuzzCost(f *testing.F) {
 			if err != nil {
 				continue
 			}
-			c := ratelimit.Cost(op, coerced)
+			c := cost.Operation(op, coerced)
 			if c < 0 {
 				t.Fatalf("negative cost %d", c)
 			}
-			if again := ratelimit.Cost(op, coerced); again != c {
+			if again := cost.Operation(op, coerced); again != c {
 				t.Fatalf("cost not deterministic: %d then %d", c, again)
 			}
 			budget := 20000
@@ -87,7 +87,7 @@ func FuzzCost(f *testing.F) {
 			}
 			naive := *op
 			naive.SelectionSet = set
-			if got := ratelimit.Cost(&naive, coerced); got != c {
+			if got := cost.Operation(&naive, coerced); got != c {
 				t.Fatalf("memoised cost %d, naive expansion %d", c, got)
 			}
 		}

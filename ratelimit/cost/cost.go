@@ -1,4 +1,7 @@
-package ratelimit
+// Package cost computes the query cost of a GraphQL operation from the
+// schema's @cost and @listSize directives (the Rate limits section of the
+// contract). It depends on gqlparser only, so it fuzzes fast.
+package cost
 
 import (
 	"encoding/json"
@@ -19,9 +22,11 @@ const (
 	DefaultListSize = 10
 	// saturated is the ceiling of every cost: arithmetic never wraps.
 	saturated = math.MaxInt64 / 4
+	// Saturated is the ceiling every cost stays under.
+	Saturated = saturated
 )
 
-// Cost returns the cost of op, a validated operation of doc, with the coerced
+// Operation returns the cost of op, a validated operation of doc, with the coerced
 // variables vars, following the Rate limits section of the contract. The cost
 // model is read from the schema's @cost and @listSize directives on each field
 // definition (the validator links every field to its definition):
@@ -36,7 +41,7 @@ const (
 //   - aliases and fragments count each time they are selected; a named
 //     fragment is costed once and memoised, so the walk is linear in the size
 //     of the document; all arithmetic saturates.
-func Cost(op *ast.OperationDefinition, vars map[string]any) int64 {
+func Operation(op *ast.OperationDefinition, vars map[string]any) int64 {
 	if op == nil {
 		return 0
 	}
@@ -55,11 +60,11 @@ func (w *walker) selection(set ast.SelectionSet, root bool) int64 {
 	for _, sel := range set {
 		switch s := sel.(type) {
 		case *ast.Field:
-			total = add(total, w.field(s, root, false))
+			total = Add(total, w.field(s, root, false))
 		case *ast.InlineFragment:
-			total = add(total, w.selection(s.SelectionSet, root))
+			total = Add(total, w.selection(s.SelectionSet, root))
 		case *ast.FragmentSpread:
-			total = add(total, w.fragment(s, root))
+			total = Add(total, w.fragment(s, root))
 		}
 	}
 	return total
@@ -126,7 +131,7 @@ func (w *walker) field(f *ast.Field, root, sized bool) int64 {
 		}
 	}
 	children := w.children(f.SelectionSet, sizedFields)
-	return add(base, mul(w.multiplier(f, sized), children))
+	return Add(base, mul(w.multiplier(f, sized), children))
 }
 
 // children costs a field's selection set, marking the sized fields.
@@ -138,14 +143,14 @@ func (w *walker) children(set ast.SelectionSet, sizedFields map[string]bool) int
 	for _, sel := range set {
 		switch s := sel.(type) {
 		case *ast.Field:
-			total = add(total, w.field(s, false, sizedFields[s.Name]))
+			total = Add(total, w.field(s, false, sizedFields[s.Name]))
 		case *ast.InlineFragment:
-			total = add(total, w.children(s.SelectionSet, sizedFields))
+			total = Add(total, w.children(s.SelectionSet, sizedFields))
 		case *ast.FragmentSpread:
 			// Fragments on a connection type are rare; cost them without
 			// memoising the sized variant (the memo is keyed by name only).
 			if s.Definition != nil {
-				total = add(total, w.children(s.Definition.SelectionSet, sizedFields))
+				total = Add(total, w.children(s.Definition.SelectionSet, sizedFields))
 			}
 		}
 	}
@@ -265,7 +270,8 @@ func toInt(v any) (int64, bool) {
 	return 0, false
 }
 
-func add(a, b int64) int64 {
+// Add adds two costs, saturating.
+func Add(a, b int64) int64 {
 	if a >= saturated-b {
 		return saturated
 	}

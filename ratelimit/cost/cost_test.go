@@ -1,18 +1,36 @@
-package ratelimit_test
+package cost_test
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/vektah/gqlparser/v2"
+	"github.com/vektah/gqlparser/v2/ast"
 	"github.com/vektah/gqlparser/v2/validator"
 
-	"taskflow/graph"
-	"taskflow/ratelimit"
+	"taskflow/ratelimit/cost"
 )
 
-var schema = graph.NewExecutableSchema(graph.Config{}).Schema()
+// schema is TaskFlow's schema read from schema/*.graphqls (not through the
+// generated package, which keeps fuzzing builds small).
+var schema = func() *ast.Schema {
+	files, err := filepath.Glob("../../schema/*.graphqls")
+	if err != nil || len(files) == 0 {
+		panic(fmt.Sprintf("schema files: %v", err))
+	}
+	var srcs []*ast.Source
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			panic(err)
+		}
+		srcs = append(srcs, &ast.Source{Name: f, Input: string(b)})
+	}
+	return gqlparser.MustLoadSchema(srcs...)
+}()
 
 // costOf validates query and costs its only operation with vars coerced as gqlgen does.
 func costOf(t testing.TB, query string, vars map[string]any) int64 {
@@ -26,7 +44,7 @@ func costOf(t testing.TB, query string, vars map[string]any) int64 {
 	if err != nil {
 		t.Fatalf("variables: %v", err)
 	}
-	return ratelimit.Cost(op, coerced)
+	return cost.Operation(op, coerced)
 }
 
 func TestCostContractExamples(t *testing.T) {
@@ -46,7 +64,7 @@ func TestCostContractExamples(t *testing.T) {
 			`{ searchTasks(workspaceId: "w", query: "q") { nodes { id } } }`, nil, 1 + 20*1},
 		{"connection with literal first, edges, node and pageInfo",
 			`{ searchTasks(workspaceId: "w", query: "q", first: 5) { edges { cursor node { id } } pageInfo { hasNextPage } } }`,
-			nil, 1 + 5*((1 + 1) + 1)},
+			nil, 1 + 5*((1+1)+1)},
 		{"first from a variable", `query($n: Int) { searchTasks(workspaceId: "w", query: "q", first: $n) { nodes { id } } }`,
 			map[string]any{"n": 50}, 51},
 		{"absent variable falls back to the argument default",
@@ -114,4 +132,3 @@ func TestCostFragmentDoublingIsMemoised(t *testing.T) {
 		t.Fatalf("cost(doubling(4)) = %d, want %d", got, (1<<4)-1+(1<<4))
 	}
 }
-
