@@ -31,6 +31,9 @@ type Options struct {
 	// Limiter checks every operation's cost and the endpoint limits; nil is an
 	// in-process limiter with the contract's defaults.
 	Limiter *ratelimit.Limiter
+	// RateLimitOff turns rate limiting off entirely, for the benchmark that
+	// measures what it costs; never set it in a server.
+	RateLimitOff bool
 	// MaxBodyBytes bounds a request body; zero is DefaultMaxBodyBytes (1 MiB).
 	MaxBodyBytes int64
 }
@@ -45,7 +48,7 @@ func NewHandler(o Options) http.Handler {
 		o.Log = slog.Default()
 	}
 	gql := handler.New(graph.NewExecutableSchema(graph.Config{Resolvers: &resolvers.Resolver{DB: o.DB}}))
-	if o.Limiter == nil {
+	if o.Limiter == nil && !o.RateLimitOff {
 		o.Limiter, _ = ratelimit.New(ratelimit.Options{Log: o.Log}) // never fails without a REDIS_URL
 	}
 	gql.AddTransport(Transport{Limiter: o.Limiter, MaxBodyBytes: o.MaxBodyBytes})
@@ -53,7 +56,9 @@ func NewHandler(o Options) http.Handler {
 	gql.SetParserTokenLimit(parserTokenLimit)
 	gql.Use(extension.Introspection{})
 	gql.Use(methodGuard{}) // before the limiter: a mutation by GET is refused uncharged
-	gql.Use(o.Limiter.Extension())
+	if o.Limiter != nil {
+		gql.Use(o.Limiter.Extension())
+	}
 	gql.SetErrorPresenter(presentError(o.Log))
 	gql.SetRecoverFunc(recoverPanic)
 
