@@ -13,6 +13,7 @@ import (
 	"github.com/99designs/gqlgen/graphql/handler/extension"
 	"github.com/99designs/gqlgen/graphql/handler/lru"
 	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/vektah/gqlparser/v2/ast"
 
 	"taskflow/audit"
@@ -36,6 +37,16 @@ type Options struct {
 	RateLimitOff bool
 	// MaxBodyBytes bounds a request body; zero is DefaultMaxBodyBytes (1 MiB).
 	MaxBodyBytes int64
+	// Registry holds the Prometheus metrics served at /metrics; other packages
+	// register theirs in it too. Nil: a registry of the handler's own.
+	Registry *prometheus.Registry
+	// CORS is the cross-origin policy of /query (default: no origin allowed).
+	CORS CORS
+	// Dependencies are reported by /healthz besides Postgres (e.g. Redis).
+	Dependencies []Dependency
+	// PasswordParams are the argon2id parameters of new password hashes (zero:
+	// auth.DefaultPasswordParams).
+	PasswordParams auth.PasswordParams
 }
 
 // parserTokenLimit bounds the tokens of one document, so parse and validation
@@ -47,9 +58,11 @@ func NewHandler(o Options) http.Handler {
 	if o.Log == nil {
 		o.Log = slog.Default()
 	}
-	gql := handler.New(graph.NewExecutableSchema(graph.Config{Resolvers: &resolvers.Resolver{DB: o.DB}}))
+	gql := handler.New(graph.NewExecutableSchema(graph.Config{Resolvers: &resolvers.Resolver{DB: o.DB, PasswordParams: o.PasswordParams}}))
+	ops := newOps(o)
 	if o.Limiter == nil && !o.RateLimitOff {
-		o.Limiter, _ = ratelimit.New(ratelimit.Options{Log: o.Log}) // never fails without a REDIS_URL
+		// Never fails without a REDIS_URL.
+		o.Limiter, _ = ratelimit.New(ratelimit.Options{Log: o.Log, Registerer: ops.reg})
 	}
 	gql.AddTransport(Transport{Limiter: o.Limiter, MaxBodyBytes: o.MaxBodyBytes})
 	gql.SetQueryCache(lru.New[*ast.QueryDocument](1000))
@@ -61,10 +74,12 @@ func NewHandler(o Options) http.Handler {
 	}
 	gql.SetErrorPresenter(presentError(o.Log))
 	gql.SetRecoverFunc(recoverPanic)
+	gql.Use(operationMetrics{ops.metrics})
 
 	mux := http.NewServeMux()
-	mux.Handle("/query", auth.Middleware(o.DB, writeAuthError)(resolvers.LoaderMiddleware(o.DB, gql)))
-	return requestContext(o.TrustedProxies, mux)
+	mux.Handle("/query", o.CORS.handler(auth.Middleware(o.DB, writeAuthError)(resolvers.LoaderMiddleware(o.DB, gql))))
+	ops.routes(mux)
+	return requestContext(o.TrustedProxies, ops.wrap(mux))
 }
 
 // requestContext gives every request an id (the client's X-Request-ID when it

@@ -11,7 +11,7 @@ import (
 // schema goes through one of them, so a page of N items costs a constant number
 // of queries, not N.
 type Loaders struct {
-	accountLoaders
+	*accountLoaders
 	taskLoaders
 }
 

@@ -8,6 +8,7 @@ package resolvers
 import (
 	"context"
 	"fmt"
+	"taskflow/auth"
 	"taskflow/graph"
 	"taskflow/graph/model"
 	"taskflow/ratelimit"
@@ -16,107 +17,181 @@ import (
 
 // Register is the resolver for the register field.
 func (r *mutationResolver) Register(ctx context.Context, input model.RegisterInput) (*store.AuthPayload, error) {
-	panic(fmt.Errorf("not implemented: Register - register"))
+	p, err := r.accounts().Register(ctx, input.Email, input.Password, input.Name)
+	if err != nil {
+		return nil, err
+	}
+	r.loaders(ctx).signIn(p.User)
+	return p, nil
 }
 
 // Login is the resolver for the login field.
 func (r *mutationResolver) Login(ctx context.Context, email string, password string) (*store.AuthPayload, error) {
-	panic(fmt.Errorf("not implemented: Login - login"))
+	p, err := r.accounts().Login(ctx, email, password)
+	if err != nil {
+		return nil, err
+	}
+	r.loaders(ctx).signIn(p.User)
+	return p, nil
 }
 
 // Logout is the resolver for the logout field.
 func (r *mutationResolver) Logout(ctx context.Context) (bool, error) {
-	panic(fmt.Errorf("not implemented: Logout - logout"))
+	if err := r.accounts().Logout(ctx); err != nil {
+		return false, err
+	}
+	return true, nil
 }
 
 // CreateWorkspace is the resolver for the createWorkspace field.
 func (r *mutationResolver) CreateWorkspace(ctx context.Context, input model.CreateWorkspaceInput, idempotencyKey *string) (*store.Workspace, error) {
-	panic(fmt.Errorf("not implemented: CreateWorkspace - createWorkspace"))
+	ws, err := r.DB.CreateWorkspace(ctx, auth.UserFrom(ctx), input.Name)
+	r.loaders(ctx).ClearAccountCache()
+	return ws, err
 }
 
 // AddMember is the resolver for the addMember field.
 func (r *mutationResolver) AddMember(ctx context.Context, workspaceID string, email string, role store.Role, idempotencyKey *string) (*store.Member, error) {
-	panic(fmt.Errorf("not implemented: AddMember - addMember"))
+	m, err := r.DB.AddMember(ctx, auth.UserFrom(ctx), workspaceID, email, role)
+	r.loaders(ctx).ClearAccountCache()
+	return m, err
 }
 
 // UpdateMemberRole is the resolver for the updateMemberRole field.
 func (r *mutationResolver) UpdateMemberRole(ctx context.Context, workspaceID string, userID string, role store.Role, idempotencyKey *string) (*store.Member, error) {
-	panic(fmt.Errorf("not implemented: UpdateMemberRole - updateMemberRole"))
+	m, err := r.DB.UpdateMemberRole(ctx, auth.UserFrom(ctx), workspaceID, userID, role)
+	r.loaders(ctx).ClearAccountCache()
+	return m, err
 }
 
 // RemoveMember is the resolver for the removeMember field.
 func (r *mutationResolver) RemoveMember(ctx context.Context, workspaceID string, userID string, idempotencyKey *string) (bool, error) {
-	panic(fmt.Errorf("not implemented: RemoveMember - removeMember"))
+	err := r.DB.RemoveMember(ctx, auth.UserFrom(ctx), workspaceID, userID)
+	r.loaders(ctx).ClearAccountCache()
+	return err == nil, err
 }
 
 // CreateProject is the resolver for the createProject field.
 func (r *mutationResolver) CreateProject(ctx context.Context, input model.CreateProjectInput, idempotencyKey *string) (*store.Project, error) {
-	panic(fmt.Errorf("not implemented: CreateProject - createProject"))
+	p, err := r.DB.CreateProject(ctx, auth.UserFrom(ctx), input.WorkspaceID, input.Name, input.Description.Value())
+	r.loaders(ctx).ClearAccountCache()
+	return p, err
 }
 
 // UpdateProject is the resolver for the updateProject field.
 func (r *mutationResolver) UpdateProject(ctx context.Context, id string, input model.UpdateProjectInput, idempotencyKey *string) (*store.Project, error) {
-	panic(fmt.Errorf("not implemented: UpdateProject - updateProject"))
+	patch, err := projectPatch(input)
+	if err != nil {
+		return nil, err
+	}
+	p, err := r.DB.UpdateProject(ctx, auth.UserFrom(ctx), id, patch)
+	r.loaders(ctx).ClearAccountCache()
+	return p, err
 }
 
 // ArchiveProject is the resolver for the archiveProject field.
 func (r *mutationResolver) ArchiveProject(ctx context.Context, id string, idempotencyKey *string) (*store.Project, error) {
-	panic(fmt.Errorf("not implemented: ArchiveProject - archiveProject"))
+	p, err := r.DB.ArchiveProject(ctx, auth.UserFrom(ctx), id)
+	r.loaders(ctx).ClearAccountCache()
+	return p, err
 }
 
 // CreateTask is the resolver for the createTask field.
 func (r *mutationResolver) CreateTask(ctx context.Context, input model.CreateTaskInput, idempotencyKey *string) (*store.Task, error) {
-	panic(fmt.Errorf("not implemented: CreateTask - createTask"))
+	t, err := r.DB.CreateTask(ctx, auth.UserFrom(ctx), store.NewTask{
+		ProjectID:   input.ProjectID,
+		Title:       input.Title,
+		Description: input.Description.Value(),
+		Status:      input.Status.Value(),
+		Priority:    input.Priority.Value(),
+		AssigneeID:  input.AssigneeID.Value(),
+		DueDate:     input.DueDate.Value(),
+	})
+	if err != nil {
+		return nil, err
+	}
+	r.loaders(ctx).taskChanged(t.ID, t)
+	return t, nil
 }
 
 // UpdateTask is the resolver for the updateTask field.
 func (r *mutationResolver) UpdateTask(ctx context.Context, id string, input model.UpdateTaskInput, idempotencyKey *string) (*store.Task, error) {
-	panic(fmt.Errorf("not implemented: UpdateTask - updateTask"))
+	t, err := r.DB.UpdateTask(ctx, auth.UserFrom(ctx), id, store.TaskPatch{
+		Title:       optional(input.Title),
+		Description: optional(input.Description),
+		Status:      optional(input.Status),
+		Priority:    optional(input.Priority),
+		AssigneeID:  optional(input.AssigneeID),
+		DueDate:     optional(input.DueDate),
+	})
+	if err != nil {
+		return nil, err
+	}
+	r.loaders(ctx).taskChanged(t.ID, t)
+	return t, nil
 }
 
 // DeleteTask is the resolver for the deleteTask field.
 func (r *mutationResolver) DeleteTask(ctx context.Context, id string, idempotencyKey *string) (bool, error) {
-	panic(fmt.Errorf("not implemented: DeleteTask - deleteTask"))
+	if err := r.DB.DeleteTask(ctx, auth.UserFrom(ctx), id); err != nil {
+		return false, err
+	}
+	r.loaders(ctx).taskChanged(id, nil)
+	return true, nil
 }
 
 // AddComment is the resolver for the addComment field.
 func (r *mutationResolver) AddComment(ctx context.Context, taskID string, body string, idempotencyKey *string) (*store.Comment, error) {
-	panic(fmt.Errorf("not implemented: AddComment - addComment"))
+	c, err := r.DB.AddComment(ctx, auth.UserFrom(ctx), taskID, body)
+	if err != nil {
+		return nil, err
+	}
+	r.loaders(ctx).commentPages.ClearAll()
+	return c, nil
 }
 
 // UpdateComment is the resolver for the updateComment field.
 func (r *mutationResolver) UpdateComment(ctx context.Context, id string, body string, idempotencyKey *string) (*store.Comment, error) {
-	panic(fmt.Errorf("not implemented: UpdateComment - updateComment"))
+	c, err := r.DB.UpdateComment(ctx, auth.UserFrom(ctx), id, body)
+	if err != nil {
+		return nil, err
+	}
+	r.loaders(ctx).commentPages.ClearAll()
+	return c, nil
 }
 
 // DeleteComment is the resolver for the deleteComment field.
 func (r *mutationResolver) DeleteComment(ctx context.Context, id string, idempotencyKey *string) (bool, error) {
-	panic(fmt.Errorf("not implemented: DeleteComment - deleteComment"))
+	if err := r.DB.DeleteComment(ctx, auth.UserFrom(ctx), id); err != nil {
+		return false, err
+	}
+	r.loaders(ctx).commentPages.ClearAll()
+	return true, nil
 }
 
 // Me is the resolver for the me field.
 func (r *queryResolver) Me(ctx context.Context) (*store.User, error) {
-	panic(fmt.Errorf("not implemented: Me - me"))
+	return auth.UserFrom(ctx), nil
 }
 
 // Workspace is the resolver for the workspace field.
 func (r *queryResolver) Workspace(ctx context.Context, id string) (*store.Workspace, error) {
-	panic(fmt.Errorf("not implemented: Workspace - workspace"))
+	return r.loaders(ctx).Workspace(ctx, id)
 }
 
 // Project is the resolver for the project field.
 func (r *queryResolver) Project(ctx context.Context, id string) (*store.Project, error) {
-	panic(fmt.Errorf("not implemented: Project - project"))
+	return r.loaders(ctx).Project(ctx, id)
 }
 
 // Task is the resolver for the task field.
 func (r *queryResolver) Task(ctx context.Context, id string) (*store.Task, error) {
-	panic(fmt.Errorf("not implemented: Task - task"))
+	return r.loaders(ctx).primeTask(r.DB.Task(ctx, auth.UserFrom(ctx), id))
 }
 
 // SearchTasks is the resolver for the searchTasks field.
 func (r *queryResolver) SearchTasks(ctx context.Context, workspaceID string, query string, first *int, after *string) (*store.Connection[store.Task], error) {
-	panic(fmt.Errorf("not implemented: SearchTasks - searchTasks"))
+	return r.loaders(ctx).primeTasks(r.DB.SearchTasks(ctx, auth.UserFrom(ctx), workspaceID, query, first, after))
 }
 
 // AuditEvents is the resolver for the auditEvents field.

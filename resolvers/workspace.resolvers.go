@@ -7,34 +7,38 @@ package resolvers
 
 import (
 	"context"
-	"fmt"
 	"taskflow/graph"
 	"taskflow/store"
 )
 
 // User is the resolver for the user field.
 func (r *memberResolver) User(ctx context.Context, obj *store.Member) (*store.User, error) {
-	panic(fmt.Errorf("not implemented: User - user"))
+	return r.loaders(ctx).User(ctx, obj.UserID)
 }
 
 // Workspace is the resolver for the workspace field.
 func (r *projectResolver) Workspace(ctx context.Context, obj *store.Project) (*store.Workspace, error) {
-	panic(fmt.Errorf("not implemented: Workspace - workspace"))
+	return r.loaders(ctx).Workspace(ctx, obj.WorkspaceID)
 }
 
 // Tasks is the resolver for the tasks field.
 func (r *projectResolver) Tasks(ctx context.Context, obj *store.Project, status *store.TaskStatus, first *int, after *string) (*store.Connection[store.Task], error) {
-	panic(fmt.Errorf("not implemented: Tasks - tasks"))
+	key, err := store.NewTaskPageKey(obj.ID, status, first, after)
+	if err != nil {
+		return nil, err
+	}
+	l := r.loaders(ctx)
+	return l.primeTasks(l.taskPages.Load(ctx, key))
 }
 
 // Members is the resolver for the members field.
 func (r *workspaceResolver) Members(ctx context.Context, obj *store.Workspace) ([]*store.Member, error) {
-	panic(fmt.Errorf("not implemented: Members - members"))
+	return r.loaders(ctx).Members(ctx, obj.ID)
 }
 
 // Projects is the resolver for the projects field.
 func (r *workspaceResolver) Projects(ctx context.Context, obj *store.Workspace, includeArchived *bool, first *int, after *string) (*store.Connection[store.Project], error) {
-	panic(fmt.Errorf("not implemented: Projects - projects"))
+	return r.loaders(ctx).Projects(ctx, obj.ID, includeArchived != nil && *includeArchived, first, after)
 }
 
 // Member returns graph.MemberResolver implementation.

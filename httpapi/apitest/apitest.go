@@ -40,14 +40,15 @@ type Option func(*httpapi.Options)
 func New(t testing.TB, opts ...Option) *Env {
 	t.Helper()
 	db := storetest.DB(t)
-	o := httpapi.Options{DB: db, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	o := httpapi.Options{DB: db, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		PasswordParams: auth.FastPasswordParams}
 	for _, opt := range opts {
 		opt(&o)
 	}
 	h := httpapi.NewHandler(o)
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
-	return &Env{DB: db, Handler: h, Client: client.New(h), Server: srv}
+	return &Env{DB: db, Handler: h, Client: client.New(h, client.Path("/query")), Server: srv}
 }
 
 var seq atomic.Int64
