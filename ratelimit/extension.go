@@ -2,6 +2,8 @@ package ratelimit
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"math"
 	"strings"
@@ -217,7 +219,9 @@ func (l *Limiter) endpointChecks(ctx context.Context, rc *graphql.OperationConte
 		if total > 0 {
 			out = append(out, check{LimitLoginIP, "ip:" + audit.InfoFrom(ctx).IP, l.cfg.LoginPerIP, total})
 			for email, n := range emails {
-				out = append(out, check{LimitLoginEmail, "email:" + email, l.cfg.LoginPerEmail, n})
+				// Keys hold a hash, not the address.
+				sum := sha256.Sum256([]byte(email))
+				out = append(out, check{LimitLoginEmail, "email:" + hex.EncodeToString(sum[:16]), l.cfg.LoginPerEmail, n})
 			}
 		}
 	case ast.Query:
