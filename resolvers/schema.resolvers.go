@@ -11,6 +11,7 @@ import (
 	"taskflow/auth"
 	"taskflow/graph"
 	"taskflow/graph/model"
+	"taskflow/ratelimit"
 	"taskflow/store"
 )
 
@@ -204,8 +205,8 @@ func (r *queryResolver) VerifyAuditLog(ctx context.Context, workspaceID string) 
 }
 
 // RateLimit is the resolver for the rateLimit field.
-func (r *queryResolver) RateLimit(ctx context.Context) (*model.RateLimitStatus, error) {
-	panic(fmt.Errorf("not implemented: RateLimit - rateLimit"))
+func (r *queryResolver) RateLimit(ctx context.Context) (*ratelimit.Budget, error) {
+	return ratelimit.BudgetFrom(ctx)
 }
 
 // Mutation returns graph.MutationResolver implementation.
