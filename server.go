@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	"taskflow/audit"
 	"taskflow/httpapi"
 	"taskflow/store"
 )
@@ -37,6 +38,11 @@ func run(log *slog.Logger) error {
 		return err
 	}
 	defer db.Close()
+	retention, err := audit.ParseRetention(os.Getenv("AUDIT_RETENTION"))
+	if err != nil {
+		return err
+	}
+	go db.RunAuditMaintenance(ctx, retention, 6*time.Hour)
 	proxies, err := httpapi.ParseProxies(os.Getenv("TRUSTED_PROXIES"))
 	if err != nil {
 		return err

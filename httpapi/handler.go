@@ -42,6 +42,7 @@ func NewHandler(o Options) http.Handler {
 
 	mux := http.NewServeMux()
 	mux.Handle("/query", auth.Middleware(o.DB, writeAuthError)(resolvers.LoaderMiddleware(o.DB, gql)))
+	mux.Handle("/audit/export", auth.Middleware(o.DB, writeAuthError)(auditExport(o.DB, o.Log)))
 	return requestContext(o.TrustedProxies, mux)
 }
 

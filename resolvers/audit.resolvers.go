@@ -7,14 +7,16 @@ package resolvers
 
 import (
 	"context"
-	"fmt"
 	"taskflow/graph"
 	"taskflow/store"
 )
 
 // Actor is the resolver for the actor field.
 func (r *auditEventResolver) Actor(ctx context.Context, obj *store.AuditEvent) (*store.User, error) {
-	panic(fmt.Errorf("not implemented: Actor - actor"))
+	if obj.ActorID == nil {
+		return nil, nil
+	}
+	return r.loaders(ctx).auditActor.Load(ctx, *obj.ActorID)
 }
 
 // AuditEvent returns graph.AuditEventResolver implementation.

@@ -13,6 +13,7 @@ import (
 type Loaders struct {
 	accountLoaders
 	taskLoaders
+	auditLoaders
 }
 
 type loadersKey struct{}
@@ -22,6 +23,7 @@ func newLoaders(db *store.DB) *Loaders {
 	return &Loaders{
 		accountLoaders: newAccountLoaders(db),
 		taskLoaders:    newTaskLoaders(db),
+		auditLoaders:   newAuditLoaders(db),
 	}
 }
 
