@@ -107,9 +107,9 @@ type auditPage struct {
 			Cursor string
 			Node   struct {
 				ID, WorkspaceID, ActorID, Action, EntityType, EntityID, IP, UserAgent, RequestID string
-				OccurredAt                                                                      time.Time
-				Actor                                                                           *struct{ ID, Name string }
-				Metadata                                                                        map[string]any
+				OccurredAt                                                                       time.Time
+				Actor                                                                            *struct{ ID, Name string }
+				Metadata                                                                         map[string]any
 			}
 		}
 		Nodes    []struct{ ID string }
