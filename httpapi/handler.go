@@ -26,6 +26,9 @@ type Options struct {
 	DB             *store.DB
 	Log            *slog.Logger
 	TrustedProxies Proxies
+	// PasswordParams are the argon2id parameters of new password hashes (zero:
+	// auth.DefaultPasswordParams).
+	PasswordParams auth.PasswordParams
 }
 
 // NewHandler returns the complete HTTP handler of TaskFlow.
@@ -33,7 +36,7 @@ func NewHandler(o Options) http.Handler {
 	if o.Log == nil {
 		o.Log = slog.Default()
 	}
-	gql := handler.New(graph.NewExecutableSchema(graph.Config{Resolvers: &resolvers.Resolver{DB: o.DB}}))
+	gql := handler.New(graph.NewExecutableSchema(graph.Config{Resolvers: &resolvers.Resolver{DB: o.DB, PasswordParams: o.PasswordParams}}))
 	gql.AddTransport(transport.GET{})
 	gql.AddTransport(transport.POST{})
 	gql.Use(extension.Introspection{})

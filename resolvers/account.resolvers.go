@@ -7,7 +7,6 @@ package resolvers
 
 import (
 	"context"
-	"fmt"
 	"taskflow/auth"
 	"taskflow/graph"
 	"taskflow/store"
@@ -15,7 +14,7 @@ import (
 
 // Workspaces is the resolver for the workspaces field.
 func (r *userResolver) Workspaces(ctx context.Context, obj *store.User) ([]*store.Workspace, error) {
-	panic(fmt.Errorf("not implemented: Workspaces - workspaces"))
+	return r.loaders(ctx).WorkspacesOf(ctx, obj.ID)
 }
 
 // AuditEvents is the resolver for the auditEvents field.

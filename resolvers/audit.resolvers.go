@@ -16,7 +16,13 @@ func (r *auditEventResolver) Actor(ctx context.Context, obj *store.AuditEvent) (
 	if obj.ActorID == nil {
 		return nil, nil
 	}
-	return r.loaders(ctx).auditActor.Load(ctx, *obj.ActorID)
+	// The actor stays readable after leaving the workspace; an account that is
+	// gone is null.
+	u, err := r.loaders(ctx).users.Load(ctx, *obj.ActorID)
+	if store.ErrorCode(err) == store.CodeNotFound {
+		return nil, nil
+	}
+	return u, err
 }
 
 // AuditEvent returns graph.AuditEventResolver implementation.

@@ -11,9 +11,8 @@ import (
 // schema goes through one of them, so a page of N items costs a constant number
 // of queries, not N.
 type Loaders struct {
-	accountLoaders
+	*accountLoaders
 	taskLoaders
-	auditLoaders
 }
 
 type loadersKey struct{}
@@ -23,7 +22,6 @@ func newLoaders(db *store.DB) *Loaders {
 	return &Loaders{
 		accountLoaders: newAccountLoaders(db),
 		taskLoaders:    newTaskLoaders(db),
-		auditLoaders:   newAuditLoaders(db),
 	}
 }
 

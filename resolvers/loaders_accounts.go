@@ -1,8 +1,180 @@
 package resolvers
 
-import "taskflow/store"
+import (
+	"context"
+	"sync/atomic"
+	"time"
 
-// accountLoaders batch the reads of users, workspaces, members and projects.
-type accountLoaders struct{}
+	"github.com/vikstrous/dataloadgen"
 
-func newAccountLoaders(db *store.DB) accountLoaders { return accountLoaders{} }
+	"taskflow/auth"
+	"taskflow/store"
+)
+
+// loaderWait is how long a loader gathers keys before it fetches a batch.
+const loaderWait = 2 * time.Millisecond
+
+// loaderMaxBatch is the most keys one batch fetches.
+const loaderMaxBatch = 500
+
+// accountLoaders batch the reads of users, workspaces, members and projects. The
+// workspace, member and project loaders only return things in workspaces the
+// request's viewer (see Viewer) is a member of.
+type accountLoaders struct {
+	// signedIn is the user that register or login signed in during this request:
+	// the payload of those mutations is read as that user.
+	signedIn atomic.Pointer[store.User]
+
+	users        *dataloadgen.Loader[string, *store.User]
+	workspaces   *dataloadgen.Loader[string, *store.Workspace]
+	members      *dataloadgen.Loader[string, []*store.Member]
+	projects     *dataloadgen.Loader[string, *store.Project]
+	workspacesOf *dataloadgen.Loader[string, []*store.Workspace]
+}
+
+// newAccountLoaders returns the account loaders of one request.
+func newAccountLoaders(db *store.DB) *accountLoaders {
+	l := &accountLoaders{}
+	opts := []dataloadgen.Option{dataloadgen.WithWait(loaderWait), dataloadgen.WithBatchCapacity(loaderMaxBatch)}
+	l.users = dataloadgen.NewLoader(func(ctx context.Context, ids []string) ([]*store.User, []error) {
+		return byKey(ids, "user", func() (map[string]*store.User, error) { return db.UsersByIDs(ctx, ids) })
+	}, opts...)
+	l.workspaces = dataloadgen.NewLoader(func(ctx context.Context, ids []string) ([]*store.Workspace, []error) {
+		return byKey(ids, "workspace", func() (map[string]*store.Workspace, error) {
+			return db.WorkspacesByIDs(ctx, l.viewerID(ctx), ids)
+		})
+	}, opts...)
+	l.members = dataloadgen.NewLoader(func(ctx context.Context, ids []string) ([][]*store.Member, []error) {
+		return listByKey(ids, func() (map[string][]*store.Member, error) {
+			return db.MembersByWorkspaces(ctx, l.viewerID(ctx), ids)
+		})
+	}, opts...)
+	l.projects = dataloadgen.NewLoader(func(ctx context.Context, ids []string) ([]*store.Project, []error) {
+		return byKey(ids, "project", func() (map[string]*store.Project, error) {
+			return db.ProjectsByIDs(ctx, l.viewerID(ctx), ids)
+		})
+	}, opts...)
+	l.workspacesOf = dataloadgen.NewLoader(func(ctx context.Context, ids []string) ([][]*store.Workspace, []error) {
+		return listByKey(ids, func() (map[string][]*store.Workspace, error) {
+			return db.WorkspacesOfUsers(ctx, l.viewerID(ctx), ids)
+		})
+	}, opts...)
+	return l
+}
+
+// byKey runs fetch once and returns its values in the order of keys, with a
+// NOT_FOUND error (naming kind) for each key it did not return.
+func byKey[V any](keys []string, kind string, fetch func() (map[string]*V, error)) ([]*V, []error) {
+	m, err := fetch()
+	out := make([]*V, len(keys))
+	errs := make([]error, len(keys))
+	for i, k := range keys {
+		switch v, ok := m[k]; {
+		case err != nil:
+			errs[i] = err
+		case ok:
+			out[i] = v
+		default:
+			errs[i] = store.Errorf(store.CodeNotFound, "%s not found", kind)
+		}
+	}
+	return out, errs
+}
+
+// listByKey runs fetch once and returns its lists in the order of keys (an empty
+// list for a key it did not return).
+func listByKey[V any](keys []string, fetch func() (map[string][]*V, error)) ([][]*V, []error) {
+	m, err := fetch()
+	out := make([][]*V, len(keys))
+	var errs []error
+	if err != nil {
+		errs = make([]error, len(keys))
+	}
+	for i, k := range keys {
+		if err != nil {
+			errs[i] = err
+			continue
+		}
+		out[i] = m[k]
+		if out[i] == nil {
+			out[i] = []*V{}
+		}
+	}
+	return out, errs
+}
+
+// Viewer returns the user the request reads as: the user that register or login
+// signed in during this request if any, else the bearer token's user, else nil.
+func (l *accountLoaders) Viewer(ctx context.Context) *store.User {
+	if u := l.signedIn.Load(); u != nil {
+		return u
+	}
+	return auth.UserFrom(ctx)
+}
+
+// viewerID returns the id of Viewer, or "" when anonymous.
+func (l *accountLoaders) viewerID(ctx context.Context) string {
+	if u := l.Viewer(ctx); u != nil {
+		return u.ID
+	}
+	return ""
+}
+
+// signIn makes u the viewer of the rest of the request (register, login).
+func (l *accountLoaders) signIn(u *store.User) {
+	l.signedIn.Store(u)
+	l.users.Clear(u.ID)
+	l.users.Prime(u.ID, u)
+	l.ClearAccountCache()
+}
+
+// ClearAccountCache forgets every workspace, member and project read so far in
+// this request; mutations that change them call it so later fields see the change.
+func (l *accountLoaders) ClearAccountCache() {
+	l.workspaces.ClearAll()
+	l.members.ClearAll()
+	l.projects.ClearAll()
+	l.workspacesOf.ClearAll()
+}
+
+// User returns the user with this id, or a NOT_FOUND error. Users are reached
+// only through things the caller may already see, so any user is returned.
+func (l *accountLoaders) User(ctx context.Context, id string) (*store.User, error) {
+	return l.users.Load(ctx, id)
+}
+
+// Workspace returns the workspace with this id with the viewer's role, or a
+// NOT_FOUND error if it does not exist or the viewer is not a member.
+func (l *accountLoaders) Workspace(ctx context.Context, id string) (*store.Workspace, error) {
+	if l.Viewer(ctx) == nil {
+		return nil, store.ErrUnauthenticated
+	}
+	return l.workspaces.Load(ctx, id)
+}
+
+// Members returns the members of a workspace the viewer is a member of, newest
+// first (empty for any other workspace).
+func (l *accountLoaders) Members(ctx context.Context, workspaceID string) ([]*store.Member, error) {
+	if l.Viewer(ctx) == nil {
+		return nil, store.ErrUnauthenticated
+	}
+	return l.members.Load(ctx, workspaceID)
+}
+
+// Project returns the project with this id (archived or not), or a NOT_FOUND
+// error if it does not exist or lives in a workspace the viewer is not in.
+func (l *accountLoaders) Project(ctx context.Context, id string) (*store.Project, error) {
+	if l.Viewer(ctx) == nil {
+		return nil, store.ErrUnauthenticated
+	}
+	return l.projects.Load(ctx, id)
+}
+
+// WorkspacesOf returns the workspaces of a user that the viewer can see: all of
+// them for the viewer itself, the shared ones for anybody else, newest first.
+func (l *accountLoaders) WorkspacesOf(ctx context.Context, userID string) ([]*store.Workspace, error) {
+	if l.Viewer(ctx) == nil {
+		return []*store.Workspace{}, nil
+	}
+	return l.workspacesOf.Load(ctx, userID)
+}

@@ -2,9 +2,15 @@
 // to the store's domain operations.
 package resolvers
 
-import "taskflow/store"
+import (
+	"taskflow/auth"
+	"taskflow/store"
+)
 
 // Resolver is the root resolver; it holds the dependencies resolvers share.
 type Resolver struct {
 	DB *store.DB
+	// PasswordParams are the argon2id parameters of new password hashes (zero:
+	// auth.DefaultPasswordParams).
+	PasswordParams auth.PasswordParams
 }

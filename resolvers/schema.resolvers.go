@@ -16,52 +16,83 @@ import (
 
 // Register is the resolver for the register field.
 func (r *mutationResolver) Register(ctx context.Context, input model.RegisterInput) (*store.AuthPayload, error) {
-	panic(fmt.Errorf("not implemented: Register - register"))
+	p, err := r.accounts().Register(ctx, input.Email, input.Password, input.Name)
+	if err != nil {
+		return nil, err
+	}
+	r.loaders(ctx).signIn(p.User)
+	return p, nil
 }
 
 // Login is the resolver for the login field.
 func (r *mutationResolver) Login(ctx context.Context, email string, password string) (*store.AuthPayload, error) {
-	panic(fmt.Errorf("not implemented: Login - login"))
+	p, err := r.accounts().Login(ctx, email, password)
+	if err != nil {
+		return nil, err
+	}
+	r.loaders(ctx).signIn(p.User)
+	return p, nil
 }
 
 // Logout is the resolver for the logout field.
 func (r *mutationResolver) Logout(ctx context.Context) (bool, error) {
-	panic(fmt.Errorf("not implemented: Logout - logout"))
+	if err := r.accounts().Logout(ctx); err != nil {
+		return false, err
+	}
+	return true, nil
 }
 
 // CreateWorkspace is the resolver for the createWorkspace field.
 func (r *mutationResolver) CreateWorkspace(ctx context.Context, input model.CreateWorkspaceInput, idempotencyKey *string) (*store.Workspace, error) {
-	panic(fmt.Errorf("not implemented: CreateWorkspace - createWorkspace"))
+	ws, err := r.DB.CreateWorkspace(ctx, auth.UserFrom(ctx), input.Name)
+	r.loaders(ctx).ClearAccountCache()
+	return ws, err
 }
 
 // AddMember is the resolver for the addMember field.
 func (r *mutationResolver) AddMember(ctx context.Context, workspaceID string, email string, role store.Role, idempotencyKey *string) (*store.Member, error) {
-	panic(fmt.Errorf("not implemented: AddMember - addMember"))
+	m, err := r.DB.AddMember(ctx, auth.UserFrom(ctx), workspaceID, email, role)
+	r.loaders(ctx).ClearAccountCache()
+	return m, err
 }
 
 // UpdateMemberRole is the resolver for the updateMemberRole field.
 func (r *mutationResolver) UpdateMemberRole(ctx context.Context, workspaceID string, userID string, role store.Role, idempotencyKey *string) (*store.Member, error) {
-	panic(fmt.Errorf("not implemented: UpdateMemberRole - updateMemberRole"))
+	m, err := r.DB.UpdateMemberRole(ctx, auth.UserFrom(ctx), workspaceID, userID, role)
+	r.loaders(ctx).ClearAccountCache()
+	return m, err
 }
 
 // RemoveMember is the resolver for the removeMember field.
 func (r *mutationResolver) RemoveMember(ctx context.Context, workspaceID string, userID string, idempotencyKey *string) (bool, error) {
-	panic(fmt.Errorf("not implemented: RemoveMember - removeMember"))
+	err := r.DB.RemoveMember(ctx, auth.UserFrom(ctx), workspaceID, userID)
+	r.loaders(ctx).ClearAccountCache()
+	return err == nil, err
 }
 
 // CreateProject is the resolver for the createProject field.
 func (r *mutationResolver) CreateProject(ctx context.Context, input model.CreateProjectInput, idempotencyKey *string) (*store.Project, error) {
-	panic(fmt.Errorf("not implemented: CreateProject - createProject"))
+	p, err := r.DB.CreateProject(ctx, auth.UserFrom(ctx), input.WorkspaceID, input.Name, input.Description.Value())
+	r.loaders(ctx).ClearAccountCache()
+	return p, err
 }
 
 // UpdateProject is the resolver for the updateProject field.
 func (r *mutationResolver) UpdateProject(ctx context.Context, id string, input model.UpdateProjectInput, idempotencyKey *string) (*store.Project, error) {
-	panic(fmt.Errorf("not implemented: UpdateProject - updateProject"))
+	patch, err := projectPatch(input)
+	if err != nil {
+		return nil, err
+	}
+	p, err := r.DB.UpdateProject(ctx, auth.UserFrom(ctx), id, patch)
+	r.loaders(ctx).ClearAccountCache()
+	return p, err
 }
 
 // ArchiveProject is the resolver for the archiveProject field.
 func (r *mutationResolver) ArchiveProject(ctx context.Context, id string, idempotencyKey *string) (*store.Project, error) {
-	panic(fmt.Errorf("not implemented: ArchiveProject - archiveProject"))
+	p, err := r.DB.ArchiveProject(ctx, auth.UserFrom(ctx), id)
+	r.loaders(ctx).ClearAccountCache()
+	return p, err
 }
 
 // CreateTask is the resolver for the createTask field.
@@ -96,17 +127,17 @@ func (r *mutationResolver) DeleteComment(ctx context.Context, id string, idempot
 
 // Me is the resolver for the me field.
 func (r *queryResolver) Me(ctx context.Context) (*store.User, error) {
-	panic(fmt.Errorf("not implemented: Me - me"))
+	return auth.UserFrom(ctx), nil
 }
 
 // Workspace is the resolver for the workspace field.
 func (r *queryResolver) Workspace(ctx context.Context, id string) (*store.Workspace, error) {
-	panic(fmt.Errorf("not implemented: Workspace - workspace"))
+	return r.loaders(ctx).Workspace(ctx, id)
 }
 
 // Project is the resolver for the project field.
 func (r *queryResolver) Project(ctx context.Context, id string) (*store.Project, error) {
-	panic(fmt.Errorf("not implemented: Project - project"))
+	return r.loaders(ctx).Project(ctx, id)
 }
 
 // Task is the resolver for the task field.

@@ -14,12 +14,12 @@ import (
 
 // User is the resolver for the user field.
 func (r *memberResolver) User(ctx context.Context, obj *store.Member) (*store.User, error) {
-	panic(fmt.Errorf("not implemented: User - user"))
+	return r.loaders(ctx).User(ctx, obj.UserID)
 }
 
 // Workspace is the resolver for the workspace field.
 func (r *projectResolver) Workspace(ctx context.Context, obj *store.Project) (*store.Workspace, error) {
-	panic(fmt.Errorf("not implemented: Workspace - workspace"))
+	return r.loaders(ctx).Workspace(ctx, obj.WorkspaceID)
 }
 
 // Tasks is the resolver for the tasks field.
@@ -29,12 +29,17 @@ func (r *projectResolver) Tasks(ctx context.Context, obj *store.Project, status 
 
 // Members is the resolver for the members field.
 func (r *workspaceResolver) Members(ctx context.Context, obj *store.Workspace) ([]*store.Member, error) {
-	panic(fmt.Errorf("not implemented: Members - members"))
+	return r.loaders(ctx).Members(ctx, obj.ID)
 }
 
 // Projects is the resolver for the projects field.
 func (r *workspaceResolver) Projects(ctx context.Context, obj *store.Workspace, includeArchived *bool, first *int, after *string) (*store.Connection[store.Project], error) {
-	panic(fmt.Errorf("not implemented: Projects - projects"))
+	archived := includeArchived != nil && *includeArchived
+	page, err := store.NewPage(first, 20, after, store.ProjectsScope(obj.ID, archived))
+	if err != nil {
+		return nil, err
+	}
+	return r.DB.Projects(ctx, r.loaders(ctx).Viewer(ctx), obj.ID, archived, page)
 }
 
 // Member returns graph.MemberResolver implementation.

@@ -307,40 +307,5 @@ func (db *DB) EachAuditEvent(ctx context.Context, user *User, workspaceID string
 	return nil
 }
 
-// AuditActors returns the users with the given ids in the same order (nil for an
-// id of no user, such as a deleted account), in one query: the actors of a page
-// of audit events. An actor stays visible after leaving the workspace.
-func (db *DB) AuditActors(ctx context.Context, ids []string) ([]*User, error) {
-	valid := make([]string, 0, len(ids))
-	for _, id := range ids {
-		if validID(id) {
-			valid = append(valid, id)
-		}
-	}
-	byID := make(map[string]*User, len(valid))
-	if len(valid) > 0 {
-		rows, err := db.q(ctx).Query(ctx, `SELECT `+userColumns+` FROM users u WHERE u.id = ANY($1::uuid[])`, valid)
-		if err != nil {
-			return nil, fmt.Errorf("audit actors: %w", err)
-		}
-		defer rows.Close()
-		for rows.Next() {
-			u, err := scanUser(rows)
-			if err != nil {
-				return nil, fmt.Errorf("audit actors: %w", err)
-			}
-			byID[u.ID] = u
-		}
-		if err := rows.Err(); err != nil {
-			return nil, fmt.Errorf("audit actors: %w", err)
-		}
-	}
-	out := make([]*User, len(ids))
-	for i, id := range ids {
-		out[i] = byID[strings.ToLower(id)]
-	}
-	return out, nil
-}
-
 // errNoRows reports whether err is pgx's no-rows error.
 func errNoRows(err error) bool { return errors.Is(err, pgx.ErrNoRows) }

@@ -426,18 +426,3 @@ func TestUserAuditEvents(t *testing.T) {
 		t.Errorf("alice's chain: %+v, %v", v, err)
 	}
 }
-
-// The actors of a page load in one query, in order, including users who left
-// the workspace, and nil for ids of no user.
-func TestAuditActors(t *testing.T) {
-	t.Parallel()
-	f := newAuditFixture(t)
-	a, b := f.user("A"), f.user("B")
-	users, err := f.db.AuditActors(context.Background(), []string{b.ID, "bad", strings.ToUpper(a.ID), "00000000-0000-0000-0000-000000000000", b.ID})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if users[0].ID != b.ID || users[1] != nil || users[2] == nil || users[2].ID != a.ID || users[3] != nil || users[4].ID != b.ID {
-		t.Fatalf("users = %v", users)
-	}
-}

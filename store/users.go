@@ -4,8 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/mail"
+	"strings"
+	"time"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
+
+	"taskflow/audit"
 )
 
 // userColumns is the column list scanned by scanUser.
@@ -33,4 +39,195 @@ func (db *DB) UserByTokenHash(ctx context.Context, hash []byte) (*User, error) {
 		return nil, fmt.Errorf("user by token: %w", err)
 	}
 	return u, nil
+}
+
+// MaxNameLength is the longest name (of a user, workspace or project) accepted.
+const MaxNameLength = 200
+
+// MaxDescriptionLength is the longest project description accepted.
+const MaxDescriptionLength = 10000
+
+// maxEmailLength is the longest e-mail address accepted (RFC 5321 path limit).
+const maxEmailLength = 254
+
+// NormalizeEmail trims s and lower-cases it. It returns a BAD_USER_INPUT error if
+// the result is not a plain e-mail address (local@domain, no display name).
+func NormalizeEmail(s string) (string, error) {
+	e := strings.ToLower(strings.TrimSpace(s))
+	if e == "" || len(e) > maxEmailLength {
+		return "", Errorf(CodeBadUserInput, "email: not a valid e-mail address")
+	}
+	addr, err := mail.ParseAddress(e)
+	if err != nil || addr.Address != e || addr.Name != "" {
+		return "", Errorf(CodeBadUserInput, "email: not a valid e-mail address")
+	}
+	local, domain, ok := strings.Cut(e, "@")
+	if !ok || local == "" || domain == "" || strings.ContainsAny(domain, " \t\r\n") {
+		return "", Errorf(CodeBadUserInput, "email: not a valid e-mail address")
+	}
+	return e, nil
+}
+
+// cleanName trims a name and returns a BAD_USER_INPUT error naming field if it is
+// empty or longer than max characters.
+func cleanName(field, s string, max int) (string, error) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return "", Errorf(CodeBadUserInput, "%s must not be empty", field)
+	}
+	if utf8.RuneCountInString(s) > max {
+		return "", Errorf(CodeBadUserInput, "%s must be at most %d characters", field, max)
+	}
+	return s, nil
+}
+
+// validIDs returns the well-formed ids of ids; the others cannot exist.
+func validIDs(ids []string) []string {
+	out := make([]string, 0, len(ids))
+	for _, id := range ids {
+		if validID(id) {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// UsersByIDs returns the users with these ids, by id; unknown or malformed ids
+// are absent from the map.
+func (db *DB) UsersByIDs(ctx context.Context, ids []string) (map[string]*User, error) {
+	out := make(map[string]*User, len(ids))
+	valid := validIDs(ids)
+	if len(valid) == 0 {
+		return out, nil
+	}
+	rows, err := db.q(ctx).Query(ctx, `SELECT `+userColumns+` FROM users u WHERE u.id = ANY($1::uuid[])`, valid)
+	if err != nil {
+		return nil, fmt.Errorf("users by ids: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		u, err := scanUser(rows)
+		if err != nil {
+			return nil, fmt.Errorf("users by ids: %w", err)
+		}
+		out[u.ID] = u
+	}
+	return out, rows.Err()
+}
+
+// UserByEmail returns the user with this e-mail (normalised first), or a
+// NOT_FOUND error if there is none (a malformed address included).
+func (db *DB) UserByEmail(ctx context.Context, email string) (*User, error) {
+	e, err := NormalizeEmail(email)
+	if err != nil {
+		return nil, notFound("user")
+	}
+	u, err := scanUser(db.q(ctx).QueryRow(ctx, `SELECT `+userColumns+` FROM users u WHERE u.email = lower($1)`, e))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, notFound("user")
+	}
+	if err != nil {
+		return nil, fmt.Errorf("user by e-mail: %w", err)
+	}
+	return u, nil
+}
+
+// TokenLifetime is how long a bearer token from register or login is valid.
+const TokenLifetime = 30 * 24 * time.Hour
+
+// insertToken stores the SHA-256 of a new token of userID, valid for TokenLifetime.
+func insertToken(ctx context.Context, tx pgx.Tx, userID string, tokenHash []byte) error {
+	_, err := tx.Exec(ctx, `INSERT INTO tokens (token_hash, user_id, expires_at) VALUES ($1, $2, now() + $3 * interval '1 second')`,
+		tokenHash, userID, int64(TokenLifetime/time.Second))
+	if err != nil {
+		return fmt.Errorf("insert token: %w", err)
+	}
+	return nil
+}
+
+// CreateUser creates an account with an already hashed password, stores the hash
+// of its first token and records user.registered. It validates the e-mail
+// (trimmed and lower-cased) and the name. It returns BAD_USER_INPUT for a bad
+// e-mail or an empty or over-long name, and CONFLICT if the e-mail is taken.
+func (db *DB) CreateUser(ctx context.Context, email, name, passwordHash string, tokenHash []byte) (*User, error) {
+	email, err := NormalizeEmail(email)
+	if err != nil {
+		return nil, err
+	}
+	name, err = cleanName("name", name, MaxNameLength)
+	if err != nil {
+		return nil, err
+	}
+	var out *User
+	err = db.WithTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
+		u, err := scanUser(tx.QueryRow(ctx, `INSERT INTO users AS u (email, name, password_hash)
+			VALUES (lower($1), $2, $3) RETURNING `+userColumns, email, name, passwordHash))
+		if err != nil {
+			return mapError(err)
+		}
+		if err := insertToken(ctx, tx, u.ID, tokenHash); err != nil {
+			return err
+		}
+		if err := db.appendAudit(ctx, tx, audit.Event{ActorID: &u.ID, Action: "user.registered",
+			EntityID: u.ID, Metadata: audit.Snapshot(u)}); err != nil {
+			return err
+		}
+		out = u
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// CreateSession stores the hash of a new token for a user whose password was
+// just verified and records user.logged_in.
+func (db *DB) CreateSession(ctx context.Context, u *User, tokenHash []byte) error {
+	return db.WithTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
+		if err := insertToken(ctx, tx, u.ID, tokenHash); err != nil {
+			return err
+		}
+		return db.appendAudit(ctx, tx, audit.Event{ActorID: &u.ID, Action: "user.logged_in", EntityID: u.ID,
+			Metadata: map[string]any{}})
+	})
+}
+
+// RecordLoginFailure records user.login_failed for a user (nil when the e-mail
+// matches no account) in a short transaction of its own, which commits even when
+// the request's unit of work rolls back (as it does, since the login fails).
+// reason says why, for the log's readers; it never holds the password.
+func (db *DB) RecordLoginFailure(ctx context.Context, u *User, reason string) error {
+	ev := audit.Event{Action: "user.login_failed", Metadata: map[string]any{"reason": reason}}
+	if u != nil {
+		ev.ActorID = &u.ID
+		ev.EntityID = u.ID
+	}
+	tx, err := db.Pool.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	detached := context.WithoutCancel(ctx)
+	defer tx.Rollback(detached) //nolint:errcheck // a no-op after Commit
+	if err := db.appendAudit(ctx, tx, ev); err != nil {
+		return err
+	}
+	if err := tx.Commit(detached); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	return nil
+}
+
+// RevokeToken revokes the token with this SHA-256 if it belongs to u and is not
+// revoked yet. It returns UNAUTHENTICATED for no user.
+func (db *DB) RevokeToken(ctx context.Context, u *User, tokenHash []byte) error {
+	if u == nil {
+		return ErrUnauthenticated
+	}
+	_, err := db.q(ctx).Exec(ctx, `UPDATE tokens SET revoked_at = now()
+		WHERE token_hash = $1 AND user_id = $2 AND revoked_at IS NULL`, tokenHash, u.ID)
+	if err != nil {
+		return fmt.Errorf("revoke token: %w", err)
+	}
+	return nil
 }

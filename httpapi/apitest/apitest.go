@@ -40,7 +40,8 @@ type Option func(*httpapi.Options)
 func New(t testing.TB, opts ...Option) *Env {
 	t.Helper()
 	db := storetest.DB(t)
-	o := httpapi.Options{DB: db, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	o := httpapi.Options{DB: db, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		PasswordParams: auth.FastPasswordParams}
 	for _, opt := range opts {
 		opt(&o)
 	}

@@ -25,3 +25,6 @@ CREATE TABLE audit_chain_anchors (
     event_at   timestamptz NOT NULL,
     events     bigint NOT NULL
 );
+
+-- Filtering by actor (who did what) without scanning the workspace's history.
+CREATE INDEX audit_ws_actor_idx ON audit_events (workspace_id, actor_id, occurred_at DESC, id DESC);

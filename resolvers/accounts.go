@@ -1,0 +1,30 @@
+package resolvers
+
+import (
+	"taskflow/auth"
+	"taskflow/graph/model"
+	"taskflow/store"
+)
+
+// projectPatch converts updateProject's input: an absent field stays as it is, a
+// null description clears it, and a null name is BAD_USER_INPUT (a project always
+// has a name).
+func projectPatch(in model.UpdateProjectInput) (store.ProjectPatch, error) {
+	var p store.ProjectPatch
+	if in.Name.IsSet() {
+		if in.Name.Value() == nil {
+			return p, store.Errorf(store.CodeBadUserInput, "name must not be null")
+		}
+		p.Name = in.Name.Value()
+	}
+	if in.Description.IsSet() {
+		p.SetDescription = true
+		p.Description = in.Description.Value()
+	}
+	return p, nil
+}
+
+// accounts returns the accounts service of the resolver.
+func (r *Resolver) accounts() auth.Accounts {
+	return auth.Accounts{DB: r.DB, Params: r.PasswordParams}
+}

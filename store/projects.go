@@ -1,0 +1,259 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/jackc/pgx/v5"
+
+	"taskflow/audit"
+)
+
+// projectColumns is the column list scanned by scanProject.
+const projectColumns = `p.id, p.workspace_id, p.name, p.description, p.archived_at, p.created_at, p.updated_at`
+
+// scanProject scans the columns of projectColumns.
+func scanProject(row pgx.Row) (*Project, error) {
+	var p Project
+	if err := row.Scan(&p.ID, &p.WorkspaceID, &p.Name, &p.Description, &p.ArchivedAt, &p.CreatedAt, &p.UpdatedAt); err != nil {
+		return nil, err
+	}
+	return &p, nil
+}
+
+// ProjectsByIDs returns the projects with these ids (archived ones included) that
+// live in a workspace viewerID is a member of, by id. Other ids are absent.
+func (db *DB) ProjectsByIDs(ctx context.Context, viewerID string, ids []string) (map[string]*Project, error) {
+	out := make(map[string]*Project, len(ids))
+	valid := validIDs(ids)
+	if len(valid) == 0 || !validID(viewerID) {
+		return out, nil
+	}
+	rows, err := db.q(ctx).Query(ctx, `SELECT `+projectColumns+` FROM projects p
+		JOIN members v ON v.workspace_id = p.workspace_id AND v.user_id = $1
+		WHERE p.id = ANY($2::uuid[])`, viewerID, valid)
+	if err != nil {
+		return nil, fmt.Errorf("projects by ids: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		p, err := scanProject(rows)
+		if err != nil {
+			return nil, fmt.Errorf("projects by ids: %w", err)
+		}
+		out[p.ID] = p
+	}
+	return out, rows.Err()
+}
+
+// ProjectsScope is the cursor scope of a workspace's project list with or without
+// its archived projects: a cursor of one such list is refused by any other.
+func ProjectsScope(workspaceID string, includeArchived bool) string {
+	return "projects:" + workspaceID + ":" + strconv.FormatBool(includeArchived)
+}
+
+// Projects returns a page of the workspace's projects, newest first, without the
+// archived ones unless includeArchived. p must come from NewPage with
+// ProjectsScope(workspaceID, includeArchived). It returns UNAUTHENTICATED for no
+// viewer and NOT_FOUND if the viewer is not a member of the workspace.
+func (db *DB) Projects(ctx context.Context, viewer *User, workspaceID string, includeArchived bool, p Page) (*ProjectConnection, error) {
+	if _, err := db.requireRole(ctx, workspaceID, viewer, RoleViewer, "workspace", "read projects"); err != nil {
+		return nil, err
+	}
+	args := []any{workspaceID, includeArchived, p.First + 1}
+	where := ``
+	if p.After != nil {
+		where = ` AND (p.created_at, p.id) < ($4, $5)`
+		args = append(args, p.After.At, p.After.ID)
+	}
+	rows, err := db.q(ctx).Query(ctx, `SELECT `+projectColumns+` FROM projects p
+		WHERE p.workspace_id = $1 AND ($2 OR p.archived_at IS NULL)`+where+`
+		ORDER BY p.created_at DESC, p.id DESC LIMIT $3`, args...)
+	if err != nil {
+		return nil, fmt.Errorf("projects: %w", err)
+	}
+	items, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (*Project, error) { return scanProject(r) })
+	if err != nil {
+		return nil, fmt.Errorf("projects: %w", err)
+	}
+	return connection(items, p, ProjectsScope(workspaceID, includeArchived), func(pr *Project) (time.Time, string) {
+		return pr.CreatedAt, pr.ID
+	}), nil
+}
+
+// cleanDescription returns d, or nil when it is nil or only white space. It returns a
+// BAD_USER_INPUT error if it is longer than MaxDescriptionLength characters.
+func cleanDescription(d *string) (*string, error) {
+	if d == nil {
+		return nil, nil
+	}
+	s := *d
+	if strings.TrimSpace(s) == "" {
+		return nil, nil
+	}
+	if utf8.RuneCountInString(s) > MaxDescriptionLength {
+		return nil, Errorf(CodeBadUserInput, "description must be at most %d characters", MaxDescriptionLength)
+	}
+	return &s, nil
+}
+
+// CreateProject creates a project in the workspace and records project.created.
+// The actor must be at least a MEMBER. It returns UNAUTHENTICATED for no actor,
+// NOT_FOUND if the actor is not a member of the workspace, FORBIDDEN for a VIEWER,
+// and BAD_USER_INPUT for an empty or over-long name or description.
+func (db *DB) CreateProject(ctx context.Context, actor *User, workspaceID, name string, description *string) (*Project, error) {
+	if actor == nil {
+		return nil, ErrUnauthenticated
+	}
+	var out *Project
+	err := db.WithTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
+		if _, err := db.requireRole(ctx, workspaceID, actor, RoleMember, "workspace", "create projects"); err != nil {
+			return err
+		}
+		name, err := cleanName("name", name, MaxNameLength)
+		if err != nil {
+			return err
+		}
+		desc, err := cleanDescription(description)
+		if err != nil {
+			return err
+		}
+		p, err := scanProject(tx.QueryRow(ctx, `INSERT INTO projects AS p (workspace_id, name, description)
+			VALUES ($1, $2, $3) RETURNING `+projectColumns, workspaceID, name, desc))
+		if err != nil {
+			return fmt.Errorf("insert project: %w", err)
+		}
+		if err := db.appendAudit(ctx, tx, audit.Event{WorkspaceID: &workspaceID, ActorID: &actor.ID,
+			Action: "project.created", EntityID: p.ID, Metadata: audit.Snapshot(p)}); err != nil {
+			return err
+		}
+		out = p
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// lockProject returns the project locked for the rest of tx, after checking that
+// actor has at least role min in its workspace. It returns NOT_FOUND if the
+// project does not exist or the actor is not a member of its workspace, and
+// FORBIDDEN (naming action) for a weaker role.
+func (db *DB) lockProject(ctx context.Context, tx pgx.Tx, actor *User, id string, min Role, action string) (*Project, error) {
+	if !validID(id) {
+		return nil, notFound("project")
+	}
+	p, err := scanProject(tx.QueryRow(ctx, `SELECT `+projectColumns+` FROM projects p WHERE p.id = $1 FOR NO KEY UPDATE`, id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, notFound("project")
+	}
+	if err != nil {
+		return nil, fmt.Errorf("lock project: %w", err)
+	}
+	if _, err := db.requireRole(ctx, p.WorkspaceID, actor, min, "project", action); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// ProjectPatch is a change to a project: nil fields stay as they are.
+type ProjectPatch struct {
+	// Name is the new name; it cannot be cleared.
+	Name *string
+	// Description is the new description when SetDescription; nil clears it.
+	Description    *string
+	SetDescription bool
+}
+
+// UpdateProject applies patch to a project (archived ones included) and records
+// project.updated with metadata.changes. A patch that changes nothing records
+// nothing and leaves updatedAt as it was. The actor must be at least a MEMBER. It
+// returns UNAUTHENTICATED for no actor, NOT_FOUND if the project does not exist
+// or is in a workspace the actor is not a member of, FORBIDDEN for a VIEWER, and
+// BAD_USER_INPUT for an empty or over-long name or an over-long description.
+func (db *DB) UpdateProject(ctx context.Context, actor *User, id string, patch ProjectPatch) (*Project, error) {
+	if actor == nil {
+		return nil, ErrUnauthenticated
+	}
+	var out *Project
+	err := db.WithTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
+		before, err := db.lockProject(ctx, tx, actor, id, RoleMember, "edit projects")
+		if err != nil {
+			return err
+		}
+		after := *before
+		if patch.Name != nil {
+			if after.Name, err = cleanName("name", *patch.Name, MaxNameLength); err != nil {
+				return err
+			}
+		}
+		if patch.SetDescription {
+			if after.Description, err = cleanDescription(patch.Description); err != nil {
+				return err
+			}
+		}
+		changes := audit.Changes(before, &after)
+		if len(changes) == 0 {
+			out = before
+			return nil
+		}
+		p, err := scanProject(tx.QueryRow(ctx, `UPDATE projects AS p SET name = $2, description = $3, updated_at = clock_timestamp()
+			WHERE p.id = $1 RETURNING `+projectColumns, before.ID, after.Name, after.Description))
+		if err != nil {
+			return fmt.Errorf("update project: %w", err)
+		}
+		if err := db.appendAudit(ctx, tx, audit.Event{WorkspaceID: &p.WorkspaceID, ActorID: &actor.ID,
+			Action: "project.updated", EntityID: p.ID, Metadata: map[string]any{"changes": changes}}); err != nil {
+			return err
+		}
+		out = p
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// ArchiveProject archives a project and records project.archived with
+// metadata.changes.archivedAt. Archiving an archived project returns it unchanged
+// and records nothing. The actor must be an OWNER or ADMIN. It returns
+// UNAUTHENTICATED for no actor, NOT_FOUND if the project does not exist or is in
+// a workspace the actor is not a member of, and FORBIDDEN for a weaker role.
+func (db *DB) ArchiveProject(ctx context.Context, actor *User, id string) (*Project, error) {
+	if actor == nil {
+		return nil, ErrUnauthenticated
+	}
+	var out *Project
+	err := db.WithTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
+		before, err := db.lockProject(ctx, tx, actor, id, RoleAdmin, "archive projects")
+		if err != nil {
+			return err
+		}
+		if before.Archived() {
+			out = before
+			return nil
+		}
+		p, err := scanProject(tx.QueryRow(ctx, `UPDATE projects AS p SET archived_at = t.ts, updated_at = t.ts
+			FROM (SELECT clock_timestamp() AS ts) t WHERE p.id = $1 RETURNING `+projectColumns, before.ID))
+		if err != nil {
+			return fmt.Errorf("archive project: %w", err)
+		}
+		if err := db.appendAudit(ctx, tx, audit.Event{WorkspaceID: &p.WorkspaceID, ActorID: &actor.ID,
+			Action: "project.archived", EntityID: p.ID, Metadata: map[string]any{"changes": audit.Changes(before, p)}}); err != nil {
+			return err
+		}
+		out = p
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}

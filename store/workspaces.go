@@ -1,0 +1,115 @@
+package store
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"taskflow/audit"
+)
+
+// workspaceColumns is the column list scanned by scanWorkspace: the workspace w
+// and the viewer's membership v.
+const workspaceColumns = `w.id, w.name, w.created_at, v.role`
+
+// scanWorkspace scans the columns of workspaceColumns.
+func scanWorkspace(row pgx.Row) (*Workspace, error) {
+	var w Workspace
+	if err := row.Scan(&w.ID, &w.Name, &w.CreatedAt, &w.ViewerRole); err != nil {
+		return nil, err
+	}
+	return &w, nil
+}
+
+// WorkspacesByIDs returns the workspaces with these ids that viewerID is a member
+// of, by id, each with the viewer's role. Other ids (unknown, malformed, or of a
+// workspace the viewer is not in) are absent from the map.
+func (db *DB) WorkspacesByIDs(ctx context.Context, viewerID string, ids []string) (map[string]*Workspace, error) {
+	out := make(map[string]*Workspace, len(ids))
+	valid := validIDs(ids)
+	if len(valid) == 0 || !validID(viewerID) {
+		return out, nil
+	}
+	rows, err := db.q(ctx).Query(ctx, `SELECT `+workspaceColumns+` FROM workspaces w
+		JOIN members v ON v.workspace_id = w.id AND v.user_id = $1
+		WHERE w.id = ANY($2::uuid[])`, viewerID, valid)
+	if err != nil {
+		return nil, fmt.Errorf("workspaces by ids: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		w, err := scanWorkspace(rows)
+		if err != nil {
+			return nil, fmt.Errorf("workspaces by ids: %w", err)
+		}
+		out[w.ID] = w
+	}
+	return out, rows.Err()
+}
+
+// WorkspacesOfUsers returns, for each of userIDs, the workspaces that user shares
+// with viewerID (for the viewer itself: all of the viewer's workspaces), newest
+// first, each with the viewer's role. A user who shares none maps to nothing.
+func (db *DB) WorkspacesOfUsers(ctx context.Context, viewerID string, userIDs []string) (map[string][]*Workspace, error) {
+	out := make(map[string][]*Workspace, len(userIDs))
+	valid := validIDs(userIDs)
+	if len(valid) == 0 || !validID(viewerID) {
+		return out, nil
+	}
+	rows, err := db.q(ctx).Query(ctx, `SELECT m.user_id, `+workspaceColumns+` FROM members m
+		JOIN members v ON v.workspace_id = m.workspace_id AND v.user_id = $1
+		JOIN workspaces w ON w.id = m.workspace_id
+		WHERE m.user_id = ANY($2::uuid[])
+		ORDER BY w.created_at DESC, w.id DESC`, viewerID, valid)
+	if err != nil {
+		return nil, fmt.Errorf("workspaces of users: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var userID string
+		var w Workspace
+		if err := rows.Scan(&userID, &w.ID, &w.Name, &w.CreatedAt, &w.ViewerRole); err != nil {
+			return nil, fmt.Errorf("workspaces of users: %w", err)
+		}
+		out[userID] = append(out[userID], &w)
+	}
+	return out, rows.Err()
+}
+
+// CreateWorkspace creates a workspace named name with actor as its OWNER and
+// records workspace.created. It returns UNAUTHENTICATED for no actor and
+// BAD_USER_INPUT for an empty or over-long name.
+func (db *DB) CreateWorkspace(ctx context.Context, actor *User, name string) (*Workspace, error) {
+	if actor == nil {
+		return nil, ErrUnauthenticated
+	}
+	name, err := cleanName("name", name, MaxNameLength)
+	if err != nil {
+		return nil, err
+	}
+	var ws *Workspace
+	err = db.WithTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
+		w := Workspace{Name: name, ViewerRole: RoleOwner}
+		if err := tx.QueryRow(ctx, `INSERT INTO workspaces (name) VALUES ($1) RETURNING id, created_at`, name).
+			Scan(&w.ID, &w.CreatedAt); err != nil {
+			return fmt.Errorf("insert workspace: %w", err)
+		}
+		if _, err := tx.Exec(ctx, `INSERT INTO members (workspace_id, user_id, role, joined_at) VALUES ($1, $2, 'OWNER', $3)`,
+			w.ID, actor.ID, w.CreatedAt); err != nil {
+			return fmt.Errorf("insert owner: %w", err)
+		}
+		meta := audit.Snapshot(&w)
+		meta["ownerId"] = actor.ID
+		if err := db.appendAudit(ctx, tx, audit.Event{WorkspaceID: &w.ID, ActorID: &actor.ID,
+			Action: "workspace.created", EntityID: w.ID, Metadata: meta}); err != nil {
+			return err
+		}
+		ws = &w
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return ws, nil
+}
