@@ -210,12 +210,8 @@ func BenchmarkAudit(b *testing.B) {
 	})
 	b.Run("entity_history/raw_sql", func(b *testing.B) {
 		for b.Loop() {
-			rows, err := w.db.Pool.Query(ctx, rawColumns+`WHERE workspace_id = $1 AND entity_type = $2 AND entity_id = $3
+			rawPage(b, w.db.Pool, w.events/50000, rawColumns+`WHERE workspace_id = $1 AND entity_type = $2 AND entity_id = $3
 				ORDER BY occurred_at DESC, id DESC LIMIT 51`, w.ws, "task", "ent-15")
-			if err != nil {
-				b.Fatal(err)
-			}
-			rows.Close()
 		}
 	})
 }

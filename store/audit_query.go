@@ -189,9 +189,12 @@ func scanAuditEvent(row pgx.Row) (*AuditEvent, error) {
 // returns UNAUTHENTICATED for no user, NOT_FOUND if the workspace does not exist
 // or the user is not a member, and FORBIDDEN for a MEMBER or VIEWER.
 func (db *DB) requireAuditReader(ctx context.Context, workspaceID string, user *User) error {
-	_, err := db.requireRole(ctx, workspaceID, user, RoleAdmin, "workspace", "read the audit log (OWNER or ADMIN only)")
+	_, err := db.requireRole(ctx, workspaceID, user, RoleAdmin, "workspace", auditReadAction)
 	return err
 }
+
+// auditReadAction names reading the audit log in FORBIDDEN errors.
+const auditReadAction = "read the audit log (OWNER or ADMIN only)"
 
 // AuditEvents returns a page of the workspace's audit events matching filter,
 // newest first by (occurred_at, id). The cursor after must come from the same
@@ -200,23 +203,49 @@ func (db *DB) requireAuditReader(ctx context.Context, workspaceID string, user *
 // or VIEWER, and BAD_USER_INPUT for first outside 1..100, a malformed filter or a
 // cursor of another list.
 func (db *DB) AuditEvents(ctx context.Context, user *User, workspaceID string, filter AuditFilter, first *int, after *string) (*AuditEventConnection, error) {
-	if err := db.requireAuditReader(ctx, workspaceID, user); err != nil {
-		return nil, err
-	}
-	f, err := filter.normalized()
-	if err != nil {
-		return nil, err
-	}
+	f, ferr := filter.normalized()
 	scope := "audit:" + strings.ToLower(workspaceID) + ":" + f.scopeKey()
-	page, err := NewPage(first, 50, after, scope)
-	if err != nil {
-		return nil, err
-	}
+	page, perr := NewPage(first, 50, after, scope)
 	where, args, ok := f.auditWhere([]any{workspaceID})
-	if !ok {
+	if user == nil || !validID(workspaceID) || ferr != nil || perr != nil || !ok {
+		// The access error comes first, then the argument's.
+		if err := db.requireAuditReader(ctx, workspaceID, user); err != nil {
+			return nil, err
+		}
+		if ferr != nil {
+			return nil, ferr
+		}
+		if perr != nil {
+			return nil, perr
+		}
 		return connection([]*AuditEvent{}, page, scope, auditKey), nil
 	}
-	return db.auditPage(ctx, `workspace_id = $1`+where, args, page, scope)
+	// The role check and the page go in one round trip; the page is only
+	// read when the role allows it.
+	sql, args := auditPageSQL(`workspace_id = $1`+where, args, page)
+	batch := &pgx.Batch{}
+	batch.Queue(`SELECT role FROM members WHERE workspace_id = $1 AND user_id = $2`, workspaceID, user.ID)
+	batch.Queue(sql, args...)
+	br := db.q(ctx).SendBatch(ctx, batch)
+	defer br.Close()
+	var role Role
+	if err := br.QueryRow().Scan(&role); errNoRows(err) {
+		return nil, notFound("workspace")
+	} else if err != nil {
+		return nil, fmt.Errorf("audit events: role: %w", err)
+	}
+	if !role.AtLeast(RoleAdmin) {
+		return nil, forbidden(auditReadAction)
+	}
+	rows, err := br.Query()
+	if err != nil {
+		return nil, fmt.Errorf("audit events: %w", err)
+	}
+	items, err := scanAuditPage(rows, page)
+	if err != nil {
+		return nil, err
+	}
+	return connection(items, page, scope, auditKey), nil
 }
 
 // UserAuditEvents returns a page of the account events (user.*) of the user
@@ -239,20 +268,22 @@ func (db *DB) UserAuditEvents(ctx context.Context, viewer *User, userID string, 
 // auditKey is the keyset position of an event.
 func auditKey(e *AuditEvent) (time.Time, string) { return e.OccurredAt, e.ID }
 
-// auditPage runs one keyset page query over audit_events with the conditions
-// where (whose arguments are args).
-func (db *DB) auditPage(ctx context.Context, where string, args []any, page Page, scope string) (*AuditEventConnection, error) {
+// auditPageSQL returns the keyset page query over audit_events with the
+// conditions where (whose arguments are args) and its arguments.
+func auditPageSQL(where string, args []any, page Page) (string, []any) {
 	if page.After != nil {
 		args = append(args, page.After.At, page.After.ID)
 		where += fmt.Sprintf(` AND (occurred_at, id) < ($%d, $%d)`, len(args)-1, len(args))
 	}
-	args = append(args, page.First+1)
-	sql := `SELECT ` + auditEventColumns + ` FROM audit_events WHERE ` + where +
-		fmt.Sprintf(` ORDER BY occurred_at DESC, id DESC LIMIT $%d`, len(args))
-	rows, err := db.q(ctx).Query(ctx, sql, args...)
-	if err != nil {
-		return nil, fmt.Errorf("audit events: %w", err)
-	}
+	// The limit is written in the statement, not bound: a generic plan of a
+	// prepared statement with LIMIT $n does not know the page is small and may
+	// pick a plan that reads far more than a page.
+	return `SELECT ` + auditEventColumns + ` FROM audit_events WHERE ` + where +
+		fmt.Sprintf(` ORDER BY occurred_at DESC, id DESC LIMIT %d`, page.First+1), args
+}
+
+// scanAuditPage reads up to First+1 events of a page query and closes rows.
+func scanAuditPage(rows pgx.Rows, page Page) ([]*AuditEvent, error) {
 	defer rows.Close()
 	items := make([]*AuditEvent, 0, page.First+1)
 	for rows.Next() {
@@ -264,6 +295,21 @@ func (db *DB) auditPage(ctx context.Context, where string, args []any, page Page
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("audit events: %w", err)
+	}
+	return items, nil
+}
+
+// auditPage runs one keyset page query over audit_events with the conditions
+// where (whose arguments are args).
+func (db *DB) auditPage(ctx context.Context, where string, args []any, page Page, scope string) (*AuditEventConnection, error) {
+	sql, args := auditPageSQL(where, args, page)
+	rows, err := db.q(ctx).Query(ctx, sql, args...)
+	if err != nil {
+		return nil, fmt.Errorf("audit events: %w", err)
+	}
+	items, err := scanAuditPage(rows, page)
+	if err != nil {
+		return nil, err
 	}
 	return connection(items, page, scope, auditKey), nil
 }
