@@ -152,7 +152,7 @@ const rawColumns = `SELECT id, workspace_id, actor_id, action, entity_type, enti
 // pair times the store method and the raw SQL alternately in each iteration
 // (so that the load of the machine hits both alike), after a warm-up, and
 // reports the median of each and their ratio.
-func pair(b *testing.B, store, raw func()) {
+func auditPair(b *testing.B, store, raw func()) {
 	for range 20 {
 		store()
 		raw()
@@ -166,13 +166,13 @@ func pair(b *testing.B, store, raw func()) {
 		t2 := time.Now()
 		ts, tr = append(ts, t1.Sub(t0)), append(tr, t2.Sub(t1))
 	}
-	ms, mr := median(ts), median(tr)
+	ms, mr := auditMedian(ts), auditMedian(tr)
 	b.ReportMetric(float64(ms.Microseconds()), "store-p50-µs")
 	b.ReportMetric(float64(mr.Microseconds()), "raw-p50-µs")
 	b.ReportMetric(float64(ms)/float64(mr), "store/raw")
 }
 
-func median(d []time.Duration) time.Duration {
+func auditMedian(d []time.Duration) time.Duration {
 	slices.Sort(d)
 	return d[len(d)/2]
 }
@@ -194,21 +194,21 @@ func BenchmarkAudit(b *testing.B) {
 		}
 	}
 	b.Run("filtered_first_page", func(b *testing.B) {
-		pair(b, func() { check(50)(w.db.AuditEvents(ctx, w.owner, w.ws, filter, &fifty, nil)) }, func() {
+		auditPair(b, func() { check(50)(w.db.AuditEvents(ctx, w.owner, w.ws, filter, &fifty, nil)) }, func() {
 			rawPage(b, w.db.Pool, 51, rawColumns+`WHERE workspace_id = $1 AND (action LIKE $2) AND actor_id = $3
 				ORDER BY occurred_at DESC, id DESC LIMIT 51`, w.ws, "task.%", w.actor)
 		})
 	})
 	deep := w.deepCursor(b, store.AuditFilter{})
 	b.Run("deep_page", func(b *testing.B) {
-		pair(b, func() { check(50)(w.db.AuditEvents(ctx, w.owner, w.ws, store.AuditFilter{}, &fifty, deep)) }, func() {
+		auditPair(b, func() { check(50)(w.db.AuditEvents(ctx, w.owner, w.ws, store.AuditFilter{}, &fifty, deep)) }, func() {
 			rawPage(b, w.db.Pool, 51, rawColumns+`WHERE workspace_id = $1 AND (occurred_at, id) < ($2, $3)
 				ORDER BY occurred_at DESC, id DESC LIMIT 51`, w.ws, w.deepAt, w.deepID)
 		})
 	})
 	deepFiltered := w.deepCursor(b, filter)
 	b.Run("filtered_deep_page", func(b *testing.B) {
-		pair(b, func() { check(50)(w.db.AuditEvents(ctx, w.owner, w.ws, filter, &fifty, deepFiltered)) }, func() {
+		auditPair(b, func() { check(50)(w.db.AuditEvents(ctx, w.owner, w.ws, filter, &fifty, deepFiltered)) }, func() {
 			rawPage(b, w.db.Pool, 51, rawColumns+`WHERE workspace_id = $1 AND (action LIKE $2) AND actor_id = $3
 				AND (occurred_at, id) < ($4, $5) ORDER BY occurred_at DESC, id DESC LIMIT 51`,
 				w.ws, "task.%", w.actor, w.deepAt, w.deepID)
@@ -216,13 +216,13 @@ func BenchmarkAudit(b *testing.B) {
 	})
 	// ent-15 is touched by task.created events only (i = 15 mod 50000 gives
 	// action 1 + (15*7) % 16 = 10), one per 50,000 events.
-	entity := store.AuditFilter{EntityType: ptr("task"), EntityID: ptr("ent-15")}
+	entity := store.AuditFilter{EntityType: auditPtr("task"), EntityID: auditPtr("ent-15")}
 	b.Run("entity_history", func(b *testing.B) {
-		pair(b, func() { check(w.events / 50000)(w.db.AuditEvents(ctx, w.owner, w.ws, entity, &fifty, nil)) }, func() {
+		auditPair(b, func() { check(w.events / 50000)(w.db.AuditEvents(ctx, w.owner, w.ws, entity, &fifty, nil)) }, func() {
 			rawPage(b, w.db.Pool, w.events/50000, rawColumns+`WHERE workspace_id = $1 AND entity_type = $2 AND entity_id = $3
 				ORDER BY occurred_at DESC, id DESC LIMIT 51`, w.ws, "task", "ent-15")
 		})
 	})
 }
 
-func ptr[T any](v T) *T { return &v }
+func auditPtr[T any](v T) *T { return &v }

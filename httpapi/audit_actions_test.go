@@ -11,8 +11,8 @@ import (
 	"taskflow/httpapi/apitest"
 )
 
-// loggedEvent is an audit row as the database holds it.
-type loggedEvent struct {
+// auditLoggedEvent is an audit row as the database holds it.
+type auditLoggedEvent struct {
 	Action, EntityType, EntityID string
 	WorkspaceID, ActorID         *string
 	IP, UserAgent, RequestID     *string
@@ -20,13 +20,13 @@ type loggedEvent struct {
 	raw                          string
 }
 
-var requestSeq atomic.Int64
+var auditRequestSeq atomic.Int64
 
-// actionCall runs one operation over real HTTP with its own request id and user
+// auditActionCall runs one operation over real HTTP with its own request id and user
 // agent, and returns the answer and the audit events that request wrote.
-func actionCall(t *testing.T, env *apitest.Env, token, query string, vars map[string]any) (*apitest.Response, []loggedEvent) {
+func auditActionCall(t *testing.T, env *apitest.Env, token, query string, vars map[string]any) (*apitest.Response, []auditLoggedEvent) {
 	t.Helper()
-	rid := fmt.Sprintf("audit-req-%d-%s", requestSeq.Add(1), strings.ReplaceAll(t.Name(), "/", "-"))
+	rid := fmt.Sprintf("audit-req-%d-%s", auditRequestSeq.Add(1), strings.ReplaceAll(t.Name(), "/", "-"))
 	ua := "audit-test-agent/1.0 (" + rid + ")"
 	res := env.Post(t, token, query, vars, "X-Request-ID", rid, "User-Agent", ua)
 	if got := res.Header.Get("X-Request-ID"); got != rid {
@@ -38,9 +38,9 @@ func actionCall(t *testing.T, env *apitest.Env, token, query string, vars map[st
 		t.Fatal(err)
 	}
 	defer rows.Close()
-	var out []loggedEvent
+	var out []auditLoggedEvent
 	for rows.Next() {
-		var e loggedEvent
+		var e auditLoggedEvent
 		if err := rows.Scan(&e.Action, &e.EntityType, &e.EntityID, &e.WorkspaceID, &e.ActorID, &e.IP, &e.UserAgent, &e.RequestID, &e.raw); err != nil {
 			t.Fatal(err)
 		}
@@ -48,7 +48,7 @@ func actionCall(t *testing.T, env *apitest.Env, token, query string, vars map[st
 			t.Fatal(err)
 		}
 		if e.IP == nil || *e.IP != "127.0.0.1" || e.UserAgent == nil || *e.UserAgent != ua || e.RequestID == nil || *e.RequestID != rid {
-			t.Errorf("%s: context ip=%v ua=%v rid=%v", e.Action, deref(e.IP), deref(e.UserAgent), deref(e.RequestID))
+			t.Errorf("%s: context ip=%v ua=%v rid=%v", e.Action, auditDeref(e.IP), auditDeref(e.UserAgent), auditDeref(e.RequestID))
 		}
 		out = append(out, e)
 	}
@@ -58,7 +58,7 @@ func actionCall(t *testing.T, env *apitest.Env, token, query string, vars map[st
 	return res, out
 }
 
-func deref(p *string) string {
+func auditDeref(p *string) string {
 	if p == nil {
 		return "<nil>"
 	}
@@ -67,7 +67,7 @@ func deref(p *string) string {
 
 // one checks that a successful operation wrote exactly one event of action,
 // about entity, by actor (nil: none), in workspace (nil: an account event).
-func one(t *testing.T, res *apitest.Response, evs []loggedEvent, action, entity string, actor, workspace *string) loggedEvent {
+func auditOne(t *testing.T, res *apitest.Response, evs []auditLoggedEvent, action, entity string, actor, workspace *string) auditLoggedEvent {
 	t.Helper()
 	if res.Code() != "" {
 		t.Fatalf("%s: %s", action, res.Raw)
@@ -79,8 +79,8 @@ func one(t *testing.T, res *apitest.Response, evs []loggedEvent, action, entity 
 	if e.Action != action || e.EntityType != strings.SplitN(action, ".", 2)[0] || e.EntityID != entity {
 		t.Errorf("event = %s %s %s, want %s about %s", e.Action, e.EntityType, e.EntityID, action, entity)
 	}
-	if deref(e.ActorID) != deref(actor) || deref(e.WorkspaceID) != deref(workspace) {
-		t.Errorf("%s: actor %s workspace %s, want %s %s", action, deref(e.ActorID), deref(e.WorkspaceID), deref(actor), deref(workspace))
+	if auditDeref(e.ActorID) != auditDeref(actor) || auditDeref(e.WorkspaceID) != auditDeref(workspace) {
+		t.Errorf("%s: actor %s workspace %s, want %s %s", action, auditDeref(e.ActorID), auditDeref(e.WorkspaceID), auditDeref(actor), auditDeref(workspace))
 	}
 	for _, secret := range []string{"correct horse", "password", "hash", "token", "argon"} {
 		if strings.Contains(strings.ToLower(e.raw), secret) && !strings.Contains(e.raw, `"reason"`) {
@@ -91,7 +91,7 @@ func one(t *testing.T, res *apitest.Response, evs []loggedEvent, action, entity 
 }
 
 // none checks that a refused operation failed with code and wrote no event.
-func none(t *testing.T, what string, res *apitest.Response, evs []loggedEvent, code string) {
+func auditNone(t *testing.T, what string, res *apitest.Response, evs []auditLoggedEvent, code string) {
 	t.Helper()
 	if res.Code() != code {
 		t.Errorf("%s: code %q, want %q: %s", what, res.Code(), code, res.Raw)
@@ -115,9 +115,9 @@ func TestAuditEveryAccountAndProjectAction(t *testing.T) {
 	}
 
 	// user.registered
-	email := fmt.Sprintf("alice-%d@example.com", requestSeq.Add(1))
+	email := fmt.Sprintf("alice-%d@example.com", auditRequestSeq.Add(1))
 	reg := `mutation($in: RegisterInput!) { register(input: $in) { token user { id } } }`
-	res, evs := actionCall(t, env, "", reg, map[string]any{"in": map[string]any{"email": email, "password": "correct horse", "name": "Alice"}})
+	res, evs := auditActionCall(t, env, "", reg, map[string]any{"in": map[string]any{"email": email, "password": "correct horse", "name": "Alice"}})
 	var r struct {
 		Register struct {
 			Token string
@@ -126,93 +126,93 @@ func TestAuditEveryAccountAndProjectAction(t *testing.T) {
 	}
 	data(res, &r)
 	alice, aliceTok := r.Register.User.ID, r.Register.Token
-	e := one(t, res, evs, "user.registered", alice, &alice, nil)
+	e := auditOne(t, res, evs, "user.registered", alice, &alice, nil)
 	if e.Metadata["email"] != email || e.Metadata["name"] != "Alice" {
 		t.Errorf("user.registered metadata = %v", e.Metadata)
 	}
-	res, evs = actionCall(t, env, "", reg, map[string]any{"in": map[string]any{"email": email, "password": "correct horse", "name": "Again"}})
-	none(t, "register a taken e-mail", res, evs, "CONFLICT")
-	res, evs = actionCall(t, env, "", reg, map[string]any{"in": map[string]any{"email": "x@example.com", "password": "short", "name": "X"}})
-	none(t, "register a short password", res, evs, "BAD_USER_INPUT")
+	res, evs = auditActionCall(t, env, "", reg, map[string]any{"in": map[string]any{"email": email, "password": "correct horse", "name": "Again"}})
+	auditNone(t, "register a taken e-mail", res, evs, "CONFLICT")
+	res, evs = auditActionCall(t, env, "", reg, map[string]any{"in": map[string]any{"email": "x@example.com", "password": "short", "name": "X"}})
+	auditNone(t, "register a short password", res, evs, "BAD_USER_INPUT")
 
 	// user.logged_in, user.login_failed (known and unknown e-mail)
 	login := `mutation($e: String!, $p: String!) { login(email: $e, password: $p) { token } }`
-	res, evs = actionCall(t, env, "", login, map[string]any{"e": email, "p": "correct horse"})
-	one(t, res, evs, "user.logged_in", alice, &alice, nil)
-	res, evs = actionCall(t, env, "", login, map[string]any{"e": email, "p": "wrong password"})
+	res, evs = auditActionCall(t, env, "", login, map[string]any{"e": email, "p": "correct horse"})
+	auditOne(t, res, evs, "user.logged_in", alice, &alice, nil)
+	res, evs = auditActionCall(t, env, "", login, map[string]any{"e": email, "p": "wrong password"})
 	if res.Code() != "UNAUTHENTICATED" || len(evs) != 1 || evs[0].Action != "user.login_failed" || evs[0].EntityID != alice || evs[0].WorkspaceID != nil {
 		t.Errorf("wrong password: %s, events %+v", res.Raw, evs)
 	}
-	res, evs = actionCall(t, env, "", login, map[string]any{"e": "nobody-" + email, "p": "wrong password"})
+	res, evs = auditActionCall(t, env, "", login, map[string]any{"e": "nobody-" + email, "p": "wrong password"})
 	if res.Code() != "UNAUTHENTICATED" || len(evs) != 1 || evs[0].Action != "user.login_failed" || evs[0].EntityID != "" || evs[0].ActorID != nil {
 		t.Errorf("unknown e-mail: %s, events %+v", res.Raw, evs)
 	}
 
 	// workspace.created
-	res, evs = actionCall(t, env, aliceTok, `mutation { createWorkspace(input: {name: "Acme"}) { id } }`, nil)
+	res, evs = auditActionCall(t, env, aliceTok, `mutation { createWorkspace(input: {name: "Acme"}) { id } }`, nil)
 	var w struct{ CreateWorkspace struct{ ID string } }
 	data(res, &w)
 	ws := w.CreateWorkspace.ID
-	e = one(t, res, evs, "workspace.created", ws, &alice, &ws)
+	e = auditOne(t, res, evs, "workspace.created", ws, &alice, &ws)
 	if e.Metadata["name"] != "Acme" {
 		t.Errorf("workspace.created metadata = %v", e.Metadata)
 	}
-	res, evs = actionCall(t, env, aliceTok, `mutation { createWorkspace(input: {name: ""}) { id } }`, nil)
-	none(t, "empty workspace name", res, evs, "BAD_USER_INPUT")
+	res, evs = auditActionCall(t, env, aliceTok, `mutation { createWorkspace(input: {name: ""}) { id } }`, nil)
+	auditNone(t, "empty workspace name", res, evs, "BAD_USER_INPUT")
 
 	// member.added, member.role_changed, member.removed
 	bob := env.NewUser(t, "Bob")
 	carol := env.NewUser(t, "Carol")
 	add := `mutation($ws: ID!, $e: String!, $r: Role!) { addMember(workspaceId: $ws, email: $e, role: $r) { role } }`
-	res, evs = actionCall(t, env, aliceTok, add, map[string]any{"ws": ws, "e": bob.Email, "r": "VIEWER"})
-	e = one(t, res, evs, "member.added", bob.ID, &alice, &ws)
+	res, evs = auditActionCall(t, env, aliceTok, add, map[string]any{"ws": ws, "e": bob.Email, "r": "VIEWER"})
+	e = auditOne(t, res, evs, "member.added", bob.ID, &alice, &ws)
 	if e.Metadata["role"] != "VIEWER" || e.Metadata["userId"] != bob.ID {
 		t.Errorf("member.added metadata = %v", e.Metadata)
 	}
-	res, evs = actionCall(t, env, aliceTok, add, map[string]any{"ws": ws, "e": bob.Email, "r": "MEMBER"})
-	none(t, "add an existing member", res, evs, "CONFLICT")
-	res, evs = actionCall(t, env, bob.Token, add, map[string]any{"ws": ws, "e": carol.Email, "r": "VIEWER"})
-	none(t, "viewer adds a member", res, evs, "FORBIDDEN")
-	res, evs = actionCall(t, env, carol.Token, add, map[string]any{"ws": ws, "e": carol.Email, "r": "OWNER"})
-	none(t, "stranger adds a member", res, evs, "NOT_FOUND")
+	res, evs = auditActionCall(t, env, aliceTok, add, map[string]any{"ws": ws, "e": bob.Email, "r": "MEMBER"})
+	auditNone(t, "add an existing member", res, evs, "CONFLICT")
+	res, evs = auditActionCall(t, env, bob.Token, add, map[string]any{"ws": ws, "e": carol.Email, "r": "VIEWER"})
+	auditNone(t, "viewer adds a member", res, evs, "FORBIDDEN")
+	res, evs = auditActionCall(t, env, carol.Token, add, map[string]any{"ws": ws, "e": carol.Email, "r": "OWNER"})
+	auditNone(t, "stranger adds a member", res, evs, "NOT_FOUND")
 
 	role := `mutation($ws: ID!, $u: ID!, $r: Role!) { updateMemberRole(workspaceId: $ws, userId: $u, role: $r) { role } }`
-	res, evs = actionCall(t, env, aliceTok, role, map[string]any{"ws": ws, "u": bob.ID, "r": "MEMBER"})
-	e = one(t, res, evs, "member.role_changed", bob.ID, &alice, &ws)
+	res, evs = auditActionCall(t, env, aliceTok, role, map[string]any{"ws": ws, "u": bob.ID, "r": "MEMBER"})
+	e = auditOne(t, res, evs, "member.role_changed", bob.ID, &alice, &ws)
 	if ch, _ := e.Metadata["changes"].(map[string]any); ch == nil || fmt.Sprint(ch["role"]) != "map[from:VIEWER to:MEMBER]" {
 		t.Errorf("member.role_changed metadata = %v", e.Metadata)
 	}
-	res, evs = actionCall(t, env, aliceTok, role, map[string]any{"ws": ws, "u": alice, "r": "ADMIN"})
-	none(t, "demote the last owner", res, evs, "CONFLICT")
-	res, evs = actionCall(t, env, bob.Token, role, map[string]any{"ws": ws, "u": bob.ID, "r": "OWNER"})
-	none(t, "member promotes self", res, evs, "FORBIDDEN")
+	res, evs = auditActionCall(t, env, aliceTok, role, map[string]any{"ws": ws, "u": alice, "r": "ADMIN"})
+	auditNone(t, "demote the last owner", res, evs, "CONFLICT")
+	res, evs = auditActionCall(t, env, bob.Token, role, map[string]any{"ws": ws, "u": bob.ID, "r": "OWNER"})
+	auditNone(t, "member promotes self", res, evs, "FORBIDDEN")
 
 	// project.created, project.updated, project.archived
-	res, evs = actionCall(t, env, bob.Token, `mutation($ws: ID!) { createProject(input: {workspaceId: $ws, name: "Roadmap", description: "Q3"}) { id } }`,
+	res, evs = auditActionCall(t, env, bob.Token, `mutation($ws: ID!) { createProject(input: {workspaceId: $ws, name: "Roadmap", description: "Q3"}) { id } }`,
 		map[string]any{"ws": ws})
 	var p struct{ CreateProject struct{ ID string } }
 	data(res, &p)
 	proj := p.CreateProject.ID
-	e = one(t, res, evs, "project.created", proj, &bob.ID, &ws)
+	e = auditOne(t, res, evs, "project.created", proj, &bob.ID, &ws)
 	if e.Metadata["name"] != "Roadmap" || e.Metadata["description"] != "Q3" {
 		t.Errorf("project.created metadata = %v", e.Metadata)
 	}
-	res, evs = actionCall(t, env, bob.Token, `mutation($id: ID!) { updateProject(id: $id, input: {name: "Roadmap 2"}) { id } }`, map[string]any{"id": proj})
-	e = one(t, res, evs, "project.updated", proj, &bob.ID, &ws)
+	res, evs = auditActionCall(t, env, bob.Token, `mutation($id: ID!) { updateProject(id: $id, input: {name: "Roadmap 2"}) { id } }`, map[string]any{"id": proj})
+	e = auditOne(t, res, evs, "project.updated", proj, &bob.ID, &ws)
 	if ch, _ := e.Metadata["changes"].(map[string]any); len(ch) != 1 || fmt.Sprint(ch["name"]) != "map[from:Roadmap to:Roadmap 2]" {
 		t.Errorf("project.updated metadata = %v", e.Metadata)
 	}
-	res, evs = actionCall(t, env, bob.Token, `mutation($id: ID!) { archiveProject(id: $id) { id } }`, map[string]any{"id": proj})
-	none(t, "member archives a project", res, evs, "FORBIDDEN")
-	res, evs = actionCall(t, env, carol.Token, `mutation($id: ID!) { updateProject(id: $id, input: {name: "x"}) { id } }`, map[string]any{"id": proj})
-	none(t, "stranger updates a project", res, evs, "NOT_FOUND")
-	res, evs = actionCall(t, env, aliceTok, `mutation($id: ID!) { archiveProject(id: $id) { id } }`, map[string]any{"id": proj})
-	one(t, res, evs, "project.archived", proj, &alice, &ws)
+	res, evs = auditActionCall(t, env, bob.Token, `mutation($id: ID!) { archiveProject(id: $id) { id } }`, map[string]any{"id": proj})
+	auditNone(t, "member archives a project", res, evs, "FORBIDDEN")
+	res, evs = auditActionCall(t, env, carol.Token, `mutation($id: ID!) { updateProject(id: $id, input: {name: "x"}) { id } }`, map[string]any{"id": proj})
+	auditNone(t, "stranger updates a project", res, evs, "NOT_FOUND")
+	res, evs = auditActionCall(t, env, aliceTok, `mutation($id: ID!) { archiveProject(id: $id) { id } }`, map[string]any{"id": proj})
+	auditOne(t, res, evs, "project.archived", proj, &alice, &ws)
 
-	res, evs = actionCall(t, env, aliceTok, `mutation($ws: ID!, $u: ID!) { removeMember(workspaceId: $ws, userId: $u) }`, map[string]any{"ws": ws, "u": bob.ID})
-	one(t, res, evs, "member.removed", bob.ID, &alice, &ws)
-	res, evs = actionCall(t, env, aliceTok, `mutation($ws: ID!, $u: ID!) { removeMember(workspaceId: $ws, userId: $u) }`, map[string]any{"ws": ws, "u": alice})
-	none(t, "remove the last owner", res, evs, "CONFLICT")
+	res, evs = auditActionCall(t, env, aliceTok, `mutation($ws: ID!, $u: ID!) { removeMember(workspaceId: $ws, userId: $u) }`, map[string]any{"ws": ws, "u": bob.ID})
+	auditOne(t, res, evs, "member.removed", bob.ID, &alice, &ws)
+	res, evs = auditActionCall(t, env, aliceTok, `mutation($ws: ID!, $u: ID!) { removeMember(workspaceId: $ws, userId: $u) }`, map[string]any{"ws": ws, "u": alice})
+	auditNone(t, "remove the last owner", res, evs, "CONFLICT")
 
 	// Bob left, but his events keep his id and he is still the actor.
 	res = env.Post(t, aliceTok, `query($ws: ID!, $a: ID!) { auditEvents(workspaceId: $ws, filter: {actorId: $a}) { nodes { action actorId actor { id } } } }`,

@@ -231,7 +231,7 @@ func TestAuditEventsAPI(t *testing.T) {
 		"first 0":         {e.ws, nil, 0, nil},
 		"first 101":       {e.ws, nil, 101, nil},
 		"bad pattern":     {e.ws, map[string]any{"actions": []string{"*.created"}}, 2, nil},
-		"garbage cursor":  {e.ws, nil, 2, ptr("garbage")},
+		"garbage cursor":  {e.ws, nil, 2, auditPtr("garbage")},
 		"other workspace": {e.other, map[string]any{"actions": []string{"task.*"}}, 2, cur},
 	} {
 		u := e.owner
@@ -262,7 +262,7 @@ func TestAuditEventsAPI(t *testing.T) {
 	}
 }
 
-func ptr[T any](v T) *T { return &v }
+func auditPtr[T any](v T) *T { return &v }
 
 // verifyAuditLog through GraphQL: valid for an intact chain, OWNER/ADMIN only.
 func TestVerifyAuditLogAPI(t *testing.T) {
@@ -330,7 +330,7 @@ func TestMeAuditEventsAPI(t *testing.T) {
 		res := e.Post(t, token, `query($ws: ID!, $actor: ID!, $a: String) {
 		  auditEvents(workspaceId: $ws, filter: {actorId: $actor}, first: 1) { nodes { actor { id
 		    auditEvents(first: 1, after: $a) { nodes { action entityId workspaceId } pageInfo { hasNextPage endCursor } } } } } }`,
-			map[string]any{"ws": e.ws, "actor": actorOf(token, e), "a": after})
+			map[string]any{"ws": e.ws, "actor": auditActorOf(token, e), "a": after})
 		var out struct {
 			AuditEvents struct {
 				Nodes []struct {
@@ -378,8 +378,8 @@ func TestMeAuditEventsAPI(t *testing.T) {
 	}
 }
 
-// actorOf returns the id of the test user with token.
-func actorOf(token string, e *auditEnv) string {
+// auditActorOf returns the id of the test user with token.
+func auditActorOf(token string, e *auditEnv) string {
 	for _, u := range []apitest.User{e.owner, e.admin, e.member, e.viewer, e.stranger} {
 		if u.Token == token {
 			return u.ID

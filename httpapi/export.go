@@ -34,13 +34,13 @@ func auditExport(db *store.DB, log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
 			w.Header().Set("Allow", "GET, HEAD")
-			writeJSONError(w, http.StatusMethodNotAllowed, store.CodeBadUserInput, "use GET")
+			writeExportJSONError(w, http.StatusMethodNotAllowed, store.CodeBadUserInput, "use GET")
 			return
 		}
 		user := auth.UserFrom(r.Context())
 		if user == nil {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="taskflow"`)
-			writeJSONError(w, http.StatusUnauthorized, store.CodeUnauthenticated, store.ErrUnauthenticated.Message)
+			writeExportJSONError(w, http.StatusUnauthorized, store.CodeUnauthenticated, store.ErrUnauthenticated.Message)
 			return
 		}
 		q := r.URL.Query()
@@ -57,7 +57,7 @@ func auditExport(db *store.DB, log *slog.Logger) http.Handler {
 			err = store.Errorf(store.CodeBadUserInput, "format must be ndjson or csv")
 		}
 		if err != nil {
-			writeStoreError(w, log, r, err)
+			writeExportError(w, log, r, err)
 			return
 		}
 		var out exportWriter
@@ -78,7 +78,7 @@ func auditExport(db *store.DB, log *slog.Logger) http.Handler {
 		})
 		if err != nil {
 			if !started {
-				writeStoreError(w, log, r, err)
+				writeExportError(w, log, r, err)
 				return
 			}
 			if r.Context().Err() == nil {
@@ -103,7 +103,7 @@ func auditExport(db *store.DB, log *slog.Logger) http.Handler {
 func exportFilter(q map[string][]string) (store.AuditFilter, error) {
 	var f store.AuditFilter
 	get := func(k string) *string {
-		if v := strings.TrimSpace(first(q[k])); v != "" {
+		if v := strings.TrimSpace(firstValue(q[k])); v != "" {
 			return &v
 		}
 		return nil
@@ -131,7 +131,7 @@ func exportFilter(q map[string][]string) (store.AuditFilter, error) {
 	return f, nil
 }
 
-func first(vs []string) string {
+func firstValue(vs []string) string {
 	if len(vs) == 0 {
 		return ""
 	}
@@ -149,7 +149,7 @@ func startExport(w http.ResponseWriter, format, workspaceID string) exportWriter
 	h := w.Header()
 	h.Set("Cache-Control", "no-store")
 	h.Set("X-Content-Type-Options", "nosniff")
-	name := "audit-" + safeFileName(workspaceID) + "." + format
+	name := "audit-" + exportFileName(workspaceID) + "." + format
 	h.Set("Content-Disposition", `attachment; filename="`+name+`"`)
 	flusher, _ := w.(http.Flusher)
 	if format == "csv" {
@@ -164,8 +164,8 @@ func startExport(w http.ResponseWriter, format, workspaceID string) exportWriter
 	return &ndjsonExport{enc: json.NewEncoder(w), f: flusher}
 }
 
-// safeFileName keeps the characters of an id that are safe in a header.
-func safeFileName(s string) string {
+// exportFileName keeps the characters of an id that are safe in a header.
+func exportFileName(s string) string {
 	return strings.Map(func(r rune) rune {
 		if r == '-' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' {
 			return r
@@ -200,9 +200,9 @@ func (x *csvExport) write(e *store.AuditEvent) error {
 	if err != nil {
 		return err
 	}
-	return x.w.Write([]string{e.ID, e.OccurredAt.UTC().Format(time.RFC3339Nano), str(e.WorkspaceID), str(e.ActorID),
-		e.Action, e.EntityType, csvCell(e.EntityID), csvCell(str(e.IP)), csvCell(str(e.UserAgent)),
-		csvCell(str(e.RequestID)), string(meta)})
+	return x.w.Write([]string{e.ID, e.OccurredAt.UTC().Format(time.RFC3339Nano), exportStr(e.WorkspaceID), exportStr(e.ActorID),
+		e.Action, e.EntityType, csvCell(e.EntityID), csvCell(exportStr(e.IP)), csvCell(exportStr(e.UserAgent)),
+		csvCell(exportStr(e.RequestID)), string(meta)})
 }
 
 func (x *csvExport) flush() error {
@@ -213,7 +213,7 @@ func (x *csvExport) flush() error {
 	return x.w.Error()
 }
 
-func str(p *string) string {
+func exportStr(p *string) string {
 	if p == nil {
 		return ""
 	}
@@ -230,15 +230,15 @@ func csvCell(s string) string {
 	return s
 }
 
-// writeStoreError answers with the JSON error body of err and the status its
+// writeExportError answers with the JSON error body of err and the status its
 // code means; an unknown error is logged and answered as INTERNAL.
-func writeStoreError(w http.ResponseWriter, log *slog.Logger, r *http.Request, err error) {
+func writeExportError(w http.ResponseWriter, log *slog.Logger, r *http.Request, err error) {
 	var e *store.Error
 	if !errors.As(err, &e) {
 		if !errors.Is(err, context.Canceled) {
 			log.ErrorContext(r.Context(), "internal error", "err", err, "request_id", audit.InfoFrom(r.Context()).RequestID)
 		}
-		writeJSONError(w, http.StatusInternalServerError, store.CodeInternal, "internal error")
+		writeExportJSONError(w, http.StatusInternalServerError, store.CodeInternal, "internal error")
 		return
 	}
 	status := map[store.Code]int{
@@ -250,11 +250,11 @@ func writeStoreError(w http.ResponseWriter, log *slog.Logger, r *http.Request, e
 	if status == 0 {
 		status = http.StatusInternalServerError
 	}
-	writeJSONError(w, status, e.Code, e.Message)
+	writeExportJSONError(w, status, e.Code, e.Message)
 }
 
-// writeJSONError writes {"errors":[{"message":..,"extensions":{"code":..}}]}.
-func writeJSONError(w http.ResponseWriter, status int, code store.Code, msg string) {
+// writeExportJSONError writes {"errors":[{"message":..,"extensions":{"code":..}}]}.
+func writeExportJSONError(w http.ResponseWriter, status int, code store.Code, msg string) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(status)

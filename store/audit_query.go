@@ -229,7 +229,7 @@ func (db *DB) AuditEvents(ctx context.Context, user *User, workspaceID string, f
 	br := db.q(ctx).SendBatch(ctx, batch)
 	defer br.Close()
 	var role Role
-	if err := br.QueryRow().Scan(&role); errNoRows(err) {
+	if err := br.QueryRow().Scan(&role); auditNoRows(err) {
 		return nil, notFound("workspace")
 	} else if err != nil {
 		return nil, fmt.Errorf("audit events: role: %w", err)
@@ -354,4 +354,4 @@ func (db *DB) EachAuditEvent(ctx context.Context, user *User, workspaceID string
 }
 
 // errNoRows reports whether err is pgx's no-rows error.
-func errNoRows(err error) bool { return errors.Is(err, pgx.ErrNoRows) }
+func auditNoRows(err error) bool { return errors.Is(err, pgx.ErrNoRows) }

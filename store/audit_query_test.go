@@ -37,12 +37,12 @@ func newFilterWorld(t *testing.T) *filterWorld {
 		}
 		action := actions[i%len(actions)]
 		at := base.Add(time.Duration(i) * time.Minute)
-		f.append(ctx, wsEvent(w.ws, actor, action, fmt.Sprintf("ent-%d", i%7), map[string]any{"i": i}), func() time.Time { return at })
+		f.append(ctx, auditWsEvent(w.ws, actor, action, fmt.Sprintf("ent-%d", i%7), map[string]any{"i": i}), func() time.Time { return at })
 	}
 	// Another workspace's events never show.
 	other := f.workspace(map[*store.User]store.Role{w.owner: store.RoleOwner})
-	f.append(ctx, wsEvent(other, w.owner, "task.created", "ent-1", nil), nil)
-	all, err := f.db.AuditEvents(ctx, w.owner, w.ws, store.AuditFilter{}, ptr(100), nil)
+	f.append(ctx, auditWsEvent(other, w.owner, "task.created", "ent-1", nil), nil)
+	all, err := f.db.AuditEvents(ctx, w.owner, w.ws, store.AuditFilter{}, auditPtr(100), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,7 +54,7 @@ func newFilterWorld(t *testing.T) *filterWorld {
 }
 
 // matches is the filter as a predicate, written independently of the SQL.
-func matches(e *store.AuditEvent, f store.AuditFilter) bool {
+func auditMatches(e *store.AuditEvent, f store.AuditFilter) bool {
 	if len(f.Actions) > 0 {
 		ok := false
 		for _, a := range f.Actions {
@@ -117,16 +117,16 @@ func TestAuditEventsFilters(t *testing.T) {
 		"star":                {Actions: []string{"*"}},
 		"no such action":      {Actions: []string{"nope.nope"}},
 		"actor":               {ActorID: &w.admin.ID},
-		"actor upper-case":    {ActorID: ptr(strings.ToUpper(w.admin.ID))},
-		"malformed actor":     {ActorID: ptr("not-an-id")},
-		"entity type":         {EntityType: ptr("project")},
-		"entity id":           {EntityID: ptr("ent-3")},
-		"entity type and id":  {EntityType: ptr("task"), EntityID: ptr("ent-3")},
+		"actor upper-case":    {ActorID: auditPtr(strings.ToUpper(w.admin.ID))},
+		"malformed actor":     {ActorID: auditPtr("not-an-id")},
+		"entity type":         {EntityType: auditPtr("project")},
+		"entity id":           {EntityID: auditPtr("ent-3")},
+		"entity type and id":  {EntityType: auditPtr("task"), EntityID: auditPtr("ent-3")},
 		"since":               {Since: &since},
 		"until":               {Until: &until},
 		"since until":         {Since: &since, Until: &until},
 		"empty window":        {Since: &since, Until: &since},
-		"all at once":         {Actions: []string{"task.*", "project.created"}, ActorID: &w.owner.ID, EntityID: ptr("ent-2"), Since: &since, Until: &until},
+		"all at once":         {Actions: []string{"task.*", "project.created"}, ActorID: &w.owner.ID, EntityID: auditPtr("ent-2"), Since: &since, Until: &until},
 		"prefix actor window": {Actions: []string{"task.*"}, ActorID: &w.admin.ID, Since: &since},
 	}
 	for name, f := range filters {
@@ -134,14 +134,14 @@ func TestAuditEventsFilters(t *testing.T) {
 			t.Parallel()
 			pred := f
 			if pred.ActorID != nil {
-				pred.ActorID = ptr(strings.ToLower(*pred.ActorID))
+				pred.ActorID = auditPtr(strings.ToLower(*pred.ActorID))
 			}
 			if slices.Contains(pred.Actions, "*") {
 				pred.Actions = nil
 			}
 			var want []string
 			for _, e := range w.events {
-				if matches(e, pred) {
+				if auditMatches(e, pred) {
 					want = append(want, e.ID)
 				}
 			}
@@ -163,7 +163,7 @@ func TestAuditEventsFilters(t *testing.T) {
 func TestAuditEventsPrefixIsLiteral(t *testing.T) {
 	t.Parallel()
 	w := newFilterWorld(t)
-	c, err := w.f.db.AuditEvents(context.Background(), w.owner, w.ws, store.AuditFilter{Actions: []string{"task.*"}}, ptr(100), nil)
+	c, err := w.f.db.AuditEvents(context.Background(), w.owner, w.ws, store.AuditFilter{Actions: []string{"task.*"}}, auditPtr(100), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,7 +172,7 @@ func TestAuditEventsPrefixIsLiteral(t *testing.T) {
 			t.Errorf("task.* matched %s", e.Action)
 		}
 	}
-	c, err = w.f.db.AuditEvents(context.Background(), w.owner, w.ws, store.AuditFilter{Actions: []string{"task_*"}}, ptr(100), nil)
+	c, err = w.f.db.AuditEvents(context.Background(), w.owner, w.ws, store.AuditFilter{Actions: []string{"task_*"}}, auditPtr(100), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -194,7 +194,7 @@ func TestAuditEventsBadInputAndCursorBinding(t *testing.T) {
 	ctx := context.Background()
 	// The admin of w.ws is also OWNER of a second workspace with events.
 	ws2 := w.f.workspace(map[*store.User]store.Role{w.admin: store.RoleOwner})
-	w.f.append(ctx, wsEvent(ws2, w.admin, "task.created", "x", nil), nil)
+	w.f.append(ctx, auditWsEvent(ws2, w.admin, "task.created", "x", nil), nil)
 	code := func(err error) store.Code { return store.ErrorCode(err) }
 	for _, bad := range []store.AuditFilter{
 		{Actions: []string{""}},
@@ -212,14 +212,14 @@ func TestAuditEventsBadInputAndCursorBinding(t *testing.T) {
 		}
 	}
 	f := store.AuditFilter{Actions: []string{"task.*"}}
-	c, err := w.f.db.AuditEvents(ctx, w.admin, w.ws, f, ptr(2), nil)
+	c, err := w.f.db.AuditEvents(ctx, w.admin, w.ws, f, auditPtr(2), nil)
 	if err != nil || c.PageInfo.EndCursor == nil {
 		t.Fatal(err)
 	}
 	cur := c.PageInfo.EndCursor
 	// The same filter written differently is the same list.
-	same := store.AuditFilter{Actions: []string{"task.*", "task.*"}, ActorID: ptr(""), Since: nil}
-	if _, err := w.f.db.AuditEvents(ctx, w.admin, w.ws, same, ptr(2), cur); err != nil {
+	same := store.AuditFilter{Actions: []string{"task.*", "task.*"}, ActorID: auditPtr(""), Since: nil}
+	if _, err := w.f.db.AuditEvents(ctx, w.admin, w.ws, same, auditPtr(2), cur); err != nil {
 		t.Errorf("equivalent filter refused the cursor: %v", err)
 	}
 	t0 := w.events[5].OccurredAt
@@ -227,24 +227,24 @@ func TestAuditEventsBadInputAndCursorBinding(t *testing.T) {
 		"no filter":      {},
 		"other action":   {Actions: []string{"task.created"}},
 		"added actor":    {Actions: []string{"task.*"}, ActorID: &w.admin.ID},
-		"added type":     {Actions: []string{"task.*"}, EntityType: ptr("task")},
-		"added entity":   {Actions: []string{"task.*"}, EntityID: ptr("ent-1")},
+		"added type":     {Actions: []string{"task.*"}, EntityType: auditPtr("task")},
+		"added entity":   {Actions: []string{"task.*"}, EntityID: auditPtr("ent-1")},
 		"added since":    {Actions: []string{"task.*"}, Since: &t0},
 		"added until":    {Actions: []string{"task.*"}, Until: &t0},
 		"until as since": {Actions: []string{"task.*"}, Since: &t0, Until: nil},
 	} {
-		if _, err := w.f.db.AuditEvents(ctx, w.admin, w.ws, other, ptr(2), cur); code(err) != store.CodeBadUserInput {
+		if _, err := w.f.db.AuditEvents(ctx, w.admin, w.ws, other, auditPtr(2), cur); code(err) != store.CodeBadUserInput {
 			t.Errorf("cursor reused with %s: %v", name, err)
 		}
 	}
-	if _, err := w.f.db.AuditEvents(ctx, w.admin, ws2, f, ptr(2), cur); code(err) != store.CodeBadUserInput {
+	if _, err := w.f.db.AuditEvents(ctx, w.admin, ws2, f, auditPtr(2), cur); code(err) != store.CodeBadUserInput {
 		t.Errorf("cursor reused in another workspace: %v", err)
 	}
-	if _, err := w.f.db.UserAuditEvents(ctx, w.admin, w.admin.ID, ptr(2), cur); code(err) != store.CodeBadUserInput {
+	if _, err := w.f.db.UserAuditEvents(ctx, w.admin, w.admin.ID, auditPtr(2), cur); code(err) != store.CodeBadUserInput {
 		t.Errorf("cursor reused for account events: %v", err)
 	}
 	for _, junk := range []string{"x", "!!!", "eyJ0IjoiMjAyNi0wMS0wMVQwMDowMDowMFoiLCJpIjoibm9wZSJ9"} {
-		if _, err := w.f.db.AuditEvents(ctx, w.admin, w.ws, f, ptr(2), &junk); code(err) != store.CodeBadUserInput {
+		if _, err := w.f.db.AuditEvents(ctx, w.admin, w.ws, f, auditPtr(2), &junk); code(err) != store.CodeBadUserInput {
 			t.Errorf("cursor %q: %v", junk, err)
 		}
 	}
@@ -261,8 +261,8 @@ func TestAuditAccessRules(t *testing.T) {
 	ws := f.workspace(map[*store.User]store.Role{owner: store.RoleOwner, admin: store.RoleAdmin, member: store.RoleMember, viewer: store.RoleViewer})
 	// The stranger is the OWNER of another workspace: no path to ws from there.
 	other := f.workspace(map[*store.User]store.Role{stranger: store.RoleOwner, admin: store.RoleViewer})
-	f.append(ctx, wsEvent(ws, owner, "task.created", "1", nil), nil)
-	f.append(ctx, wsEvent(other, stranger, "task.created", "2", nil), nil)
+	f.append(ctx, auditWsEvent(ws, owner, "task.created", "1", nil), nil)
+	f.append(ctx, auditWsEvent(other, stranger, "task.created", "2", nil), nil)
 	type call func(u *store.User, ws string) error
 	calls := map[string]call{
 		"list": func(u *store.User, ws string) error {
@@ -314,9 +314,9 @@ func TestAuditPaginationDuringConcurrentInserts(t *testing.T) {
 	owner := f.user("Owner")
 	ws := f.workspace(map[*store.User]store.Role{owner: store.RoleOwner})
 	for i := range 45 {
-		f.append(ctx, wsEvent(ws, owner, "task.created", fmt.Sprint(i), nil), nil)
+		f.append(ctx, auditWsEvent(ws, owner, "task.created", fmt.Sprint(i), nil), nil)
 	}
-	before, err := f.db.AuditEvents(ctx, owner, ws, store.AuditFilter{}, ptr(100), nil)
+	before, err := f.db.AuditEvents(ctx, owner, ws, store.AuditFilter{}, auditPtr(100), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -332,7 +332,7 @@ func TestAuditPaginationDuringConcurrentInserts(t *testing.T) {
 					return
 				default:
 				}
-				if err := f.tryAppend(ctx, wsEvent(ws, owner, "task.updated", fmt.Sprint("new", g, i), nil), nil); err != nil {
+				if err := f.tryAppend(ctx, auditWsEvent(ws, owner, "task.updated", fmt.Sprint("new", g, i), nil), nil); err != nil {
 					t.Error(err)
 					return
 				}
@@ -342,7 +342,7 @@ func TestAuditPaginationDuringConcurrentInserts(t *testing.T) {
 	var got []*store.AuditEvent
 	var after *string
 	for {
-		c, err := f.db.AuditEvents(ctx, owner, ws, store.AuditFilter{Actions: []string{"task.created"}}, ptr(4), after)
+		c, err := f.db.AuditEvents(ctx, owner, ws, store.AuditFilter{Actions: []string{"task.created"}}, auditPtr(4), after)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -352,7 +352,7 @@ func TestAuditPaginationDuringConcurrentInserts(t *testing.T) {
 		}
 		after = c.PageInfo.EndCursor
 		// Let the writers get ahead between pages.
-		f.append(ctx, wsEvent(ws, owner, "task.updated", "between", nil), nil)
+		f.append(ctx, auditWsEvent(ws, owner, "task.updated", "between", nil), nil)
 	}
 	close(stop)
 	wg.Wait()
@@ -389,7 +389,7 @@ func TestUserAuditEvents(t *testing.T) {
 	f.append(ctx, audit.Event{Action: "user.login_failed", EntityID: alice.ID}, nil)
 	f.append(ctx, audit.Event{ActorID: &bob.ID, Action: "user.registered", EntityID: bob.ID}, nil)
 	f.append(ctx, audit.Event{Action: "user.login_failed", Metadata: map[string]any{"reason": "unknown e-mail"}}, nil)
-	f.append(ctx, wsEvent(ws, alice, "workspace.created", ws, nil), nil)
+	f.append(ctx, auditWsEvent(ws, alice, "workspace.created", ws, nil), nil)
 	c, err := f.db.UserAuditEvents(ctx, alice, alice.ID, nil, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -405,15 +405,15 @@ func TestUserAuditEvents(t *testing.T) {
 		t.Fatalf("alice's events: %v", actions)
 	}
 	// Paging works and is bound to the account.
-	p1, err := f.db.UserAuditEvents(ctx, alice, alice.ID, ptr(2), nil)
+	p1, err := f.db.UserAuditEvents(ctx, alice, alice.ID, auditPtr(2), nil)
 	if err != nil || !p1.PageInfo.HasNextPage {
 		t.Fatal(err)
 	}
-	p2, err := f.db.UserAuditEvents(ctx, alice, alice.ID, ptr(2), p1.PageInfo.EndCursor)
+	p2, err := f.db.UserAuditEvents(ctx, alice, alice.ID, auditPtr(2), p1.PageInfo.EndCursor)
 	if err != nil || len(p2.Edges) != 1 || p2.Edges[0].Node.Action != "user.registered" || p2.PageInfo.HasNextPage {
 		t.Fatalf("page 2 = %+v, %v", p2, err)
 	}
-	if _, err := f.db.UserAuditEvents(ctx, bob, bob.ID, ptr(2), p1.PageInfo.EndCursor); store.ErrorCode(err) != store.CodeBadUserInput {
+	if _, err := f.db.UserAuditEvents(ctx, bob, bob.ID, auditPtr(2), p1.PageInfo.EndCursor); store.ErrorCode(err) != store.CodeBadUserInput {
 		t.Errorf("alice's cursor on bob's events: %v", err)
 	}
 	for _, viewer := range []*store.User{bob, nil} {

@@ -121,9 +121,9 @@ func (f *auditFixture) chainIDs(chain string) []string {
 	return ids
 }
 
-func ptr[T any](v T) *T { return &v }
+func auditPtr[T any](v T) *T { return &v }
 
-func wsEvent(ws string, actor *store.User, action, entity string, meta map[string]any) audit.Event {
+func auditWsEvent(ws string, actor *store.User, action, entity string, meta map[string]any) audit.Event {
 	var a *string
 	if actor != nil {
 		a = &actor.ID
@@ -149,7 +149,7 @@ func TestAuditMetadataRoundTripVerifies(t *testing.T) {
 		{"nul": "a\x00b", "k\x00": 1},
 	}
 	for i, m := range metas {
-		f.append(ctx, wsEvent(ws, owner, "task.updated", fmt.Sprint("e", i), m), nil)
+		f.append(ctx, auditWsEvent(ws, owner, "task.updated", fmt.Sprint("e", i), m), nil)
 	}
 	v, err := f.db.VerifyChain(ctx, ws)
 	if err != nil {
@@ -158,7 +158,7 @@ func TestAuditMetadataRoundTripVerifies(t *testing.T) {
 	if !v.Valid || v.CheckedEvents != len(metas) || v.FirstInvalidEventID != nil || v.HeadHash == nil {
 		t.Fatalf("verify = %+v", v)
 	}
-	page, err := f.db.AuditEvents(ctx, owner, ws, store.AuditFilter{}, ptr(100), nil)
+	page, err := f.db.AuditEvents(ctx, owner, ws, store.AuditFilter{}, auditPtr(100), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -203,7 +203,7 @@ func TestAuditChainOrderUnderConcurrency(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs <- f.tryAppend(ctx, wsEvent(ws, owner, "task.created", fmt.Sprint(i), nil), clock)
+			errs <- f.tryAppend(ctx, auditWsEvent(ws, owner, "task.created", fmt.Sprint(i), nil), clock)
 		}()
 	}
 	wg.Wait()
@@ -248,10 +248,10 @@ func TestAuditRolledBackAppendLeavesNothing(t *testing.T) {
 	owner := f.user("Owner")
 	ws := f.workspace(map[*store.User]store.Role{owner: store.RoleOwner})
 	ctx := context.Background()
-	f.append(ctx, wsEvent(ws, owner, "task.created", "1", nil), nil)
+	f.append(ctx, auditWsEvent(ws, owner, "task.created", "1", nil), nil)
 	boom := fmt.Errorf("refused")
 	err := f.db.WithTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
-		if err := store.AppendAudit(ctx, f.db, tx, wsEvent(ws, owner, "task.created", "2", nil)); err != nil {
+		if err := store.AppendAudit(ctx, f.db, tx, auditWsEvent(ws, owner, "task.created", "2", nil)); err != nil {
 			return err
 		}
 		return boom
@@ -262,7 +262,7 @@ func TestAuditRolledBackAppendLeavesNothing(t *testing.T) {
 	if ids := f.chainIDs(ws); len(ids) != 1 {
 		t.Fatalf("%d events after a rolled-back append", len(ids))
 	}
-	f.append(ctx, wsEvent(ws, owner, "task.created", "3", nil), nil)
+	f.append(ctx, auditWsEvent(ws, owner, "task.created", "3", nil), nil)
 	if v, err := f.db.VerifyChain(ctx, ws); err != nil || !v.Valid || v.CheckedEvents != 2 {
 		t.Fatalf("verify = %+v, %v", v, err)
 	}
@@ -276,7 +276,7 @@ func TestAuditAppendOnlyForServerRole(t *testing.T) {
 	owner := f.user("Owner")
 	ws := f.workspace(map[*store.User]store.Role{owner: store.RoleOwner})
 	ctx := context.Background()
-	f.append(ctx, wsEvent(ws, owner, "task.created", "1", nil), nil)
+	f.append(ctx, auditWsEvent(ws, owner, "task.created", "1", nil), nil)
 	var part string
 	if err := f.db.Pool.QueryRow(ctx, `SELECT tableoid::regclass::text FROM audit_events LIMIT 1`).Scan(&part); err != nil {
 		t.Fatal(err)
@@ -326,7 +326,7 @@ func TestAuditTamperDetected(t *testing.T) {
 		owner := f.user("Owner")
 		ws := f.workspace(map[*store.User]store.Role{owner: store.RoleOwner})
 		for i := range 5 {
-			f.append(ctx, wsEvent(ws, owner, "task.created", fmt.Sprint(i), map[string]any{"title": fmt.Sprint("t", i)}), nil)
+			f.append(ctx, auditWsEvent(ws, owner, "task.created", fmt.Sprint(i), map[string]any{"title": fmt.Sprint("t", i)}), nil)
 		}
 		ids := f.chainIDs(ws)
 		if v, err := f.db.VerifyChain(ctx, ws); err != nil || !v.Valid || v.CheckedEvents != 5 {
@@ -393,10 +393,10 @@ func TestAuditRetentionDropsOldPartitions(t *testing.T) {
 	}
 	for i := range 3 {
 		at := old.Add(time.Duration(i) * time.Hour)
-		f.append(ctx, wsEvent(ws, owner, "task.created", fmt.Sprint("old", i), nil), func() time.Time { return at })
+		f.append(ctx, auditWsEvent(ws, owner, "task.created", fmt.Sprint("old", i), nil), func() time.Time { return at })
 	}
 	for i := range 2 {
-		f.append(ctx, wsEvent(ws, owner, "task.created", fmt.Sprint("new", i), nil), nil)
+		f.append(ctx, auditWsEvent(ws, owner, "task.created", fmt.Sprint("new", i), nil), nil)
 	}
 	var oldPart string
 	if err := f.db.Pool.QueryRow(ctx, `SELECT DISTINCT tableoid::regclass::text FROM audit_events WHERE entity_id = 'old0'`).Scan(&oldPart); err != nil {
@@ -435,7 +435,7 @@ func TestAuditRetentionDropsOldPartitions(t *testing.T) {
 	if dropped, err := f.db.DropExpiredAuditPartitions(ctx, 24*time.Hour, time.Now()); err != nil || len(dropped) != 0 {
 		t.Fatalf("dropped current partitions: %v, %v", dropped, err)
 	}
-	f.append(ctx, wsEvent(ws, owner, "task.created", "after", nil), nil)
+	f.append(ctx, auditWsEvent(ws, owner, "task.created", "after", nil), nil)
 	if v, err := f.db.VerifyChain(ctx, ws); err != nil || !v.Valid || v.CheckedEvents != 3 {
 		t.Fatalf("verify = %+v, %v", v, err)
 	}

@@ -42,13 +42,13 @@ func (db *DB) VerifyChain(ctx context.Context, chainKey string) (*AuditVerificat
 		err := tx.QueryRow(ctx, `SELECT head_hash, event_id, events FROM audit_chain_heads WHERE chain_key = $1`, chainKey).
 			Scan(&head.hash, &head.id, &head.events)
 		hasHead := err == nil
-		if err != nil && !errNoRows(err) {
+		if err != nil && !auditNoRows(err) {
 			return err
 		}
 		var expected []byte
 		var dropped int64
 		err = tx.QueryRow(ctx, `SELECT hash, events FROM audit_chain_anchors WHERE chain_key = $1`, chainKey).Scan(&expected, &dropped)
-		if err != nil && !errNoRows(err) {
+		if err != nil && !auditNoRows(err) {
 			return err
 		}
 		invalid := func(id string) {
