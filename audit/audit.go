@@ -400,28 +400,3 @@ func canonicalNumber(s string) (string, error) {
 	}
 	return out, nil
 }
-
-// ParseRetention parses AUDIT_RETENTION: "" (the default), "forever" or "0" keep
-// events forever (0); otherwise a positive Go duration ("2160h") or a whole
-// number of days, weeks or years ("90d", "12w", "1y", a year being 365 days).
-func ParseRetention(s string) (time.Duration, error) {
-	s = strings.TrimSpace(strings.ToLower(s))
-	if s == "" || s == "forever" || s == "0" {
-		return 0, nil
-	}
-	units := map[string]time.Duration{"d": 24 * time.Hour, "w": 7 * 24 * time.Hour, "y": 365 * 24 * time.Hour}
-	for suffix, unit := range units {
-		if n, ok := strings.CutSuffix(s, suffix); ok {
-			v, err := strconv.Atoi(n)
-			if err != nil || v <= 0 {
-				break
-			}
-			return time.Duration(v) * unit, nil
-		}
-	}
-	d, err := time.ParseDuration(s)
-	if err != nil || d <= 0 {
-		return 0, fmt.Errorf("AUDIT_RETENTION: %q is not forever, a positive duration or a number of days (90d), weeks (12w) or years (1y)", s)
-	}
-	return d, nil
-}

@@ -253,21 +253,3 @@ func TestEventChainKey(t *testing.T) {
 		t.Error("EntityType")
 	}
 }
-
-func TestParseRetention(t *testing.T) {
-	t.Parallel()
-	day := 24 * time.Hour
-	for in, want := range map[string]time.Duration{
-		"": 0, "forever": 0, " Forever ": 0, "0": 0, "90d": 90 * day, "2w": 14 * day, "1y": 365 * day, "2160h": 2160 * time.Hour,
-	} {
-		got, err := ParseRetention(in)
-		if err != nil || got != want {
-			t.Errorf("ParseRetention(%q) = %v, %v; want %v", in, got, err, want)
-		}
-	}
-	for _, bad := range []string{"-1h", "abc", "0d", "-3d", "1.5d", "never"} {
-		if _, err := ParseRetention(bad); err == nil {
-			t.Errorf("ParseRetention(%q) accepted", bad)
-		}
-	}
-}
