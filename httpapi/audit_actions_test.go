@@ -231,3 +231,118 @@ func TestAuditEveryAccountAndProjectAction(t *testing.T) {
 		t.Errorf("me.auditEvents: %s", res.Raw)
 	}
 }
+
+// Every task and comment action of the contract writes exactly one event with
+// its context and the right metadata; a refused or failed change writes none,
+// including one that fails in the database after the checks passed.
+func TestAuditEveryTaskAndCommentAction(t *testing.T) {
+	t.Parallel()
+	env := apitest.New(t)
+	alice := env.SignUp(t, "Alice")
+	bob, carol, dave := env.NewUser(t, "Bob"), env.NewUser(t, "Carol"), env.NewUser(t, "Dave")
+	post := func(token, q string, vars map[string]any, v any) {
+		t.Helper()
+		res := env.Post(t, token, q, vars)
+		if res.Code() != "" {
+			t.Fatalf("%s", res.Raw)
+		}
+		if v != nil {
+			if err := json.Unmarshal(res.Body.Data, v); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	var w struct{ CreateWorkspace struct{ ID string } }
+	post(alice.Token, `mutation { createWorkspace(input: {name: "Acme"}) { id } }`, nil, &w)
+	ws := w.CreateWorkspace.ID
+	for u, role := range map[apitest.User]string{bob: "MEMBER", carol: "VIEWER"} {
+		post(alice.Token, `mutation($ws: ID!, $e: String!, $r: Role!) { addMember(workspaceId: $ws, email: $e, role: $r) { role } }`,
+			map[string]any{"ws": ws, "e": u.Email, "r": role}, nil)
+	}
+	var p struct{ CreateProject struct{ ID string } }
+	post(bob.Token, `mutation($ws: ID!) { createProject(input: {workspaceId: $ws, name: "P"}) { id } }`, map[string]any{"ws": ws}, &p)
+	proj := p.CreateProject.ID
+
+	create := `mutation($in: CreateTaskInput!) { createTask(input: $in) { id } }`
+	res, evs := auditActionCall(t, env, bob.Token, create, map[string]any{"in": map[string]any{"projectId": proj, "title": "Ship it",
+		"description": "soon", "priority": "HIGH", "assigneeId": bob.ID, "dueDate": "2026-12-24T10:00:00+01:00"}})
+	var tk struct{ CreateTask struct{ ID string } }
+	if err := json.Unmarshal(res.Body.Data, &tk); err != nil {
+		t.Fatalf("%s", res.Raw)
+	}
+	task := tk.CreateTask.ID
+	e := auditOne(t, res, evs, "task.created", task, &bob.ID, &ws)
+	if e.Metadata["title"] != "Ship it" || e.Metadata["priority"] != "HIGH" || e.Metadata["assigneeId"] != bob.ID ||
+		e.Metadata["dueDate"] != "2026-12-24T09:00:00Z" || e.Metadata["projectId"] != proj {
+		t.Errorf("task.created metadata = %v", e.Metadata)
+	}
+	res, evs = auditActionCall(t, env, carol.Token, create, map[string]any{"in": map[string]any{"projectId": proj, "title": "x"}})
+	auditNone(t, "viewer creates a task", res, evs, "FORBIDDEN")
+	res, evs = auditActionCall(t, env, bob.Token, create, map[string]any{"in": map[string]any{"projectId": proj, "title": ""}})
+	auditNone(t, "empty title", res, evs, "BAD_USER_INPUT")
+	res, evs = auditActionCall(t, env, dave.Token, create, map[string]any{"in": map[string]any{"projectId": proj, "title": "x"}})
+	auditNone(t, "stranger creates a task", res, evs, "NOT_FOUND")
+
+	update := `mutation($id: ID!, $in: UpdateTaskInput!) { updateTask(id: $id, input: $in) { id } }`
+	res, evs = auditActionCall(t, env, bob.Token, update, map[string]any{"id": task, "in": map[string]any{"status": "IN_PROGRESS", "title": "Ship it now", "priority": "HIGH"}})
+	e = auditOne(t, res, evs, "task.updated", task, &bob.ID, &ws)
+	ch, _ := e.Metadata["changes"].(map[string]any)
+	if len(ch) != 2 || fmt.Sprint(ch["status"]) != "map[from:TODO to:IN_PROGRESS]" || fmt.Sprint(ch["title"]) != "map[from:Ship it to:Ship it now]" {
+		t.Errorf("task.updated changes = %v", e.Metadata)
+	}
+	res, evs = auditActionCall(t, env, carol.Token, update, map[string]any{"id": task, "in": map[string]any{"title": "x"}})
+	auditNone(t, "viewer updates a task", res, evs, "FORBIDDEN")
+	res, evs = auditActionCall(t, env, bob.Token, update, map[string]any{"id": task, "in": map[string]any{"assigneeId": dave.ID}})
+	auditNone(t, "assign a non-member", res, evs, "BAD_USER_INPUT")
+
+	add := `mutation($t: ID!, $b: String!) { addComment(taskId: $t, body: $b) { id } }`
+	res, evs = auditActionCall(t, env, bob.Token, add, map[string]any{"t": task, "b": "first!"})
+	var c struct{ AddComment struct{ ID string } }
+	if err := json.Unmarshal(res.Body.Data, &c); err != nil {
+		t.Fatalf("%s", res.Raw)
+	}
+	comment := c.AddComment.ID
+	e = auditOne(t, res, evs, "comment.created", comment, &bob.ID, &ws)
+	if e.Metadata["body"] != "first!" || e.Metadata["taskId"] != task || e.Metadata["authorId"] != bob.ID {
+		t.Errorf("comment.created metadata = %v", e.Metadata)
+	}
+	res, evs = auditActionCall(t, env, carol.Token, add, map[string]any{"t": task, "b": "viewer"})
+	auditNone(t, "viewer comments", res, evs, "FORBIDDEN")
+
+	upd := `mutation($id: ID!, $b: String!) { updateComment(id: $id, body: $b) { id } }`
+	res, evs = auditActionCall(t, env, bob.Token, upd, map[string]any{"id": comment, "b": "edited"})
+	e = auditOne(t, res, evs, "comment.updated", comment, &bob.ID, &ws)
+	if ch, _ := e.Metadata["changes"].(map[string]any); fmt.Sprint(ch["body"]) != "map[from:first! to:edited]" {
+		t.Errorf("comment.updated metadata = %v", e.Metadata)
+	}
+	res, evs = auditActionCall(t, env, carol.Token, upd, map[string]any{"id": comment, "b": "not mine"})
+	auditNone(t, "viewer edits another's comment", res, evs, "FORBIDDEN")
+	res, evs = auditActionCall(t, env, dave.Token, upd, map[string]any{"id": comment, "b": "stranger"})
+	auditNone(t, "stranger edits a comment", res, evs, "NOT_FOUND")
+
+	res, evs = auditActionCall(t, env, carol.Token, `mutation($id: ID!) { deleteComment(id: $id) }`, map[string]any{"id": comment})
+	auditNone(t, "viewer deletes a comment", res, evs, "FORBIDDEN")
+	res, evs = auditActionCall(t, env, alice.Token, `mutation($id: ID!) { deleteComment(id: $id) }`, map[string]any{"id": comment})
+	e = auditOne(t, res, evs, "comment.deleted", comment, &alice.ID, &ws)
+	if e.Metadata["body"] != "edited" {
+		t.Errorf("comment.deleted metadata = %v", e.Metadata)
+	}
+	res, evs = auditActionCall(t, env, alice.Token, `mutation($id: ID!) { deleteComment(id: $id) }`, map[string]any{"id": comment})
+	auditNone(t, "delete a deleted comment", res, evs, "NOT_FOUND")
+
+	res, evs = auditActionCall(t, env, carol.Token, `mutation($id: ID!) { deleteTask(id: $id) }`, map[string]any{"id": task})
+	auditNone(t, "viewer deletes a task", res, evs, "FORBIDDEN")
+	res, evs = auditActionCall(t, env, bob.Token, `mutation($id: ID!) { deleteTask(id: $id) }`, map[string]any{"id": task})
+	e = auditOne(t, res, evs, "task.deleted", task, &bob.ID, &ws)
+	if e.Metadata["title"] != "Ship it now" || e.Metadata["status"] != "IN_PROGRESS" {
+		t.Errorf("task.deleted metadata = %v", e.Metadata)
+	}
+
+	// workspace.created, 2 member.added, project.created and the 6 events above.
+	res = env.Post(t, alice.Token, `query($ws: ID!) { verifyAuditLog(workspaceId: $ws) { valid checkedEvents }
+		auditEvents(workspaceId: $ws, filter: {actions: ["task.*", "comment.*"]}) { nodes { action } } }`, map[string]any{"ws": ws})
+	if !strings.Contains(string(res.Raw), `{"valid":true,"checkedEvents":10}`) ||
+		!strings.Contains(string(res.Raw), `[{"action":"task.deleted"},{"action":"comment.deleted"},{"action":"comment.updated"},{"action":"comment.created"},{"action":"task.updated"},{"action":"task.created"}]`) {
+		t.Errorf("log: %s", res.Raw)
+	}
+}
