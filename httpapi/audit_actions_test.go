@@ -346,3 +346,44 @@ func TestAuditEveryTaskAndCommentAction(t *testing.T) {
 		t.Errorf("log: %s", res.Raw)
 	}
 }
+
+// A replayed idempotent mutation adds no event; a key reused for other
+// arguments is refused and adds none either; a fresh key runs and adds one.
+func TestAuditIdempotentReplayAddsNoEvent(t *testing.T) {
+	t.Parallel()
+	env := apitest.New(t)
+	alice := env.SignUp(t, "Alice")
+	var w struct{ CreateWorkspace struct{ ID string } }
+	res := env.Post(t, alice.Token, `mutation { createWorkspace(input: {name: "Acme"}) { id } }`, nil)
+	if err := json.Unmarshal(res.Body.Data, &w); err != nil || res.Code() != "" {
+		t.Fatalf("%s", res.Raw)
+	}
+	ws := w.CreateWorkspace.ID
+	create := `mutation($ws: ID!, $name: String!, $key: String) { createProject(input: {workspaceId: $ws, name: $name}, idempotencyKey: $key) { id } }`
+	vars := map[string]any{"ws": ws, "name": "Roadmap", "key": "audit-replay-1"}
+	res, evs := auditActionCall(t, env, alice.Token, create, vars)
+	var p struct{ CreateProject struct{ ID string } }
+	if err := json.Unmarshal(res.Body.Data, &p); err != nil {
+		t.Fatalf("%s", res.Raw)
+	}
+	auditOne(t, res, evs, "project.created", p.CreateProject.ID, &alice.ID, &ws)
+	for range 2 {
+		res, evs = auditActionCall(t, env, alice.Token, create, vars)
+		if res.Code() != "" || res.Header.Get("Idempotent-Replayed") != "true" || !strings.Contains(string(res.Raw), p.CreateProject.ID) {
+			t.Fatalf("replay: %s %v", res.Raw, res.Header)
+		}
+		if len(evs) != 0 {
+			t.Fatalf("a replay wrote events: %+v", evs)
+		}
+	}
+	res, evs = auditActionCall(t, env, alice.Token, create, map[string]any{"ws": ws, "name": "Other", "key": "audit-replay-1"})
+	auditNone(t, "key reused with other arguments", res, evs, "IDEMPOTENCY_KEY_REUSED")
+	res, evs = auditActionCall(t, env, alice.Token, create, map[string]any{"ws": ws, "name": "Other", "key": "audit-replay-2"})
+	if len(evs) != 1 || res.Code() != "" {
+		t.Fatalf("fresh key: %s, %d events", res.Raw, len(evs))
+	}
+	var n int
+	if err := env.DB.Pool.QueryRow(context.Background(), `SELECT count(*) FROM audit_events WHERE workspace_id = $1 AND action = 'project.created'`, ws).Scan(&n); err != nil || n != 2 {
+		t.Fatalf("%d project.created events, %v", n, err)
+	}
+}
