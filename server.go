@@ -78,6 +78,8 @@ func run(cfg Config, log *slog.Logger) error {
 		return err
 	}
 	defer db.Close()
+	// Partitions ahead and AUDIT_RETENTION, now and every few hours.
+	go db.RunAuditMaintenance(ctx, cfg.AuditRetention, 6*time.Hour)
 	log.Info("connected to Postgres; migrations applied", "postgres", describePostgres(conn))
 
 	rdb, deps := openRedis(ctx, cfg.RedisURL, log)

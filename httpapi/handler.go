@@ -98,6 +98,7 @@ func NewHandler(o Options) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/query", o.CORS.handler(auth.Middleware(o.DB, writeAuthError)(
 		resolvers.LoaderMiddleware(o.DB, idempotency.ResponseHeaders(gql)))))
+	mux.Handle("/audit/export", auth.Middleware(o.DB, writeAuthError)(auditExport(o.DB, o.Log)))
 	ops.routes(mux)
 	return requestContext(o.TrustedProxies, ops.wrap(mux))
 }

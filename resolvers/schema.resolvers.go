@@ -7,7 +7,6 @@ package resolvers
 
 import (
 	"context"
-	"fmt"
 	"taskflow/auth"
 	"taskflow/graph"
 	"taskflow/graph/model"
@@ -196,12 +195,12 @@ func (r *queryResolver) SearchTasks(ctx context.Context, workspaceID string, que
 
 // AuditEvents is the resolver for the auditEvents field.
 func (r *queryResolver) AuditEvents(ctx context.Context, workspaceID string, filter *model.AuditEventFilter, first *int, after *string) (*store.Connection[store.AuditEvent], error) {
-	panic(fmt.Errorf("not implemented: AuditEvents - auditEvents"))
+	return r.DB.AuditEvents(ctx, auth.UserFrom(ctx), workspaceID, auditFilter(filter), first, after)
 }
 
 // VerifyAuditLog is the resolver for the verifyAuditLog field.
 func (r *queryResolver) VerifyAuditLog(ctx context.Context, workspaceID string) (*store.AuditVerification, error) {
-	panic(fmt.Errorf("not implemented: VerifyAuditLog - verifyAuditLog"))
+	return r.DB.VerifyAuditLog(ctx, auth.UserFrom(ctx), workspaceID)
 }
 
 // RateLimit is the resolver for the rateLimit field.
