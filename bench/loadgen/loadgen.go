@@ -218,22 +218,29 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			sc, _ := ScenarioNamed(name)
 			fmt.Fprintf(cfg.Progress, "%s: limiter and idempotency off vs on\n", name)
 			c := Comparison{Scenario: name}
-			// Alternate halves (off, on, on, off) so that a change of machine
-			// load hits both alike.
-			half := cfg
-			half.Duration = cfg.Duration / 2
-			if half.Requests > 0 {
-				half.Requests = max(1, cfg.Requests/2)
+			// Alternate six rounds (off on on off off on) so that a change of
+			// machine load, or of the database as it grows, hits both alike.
+			round := cfg
+			round.Duration = cfg.Duration / 3
+			if round.Requests > 0 {
+				round.Requests = max(1, cfg.Requests/3)
 			}
 			run := func(url string) Stats {
-				return measure(ctx, half, func(ctx context.Context, i int) error {
+				return measure(ctx, round, func(ctx context.Context, i int) error {
 					return send(ctx, client, url, sc, fix, i)
 				})
 			}
-			c.Off = run(off.url)
-			c.On = run(on.url)
-			c.On = merge(c.On, run(on.url))
-			c.Off = merge(c.Off, run(off.url))
+			for _, isOn := range []bool{false, true, true, false, false, true} {
+				var s Stats
+				if isOn {
+					s = run(on.url)
+					c.On = merge(c.On, s)
+				} else {
+					s = run(off.url)
+					c.Off = merge(c.Off, s)
+				}
+				fmt.Fprintf(cfg.Progress, "  on=%v: %.0f rps\n", isOn, s.RPS)
+			}
 			rep.Comparisons = append(rep.Comparisons, c)
 		}
 	}

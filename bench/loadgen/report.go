@@ -34,7 +34,7 @@ func (r *Report) Markdown(w io.Writer) {
 			res.Raw.RPS, ms(res.Raw.P50), ms(res.Raw.P99), res.Ratio, target, passFail(res.Pass()))
 	}
 	if len(r.Comparisons) > 0 {
-		fmt.Fprintf(w, "\nRate limiter + idempotency, off vs on (same in-process server, alternating halves):\n\n")
+		fmt.Fprintf(w, "\nRate limiter + idempotency, off vs on (in-process servers on the same database, six alternating rounds):\n\n")
 		fmt.Fprintf(w, "| scenario | off rps | off p50 | off p99 | on rps | on p50 | on p99 | cost | target | pass |\n")
 		fmt.Fprintf(w, "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |\n")
 		for _, cmp := range r.Comparisons {
