@@ -108,14 +108,30 @@ func (r Result) Pass() bool {
 type Comparison struct {
 	Scenario string
 	Off, On  Stats
+	// OffRounds and OnRounds are the throughputs of the alternating rounds.
+	OffRounds, OnRounds []float64
 }
 
-// Cost is the throughput lost by turning them on, as a fraction of off.
+// Cost is the throughput lost by turning them on, as a fraction of off: from
+// the medians of the rounds, which a burst of load on the machine moves less
+// than it moves the totals.
 func (c Comparison) Cost() float64 {
-	if c.Off.RPS == 0 {
+	off, on := median(c.OffRounds), median(c.OnRounds)
+	if off == 0 {
 		return 0
 	}
-	return 1 - c.On.RPS/c.Off.RPS
+	return 1 - on/off
+}
+
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Sorted(slices.Values(xs))
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
 // Report is everything a run measured.
@@ -218,26 +234,29 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			sc, _ := ScenarioNamed(name)
 			fmt.Fprintf(cfg.Progress, "%s: limiter and idempotency off vs on\n", name)
 			c := Comparison{Scenario: name}
-			// Alternate six rounds (off on on off off on) so that a change of
-			// machine load, or of the database as it grows, hits both alike.
+			// Alternate eight rounds (off on on off on off off on) so that a
+			// change of machine load, or of the database as it grows, hits both
+			// alike.
 			round := cfg
-			round.Duration = cfg.Duration / 3
+			round.Duration = cfg.Duration / 4
 			if round.Requests > 0 {
-				round.Requests = max(1, cfg.Requests/3)
+				round.Requests = max(1, cfg.Requests/4)
 			}
 			run := func(url string) Stats {
 				return measure(ctx, round, func(ctx context.Context, i int) error {
 					return send(ctx, client, url, sc, fix, i)
 				})
 			}
-			for _, isOn := range []bool{false, true, true, false, false, true} {
+			for _, isOn := range []bool{false, true, true, false, true, false, false, true} {
 				var s Stats
 				if isOn {
 					s = run(on.url)
 					c.On = merge(c.On, s)
+					c.OnRounds = append(c.OnRounds, s.RPS)
 				} else {
 					s = run(off.url)
 					c.Off = merge(c.Off, s)
+					c.OffRounds = append(c.OffRounds, s.RPS)
 				}
 				fmt.Fprintf(cfg.Progress, "  on=%v: %.0f rps\n", isOn, s.RPS)
 			}
@@ -291,32 +310,29 @@ func selected(names []string) []Scenario {
 }
 
 // measure runs fn from cfg.Concurrency goroutines until cfg.Duration passed or
-// cfg.Requests were sent.
+// cfg.Requests were sent. Requests in flight at the deadline finish and count:
+// cutting them off would leave cancelled statements behind in Postgres (and
+// backends queued on a lock with nobody to answer) that slow the next run.
 func measure(ctx context.Context, cfg Config, fn func(ctx context.Context, i int) error) Stats {
-	ctx, cancel := context.WithTimeout(ctx, cfg.Duration)
-	defer cancel()
 	var next atomic.Int64
 	var mu sync.Mutex
 	var all []time.Duration
 	var errs int
 	var firstErr string
 	start := time.Now()
+	deadline := start.Add(cfg.Duration)
 	var wg sync.WaitGroup
 	for range cfg.Concurrency {
 		wg.Go(func() {
 			var lat []time.Duration
-			for ctx.Err() == nil {
+			for ctx.Err() == nil && time.Now().Before(deadline) {
 				i := int(next.Add(1)) - 1
 				if cfg.Requests > 0 && i >= cfg.Requests {
 					break
 				}
 				t0 := time.Now()
 				err := fn(ctx, i)
-				d := time.Since(t0)
-				if ctx.Err() != nil {
-					break // cut by the deadline: neither a result nor an error
-				}
-				lat = append(lat, d)
+				lat = append(lat, time.Since(t0))
 				if err != nil {
 					mu.Lock()
 					if errs == 0 {
@@ -349,8 +365,8 @@ func (s *Stats) finish(lat []time.Duration) {
 	s.P50, s.P95, s.P99 = pct(0.50), pct(0.95), pct(0.99)
 }
 
-// merge adds two halves of a run; percentiles are the request-weighted mean of
-// the halves' (close enough for a cost comparison).
+// merge adds two runs of one server; percentiles are the request-weighted mean of
+// the runs. (close enough for a cost comparison).
 func merge(a, b Stats) Stats {
 	if a.Requests == 0 {
 		return b
