@@ -366,7 +366,7 @@ func (s *Stats) finish(lat []time.Duration) {
 }
 
 // merge adds two runs of one server; percentiles are the request-weighted mean of
-// the runs. (close enough for a cost comparison).
+// the runs' (close enough for a cost comparison).
 func merge(a, b Stats) Stats {
 	if a.Requests == 0 {
 		return b
