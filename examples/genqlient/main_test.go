@@ -43,8 +43,8 @@ func TestRun(t *testing.T) {
 	if retryID != taskID {
 		t.Errorf("retry returned task %s, first call %s", retryID, taskID)
 	}
-	if got := facts["task:"][len(facts["task:"])-1]; got != `"")` {
-		t.Errorf("first createTask has Idempotent-Replayed %s, want none", got)
+	if got := facts["task:"][len(facts["task:"])-1]; got == `"true")` {
+		t.Errorf("first createTask has Idempotent-Replayed %s, want it not replayed", got)
 	}
 	if got := facts["retry:"][len(facts["retry:"])-1]; got != `"true")` {
 		t.Errorf("retried createTask has Idempotent-Replayed %s, want \"true\"", got)
