@@ -150,5 +150,13 @@ func run(ctx context.Context, baseURL string, out io.Writer) error {
 		}
 		after = page.AuditEvents.PageInfo.EndCursor
 	}
+
+	// Filters narrow the log: here the task events only (a prefix with *).
+	tasks, err := WorkspaceAuditEvents(ctx, client, ws.CreateWorkspace.Id,
+		&AuditEventFilter{Actions: []string{"task.*"}}, nil, nil)
+	if err != nil {
+		return fmt.Errorf("auditEvents task.*: %w", err)
+	}
+	fmt.Fprintf(out, "task-events: %d\n", len(tasks.AuditEvents.Nodes))
 	return nil
 }

@@ -33,7 +33,7 @@ func TestRun(t *testing.T) {
 		}
 		facts[w[0]] = w[1:]
 	}
-	for _, k := range []string{"user:", "workspace:", "project:", "task:", "retry:"} {
+	for _, k := range []string{"user:", "workspace:", "project:", "task:", "retry:", "task-events:"} {
 		if facts[k] == nil {
 			t.Fatalf("no %q line in the output", k)
 		}
@@ -51,6 +51,10 @@ func TestRun(t *testing.T) {
 	}
 	if got := strings.Join(facts["task:"][1:3], " "); got != "TODO MEDIUM" {
 		t.Errorf("task status and priority = %s, want the schema defaults TODO MEDIUM", got)
+	}
+
+	if got := facts["task-events:"][0]; got != "1" {
+		t.Errorf("auditEvents filtered on task.* gave %s events, want 1 (one task.created, none for the replay)", got)
 	}
 
 	ctx := t.Context()
