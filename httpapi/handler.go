@@ -17,6 +17,7 @@ import (
 	"taskflow/audit"
 	"taskflow/auth"
 	"taskflow/graph"
+	"taskflow/httpapi/playground"
 	"taskflow/resolvers"
 	"taskflow/store"
 )
@@ -45,6 +46,7 @@ func NewHandler(o Options) http.Handler {
 
 	mux := http.NewServeMux()
 	mux.Handle("/query", auth.Middleware(o.DB, writeAuthError)(resolvers.LoaderMiddleware(o.DB, gql)))
+	playground.New().Register(mux)
 	return requestContext(o.TrustedProxies, mux)
 }
 
