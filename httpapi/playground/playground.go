@@ -56,6 +56,7 @@ var pageTemplate = template.Must(template.New("page").Parse(`<!doctype html>
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <meta name="robots" content="noindex">
+<link rel="icon" href="data:,">
 <title>TaskFlow GraphQL playground</title>
 <link rel="stylesheet" href="{{.CSS}}">
 </head>

@@ -48,7 +48,8 @@ func get(t *testing.T, srv *httptest.Server, path string, headers ...string) (*h
 
 var (
 	scriptSrc = regexp.MustCompile(`<script[^>]*\ssrc="([^"]+)"`)
-	linkHref  = regexp.MustCompile(`<link[^>]*\shref="([^"]+)"`)
+	linkHref  = regexp.MustCompile(`<link rel="stylesheet"[^>]*\shref="([^"]+)"`)
+	anyURL    = regexp.MustCompile(`\s(?:src|href)="([^"]*)"`)
 	// cdn matches the hosts GraphiQL's own instructions load it from.
 	cdn = regexp.MustCompile(`(?i)unpkg\.com|jsdelivr|cdnjs|esm\.sh|esm\.run|skypack|googleapis|gstatic`)
 )
@@ -76,6 +77,11 @@ func TestPageLinksOnlyEmbeddedAssets(t *testing.T) {
 	}
 	if !strings.Contains(page, `id="graphiql"`) {
 		t.Errorf("page has no GraphiQL mount point:\n%s", page)
+	}
+	for _, m := range anyURL.FindAllStringSubmatch(page, -1) {
+		if !strings.HasPrefix(m[1], playground.AssetPrefix) && !strings.HasPrefix(m[1], "data:") {
+			t.Errorf("page references %q", m[1])
+		}
 	}
 	var urls []string
 	for _, m := range scriptSrc.FindAllStringSubmatch(page, -1) {

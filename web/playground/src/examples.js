@@ -16,12 +16,15 @@ const eventFields = `id
 
 export const examples = [
   {
-    query: `# Audit history of a workspace, newest first (OWNER and ADMIN only).
-#
-# 1. Sign in: open the Headers tab below and replace <paste your token>
-#    with the token that the register or login mutation returned.
-# 2. Find a workspace id with the "MyWorkspaces" tab and put it in Variables.
-# 3. Run (Ctrl-Enter). For the next page, set "after" to pageInfo.endCursor.
+    query: `# A workspace's audit history, newest
+# first (OWNER and ADMIN only).
+# 1. Sign in: in Headers below, replace
+#    <paste your token> with the token
+#    that register or login returned.
+# 2. Put a workspace id in Variables
+#    (tab MyWorkspaces lists yours).
+# 3. Run (Ctrl-Enter). Next page: set
+#    "after" to pageInfo.endCursor.
 query AuditEvents($workspaceId: ID!, $first: Int = 20, $after: String) {
   auditEvents(workspaceId: $workspaceId, first: $first, after: $after) {
     nodes {
@@ -38,11 +41,14 @@ query AuditEvents($workspaceId: ID!, $first: Int = 20, $after: String) {
 }`,
   },
   {
-    query: `# Filtered audit history. Filters combine with AND:
-#   actions     exact actions or a prefix with * ("task.*", "member.*")
-#   actorId     who did it;  entityType + entityId: one thing's history
-#   since       inclusive;   until: exclusive (RFC 3339 times)
-# A cursor only works with the workspace and filter it came from.
+    query: `# Filtered audit history. Filters
+# combine with AND:
+#   actions: exact, or prefix* (task.*)
+#   actorId: who did it
+#   entityType + entityId: one thing
+#   since (inclusive), until (exclusive)
+# A cursor works only with the workspace
+# and filter it came from.
 query FilteredAuditEvents($workspaceId: ID!, $filter: AuditEventFilter, $first: Int = 20, $after: String) {
   auditEvents(workspaceId: $workspaceId, filter: $filter, first: $first, after: $after) {
     edges {
@@ -66,8 +72,9 @@ query FilteredAuditEvents($workspaceId: ID!, $filter: AuditEventFilter, $first: 
 }`,
   },
   {
-    query: `# The history of one thing: every event of one entity (a task, a project,
-# a member's user id, ...), newest first.
+    query: `# The history of one thing (a task, a
+# project, a member's user id...),
+# newest first.
 query EntityHistory($workspaceId: ID!, $entityType: String!, $entityId: ID!, $after: String) {
   auditEvents(
     workspaceId: $workspaceId
@@ -87,8 +94,10 @@ query EntityHistory($workspaceId: ID!, $entityType: String!, $entityId: ID!, $af
 }`,
   },
   {
-    query: `# Who am I, my workspaces (their ids are what the audit tabs need), and my
-# own account events (sign-ins, failed logins), newest first.
+    query: `# Who am I, my workspaces (the audit
+# tabs need their ids), and my own
+# account events (sign-ins, failed
+# logins), newest first.
 query MyWorkspaces($after: String) {
   me {
     id
@@ -107,8 +116,9 @@ query MyWorkspaces($after: String) {
 }`,
   },
   {
-    query: `# Walk the workspace's audit hash chain and report the first event whose
-# hash does not match (OWNER and ADMIN only).
+    query: `# Check the workspace's audit hash
+# chain: the first event whose hash
+# does not match (OWNER, ADMIN only).
 query VerifyAuditLog($workspaceId: ID!) {
   verifyAuditLog(workspaceId: $workspaceId) {
     valid

@@ -19,7 +19,6 @@ function Playground() {
       defaultEditorToolsVisibility="headers"
       isHeadersEditorEnabled
       shouldPersistHeaders={false}
-      visiblePlugin="Documentation Explorer"
     >
       <GraphiQL.Logo>TaskFlow</GraphiQL.Logo>
     </GraphiQL>
@@ -27,3 +26,16 @@ function Playground() {
 }
 
 createRoot(document.getElementById('graphiql')).render(<Playground />);
+
+// Open the documentation explorer once, as a click on its sidebar button
+// does. (GraphiQL 4's visiblePlugin prop marks the plugin visible but leaves
+// its pane collapsed on first render.)
+function openDocs(framesLeft) {
+  const button = document.querySelector('.graphiql-sidebar button[aria-label="Show Documentation Explorer"]');
+  if (button) {
+    button.click();
+  } else if (framesLeft > 0) {
+    requestAnimationFrame(() => openDocs(framesLeft - 1));
+  }
+}
+openDocs(600);
