@@ -84,6 +84,8 @@ func TestPlaygroundInChromium(t *testing.T) {
 		t.Errorf("page errors %v, console errors %v", run.PageErrors, run.ConsoleErrors)
 	}
 	if len(run.Tabs) == 0 || !strings.Contains(run.Tabs[0], "AuditEvents") {
+		// The first example tab browses the audit log (its operation name
+		// is the tab's title).
 		t.Errorf("tabs = %q, want the auditEvents examples first", run.Tabs)
 	}
 	if !strings.Contains(run.HeadersBefore, "Authorization") || !strings.Contains(run.HeadersBefore, "<paste your token>") {

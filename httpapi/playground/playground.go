@@ -10,6 +10,7 @@ import (
 	"crypto/sha256"
 	"embed"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"html/template"
 	"io/fs"
@@ -43,6 +44,16 @@ type asset struct {
 	version     string
 }
 
+// Tab is an example tab the playground opens with (GraphiQL's defaultTabs).
+type Tab struct {
+	// Name is a title for the tab; GraphiQL shows the operation's name.
+	Name string `json:"name,omitempty"`
+	// Query is the GraphQL document, with its comments.
+	Query string `json:"query"`
+	// Variables is a JSON object of example variables, or "".
+	Variables string `json:"variables,omitempty"`
+}
+
 // Handler serves the playground page and its assets.
 type Handler struct {
 	page   []byte
@@ -62,22 +73,49 @@ var pageTemplate = template.Must(template.New("page").Parse(`<!doctype html>
 </head>
 <body>
 <div id="graphiql">Loading the TaskFlow playground…</div>
-<script src="{{.JS}}"></script>
+{{with .Tabs}}<script type="application/json" id="taskflow-tabs">{{.}}</script>
+{{end}}<script src="{{.JS}}"></script>
 </body>
 </html>
 `))
 
-// New returns the playground handler built from the embedded bundle. The
-// bundle is hashed once per process, however many handlers are
-// made.
-func New() *Handler { return built() }
+// New returns the playground handler built from the embedded bundle, opening
+// with the given example tabs (none: the bundle's own audit-history examples,
+// web/playground/src/examples.js). The bundle is hashed once per process,
+// however many handlers are made.
+func New(tabs ...Tab) *Handler {
+	h := &Handler{assets: embedded()}
+	data := map[string]any{"JS": h.URL("playground.js"), "CSS": h.URL("playground.css")}
+	if len(tabs) > 0 {
+		// json.Marshal escapes <, > and &, so no "</script>" can end the
+		// data block early.
+		b, err := json.Marshal(tabs)
+		if err != nil {
+			panic(err)
+		}
+		data["Tabs"] = template.JS(b)
+	}
+	var page bytes.Buffer
+	if err := pageTemplate.Execute(&page, data); err != nil {
+		panic(err)
+	}
+	h.page = page.Bytes()
+	sum := sha256.Sum256(h.page)
+	h.etag = `"` + hex.EncodeToString(sum[:8]) + `"`
+	return h
+}
 
-var built = sync.OnceValue(func() *Handler {
-	h := &Handler{assets: map[string]*asset{}}
+// embedded reads the bundle files once per process.
+var embedded = sync.OnceValue(func() map[string]*asset {
+	assets := map[string]*asset{}
 	for _, name := range []string{"playground.js", "playground.css"} {
 		body, err := fs.ReadFile(files, "assets/"+name)
 		if err != nil {
 			panic(fmt.Sprintf("playground: embedded %s missing: %v", name, err))
+		}
+		gzipped, err := fs.ReadFile(files, "assets/"+name+".gz")
+		if err != nil {
+			panic(fmt.Sprintf("playground: embedded %s.gz missing: %v", name, err))
 		}
 		sum := sha256.Sum256(body)
 		v := hex.EncodeToString(sum[:8])
@@ -85,25 +123,10 @@ var built = sync.OnceValue(func() *Handler {
 		if path.Ext(name) == ".css" {
 			ct = "text/css; charset=utf-8"
 		}
-		gzipped, err := fs.ReadFile(files, "assets/"+name+".gz")
-		if err != nil {
-			panic(fmt.Sprintf("playground: embedded %s.gz missing: %v", name, err))
-		}
-		h.assets[name] = &asset{name: name, contentType: ct, body: body, gzipped: gzipped,
+		assets[name] = &asset{name: name, contentType: ct, body: body, gzipped: gzipped,
 			etag: `"` + v + `"`, version: v}
 	}
-	var page bytes.Buffer
-	err := pageTemplate.Execute(&page, map[string]string{
-		"JS":  h.URL("playground.js"),
-		"CSS": h.URL("playground.css"),
-	})
-	if err != nil {
-		panic(err)
-	}
-	h.page = page.Bytes()
-	sum := sha256.Sum256(h.page)
-	h.etag = `"` + hex.EncodeToString(sum[:8]) + `"`
-	return h
+	return assets
 })
 
 // URL returns the versioned URL path of the named asset ("playground.js" or

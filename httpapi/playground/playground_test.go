@@ -3,6 +3,7 @@ package playground_test
 import (
 	"bytes"
 	"compress/gzip"
+	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -188,5 +189,41 @@ func TestUnknownPathsAreNotFound(t *testing.T) {
 	res.Body.Close()
 	if res.StatusCode != http.StatusMethodNotAllowed {
 		t.Errorf("POST / = %d, want 405", res.StatusCode)
+	}
+}
+
+// Example tabs given by the server reach the page as an inert JSON data block
+// that cannot end the script element early.
+func TestTabsDataBlock(t *testing.T) {
+	t.Parallel()
+	tabs := []playground.Tab{
+		{Name: "Recent", Query: "query Recent($workspaceId: ID!) { auditEvents(workspaceId: $workspaceId) { nodes { action } } }", Variables: `{"workspaceId": ""}`},
+		{Query: "# </script><script>alert(1)</script>\nquery Me { me { id } }"},
+	}
+	mux := http.NewServeMux()
+	playground.New(tabs...).Register(mux)
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	_, body := get(t, srv, "/")
+	page := string(body)
+	block := regexp.MustCompile(`(?s)<script type="application/json" id="taskflow-tabs">(.*?)</script>`).FindStringSubmatch(page)
+	if block == nil {
+		t.Fatalf("no tabs data block in:\n%s", page)
+	}
+	var got []playground.Tab
+	if err := json.Unmarshal([]byte(block[1]), &got); err != nil {
+		t.Fatalf("data block %q: %v", block[1], err)
+	}
+	if len(got) != 2 || got[0] != tabs[0] || got[1] != tabs[1] {
+		t.Errorf("data block holds %+v, want %+v", got, tabs)
+	}
+	if strings.Count(page, "<script") != 2 {
+		t.Errorf("page has %d script elements, want the data block and the bundle:\n%s", strings.Count(page, "<script"), page)
+	}
+
+	// Without tabs the page has no data block (the bundle's examples open).
+	_, body = get(t, newServer(t), "/")
+	if strings.Contains(string(body), "taskflow-tabs") {
+		t.Errorf("page without tabs has a data block:\n%s", body)
 	}
 }

@@ -8,7 +8,24 @@ import { defaultHeaders, makeFetcher } from './fetcher.js';
 
 const fetcher = makeFetcher('/query');
 
-const tabs = examples.map((tab) => ({ ...tab, headers: defaultHeaders }));
+// The server may hand the example tabs in a JSON data block (see
+// httpapi/playground.New); without one the bundle's own examples open.
+function serverTabs() {
+  const el = document.getElementById('taskflow-tabs');
+  if (!el) return null;
+  try {
+    const tabs = JSON.parse(el.textContent);
+    if (!Array.isArray(tabs) || tabs.length === 0) return null;
+    return tabs
+      .filter((t) => t && typeof t.query === 'string')
+      .map((t) => ({ query: t.query, variables: t.variables || undefined }));
+  } catch (err) {
+    console.warn('taskflow-tabs is not valid JSON; using the built-in examples', err);
+    return null;
+  }
+}
+
+const tabs = (serverTabs() ?? examples).map((tab) => ({ ...tab, headers: defaultHeaders }));
 
 function Playground() {
   return (
