@@ -1,7 +1,7 @@
 // playground.mjs drives TaskFlow's playground in Debian's Chromium with
-// playwright-core, the way an admin uses it: open the page, paste a token into
-// the Headers editor, fill in the variables of the first example tab
-// (auditEvents), run it, and read the result pane. It prints one JSON object
+// playwright-core, the way an admin uses it: open the page, open the first
+// example tab about the audit log (auditEvents), paste a token into its
+// Headers editor, fill in the workspace id, run it, and read the result pane. It prints one JSON object
 // on stdout; the assertions are made by the Go test (e2e/playground_test.go).
 //
 // usage: node playground.mjs <base url> <token> <workspace id> <screenshot.png>
@@ -58,6 +58,13 @@ try {
   await page.locator('.graphiql-container').waitFor();
   step('page loaded');
   out.tabs = await page.locator('.graphiql-tab').allInnerTexts();
+
+  // Open the first example tab that browses the audit log.
+  const auditTab = page.locator('.graphiql-tab', { hasText: 'Audit' }).first();
+  out.chosenTab = (await auditTab.innerText()).trim();
+  await auditTab.locator('.graphiql-tab-button').click();
+  await page.locator('.graphiql-tab[aria-selected="true"]', { hasText: out.chosenTab }).waitFor();
+  step(`tab ${out.chosenTab} opened`);
 
   // Editors are CodeMirror instances; an admin clicks into one, selects all
   // and pastes. insertText is a paste: no keystrokes for auto-closed brackets.

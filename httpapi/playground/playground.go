@@ -52,6 +52,9 @@ type Tab struct {
 	Query string `json:"query"`
 	// Variables is a JSON object of example variables, or "".
 	Variables string `json:"variables,omitempty"`
+	// Headers is a JSON object of the tab's request headers, or "" for the
+	// default: an Authorization header with a placeholder to replace.
+	Headers string `json:"headers,omitempty"`
 }
 
 // Handler serves the playground page and its assets.

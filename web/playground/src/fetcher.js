@@ -5,6 +5,15 @@ export const PLACEHOLDER = 'Bearer <paste your token>';
 
 export const defaultHeaders = JSON.stringify({ Authorization: PLACEHOLDER }, null, 2);
 
+// isPlaceholder tells an Authorization value that still asks for a token
+// ("Bearer <paste your token>", "Bearer PASTE_THE_TOKEN_HERE", "") from a
+// real one: TaskFlow's tokens are 43 characters of URL-safe base64, with no
+// "<", ">" or spaces and not all capitals.
+export function isPlaceholder(value) {
+  const token = String(value).trim().replace(/^bearer\b/i, '').trim();
+  return token === '' || /[<>\s]/.test(token) || /^PASTE_[A-Z_]*$/.test(token);
+}
+
 // makeFetcher returns GraphiQL's fetcher for the TaskFlow endpoint at url,
 // with one convenience: the header editor is per tab, so a tab (or the schema
 // introspection) whose Authorization header still holds the placeholder uses
@@ -17,7 +26,7 @@ export function makeFetcher(url) {
     const headers = { ...(opts.headers || {}) };
     const key = Object.keys(headers).find((k) => k.toLowerCase() === 'authorization');
     const value = key === undefined ? undefined : String(headers[key]).trim();
-    if (value === undefined || value === '' || value === PLACEHOLDER || value.includes('<paste')) {
+    if (value === undefined || isPlaceholder(value)) {
       if (key !== undefined) delete headers[key];
       if (lastAuthorization !== null) headers.Authorization = lastAuthorization;
     } else {

@@ -18,14 +18,14 @@ function serverTabs() {
     if (!Array.isArray(tabs) || tabs.length === 0) return null;
     return tabs
       .filter((t) => t && typeof t.query === 'string')
-      .map((t) => ({ query: t.query, variables: t.variables || undefined }));
+      .map((t) => ({ query: t.query, variables: t.variables || undefined, headers: t.headers || undefined }));
   } catch (err) {
     console.warn('taskflow-tabs is not valid JSON; using the built-in examples', err);
     return null;
   }
 }
 
-const tabs = (serverTabs() ?? examples).map((tab) => ({ ...tab, headers: defaultHeaders }));
+const tabs = (serverTabs() ?? examples).map((tab) => ({ ...tab, headers: tab.headers ?? defaultHeaders }));
 
 function Playground() {
   return (
