@@ -76,7 +76,8 @@ func (a Accounts) Register(ctx context.Context, email, password, name string) (*
 	return &store.AuthPayload{Token: token, User: u}, nil
 }
 
-// Login signs a user in with a new token and records user.logged_in. An unknown
+// Login signs a user in with a new token and records user.logged_in; a password
+// hash made with other parameters than the current ones is replaced. An unknown
 // e-mail and a wrong password both return store.ErrBadCredentials after the same
 // work (one argon2id verification and one user.login_failed event, written in a
 // transaction of its own so that it outlives the failed mutation).
@@ -101,8 +102,12 @@ func (a Accounts) Login(ctx context.Context, email, password string) (*store.Aut
 		}
 		return nil, store.ErrBadCredentials
 	}
+	rehash := ""
+	if NeedsRehash(u.PasswordHash, a.params()) {
+		rehash = HashPassword(password, a.params())
+	}
 	token := NewToken()
-	if err := a.DB.CreateSession(ctx, u, HashToken(token)); err != nil {
+	if err := a.DB.CreateSession(ctx, u, HashToken(token), rehash); err != nil {
 		return nil, err
 	}
 	return &store.AuthPayload{Token: token, User: u}, nil

@@ -86,3 +86,10 @@ func decodeHash(encoded string) (p PasswordParams, salt, key []byte, err error) 
 	p.SaltLen, p.KeyLen = len(salt), uint32(len(key))
 	return p, salt, key, nil
 }
+
+// NeedsRehash reports whether an encoded hash was made with parameters other than
+// p (or cannot be read), so that it should be replaced at the next sign-in.
+func NeedsRehash(encoded string, p PasswordParams) bool {
+	got, _, _, err := decodeHash(encoded)
+	return err != nil || got != p
+}

@@ -30,6 +30,15 @@ type accountLoaders struct {
 	members      *dataloadgen.Loader[string, []*store.Member]
 	projects     *dataloadgen.Loader[string, *store.Project]
 	workspacesOf *dataloadgen.Loader[string, []*store.Workspace]
+	projectLists *dataloadgen.Loader[projectListKey, *store.ProjectConnection]
+}
+
+// projectListKey names one page of a workspace's projects.
+type projectListKey struct {
+	WorkspaceID     string
+	IncludeArchived bool
+	First           int
+	After           string
 }
 
 // newAccountLoaders returns the account loaders of one request.
@@ -59,7 +68,40 @@ func newAccountLoaders(db *store.DB) *accountLoaders {
 			return db.WorkspacesOfUsers(ctx, l.viewerID(ctx), ids)
 		})
 	}, opts...)
+	l.projectLists = dataloadgen.NewLoader(func(ctx context.Context, keys []projectListKey) ([]*store.ProjectConnection, []error) {
+		return projectLists(ctx, db, l.viewerID(ctx), keys)
+	}, opts...)
 	return l
+}
+
+// projectLists fetches the pages of keys in one query: a NOT_FOUND error for a
+// workspace the viewer is not a member of, BAD_USER_INPUT for a bad page.
+func projectLists(ctx context.Context, db *store.DB, viewerID string, keys []projectListKey) ([]*store.ProjectConnection, []error) {
+	out := make([]*store.ProjectConnection, len(keys))
+	errs := make([]error, len(keys))
+	var lists []store.ProjectList
+	var at []int
+	for i, k := range keys {
+		page, err := store.NewPage(&k.First, k.First, &k.After, store.ProjectsScope(k.WorkspaceID, k.IncludeArchived))
+		if err != nil {
+			errs[i] = err
+			continue
+		}
+		lists = append(lists, store.ProjectList{WorkspaceID: k.WorkspaceID, IncludeArchived: k.IncludeArchived, Page: page})
+		at = append(at, i)
+	}
+	pages, err := db.ProjectLists(ctx, viewerID, lists)
+	for j, i := range at {
+		switch {
+		case err != nil:
+			errs[i] = err
+		case pages[j] == nil:
+			errs[i] = store.Errorf(store.CodeNotFound, "workspace not found")
+		default:
+			out[i] = pages[j]
+		}
+	}
+	return out, errs
 }
 
 // byKey runs fetch once and returns its values in the order of keys, with a
@@ -135,6 +177,7 @@ func (l *accountLoaders) ClearAccountCache() {
 	l.members.ClearAll()
 	l.projects.ClearAll()
 	l.workspacesOf.ClearAll()
+	l.projectLists.ClearAll()
 }
 
 // User returns the user with this id, or a NOT_FOUND error. Users are reached
@@ -178,3 +221,25 @@ func (l *accountLoaders) WorkspacesOf(ctx context.Context, userID string) ([]*st
 	}
 	return l.workspacesOf.Load(ctx, userID)
 }
+
+// Projects returns a page of a workspace's projects, newest first, without the
+// archived ones unless includeArchived. It returns BAD_USER_INPUT for first
+// outside 1..100 or a cursor of another list, and NOT_FOUND if the viewer is not
+// a member of the workspace. Pages of several workspaces are fetched together.
+func (l *accountLoaders) Projects(ctx context.Context, workspaceID string, includeArchived bool, first *int, after *string) (*store.ProjectConnection, error) {
+	if l.Viewer(ctx) == nil {
+		return nil, store.ErrUnauthenticated
+	}
+	page, err := store.NewPage(first, defaultPageSize, after, store.ProjectsScope(workspaceID, includeArchived))
+	if err != nil {
+		return nil, err
+	}
+	k := projectListKey{WorkspaceID: workspaceID, IncludeArchived: includeArchived, First: page.First}
+	if after != nil {
+		k.After = *after
+	}
+	return l.projectLists.Load(ctx, k)
+}
+
+// defaultPageSize is the first of a connection when the schema gives none.
+const defaultPageSize = 20

@@ -34,12 +34,7 @@ func (r *workspaceResolver) Members(ctx context.Context, obj *store.Workspace) (
 
 // Projects is the resolver for the projects field.
 func (r *workspaceResolver) Projects(ctx context.Context, obj *store.Workspace, includeArchived *bool, first *int, after *string) (*store.Connection[store.Project], error) {
-	archived := includeArchived != nil && *includeArchived
-	page, err := store.NewPage(first, 20, after, store.ProjectsScope(obj.ID, archived))
-	if err != nil {
-		return nil, err
-	}
-	return r.DB.Projects(ctx, r.loaders(ctx).Viewer(ctx), obj.ID, archived, page)
+	return r.loaders(ctx).Projects(ctx, obj.ID, includeArchived != nil && *includeArchived, first, after)
 }
 
 // Member returns graph.MemberResolver implementation.

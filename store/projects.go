@@ -62,28 +62,17 @@ func ProjectsScope(workspaceID string, includeArchived bool) string {
 // ProjectsScope(workspaceID, includeArchived). It returns UNAUTHENTICATED for no
 // viewer and NOT_FOUND if the viewer is not a member of the workspace.
 func (db *DB) Projects(ctx context.Context, viewer *User, workspaceID string, includeArchived bool, p Page) (*ProjectConnection, error) {
-	if _, err := db.requireRole(ctx, workspaceID, viewer, RoleViewer, "workspace", "read projects"); err != nil {
+	if viewer == nil {
+		return nil, ErrUnauthenticated
+	}
+	pages, err := db.ProjectLists(ctx, viewer.ID, []ProjectList{{WorkspaceID: workspaceID, IncludeArchived: includeArchived, Page: p}})
+	if err != nil {
 		return nil, err
 	}
-	args := []any{workspaceID, includeArchived, p.First + 1}
-	where := ``
-	if p.After != nil {
-		where = ` AND (p.created_at, p.id) < ($4, $5)`
-		args = append(args, p.After.At, p.After.ID)
+	if pages[0] == nil {
+		return nil, notFound("workspace")
 	}
-	rows, err := db.q(ctx).Query(ctx, `SELECT `+projectColumns+` FROM projects p
-		WHERE p.workspace_id = $1 AND ($2 OR p.archived_at IS NULL)`+where+`
-		ORDER BY p.created_at DESC, p.id DESC LIMIT $3`, args...)
-	if err != nil {
-		return nil, fmt.Errorf("projects: %w", err)
-	}
-	items, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (*Project, error) { return scanProject(r) })
-	if err != nil {
-		return nil, fmt.Errorf("projects: %w", err)
-	}
-	return connection(items, p, ProjectsScope(workspaceID, includeArchived), func(pr *Project) (time.Time, string) {
-		return pr.CreatedAt, pr.ID
-	}), nil
+	return pages[0], nil
 }
 
 // cleanDescription returns d, or nil when it is nil or only white space. It returns a
@@ -254,6 +243,95 @@ func (db *DB) ArchiveProject(ctx context.Context, actor *User, id string) (*Proj
 	})
 	if err != nil {
 		return nil, err
+	}
+	return out, nil
+}
+
+// ProjectList asks for one page of a workspace's projects (see Projects).
+type ProjectList struct {
+	WorkspaceID     string
+	IncludeArchived bool
+	// Page must come from NewPage with ProjectsScope(WorkspaceID, IncludeArchived).
+	Page Page
+}
+
+// endOfTime and lastID bound a keyset position that every row precedes: the
+// position of a page with no cursor.
+var (
+	endOfTime = time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC)
+	lastID    = "ffffffff-ffff-ffff-ffff-ffffffffffff"
+)
+
+// ProjectLists returns the pages of several project lists in one query, in the
+// order of lists. A list whose workspace viewerID is not a member of (or that
+// does not exist) gets a nil page.
+func (db *DB) ProjectLists(ctx context.Context, viewerID string, lists []ProjectList) ([]*ProjectConnection, error) {
+	out := make([]*ProjectConnection, len(lists))
+	if len(lists) == 0 || !validID(viewerID) {
+		return out, nil
+	}
+	var (
+		idx   []int32
+		ws    []string
+		incl  []bool
+		limit []int32
+		at    []time.Time
+		after []string
+	)
+	for i, l := range lists {
+		if !validID(l.WorkspaceID) {
+			continue
+		}
+		idx = append(idx, int32(i))
+		ws = append(ws, l.WorkspaceID)
+		incl = append(incl, l.IncludeArchived)
+		limit = append(limit, int32(l.Page.First+1))
+		if c := l.Page.After; c != nil {
+			at, after = append(at, c.At), append(after, c.ID)
+		} else {
+			at, after = append(at, endOfTime), append(after, lastID)
+		}
+	}
+	if len(idx) == 0 {
+		return out, nil
+	}
+	rows, err := db.q(ctx).Query(ctx, `SELECT k.i, p.id, p.workspace_id, p.name, p.description, p.archived_at, p.created_at, p.updated_at
+		FROM unnest($2::int[], $3::uuid[], $4::bool[], $5::int[], $6::timestamptz[], $7::uuid[]) AS k(i, ws, incl, lim, at, cid)
+		JOIN members v ON v.workspace_id = k.ws AND v.user_id = $1
+		LEFT JOIN LATERAL (SELECT `+projectColumns+` FROM projects p
+			WHERE p.workspace_id = k.ws AND (k.incl OR p.archived_at IS NULL) AND (p.created_at, p.id) < (k.at, k.cid)
+			ORDER BY p.created_at DESC, p.id DESC LIMIT k.lim) p ON true
+		ORDER BY k.i, p.created_at DESC, p.id DESC`, viewerID, idx, ws, incl, limit, at, after)
+	if err != nil {
+		return nil, fmt.Errorf("project lists: %w", err)
+	}
+	defer rows.Close()
+	items := make(map[int][]*Project, len(idx))
+	for rows.Next() {
+		var i int32
+		var id, wsID, name *string
+		var createdAt, updatedAt *time.Time
+		var p Project
+		if err := rows.Scan(&i, &id, &wsID, &name, &p.Description, &p.ArchivedAt, &createdAt, &updatedAt); err != nil {
+			return nil, fmt.Errorf("project lists: %w", err)
+		}
+		if _, ok := items[int(i)]; !ok {
+			items[int(i)] = []*Project{} // the viewer is a member: the list exists
+		}
+		if id == nil {
+			continue // a member's empty list
+		}
+		p.ID, p.WorkspaceID, p.Name, p.CreatedAt, p.UpdatedAt = *id, *wsID, *name, *createdAt, *updatedAt
+		items[int(i)] = append(items[int(i)], &p)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("project lists: %w", err)
+	}
+	for i, page := range items {
+		l := lists[i]
+		out[i] = connection(page, l.Page, ProjectsScope(l.WorkspaceID, l.IncludeArchived), func(pr *Project) (time.Time, string) {
+			return pr.CreatedAt, pr.ID
+		})
 	}
 	return out, nil
 }

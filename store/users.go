@@ -182,11 +182,17 @@ func (db *DB) CreateUser(ctx context.Context, email, name, passwordHash string, 
 }
 
 // CreateSession stores the hash of a new token for a user whose password was
-// just verified and records user.logged_in.
-func (db *DB) CreateSession(ctx context.Context, u *User, tokenHash []byte) error {
+// just verified and records user.logged_in. A non-empty newPasswordHash replaces
+// the stored password hash (a rehash with current parameters).
+func (db *DB) CreateSession(ctx context.Context, u *User, tokenHash []byte, newPasswordHash string) error {
 	return db.WithTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
 		if err := insertToken(ctx, tx, u.ID, tokenHash); err != nil {
 			return err
+		}
+		if newPasswordHash != "" {
+			if _, err := tx.Exec(ctx, `UPDATE users SET password_hash = $2 WHERE id = $1`, u.ID, newPasswordHash); err != nil {
+				return fmt.Errorf("rehash password: %w", err)
+			}
 		}
 		return db.appendAudit(ctx, tx, audit.Event{ActorID: &u.ID, Action: "user.logged_in", EntityID: u.ID,
 			Metadata: map[string]any{}})

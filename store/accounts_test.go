@@ -1,0 +1,121 @@
+package store_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"taskflow/store"
+	"taskflow/store/storetest"
+)
+
+func TestNormalizeEmail(t *testing.T) {
+	t.Parallel()
+	ok := map[string]string{
+		"  Alice@Example.COM ":  "alice@example.com",
+		"bob.smith+tag@ex.org":  "bob.smith+tag@ex.org",
+		"\tCAROL@EXAMPLE.COM\n": "carol@example.com",
+	}
+	for in, want := range ok {
+		got, err := store.NormalizeEmail(in)
+		if err != nil || got != want {
+			t.Errorf("NormalizeEmail(%q) = %q, %v; want %q", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"", " ", "alice", "alice@", "@example.com", "Alice <alice@example.com>",
+		"a b@example.com", strings.Repeat("a", 250) + "@example.com"} {
+		if _, err := store.NormalizeEmail(in); store.ErrorCode(err) != store.CodeBadUserInput {
+			t.Errorf("NormalizeEmail(%q): err %v, want BAD_USER_INPUT", in, err)
+		}
+	}
+}
+
+// mkUser inserts a user and returns it.
+func mkUser(t *testing.T, db *store.DB, email string) *store.User {
+	t.Helper()
+	var u store.User
+	if err := db.Pool.QueryRow(context.Background(), `INSERT INTO users (email, name, password_hash) VALUES ($1, 'n', 'x') RETURNING id, email`,
+		email).Scan(&u.ID, &u.Email); err != nil {
+		t.Fatal(err)
+	}
+	return &u
+}
+
+func TestAccountBatchReadsAreConfinedToTheViewer(t *testing.T) {
+	t.Parallel()
+	db := storetest.DB(t)
+	ctx := context.Background()
+	alice, bob := mkUser(t, db, "alice@example.com"), mkUser(t, db, "bob@example.com")
+	ws, err := db.CreateWorkspace(ctx, alice, "A")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := db.CreateProject(ctx, alice, ws.ID, "P", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Bob is not a member: nothing of the workspace is visible to him.
+	if m, err := db.WorkspacesByIDs(ctx, bob.ID, []string{ws.ID, "junk"}); err != nil || len(m) != 0 {
+		t.Fatalf("WorkspacesByIDs as a stranger = %v, %v", m, err)
+	}
+	if m, err := db.ProjectsByIDs(ctx, bob.ID, []string{p.ID}); err != nil || len(m) != 0 {
+		t.Fatalf("ProjectsByIDs as a stranger = %v, %v", m, err)
+	}
+	if m, err := db.MembersByWorkspaces(ctx, bob.ID, []string{ws.ID}); err != nil || len(m) != 0 {
+		t.Fatalf("MembersByWorkspaces as a stranger = %v, %v", m, err)
+	}
+	if m, err := db.WorkspacesOfUsers(ctx, bob.ID, []string{alice.ID}); err != nil || len(m) != 0 {
+		t.Fatalf("WorkspacesOfUsers as a stranger = %v, %v", m, err)
+	}
+	page, err := store.NewPage(nil, 20, nil, store.ProjectsScope(ws.ID, false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Projects(ctx, bob, ws.ID, false, page); store.ErrorCode(err) != store.CodeNotFound {
+		t.Fatalf("Projects as a stranger: %v, want NOT_FOUND", err)
+	}
+	// Alice sees them; malformed ids are ignored, not errors.
+	if m, err := db.WorkspacesByIDs(ctx, alice.ID, []string{ws.ID, "junk"}); err != nil || m[ws.ID] == nil || m[ws.ID].ViewerRole != store.RoleOwner {
+		t.Fatalf("WorkspacesByIDs as the owner = %v, %v", m, err)
+	}
+	if m, err := db.UsersByIDs(ctx, []string{alice.ID, bob.ID, "junk"}); err != nil || len(m) != 2 {
+		t.Fatalf("UsersByIDs = %v, %v", m, err)
+	}
+	lists, err := db.ProjectLists(ctx, alice.ID, []store.ProjectList{{WorkspaceID: ws.ID, Page: page}, {WorkspaceID: "junk", Page: page}})
+	if err != nil || lists[0] == nil || len(lists[0].Edges) != 1 || lists[1] != nil {
+		t.Fatalf("ProjectLists = %v, %v", lists, err)
+	}
+	// A member's empty list is an empty page, not a missing one.
+	empty, err := db.CreateWorkspace(ctx, alice, "Empty")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ep, _ := store.NewPage(nil, 20, nil, store.ProjectsScope(empty.ID, true))
+	lists, err = db.ProjectLists(ctx, alice.ID, []store.ProjectList{{WorkspaceID: empty.ID, IncludeArchived: true, Page: ep}})
+	if err != nil || lists[0] == nil || len(lists[0].Edges) != 0 || lists[0].PageInfo.HasNextPage {
+		t.Fatalf("empty list = %+v, %v", lists[0], err)
+	}
+}
+
+func TestRecordLoginFailureOutlivesTheUnitOfWork(t *testing.T) {
+	t.Parallel()
+	db := storetest.DB(t)
+	ctx := context.Background()
+	u := mkUser(t, db, "dana@example.com")
+	err := db.UnitOfWork(ctx, func(ctx context.Context) error {
+		if err := db.RecordLoginFailure(ctx, u, "wrong password"); err != nil {
+			return err
+		}
+		return store.ErrBadCredentials // the mutation fails: its transaction rolls back
+	})
+	if err != store.ErrBadCredentials {
+		t.Fatalf("err = %v", err)
+	}
+	var n int
+	if err := db.Pool.QueryRow(ctx, `SELECT count(*) FROM audit_events WHERE action = 'user.login_failed' AND entity_id = $1 AND actor_id::text = $1`, u.ID).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n != 1 {
+		t.Fatalf("%d login_failed events after the rollback, want 1", n)
+	}
+}
