@@ -1,57 +1,248 @@
-// Command taskflow is the TaskFlow GraphQL API server.
+// Command taskflow is the TaskFlow GraphQL API server. It reads its configuration
+// from the environment (see config.go and README.md), connects to Postgres and
+// applies the migrations, serves HTTP until SIGTERM or SIGINT, then finishes the
+// requests in flight and exits 0.
 package main
 
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"os/signal"
+	"path/filepath"
+	"slices"
+	"strings"
 	"syscall"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/redis/go-redis/v9"
 
 	"taskflow/httpapi"
 	"taskflow/store"
 )
 
+// postgresConnectTimeout bounds the first connection attempt at start.
+const postgresConnectTimeout = 10 * time.Second
+
 func main() {
-	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
+	cfg, err := loadConfig(os.Getenv)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "taskflow: %v\n", err)
+		os.Exit(1)
+	}
+	log := slog.New(httpapi.LogHandler(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: cfg.LogLevel})))
 	slog.SetDefault(log)
-	if err := run(log); err != nil {
-		log.Error("taskflow stopped", "err", err)
+	if err := run(cfg, log); err != nil {
+		var plain *startupError
+		if errors.As(err, &plain) {
+			log.Error("taskflow could not start", "err", plain.cause)
+			fmt.Fprint(os.Stderr, plain.advice)
+		} else {
+			log.Error("taskflow stopped", "err", err)
+		}
 		os.Exit(1)
 	}
 }
 
-// run starts the server and blocks until SIGTERM or SIGINT.
-func run(log *slog.Logger) error {
+// startupError is a failure at start that comes with advice for a human.
+type startupError struct {
+	cause  error
+	advice string
+}
+
+// Error returns the advice.
+func (e *startupError) Error() string { return e.advice }
+
+// run starts the server and blocks until SIGTERM or SIGINT, then shuts down
+// gracefully: it stops accepting connections, waits for the requests in flight
+// (at most cfg.ShutdownTimeout) and returns nil.
+func run(cfg Config, log *slog.Logger) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	addr := os.Getenv("HTTP_ADDR")
-	if addr == "" {
-		addr = ":8080"
+
+	conn, source := connString(cfg.DatabaseURL, os.Getenv)
+	if err := probePostgres(ctx, conn); err != nil {
+		return &startupError{cause: err, advice: postgresAdvice(conn, source, err)}
 	}
-	db, err := store.Open(ctx, os.Getenv("DATABASE_URL"), log)
+	db, err := store.Open(ctx, conn, log)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	proxies, err := httpapi.ParseProxies(os.Getenv("TRUSTED_PROXIES"))
+	log.Info("connected to Postgres; migrations applied", "postgres", describePostgres(conn))
+
+	rdb, deps := openRedis(ctx, cfg.RedisURL, log)
+	if rdb != nil {
+		defer rdb.Close()
+	}
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+
+	h := httpapi.NewHandler(httpapi.Options{
+		DB:             db,
+		Log:            log,
+		TrustedProxies: cfg.TrustedProxies,
+		Registry:       reg,
+		CORS:           cfg.CORS,
+		Dependencies:   deps,
+	})
+	srv := &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      60 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	ln, err := net.Listen("tcp", cfg.HTTPAddr)
+	if err != nil {
+		return fmt.Errorf("listen on %s (set HTTP_ADDR to another address?): %w", cfg.HTTPAddr, err)
+	}
+	log.Info("listening", "addr", ln.Addr().String(), "playground", "http://"+displayAddr(ln.Addr())+"/",
+		"cors_allowed_origins", cfg.CORS.AllowedOrigins, "rate_limit_points", cfg.RateLimitPoints,
+		"rate_limit_window", cfg.RateLimitWindow.String(), "max_query_cost", cfg.MaxQueryCost)
+
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	select {
+	case err := <-served:
+		return err
+	case <-ctx.Done():
+	}
+	stop() // a second signal ends the process at once
+	log.Info("shutting down: no new connections, finishing requests in flight", "timeout", cfg.ShutdownTimeout.String())
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
+	defer cancel()
+	if err := srv.Shutdown(shutdownCtx); err != nil {
+		_ = srv.Close()
+		return fmt.Errorf("requests still in flight after %s, closed them: %w", cfg.ShutdownTimeout, err)
+	}
+	if err := <-served; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	log.Info("stopped")
+	return nil
+}
+
+// connString returns the Postgres connection string to use and a description of
+// where it came from. With DATABASE_URL unset it is what psql with no arguments
+// would use (libpq defaults and PG* variables); when that is the local Unix
+// socket (PGHOST unset), 127.0.0.1 is added as a fallback host, so that a
+// Postgres listening only on TCP is found too.
+func connString(databaseURL string, getenv func(string) string) (conn, source string) {
+	if databaseURL != "" {
+		return databaseURL, "DATABASE_URL"
+	}
+	const source0 = "DATABASE_URL is unset, so the libpq defaults and PG* variables (as psql with no arguments)"
+	if getenv("PGHOST") == "" {
+		if c, err := pgconn.ParseConfig(""); err == nil && strings.HasPrefix(c.Host, "/") {
+			return "host=" + c.Host + ",127.0.0.1", source0 + ", then 127.0.0.1"
+		}
+	}
+	return "", source0
+}
+
+// probePostgres connects to Postgres once, within postgresConnectTimeout.
+func probePostgres(ctx context.Context, conn string) error {
+	cfg, err := pgconn.ParseConfig(conn)
 	if err != nil {
 		return err
 	}
-	h := httpapi.NewHandler(httpapi.Options{DB: db, Log: log, TrustedProxies: proxies})
-	srv := &http.Server{Addr: addr, Handler: h, ReadHeaderTimeout: 10 * time.Second}
-	go func() {
-		<-ctx.Done()
-		shutdown, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(shutdown)
-	}()
-	log.Info("listening", "addr", addr)
-	if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+	ctx, cancel := context.WithTimeout(ctx, postgresConnectTimeout)
+	defer cancel()
+	c, err := pgconn.ConnectConfig(ctx, cfg)
+	if err != nil {
 		return err
 	}
-	return nil
+	return c.Close(ctx)
+}
+
+// describePostgres describes the servers conn reaches, without any password.
+func describePostgres(conn string) string {
+	cfg, err := pgconn.ParseConfig(conn)
+	if err != nil {
+		return "(unparsable connection string)"
+	}
+	db := cfg.Database
+	if db == "" {
+		db = cfg.User
+	}
+	hosts := []string{fmt.Sprintf("host=%s port=%d", cfg.Host, cfg.Port)}
+	for _, fb := range cfg.Fallbacks { // pgx lists a TCP host twice: with and without TLS
+		if h := fmt.Sprintf("host=%s port=%d", fb.Host, fb.Port); !slices.Contains(hosts, h) {
+			hosts = append(hosts, h)
+		}
+	}
+	return fmt.Sprintf("%s user=%s database=%s", strings.Join(hosts, ", then "), cfg.User, db)
+}
+
+// postgresAdvice is the plain message printed when Postgres does not answer at start.
+func postgresAdvice(conn, source string, err error) string {
+	start := "  - start the local Postgres, e.g. `sudo systemctl start postgresql`, or on Debian/Ubuntu\n" +
+		"    `pg_ctlcluster <version> main start`; on macOS `brew services start postgresql`; or in Docker\n" +
+		"    `docker run -d -p 5432:5432 -e POSTGRES_HOST_AUTH_METHOD=trust postgres:16`\n"
+	if versions, _ := filepath.Glob("/etc/postgresql/*/main"); len(versions) > 0 {
+		v := filepath.Base(filepath.Dir(versions[0]))
+		start = fmt.Sprintf("  - start the local Postgres: `pg_ctlcluster --skip-systemctl-redirect %s main start`\n"+
+			"    (or `sudo systemctl start postgresql`)\n", v)
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "\ntaskflow: cannot reach Postgres.\n")
+	fmt.Fprintf(&b, "  tried: %s\n", describePostgres(conn))
+	fmt.Fprintf(&b, "  from:  %s\n", source)
+	fmt.Fprintf(&b, "  error: %v\n\n", err)
+	fmt.Fprintf(&b, "What to do:\n%s", start)
+	if strings.Contains(err.Error(), "does not exist") {
+		fmt.Fprintf(&b, "  - create the missing role or database, e.g. `createdb` (a database named after your user)\n")
+	}
+	fmt.Fprintf(&b, "  - or point DATABASE_URL at a running server:\n"+
+		"    DATABASE_URL=postgres://user:password@host:5432/taskflow go run .\n")
+	return b.String()
+}
+
+// openRedis returns the Redis client of REDIS_URL (nil when it is unset) and the
+// /healthz entry for Redis. With no REDIS_URL, rate limiting is in-process and
+// correct for a single instance only, which is logged. A Redis that does not
+// answer at start is logged and does not stop the start: it degrades rate
+// limiting, it does not take the instance out.
+func openRedis(ctx context.Context, redisURL string, log *slog.Logger) (*redis.Client, []httpapi.Dependency) {
+	if redisURL == "" {
+		log.Warn("REDIS_URL is unset: rate limits are kept in process, correct for a single instance only")
+		return nil, []httpapi.Dependency{{Name: "redis", Mode: "in-process (single instance only)"}}
+	}
+	opt, err := redis.ParseURL(redisURL) // validated by loadConfig
+	if err != nil {
+		panic(err)
+	}
+	rdb := redis.NewClient(opt)
+	pingCtx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	if err := rdb.Ping(pingCtx).Err(); err != nil {
+		log.Warn("Redis does not answer: rate limiting is degraded until it does", "addr", opt.Addr, "err", err)
+	}
+	dep := httpapi.Dependency{Name: "redis", Mode: "shared", Ping: func(ctx context.Context) error {
+		return rdb.Ping(ctx).Err()
+	}}
+	return rdb, []httpapi.Dependency{dep}
+}
+
+// displayAddr turns a listen address into one a browser can open.
+func displayAddr(a net.Addr) string {
+	host, port, err := net.SplitHostPort(a.String())
+	if err != nil {
+		return a.String()
+	}
+	if ip := net.ParseIP(host); ip == nil || ip.IsUnspecified() {
+		host = "localhost"
+	}
+	return net.JoinHostPort(host, port)
 }

@@ -13,11 +13,11 @@ import (
 	"github.com/99designs/gqlgen/graphql/handler/extension"
 	"github.com/99designs/gqlgen/graphql/handler/transport"
 	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"taskflow/audit"
 	"taskflow/auth"
 	"taskflow/graph"
-	"taskflow/httpapi/playground"
 	"taskflow/resolvers"
 	"taskflow/store"
 )
@@ -27,6 +27,13 @@ type Options struct {
 	DB             *store.DB
 	Log            *slog.Logger
 	TrustedProxies Proxies
+	// Registry holds the Prometheus metrics served at /metrics; other packages
+	// register theirs in it too. Nil: a registry of the handler's own.
+	Registry *prometheus.Registry
+	// CORS is the cross-origin policy of /query (default: no origin allowed).
+	CORS CORS
+	// Dependencies are reported by /healthz besides Postgres (e.g. Redis).
+	Dependencies []Dependency
 	// PasswordParams are the argon2id parameters of new password hashes (zero:
 	// auth.DefaultPasswordParams).
 	PasswordParams auth.PasswordParams
@@ -43,11 +50,13 @@ func NewHandler(o Options) http.Handler {
 	gql.Use(extension.Introspection{})
 	gql.SetErrorPresenter(presentError(o.Log))
 	gql.SetRecoverFunc(recoverPanic)
+	ops := newOps(o)
+	gql.Use(operationMetrics{ops.metrics})
 
 	mux := http.NewServeMux()
-	mux.Handle("/query", auth.Middleware(o.DB, writeAuthError)(resolvers.LoaderMiddleware(o.DB, gql)))
-	playground.New().Register(mux)
-	return requestContext(o.TrustedProxies, mux)
+	mux.Handle("/query", o.CORS.handler(auth.Middleware(o.DB, writeAuthError)(resolvers.LoaderMiddleware(o.DB, gql))))
+	ops.routes(mux)
+	return requestContext(o.TrustedProxies, ops.wrap(mux))
 }
 
 // requestContext gives every request an id (the client's X-Request-ID when it

@@ -1,8 +1,92 @@
 package resolvers
 
-import "taskflow/store"
+import (
+	"context"
+	"time"
 
-// taskLoaders batch the reads of tasks and comments.
-type taskLoaders struct{}
+	"github.com/99designs/gqlgen/graphql"
+	"github.com/vikstrous/dataloadgen"
 
-func newTaskLoaders(db *store.DB) taskLoaders { return taskLoaders{} }
+	"taskflow/store"
+)
+
+// taskLoaders batch the reads of tasks and comments. Users and projects that
+// tasks and comments refer to go through the account loaders.
+type taskLoaders struct {
+	// taskByID loads tasks by id (nil for none), with no access check: it serves
+	// hops from things the viewer already sees (a comment's task).
+	taskByID *dataloadgen.Loader[string, *store.Task]
+	// taskPages loads pages of projects' tasks: one query for every page asked
+	// for in the same tick, whatever their projects, filters, sizes and cursors.
+	taskPages *dataloadgen.Loader[store.TaskPageKey, *store.TaskConnection]
+	// commentPages loads pages of tasks' comments, batched like taskPages.
+	commentPages *dataloadgen.Loader[store.CommentPageKey, *store.CommentConnection]
+}
+
+// pageLoaderWait is how long the page loaders gather keys. A to-many hop under a
+// list (the comments of each of 100 tasks) is asked for from as many goroutines,
+// which can take longer than loaderWait to all start on a busy machine; a wider
+// window keeps them in one query.
+const pageLoaderWait = 10 * time.Millisecond
+
+// newTaskLoaders returns the task and comment loaders of one request.
+func newTaskLoaders(db *store.DB) taskLoaders {
+	opts := []dataloadgen.Option{dataloadgen.WithWait(loaderWait), dataloadgen.WithBatchCapacity(loaderMaxBatch)}
+	pageOpts := []dataloadgen.Option{dataloadgen.WithWait(pageLoaderWait), dataloadgen.WithBatchCapacity(loaderMaxBatch)}
+	return taskLoaders{
+		taskByID:     dataloadgen.NewLoader(batch(db.TasksByID), opts...),
+		taskPages:    dataloadgen.NewLoader(batch(db.TaskPages), pageOpts...),
+		commentPages: dataloadgen.NewLoader(batch(db.CommentPages), pageOpts...),
+	}
+}
+
+// batch adapts a store function answering keys in order into a loader fetch
+// function; an error fails every key of the batch.
+func batch[K comparable, V any](fetch func(ctx context.Context, keys []K) ([]V, error)) func(context.Context, []K) ([]V, []error) {
+	return func(ctx context.Context, keys []K) ([]V, []error) {
+		vs, err := fetch(ctx, keys)
+		if err != nil {
+			return nil, []error{err}
+		}
+		return vs, nil
+	}
+}
+
+// optional converts a gqlgen input field that may be absent or null into the
+// store's Optional.
+func optional[T any](o graphql.Omittable[*T]) store.Optional[T] {
+	return store.Optional[T]{Set: o.IsSet(), Value: o.Value()}
+}
+
+// primeTasks puts the tasks of a page into the task-by-id cache, so that hops
+// back to them (a comment's task) cost no query.
+func (l *taskLoaders) primeTasks(c *store.TaskConnection, err error) (*store.TaskConnection, error) {
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range c.Edges {
+		l.taskByID.Prime(e.Node.ID, e.Node)
+	}
+	return c, nil
+}
+
+// primeTask puts one task into the task-by-id cache.
+func (l *taskLoaders) primeTask(t *store.Task, err error) (*store.Task, error) {
+	if err != nil {
+		return nil, err
+	}
+	l.taskByID.Prime(t.ID, t)
+	return t, nil
+}
+
+// taskChanged keeps the request's caches true after a task mutation (a document
+// may run several mutations and read their results): it replaces or forgets the
+// cached task (t nil: deleted) and forgets every cached page.
+func (l *taskLoaders) taskChanged(id string, t *store.Task) {
+	l.taskByID.Clear(id)
+	if t != nil {
+		l.taskByID.Prime(id, t)
+	}
+	l.taskPages.ClearAll()
+	l.commentPages.ClearAll()
+}

@@ -97,32 +97,75 @@ func (r *mutationResolver) ArchiveProject(ctx context.Context, id string, idempo
 
 // CreateTask is the resolver for the createTask field.
 func (r *mutationResolver) CreateTask(ctx context.Context, input model.CreateTaskInput, idempotencyKey *string) (*store.Task, error) {
-	panic(fmt.Errorf("not implemented: CreateTask - createTask"))
+	t, err := r.DB.CreateTask(ctx, auth.UserFrom(ctx), store.NewTask{
+		ProjectID:   input.ProjectID,
+		Title:       input.Title,
+		Description: input.Description.Value(),
+		Status:      input.Status.Value(),
+		Priority:    input.Priority.Value(),
+		AssigneeID:  input.AssigneeID.Value(),
+		DueDate:     input.DueDate.Value(),
+	})
+	if err != nil {
+		return nil, err
+	}
+	r.loaders(ctx).taskChanged(t.ID, t)
+	return t, nil
 }
 
 // UpdateTask is the resolver for the updateTask field.
 func (r *mutationResolver) UpdateTask(ctx context.Context, id string, input model.UpdateTaskInput, idempotencyKey *string) (*store.Task, error) {
-	panic(fmt.Errorf("not implemented: UpdateTask - updateTask"))
+	t, err := r.DB.UpdateTask(ctx, auth.UserFrom(ctx), id, store.TaskPatch{
+		Title:       optional(input.Title),
+		Description: optional(input.Description),
+		Status:      optional(input.Status),
+		Priority:    optional(input.Priority),
+		AssigneeID:  optional(input.AssigneeID),
+		DueDate:     optional(input.DueDate),
+	})
+	if err != nil {
+		return nil, err
+	}
+	r.loaders(ctx).taskChanged(t.ID, t)
+	return t, nil
 }
 
 // DeleteTask is the resolver for the deleteTask field.
 func (r *mutationResolver) DeleteTask(ctx context.Context, id string, idempotencyKey *string) (bool, error) {
-	panic(fmt.Errorf("not implemented: DeleteTask - deleteTask"))
+	if err := r.DB.DeleteTask(ctx, auth.UserFrom(ctx), id); err != nil {
+		return false, err
+	}
+	r.loaders(ctx).taskChanged(id, nil)
+	return true, nil
 }
 
 // AddComment is the resolver for the addComment field.
 func (r *mutationResolver) AddComment(ctx context.Context, taskID string, body string, idempotencyKey *string) (*store.Comment, error) {
-	panic(fmt.Errorf("not implemented: AddComment - addComment"))
+	c, err := r.DB.AddComment(ctx, auth.UserFrom(ctx), taskID, body)
+	if err != nil {
+		return nil, err
+	}
+	r.loaders(ctx).commentPages.ClearAll()
+	return c, nil
 }
 
 // UpdateComment is the resolver for the updateComment field.
 func (r *mutationResolver) UpdateComment(ctx context.Context, id string, body string, idempotencyKey *string) (*store.Comment, error) {
-	panic(fmt.Errorf("not implemented: UpdateComment - updateComment"))
+	c, err := r.DB.UpdateComment(ctx, auth.UserFrom(ctx), id, body)
+	if err != nil {
+		return nil, err
+	}
+	r.loaders(ctx).commentPages.ClearAll()
+	return c, nil
 }
 
 // DeleteComment is the resolver for the deleteComment field.
 func (r *mutationResolver) DeleteComment(ctx context.Context, id string, idempotencyKey *string) (bool, error) {
-	panic(fmt.Errorf("not implemented: DeleteComment - deleteComment"))
+	if err := r.DB.DeleteComment(ctx, auth.UserFrom(ctx), id); err != nil {
+		return false, err
+	}
+	r.loaders(ctx).commentPages.ClearAll()
+	return true, nil
 }
 
 // Me is the resolver for the me field.
@@ -142,12 +185,12 @@ func (r *queryResolver) Project(ctx context.Context, id string) (*store.Project,
 
 // Task is the resolver for the task field.
 func (r *queryResolver) Task(ctx context.Context, id string) (*store.Task, error) {
-	panic(fmt.Errorf("not implemented: Task - task"))
+	return r.loaders(ctx).primeTask(r.DB.Task(ctx, auth.UserFrom(ctx), id))
 }
 
 // SearchTasks is the resolver for the searchTasks field.
 func (r *queryResolver) SearchTasks(ctx context.Context, workspaceID string, query string, first *int, after *string) (*store.Connection[store.Task], error) {
-	panic(fmt.Errorf("not implemented: SearchTasks - searchTasks"))
+	return r.loaders(ctx).primeTasks(r.DB.SearchTasks(ctx, auth.UserFrom(ctx), workspaceID, query, first, after))
 }
 
 // AuditEvents is the resolver for the auditEvents field.

@@ -7,39 +7,52 @@ package resolvers
 
 import (
 	"context"
-	"fmt"
 	"taskflow/graph"
 	"taskflow/store"
 )
 
 // Task is the resolver for the task field.
 func (r *commentResolver) Task(ctx context.Context, obj *store.Comment) (*store.Task, error) {
-	panic(fmt.Errorf("not implemented: Task - task"))
+	t, err := r.loaders(ctx).taskByID.Load(ctx, obj.TaskID)
+	if err != nil {
+		return nil, err
+	}
+	if t == nil {
+		return nil, store.Errorf(store.CodeNotFound, "task not found")
+	}
+	return t, nil
 }
 
 // Author is the resolver for the author field.
 func (r *commentResolver) Author(ctx context.Context, obj *store.Comment) (*store.User, error) {
-	panic(fmt.Errorf("not implemented: Author - author"))
+	return r.loaders(ctx).User(ctx, obj.AuthorID)
 }
 
 // Project is the resolver for the project field.
 func (r *taskResolver) Project(ctx context.Context, obj *store.Task) (*store.Project, error) {
-	panic(fmt.Errorf("not implemented: Project - project"))
+	return r.loaders(ctx).Project(ctx, obj.ProjectID)
 }
 
 // Assignee is the resolver for the assignee field.
 func (r *taskResolver) Assignee(ctx context.Context, obj *store.Task) (*store.User, error) {
-	panic(fmt.Errorf("not implemented: Assignee - assignee"))
+	if obj.AssigneeID == nil {
+		return nil, nil
+	}
+	return r.loaders(ctx).User(ctx, *obj.AssigneeID)
 }
 
 // CreatedBy is the resolver for the createdBy field.
 func (r *taskResolver) CreatedBy(ctx context.Context, obj *store.Task) (*store.User, error) {
-	panic(fmt.Errorf("not implemented: CreatedBy - createdBy"))
+	return r.loaders(ctx).User(ctx, obj.CreatedByID)
 }
 
 // Comments is the resolver for the comments field.
 func (r *taskResolver) Comments(ctx context.Context, obj *store.Task, first *int, after *string) (*store.Connection[store.Comment], error) {
-	panic(fmt.Errorf("not implemented: Comments - comments"))
+	key, err := store.NewCommentPageKey(obj.ID, first, after)
+	if err != nil {
+		return nil, err
+	}
+	return r.loaders(ctx).commentPages.Load(ctx, key)
 }
 
 // Comment returns graph.CommentResolver implementation.

@@ -7,7 +7,6 @@ package resolvers
 
 import (
 	"context"
-	"fmt"
 	"taskflow/graph"
 	"taskflow/store"
 )
@@ -24,7 +23,12 @@ func (r *projectResolver) Workspace(ctx context.Context, obj *store.Project) (*s
 
 // Tasks is the resolver for the tasks field.
 func (r *projectResolver) Tasks(ctx context.Context, obj *store.Project, status *store.TaskStatus, first *int, after *string) (*store.Connection[store.Task], error) {
-	panic(fmt.Errorf("not implemented: Tasks - tasks"))
+	key, err := store.NewTaskPageKey(obj.ID, status, first, after)
+	if err != nil {
+		return nil, err
+	}
+	l := r.loaders(ctx)
+	return l.primeTasks(l.taskPages.Load(ctx, key))
 }
 
 // Members is the resolver for the members field.

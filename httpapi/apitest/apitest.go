@@ -48,7 +48,7 @@ func New(t testing.TB, opts ...Option) *Env {
 	h := httpapi.NewHandler(o)
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
-	return &Env{DB: db, Handler: h, Client: client.New(h), Server: srv}
+	return &Env{DB: db, Handler: h, Client: client.New(h, client.Path("/query")), Server: srv}
 }
 
 var seq atomic.Int64

@@ -1,0 +1,211 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/redis/go-redis/v9"
+
+	"taskflow/httpapi"
+)
+
+// Config is TaskFlow's configuration, read from the environment at start (see the
+// configuration table of README.md).
+type Config struct {
+	// HTTPAddr is the listen address (HTTP_ADDR, default ":8080").
+	HTTPAddr string
+	// DatabaseURL is the Postgres URL or key=value string (DATABASE_URL); empty
+	// means the libpq defaults and PG* variables, as psql with no arguments.
+	DatabaseURL string
+	// RedisURL is the Redis URL (REDIS_URL); empty means an in-process rate limiter.
+	RedisURL string
+	// CORS is the browser policy of /query (CORS_ALLOWED_ORIGINS,
+	// CORS_ALLOW_CREDENTIALS).
+	CORS httpapi.CORS
+	// TrustedProxies are the proxies whose X-Forwarded-For is believed
+	// (TRUSTED_PROXIES, CIDRs or addresses).
+	TrustedProxies httpapi.Proxies
+	// RateLimitPoints is the query-cost budget per window (RATE_LIMIT_POINTS, 1000).
+	RateLimitPoints int
+	// RateLimitWindow is the time the budget refills in (RATE_LIMIT_WINDOW, 1m).
+	RateLimitWindow time.Duration
+	// MaxQueryCost is the most one operation may cost (MAX_QUERY_COST, 1000).
+	MaxQueryCost int
+	// IdempotencyTTL is how long idempotency keys are kept (IDEMPOTENCY_TTL, 24h).
+	IdempotencyTTL time.Duration
+	// IdempotencyWait bounds the wait for a concurrent request with the same key
+	// (IDEMPOTENCY_WAIT, 5s).
+	IdempotencyWait time.Duration
+	// AuditRetention is how long audit events are kept (AUDIT_RETENTION); 0 means
+	// forever, the default.
+	AuditRetention time.Duration
+	// ShutdownTimeout bounds the wait for in-flight requests on SIGTERM
+	// (SHUTDOWN_TIMEOUT, 30s).
+	ShutdownTimeout time.Duration
+	// LogLevel is the least level logged (LOG_LEVEL: debug, info, warn, error).
+	LogLevel slog.Level
+}
+
+// loadConfig reads the configuration through getenv (os.Getenv in main) and
+// validates it. Every bad value is reported, each naming its variable.
+func loadConfig(getenv func(string) string) (Config, error) {
+	c := Config{
+		HTTPAddr:        ":8080",
+		RateLimitPoints: 1000,
+		RateLimitWindow: time.Minute,
+		MaxQueryCost:    1000,
+		IdempotencyTTL:  24 * time.Hour,
+		IdempotencyWait: 5 * time.Second,
+		ShutdownTimeout: 30 * time.Second,
+		LogLevel:        slog.LevelInfo,
+	}
+	var errs []error
+	bad := func(name, value, why string) {
+		errs = append(errs, fmt.Errorf("%s=%q: %s", name, value, why))
+	}
+	get := func(name string) (string, bool) {
+		v := strings.TrimSpace(getenv(name))
+		return v, v != ""
+	}
+
+	if v, ok := get("HTTP_ADDR"); ok {
+		if _, port, err := net.SplitHostPort(v); err != nil {
+			bad("HTTP_ADDR", v, "not a listen address like :8080 or 127.0.0.1:8080")
+		} else if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+			bad("HTTP_ADDR", v, "the port must be a number from 0 to 65535")
+		} else {
+			c.HTTPAddr = v
+		}
+	}
+	if v, ok := get("DATABASE_URL"); ok {
+		if _, err := pgconn.ParseConfig(v); err != nil {
+			msg := err.Error()
+			if i := strings.LastIndex(msg, "`: "); i >= 0 {
+				msg = msg[i+3:] // pgconn quotes the (redacted) string first
+			}
+			bad("DATABASE_URL", redactURL(v), "not a Postgres URL like postgres://user:password@host:5432/dbname ("+msg+")")
+		} else {
+			c.DatabaseURL = v
+		}
+	}
+	if v, ok := get("REDIS_URL"); ok {
+		if _, err := redis.ParseURL(v); err != nil {
+			bad("REDIS_URL", redactURL(v), "not a Redis URL like redis://host:6379/0 ("+err.Error()+")")
+		} else {
+			c.RedisURL = v
+		}
+	}
+	if v, ok := get("CORS_ALLOWED_ORIGINS"); ok {
+		origins, err := httpapi.ParseOrigins(v)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		c.CORS.AllowedOrigins = origins
+	}
+	if v, ok := get("CORS_ALLOW_CREDENTIALS"); ok {
+		b, err := strconv.ParseBool(v)
+		switch {
+		case err != nil:
+			bad("CORS_ALLOW_CREDENTIALS", v, "not true or false")
+		case b && slices.Contains(c.CORS.AllowedOrigins, "*"):
+			bad("CORS_ALLOW_CREDENTIALS", v, `credentials cannot be allowed for every origin (CORS_ALLOWED_ORIGINS="*"); list the origins`)
+		default:
+			c.CORS.AllowCredentials = b
+		}
+	}
+	if v, ok := get("TRUSTED_PROXIES"); ok {
+		proxies, err := httpapi.ParseProxies(v)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		c.TrustedProxies = proxies
+	}
+	positiveInt := func(name string, dst *int) {
+		if v, ok := get(name); ok {
+			n, err := strconv.Atoi(v)
+			if err != nil || n <= 0 {
+				bad(name, v, "not a whole number greater than 0")
+				return
+			}
+			*dst = n
+		}
+	}
+	positiveInt("RATE_LIMIT_POINTS", &c.RateLimitPoints)
+	positiveInt("MAX_QUERY_COST", &c.MaxQueryCost)
+	duration := func(name string, dst *time.Duration, zeroOK bool) {
+		if v, ok := get(name); ok {
+			d, err := parseDuration(v)
+			switch {
+			case err != nil:
+				bad(name, v, "not a duration like 90s, 15m, 24h or 30d")
+			case d < 0 || d == 0 && !zeroOK:
+				bad(name, v, "must be greater than 0")
+			default:
+				*dst = d
+			}
+		}
+	}
+	duration("RATE_LIMIT_WINDOW", &c.RateLimitWindow, false)
+	duration("IDEMPOTENCY_TTL", &c.IdempotencyTTL, false)
+	duration("IDEMPOTENCY_WAIT", &c.IdempotencyWait, true)
+	duration("SHUTDOWN_TIMEOUT", &c.ShutdownTimeout, false)
+	if v, ok := get("AUDIT_RETENTION"); ok && !strings.EqualFold(v, "forever") {
+		duration("AUDIT_RETENTION", &c.AuditRetention, false)
+	}
+	if v, ok := get("LOG_LEVEL"); ok {
+		if err := c.LogLevel.UnmarshalText([]byte(v)); err != nil {
+			bad("LOG_LEVEL", v, "not one of debug, info, warn, error")
+		}
+	}
+	if len(errs) > 0 {
+		return Config{}, fmt.Errorf("bad configuration:\n  %w", joinLines(errs))
+	}
+	return c, nil
+}
+
+// parseDuration parses a Go duration ("90s", "1h30m") or a whole number of days
+// ("30d").
+func parseDuration(s string) (time.Duration, error) {
+	if days, ok := strings.CutSuffix(s, "d"); ok {
+		n, err := strconv.ParseInt(days, 10, 64)
+		if err != nil || n < 0 || n > 106751 {
+			return 0, errors.New("bad number of days")
+		}
+		return time.Duration(n) * 24 * time.Hour, nil
+	}
+	return time.ParseDuration(s)
+}
+
+// passwordParam matches the password of a key=value connection string.
+var passwordParam = regexp.MustCompile(`password=('(\\.|[^'])*'|\S*)`)
+
+// redactURL hides the password of a URL or key=value connection string for error
+// messages.
+func redactURL(s string) string {
+	s = passwordParam.ReplaceAllString(s, "password=xxxxx")
+	if i := strings.Index(s, "://"); i >= 0 {
+		if at := strings.LastIndex(s, "@"); at > i {
+			if colon := strings.Index(s[i+3:at], ":"); colon >= 0 {
+				return s[:i+3+colon+1] + "xxxxx" + s[at:]
+			}
+		}
+	}
+	return s
+}
+
+// joinLines joins errors one per line, indented under the heading.
+func joinLines(errs []error) error {
+	msgs := make([]string, len(errs))
+	for i, e := range errs {
+		msgs[i] = e.Error()
+	}
+	return errors.New(strings.Join(msgs, "\n  "))
+}

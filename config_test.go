@@ -1,0 +1,155 @@
+package main
+
+import (
+	"log/slog"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+)
+
+// env returns a getenv over m.
+func env(m map[string]string) func(string) string {
+	return func(k string) string { return m[k] }
+}
+
+func TestConfigDefaults(t *testing.T) {
+	t.Parallel()
+	c, err := loadConfig(env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.HTTPAddr != ":8080" || c.DatabaseURL != "" || c.RedisURL != "" ||
+		len(c.CORS.AllowedOrigins) != 0 || c.CORS.AllowCredentials || len(c.TrustedProxies) != 0 ||
+		c.RateLimitPoints != 1000 || c.RateLimitWindow != time.Minute || c.MaxQueryCost != 1000 ||
+		c.IdempotencyTTL != 24*time.Hour || c.IdempotencyWait != 5*time.Second ||
+		c.AuditRetention != 0 || c.ShutdownTimeout != 30*time.Second || c.LogLevel != slog.LevelInfo {
+		t.Fatalf("defaults = %+v", c)
+	}
+}
+
+func TestConfigFromEnvironment(t *testing.T) {
+	t.Parallel()
+	c, err := loadConfig(env(map[string]string{
+		"HTTP_ADDR":              "127.0.0.1:9000",
+		"DATABASE_URL":           "postgres://app:secret@db.internal:5433/taskflow?sslmode=require",
+		"REDIS_URL":              "redis://cache.internal:6380/2",
+		"CORS_ALLOWED_ORIGINS":   "https://app.example.com, http://localhost:3000",
+		"CORS_ALLOW_CREDENTIALS": "true",
+		"TRUSTED_PROXIES":        "10.0.0.0/8, 192.168.1.7",
+		"RATE_LIMIT_POINTS":      "5000",
+		"RATE_LIMIT_WINDOW":      "30s",
+		"MAX_QUERY_COST":         "250",
+		"IDEMPOTENCY_TTL":        "7d",
+		"IDEMPOTENCY_WAIT":       "0s",
+		"AUDIT_RETENTION":        "365d",
+		"SHUTDOWN_TIMEOUT":       "5s",
+		"LOG_LEVEL":              "debug",
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.HTTPAddr != "127.0.0.1:9000" || c.DatabaseURL != "postgres://app:secret@db.internal:5433/taskflow?sslmode=require" ||
+		c.RedisURL != "redis://cache.internal:6380/2" || c.RateLimitPoints != 5000 || c.RateLimitWindow != 30*time.Second ||
+		c.MaxQueryCost != 250 || c.IdempotencyTTL != 7*24*time.Hour || c.IdempotencyWait != 0 ||
+		c.AuditRetention != 365*24*time.Hour || c.ShutdownTimeout != 5*time.Second || c.LogLevel != slog.LevelDebug {
+		t.Fatalf("config = %+v", c)
+	}
+	if strings.Join(c.CORS.AllowedOrigins, " ") != "https://app.example.com http://localhost:3000" || !c.CORS.AllowCredentials {
+		t.Fatalf("CORS = %+v", c.CORS)
+	}
+	if len(c.TrustedProxies) != 2 || !c.TrustedProxies[0].Contains(netip.MustParseAddr("10.1.2.3")) ||
+		!c.TrustedProxies[1].Contains(netip.MustParseAddr("192.168.1.7")) {
+		t.Fatalf("TrustedProxies = %v", c.TrustedProxies)
+	}
+	// "forever" is the default spelled out.
+	c, err = loadConfig(env(map[string]string{"AUDIT_RETENTION": "forever"}))
+	if err != nil || c.AuditRetention != 0 {
+		t.Fatalf("AUDIT_RETENTION=forever: %v %v", c.AuditRetention, err)
+	}
+}
+
+func TestConfigBadValues(t *testing.T) {
+	t.Parallel()
+	for name, value := range map[string]string{
+		"HTTP_ADDR":              "8080",
+		"DATABASE_URL":           "postgres://app:secret@db:notaport/x",
+		"REDIS_URL":              "http://cache:6379",
+		"CORS_ALLOWED_ORIGINS":   "app.example.com",
+		"CORS_ALLOW_CREDENTIALS": "maybe",
+		"TRUSTED_PROXIES":        "10.0.0.0/33",
+		"RATE_LIMIT_POINTS":      "lots",
+		"RATE_LIMIT_WINDOW":      "0s",
+		"MAX_QUERY_COST":         "-5",
+		"IDEMPOTENCY_TTL":        "1 day",
+		"IDEMPOTENCY_WAIT":       "-1s",
+		"AUDIT_RETENTION":        "never",
+		"SHUTDOWN_TIMEOUT":       "soon",
+		"LOG_LEVEL":              "chatty",
+	} {
+		_, err := loadConfig(env(map[string]string{name: value}))
+		if err == nil {
+			t.Errorf("%s=%q accepted", name, value)
+			continue
+		}
+		if !strings.Contains(err.Error(), name) {
+			t.Errorf("%s=%q: error %q does not name the variable", name, value, err)
+		}
+		if strings.Contains(err.Error(), "secret") {
+			t.Errorf("%s: error shows the password: %q", name, err)
+		}
+	}
+}
+
+func TestConfigReportsEveryBadValue(t *testing.T) {
+	t.Parallel()
+	_, err := loadConfig(env(map[string]string{"RATE_LIMIT_POINTS": "x", "MAX_QUERY_COST": "0", "HTTP_ADDR": "nope"}))
+	if err == nil {
+		t.Fatal("accepted")
+	}
+	for _, name := range []string{"RATE_LIMIT_POINTS", "MAX_QUERY_COST", "HTTP_ADDR"} {
+		if !strings.Contains(err.Error(), name) {
+			t.Errorf("error %q lacks %s", err, name)
+		}
+	}
+}
+
+func TestConfigRefusesCredentialsForAnyOrigin(t *testing.T) {
+	t.Parallel()
+	_, err := loadConfig(env(map[string]string{"CORS_ALLOWED_ORIGINS": "*", "CORS_ALLOW_CREDENTIALS": "true"}))
+	if err == nil || !strings.Contains(err.Error(), "CORS_ALLOW_CREDENTIALS") {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+func TestRedactURL(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]string{
+		"postgres://app:secret@db/x":      "postgres://app:xxxxx@db/x",
+		"postgres://app@db/x":             "postgres://app@db/x",
+		"host=db password=secret user=me": "host=db password=xxxxx user=me",
+		"redis://:pw@cache:6379/0":        "redis://:xxxxx@cache:6379/0",
+	} {
+		if got := redactURL(in); got != want {
+			t.Errorf("redactURL(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestConnStringFallsBackToTCP(t *testing.T) {
+	t.Parallel()
+	if conn, source := connString("postgres://x@h/db", env(nil)); conn != "postgres://x@h/db" || source != "DATABASE_URL" {
+		t.Fatalf("with DATABASE_URL: %q %q", conn, source)
+	}
+	// With PGHOST set, libpq's choice stands untouched.
+	if conn, _ := connString("", env(map[string]string{"PGHOST": "db.internal"})); conn != "" {
+		t.Fatalf("with PGHOST: %q", conn)
+	}
+	conn, source := connString("", env(nil))
+	if conn != "" && (!strings.HasPrefix(conn, "host=/") || !strings.HasSuffix(conn, ",127.0.0.1")) {
+		t.Fatalf("no DATABASE_URL: %q", conn)
+	}
+	if !strings.Contains(source, "DATABASE_URL is unset") {
+		t.Fatalf("source = %q", source)
+	}
+}

@@ -1,0 +1,274 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"taskflow/audit"
+	"taskflow/store"
+)
+
+// healthTimeout bounds each dependency check of /healthz.
+const healthTimeout = 2 * time.Second
+
+// Dependency is a service that /healthz reports on besides Postgres. Its outage
+// degrades the instance (the body says so) but does not take it out of service:
+// /healthz stays 200 as long as Postgres answers.
+type Dependency struct {
+	// Name is the dependency's key in the /healthz body, e.g. "redis".
+	Name string
+	// Mode optionally says how the dependency is used, e.g. "shared" or
+	// "in-process (single instance only)"; it is reported as is.
+	Mode string
+	// Ping reports whether the dependency answers. Nil means there is nothing to
+	// reach (an in-process stand-in), which is always healthy.
+	Ping func(ctx context.Context) error
+}
+
+// ops are the operational parts of the handler: metrics, access log, panic
+// recovery and the /, /healthz and /metrics routes.
+type ops struct {
+	o       Options
+	reg     *prometheus.Registry
+	metrics *metrics
+}
+
+// newOps prepares the operational parts for o, with a registry of their own
+// when o.Registry is nil.
+func newOps(o Options) *ops {
+	reg := o.Registry
+	if reg == nil {
+		reg = prometheus.NewRegistry()
+	}
+	return &ops{o: o, reg: reg, metrics: newMetrics(reg)}
+}
+
+// routes adds the playground, health and metrics routes to mux.
+func (p *ops) routes(mux *http.ServeMux) {
+	playgroundRoutes(mux)
+	mux.HandleFunc("GET /healthz", p.healthz)
+	mux.Handle("GET /metrics", metricsHandler(p.reg))
+}
+
+// wrap puts the access log, HTTP metrics and panic recovery around next.
+func (p *ops) wrap(next http.Handler) http.Handler {
+	return p.accessLog(recoverHTTP(p.o.Log, next))
+}
+
+// health is the /healthz state of one dependency.
+type health struct {
+	OK   bool   `json:"ok"`
+	Mode string `json:"mode,omitempty"`
+}
+
+// healthz answers 200 when Postgres answers and 503 when it does not, with the
+// state of Postgres and of every other dependency in the body. Status is "ok",
+// "degraded" (Postgres answers, another dependency does not) or "unavailable".
+func (p *ops) healthz(w http.ResponseWriter, r *http.Request) {
+	checks := append([]Dependency{{Name: "postgres", Ping: p.o.DB.Ping}}, p.o.Dependencies...)
+	results := make([]health, len(checks))
+	var wg sync.WaitGroup
+	for i, c := range checks {
+		results[i] = health{OK: true, Mode: c.Mode}
+		if c.Ping == nil {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(r.Context(), healthTimeout)
+			defer cancel()
+			if err := c.Ping(ctx); err != nil {
+				results[i].OK = false
+				p.o.Log.WarnContext(r.Context(), "health check failed", "dependency", c.Name, "err", err,
+					"request_id", audit.InfoFrom(r.Context()).RequestID)
+			}
+		}()
+	}
+	wg.Wait()
+
+	body := map[string]any{}
+	status, code := "ok", http.StatusOK
+	for i, c := range checks {
+		body[c.Name] = results[i]
+		if !results[i].OK && status == "ok" {
+			status = "degraded"
+		}
+	}
+	if !results[0].OK {
+		status, code = "unavailable", http.StatusServiceUnavailable
+	}
+	body["status"] = status
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(body)
+}
+
+// noteKey is the context key of a request's *requestNote.
+type noteKey struct{}
+
+// requestNote carries what the GraphQL layer learns about a request (operation
+// name, outcome) out to the access log.
+type requestNote struct {
+	mu        sync.Mutex
+	operation string
+	outcome   string
+}
+
+// noteFrom returns the request's note, or nil (whose set does nothing).
+func noteFrom(ctx context.Context) *requestNote {
+	n, _ := ctx.Value(noteKey{}).(*requestNote)
+	return n
+}
+
+// set records the operation name and outcome.
+func (n *requestNote) set(operation, outcome string) {
+	if n == nil {
+		return
+	}
+	n.mu.Lock()
+	n.operation, n.outcome = operation, outcome
+	n.mu.Unlock()
+}
+
+// get returns what set recorded.
+func (n *requestNote) get() (operation, outcome string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.operation, n.outcome
+}
+
+// accessLog logs one line per request (method, path, route, status, bytes,
+// duration, client IP, request id, and the GraphQL operation and outcome when
+// there is one) and counts and times it in the HTTP metrics. Successful health
+// and metrics scrapes log at debug level so that probes do not flood the log.
+func (p *ops) accessLog(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		note := &requestNote{}
+		r = r.WithContext(context.WithValue(r.Context(), noteKey{}, note))
+		sw := &statusWriter{ResponseWriter: w}
+		defer func() {
+			status := sw.status
+			if status == 0 {
+				// Nothing written: a handler that returned without writing (200), or
+				// a panic on its way up (the connection is aborted).
+				status = http.StatusOK
+				if pv := recover(); pv != nil {
+					defer panic(pv)
+					status = http.StatusInternalServerError
+				}
+			}
+			elapsed := time.Since(start)
+			route := r.Pattern
+			if route == "" {
+				route = "unmatched"
+			}
+			method := methodLabel(r.Method)
+			p.metrics.httpRequests.WithLabelValues(route, method, fmt.Sprint(status)).Inc()
+			p.metrics.httpDuration.WithLabelValues(route, method).Observe(elapsed.Seconds())
+
+			info := audit.InfoFrom(r.Context())
+			attrs := []slog.Attr{
+				slog.String("method", r.Method),
+				slog.String("path", r.URL.Path),
+				slog.String("route", route),
+				slog.Int("status", status),
+				slog.Int64("bytes", sw.bytes),
+				slog.Float64("duration_ms", float64(elapsed.Microseconds())/1000),
+				slog.String("ip", info.IP),
+				slog.String("request_id", info.RequestID),
+			}
+			if op, outcome := note.get(); op != "" {
+				attrs = append(attrs, slog.String("operation", op), slog.String("outcome", outcome))
+			}
+			level := slog.LevelInfo
+			switch {
+			case status >= 500:
+				level = slog.LevelError
+			case status < 300 && (route == "GET /healthz" || route == "GET /metrics"):
+				level = slog.LevelDebug
+			}
+			p.o.Log.LogAttrs(r.Context(), level, "request", attrs...)
+		}()
+		next.ServeHTTP(sw, r)
+	})
+}
+
+// statusWriter remembers the status and size of a response.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+	bytes  int64
+}
+
+// WriteHeader records the status.
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 && code >= 200 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+// Write records an implicit 200 and counts the bytes.
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	n, err := w.ResponseWriter.Write(b)
+	w.bytes += int64(n)
+	return n, err
+}
+
+// Flush passes flushes on (streamed responses).
+func (w *statusWriter) Flush() {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// Unwrap gives http.ResponseController the underlying writer.
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// written reports whether the response has started.
+func (w *statusWriter) written() bool { return w.status != 0 }
+
+// recoverHTTP turns a panic in a handler into a logged INTERNAL error (HTTP 500)
+// when the response has not started, and aborts the connection when it has, so
+// that a client never takes a truncated answer for a complete one. GraphQL
+// resolver panics are recovered by gqlgen before they get here.
+func recoverHTTP(log *slog.Logger, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			p := recover()
+			if p == nil {
+				return
+			}
+			if p == http.ErrAbortHandler {
+				panic(p)
+			}
+			log.ErrorContext(r.Context(), "panic serving request", "panic", fmt.Sprint(p),
+				"request_id", audit.InfoFrom(r.Context()).RequestID, "path", r.URL.Path,
+				"stack", string(debug.Stack()))
+			if sw, ok := w.(interface{ written() bool }); ok && sw.written() {
+				panic(http.ErrAbortHandler)
+			}
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusInternalServerError)
+			fmt.Fprintf(w, `{"errors":[{"message":"internal error","extensions":{"code":%q}}]}`, store.CodeInternal)
+		}()
+		next.ServeHTTP(w, r)
+	})
+}

@@ -1,0 +1,166 @@
+package resolvers_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/99designs/gqlgen/client"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"taskflow/httpapi"
+	"taskflow/httpapi/apitest"
+	"taskflow/store"
+	"taskflow/store/storetest"
+)
+
+// statementCounter is a pgx QueryTracer counting the statements sent to Postgres.
+type statementCounter struct {
+	mu   sync.Mutex
+	sqls []string
+}
+
+// TraceQueryStart records a statement.
+func (c *statementCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, data pgx.TraceQueryStartData) context.Context {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.sqls = append(c.sqls, strings.Join(strings.Fields(data.SQL), " "))
+	return ctx
+}
+
+// TraceQueryEnd does nothing.
+func (c *statementCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+// reset forgets what was counted.
+func (c *statementCounter) reset() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.sqls = nil
+}
+
+// statements returns what was counted since the last reset.
+func (c *statementCounter) statements() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]string(nil), c.sqls...)
+}
+
+// countedEnv is an apitest Env whose database pool counts its statements.
+func countedEnv(t *testing.T) (*apitest.Env, *statementCounter) {
+	t.Helper()
+	cfg, err := pgxpool.ParseConfig(storetest.URL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	counter := &statementCounter{}
+	cfg.ConnConfig.Tracer = counter
+	pool, err := pgxpool.NewWithConfig(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	db := store.New(pool, nil)
+	h := httpapi.NewHandler(httpapi.Options{DB: db, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return &apitest.Env{DB: db, Handler: h, Client: client.New(h), Server: srv}, counter
+}
+
+// maxStatements is the bound on the statements of the page query below, whatever
+// the number of tasks: token, task, project, task page, users, comment pages,
+// comment tasks, with room for a loader batch split in two by scheduling.
+const maxStatements = 14
+
+// A page of tasks with their project, assignee, creator and 20 comments with
+// their authors and tasks costs a small constant number of statements: the same
+// bound for 10 tasks as for 100 (2,000 comments).
+func TestTaskPageStatementsDoNotGrow(t *testing.T) {
+	t.Parallel()
+	env, counter := countedEnv(t)
+	w := newWorld(t, env)
+	counts := map[int]int{}
+	for _, n := range []int{10, 100} {
+		project := newProject(t, env, w.workspace, "P")
+		_, err := env.DB.Pool.Exec(t.Context(), `INSERT INTO tasks (project_id, workspace_id, title, assignee_id, created_by)
+			SELECT $1, $2, 'task ' || g, (ARRAY[$3, $4, $5]::uuid[])[1 + g % 3], (ARRAY[$3, $6]::uuid[])[1 + g % 2]
+			FROM generate_series(1, $7::int) g`,
+			project, w.workspace, w.member.ID, w.admin.ID, w.viewer.ID, w.owner.ID, n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = env.DB.Pool.Exec(t.Context(), `INSERT INTO comments (task_id, workspace_id, author_id, body)
+			SELECT t.id, t.workspace_id, (ARRAY[$2, $3, $4]::uuid[])[1 + g % 3], 'comment ' || g
+			FROM tasks t, generate_series(1, 20) g WHERE t.project_id = $1`,
+			project, w.member.ID, w.admin.ID, w.owner.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var anchor string
+		if err := env.DB.Pool.QueryRow(t.Context(), `SELECT id FROM tasks WHERE project_id = $1 LIMIT 1`, project).Scan(&anchor); err != nil {
+			t.Fatal(err)
+		}
+
+		counter.reset()
+		var out struct {
+			Task struct {
+				Project struct {
+					Tasks struct {
+						Nodes []struct {
+							ID        string
+							Project   struct{ ID, Name string }
+							Assignee  *struct{ ID, Name string }
+							CreatedBy struct{ ID, Name string }
+							Comments  struct {
+								Nodes []struct {
+									ID     string
+									Author struct{ ID, Name string }
+									Task   struct{ ID string }
+								}
+							}
+						}
+					}
+				}
+			}
+		}
+		r := call(t, env, w.viewer, `query($id: ID!, $n: Int!) { task(id: $id) { project { tasks(first: $n) { nodes {
+			id project { id name } assignee { id name } createdBy { id name }
+			comments(first: 20) { nodes { id author { id name } task { id } } } } } } } }`,
+			map[string]any{"id": anchor, "n": n})
+		stmts := counter.statements()
+		if len(r.Body.Errors) > 0 {
+			t.Fatalf("errors: %s", r.Raw)
+		}
+		if err := json.Unmarshal(r.Body.Data, &out); err != nil {
+			t.Fatal(err)
+		}
+		nodes := out.Task.Project.Tasks.Nodes
+		if len(nodes) != n {
+			t.Fatalf("%d tasks, want %d", len(nodes), n)
+		}
+		for _, task := range nodes {
+			if task.Project.ID != project || task.Assignee == nil || task.Assignee.Name == "" || task.CreatedBy.Name == "" ||
+				len(task.Comments.Nodes) != 20 {
+				t.Fatalf("task = %+v", task)
+			}
+			for _, c := range task.Comments.Nodes {
+				if c.Author.Name == "" || c.Task.ID != task.ID {
+					t.Fatalf("comment = %+v", c)
+				}
+			}
+		}
+		counts[n] = len(stmts)
+		if len(stmts) > maxStatements {
+			for i, s := range stmts {
+				stmts[i] = s[:min(len(s), 100)]
+			}
+			t.Fatalf("%d tasks took %d statements, want at most %d:\n%s", n, len(stmts), maxStatements, strings.Join(stmts, "\n"))
+		}
+	}
+	t.Logf("statements: %v", counts)
+}

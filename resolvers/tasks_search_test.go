@@ -1,0 +1,145 @@
+package resolvers_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"testing"
+
+	"taskflow/httpapi/apitest"
+	"taskflow/store"
+)
+
+const searchQ = `query($ws: ID!, $q: String!, $first: Int, $after: String) {
+	searchTasks(workspaceId: $ws, query: $q, first: $first, after: $after) {
+		edges { cursor node { id } } nodes { id } pageInfo { hasNextPage endCursor } } }`
+
+// search pages the results of one search.
+func search(t testing.TB, env *apitest.Env, u apitest.User, ws, q string) fetchPage {
+	return func(first int, after *string) (*pageJSON, *apitest.Response) {
+		t.Helper()
+		r := call(t, env, u, searchQ, map[string]any{"ws": ws, "q": q, "first": first, "after": after})
+		if len(r.Body.Errors) > 0 {
+			return nil, r
+		}
+		var out struct{ SearchTasks pageJSON }
+		if err := json.Unmarshal(r.Body.Data, &out); err != nil {
+			t.Fatal(err)
+		}
+		return &out.SearchTasks, r
+	}
+}
+
+// searchIDs returns every result of a search in one page.
+func searchIDs(t testing.TB, env *apitest.Env, u apitest.User, ws, q string) []string {
+	t.Helper()
+	p, r := search(t, env, u, ws, q)(100, nil)
+	if p == nil {
+		t.Fatalf("search %q: %s", q, r.Raw)
+	}
+	if p.PageInfo.HasNextPage {
+		t.Fatalf("search %q has more than 100 results", q)
+	}
+	ids := make([]string, len(p.Nodes))
+	for i, n := range p.Nodes {
+		ids[i] = n.ID
+	}
+	return ids
+}
+
+// searchTasks matches titles and descriptions with websearch syntax, title matches
+// rank above description matches, and only the workspace's tasks are found.
+func TestSearchTasksRankingAndConfinement(t *testing.T) {
+	t.Parallel()
+	env := apitest.New(t)
+	w := newWorld(t, env)
+	other := newProject(t, env, w.workspace, "Backend")
+	inDesc := insertTask(t, env, w.project, "Refactor the session code", "users cannot login after the upgrade", store.TaskStatusTodo, w.member)
+	inTitle := insertTask(t, env, other, "Login fails", "", store.TaskStatusDone, w.member)
+	both := insertTask(t, env, w.project, "Fix login redirect", "login redirects loop forever", store.TaskStatusTodo, w.member)
+	unrelated := insertTask(t, env, w.project, "Write the docs", "about logging", store.TaskStatusTodo, w.member)
+	stranger := env.NewUser(t, "Stranger")
+	theirWS := newWorkspace(t, env, "Theirs", stranger)
+	theirs := insertTask(t, env, newProject(t, env, theirWS, "P"), "Login page", "login login", store.TaskStatusTodo, stranger)
+
+	got := searchIDs(t, env, w.viewer, w.workspace, "logins")
+	if !slices.Equal(got, []string{both, inTitle, inDesc}) {
+		t.Fatalf("search logins = %v, want [both %s, title %s, description %s]", got, both, inTitle, inDesc)
+	}
+	if slices.Contains(got, unrelated) || slices.Contains(got, theirs) {
+		t.Fatal("unrelated or other workspace's task found")
+	}
+	if got := searchIDs(t, env, stranger, theirWS, "login"); !slices.Equal(got, []string{theirs}) {
+		t.Fatalf("stranger's search = %v", got)
+	}
+	// websearch syntax: phrases and exclusions.
+	if got := searchIDs(t, env, w.member, w.workspace, `"login redirect"`); !slices.Equal(got, []string{both}) {
+		t.Fatalf("phrase search = %v", got)
+	}
+	if got := searchIDs(t, env, w.member, w.workspace, `login -redirect`); !slices.Equal(got, []string{inTitle, inDesc}) {
+		t.Fatalf("exclusion search = %v", got)
+	}
+	// Only stop words: a valid query with no results.
+	if got := searchIDs(t, env, w.member, w.workspace, `the and`); len(got) != 0 {
+		t.Fatalf("stop-word search = %v", got)
+	}
+	// A deleted task is no longer found; an updated one is found by its new title.
+	mustCall(t, env, w.member, deleteTaskQ, map[string]any{"id": inTitle}, nil)
+	mustCall(t, env, w.member, updateTaskQ, map[string]any{"id": unrelated, "in": map[string]any{"title": "Login docs"}}, nil)
+	if got := searchIDs(t, env, w.member, w.workspace, "login"); !slices.Contains(got, unrelated) || slices.Contains(got, inTitle) {
+		t.Fatalf("search after changes = %v", got)
+	}
+
+	wantCode(t, call(t, env, stranger, searchQ, map[string]any{"ws": w.workspace, "q": "login"}), store.CodeNotFound)
+	wantCode(t, call(t, env, w.member, searchQ, map[string]any{"ws": "nope", "q": "login"}), store.CodeNotFound)
+	wantCode(t, env.Post(t, "", searchQ, map[string]any{"ws": w.workspace, "q": "login"}), store.CodeUnauthenticated)
+	for _, q := range []string{"", "   "} {
+		wantCode(t, call(t, env, w.member, searchQ, map[string]any{"ws": w.workspace, "q": q}), store.CodeBadUserInput)
+	}
+	wantCode(t, call(t, env, w.member, searchQ, map[string]any{"ws": w.workspace, "q": "x", "first": 0}), store.CodeBadUserInput)
+}
+
+// Paging a ranked list with many equal ranks gives every result once, in the
+// order of the one-page answer; cursors are bound to the workspace and query.
+func TestSearchTasksPagination(t *testing.T) {
+	t.Parallel()
+	env := apitest.New(t)
+	w := newWorld(t, env)
+	for i := range 12 {
+		insertTask(t, env, w.project, "Deploy pipeline", fmt.Sprintf("step %d", i), store.TaskStatusTodo, w.member)
+	}
+	for i := range 7 {
+		insertTask(t, env, w.project, fmt.Sprintf("Chore %d", i), "deploy the thing", store.TaskStatusTodo, w.member)
+	}
+	insertTask(t, env, w.project, "Deploy deploy deploy", "deploy", store.TaskStatusTodo, w.member)
+	// Ties on rank and created_at: the id decides.
+	if _, err := env.DB.Pool.Exec(t.Context(), `UPDATE tasks SET created_at = '2025-01-01T00:00:00Z'
+		WHERE id IN (SELECT id FROM tasks ORDER BY id LIMIT 6)`); err != nil {
+		t.Fatal(err)
+	}
+	want := searchIDs(t, env, w.member, w.workspace, "deploy")
+	if len(want) != 20 {
+		t.Fatalf("results = %d, want 20", len(want))
+	}
+	wantSQL := idsBySQL(t, env, `SELECT id FROM tasks WHERE search @@ websearch_to_tsquery('english', 'deploy')
+		ORDER BY ts_rank(search, websearch_to_tsquery('english', 'deploy')) DESC, created_at DESC, id DESC`)
+	if !slices.Equal(want, wantSQL) {
+		t.Fatalf("order = %v, want %v", want, wantSQL)
+	}
+	for _, first := range []int{1, 3, 7, 19} {
+		got, _ := walk(t, search(t, env, w.member, w.workspace, "deploy"), first)
+		if !slices.Equal(got, want) {
+			t.Fatalf("first=%d: walked %v, want %v", first, got, want)
+		}
+	}
+	_, cur := walk(t, search(t, env, w.member, w.workspace, "deploy"), 3)
+	_, r := search(t, env, w.member, w.workspace, "pipeline")(3, &cur)
+	wantCode(t, r, store.CodeBadUserInput)
+	ws2 := newWorkspace(t, env, "Second", w.member)
+	_, r = search(t, env, w.member, ws2, "deploy")(3, &cur)
+	wantCode(t, r, store.CodeBadUserInput)
+	// A project-list cursor is not a search cursor.
+	_, taskCur := walk(t, projectTasks(t, env, w.member, want[0], nil), 3)
+	_, r = search(t, env, w.member, w.workspace, "deploy")(3, &taskCur)
+	wantCode(t, r, store.CodeBadUserInput)
+}

@@ -1,0 +1,266 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"taskflow/store/storetest"
+)
+
+var (
+	buildOnce sync.Once
+	binDir    string
+	binPath   string
+	buildErr  error
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binDir != "" {
+		os.RemoveAll(binDir)
+	}
+	os.Exit(code)
+}
+
+// binary builds the taskflow command once for the tests that run it.
+func binary(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		binDir, buildErr = os.MkdirTemp("", "taskflow-bin-")
+		if buildErr != nil {
+			return
+		}
+		binPath = filepath.Join(binDir, "taskflow")
+		out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return binPath
+}
+
+// command returns the taskflow command with a clean configuration plus extra.
+func command(t *testing.T, extra ...string) *exec.Cmd {
+	cmd := exec.Command(binary(t))
+	for _, kv := range os.Environ() {
+		name, _, _ := strings.Cut(kv, "=")
+		switch name {
+		case "HTTP_ADDR", "DATABASE_URL", "REDIS_URL", "CORS_ALLOWED_ORIGINS", "CORS_ALLOW_CREDENTIALS",
+			"TRUSTED_PROXIES", "RATE_LIMIT_POINTS", "RATE_LIMIT_WINDOW", "MAX_QUERY_COST", "IDEMPOTENCY_TTL",
+			"IDEMPOTENCY_WAIT", "AUDIT_RETENTION", "SHUTDOWN_TIMEOUT", "LOG_LEVEL":
+			continue
+		}
+		cmd.Env = append(cmd.Env, kv)
+	}
+	cmd.Env = append(cmd.Env, extra...)
+	cmd.Stdin = nil
+	return cmd
+}
+
+func exitCode(t *testing.T, err error) int {
+	t.Helper()
+	if err == nil {
+		return 0
+	}
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) {
+		t.Fatal(err)
+	}
+	return exit.ExitCode()
+}
+
+func TestStartupExplainsWhenPostgresIsDown(t *testing.T) {
+	t.Parallel()
+	cmd := command(t, "DATABASE_URL=postgres://taskflow:hunter2@127.0.0.1:1/taskflow?sslmode=disable", "HTTP_ADDR=127.0.0.1:0")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	code := exitCode(t, cmd.Run())
+	out := stderr.String()
+	if code != 1 {
+		t.Fatalf("exit code %d, want 1; stderr:\n%s", code, out)
+	}
+	for _, want := range []string{
+		"cannot reach Postgres",
+		"host=127.0.0.1 port=1 user=taskflow database=taskflow",
+		"from:  DATABASE_URL",
+		"What to do",
+		"DATABASE_URL=postgres://",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "hunter2") {
+		t.Errorf("stderr shows the password:\n%s", out)
+	}
+	if strings.Contains(out, `"msg":"listening"`) {
+		t.Errorf("listened without a database:\n%s", out)
+	}
+}
+
+func TestStartupRejectsBadConfiguration(t *testing.T) {
+	t.Parallel()
+	cmd := command(t, "RATE_LIMIT_POINTS=plenty", "IDEMPOTENCY_WAIT=forever")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if code := exitCode(t, cmd.Run()); code != 1 {
+		t.Fatalf("exit code %d, want 1; stderr:\n%s", code, stderr.String())
+	}
+	for _, want := range []string{"bad configuration", `RATE_LIMIT_POINTS="plenty"`, `IDEMPOTENCY_WAIT="forever"`} {
+		if !strings.Contains(stderr.String(), want) {
+			t.Errorf("stderr lacks %q:\n%s", want, stderr.String())
+		}
+	}
+}
+
+// logLines streams the JSON log records of a running server.
+type logLines struct {
+	ch  chan map[string]any
+	mu  sync.Mutex
+	raw strings.Builder
+}
+
+func watchLog(t *testing.T, r io.Reader) *logLines {
+	l := &logLines{ch: make(chan map[string]any, 100)}
+	go func() {
+		defer close(l.ch)
+		sc := bufio.NewScanner(r)
+		for sc.Scan() {
+			l.mu.Lock()
+			l.raw.WriteString(sc.Text() + "\n")
+			l.mu.Unlock()
+			var m map[string]any
+			if json.Unmarshal(sc.Bytes(), &m) == nil {
+				l.ch <- m
+			}
+		}
+	}()
+	return l
+}
+
+// waitFor returns the first record with the message msg (or fails when the log ends).
+func (l *logLines) waitFor(t *testing.T, msg string) map[string]any {
+	t.Helper()
+	for m := range l.ch {
+		if m["msg"] == msg {
+			return m
+		}
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	t.Fatalf("log ended without %q:\n%s", msg, l.raw.String())
+	return nil
+}
+
+// TestGracefulShutdown sends SIGTERM while a request is in flight (its handler is
+// reading the body, which the client has not finished sending): the server stops
+// accepting connections, the request still completes, and the process exits 0.
+func TestGracefulShutdown(t *testing.T) {
+	t.Parallel()
+	cmd := command(t, "DATABASE_URL="+storetest.URL(t), "HTTP_ADDR=127.0.0.1:0", "REDIS_URL=redis://127.0.0.1:6379/0")
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	logs := watchLog(t, stderr)
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			_ = cmd.Process.Kill()
+		}
+	})
+	addr, _ := logs.waitFor(t, "listening")["addr"].(string)
+
+	// Health over a normal request first: Postgres and the shared Redis answer.
+	res, err := http.Get("http://" + addr + "/healthz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	health, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != http.StatusOK ||
+		string(health) != `{"postgres":{"ok":true},"redis":{"ok":true,"mode":"shared"},"status":"ok"}`+"\n" {
+		t.Fatalf("healthz = %d %s", res.StatusCode, health)
+	}
+
+	// Start a request and hold its body back. Expect: 100-continue makes the
+	// server say when the handler starts reading the body, so the request is
+	// provably in flight before the signal.
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	body := `{"query":"query InFlight { __typename }"}`
+	fmt.Fprintf(conn, "POST /query HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\n"+
+		"Content-Length: %d\r\nExpect: 100-continue\r\nX-Request-ID: in-flight-1\r\n\r\n", addr, len(body))
+	br := bufio.NewReader(conn)
+	status, err := br.ReadString('\n')
+	if err != nil || !strings.Contains(status, "100 Continue") {
+		t.Fatalf("interim response %q, %v", status, err)
+	}
+	if _, err := br.ReadString('\n'); err != nil { // the blank line after 100 Continue
+		t.Fatal(err)
+	}
+
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	logs.waitFor(t, "shutting down: no new connections, finishing requests in flight")
+	// The listener closes: wait until a new connection is refused.
+	for {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			break
+		}
+		c.Close()
+		time.Sleep(10 * time.Millisecond)
+	}
+
+	// Now finish the request: it is answered in full.
+	if _, err := io.WriteString(conn, body); err != nil {
+		t.Fatal(err)
+	}
+	res, err = http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != http.StatusOK || string(got) != `{"data":{"__typename":"Query"}}` ||
+		res.Header.Get("X-Request-ID") != "in-flight-1" {
+		t.Fatalf("in-flight request = %d %q %v", res.StatusCode, got, res.Header)
+	}
+
+	line := logs.waitFor(t, "request")
+	if line["request_id"] != "in-flight-1" || line["operation"] != "InFlight" {
+		t.Errorf("access log = %v", line)
+	}
+	logs.waitFor(t, "stopped")
+	for range logs.ch { // drain until the process closes stderr
+	}
+	go func() { done <- cmd.Wait() }()
+	if code := exitCode(t, <-done); code != 0 {
+		t.Fatalf("exit code %d after SIGTERM, want 0", code)
+	}
+}

@@ -1,0 +1,142 @@
+package store
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/google/uuid"
+)
+
+// MaxSearchQueryLength is the longest search query accepted, in characters.
+const MaxSearchQueryLength = 500
+
+// DefaultSearchPageSize is the page size of search results when first is not given.
+const DefaultSearchPageSize = 20
+
+// searchCursor is the position of a result in a list ordered by (rank, created_at,
+// id) descending. Scope binds it to the workspace and query it came from.
+type searchCursor struct {
+	Rank  float32   `json:"r"`
+	At    time.Time `json:"t"`
+	ID    string    `json:"i"`
+	Scope string    `json:"s"`
+}
+
+// searchScope is the cursor scope of a search: the workspace and a digest of the
+// query (the cursor need not carry the query's text).
+func searchScope(workspaceID, query string) string {
+	sum := sha256.Sum256([]byte(query))
+	return "search:" + workspaceID + ":" + hex.EncodeToString(sum[:12])
+}
+
+// encodeSearchCursor returns the opaque form of a search position.
+func encodeSearchCursor(rank float32, at time.Time, id, scope string) string {
+	b, _ := json.Marshal(searchCursor{Rank: rank, At: at.UTC(), ID: id, Scope: scope})
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+// decodeSearchCursor parses an opaque search cursor of scope; nil for none, a
+// BAD_USER_INPUT error for one that is malformed or from another search.
+func decodeSearchCursor(after *string, scope string) (*searchCursor, error) {
+	if after == nil || *after == "" {
+		return nil, nil
+	}
+	b, err := base64.RawURLEncoding.DecodeString(*after)
+	if err != nil {
+		return nil, Errorf(CodeBadUserInput, "after: malformed cursor")
+	}
+	var c searchCursor
+	if err := json.Unmarshal(b, &c); err != nil || c.At.IsZero() {
+		return nil, Errorf(CodeBadUserInput, "after: malformed cursor")
+	}
+	if _, err := uuid.Parse(c.ID); err != nil {
+		return nil, Errorf(CodeBadUserInput, "after: malformed cursor")
+	}
+	if c.Scope != scope {
+		return nil, Errorf(CodeBadUserInput, "after: the cursor belongs to another search")
+	}
+	return &c, nil
+}
+
+// SearchTasks runs a full-text search (websearch syntax, English) over the titles
+// and descriptions of the tasks of one workspace, as viewer (any role). Results
+// come best match first by ts_rank, ties newest first by (created_at, id); the
+// cursor carries the rank, so paging is keyset, not offset. It returns a NOT_FOUND
+// error if the workspace does not exist or viewer is not a member, and
+// BAD_USER_INPUT for an empty or too long query, first out of 1..100, or a
+// cursor from another workspace or query.
+func (db *DB) SearchTasks(ctx context.Context, viewer *User, workspaceID, query string, first *int, after *string) (*TaskConnection, error) {
+	if viewer == nil {
+		return nil, ErrUnauthenticated
+	}
+	query = strings.TrimSpace(query)
+	if query == "" {
+		return nil, Errorf(CodeBadUserInput, "query must not be empty")
+	}
+	if utf8.RuneCountInString(query) > MaxSearchQueryLength {
+		return nil, Errorf(CodeBadUserInput, "query must be at most %d characters", MaxSearchQueryLength)
+	}
+	n, err := pageSize(first, DefaultSearchPageSize)
+	if err != nil {
+		return nil, err
+	}
+	scope := searchScope(workspaceID, query)
+	cur, err := decodeSearchCursor(after, scope)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := db.RoleIn(ctx, workspaceID, viewer.ID, "workspace"); err != nil {
+		return nil, err
+	}
+	var rank *float32
+	var at *time.Time
+	var id *string
+	if cur != nil {
+		rank, at, id = &cur.Rank, &cur.At, &cur.ID
+	}
+	rows, err := db.q(ctx).Query(ctx, `SELECT t.rank, `+taskColumns+`
+		FROM (SELECT t.*, ts_rank(t.search, q.q) AS rank
+			FROM tasks t, websearch_to_tsquery('english', $2) AS q(q)
+			WHERE t.workspace_id = $1 AND t.search @@ q.q) t
+		WHERE $3::real IS NULL OR (t.rank, t.created_at, t.id) < ($3::real, $4::timestamptz, $5::uuid)
+		ORDER BY t.rank DESC, t.created_at DESC, t.id DESC
+		LIMIT $6`, workspaceID, query, rank, at, id, n+1)
+	if err != nil {
+		return nil, fmt.Errorf("search tasks: %w", err)
+	}
+	defer rows.Close()
+	var tasks []*Task
+	var ranks []float32
+	for rows.Next() {
+		var r float32
+		t, err := scanTaskAfter(rows, &r)
+		if err != nil {
+			return nil, fmt.Errorf("search tasks: %w", err)
+		}
+		tasks = append(tasks, t)
+		ranks = append(ranks, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("search tasks: %w", err)
+	}
+	c := &TaskConnection{Edges: make([]*TaskEdge, 0, min(len(tasks), n))}
+	if len(tasks) > n {
+		tasks = tasks[:n]
+		c.PageInfo.HasNextPage = true
+	}
+	for i, t := range tasks {
+		c.Edges = append(c.Edges, &TaskEdge{Cursor: encodeSearchCursor(ranks[i], t.CreatedAt, t.ID, scope), Node: t})
+	}
+	if len(c.Edges) > 0 {
+		end := c.Edges[len(c.Edges)-1].Cursor
+		c.PageInfo.EndCursor = &end
+	}
+	return c, nil
+}

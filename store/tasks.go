@@ -1,0 +1,470 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/jackc/pgx/v5"
+
+	"taskflow/audit"
+)
+
+// MaxTitleLength is the longest task title accepted, in characters.
+const MaxTitleLength = 200
+
+// MaxTaskDescriptionLength is the longest task description accepted, in characters.
+const MaxTaskDescriptionLength = 10000
+
+// DefaultTaskPageSize is the page size of task lists when first is not given.
+const DefaultTaskPageSize = 20
+
+// Optional is an input field that may be absent, present and null, or present with
+// a value: Set says whether it was given, Value is nil for an explicit null.
+type Optional[T any] struct {
+	Set   bool
+	Value *T
+}
+
+// Some returns an Optional given with v (nil means an explicit null).
+func Some[T any](v *T) Optional[T] { return Optional[T]{Set: true, Value: v} }
+
+// NewTask is the input of CreateTask. Nil Status and Priority mean the defaults
+// (TODO, MEDIUM).
+type NewTask struct {
+	ProjectID   string
+	Title       string
+	Description *string
+	Status      *TaskStatus
+	Priority    *TaskPriority
+	AssigneeID  *string
+	DueDate     *time.Time
+}
+
+// TaskPatch is the input of UpdateTask: only the fields that are Set change. An
+// explicit null clears Description, AssigneeID and DueDate; it is refused for
+// Title, Status and Priority.
+type TaskPatch struct {
+	Title       Optional[string]
+	Description Optional[string]
+	Status      Optional[TaskStatus]
+	Priority    Optional[TaskPriority]
+	AssigneeID  Optional[string]
+	DueDate     Optional[time.Time]
+}
+
+// taskColumns is the column list scanned by scanTask (table alias t).
+const taskColumns = `t.id, t.project_id, t.workspace_id, t.title, t.description, t.status, t.priority,
+	t.assignee_id, t.due_date, t.created_by, t.created_at, t.updated_at`
+
+// scanTask scans the columns of taskColumns, followed by extra destinations.
+func scanTask(row pgx.Row, extra ...any) (*Task, error) {
+	var t Task
+	dest := append([]any{&t.ID, &t.ProjectID, &t.WorkspaceID, &t.Title, &t.Description, &t.Status,
+		&t.Priority, &t.AssigneeID, &t.DueDate, &t.CreatedByID, &t.CreatedAt, &t.UpdatedAt}, extra...)
+	if err := row.Scan(dest...); err != nil {
+		return nil, err
+	}
+	return &t, nil
+}
+
+// cleanTitle trims a title and checks it is non-empty and not too long.
+func cleanTitle(s string) (string, error) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return "", Errorf(CodeBadUserInput, "title must not be empty")
+	}
+	if utf8.RuneCountInString(s) > MaxTitleLength {
+		return "", Errorf(CodeBadUserInput, "title must be at most %d characters", MaxTitleLength)
+	}
+	return s, nil
+}
+
+// checkDescription refuses a description that is too long.
+func checkDescription(s *string) error {
+	if s != nil && utf8.RuneCountInString(*s) > MaxTaskDescriptionLength {
+		return Errorf(CodeBadUserInput, "description must be at most %d characters", MaxTaskDescriptionLength)
+	}
+	return nil
+}
+
+// checkAssignee refuses an assignee id that is not an id at all (one that is
+// well-formed but not a member is refused by tasks_assignee_member_fkey).
+func checkAssignee(id *string) error {
+	if id != nil && !validID(*id) {
+		return Errorf(CodeBadUserInput, "the assignee must be a member of the workspace")
+	}
+	return nil
+}
+
+// CreateTask creates a task in a project as actor (MEMBER or more) and records
+// task.created. Status and priority default to TODO and MEDIUM; the title is
+// trimmed. It returns a NOT_FOUND error if the project does not exist or is in a
+// workspace actor is not a member of, FORBIDDEN for a VIEWER, CONFLICT if the
+// project is archived (an archived project takes no new tasks), and
+// BAD_USER_INPUT for an empty or too long title, a too long description, an
+// invalid status or priority, or an assignee who is not a member of the workspace.
+func (db *DB) CreateTask(ctx context.Context, actor *User, in NewTask) (*Task, error) {
+	if actor == nil {
+		return nil, ErrUnauthenticated
+	}
+	title, err := cleanTitle(in.Title)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkDescription(in.Description); err != nil {
+		return nil, err
+	}
+	status, priority := TaskStatusTodo, TaskPriorityMedium
+	if in.Status != nil {
+		status = *in.Status
+	}
+	if in.Priority != nil {
+		priority = *in.Priority
+	}
+	if !status.IsValid() || !priority.IsValid() {
+		return nil, Errorf(CodeBadUserInput, "invalid status or priority")
+	}
+	if err := checkAssignee(in.AssigneeID); err != nil {
+		return nil, err
+	}
+	if !validID(in.ProjectID) {
+		return nil, notFound("project")
+	}
+	var task *Task
+	err = db.WithTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
+		var workspaceID string
+		var archivedAt *time.Time
+		// FOR SHARE: the project can't be archived or deleted until we commit.
+		err := tx.QueryRow(ctx, `SELECT workspace_id, archived_at FROM projects WHERE id = $1 FOR SHARE`,
+			in.ProjectID).Scan(&workspaceID, &archivedAt)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return notFound("project")
+		}
+		if err != nil {
+			return fmt.Errorf("create task: project: %w", err)
+		}
+		if _, err := db.requireRole(ctx, workspaceID, actor, RoleMember, "project", "create tasks"); err != nil {
+			return err
+		}
+		if archivedAt != nil {
+			return Errorf(CodeConflict, "the project is archived and takes no new tasks")
+		}
+		task, err = scanTask(tx.QueryRow(ctx, `INSERT INTO tasks AS t (project_id, workspace_id, title, description,
+				status, priority, assignee_id, due_date, created_by)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING `+taskColumns,
+			in.ProjectID, workspaceID, title, in.Description, status, priority, in.AssigneeID, in.DueDate, actor.ID))
+		if err != nil {
+			return fmt.Errorf("create task: %w", mapError(err))
+		}
+		return db.appendAudit(ctx, tx, audit.Event{
+			WorkspaceID: &task.WorkspaceID, ActorID: &actor.ID, Action: "task.created",
+			EntityID: task.ID, Metadata: audit.Snapshot(task),
+		})
+	})
+	if err != nil {
+		return nil, err
+	}
+	return task, nil
+}
+
+// lockTask reads a task FOR UPDATE in tx and checks actor's role in its workspace.
+// It returns NOT_FOUND if the task does not exist or actor is not a member of its
+// workspace, FORBIDDEN (naming action) if actor's role is below min.
+func (db *DB) lockTask(ctx context.Context, tx pgx.Tx, actor *User, id string, min Role, action string) (*Task, error) {
+	if !validID(id) {
+		return nil, notFound("task")
+	}
+	t, err := scanTask(tx.QueryRow(ctx, `SELECT `+taskColumns+` FROM tasks t WHERE t.id = $1 FOR UPDATE`, id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, notFound("task")
+	}
+	if err != nil {
+		return nil, fmt.Errorf("lock task: %w", err)
+	}
+	if _, err := db.requireRole(ctx, t.WorkspaceID, actor, min, "task", action); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// apply returns the task with the patch applied, or a BAD_USER_INPUT error.
+func (p TaskPatch) apply(t Task) (Task, error) {
+	if p.Title.Set {
+		if p.Title.Value == nil {
+			return t, Errorf(CodeBadUserInput, "title cannot be null")
+		}
+		title, err := cleanTitle(*p.Title.Value)
+		if err != nil {
+			return t, err
+		}
+		t.Title = title
+	}
+	if p.Description.Set {
+		if err := checkDescription(p.Description.Value); err != nil {
+			return t, err
+		}
+		t.Description = p.Description.Value
+	}
+	if p.Status.Set {
+		if p.Status.Value == nil || !p.Status.Value.IsValid() {
+			return t, Errorf(CodeBadUserInput, "status cannot be null")
+		}
+		t.Status = *p.Status.Value
+	}
+	if p.Priority.Set {
+		if p.Priority.Value == nil || !p.Priority.Value.IsValid() {
+			return t, Errorf(CodeBadUserInput, "priority cannot be null")
+		}
+		t.Priority = *p.Priority.Value
+	}
+	if p.AssigneeID.Set {
+		if err := checkAssignee(p.AssigneeID.Value); err != nil {
+			return t, err
+		}
+		t.AssigneeID = p.AssigneeID.Value
+	}
+	if p.DueDate.Set {
+		t.DueDate = p.DueDate.Value
+	}
+	return t, nil
+}
+
+// UpdateTask changes the given fields of a task as actor (MEMBER or more) and
+// records task.updated with the changed fields. A patch that changes nothing
+// writes nothing and records no event. It returns a NOT_FOUND error if the task
+// does not exist or is in a workspace actor is not a member of, FORBIDDEN for a
+// VIEWER, and BAD_USER_INPUT for a null title, status or priority, an empty or too
+// long title, or an assignee who is not a member of the workspace.
+func (db *DB) UpdateTask(ctx context.Context, actor *User, id string, patch TaskPatch) (*Task, error) {
+	if actor == nil {
+		return nil, ErrUnauthenticated
+	}
+	if _, err := patch.apply(Task{}); err != nil {
+		return nil, err // invalid whatever the task is
+	}
+	var task *Task
+	err := db.WithTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
+		before, err := db.lockTask(ctx, tx, actor, id, RoleMember, "edit tasks")
+		if err != nil {
+			return err
+		}
+		after, err := patch.apply(*before)
+		if err != nil {
+			return err
+		}
+		changes := audit.Changes(before, &after)
+		if len(changes) == 0 {
+			task = before
+			return nil
+		}
+		task, err = scanTask(tx.QueryRow(ctx, `UPDATE tasks AS t SET title = $2, description = $3, status = $4,
+				priority = $5, assignee_id = $6, due_date = $7, updated_at = clock_timestamp()
+			WHERE t.id = $1 RETURNING `+taskColumns,
+			id, after.Title, after.Description, after.Status, after.Priority, after.AssigneeID, after.DueDate))
+		if err != nil {
+			return fmt.Errorf("update task: %w", mapError(err))
+		}
+		return db.appendAudit(ctx, tx, audit.Event{
+			WorkspaceID: &task.WorkspaceID, ActorID: &actor.ID, Action: "task.updated",
+			EntityID: task.ID, Metadata: map[string]any{"changes": audit.Changes(before, task)},
+		})
+	})
+	if err != nil {
+		return nil, err
+	}
+	return task, nil
+}
+
+// DeleteTask deletes a task and its comments as actor (MEMBER or more) and
+// records task.deleted with the task's fields. It returns a NOT_FOUND error if
+// the task does not exist or is in a workspace actor is not a member of, and
+// FORBIDDEN for a VIEWER.
+func (db *DB) DeleteTask(ctx context.Context, actor *User, id string) error {
+	if actor == nil {
+		return ErrUnauthenticated
+	}
+	return db.WithTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
+		task, err := db.lockTask(ctx, tx, actor, id, RoleMember, "delete tasks")
+		if err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `DELETE FROM tasks WHERE id = $1`, id); err != nil {
+			return fmt.Errorf("delete task: %w", err)
+		}
+		return db.appendAudit(ctx, tx, audit.Event{
+			WorkspaceID: &task.WorkspaceID, ActorID: &actor.ID, Action: "task.deleted",
+			EntityID: task.ID, Metadata: audit.Snapshot(task),
+		})
+	})
+}
+
+// Task returns a task that viewer can see. It returns a NOT_FOUND error if the
+// task does not exist, the id is malformed, or the task is in a workspace viewer
+// is not a member of.
+func (db *DB) Task(ctx context.Context, viewer *User, id string) (*Task, error) {
+	if viewer == nil {
+		return nil, ErrUnauthenticated
+	}
+	if !validID(id) {
+		return nil, notFound("task")
+	}
+	t, err := scanTask(db.q(ctx).QueryRow(ctx, `SELECT `+taskColumns+` FROM tasks t
+		JOIN members m ON m.workspace_id = t.workspace_id AND m.user_id = $2
+		WHERE t.id = $1`, id, viewer.ID))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, notFound("task")
+	}
+	if err != nil {
+		return nil, fmt.Errorf("task: %w", err)
+	}
+	return t, nil
+}
+
+// TasksByID returns the tasks with the given ids, in the order of ids, with nil
+// for an id that does not exist. It checks no access: callers load tasks
+// reachable from things the viewer can already see (a comment's task).
+func (db *DB) TasksByID(ctx context.Context, ids []string) ([]*Task, error) {
+	valid := validIDs(ids)
+	rows, err := db.q(ctx).Query(ctx, `SELECT `+taskColumns+` FROM tasks t WHERE t.id = ANY($1::uuid[])`, valid)
+	if err != nil {
+		return nil, fmt.Errorf("tasks by id: %w", err)
+	}
+	defer rows.Close()
+	byID := make(map[string]*Task, len(valid))
+	for rows.Next() {
+		t, err := scanTask(rows)
+		if err != nil {
+			return nil, fmt.Errorf("tasks by id: %w", err)
+		}
+		byID[t.ID] = t
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("tasks by id: %w", err)
+	}
+	out := make([]*Task, len(ids))
+	for i, id := range ids {
+		out[i] = byID[id]
+	}
+	return out, nil
+}
+
+// TaskPageKey names one page of a project's tasks: the project, an optional
+// status filter ("" for all), the page size and the opaque cursor ("" for the
+// first page). It is comparable, so loaders batch and cache by it.
+type TaskPageKey struct {
+	ProjectID string
+	Status    TaskStatus
+	First     int
+	After     string
+}
+
+// taskPageScope is the cursor scope of a project's task list with a filter.
+func taskPageScope(projectID string, status TaskStatus) string {
+	return "tasks:" + projectID + ":" + string(status)
+}
+
+// NewTaskPageKey validates a page request for a project's tasks (first nil means
+// DefaultTaskPageSize) and returns its key. It returns a BAD_USER_INPUT error for
+// first out of 1..100, an invalid status, or a cursor that is malformed or comes
+// from another project or filter.
+func NewTaskPageKey(projectID string, status *TaskStatus, first *int, after *string) (TaskPageKey, error) {
+	k := TaskPageKey{ProjectID: projectID}
+	if status != nil {
+		if !status.IsValid() {
+			return k, Errorf(CodeBadUserInput, "invalid status")
+		}
+		k.Status = *status
+	}
+	p, err := NewPage(first, DefaultTaskPageSize, after, taskPageScope(projectID, k.Status))
+	if err != nil {
+		return k, err
+	}
+	k.First = p.First
+	if after != nil {
+		k.After = *after
+	}
+	return k, nil
+}
+
+// TaskPages returns one page of tasks, newest first by (created_at, id), for each
+// key, in the order of keys, with one query for all of them. It checks no access:
+// callers pass projects the viewer can see. It returns a BAD_USER_INPUT error for
+// a key whose cursor is invalid (keys made by NewTaskPageKey never are).
+func (db *DB) TaskPages(ctx context.Context, keys []TaskPageKey) ([]*TaskConnection, error) {
+	pages := make([]Page, len(keys))
+	projects := make([]string, len(keys))
+	statuses := make([]*string, len(keys))
+	ats := make([]*time.Time, len(keys))
+	afterIDs := make([]*string, len(keys))
+	limits := make([]int32, len(keys))
+	for i, k := range keys {
+		after := &k.After
+		p, err := NewPage(&k.First, DefaultTaskPageSize, after, taskPageScope(k.ProjectID, k.Status))
+		if err != nil {
+			return nil, err
+		}
+		pages[i] = p
+		projects[i] = k.ProjectID
+		if !validID(k.ProjectID) {
+			projects[i] = "00000000-0000-0000-0000-000000000000"
+		}
+		if k.Status != "" {
+			s := string(k.Status)
+			statuses[i] = &s
+		}
+		if p.After != nil {
+			ats[i], afterIDs[i] = &p.After.At, &p.After.ID
+		}
+		limits[i] = int32(p.First + 1)
+	}
+	rows, err := db.q(ctx).Query(ctx, `SELECT k.ord, `+taskColumns+`
+		FROM unnest($1::uuid[], $2::text[], $3::timestamptz[], $4::uuid[], $5::int[])
+			WITH ORDINALITY AS k(project_id, status, at, id, lim, ord)
+		CROSS JOIN LATERAL (
+			SELECT * FROM tasks t
+			WHERE t.project_id = k.project_id
+				AND (k.status IS NULL OR t.status = k.status)
+				AND (k.at IS NULL OR (t.created_at, t.id) < (k.at, k.id))
+			ORDER BY t.created_at DESC, t.id DESC
+			LIMIT k.lim) t
+		ORDER BY k.ord, t.created_at DESC, t.id DESC`,
+		projects, statuses, ats, afterIDs, limits)
+	if err != nil {
+		return nil, fmt.Errorf("task pages: %w", err)
+	}
+	defer rows.Close()
+	items := make([][]*Task, len(keys))
+	for rows.Next() {
+		var ord int64
+		t, err := scanTaskAfter(rows, &ord)
+		if err != nil {
+			return nil, fmt.Errorf("task pages: %w", err)
+		}
+		items[ord-1] = append(items[ord-1], t)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("task pages: %w", err)
+	}
+	out := make([]*TaskConnection, len(keys))
+	for i, k := range keys {
+		out[i] = connection(items[i], pages[i], taskPageScope(k.ProjectID, k.Status), taskKey)
+	}
+	return out, nil
+}
+
+// scanTaskAfter scans a leading column into first, then the columns of taskColumns.
+func scanTaskAfter(rows pgx.Rows, first any) (*Task, error) {
+	var t Task
+	if err := rows.Scan(first, &t.ID, &t.ProjectID, &t.WorkspaceID, &t.Title, &t.Description, &t.Status,
+		&t.Priority, &t.AssigneeID, &t.DueDate, &t.CreatedByID, &t.CreatedAt, &t.UpdatedAt); err != nil {
+		return nil, err
+	}
+	return &t, nil
+}
+
+// taskKey returns a task's position in newest-first lists.
+func taskKey(t *Task) (time.Time, string) { return t.CreatedAt, t.ID }

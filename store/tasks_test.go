@@ -1,0 +1,186 @@
+package store_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+
+	"taskflow/audit"
+	"taskflow/store"
+	"taskflow/store/storetest"
+)
+
+// taskFixture is a workspace with a MEMBER and a project, made with SQL.
+type taskFixture struct {
+	db        *store.DB
+	member    *store.User
+	workspace string
+	project   string
+}
+
+func newTaskFixture(t *testing.T) *taskFixture {
+	t.Helper()
+	db := storetest.DB(t)
+	ctx := t.Context()
+	f := &taskFixture{db: db, member: &store.User{}}
+	if err := db.Pool.QueryRow(ctx, `INSERT INTO users (email, name, password_hash) VALUES ('m@example.com', 'M', 'x')
+		RETURNING id, email, name`).Scan(&f.member.ID, &f.member.Email, &f.member.Name); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Pool.QueryRow(ctx, `INSERT INTO workspaces (name) VALUES ('W') RETURNING id`).Scan(&f.workspace); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Pool.Exec(ctx, `INSERT INTO members (workspace_id, user_id, role) VALUES ($1, $2, 'MEMBER')`,
+		f.workspace, f.member.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Pool.QueryRow(ctx, `INSERT INTO projects (workspace_id, name) VALUES ($1, 'P') RETURNING id`,
+		f.workspace).Scan(&f.project); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// Concurrent updates of one task are serialised by the row lock: every
+// task.updated event's "from" is the previous event's "to", so no change is lost
+// from the log.
+func TestConcurrentTaskUpdatesChainTheirDiffs(t *testing.T) {
+	t.Parallel()
+	f := newTaskFixture(t)
+	ctx := t.Context()
+	task, err := f.db.CreateTask(ctx, f.member, store.NewTask{ProjectID: f.project, Title: "v0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for i := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			title := fmt.Sprintf("v%d", i+1)
+			_, err := f.db.UpdateTask(context.Background(), f.member, task.ID, store.TaskPatch{Title: store.Some(&title)})
+			errs <- err
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	rows, err := f.db.Pool.Query(ctx, `SELECT metadata->'changes'->'title'->>'from', metadata->'changes'->'title'->>'to'
+		FROM audit_events WHERE action = 'task.updated' ORDER BY occurred_at, id`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	prev, n := "v0", 0
+	for rows.Next() {
+		var from, to string
+		if err := rows.Scan(&from, &to); err != nil {
+			t.Fatal(err)
+		}
+		if from != prev {
+			t.Fatalf("event %d: from %q, want %q", n, from, prev)
+		}
+		prev = to
+		n++
+	}
+	if n != 8 {
+		t.Fatalf("%d task.updated events, want 8", n)
+	}
+	var title string
+	if err := f.db.Pool.QueryRow(ctx, `SELECT title FROM tasks WHERE id = $1`, task.ID).Scan(&title); err != nil || title != prev {
+		t.Fatalf("title = %q (%v), last event says %q", title, err, prev)
+	}
+}
+
+// One TaskPages call answers keys with different projects, filters, sizes and
+// cursors, each as if it were asked alone.
+func TestTaskPagesMixedKeys(t *testing.T) {
+	t.Parallel()
+	f := newTaskFixture(t)
+	ctx := t.Context()
+	var otherProject string
+	if err := f.db.Pool.QueryRow(ctx, `INSERT INTO projects (workspace_id, name) VALUES ($1, 'Q') RETURNING id`,
+		f.workspace).Scan(&otherProject); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 9 {
+		status := store.TaskStatusTodo
+		if i%2 == 1 {
+			status = store.TaskStatusDone
+		}
+		for _, p := range []string{f.project, otherProject} {
+			if _, err := f.db.CreateTask(ctx, f.member, store.NewTask{ProjectID: p, Title: fmt.Sprintf("t%d", i), Status: &status}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	done := store.TaskStatusDone
+	two, three := 2, 3
+	k1, _ := store.NewTaskPageKey(f.project, nil, &three, nil)
+	k2, _ := store.NewTaskPageKey(otherProject, &done, &two, nil)
+	alone, err := f.db.TaskPages(ctx, []store.TaskPageKey{k1, k2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k3, err := store.NewTaskPageKey(f.project, nil, &two, alone[0].PageInfo.EndCursor)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k4, err := store.NewTaskPageKey(otherProject, &done, &two, alone[1].PageInfo.EndCursor)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.NewTaskPageKey(f.project, &done, &two, alone[1].PageInfo.EndCursor); store.ErrorCode(err) != store.CodeBadUserInput {
+		t.Fatalf("cursor of another project accepted: %v", err)
+	}
+	mixed, err := f.db.TaskPages(ctx, []store.TaskPageKey{k3, k1, k4, k2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, k := range []store.TaskPageKey{k3, k1, k4, k2} {
+		single, err := f.db.TaskPages(ctx, []store.TaskPageKey{k})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fmt.Sprint(ids(single[0])) != fmt.Sprint(ids(mixed[i])) || single[0].PageInfo.HasNextPage != mixed[i].PageInfo.HasNextPage {
+			t.Fatalf("key %d: mixed %v, alone %v", i, ids(mixed[i]), ids(single[0]))
+		}
+		for _, e := range mixed[i].Edges {
+			if e.Node.ProjectID != k.ProjectID || (k.Status != "" && e.Node.Status != k.Status) {
+				t.Fatalf("key %d: task %+v does not belong", i, e.Node)
+			}
+		}
+	}
+	if len(mixed[0].Edges) != 2 || len(mixed[1].Edges) != 3 || len(mixed[2].Edges) != 2 || len(mixed[3].Edges) != 2 {
+		t.Fatalf("page sizes %d %d %d %d", len(mixed[0].Edges), len(mixed[1].Edges), len(mixed[2].Edges), len(mixed[3].Edges))
+	}
+	// k2 and k4 are consecutive pages of DONE tasks of the other project.
+	if ids(mixed[3])[1] == ids(mixed[2])[0] {
+		t.Fatal("consecutive pages overlap")
+	}
+}
+
+func ids(c *store.TaskConnection) []string {
+	out := make([]string, len(c.Edges))
+	for i, e := range c.Edges {
+		out[i] = e.Node.ID
+	}
+	return out
+}
+
+// Every exported field of Task and Comment has an audit rule, so snapshots and
+// diffs of them never panic or leak an unclassified field.
+func TestTaskAndCommentAuditRules(t *testing.T) {
+	t.Parallel()
+	for _, v := range []any{store.Task{}, store.Comment{}} {
+		if err := audit.Check(v); err != nil {
+			t.Error(err)
+		}
+	}
+}
