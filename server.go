@@ -25,6 +25,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"taskflow/httpapi"
+	"taskflow/idempotency"
 	"taskflow/store"
 )
 
@@ -87,13 +88,16 @@ func run(cfg Config, log *slog.Logger) error {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
 	h := httpapi.NewHandler(httpapi.Options{
-		DB:             db,
-		Log:            log,
-		TrustedProxies: cfg.TrustedProxies,
-		Registry:       reg,
-		CORS:           cfg.CORS,
-		Dependencies:   deps,
+		DB:              db,
+		Log:             log,
+		TrustedProxies:  cfg.TrustedProxies,
+		Registry:        reg,
+		CORS:            cfg.CORS,
+		Dependencies:    deps,
+		IdempotencyTTL:  cfg.IdempotencyTTL,
+		IdempotencyWait: idempotencyWait(cfg.IdempotencyWait),
 	})
+	idempotency.NewPurger(idempotency.PurgerOptions{DB: db, Registerer: reg, Log: log}).Start(ctx)
 	srv := &http.Server{
 		Handler:           h,
 		ReadHeaderTimeout: 5 * time.Second,
@@ -245,4 +249,13 @@ func displayAddr(a net.Addr) string {
 		host = "localhost"
 	}
 	return net.JoinHostPort(host, port)
+}
+
+// idempotencyWait maps IDEMPOTENCY_WAIT to httpapi.Options, where zero means the
+// default: an explicit 0 (do not wait for a concurrent duplicate) becomes negative.
+func idempotencyWait(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"time"
 
 	"github.com/99designs/gqlgen/graphql/handler"
 	"github.com/99designs/gqlgen/graphql/handler/extension"
@@ -18,6 +19,7 @@ import (
 	"taskflow/audit"
 	"taskflow/auth"
 	"taskflow/graph"
+	"taskflow/idempotency"
 	"taskflow/resolvers"
 	"taskflow/store"
 )
@@ -27,6 +29,13 @@ type Options struct {
 	DB             *store.DB
 	Log            *slog.Logger
 	TrustedProxies Proxies
+	// IdempotencyTTL and IdempotencyWait are IDEMPOTENCY_TTL and IDEMPOTENCY_WAIT;
+	// zero means the default (24h, 5s); a negative wait means no waiting.
+	IdempotencyTTL  time.Duration
+	IdempotencyWait time.Duration
+	// Resolvers replaces the resolver root (tests of middleware that stand in a
+	// resolver); nil means the real resolvers.
+	Resolvers graph.ResolverRoot
 	// Registry holds the Prometheus metrics served at /metrics; other packages
 	// register theirs in it too. Nil: a registry of the handler's own.
 	Registry *prometheus.Registry
@@ -44,7 +53,10 @@ func NewHandler(o Options) http.Handler {
 	if o.Log == nil {
 		o.Log = slog.Default()
 	}
-	gql := handler.New(graph.NewExecutableSchema(graph.Config{Resolvers: &resolvers.Resolver{DB: o.DB, PasswordParams: o.PasswordParams}}))
+	if o.Resolvers == nil {
+		o.Resolvers = &resolvers.Resolver{DB: o.DB, PasswordParams: o.PasswordParams}
+	}
+	gql := handler.New(graph.NewExecutableSchema(graph.Config{Resolvers: o.Resolvers}))
 	gql.AddTransport(transport.GET{})
 	gql.AddTransport(transport.POST{})
 	gql.Use(extension.Introspection{})
@@ -52,9 +64,12 @@ func NewHandler(o Options) http.Handler {
 	gql.SetRecoverFunc(recoverPanic)
 	ops := newOps(o)
 	gql.Use(operationMetrics{ops.metrics})
+	gql.Use(idempotency.New(idempotency.Options{DB: o.DB, TTL: o.IdempotencyTTL, Wait: o.IdempotencyWait,
+		Registerer: ops.reg, Log: o.Log}))
 
 	mux := http.NewServeMux()
-	mux.Handle("/query", o.CORS.handler(auth.Middleware(o.DB, writeAuthError)(resolvers.LoaderMiddleware(o.DB, gql))))
+	mux.Handle("/query", o.CORS.handler(auth.Middleware(o.DB, writeAuthError)(
+		resolvers.LoaderMiddleware(o.DB, idempotency.ResponseHeaders(gql)))))
 	ops.routes(mux)
 	return requestContext(o.TrustedProxies, ops.wrap(mux))
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -72,15 +73,23 @@ type Querier interface {
 
 type txKey struct{}
 
-// TxFrom returns the unit-of-work transaction carried by ctx, or nil.
-func TxFrom(ctx context.Context) pgx.Tx {
-	tx, _ := ctx.Value(txKey{}).(pgx.Tx)
-	return tx
+// unitOfWork is the transaction a context carries, valid until the unit of work
+// that began it ends.
+type unitOfWork struct {
+	tx    pgx.Tx
+	ended atomic.Bool
 }
 
-// withTxContext returns ctx carrying tx as its unit of work.
-func withTxContext(ctx context.Context, tx pgx.Tx) context.Context {
-	return context.WithValue(ctx, txKey{}, tx)
+// TxFrom returns the unit-of-work transaction carried by ctx, or nil. A context
+// made inside a unit of work and used after it ended carries none: gqlgen hands
+// the context of a mutation's resolver on to the fields of its result, which
+// are resolved after the mutation committed, and must then read from the pool.
+func TxFrom(ctx context.Context) pgx.Tx {
+	u, _ := ctx.Value(txKey{}).(*unitOfWork)
+	if u == nil || u.ended.Load() {
+		return nil
+	}
+	return u.tx
 }
 
 // q returns the unit-of-work transaction of ctx, or the pool when there is none.
@@ -113,6 +122,8 @@ func (db *DB) UnitOfWork(ctx context.Context, fn func(ctx context.Context) error
 		return fmt.Errorf("begin: %w", err)
 	}
 	detached := context.WithoutCancel(ctx)
+	u := &unitOfWork{tx: tx}
+	defer u.ended.Store(true)
 	defer func() {
 		if p := recover(); p != nil {
 			_ = tx.Rollback(detached)
@@ -128,5 +139,5 @@ func (db *DB) UnitOfWork(ctx context.Context, fn func(ctx context.Context) error
 			err = mapError(fmt.Errorf("commit: %w", cErr))
 		}
 	}()
-	return mapError(fn(withTxContext(ctx, tx)))
+	return mapError(fn(context.WithValue(ctx, txKey{}, u)))
 }

@@ -1,0 +1,419 @@
+// Package idempotency makes every mutation that has an idempotencyKey argument
+// safe to retry. One gqlgen extension (Middleware) runs each root mutation field
+// in its own unit of work and, for a keyed call, claims the key in that same
+// transaction, so the effect, its audit event and the stored result commit
+// together or not at all. A repeat with the same key and arguments replays the
+// stored root result without running the resolver; a concurrent repeat waits on
+// the first one's uncommitted claim (bounded by Options.Wait) and then replays.
+// Resolvers contain no idempotency code.
+package idempotency
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"reflect"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/99designs/gqlgen/graphql"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/vektah/gqlparser/v2/ast"
+	"github.com/vektah/gqlparser/v2/gqlerror"
+
+	"taskflow/auth"
+	"taskflow/graph"
+	"taskflow/store"
+)
+
+// Defaults of Options.TTL and Options.Wait.
+const (
+	DefaultTTL  = 24 * time.Hour
+	DefaultWait = 5 * time.Second
+)
+
+// HeaderKey is the request header that carries the key of an operation with a
+// single mutation field; HeaderReplayed is the response header set on a replay.
+const (
+	HeaderKey      = "Idempotency-Key"
+	HeaderReplayed = "Idempotent-Replayed"
+)
+
+// extensionName is the response extension that lists the replayed fields.
+const extensionName = "idempotency"
+
+// Options configure the middleware.
+type Options struct {
+	DB *store.DB
+	// TTL is how long a key is kept (IDEMPOTENCY_TTL); 0 means DefaultTTL.
+	TTL time.Duration
+	// Wait bounds the wait on a concurrent call with the same key
+	// (IDEMPOTENCY_WAIT); 0 means DefaultWait, a negative wait means none (the
+	// duplicate is answered IDEMPOTENCY_IN_PROGRESS at once).
+	Wait time.Duration
+	// Registerer receives the counters; nil leaves them unregistered.
+	Registerer prometheus.Registerer
+	Log        *slog.Logger
+}
+
+// Middleware is the gqlgen extension that runs every root mutation field in a
+// unit of work and enforces idempotency keys. Install it with handler.Use, and
+// wrap the GraphQL handler in ResponseHeaders so replays are signalled in HTTP.
+type Middleware struct {
+	db      *store.DB
+	ttl     time.Duration
+	wait    time.Duration
+	log     *slog.Logger
+	metrics *metrics
+	schema  *ast.Schema
+	// results maps each Mutation field with an idempotencyKey argument to the Go
+	// type its resolver returns, read from graph.MutationResolver.
+	results map[string]reflect.Type
+}
+
+var (
+	_ graphql.HandlerExtension        = (*Middleware)(nil)
+	_ graphql.OperationContextMutator = (*Middleware)(nil)
+	_ graphql.FieldInterceptor        = (*Middleware)(nil)
+)
+
+// New returns the middleware.
+func New(o Options) *Middleware {
+	if o.TTL <= 0 {
+		o.TTL = DefaultTTL
+	}
+	if o.Wait == 0 {
+		o.Wait = DefaultWait
+	}
+	if o.Log == nil {
+		o.Log = slog.Default()
+	}
+	return &Middleware{db: o.DB, ttl: o.TTL, wait: o.Wait, log: o.Log, metrics: newMetrics(o.Registerer)}
+}
+
+// ExtensionName names the extension for gqlgen.
+func (m *Middleware) ExtensionName() string { return "Idempotency" }
+
+// Validate reads the schema and builds the table of result types from the
+// generated graph.MutationResolver interface; it fails if a keyed field has no
+// resolver method or a result type that does not survive a JSON round trip.
+func (m *Middleware) Validate(schema graphql.ExecutableSchema) error {
+	m.schema = schema.Schema()
+	results, err := resultTypes(m.schema, reflect.TypeFor[graph.MutationResolver]())
+	if err != nil {
+		return err
+	}
+	m.results = results
+	return nil
+}
+
+// resultTypes maps every field of the schema's mutation type that has an
+// idempotencyKey argument to the first result type of the matching method of
+// the resolver interface iface (gqlgen names methods after fields).
+func resultTypes(schema *ast.Schema, iface reflect.Type) (map[string]reflect.Type, error) {
+	out := map[string]reflect.Type{}
+	if schema.Mutation == nil {
+		return out, nil
+	}
+	for _, f := range schema.Mutation.Fields {
+		if f.Arguments.ForName(keyArg) == nil {
+			continue
+		}
+		var found reflect.Type
+		for i := range iface.NumMethod() {
+			meth := iface.Method(i)
+			if strings.EqualFold(meth.Name, f.Name) && meth.Type.NumOut() == 2 {
+				found = meth.Type.Out(0)
+			}
+		}
+		if found == nil {
+			return nil, fmt.Errorf("idempotency: no resolver method for Mutation.%s", f.Name)
+		}
+		if err := jsonSafe(found, map[reflect.Type]bool{}); err != nil {
+			return nil, fmt.Errorf("idempotency: result of Mutation.%s cannot be replayed: %w", f.Name, err)
+		}
+		out[f.Name] = found
+	}
+	return out, nil
+}
+
+// jsonSafe reports an error when a value of t would lose state in a JSON round
+// trip: an unexported or json:"-" struct field, a func, a channel or an interface.
+func jsonSafe(t reflect.Type, seen map[reflect.Type]bool) error {
+	if seen[t] {
+		return nil
+	}
+	seen[t] = true
+	if t.Implements(reflect.TypeFor[json.Marshaler]()) && reflect.PointerTo(t).Implements(reflect.TypeFor[json.Unmarshaler]()) {
+		return nil // time.Time and friends round-trip themselves
+	}
+	switch t.Kind() {
+	case reflect.Pointer, reflect.Slice, reflect.Array:
+		return jsonSafe(t.Elem(), seen)
+	case reflect.Map:
+		if t.Elem().Kind() == reflect.Interface {
+			return nil // graphql.Map and other JSON documents
+		}
+		return jsonSafe(t.Elem(), seen)
+	case reflect.Struct:
+		for i := range t.NumField() {
+			f := t.Field(i)
+			if !f.IsExported() || f.Tag.Get("json") == "-" {
+				return fmt.Errorf("%s.%s is not stored", t, f.Name)
+			}
+			if err := jsonSafe(f.Type, seen); err != nil {
+				return err
+			}
+		}
+		return nil
+	case reflect.Func, reflect.Chan, reflect.Interface, reflect.UnsafePointer:
+		return fmt.Errorf("%s is not JSON", t)
+	}
+	return nil
+}
+
+// MutateOperationContext refuses, before anything runs, an Idempotency-Key header
+// that is malformed or that cannot name one call: the operation has several
+// mutation fields and one of those that take a key has no idempotencyKey argument.
+func (m *Middleware) MutateOperationContext(ctx context.Context, oc *graphql.OperationContext) *gqlerror.Error {
+	if oc.Operation == nil || oc.Operation.Operation != ast.Mutation {
+		return nil
+	}
+	values := oc.Headers.Values(HeaderKey)
+	if len(values) == 0 {
+		return nil
+	}
+	if _, err := headerKey(values); err != nil {
+		return badInput(err.Error())
+	}
+	fields := graphql.CollectFields(oc, oc.Operation.SelectionSet, []string{"Mutation"})
+	if len(fields) < 2 {
+		return nil
+	}
+	for _, f := range fields {
+		if _, keyed := m.results[f.Name]; keyed && !argGiven(f.Field, oc.Variables) {
+			return badInput("the " + HeaderKey + " header is for an operation with a single mutation field; " +
+				"give each mutation its own idempotencyKey argument")
+		}
+	}
+	return nil
+}
+
+// badInput is a request-level BAD_USER_INPUT error.
+func badInput(msg string) *gqlerror.Error {
+	return &gqlerror.Error{Message: msg, Extensions: map[string]any{"code": string(store.CodeBadUserInput)}}
+}
+
+// argGiven reports whether the field's idempotencyKey argument has a non-null value.
+func argGiven(f *ast.Field, vars map[string]any) bool {
+	a := f.Arguments.ForName(keyArg)
+	if a == nil {
+		return false
+	}
+	v, err := a.Value.Value(vars)
+	return err == nil && v != nil
+}
+
+// headerKey returns the key of the Idempotency-Key header values: exactly one
+// value, either a bare key or an sf-string ("...") as in the IETF draft.
+func headerKey(values []string) (string, error) {
+	if len(values) != 1 {
+		return "", errors.New("send one " + HeaderKey + " header")
+	}
+	k := values[0]
+	if len(k) >= 2 && k[0] == '"' && k[len(k)-1] == '"' {
+		var b strings.Builder
+		for i := 1; i < len(k)-1; i++ {
+			if k[i] == '\\' && i+1 < len(k)-1 {
+				i++
+			}
+			b.WriteByte(k[i])
+		}
+		k = b.String()
+	}
+	if err := validKey(k); err != nil {
+		return "", err
+	}
+	return k, nil
+}
+
+// validKey checks that a key is 1..255 printable ASCII characters.
+func validKey(k string) error {
+	if k == "" || len(k) > 255 {
+		return store.Errorf(store.CodeBadUserInput, "an idempotency key must be 1 to 255 printable ASCII characters")
+	}
+	for i := 0; i < len(k); i++ {
+		if k[i] < 0x20 || k[i] > 0x7e {
+			return store.Errorf(store.CodeBadUserInput, "an idempotency key must be 1 to 255 printable ASCII characters")
+		}
+	}
+	return nil
+}
+
+// InterceptField runs each root mutation field in a unit of work, and applies the
+// idempotency rules to fields that take a key and were given one.
+func (m *Middleware) InterceptField(ctx context.Context, next graphql.Resolver) (any, error) {
+	fc := graphql.GetFieldContext(ctx)
+	if fc == nil || fc.Object != "Mutation" || fc.Field.Field == nil {
+		return next(ctx)
+	}
+	resultType, keyed := m.results[fc.Field.Name]
+	key := ""
+	if keyed {
+		var err error
+		if key, err = m.keyOf(ctx, fc); err != nil {
+			return nil, err
+		}
+	}
+	if key == "" {
+		var res any
+		err := m.db.UnitOfWork(ctx, func(ctx context.Context) (err error) {
+			res, err = next(ctx)
+			return err
+		})
+		return res, err
+	}
+	user := auth.UserFrom(ctx)
+	if user == nil {
+		return nil, store.ErrUnauthenticated
+	}
+	oc := graphql.GetOperationContext(ctx)
+	fp, err := Fingerprint(m.schema, fc.Field.Field, oc.Variables)
+	if err != nil {
+		return nil, err
+	}
+	field := fc.Field.Name
+	var res any
+	replayed := false
+	err = m.db.UnitOfWork(ctx, func(ctx context.Context) error {
+		rec, err := m.db.ClaimIdempotencyKey(ctx, user.ID, key, field, fp, m.ttl, m.wait)
+		if err != nil {
+			return err
+		}
+		if rec != nil {
+			if rec.Field != field || string(rec.Fingerprint) != string(fp) {
+				return errKeyReused
+			}
+			if rec.Result == nil {
+				return fmt.Errorf("idempotency key %q of user %s has no stored result", key, user.ID)
+			}
+			v := reflect.New(resultType)
+			if err := json.Unmarshal(rec.Result, v.Interface()); err != nil {
+				return fmt.Errorf("decode stored result of %s: %w", field, err)
+			}
+			res, replayed = v.Elem().Interface(), true
+			return nil
+		}
+		if res, err = next(ctx); err != nil {
+			return err
+		}
+		b, err := json.Marshal(res)
+		if err != nil {
+			return fmt.Errorf("encode result of %s: %w", field, err)
+		}
+		return m.db.SaveIdempotencyResult(ctx, user.ID, key, b)
+	})
+	switch {
+	case err == nil && replayed:
+		m.metrics.requests.WithLabelValues(field, outcomeReplay).Inc()
+		signalReplay(ctx, fc.Path(), key)
+	case err == nil:
+		m.metrics.requests.WithLabelValues(field, outcomeFirstRun).Inc()
+	case store.ErrorCode(err) == store.CodeIdempotencyKeyReused:
+		m.metrics.requests.WithLabelValues(field, outcomeMismatch).Inc()
+	case store.ErrorCode(err) == store.CodeIdempotencyInProgress:
+		m.metrics.requests.WithLabelValues(field, outcomeInProgress).Inc()
+	}
+	if err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// errKeyReused answers a key used before for another field or other arguments.
+var errKeyReused = store.Errorf(store.CodeIdempotencyKeyReused,
+	"this idempotency key was already used for a different mutation or different arguments")
+
+// keyOf returns the key of a keyed field: its idempotencyKey argument, else the
+// Idempotency-Key header (MutateOperationContext has checked it names this field
+// alone), else "".
+func (m *Middleware) keyOf(ctx context.Context, fc *graphql.FieldContext) (string, error) {
+	if k, ok := fc.Args[keyArg].(*string); ok && k != nil {
+		return *k, validKey(*k)
+	}
+	values := graphql.GetOperationContext(ctx).Headers.Values(HeaderKey)
+	if len(values) == 0 {
+		return "", nil
+	}
+	return headerKey(values)
+}
+
+// replayKey is the context key of the replay signal of a request.
+type replayKey struct{}
+
+// replaySignal collects the replayed fields of one request.
+type replaySignal struct {
+	header http.Header
+	mu     sync.Mutex
+	list   *replayList
+}
+
+// replayList is the value of extensions.idempotency.
+type replayList struct {
+	mu      sync.Mutex
+	entries []replayEntry
+}
+
+// replayEntry is one replayed field in extensions.idempotency.
+type replayEntry struct {
+	Path     ast.Path `json:"path"`
+	Key      string   `json:"key"`
+	Replayed bool     `json:"replayed"`
+}
+
+// MarshalJSON writes the list of replayed fields.
+func (l *replayList) MarshalJSON() ([]byte, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return json.Marshal(l.entries)
+}
+
+// ResponseHeaders lets the middleware mark replays in the HTTP response
+// (Idempotent-Replayed: true): wrap the GraphQL handler in it.
+func ResponseHeaders(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx := context.WithValue(r.Context(), replayKey{}, &replaySignal{header: w.Header()})
+		next.ServeHTTP(w, r.WithContext(ctx))
+	})
+}
+
+// signalReplay marks the response as a replay and lists the field in
+// extensions.idempotency.
+func signalReplay(ctx context.Context, path ast.Path, key string) {
+	sig, _ := ctx.Value(replayKey{}).(*replaySignal)
+	if sig == nil {
+		sig = &replaySignal{}
+	}
+	sig.mu.Lock()
+	if sig.header != nil {
+		sig.header.Set(HeaderReplayed, "true")
+	}
+	list := sig.list
+	if list == nil {
+		if existing, ok := graphql.GetExtension(ctx, extensionName).(*replayList); ok {
+			list = existing
+		} else {
+			list = &replayList{}
+			graphql.RegisterExtension(ctx, extensionName, list)
+		}
+		sig.list = list
+	}
+	sig.mu.Unlock()
+	list.mu.Lock()
+	list.entries = append(list.entries, replayEntry{Path: path, Key: key, Replayed: true})
+	list.mu.Unlock()
+}

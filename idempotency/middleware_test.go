@@ -1,0 +1,466 @@
+package idempotency_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"taskflow/auth"
+	"taskflow/graph"
+	"taskflow/graph/model"
+	"taskflow/httpapi"
+	"taskflow/httpapi/apitest"
+	"taskflow/resolvers"
+	"taskflow/store"
+	"taskflow/store/storetest"
+)
+
+// standIn is a resolver root whose createWorkspace is a small real mutation (SQL
+// in the unit of work of ctx), so the middleware can be tested on its own; every
+// other field is the real resolver.
+type standIn struct {
+	*resolvers.Resolver
+	runs atomic.Int64
+	// hold, when set, is waited for inside the transaction, after the insert.
+	hold chan struct{}
+	// entered, when set, is signalled once the insert is done.
+	entered chan struct{}
+}
+
+func (s *standIn) Mutation() graph.MutationResolver {
+	return &standInMutation{MutationResolver: s.Resolver.Mutation(), s: s}
+}
+
+type standInMutation struct {
+	graph.MutationResolver
+	s *standIn
+}
+
+// CreateWorkspace inserts a workspace with the caller as OWNER. The name "fail"
+// fails after the insert; "wait-cancel" waits until the request is cancelled.
+func (m *standInMutation) CreateWorkspace(ctx context.Context, in model.CreateWorkspaceInput, _ *string) (*store.Workspace, error) {
+	m.s.runs.Add(1)
+	u := auth.UserFrom(ctx)
+	if u == nil {
+		return nil, store.ErrUnauthenticated
+	}
+	tx := store.TxFrom(ctx)
+	if tx == nil {
+		return nil, errors.New("no unit of work")
+	}
+	w := &store.Workspace{Name: in.Name, ViewerRole: store.RoleOwner}
+	if err := tx.QueryRow(ctx, `INSERT INTO workspaces (name) VALUES ($1) RETURNING id, created_at`, in.Name).
+		Scan(&w.ID, &w.CreatedAt); err != nil {
+		return nil, err
+	}
+	if _, err := tx.Exec(ctx, `INSERT INTO members (workspace_id, user_id, role) VALUES ($1, $2, 'OWNER')`, w.ID, u.ID); err != nil {
+		return nil, err
+	}
+	if m.s.entered != nil {
+		select {
+		case m.s.entered <- struct{}{}:
+		default:
+		}
+	}
+	if m.s.hold != nil {
+		<-m.s.hold
+	}
+	switch in.Name {
+	case "fail":
+		return nil, store.Errorf(store.CodeConflict, "refused after the insert")
+	case "wait-cancel":
+		if m.s.runs.Load() == 1 {
+			<-ctx.Done()
+			return nil, ctx.Err()
+		}
+	}
+	return w, nil
+}
+
+func newEnv(t *testing.T, opts ...apitest.Option) (*apitest.Env, *standIn) {
+	s := &standIn{}
+	env := apitest.New(t, append([]apitest.Option{func(o *httpapi.Options) {
+		s.Resolver = &resolvers.Resolver{DB: o.DB}
+		o.Resolvers = s
+	}}, opts...)...)
+	return env, s
+}
+
+const createWS = `mutation($name: String!, $key: String) {
+	createWorkspace(input: {name: $name}, idempotencyKey: $key) { id name createdAt viewerRole } }`
+
+func workspaces(t *testing.T, db *store.DB) int {
+	t.Helper()
+	var n int
+	if err := db.Pool.QueryRow(t.Context(), `SELECT count(*) FROM workspaces`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func keys(t *testing.T, db *store.DB) int {
+	t.Helper()
+	var n int
+	if err := db.Pool.QueryRow(t.Context(), `SELECT count(*) FROM idempotency_keys`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func ws(t *testing.T, r *apitest.Response, alias string) map[string]any {
+	t.Helper()
+	var data map[string]map[string]any
+	if err := json.Unmarshal(r.Body.Data, &data); err != nil || data[alias] == nil {
+		t.Fatalf("no %s in %s", alias, r.Raw)
+	}
+	return data[alias]
+}
+
+func TestReplayReturnsFirstAnswer(t *testing.T) {
+	t.Parallel()
+	env, s := newEnv(t)
+	u := env.NewUser(t, "ann")
+	first := env.Post(t, u.Token, createWS, map[string]any{"name": "Acme", "key": "k1"})
+	if first.Code() != "" || first.Header.Get("Idempotent-Replayed") != "" || first.Body.Extensions["idempotency"] != nil {
+		t.Fatalf("first: %s %v", first.Raw, first.Header)
+	}
+	// The thing changes after the first answer; the replay still gives the first answer.
+	id := ws(t, first, "createWorkspace")["id"]
+	if _, err := env.DB.Pool.Exec(t.Context(), `UPDATE workspaces SET name = 'Renamed' WHERE id = $1`, id); err != nil {
+		t.Fatal(err)
+	}
+	// Inline literal, alias, other selection set: the same call.
+	again := env.Post(t, u.Token, `mutation { again: createWorkspace(idempotencyKey: "k1", input: {name: "Acme"}) { name id } }`, nil)
+	if again.Code() != "" {
+		t.Fatalf("replay: %s", again.Raw)
+	}
+	got := ws(t, again, "again")
+	if got["id"] != id || got["name"] != "Acme" {
+		t.Fatalf("replay gave %v, first was %s", got, first.Raw)
+	}
+	if again.Header.Get("Idempotent-Replayed") != "true" {
+		t.Fatalf("no Idempotent-Replayed header: %v", again.Header)
+	}
+	ext, _ := json.Marshal(again.Body.Extensions["idempotency"])
+	if string(ext) != `[{"key":"k1","path":["again"],"replayed":true}]` {
+		t.Fatalf("extensions.idempotency = %s", ext)
+	}
+	full := env.Post(t, u.Token, createWS, map[string]any{"name": "Acme", "key": "k1"})
+	if ws(t, full, "createWorkspace")["createdAt"] != ws(t, first, "createWorkspace")["createdAt"] ||
+		ws(t, full, "createWorkspace")["viewerRole"] != "OWNER" {
+		t.Fatalf("replay %s differs from first %s", full.Raw, first.Raw)
+	}
+	if s.runs.Load() != 1 || workspaces(t, env.DB) != 1 {
+		t.Fatalf("resolver ran %d times, %d workspaces", s.runs.Load(), workspaces(t, env.DB))
+	}
+	// Another user's identical key is unrelated.
+	v := env.NewUser(t, "bob")
+	other := env.Post(t, v.Token, createWS, map[string]any{"name": "Acme", "key": "k1"})
+	if other.Header.Get("Idempotent-Replayed") != "" || ws(t, other, "createWorkspace")["id"] == id {
+		t.Fatalf("other user's key replayed: %s", other.Raw)
+	}
+}
+
+func TestMismatchChangesNothing(t *testing.T) {
+	t.Parallel()
+	env, s := newEnv(t)
+	u := env.NewUser(t, "ann")
+	env.Post(t, u.Token, createWS, map[string]any{"name": "Acme", "key": "k"})
+	for _, q := range []string{
+		`mutation { createWorkspace(input: {name: "Other"}, idempotencyKey: "k") { id } }`,
+		`mutation { createProject(input: {workspaceId: "00000000-0000-0000-0000-000000000000", name: "Acme"}, idempotencyKey: "k") { id } }`,
+	} {
+		r := env.Post(t, u.Token, q, nil)
+		if r.Code() != "IDEMPOTENCY_KEY_REUSED" {
+			t.Fatalf("%s: %s", q, r.Raw)
+		}
+	}
+	if s.runs.Load() != 1 || workspaces(t, env.DB) != 1 || keys(t, env.DB) != 1 {
+		t.Fatalf("runs %d, workspaces %d, keys %d", s.runs.Load(), workspaces(t, env.DB), keys(t, env.DB))
+	}
+	// The first call still replays.
+	if r := env.Post(t, u.Token, createWS, map[string]any{"name": "Acme", "key": "k"}); r.Header.Get("Idempotent-Replayed") != "true" {
+		t.Fatalf("no replay after mismatch: %s", r.Raw)
+	}
+}
+
+func TestBadKeysAndAnonymous(t *testing.T) {
+	t.Parallel()
+	env, s := newEnv(t)
+	u := env.NewUser(t, "ann")
+	for _, k := range []string{"", string(make([]byte, 256)), "tab\tkey", "ключ"} {
+		if r := env.Post(t, u.Token, createWS, map[string]any{"name": "Acme", "key": k}); r.Code() != "BAD_USER_INPUT" {
+			t.Errorf("key %q: %s", k, r.Raw)
+		}
+	}
+	if r := env.Post(t, u.Token, `mutation { createWorkspace(input: {name: "A"}) { id } }`, nil, "Idempotency-Key", strings.Repeat("k", 256)); r.Code() != "BAD_USER_INPUT" {
+		t.Errorf("bad header: %s", r.Raw)
+	}
+	if r := env.Post(t, "", createWS, map[string]any{"name": "Acme", "key": "anon"}); r.Code() != "UNAUTHENTICATED" {
+		t.Fatalf("anonymous: %s", r.Raw)
+	}
+	if s.runs.Load() != 0 || keys(t, env.DB) != 0 {
+		t.Fatalf("runs %d keys %d", s.runs.Load(), keys(t, env.DB))
+	}
+	// The anonymous attempt did not use the key up.
+	if r := env.Post(t, u.Token, createWS, map[string]any{"name": "Acme", "key": "anon"}); r.Code() != "" || r.Header.Get("Idempotent-Replayed") != "" {
+		t.Fatalf("after anonymous: %s", r.Raw)
+	}
+}
+
+func TestFailureStoresNothing(t *testing.T) {
+	t.Parallel()
+	env, s := newEnv(t)
+	u := env.NewUser(t, "ann")
+	for i := range 2 {
+		r := env.Post(t, u.Token, createWS, map[string]any{"name": "fail", "key": "k"})
+		if r.Code() != "CONFLICT" {
+			t.Fatalf("attempt %d: %s", i, r.Raw)
+		}
+	}
+	if s.runs.Load() != 2 || workspaces(t, env.DB) != 0 || keys(t, env.DB) != 0 {
+		t.Fatalf("runs %d, workspaces %d, keys %d", s.runs.Load(), workspaces(t, env.DB), keys(t, env.DB))
+	}
+}
+
+func TestHeaderKey(t *testing.T) {
+	t.Parallel()
+	env, s := newEnv(t)
+	u := env.NewUser(t, "ann")
+	q := `mutation { createWorkspace(input: {name: "Acme"}) { id } }`
+	first := env.Post(t, u.Token, q, nil, "Idempotency-Key", "h1")
+	again := env.Post(t, u.Token, q, nil, "Idempotency-Key", `"h1"`) // IETF sf-string form
+	if again.Header.Get("Idempotent-Replayed") != "true" || ws(t, again, "createWorkspace")["id"] != ws(t, first, "createWorkspace")["id"] {
+		t.Fatalf("header replay: %s / %s", first.Raw, again.Raw)
+	}
+	// The argument is the same key as the header.
+	if r := env.Post(t, u.Token, createWS, map[string]any{"name": "Acme", "key": "h1"}); r.Header.Get("Idempotent-Replayed") != "true" {
+		t.Fatalf("argument after header: %s", r.Raw)
+	}
+	// An argument wins over the header.
+	arg := env.Post(t, u.Token, createWS, map[string]any{"name": "Acme", "key": "a1"}, "Idempotency-Key", "h1")
+	if arg.Header.Get("Idempotent-Replayed") != "" {
+		t.Fatalf("header used despite argument: %s", arg.Raw)
+	}
+	// Several mutation fields: the header cannot say whose key it is; nothing runs.
+	two := env.Post(t, u.Token, `mutation { a: createWorkspace(input: {name: "A"}) { id } b: createWorkspace(input: {name: "B"}) { id } }`,
+		nil, "Idempotency-Key", "h2")
+	if two.Code() != "BAD_USER_INPUT" || string(two.Body.Data) != "" && string(two.Body.Data) != "null" {
+		t.Fatalf("two fields with a header: %s", two.Raw)
+	}
+	if s.runs.Load() != 2 {
+		t.Fatalf("resolver ran %d times", s.runs.Load())
+	}
+}
+
+func TestSeveralMutationsInOneDocument(t *testing.T) {
+	t.Parallel()
+	env, s := newEnv(t)
+	u := env.NewUser(t, "ann")
+	r := env.Post(t, u.Token, `mutation {
+		a: createWorkspace(input: {name: "A"}, idempotencyKey: "ka") { id }
+		b: createWorkspace(input: {name: "B"}, idempotencyKey: "kb") { id }
+		c: createWorkspace(input: {name: "A"}, idempotencyKey: "ka") { id name }
+	}`, nil)
+	if r.Code() != "" {
+		t.Fatal(string(r.Raw))
+	}
+	a, b, c := ws(t, r, "a"), ws(t, r, "b"), ws(t, r, "c")
+	if a["id"] == b["id"] || c["id"] != a["id"] || c["name"] != "A" {
+		t.Fatalf("%s", r.Raw)
+	}
+	ext, _ := json.Marshal(r.Body.Extensions["idempotency"])
+	if string(ext) != `[{"key":"ka","path":["c"],"replayed":true}]` || r.Header.Get("Idempotent-Replayed") != "true" {
+		t.Fatalf("extensions.idempotency = %s", ext)
+	}
+	if s.runs.Load() != 2 || workspaces(t, env.DB) != 2 {
+		t.Fatalf("runs %d", s.runs.Load())
+	}
+}
+
+func TestInProgressPastTheWait(t *testing.T) {
+	t.Parallel()
+	env, s := newEnv(t, func(o *httpapi.Options) { o.IdempotencyWait = 50 * time.Millisecond })
+	s.entered, s.hold = make(chan struct{}, 1), make(chan struct{})
+	u := env.NewUser(t, "ann")
+	done := make(chan *apitest.Response)
+	go func() { done <- env.Post(t, u.Token, createWS, map[string]any{"name": "Acme", "key": "k"}) }()
+	<-s.entered // the first call holds the claimed key in its open transaction
+	r := env.Post(t, u.Token, createWS, map[string]any{"name": "Acme", "key": "k"})
+	if r.Code() != "IDEMPOTENCY_IN_PROGRESS" {
+		t.Fatalf("during first: %s", r.Raw)
+	}
+	ext := r.Body.Errors[0]["extensions"].(map[string]any)
+	if ext["retryAfter"] != float64(1) {
+		t.Fatalf("retryAfter: %s", r.Raw)
+	}
+	close(s.hold)
+	first := <-done
+	again := env.Post(t, u.Token, createWS, map[string]any{"name": "Acme", "key": "k"})
+	if again.Header.Get("Idempotent-Replayed") != "true" || ws(t, again, "createWorkspace")["id"] != ws(t, first, "createWorkspace")["id"] {
+		t.Fatalf("after first: %s / %s", first.Raw, again.Raw)
+	}
+	if s.runs.Load() != 1 {
+		t.Fatalf("runs %d", s.runs.Load())
+	}
+}
+
+func TestDisconnectFreesKey(t *testing.T) {
+	t.Parallel()
+	env, s := newEnv(t)
+	s.entered = make(chan struct{}, 1)
+	u := env.NewUser(t, "ann")
+	ctx, cancel := context.WithCancel(t.Context())
+	body, _ := json.Marshal(map[string]any{"query": createWS, "variables": map[string]any{"name": "wait-cancel", "key": "k"}})
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, env.Server.URL+"/query", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+u.Token)
+	errc := make(chan error, 1)
+	go func() {
+		res, err := env.Server.Client().Do(req)
+		if err == nil {
+			res.Body.Close()
+		}
+		errc <- err
+	}()
+	<-s.entered // the first call holds the claimed key in its open transaction
+	cancel()    // and its client goes away
+	if err := <-errc; err == nil {
+		t.Fatal("request finished despite cancel")
+	}
+	// The retry is not stuck: it waits for the abandoned claim to roll back, then runs.
+	retry := env.Post(t, u.Token, createWS, map[string]any{"name": "wait-cancel", "key": "k"})
+	if retry.Code() != "" || retry.Header.Get("Idempotent-Replayed") != "" {
+		t.Fatalf("retry: %s", retry.Raw)
+	}
+	if s.runs.Load() != 2 || workspaces(t, env.DB) != 1 || keys(t, env.DB) != 1 {
+		t.Fatalf("runs %d, workspaces %d, keys %d", s.runs.Load(), workspaces(t, env.DB), keys(t, env.DB))
+	}
+}
+
+func TestConcurrentSameKeyOnTwoInstances(t *testing.T) {
+	t.Parallel()
+	url := storetest.URL(t)
+	var runs []*standIn
+	var envs []*apitest.Env
+	for range 2 {
+		pool, err := pgxpool.New(t.Context(), url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(pool.Close)
+		db := store.New(pool, nil)
+		s := &standIn{Resolver: &resolvers.Resolver{DB: db}}
+		h := httpapi.NewHandler(httpapi.Options{DB: db, Resolvers: s, Log: silent()})
+		srv := httptest.NewServer(h)
+		t.Cleanup(srv.Close)
+		runs = append(runs, s)
+		envs = append(envs, &apitest.Env{DB: db, Handler: h, Server: srv})
+	}
+	u := envs[0].NewUser(t, "ann")
+	const n = 50
+	answers := make([]*apitest.Response, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			answers[i] = envs[i%2].Post(t, u.Token, createWS, map[string]any{"name": "Acme", "key": "same"})
+		})
+	}
+	wg.Wait()
+	replays := 0
+	for i, a := range answers {
+		if a.Code() != "" {
+			t.Fatalf("answer %d: %s", i, a.Raw)
+		}
+		if a.Header.Get("Idempotent-Replayed") == "true" {
+			replays++
+		}
+		if string(a.Body.Data) != string(answers[0].Body.Data) {
+			t.Fatalf("answer %d %s differs from %s", i, a.Body.Data, answers[0].Body.Data)
+		}
+	}
+	if got := runs[0].runs.Load() + runs[1].runs.Load(); got != 1 || replays != n-1 {
+		t.Fatalf("resolver ran %d times, %d replays", got, replays)
+	}
+	if workspaces(t, envs[0].DB) != 1 {
+		t.Fatalf("%d workspaces", workspaces(t, envs[0].DB))
+	}
+}
+
+func TestExpiredKeyIsFree(t *testing.T) {
+	t.Parallel()
+	env, s := newEnv(t)
+	u := env.NewUser(t, "ann")
+	first := env.Post(t, u.Token, createWS, map[string]any{"name": "Acme", "key": "k"})
+	// Time passes beyond the TTL.
+	if _, err := env.DB.Pool.Exec(t.Context(), `UPDATE idempotency_keys SET expires_at = now() - interval '1 second'`); err != nil {
+		t.Fatal(err)
+	}
+	// After expiry the key is free, even for other arguments.
+	again := env.Post(t, u.Token, createWS, map[string]any{"name": "Other", "key": "k"})
+	if again.Code() != "" || again.Header.Get("Idempotent-Replayed") != "" || ws(t, again, "createWorkspace")["id"] == ws(t, first, "createWorkspace")["id"] {
+		t.Fatalf("after expiry: %s", again.Raw)
+	}
+	if s.runs.Load() != 2 || keys(t, env.DB) != 1 {
+		t.Fatalf("runs %d keys %d", s.runs.Load(), keys(t, env.DB))
+	}
+	if r := env.Post(t, u.Token, createWS, map[string]any{"name": "Other", "key": "k"}); r.Header.Get("Idempotent-Replayed") != "true" {
+		t.Fatalf("new claim does not replay: %s", r.Raw)
+	}
+}
+
+func TestMetrics(t *testing.T) {
+	t.Parallel()
+	reg := prometheus.NewRegistry()
+	env, _ := newEnv(t, func(o *httpapi.Options) { o.Registry = reg })
+	u := env.NewUser(t, "ann")
+	env.Post(t, u.Token, createWS, map[string]any{"name": "Acme", "key": "k"})
+	env.Post(t, u.Token, createWS, map[string]any{"name": "Acme", "key": "k"})
+	env.Post(t, u.Token, createWS, map[string]any{"name": "Acme", "key": "k"})
+	env.Post(t, u.Token, createWS, map[string]any{"name": "Other", "key": "k"})
+	got := counters(t, reg)
+	want := map[string]float64{"first_run": 1, "replay": 2, "mismatch": 1}
+	for k, v := range want {
+		if got["taskflow_idempotency_requests_total/createWorkspace/"+k] != v {
+			t.Errorf("%s: %v", k, got)
+		}
+	}
+}
+
+// counters returns every counter of reg by name/label values.
+func counters(t *testing.T, reg *prometheus.Registry) map[string]float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]float64{}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			name := mf.GetName()
+			for _, l := range m.GetLabel() {
+				name += "/" + l.GetValue()
+			}
+			out[name] = m.GetCounter().GetValue()
+		}
+	}
+	return out
+}
+
+func silent() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
