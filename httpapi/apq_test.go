@@ -191,6 +191,32 @@ func TestPersistedQueriesCostTheSameAsTheirText(t *testing.T) {
 	if left, _ := rateLimitHeader(t, r); left != before {
 		t.Fatalf("GET mutation by hash was charged: %d left, %d before", left, before)
 	}
+
+	// A mutation's text sent by GET is refused and not stored.
+	m2 := `mutation { logout }  `
+	ext, _ := json.Marshal(pqExt(sha(m2)))
+	req, err := http.NewRequest(http.MethodGet, env.Server.URL+"/query?"+url.Values{"query": {m2}, "extensions": {string(ext)}}.Encode(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := env.Do(t, req); r.Status != http.StatusMethodNotAllowed {
+		t.Fatalf("GET mutation text with hash: %d %s", r.Status, r.Raw)
+	}
+	wantNotFound(t, postPQ(t, env, "", "", sha(m2), nil), http.StatusOK)
+}
+
+func TestRateLimitedPersistedQueryIsNotStored(t *testing.T) {
+	t.Parallel()
+	env, _ := limited(t, ratelimit.Config{Points: 1, Window: 1000 * time.Hour}, nil, "")
+	u := env.NewUser(t, "ann")
+	if r := env.Post(t, u.Token, cheap, nil); r.Status != http.StatusOK {
+		t.Fatalf("first: %d %s", r.Status, r.Raw)
+	}
+	q := `{ me { id } }`
+	if r := postPQ(t, env, u.Token, q, sha(q), nil); r.Status != http.StatusTooManyRequests {
+		t.Fatalf("over budget: %d %s", r.Status, r.Raw)
+	}
+	wantNotFound(t, postPQ(t, env, u.Token, "", sha(q), nil), http.StatusOK)
 }
 
 func TestPersistedQueriesInRedisAreShared(t *testing.T) {

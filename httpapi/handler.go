@@ -54,7 +54,9 @@ type Options struct {
 	Registry *prometheus.Registry
 	// CORS is the cross-origin policy of /query (default: no origin allowed).
 	CORS CORS
-	// Dependencies are reported by /healthz besides Postgres (e.g. Redis).
+	// Dependencies are reported by /healthz besides Postgres. Redis is reported
+	// from the Limiter's view of it (mode redis, memory or memory-fallback)
+	// unless a dependency is named "redis".
 	Dependencies []Dependency
 	// PersistedQueries is the cache of automatic persisted queries (package
 	// apq); nil means one in Redis when Redis is set, else in process.

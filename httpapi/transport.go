@@ -39,7 +39,8 @@ const DefaultMaxBodyBytes = 1 << 20
 //   - 200: the operation ran (errors of fields included), or, for
 //     application/json, any other GraphQL error not listed here;
 //   - 400: the body or document cannot be parsed (GRAPHQL_PARSE_FAILED,
-//     including malformed JSON, a missing query, invalid UTF-8 and batched
+//     including malformed JSON, a missing query (and no persisted query),
+//     invalid UTF-8 and batched
 //     array bodies, which are not supported so a batch cannot bypass the
 //     limits), the document is invalid (GRAPHQL_VALIDATION_FAILED, 400 for both
 //     media types), or the operation costs more than MAX_QUERY_COST
