@@ -82,7 +82,7 @@ func run(cfg Config, log *slog.Logger) error {
 	go db.RunAuditMaintenance(ctx, cfg.AuditRetention, 6*time.Hour)
 	log.Info("connected to Postgres; migrations applied", "postgres", describePostgres(conn))
 
-	rdb, deps := openRedis(ctx, cfg.RedisURL, log)
+	rdb := openRedis(ctx, cfg.RedisURL, log)
 	if rdb != nil {
 		defer rdb.Close()
 	}
@@ -106,7 +106,7 @@ func run(cfg Config, log *slog.Logger) error {
 		TrustedProxies:  cfg.TrustedProxies,
 		Registry:        reg,
 		CORS:            cfg.CORS,
-		Dependencies:    deps,
+		Redis:           redisClient(rdb), // persisted queries shared by every instance
 		IdempotencyTTL:  cfg.IdempotencyTTL,
 		IdempotencyWait: idempotencyWait(cfg.IdempotencyWait),
 	})
@@ -226,15 +226,16 @@ func postgresAdvice(conn, source string, err error) string {
 	return b.String()
 }
 
-// openRedis returns the Redis client of REDIS_URL (nil when it is unset) and the
-// /healthz entry for Redis. With no REDIS_URL, rate limiting is in-process and
-// correct for a single instance only, which is logged. A Redis that does not
-// answer at start is logged and does not stop the start: it degrades rate
-// limiting, it does not take the instance out.
-func openRedis(ctx context.Context, redisURL string, log *slog.Logger) (*redis.Client, []httpapi.Dependency) {
+// openRedis returns the Redis client of REDIS_URL (nil when it is unset). With
+// no REDIS_URL, rate limiting and persisted queries are in-process and correct
+// for a single instance only, which is logged. A Redis that does not answer at
+// start is logged and does not stop the start: it degrades rate limiting, it
+// does not take the instance out. /healthz reports Redis as the rate limiter
+// sees it.
+func openRedis(ctx context.Context, redisURL string, log *slog.Logger) *redis.Client {
 	if redisURL == "" {
-		log.Warn("REDIS_URL is unset: rate limits are kept in process, correct for a single instance only")
-		return nil, []httpapi.Dependency{{Name: "redis", Mode: "in-process (single instance only)"}}
+		log.Warn("REDIS_URL is unset: rate limits and persisted queries are kept in process, correct for a single instance only")
+		return nil
 	}
 	opt, err := redis.ParseURL(redisURL) // validated by loadConfig
 	if err != nil {
@@ -246,10 +247,7 @@ func openRedis(ctx context.Context, redisURL string, log *slog.Logger) (*redis.C
 	if err := rdb.Ping(pingCtx).Err(); err != nil {
 		log.Warn("Redis does not answer: rate limiting is degraded until it does", "addr", opt.Addr, "err", err)
 	}
-	dep := httpapi.Dependency{Name: "redis", Mode: "shared", Ping: func(ctx context.Context) error {
-		return rdb.Ping(ctx).Err()
-	}}
-	return rdb, []httpapi.Dependency{dep}
+	return rdb
 }
 
 // redisClient keeps a nil *redis.Client a nil interface (no REDIS_URL: the
