@@ -26,6 +26,7 @@ import (
 
 	"taskflow/httpapi"
 	"taskflow/idempotency"
+	"taskflow/ratelimit"
 	"taskflow/store"
 )
 
@@ -77,6 +78,8 @@ func run(cfg Config, log *slog.Logger) error {
 		return err
 	}
 	defer db.Close()
+	// Partitions ahead and AUDIT_RETENTION, now and every few hours.
+	go db.RunAuditMaintenance(ctx, cfg.AuditRetention, 6*time.Hour)
 	log.Info("connected to Postgres; migrations applied", "postgres", describePostgres(conn))
 
 	rdb, deps := openRedis(ctx, cfg.RedisURL, log)
@@ -87,7 +90,17 @@ func run(cfg Config, log *slog.Logger) error {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
+	limiter, err := ratelimit.New(ratelimit.Options{
+		Config: ratelimit.Config{Points: cfg.RateLimitPoints, Window: cfg.RateLimitWindow, MaxCost: cfg.MaxQueryCost},
+		Redis:  redisClient(rdb), Registerer: reg, Log: log,
+	})
+	if err != nil {
+		return err
+	}
+	defer limiter.Close()
+
 	h := httpapi.NewHandler(httpapi.Options{
+		Limiter:         limiter,
 		DB:              db,
 		Log:             log,
 		TrustedProxies:  cfg.TrustedProxies,
@@ -237,6 +250,15 @@ func openRedis(ctx context.Context, redisURL string, log *slog.Logger) (*redis.C
 		return rdb.Ping(ctx).Err()
 	}}
 	return rdb, []httpapi.Dependency{dep}
+}
+
+// redisClient keeps a nil *redis.Client a nil interface (no REDIS_URL: the
+// in-process limiter).
+func redisClient(c *redis.Client) redis.UniversalClient {
+	if c == nil {
+		return nil
+	}
+	return c
 }
 
 // displayAddr turns a listen address into one a browser can open.

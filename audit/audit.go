@@ -10,8 +10,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // Info is the request context recorded with every event.
@@ -74,7 +76,7 @@ func (e Event) ChainKey() string {
 const (
 	RuleTrack  = "track"  // recorded in snapshots and diffs
 	RuleIgnore = "ignore" // bookkeeping (timestamps): never recorded
-	RuleSecret = "secret" // never recorded; a change is noted as "[changed]" without values
+	RuleSecret = "secret" // never recorded; a change is noted as "[redacted]" without values
 )
 
 // field is one audited field of a struct type.
@@ -217,9 +219,57 @@ func NormalizeMetadata(m map[string]any) (map[string]any, error) {
 	}
 	b, err := json.Marshal(m)
 	if err != nil {
+		return nil, fmt.Errorf("audit: encode metadata: %w", err)
+	}
+	out, err := DecodeMetadata(b)
+	if err != nil {
 		return nil, err
 	}
-	return DecodeMetadata(b)
+	// jsonb refuses \u0000 in strings and keys: replace it, as json.Marshal already
+	// replaced invalid UTF-8.
+	v, _ := withoutNUL(out).(map[string]any)
+	return v, nil
+}
+
+// withoutNUL returns a decoded JSON value with every NUL character of its strings
+// and keys replaced by U+FFFD.
+func withoutNUL(v any) any {
+	switch v := v.(type) {
+	case string:
+		return strings.ReplaceAll(v, "\x00", "\uFFFD")
+	case map[string]any:
+		out := make(map[string]any, len(v))
+		for k, e := range v {
+			out[strings.ReplaceAll(k, "\x00", "\uFFFD")] = withoutNUL(e)
+		}
+		return out
+	case []any:
+		for i, e := range v {
+			v[i] = withoutNUL(e)
+		}
+		return v
+	}
+	return v
+}
+
+// MaxTextLen is the longest request context value (user agent, request id, IP)
+// recorded, in bytes.
+const MaxTextLen = 1024
+
+// CleanText returns s as Postgres text accepts it: valid UTF-8 (invalid bytes
+// become U+FFFD), no NUL, at most MaxTextLen bytes (cut at a character boundary).
+// A hostile User-Agent header must not make the change it comes with fail.
+func CleanText(s string) string {
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	s = strings.ReplaceAll(s, "\x00", "\uFFFD")
+	if len(s) > MaxTextLen {
+		cut := MaxTextLen
+		for cut > 0 && !utf8.RuneStart(s[cut]) {
+			cut--
+		}
+		s = s[:cut]
+	}
+	return s
 }
 
 // DecodeMetadata decodes stored metadata, keeping numbers as json.Number.
@@ -234,15 +284,119 @@ func DecodeMetadata(b []byte) (map[string]any, error) {
 }
 
 // Hash returns SHA-256(prev || canonical(r)). The canonical form is r's JSON with
-// the time in UTC at microsecond precision (what Postgres keeps) and map keys sorted.
+// the time in UTC at microsecond precision (what Postgres keeps), map keys sorted
+// and every number written in one normal form (see canonicalNumber), so that the
+// hash is the same for the metadata that was appended and for the metadata that
+// jsonb gives back (jsonb keeps numbers as numeric: 1e2 comes back as 100).
 func Hash(prev []byte, r Record) ([]byte, error) {
-	r.OccurredAt = r.OccurredAt.UTC().Truncate(time.Microsecond)
-	b, err := json.Marshal(r)
+	b, err := Canonical(r)
 	if err != nil {
-		return nil, fmt.Errorf("audit: encode: %w", err)
+		return nil, err
 	}
 	h := sha256.New()
 	h.Write(prev)
 	h.Write(b)
 	return h.Sum(nil), nil
+}
+
+// Canonical returns the canonical encoding of r that Hash covers.
+func Canonical(r Record) ([]byte, error) {
+	r.OccurredAt = r.OccurredAt.UTC().Truncate(time.Microsecond)
+	meta, err := canonicalValue(map[string]any(r.Metadata))
+	if err != nil {
+		return nil, err
+	}
+	r.Metadata, _ = meta.(map[string]any)
+	b, err := json.Marshal(r)
+	if err != nil {
+		return nil, fmt.Errorf("audit: encode: %w", err)
+	}
+	return b, nil
+}
+
+// canonicalValue returns a copy of a decoded JSON value with every number in
+// canonical form. Values other than JSON's (which NormalizeMetadata never leaves)
+// are an error.
+func canonicalValue(v any) (any, error) {
+	switch v := v.(type) {
+	case nil, bool, string:
+		return v, nil
+	case json.Number:
+		n, err := canonicalNumber(string(v))
+		return json.Number(n), err
+	case float64:
+		n, err := canonicalNumber(strconv.FormatFloat(v, 'g', -1, 64))
+		return json.Number(n), err
+	case map[string]any:
+		if v == nil {
+			return map[string]any{}, nil
+		}
+		out := make(map[string]any, len(v))
+		for k, e := range v {
+			c, err := canonicalValue(e)
+			if err != nil {
+				return nil, err
+			}
+			out[k] = c
+		}
+		return out, nil
+	case []any:
+		out := make([]any, len(v))
+		for i, e := range v {
+			c, err := canonicalValue(e)
+			if err != nil {
+				return nil, err
+			}
+			out[i] = c
+		}
+		return out, nil
+	}
+	return nil, fmt.Errorf("audit: canonical: unexpected %T in metadata", v)
+}
+
+// canonicalNumber rewrites a JSON number literal as D or DeE, where D is the
+// significant digits without leading or trailing zeros (with a leading - for a
+// negative value) and E the power of ten: every literal of the same value has
+// the same form ("1.50", "15e-1" and "1.5E0" are all "15e-1"; "-0" is "0").
+func canonicalNumber(s string) (string, error) {
+	bad := fmt.Errorf("audit: canonical: %q is not a JSON number", s)
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	mant, expPart := s, ""
+	if i := strings.IndexAny(s, "eE"); i >= 0 {
+		mant, expPart = s[:i], s[i+1:]
+	}
+	exp := 0
+	if expPart != "" || len(mant) < len(s) {
+		e, err := strconv.Atoi(strings.TrimPrefix(expPart, "+"))
+		if err != nil {
+			return "", bad
+		}
+		exp = e
+	}
+	intPart, frac, _ := strings.Cut(mant, ".")
+	digits := intPart + frac
+	if digits == "" {
+		return "", bad
+	}
+	for _, c := range digits {
+		if c < '0' || c > '9' {
+			return "", bad
+		}
+	}
+	exp -= len(frac)
+	digits = strings.TrimLeft(digits, "0")
+	if digits == "" {
+		return "0", nil
+	}
+	trimmed := strings.TrimRight(digits, "0")
+	exp += len(digits) - len(trimmed)
+	out := trimmed
+	if neg {
+		out = "-" + out
+	}
+	if exp != 0 {
+		out += "e" + strconv.Itoa(exp)
+	}
+	return out, nil
 }

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"sync/atomic"
 	"taskflow/graph/model"
+	"taskflow/ratelimit"
 	"taskflow/store"
 	"time"
 
@@ -264,7 +265,7 @@ type QueryResolver interface {
 	SearchTasks(ctx context.Context, workspaceID string, query string, first *int, after *string) (*store.Connection[store.Task], error)
 	AuditEvents(ctx context.Context, workspaceID string, filter *model.AuditEventFilter, first *int, after *string) (*store.Connection[store.AuditEvent], error)
 	VerifyAuditLog(ctx context.Context, workspaceID string) (*store.AuditVerification, error)
-	RateLimit(ctx context.Context) (*model.RateLimitStatus, error)
+	RateLimit(ctx context.Context) (*ratelimit.Budget, error)
 }
 type TaskResolver interface {
 	Project(ctx context.Context, obj *store.Task) (*store.Project, error)
@@ -5025,8 +5026,8 @@ func (ec *executionContext) _Query_rateLimit(ctx context.Context, field graphql.
 			return ec.Resolvers.Query().RateLimit(ctx)
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v *model.RateLimitStatus) graphql.Marshaler {
-			return ec.marshalNRateLimitStatus2ᚖtaskflowᚋgraphᚋmodelᚐRateLimitStatus(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v *ratelimit.Budget) graphql.Marshaler {
+			return ec.marshalNRateLimitStatus2ᚖtaskflowᚋratelimitᚐBudget(ctx, selections, v)
 		},
 		true,
 		true,
@@ -5121,7 +5122,7 @@ func (ec *executionContext) fieldContext_Query___schema(_ context.Context, field
 	return fc, nil
 }
 
-func (ec *executionContext) _RateLimitStatus_limit(ctx context.Context, field graphql.CollectedField, obj *model.RateLimitStatus) (ret graphql.Marshaler) {
+func (ec *executionContext) _RateLimitStatus_limit(ctx context.Context, field graphql.CollectedField, obj *ratelimit.Budget) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -5144,7 +5145,7 @@ func (ec *executionContext) fieldContext_RateLimitStatus_limit(_ context.Context
 	return graphql.NewScalarFieldContext("RateLimitStatus", field, false, false, "Int")
 }
 
-func (ec *executionContext) _RateLimitStatus_remaining(ctx context.Context, field graphql.CollectedField, obj *model.RateLimitStatus) (ret graphql.Marshaler) {
+func (ec *executionContext) _RateLimitStatus_remaining(ctx context.Context, field graphql.CollectedField, obj *ratelimit.Budget) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -5167,7 +5168,7 @@ func (ec *executionContext) fieldContext_RateLimitStatus_remaining(_ context.Con
 	return graphql.NewScalarFieldContext("RateLimitStatus", field, false, false, "Int")
 }
 
-func (ec *executionContext) _RateLimitStatus_resetAt(ctx context.Context, field graphql.CollectedField, obj *model.RateLimitStatus) (ret graphql.Marshaler) {
+func (ec *executionContext) _RateLimitStatus_resetAt(ctx context.Context, field graphql.CollectedField, obj *ratelimit.Budget) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -5190,7 +5191,7 @@ func (ec *executionContext) fieldContext_RateLimitStatus_resetAt(_ context.Conte
 	return graphql.NewScalarFieldContext("RateLimitStatus", field, false, false, "Time")
 }
 
-func (ec *executionContext) _RateLimitStatus_cost(ctx context.Context, field graphql.CollectedField, obj *model.RateLimitStatus) (ret graphql.Marshaler) {
+func (ec *executionContext) _RateLimitStatus_cost(ctx context.Context, field graphql.CollectedField, obj *ratelimit.Budget) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -8436,7 +8437,7 @@ func (ec *executionContext) _Query(ctx context.Context, sel ast.SelectionSet) gr
 
 var rateLimitStatusImplementors = []string{"RateLimitStatus"}
 
-func (ec *executionContext) _RateLimitStatus(ctx context.Context, sel ast.SelectionSet, obj *model.RateLimitStatus) graphql.Marshaler {
+func (ec *executionContext) _RateLimitStatus(ctx context.Context, sel ast.SelectionSet, obj *ratelimit.Budget) graphql.Marshaler {
 	fields := graphql.CollectFields(ec.OperationContext, sel, rateLimitStatusImplementors)
 
 	out := graphql.NewFieldSet(fields)
@@ -9406,7 +9407,7 @@ func (ec *executionContext) marshalNProjectEdge2ᚖtaskflowᚋstoreᚐEdge(ctx c
 	return ec._ProjectEdge(ctx, sel, v)
 }
 
-func (ec *executionContext) marshalNRateLimitStatus2ᚖtaskflowᚋgraphᚋmodelᚐRateLimitStatus(ctx context.Context, sel ast.SelectionSet, v *model.RateLimitStatus) graphql.Marshaler {
+func (ec *executionContext) marshalNRateLimitStatus2ᚖtaskflowᚋratelimitᚐBudget(ctx context.Context, sel ast.SelectionSet, v *ratelimit.Budget) graphql.Marshaler {
 	if v == nil {
 		graphql.AddInvalidNullError(ctx, "RateLimitStatus!")
 		return graphql.Null

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 
 	"github.com/99designs/gqlgen/graphql"
+	"github.com/vektah/gqlparser/v2/ast"
 	"github.com/vektah/gqlparser/v2/gqlerror"
 
 	"taskflow/audit"
@@ -40,6 +41,12 @@ func presentError(log *slog.Logger) graphql.ErrorPresenterFunc {
 			}
 			return gqlErr
 		}
+		if errors.As(err, &orig) && isArgumentError(ctx, orig) {
+			// An argument value gqlgen could not coerce (e.g. a bad Time): the
+			// request's fault, reported with the argument's path.
+			gqlErr.Extensions = map[string]any{"code": string(store.CodeBadUserInput)}
+			return gqlErr
+		}
 		log.ErrorContext(ctx, "internal error", "err", err, "request_id", audit.InfoFrom(ctx).RequestID,
 			"path", gqlErr.Path.String())
 		return &gqlerror.Error{
@@ -49,6 +56,26 @@ func presentError(log *slog.Logger) graphql.ErrorPresenterFunc {
 			Extensions: map[string]any{"code": string(store.CodeInternal)},
 		}
 	}
+}
+
+// isArgumentError reports whether err was raised while coercing an argument of
+// the field being resolved: gqlgen puts the argument's name (and the input
+// fields below it) after the field's path, which a resolver error never has.
+func isArgumentError(ctx context.Context, err *gqlerror.Error) bool {
+	if !graphql.HasOperationContext(ctx) || graphql.GetFieldContext(ctx) == nil {
+		return false
+	}
+	field := graphql.GetPath(ctx)
+	if len(err.Path) <= len(field) {
+		return false
+	}
+	for i := range field {
+		if field[i] != err.Path[i] {
+			return false
+		}
+	}
+	_, named := err.Path[len(field)].(ast.PathName)
+	return named
 }
 
 // recoverPanic turns a resolver panic into an internal error (logged by the presenter).

@@ -12,14 +12,16 @@ import (
 
 	"github.com/99designs/gqlgen/graphql/handler"
 	"github.com/99designs/gqlgen/graphql/handler/extension"
-	"github.com/99designs/gqlgen/graphql/handler/transport"
+	"github.com/99designs/gqlgen/graphql/handler/lru"
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/vektah/gqlparser/v2/ast"
 
 	"taskflow/audit"
 	"taskflow/auth"
 	"taskflow/graph"
 	"taskflow/idempotency"
+	"taskflow/ratelimit"
 	"taskflow/resolvers"
 	"taskflow/store"
 )
@@ -36,6 +38,14 @@ type Options struct {
 	// Resolvers replaces the resolver root (tests of middleware that stand in a
 	// resolver); nil means the real resolvers.
 	Resolvers graph.ResolverRoot
+	// Limiter checks every operation's cost and the endpoint limits; nil is an
+	// in-process limiter with the contract's defaults.
+	Limiter *ratelimit.Limiter
+	// RateLimitOff turns rate limiting off entirely, for the benchmark that
+	// measures what it costs; never set it in a server.
+	RateLimitOff bool
+	// MaxBodyBytes bounds a request body; zero is DefaultMaxBodyBytes (1 MiB).
+	MaxBodyBytes int64
 	// Registry holds the Prometheus metrics served at /metrics; other packages
 	// register theirs in it too. Nil: a registry of the handler's own.
 	Registry *prometheus.Registry
@@ -48,6 +58,10 @@ type Options struct {
 	PasswordParams auth.PasswordParams
 }
 
+// parserTokenLimit bounds the tokens of one document, so parse and validation
+// work stay small whatever the body holds.
+const parserTokenLimit = 15000
+
 // NewHandler returns the complete HTTP handler of TaskFlow.
 func NewHandler(o Options) http.Handler {
 	if o.Log == nil {
@@ -57,12 +71,21 @@ func NewHandler(o Options) http.Handler {
 		o.Resolvers = &resolvers.Resolver{DB: o.DB, PasswordParams: o.PasswordParams}
 	}
 	gql := handler.New(graph.NewExecutableSchema(graph.Config{Resolvers: o.Resolvers}))
-	gql.AddTransport(transport.GET{})
-	gql.AddTransport(transport.POST{})
+	ops := newOps(o)
+	if o.Limiter == nil && !o.RateLimitOff {
+		// Never fails without a REDIS_URL.
+		o.Limiter, _ = ratelimit.New(ratelimit.Options{Log: o.Log, Registerer: ops.reg})
+	}
+	gql.AddTransport(Transport{Limiter: o.Limiter, MaxBodyBytes: o.MaxBodyBytes})
+	gql.SetQueryCache(lru.New[*ast.QueryDocument](1000))
+	gql.SetParserTokenLimit(parserTokenLimit)
 	gql.Use(extension.Introspection{})
+	gql.Use(methodGuard{}) // before the limiter: a mutation by GET is refused uncharged
+	if o.Limiter != nil {
+		gql.Use(o.Limiter.Extension())
+	}
 	gql.SetErrorPresenter(presentError(o.Log))
 	gql.SetRecoverFunc(recoverPanic)
-	ops := newOps(o)
 	gql.Use(operationMetrics{ops.metrics})
 	gql.Use(idempotency.New(idempotency.Options{DB: o.DB, TTL: o.IdempotencyTTL, Wait: o.IdempotencyWait,
 		Registerer: ops.reg, Log: o.Log}))
@@ -70,6 +93,7 @@ func NewHandler(o Options) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/query", o.CORS.handler(auth.Middleware(o.DB, authFailure(o.Log))(
 		resolvers.LoaderMiddleware(o.DB, idempotency.ResponseHeaders(gql)))))
+	mux.Handle("/audit/export", auth.Middleware(o.DB, writeAuthError)(auditExport(o.DB, o.Log)))
 	ops.routes(mux)
 	return requestContext(o.TrustedProxies, ops.wrap(mux))
 }

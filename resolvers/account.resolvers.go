@@ -7,7 +7,7 @@ package resolvers
 
 import (
 	"context"
-	"fmt"
+	"taskflow/auth"
 	"taskflow/graph"
 	"taskflow/store"
 )
@@ -19,7 +19,7 @@ func (r *userResolver) Workspaces(ctx context.Context, obj *store.User) ([]*stor
 
 // AuditEvents is the resolver for the auditEvents field.
 func (r *userResolver) AuditEvents(ctx context.Context, obj *store.User, first *int, after *string) (*store.Connection[store.AuditEvent], error) {
-	panic(fmt.Errorf("not implemented: AuditEvents - auditEvents"))
+	return r.DB.UserAuditEvents(ctx, auth.UserFrom(ctx), obj.ID, first, after)
 }
 
 // User returns graph.UserResolver implementation.

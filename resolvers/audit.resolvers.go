@@ -7,14 +7,22 @@ package resolvers
 
 import (
 	"context"
-	"fmt"
 	"taskflow/graph"
 	"taskflow/store"
 )
 
 // Actor is the resolver for the actor field.
 func (r *auditEventResolver) Actor(ctx context.Context, obj *store.AuditEvent) (*store.User, error) {
-	panic(fmt.Errorf("not implemented: Actor - actor"))
+	if obj.ActorID == nil {
+		return nil, nil
+	}
+	// The actor stays readable after leaving the workspace; an account that is
+	// gone is null.
+	u, err := r.loaders(ctx).users.Load(ctx, *obj.ActorID)
+	if store.ErrorCode(err) == store.CodeNotFound {
+		return nil, nil
+	}
+	return u, err
 }
 
 // AuditEvent returns graph.AuditEventResolver implementation.

@@ -7,10 +7,10 @@ package resolvers
 
 import (
 	"context"
-	"fmt"
 	"taskflow/auth"
 	"taskflow/graph"
 	"taskflow/graph/model"
+	"taskflow/ratelimit"
 	"taskflow/store"
 )
 
@@ -195,17 +195,17 @@ func (r *queryResolver) SearchTasks(ctx context.Context, workspaceID string, que
 
 // AuditEvents is the resolver for the auditEvents field.
 func (r *queryResolver) AuditEvents(ctx context.Context, workspaceID string, filter *model.AuditEventFilter, first *int, after *string) (*store.Connection[store.AuditEvent], error) {
-	panic(fmt.Errorf("not implemented: AuditEvents - auditEvents"))
+	return r.DB.AuditEvents(ctx, auth.UserFrom(ctx), workspaceID, auditFilter(filter), first, after)
 }
 
 // VerifyAuditLog is the resolver for the verifyAuditLog field.
 func (r *queryResolver) VerifyAuditLog(ctx context.Context, workspaceID string) (*store.AuditVerification, error) {
-	panic(fmt.Errorf("not implemented: VerifyAuditLog - verifyAuditLog"))
+	return r.DB.VerifyAuditLog(ctx, auth.UserFrom(ctx), workspaceID)
 }
 
 // RateLimit is the resolver for the rateLimit field.
-func (r *queryResolver) RateLimit(ctx context.Context) (*model.RateLimitStatus, error) {
-	panic(fmt.Errorf("not implemented: RateLimit - rateLimit"))
+func (r *queryResolver) RateLimit(ctx context.Context) (*ratelimit.Budget, error) {
+	return ratelimit.BudgetFrom(ctx)
 }
 
 // Mutation returns graph.MutationResolver implementation.

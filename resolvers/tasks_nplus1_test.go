@@ -66,7 +66,7 @@ func countedEnv(t *testing.T) (*apitest.Env, *statementCounter) {
 	}
 	t.Cleanup(pool.Close)
 	db := store.New(pool, nil)
-	h := httpapi.NewHandler(httpapi.Options{DB: db, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	h := httpapi.NewHandler(httpapi.Options{DB: db, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Limiter: apitest.Unlimited()})
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	return &apitest.Env{DB: db, Handler: h, Client: client.New(h), Server: srv}, counter

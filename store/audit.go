@@ -12,12 +12,35 @@ import (
 	"taskflow/audit"
 )
 
-// appendAudit appends ev to its hash chain inside tx: it locks the chain's head
-// row (serialising appends per workspace for this transaction), hashes the event
-// over the previous head and inserts it. The request context (IP, user agent,
-// request id) comes from ctx. It must run in the transaction of the change it
-// records, so that both commit or neither does.
+// appendAudit appends ev to its hash chain inside tx: it takes the chain's
+// transaction-scoped advisory lock (serialising appends per workspace until tx
+// ends), reads the chain's head, hashes the event over the previous head hash and
+// inserts it, then moves the head. The request context (IP, user agent, request
+// id) comes from ctx. It must run in the transaction of the change it records,
+// so that both commit or neither does.
+//
+// Within a chain the order of the hash chain, the order of commits and the order
+// of (occurred_at, id) are the same: the time is taken under the lock and is made
+// later than the head's even if the clocks of two instances disagree, so a page
+// cursor never sees an event of its workspace appear behind it.
 func (db *DB) appendAudit(ctx context.Context, tx pgx.Tx, ev audit.Event) error {
+	return appendAuditAt(ctx, tx, ev, time.Now)
+}
+
+// appendAuditAt is appendAudit with the clock now (tests append in the past).
+func appendAuditAt(ctx context.Context, tx pgx.Tx, ev audit.Event, now func() time.Time) error {
+	if ev.Action == "" || ev.EntityType() == ev.Action {
+		return fmt.Errorf("audit: action %q is not of the form entity.verb", ev.Action)
+	}
+	wsID, err := canonicalUUID(ev.WorkspaceID)
+	if err != nil {
+		return fmt.Errorf("audit: workspace id: %w", err)
+	}
+	actorID, err := canonicalUUID(ev.ActorID)
+	if err != nil {
+		return fmt.Errorf("audit: actor id: %w", err)
+	}
+	ev.WorkspaceID, ev.ActorID = wsID, actorID
 	info := audit.InfoFrom(ctx)
 	meta, err := audit.NormalizeMetadata(ev.Metadata)
 	if err != nil {
@@ -30,11 +53,10 @@ func (db *DB) appendAudit(ctx context.Context, tx pgx.Tx, ev audit.Event) error 
 		ActorID:     ev.ActorID,
 		Action:      ev.Action,
 		EntityType:  ev.EntityType(),
-		EntityID:    ev.EntityID,
-		OccurredAt:  time.Now().UTC().Truncate(time.Microsecond),
-		IP:          nonEmpty(info.IP),
-		UserAgent:   nonEmpty(info.UserAgent),
-		RequestID:   nonEmpty(info.RequestID),
+		EntityID:    audit.CleanText(ev.EntityID),
+		IP:          nonEmpty(audit.CleanText(info.IP)),
+		UserAgent:   nonEmpty(audit.CleanText(info.UserAgent)),
+		RequestID:   nonEmpty(audit.CleanText(info.RequestID)),
 		Metadata:    meta,
 	}
 	// Serialise appends to this chain until the transaction ends.
@@ -47,10 +69,11 @@ func (db *DB) appendAudit(ctx context.Context, tx pgx.Tx, ev audit.Event) error 
 	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 		return fmt.Errorf("audit head: %w", err)
 	}
-	// Keep the chain's order and time order the same even if clocks of two
-	// instances disagree by a little.
+	// The time is taken under the lock, and kept after the head's even if the
+	// clocks of two instances disagree by a little.
+	rec.OccurredAt = now().UTC().Truncate(time.Microsecond)
 	if !lastAt.IsZero() && !rec.OccurredAt.After(lastAt) {
-		rec.OccurredAt = lastAt.Add(time.Microsecond)
+		rec.OccurredAt = lastAt.UTC().Add(time.Microsecond)
 	}
 	hash, err := audit.Hash(prev, rec)
 	if err != nil {
@@ -74,6 +97,20 @@ func (db *DB) appendAudit(ctx context.Context, tx pgx.Tx, ev audit.Event) error 
 		return fmt.Errorf("audit head: %w", err)
 	}
 	return nil
+}
+
+// canonicalUUID returns the canonical (lower-case, hyphenated) form of an id, so
+// that the hash covers the same text Postgres gives back; nil stays nil.
+func canonicalUUID(id *string) (*string, error) {
+	if id == nil {
+		return nil, nil
+	}
+	u, err := uuid.Parse(*id)
+	if err != nil {
+		return nil, err
+	}
+	s := u.String()
+	return &s, nil
 }
 
 // nonEmpty returns nil for "" and &s otherwise.

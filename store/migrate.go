@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io/fs"
 	"sort"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -51,7 +52,8 @@ func MigrationsHash() (string, error) {
 
 // Migrate applies every embedded migration that has not been applied yet, each in
 // its own transaction, while holding a session-level advisory lock so that several
-// instances starting together apply each migration exactly once.
+// instances starting together apply each migration exactly once. It then creates
+// the audit log's partitions for this month and the next (EnsureAuditPartitions).
 func Migrate(ctx context.Context, pool *pgxpool.Pool) error {
 	conn, err := pool.Acquire(ctx)
 	if err != nil {
@@ -87,5 +89,6 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool) error {
 			return fmt.Errorf("migrate %s: %w", name, err)
 		}
 	}
-	return nil
+	// The audit log's monthly partitions exist before any row needs them.
+	return ensureAuditPartitions(ctx, conn, time.Now(), nil)
 }

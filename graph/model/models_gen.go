@@ -46,17 +46,6 @@ type Mutation struct {
 type Query struct {
 }
 
-type RateLimitStatus struct {
-	// Points in a full budget.
-	Limit int `json:"limit"`
-	// Points left after this operation.
-	Remaining int `json:"remaining"`
-	// When the budget is full again.
-	ResetAt time.Time `json:"resetAt"`
-	// What this operation cost.
-	Cost int `json:"cost"`
-}
-
 type RegisterInput struct {
 	Email    string `json:"email"`
 	Password string `json:"password"`

@@ -14,11 +14,13 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/99designs/gqlgen/client"
 
 	"taskflow/auth"
 	"taskflow/httpapi"
+	"taskflow/ratelimit"
 	"taskflow/store"
 	"taskflow/store/storetest"
 )
@@ -41,7 +43,7 @@ func New(t testing.TB, opts ...Option) *Env {
 	t.Helper()
 	db := storetest.DB(t)
 	o := httpapi.Options{DB: db, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		PasswordParams: auth.FastPasswordParams}
+		PasswordParams: auth.FastPasswordParams, Limiter: Unlimited()}
 	for _, opt := range opts {
 		opt(&o)
 	}
@@ -49,6 +51,20 @@ func New(t testing.TB, opts ...Option) *Env {
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	return &Env{DB: db, Handler: h, Client: client.New(h, client.Path("/query")), Server: srv}
+}
+
+// Unlimited returns an in-process rate limiter whose budgets no test reaches:
+// the default of New, so tests of other features are not throttled. Tests of
+// rate limiting pass their own limiter with an Option.
+func Unlimited() *ratelimit.Limiter {
+	huge := ratelimit.Limit{Points: 1 << 30, Window: time.Minute}
+	l, err := ratelimit.New(ratelimit.Options{Config: ratelimit.Config{
+		Points: huge.Points, MaxCost: huge.Points, LoginPerIP: huge, LoginPerEmail: huge, Search: huge,
+	}, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		panic(err) // only a REDIS_URL can fail, and there is none
+	}
+	return l
 }
 
 var seq atomic.Int64

@@ -1,0 +1,255 @@
+package audit
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+	"unicode/utf8"
+)
+
+type sample struct {
+	ID        string     `json:"id" audit:"track"`
+	Title     string     `json:"title" audit:"track"`
+	Due       *time.Time `json:"due" audit:"track"`
+	Count     int        `json:"count" audit:"track"`
+	Password  string     `json:"-" audit:"secret"`
+	UpdatedAt time.Time  `json:"updatedAt" audit:"ignore"`
+	hidden    string
+}
+
+type untagged struct {
+	ID    string `json:"id" audit:"track"`
+	Token string `json:"token"`
+}
+
+func TestSnapshotKeepsTrackedFieldsOnly(t *testing.T) {
+	t.Parallel()
+	due := time.Date(2026, 3, 1, 12, 0, 0, 0, time.FixedZone("X", 3600))
+	s := sample{ID: "1", Title: "t", Due: &due, Count: 3, Password: "hunter2", UpdatedAt: time.Now(), hidden: "h"}
+	got := Snapshot(&s)
+	want := map[string]any{"id": "1", "title": "t", "due": "2026-03-01T11:00:00Z", "count": 3}
+	if len(got) != len(want) {
+		t.Fatalf("Snapshot = %v, want %v", got, want)
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("Snapshot[%q] = %#v, want %#v", k, got[k], v)
+		}
+	}
+	if _, ok := Snapshot(s)["due"]; !ok {
+		t.Error("Snapshot of a value (not a pointer) lost a field")
+	}
+	s.Due = nil
+	if v, ok := Snapshot(s)["due"]; !ok || v != nil {
+		t.Errorf("nil pointer field = %#v, %v; want nil, present", v, ok)
+	}
+	b, _ := json.Marshal(got)
+	if bytes.Contains(b, []byte("hunter2")) || bytes.Contains(b, []byte("updatedAt")) {
+		t.Errorf("snapshot leaks a secret or ignored field: %s", b)
+	}
+}
+
+func TestChangesRules(t *testing.T) {
+	t.Parallel()
+	d1 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	d2 := d1.In(time.FixedZone("Y", -7200)) // the same instant in another zone
+	before := sample{ID: "1", Title: "a", Due: &d1, Count: 1, Password: "old", UpdatedAt: d1}
+	after := before
+	after.Due = &d2
+	if c := Changes(before, after); len(c) != 0 {
+		t.Fatalf("same instant in another zone is a change: %v", c)
+	}
+	after = sample{ID: "1", Title: "b", Due: nil, Count: 2, Password: "new-secret", UpdatedAt: d1.Add(time.Hour)}
+	c := Changes(&before, &after)
+	b, _ := json.Marshal(c)
+	var got map[string]map[string]any
+	if err := json.Unmarshal(b, &got); err != nil {
+		t.Fatal(err)
+	}
+	if got["title"]["from"] != "a" || got["title"]["to"] != "b" {
+		t.Errorf("title change = %v", got["title"])
+	}
+	if got["due"]["from"] != "2026-01-01T00:00:00Z" || got["due"]["to"] != nil {
+		t.Errorf("due change = %v", got["due"])
+	}
+	if got["count"]["from"] != 1.0 || got["count"]["to"] != 2.0 {
+		t.Errorf("count change = %v", got["count"])
+	}
+	if _, ok := got["updatedAt"]; ok {
+		t.Error("ignored field recorded")
+	}
+	if got["password"]["from"] != "[redacted]" || got["password"]["to"] != "[redacted]" {
+		t.Errorf("secret change = %v", got["password"])
+	}
+	if bytes.Contains(b, []byte("old")) || bytes.Contains(b, []byte("new-secret")) {
+		t.Errorf("Changes leaks a secret: %s", b)
+	}
+}
+
+func TestFieldWithoutRuleIsCaught(t *testing.T) {
+	t.Parallel()
+	if err := Check(untagged{}); err == nil || !strings.Contains(err.Error(), "Token") {
+		t.Fatalf("Check(untagged) = %v, want an error naming Token", err)
+	}
+	if err := Check(sample{}); err != nil {
+		t.Fatal(err)
+	}
+	for name, f := range map[string]func(){
+		"Snapshot": func() { Snapshot(untagged{}) },
+		"Changes":  func() { Changes(untagged{}, untagged{}) },
+		"types":    func() { Changes(sample{}, &sample{}) },
+	} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("%s did not panic", name)
+				}
+			}()
+			f()
+		}()
+	}
+}
+
+func TestCanonicalNumber(t *testing.T) {
+	t.Parallel()
+	groups := [][]string{
+		{"0", "-0", "0.000", "0e10", "-0.0E-3"},
+		{"1", "1.0", "1.000", "1e0", "10e-1", "0.1e1", "100E-2"},
+		{"100", "1e2", "1E+2", "100.00", "0.001e5"},
+		{"1.5", "1.50", "15e-1", "0.15E1"},
+		{"-42.125", "-4212.5e-2", "-42.1250"},
+		{"1000000000000000000000", "1e21", "1e+21"},
+		{"0.0000001", "1e-7", "1E-07"},
+		{"123456789012345678901234567890.5", "1234567890123456789012345678905e-1"},
+	}
+	seen := map[string]string{}
+	for _, g := range groups {
+		want, err := canonicalNumber(g[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if other, dup := seen[want]; dup {
+			t.Fatalf("%s and %s have the same canonical form %s", g[0], other, want)
+		}
+		seen[want] = g[0]
+		for _, s := range g[1:] {
+			got, err := canonicalNumber(s)
+			if err != nil || got != want {
+				t.Errorf("canonicalNumber(%q) = %q, %v; want %q (as %q)", s, got, err, want, g[0])
+			}
+		}
+	}
+	for _, bad := range []string{"", "-", "1x", "e5", "1e", "1.2.3"} {
+		if _, err := canonicalNumber(bad); err == nil {
+			t.Errorf("canonicalNumber(%q) accepted", bad)
+		}
+	}
+}
+
+// The hash is the same for metadata as appended and as jsonb gives it back
+// (numbers rewritten, keys reordered, whitespace gone).
+func TestHashStableAcrossEquivalentEncodings(t *testing.T) {
+	t.Parallel()
+	ws := "0195f1a2-0000-7000-8000-000000000001"
+	rec := func(meta string) Record {
+		m, err := DecodeMetadata([]byte(meta))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return Record{ID: "0195f1a2-0000-7000-8000-000000000002", ChainKey: ws, WorkspaceID: &ws, Action: "task.updated",
+			EntityType: "task", EntityID: "x", OccurredAt: time.Date(2026, 1, 2, 3, 4, 5, 123456789, time.FixedZone("Z", 3600)),
+			Metadata: m}
+	}
+	a, err := Hash([]byte("prev"), rec(`{"b": [1e2, 1.50, {"z": null, "a": "é\u2028<&>"}], "a": -0.0}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := Hash([]byte("prev"), rec(`{"a":0,"b":[100,1.5,{"a":"é\u2028<&>","z":null}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(a, b) {
+		t.Fatal("equivalent metadata hashes differently")
+	}
+	r := rec(`{"a":0}`)
+	r.OccurredAt = r.OccurredAt.UTC().Truncate(time.Microsecond)
+	c, _ := Hash([]byte("prev"), r)
+	d, _ := Hash([]byte("prev"), rec(`{"a":0}`))
+	if !bytes.Equal(c, d) {
+		t.Fatal("the time zone or sub-microsecond digits change the hash")
+	}
+	for name, mutate := range map[string]func(*Record){
+		"metadata value": func(r *Record) { r.Metadata["a"] = json.Number("1") },
+		"action":         func(r *Record) { r.Action = "task.deleted" },
+		"time":           func(r *Record) { r.OccurredAt = r.OccurredAt.Add(time.Microsecond) },
+		"workspace":      func(r *Record) { r.WorkspaceID = nil },
+		"ip":             func(r *Record) { ip := "10.0.0.1"; r.IP = &ip },
+	} {
+		r := rec(`{"a":0}`)
+		mutate(&r)
+		e, _ := Hash([]byte("prev"), r)
+		if bytes.Equal(e, d) {
+			t.Errorf("changing the %s does not change the hash", name)
+		}
+	}
+	e, _ := Hash([]byte("other"), rec(`{"a":0}`))
+	if bytes.Equal(e, d) {
+		t.Error("the previous hash is not covered")
+	}
+}
+
+func TestNormalizeMetadata(t *testing.T) {
+	t.Parallel()
+	m, err := NormalizeMetadata(map[string]any{"n": 1.5, "s": "a\x00b", "k\x00": []any{"\xff"}, "i": int64(1) << 60})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m["s"] != "a\uFFFDb" {
+		t.Errorf("NUL kept: %q", m["s"])
+	}
+	if _, ok := m["k\uFFFD"]; !ok {
+		t.Errorf("NUL kept in a key: %v", m)
+	}
+	if m["n"] != json.Number("1.5") || m["i"] != json.Number("1152921504606846976") {
+		t.Errorf("numbers = %#v, %#v", m["n"], m["i"])
+	}
+	if m, err := NormalizeMetadata(nil); err != nil || m == nil || len(m) != 0 {
+		t.Errorf("NormalizeMetadata(nil) = %v, %v", m, err)
+	}
+}
+
+func TestCleanText(t *testing.T) {
+	t.Parallel()
+	if got := CleanText("a\x00b\xffc"); got != "a\uFFFDb\uFFFDc" {
+		t.Errorf("CleanText = %q", got)
+	}
+	long := strings.Repeat("é", MaxTextLen) // 2 bytes each
+	got := CleanText(long)
+	if len(got) > MaxTextLen || !utf8.ValidString(got) || len(got) < MaxTextLen-1 {
+		t.Errorf("CleanText(long) has %d bytes, valid %v", len(got), utf8.ValidString(got))
+	}
+}
+
+func TestEventChainKey(t *testing.T) {
+	t.Parallel()
+	ws, u := "w", "u"
+	cases := []struct {
+		ev   Event
+		want string
+	}{
+		{Event{WorkspaceID: &ws, ActorID: &u, Action: "task.created", EntityID: "t"}, "w"},
+		{Event{ActorID: &u, Action: "user.logged_in", EntityID: "u2"}, "user:u2"},
+		{Event{ActorID: &u, Action: "user.logged_in"}, "user:u"},
+		{Event{Action: "user.login_failed"}, "anonymous"},
+	}
+	for _, c := range cases {
+		if got := c.ev.ChainKey(); got != c.want {
+			t.Errorf("%+v: ChainKey = %q, want %q", c.ev, got, c.want)
+		}
+	}
+	if (Event{Action: "member.role_changed"}).EntityType() != "member" {
+		t.Error("EntityType")
+	}
+}

@@ -1,0 +1,264 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/csv"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"taskflow/audit"
+	"taskflow/auth"
+	"taskflow/store"
+)
+
+// exportFlushEvery is how many events the export writes between flushes.
+const exportFlushEvery = 256
+
+// auditExportColumns are the CSV columns of the audit export, in order.
+var auditExportColumns = []string{"id", "occurredAt", "workspaceId", "actorId", "action", "entityType",
+	"entityId", "ip", "userAgent", "requestId", "metadata"}
+
+// auditExport serves GET /audit/export?workspaceId=..&format=ndjson|csv with the
+// filters of auditEvents as query parameters (actions comma-separated, actorId,
+// entityType, entityId, since, until as RFC 3339). It streams every matching
+// event newest first, one row in memory at a time, flushing every few hundred
+// rows. The access rule is auditEvents': OWNER and ADMIN of the workspace.
+// Errors found before the first byte (no user 401, role 403, workspace 404, bad
+// parameters 400) are a JSON body {"errors":[{"message", "extensions":{"code"}}]};
+// a failure while streaming ends the response early (logged).
+func auditExport(db *store.DB, log *slog.Logger) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			w.Header().Set("Allow", "GET, HEAD")
+			writeExportJSONError(w, http.StatusMethodNotAllowed, store.CodeBadUserInput, "use GET")
+			return
+		}
+		user := auth.UserFrom(r.Context())
+		if user == nil {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="taskflow"`)
+			writeExportJSONError(w, http.StatusUnauthorized, store.CodeUnauthenticated, store.ErrUnauthenticated.Message)
+			return
+		}
+		q := r.URL.Query()
+		workspaceID := q.Get("workspaceId")
+		format := strings.ToLower(q.Get("format"))
+		if format == "" {
+			format = "ndjson"
+		}
+		filter, err := exportFilter(q)
+		switch {
+		case workspaceID == "":
+			err = store.Errorf(store.CodeBadUserInput, "workspaceId is required")
+		case format != "ndjson" && format != "csv":
+			err = store.Errorf(store.CodeBadUserInput, "format must be ndjson or csv")
+		}
+		if err != nil {
+			writeExportError(w, log, r, err)
+			return
+		}
+		var out exportWriter
+		started := false
+		n := 0
+		err = db.EachAuditEvent(r.Context(), user, workspaceID, filter, func(e *store.AuditEvent) error {
+			if !started {
+				started = true
+				out = startExport(w, format, workspaceID)
+			}
+			if err := out.write(e); err != nil {
+				return err
+			}
+			if n++; n%exportFlushEvery == 0 {
+				return out.flush()
+			}
+			return nil
+		})
+		if err != nil {
+			if !started {
+				writeExportError(w, log, r, err)
+				return
+			}
+			if r.Context().Err() == nil {
+				log.ErrorContext(r.Context(), "audit export failed while streaming", "err", err,
+					"request_id", audit.InfoFrom(r.Context()).RequestID)
+			}
+			// Abort the response so the client sees a truncated transfer rather
+			// than a complete-looking file.
+			panic(http.ErrAbortHandler)
+		}
+		if !started {
+			out = startExport(w, format, workspaceID)
+		}
+		if err := out.flush(); err != nil && r.Context().Err() == nil {
+			log.ErrorContext(r.Context(), "audit export: flush", "err", err)
+		}
+	})
+}
+
+// exportFilter reads the filter query parameters; a malformed time is a
+// BAD_USER_INPUT error.
+func exportFilter(q map[string][]string) (store.AuditFilter, error) {
+	var f store.AuditFilter
+	get := func(k string) *string {
+		if v := strings.TrimSpace(firstValue(q[k])); v != "" {
+			return &v
+		}
+		return nil
+	}
+	for _, v := range q["actions"] {
+		for _, a := range strings.Split(v, ",") {
+			if a = strings.TrimSpace(a); a != "" {
+				f.Actions = append(f.Actions, a)
+			}
+		}
+	}
+	f.ActorID, f.EntityType, f.EntityID = get("actorId"), get("entityType"), get("entityId")
+	for _, p := range []struct {
+		name string
+		dst  **time.Time
+	}{{"since", &f.Since}, {"until", &f.Until}} {
+		if s := get(p.name); s != nil {
+			t, err := time.Parse(time.RFC3339Nano, *s)
+			if err != nil {
+				return f, store.Errorf(store.CodeBadUserInput, "%s must be an RFC 3339 time with a time zone", p.name)
+			}
+			*p.dst = &t
+		}
+	}
+	return f, nil
+}
+
+func firstValue(vs []string) string {
+	if len(vs) == 0 {
+		return ""
+	}
+	return vs[0]
+}
+
+// exportWriter writes events in one format.
+type exportWriter interface {
+	write(e *store.AuditEvent) error
+	flush() error
+}
+
+// startExport writes the headers of a successful export and returns its writer.
+func startExport(w http.ResponseWriter, format, workspaceID string) exportWriter {
+	h := w.Header()
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Content-Type-Options", "nosniff")
+	name := "audit-" + exportFileName(workspaceID) + "." + format
+	h.Set("Content-Disposition", `attachment; filename="`+name+`"`)
+	flusher, _ := w.(http.Flusher)
+	if format == "csv" {
+		h.Set("Content-Type", "text/csv; charset=utf-8")
+		w.WriteHeader(http.StatusOK)
+		cw := csv.NewWriter(w)
+		_ = cw.Write(auditExportColumns)
+		return &csvExport{w: cw, f: flusher}
+	}
+	h.Set("Content-Type", "application/x-ndjson")
+	w.WriteHeader(http.StatusOK)
+	return &ndjsonExport{enc: json.NewEncoder(w), f: flusher}
+}
+
+// exportFileName keeps the characters of an id that are safe in a header.
+func exportFileName(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r == '-' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' {
+			return r
+		}
+		return -1
+	}, s)
+}
+
+// ndjsonExport writes one JSON object per line, with the fields of AuditEvent.
+type ndjsonExport struct {
+	enc *json.Encoder
+	f   http.Flusher
+}
+
+func (x *ndjsonExport) write(e *store.AuditEvent) error { return x.enc.Encode(e) }
+
+func (x *ndjsonExport) flush() error {
+	if x.f != nil {
+		x.f.Flush()
+	}
+	return nil
+}
+
+// csvExport writes auditExportColumns; metadata is a JSON object in one cell.
+type csvExport struct {
+	w *csv.Writer
+	f http.Flusher
+}
+
+func (x *csvExport) write(e *store.AuditEvent) error {
+	meta, err := json.Marshal(e.Metadata)
+	if err != nil {
+		return err
+	}
+	return x.w.Write([]string{e.ID, e.OccurredAt.UTC().Format(time.RFC3339Nano), exportStr(e.WorkspaceID), exportStr(e.ActorID),
+		e.Action, e.EntityType, csvCell(e.EntityID), csvCell(exportStr(e.IP)), csvCell(exportStr(e.UserAgent)),
+		csvCell(exportStr(e.RequestID)), string(meta)})
+}
+
+func (x *csvExport) flush() error {
+	x.w.Flush()
+	if x.f != nil {
+		x.f.Flush()
+	}
+	return x.w.Error()
+}
+
+func exportStr(p *string) string {
+	if p == nil {
+		return ""
+	}
+	return *p
+}
+
+// csvCell defuses a client-supplied value that a spreadsheet would run as a
+// formula (=, +, -, @, tab, CR first) by prefixing a single quote, as OWASP
+// recommends for CSV exports.
+func csvCell(s string) string {
+	if s != "" && strings.ContainsRune("=+-@\t\r", rune(s[0])) {
+		return "'" + s
+	}
+	return s
+}
+
+// writeExportError answers with the JSON error body of err and the status its
+// code means; an unknown error is logged and answered as INTERNAL.
+func writeExportError(w http.ResponseWriter, log *slog.Logger, r *http.Request, err error) {
+	var e *store.Error
+	if !errors.As(err, &e) {
+		if !errors.Is(err, context.Canceled) {
+			log.ErrorContext(r.Context(), "internal error", "err", err, "request_id", audit.InfoFrom(r.Context()).RequestID)
+		}
+		writeExportJSONError(w, http.StatusInternalServerError, store.CodeInternal, "internal error")
+		return
+	}
+	status := map[store.Code]int{
+		store.CodeUnauthenticated: http.StatusUnauthorized,
+		store.CodeForbidden:       http.StatusForbidden,
+		store.CodeNotFound:        http.StatusNotFound,
+		store.CodeBadUserInput:    http.StatusBadRequest,
+	}[e.Code]
+	if status == 0 {
+		status = http.StatusInternalServerError
+	}
+	writeExportJSONError(w, status, e.Code, e.Message)
+}
+
+// writeExportJSONError writes {"errors":[{"message":..,"extensions":{"code":..}}]}.
+func writeExportJSONError(w http.ResponseWriter, status int, code store.Code, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(map[string]any{"errors": []any{map[string]any{
+		"message": msg, "extensions": map[string]any{"code": string(code)},
+	}}})
+}

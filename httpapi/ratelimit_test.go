@@ -1,0 +1,513 @@
+package httpapi_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"reflect"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+
+	"taskflow/httpapi"
+	"taskflow/httpapi/apitest"
+	"taskflow/ratelimit"
+	"taskflow/ratelimit/ratelimittest"
+)
+
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+// limited builds an Env whose handler uses a limiter with cfg (in process
+// unless rdb is given; a fresh key prefix unless prefix is).
+func limited(t *testing.T, cfg ratelimit.Config, rdb redis.UniversalClient, prefix string, opts ...apitest.Option) (*apitest.Env, *ratelimit.Limiter) {
+	t.Helper()
+	if prefix == "" {
+		prefix = ratelimittest.Prefix()
+	}
+	lim, err := ratelimit.New(ratelimit.Options{Config: cfg, Redis: rdb, KeyPrefix: prefix, Log: quiet,
+		Registerer: prometheus.NewRegistry(), ProbeInterval: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(lim.Close)
+	opts = append([]apitest.Option{func(o *httpapi.Options) { o.Limiter = lim }}, opts...)
+	return apitest.New(t, opts...), lim
+}
+
+// post sends a raw POST body with headers.
+func post(t *testing.T, env *apitest.Env, body string, headers ...string) *apitest.Response {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, env.Server.URL+"/query", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	return env.Do(t, req)
+}
+
+// get sends a GET with the query (and variables) in the URL.
+func get(t *testing.T, env *apitest.Env, query string, vars map[string]any, headers ...string) *apitest.Response {
+	t.Helper()
+	v := url.Values{"query": {query}}
+	if vars != nil {
+		b, _ := json.Marshal(vars)
+		v.Set("variables", string(b))
+	}
+	req, err := http.NewRequest(http.MethodGet, env.Server.URL+"/query?"+v.Encode(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	return env.Do(t, req)
+}
+
+// rateLimitHeader parses `"cost";r=<left>;t=<seconds>`.
+func rateLimitHeader(t *testing.T, r *apitest.Response) (left, reset int) {
+	t.Helper()
+	h := r.Header.Get("RateLimit")
+	var err1, err2 error
+	for _, part := range strings.Split(h, ";")[1:] {
+		k, v, _ := strings.Cut(part, "=")
+		switch k {
+		case "r":
+			left, err1 = strconv.Atoi(v)
+		case "t":
+			reset, err2 = strconv.Atoi(v)
+		}
+	}
+	if !strings.HasPrefix(h, `"cost";`) || err1 != nil || err2 != nil {
+		t.Fatalf("RateLimit header %q", h)
+	}
+	return left, reset
+}
+
+// costExt returns extensions.cost.requestedQueryCost and throttleStatus.
+func costExt(t *testing.T, r *apitest.Response) (float64, map[string]any) {
+	t.Helper()
+	c, ok := r.Body.Extensions["cost"].(map[string]any)
+	if !ok {
+		t.Fatalf("no extensions.cost in %s", r.Raw)
+	}
+	ts, _ := c["throttleStatus"].(map[string]any)
+	return c["requestedQueryCost"].(float64), ts
+}
+
+const cheap = `{ rateLimit { limit remaining cost resetAt } }` // cost 1
+
+func TestHeadersExtensionsAndRateLimitField(t *testing.T) {
+	t.Parallel()
+	env, _ := limited(t, ratelimit.Config{}, nil, "")
+	u := env.NewUser(t, "ann")
+	r := env.Post(t, u.Token, cheap, nil)
+	if r.Status != http.StatusOK || r.Code() != "" {
+		t.Fatalf("status %d: %s", r.Status, r.Raw)
+	}
+	if got := r.Header.Get("RateLimit-Policy"); got != `"cost";q=1000;w=60` {
+		t.Fatalf("RateLimit-Policy %q", got)
+	}
+	if left, reset := rateLimitHeader(t, r); left != 999 || reset != 1 {
+		t.Fatalf("RateLimit r=%d t=%d, want r=999 t=1", left, reset)
+	}
+	cost, ts := costExt(t, r)
+	if cost != 1 || ts["maximumAvailable"] != 1000.0 || ts["currentlyAvailable"] != 999.0 ||
+		fmt.Sprintf("%.4f", ts["restoreRate"]) != "16.6667" {
+		t.Fatalf("extensions.cost %v %v", cost, ts)
+	}
+	var data struct {
+		RateLimit struct {
+			Limit, Remaining, Cost int
+			ResetAt                time.Time
+		}
+	}
+	if err := json.Unmarshal(r.Body.Data, &data); err != nil {
+		t.Fatal(err)
+	}
+	rl := data.RateLimit
+	if rl.Limit != 1000 || rl.Remaining != 999 || rl.Cost != 1 || !rl.ResetAt.After(time.Now().Add(-time.Second)) ||
+		rl.ResetAt.After(time.Now().Add(2*time.Second)) {
+		t.Fatalf("rateLimit %+v", rl)
+	}
+
+	// The budget is per user. (A window of 1000 h keeps the refill out of
+	// the exact counts below.)
+	env, _ = limited(t, ratelimit.Config{Window: 1000 * time.Hour}, nil, "")
+	u, v := env.NewUser(t, "ann"), env.NewUser(t, "bob")
+	env.Post(t, u.Token, cheap, nil)
+	if left, _ := rateLimitHeader(t, env.Post(t, v.Token, `{ me { workspaces { id } } }`, nil)); left != 998 {
+		t.Fatalf("bob's budget after a cost-2 query: %d", left)
+	}
+	if left, _ := rateLimitHeader(t, env.Post(t, u.Token, `{ me { workspaces { id } } }`, nil)); left != 997 {
+		t.Fatalf("ann's budget after a second query: %d", left)
+	}
+
+	// Errors carry the headers and the cost too.
+	r = env.Post(t, u.Token, `{ me {`, nil)
+	if r.Status != http.StatusBadRequest || r.Code() != "GRAPHQL_PARSE_FAILED" || r.Header.Get("RateLimit") == "" {
+		t.Fatalf("parse error: %d %v %s", r.Status, r.Header, r.Raw)
+	}
+	if cost, _ := costExt(t, r); cost != 0 {
+		t.Fatalf("a parse error costs %v", cost)
+	}
+}
+
+func TestRateLimitedAnswer(t *testing.T) {
+	t.Parallel()
+	env, _ := limited(t, ratelimit.Config{Points: 5}, nil, "")
+	u := env.NewUser(t, "ann")
+	for i := 0; i < 5; i++ {
+		if r := env.Post(t, u.Token, cheap, nil); r.Status != http.StatusOK {
+			t.Fatalf("query %d: %d %s", i, r.Status, r.Raw)
+		}
+	}
+	r := env.Post(t, u.Token, cheap, nil)
+	if r.Status != http.StatusTooManyRequests {
+		t.Fatalf("6th query: %d %s", r.Status, r.Raw)
+	}
+	// One point of 5 per minute comes back every 12 s.
+	retry, err := strconv.Atoi(r.Header.Get("Retry-After"))
+	if err != nil || retry < 1 || retry > 12 {
+		t.Fatalf("Retry-After %q", r.Header.Get("Retry-After"))
+	}
+	if r.Header.Get("Cache-Control") != "no-store" {
+		t.Fatalf("Cache-Control %q", r.Header.Get("Cache-Control"))
+	}
+	var body map[string]any
+	if err := json.Unmarshal(r.Raw, &body); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]any{"errors": []any{map[string]any{
+		"message":    "Too many requests, retry later",
+		"extensions": map[string]any{"code": "RATE_LIMITED", "retryAfter": float64(retry)},
+	}}}
+	if !reflect.DeepEqual(body, want) {
+		t.Fatalf("429 body %s", r.Raw)
+	}
+	if left, _ := rateLimitHeader(t, r); left != 0 {
+		t.Fatalf("RateLimit r=%d on a 429", left)
+	}
+}
+
+func TestQueryTooCostlyChargesNothing(t *testing.T) {
+	t.Parallel()
+	env, _ := limited(t, ratelimit.Config{MaxCost: 100}, nil, "")
+	u := env.NewUser(t, "ann")
+	r := env.Post(t, u.Token, `{ me { workspaces { members { user { id } } } } }`, nil)
+	if r.Status != http.StatusBadRequest || r.Code() != "QUERY_TOO_COSTLY" || r.Body.Data != nil {
+		t.Fatalf("costly query: %d %s", r.Status, r.Raw)
+	}
+	ext := r.Body.Errors[0]["extensions"].(map[string]any)
+	if ext["cost"] != 512.0 || ext["maximum"] != 100.0 {
+		t.Fatalf("extensions %v", ext)
+	}
+	if left, _ := rateLimitHeader(t, r); left != 1000 {
+		t.Fatalf("budget after a refused costly query: %d", left)
+	}
+	// Huge first, literal or variable, is never under-charged.
+	for _, vars := range []map[string]any{nil, {"n": 1000000}} {
+		q := `query($n: Int = 1000000) { searchTasks(workspaceId: "1", query: "x", first: $n) { nodes { id } } }`
+		if r := env.Post(t, u.Token, q, vars); r.Status != http.StatusBadRequest || r.Code() != "QUERY_TOO_COSTLY" {
+			t.Fatalf("huge first: %d %s", r.Status, r.Raw)
+		}
+	}
+	// An operation bigger than the whole budget is a 400 too, not a 429.
+	env2, _ := limited(t, ratelimit.Config{Points: 10, MaxCost: 1000}, nil, "")
+	if r := env2.Post(t, "", `{ me { workspaces { members { id: role } } } }`, nil); r.Status != http.StatusBadRequest ||
+		r.Code() != "QUERY_TOO_COSTLY" {
+		t.Fatalf("over the budget: %d %s", r.Status, r.Raw)
+	}
+	if left, _ := rateLimitHeader(t, env.Post(t, u.Token, cheap, nil)); left != 999 {
+		t.Fatalf("budget after refused queries and one cheap one: %d", left)
+	}
+}
+
+func TestGETChargesLikePOSTAndRefusesMutations(t *testing.T) {
+	t.Parallel()
+	env, _ := limited(t, ratelimit.Config{Window: 1000 * time.Hour}, nil, "")
+	u := env.NewUser(t, "ann")
+	auth := []string{"Authorization", "Bearer " + u.Token}
+	q := `query($n: Int) { searchTasks(workspaceId: "1", query: "x", first: $n) { nodes { id } } }`
+	vars := map[string]any{"n": 7}
+	g := get(t, env, q, vars, auth...)
+	p := env.Post(t, u.Token, q, vars)
+	gc, _ := costExt(t, g)
+	pc, _ := costExt(t, p)
+	gl, _ := rateLimitHeader(t, g)
+	pl, _ := rateLimitHeader(t, p)
+	if g.Status != http.StatusOK || gc != 8 || pc != 8 || gl != 992 || pl != 984 {
+		t.Fatalf("GET %d cost %v left %d, POST cost %v left %d", g.Status, gc, gl, pc, pl)
+	}
+
+	m := get(t, env, `mutation { logout }`, nil, auth...)
+	if m.Status != http.StatusMethodNotAllowed || m.Header.Get("Allow") != "POST" || m.Body.Data != nil || len(m.Body.Errors) != 1 {
+		t.Fatalf("GET mutation: %d %v %s", m.Status, m.Header, m.Raw)
+	}
+	if left, _ := rateLimitHeader(t, m); left != 984 {
+		t.Fatalf("a GET mutation was charged: %d left", left)
+	}
+	// Nor does it count as a login attempt.
+	for i := 0; i < 12; i++ {
+		if r := get(t, env, `mutation { login(email: "a@b.c", password: "x") { token } }`, nil); r.Status != http.StatusMethodNotAllowed {
+			t.Fatalf("GET login %d: %d", i, r.Status)
+		}
+	}
+	if r := env.Post(t, "", `mutation { login(email: "a@b.c", password: "x") { token } }`, nil); r.Status == http.StatusTooManyRequests {
+		t.Fatalf("GET logins were counted: %s", r.Raw)
+	}
+}
+
+func TestAliasesAndFragmentsAreCharged(t *testing.T) {
+	t.Parallel()
+	env, _ := limited(t, ratelimit.Config{}, nil, "")
+	u := env.NewUser(t, "ann")
+	q := `{ a: me { id } b: me { id } ...F ...F } fragment F on Query { c: me { ...W } } fragment W on User { workspaces { id } }`
+	r := env.Post(t, u.Token, q, nil)
+	if c, _ := costExt(t, r); c != 2+2*2 {
+		t.Fatalf("cost %v: %s", c, r.Raw)
+	}
+	if left, _ := rateLimitHeader(t, r); left != 994 {
+		t.Fatalf("left %d", left)
+	}
+}
+
+func TestFragmentDoublingIsRefusedFast(t *testing.T) {
+	t.Parallel()
+	env, _ := limited(t, ratelimit.Config{}, nil, "")
+	var b strings.Builder
+	b.WriteString("query { ...F0 }\n")
+	for i := 0; i < 40; i++ {
+		fmt.Fprintf(&b, "fragment F%d on Query { a%d: me { id } ...F%d ...F%d }\n", i, i, i+1, i+1)
+	}
+	b.WriteString("fragment F40 on Query { me { id } }\n")
+	body, _ := json.Marshal(map[string]any{"query": b.String()})
+	// The client deadline is only a safety net against a hang.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, env.Server.URL+"/query", bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	r := env.Do(t, req)
+	if r.Status != http.StatusBadRequest || r.Code() != "QUERY_TOO_COSTLY" {
+		t.Fatalf("doubling: %d %s", r.Status, r.Raw)
+	}
+	// And a cycle is a validation error.
+	r = post(t, env, `{"query":"{ ...A } fragment A on Query { ...B } fragment B on Query { ...A }"}`)
+	if r.Status != http.StatusBadRequest || r.Code() != "GRAPHQL_VALIDATION_FAILED" {
+		t.Fatalf("cycle: %d %s", r.Status, r.Raw)
+	}
+}
+
+func TestBatchedBodiesAreRefused(t *testing.T) {
+	t.Parallel()
+	env, _ := limited(t, ratelimit.Config{}, nil, "")
+	r := post(t, env, `[{"query":"{ rateLimit { cost } }"},{"query":"{ rateLimit { cost } }"}]`)
+	if r.Status != http.StatusBadRequest || r.Code() != "GRAPHQL_PARSE_FAILED" || r.Body.Data != nil {
+		t.Fatalf("batch: %d %s", r.Status, r.Raw)
+	}
+	if left, _ := rateLimitHeader(t, r); left != 1000 {
+		t.Fatalf("a refused batch was charged: %d", left)
+	}
+}
+
+func TestIntrospectionFloodIsLimited(t *testing.T) {
+	t.Parallel()
+	env, _ := limited(t, ratelimit.Config{Points: 35}, nil, "")
+	q := `{ __schema { types { name fields { name type { name ofType { name } } } } } }`
+	for i := 0; i < 3; i++ {
+		r := post(t, env, `{"query":`+strconv.Quote(q)+`}`)
+		if c, _ := costExt(t, r); r.Status != http.StatusOK || c != 10 {
+			t.Fatalf("introspection %d: %d cost %v", i, r.Status, c)
+		}
+	}
+	r := post(t, env, `{"query":`+strconv.Quote(`{ a: __schema { queryType { name } } b: __schema { queryType { name } } }`)+`}`)
+	if r.Status != http.StatusTooManyRequests {
+		t.Fatalf("aliased introspection with 5 points left: %d %s", r.Status, r.Raw)
+	}
+}
+
+func TestClientIPAndForwardedFor(t *testing.T) {
+	t.Parallel()
+	t.Run("untrusted peer: X-Forwarded-For is ignored", func(t *testing.T) {
+		t.Parallel()
+		env, _ := limited(t, ratelimit.Config{Points: 3}, nil, "")
+		for i := 0; i < 3; i++ {
+			if r := env.Post(t, "", cheap, nil, "X-Forwarded-For", fmt.Sprintf("10.0.0.%d", i)); r.Status != http.StatusOK {
+				t.Fatalf("query %d: %d", i, r.Status)
+			}
+		}
+		if r := env.Post(t, "", cheap, nil, "X-Forwarded-For", "10.0.0.99"); r.Status != http.StatusTooManyRequests {
+			t.Fatalf("a spoofed X-Forwarded-For got a fresh budget: %d", r.Status)
+		}
+	})
+	t.Run("trusted proxy: the right-most untrusted address counts", func(t *testing.T) {
+		t.Parallel()
+		proxies, err := httpapi.ParseProxies("127.0.0.0/8,::1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		env, _ := limited(t, ratelimit.Config{Points: 3}, nil, "", func(o *httpapi.Options) { o.TrustedProxies = proxies })
+		for i := 0; i < 3; i++ {
+			// The client prepends junk; the proxy appends the real client.
+			xff := fmt.Sprintf("6.6.6.%d, 203.0.113.7", i)
+			if r := env.Post(t, "", cheap, nil, "X-Forwarded-For", xff); r.Status != http.StatusOK {
+				t.Fatalf("query %d: %d", i, r.Status)
+			}
+		}
+		if r := env.Post(t, "", cheap, nil, "X-Forwarded-For", "1.1.1.1, 203.0.113.7"); r.Status != http.StatusTooManyRequests {
+			t.Fatalf("prepending to X-Forwarded-For got a fresh budget: %d", r.Status)
+		}
+		if r := env.Post(t, "", cheap, nil, "X-Forwarded-For", "203.0.113.8"); r.Status != http.StatusOK {
+			t.Fatalf("another client behind the proxy: %d", r.Status)
+		}
+	})
+}
+
+func TestBudgetComesBackAfterTheWindow(t *testing.T) {
+	t.Parallel()
+	env, _ := limited(t, ratelimit.Config{Points: 2, Window: 2 * time.Second}, nil, "")
+	u := env.NewUser(t, "ann")
+	env.Post(t, u.Token, cheap, nil)
+	env.Post(t, u.Token, cheap, nil)
+	r := env.Post(t, u.Token, cheap, nil)
+	if r.Status != http.StatusTooManyRequests || r.Header.Get("Retry-After") != "1" {
+		t.Fatalf("3rd query: %d Retry-After %q", r.Status, r.Header.Get("Retry-After"))
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for env.Post(t, u.Token, cheap, nil).Status != http.StatusOK {
+		if time.Now().After(deadline) {
+			t.Fatal("the budget never came back")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func TestLoginLimits(t *testing.T) {
+	t.Parallel()
+	env, _ := limited(t, ratelimit.Config{}, nil, "")
+	login := `mutation($e: String!) { login(email: $e, password: "wrong password") { token } }`
+	// 5 per e-mail, whatever the case of the address, whatever the outcome.
+	for i := 0; i < 5; i++ {
+		e := "Victim@Example.com"
+		if i%2 == 1 {
+			e = "victim@example.com"
+		}
+		if r := env.Post(t, "", login, map[string]any{"e": e}); r.Status == http.StatusTooManyRequests {
+			t.Fatalf("attempt %d refused", i)
+		}
+	}
+	r := env.Post(t, "", login, map[string]any{"e": " VICTIM@example.com"})
+	if r.Status != http.StatusTooManyRequests || r.Code() != "RATE_LIMITED" || r.Header.Get("Retry-After") == "" {
+		t.Fatalf("6th attempt on one e-mail: %d %s", r.Status, r.Raw)
+	}
+	// 10 per IP: 6 counted so far (the refused one too, it was counted on the IP
+	// before the e-mail refused it); two aliased logins count twice.
+	two := `mutation { a: login(email: "x1@example.com", password: "p") { token } b: login(email: "x2@example.com", password: "p") { token } }`
+	for i := 0; i < 2; i++ {
+		if r := env.Post(t, "", two, nil); r.Status == http.StatusTooManyRequests {
+			t.Fatalf("aliased pair %d refused: %s", i, r.Raw)
+		}
+	}
+	if r := env.Post(t, "", login, map[string]any{"e": "other@example.com"}); r.Status != http.StatusTooManyRequests {
+		t.Fatalf("11th attempt from one IP: %d %s", r.Status, r.Raw)
+	}
+}
+
+func TestSearchTasksLimit(t *testing.T) {
+	t.Parallel()
+	// The contract's 60 per minute refills one search a second, so a test of
+	// exact counts uses the same rule with a window long enough not to refill.
+	env, _ := limited(t, ratelimit.Config{Points: 100000, Search: ratelimit.Limit{Points: 6, Window: time.Hour}}, nil, "")
+	u := env.NewUser(t, "ann")
+	q := `{ searchTasks(workspaceId: "1", query: "x", first: 1) { nodes { id } } }`
+	for i := 0; i < 6; i++ {
+		if r := env.Post(t, u.Token, q, nil); r.Status != http.StatusOK {
+			t.Fatalf("search %d: %d %s", i, r.Status, r.Raw)
+		}
+	}
+	r := env.Post(t, u.Token, `{ ...S } fragment S on Query { searchTasks(workspaceId: "1", query: "y", first: 1) { nodes { id } } }`, nil)
+	if r.Status != http.StatusTooManyRequests {
+		t.Fatalf("7th search: %d", r.Status)
+	}
+	// The cost budget was not charged for the refused search, and other queries pass.
+	if r := env.Post(t, u.Token, cheap, nil); r.Status != http.StatusOK {
+		t.Fatalf("a non-search query: %d", r.Status)
+	}
+	// Another user has their own search budget.
+	if r := env.Post(t, env.NewUser(t, "bob").Token, q, nil); r.Status != http.StatusOK {
+		t.Fatalf("bob's search: %d", r.Status)
+	}
+}
+
+func TestInstancesShareTheBudgetInRedis(t *testing.T) {
+	t.Parallel()
+	rdb := ratelimittest.Redis(t)
+	prefix := ratelimittest.Prefix()
+	a, _ := limited(t, ratelimit.Config{Points: 3}, rdb, prefix)
+	lim, err := ratelimit.New(ratelimit.Options{Config: ratelimit.Config{Points: 3}, Redis: rdb, KeyPrefix: prefix, Log: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(httpapi.NewHandler(httpapi.Options{DB: a.DB, Log: quiet, Limiter: lim}))
+	t.Cleanup(srv.Close)
+	b := &apitest.Env{DB: a.DB, Server: srv}
+	u := a.NewUser(t, "ann")
+	for i, env := range []*apitest.Env{a, b, a} {
+		if r := env.Post(t, u.Token, cheap, nil); r.Status != http.StatusOK {
+			t.Fatalf("query %d: %d", i, r.Status)
+		}
+	}
+	if r := b.Post(t, u.Token, cheap, nil); r.Status != http.StatusTooManyRequests {
+		t.Fatalf("4th query on the other instance: %d", r.Status)
+	}
+}
+
+func TestRedisCutFailsOpen(t *testing.T) {
+	t.Parallel()
+	redisSrv := ratelimittest.StartRedis(t)
+	env, lim := limited(t, ratelimit.Config{Points: 3}, redisSrv.Client(), "")
+	u := env.NewUser(t, "ann")
+	if r := env.Post(t, u.Token, cheap, nil); r.Status != http.StatusOK {
+		t.Fatalf("with Redis: %d", r.Status)
+	}
+	redisSrv.Stop()
+	r := env.Post(t, u.Token, cheap, nil)
+	if r.Status != http.StatusOK || r.Header.Get("RateLimit") == "" {
+		t.Fatalf("with Redis down: %d %s", r.Status, r.Raw)
+	}
+	if st := lim.Status(); st.Healthy || st.Backend != "memory-fallback" {
+		t.Fatalf("status %+v", st)
+	}
+	// Still limited in process.
+	statuses := []int{}
+	for i := 0; i < 4; i++ {
+		statuses = append(statuses, env.Post(t, u.Token, cheap, nil).Status)
+	}
+	if statuses[3] != http.StatusTooManyRequests {
+		t.Fatalf("in-process fallback does not limit: %v", statuses)
+	}
+	redisSrv.Start()
+	deadline := time.Now().Add(20 * time.Second)
+	for !lim.Healthy() {
+		if time.Now().After(deadline) {
+			t.Fatal("never went back to Redis")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	// Redis restarted empty: the budget there is full again.
+	if r := env.Post(t, u.Token, cheap, nil); r.Status != http.StatusOK {
+		t.Fatalf("after recovery: %d", r.Status)
+	}
+}

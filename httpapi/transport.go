@@ -1,0 +1,383 @@
+package httpapi
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"mime"
+	"net/http"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/99designs/gqlgen/graphql"
+	"github.com/99designs/gqlgen/graphql/errcode"
+	"github.com/vektah/gqlparser/v2/ast"
+	"github.com/vektah/gqlparser/v2/gqlerror"
+
+	"taskflow/ratelimit"
+	"taskflow/store"
+)
+
+// Media types of GraphQL over HTTP.
+const (
+	mediaJSON            = "application/json"
+	mediaGraphQLResponse = "application/graphql-response+json"
+)
+
+// DefaultMaxBodyBytes is the largest request body the transport reads (1 MiB).
+const DefaultMaxBodyBytes = 1 << 20
+
+// Transport is TaskFlow's GraphQL-over-HTTP transport (the only one): POST
+// with an application/json body {query, variables, operationName, extensions},
+// and GET ?query=&variables=&operationName=&extensions= for queries only.
+//
+// Statuses:
+//   - 200: the operation ran (errors of fields included), or, for
+//     application/json, any other GraphQL error not listed here;
+//   - 400: the body or document cannot be parsed (GRAPHQL_PARSE_FAILED,
+//     including malformed JSON, a missing query, invalid UTF-8 and batched
+//     array bodies, which are not supported so a batch cannot bypass the
+//     limits), the document is invalid (GRAPHQL_VALIDATION_FAILED, 400 for both
+//     media types), or the operation costs more than MAX_QUERY_COST
+//     (QUERY_TOO_COSTLY);
+//   - 405 with Allow: a mutation by GET (Allow: POST, refused before anything is
+//     charged) or another method (Allow: GET, POST);
+//   - 413: a body over MaxBodyBytes; 415: a POST that is not application/json;
+//   - 429 with Retry-After and Cache-Control: no-store: RATE_LIMITED, with the
+//     body {"errors":[...]} and no data.
+//
+// The response is application/graphql-response+json when the client's Accept
+// prefers it, else application/json. Every GraphQL response carries the
+// RateLimit-Policy and RateLimit headers; every body but the 429 one carries
+// extensions.cost.
+type Transport struct {
+	Limiter      *ratelimit.Limiter
+	MaxBodyBytes int64
+}
+
+var _ graphql.Transport = Transport{}
+
+// Supports accepts every request but websocket upgrades: the transport
+// answers unsupported methods and media types itself.
+func (t Transport) Supports(r *http.Request) bool { return r.Header.Get("Upgrade") == "" }
+
+// requestError is a problem of the HTTP request itself.
+type requestError struct {
+	status  int
+	code    string
+	message string
+	allow   string
+}
+
+// Do serves one GraphQL request.
+func (t Transport) Do(w http.ResponseWriter, r *http.Request, exec graphql.GraphExecutor) {
+	ctx := r.Context()
+	media := negotiate(r.Header.Values("Accept"))
+	w.Header().Set("Content-Type", media)
+	w.Header().Add("Vary", "Accept")
+	start := graphql.Now()
+
+	var params *graphql.RawParams
+	var reqErr *requestError
+	switch r.Method {
+	case http.MethodGet:
+		params, reqErr = paramsFromQuery(r)
+		ctx = context.WithValue(ctx, getRequestKey{}, true)
+	case http.MethodPost:
+		params, reqErr = t.paramsFromBody(w, r)
+	default:
+		reqErr = &requestError{status: http.StatusMethodNotAllowed, code: errcode.ParseFailed,
+			message: "method not allowed: use GET or POST", allow: "GET, POST"}
+	}
+	if reqErr != nil {
+		if reqErr.allow != "" {
+			w.Header().Set("Allow", reqErr.allow)
+		}
+		err := &gqlerror.Error{Message: reqErr.message, Extensions: map[string]any{"code": reqErr.code}}
+		t.writeErrors(ctx, w, exec, nil, reqErr.status, gqlerror.List{err})
+		return
+	}
+	params.Headers = r.Header
+	params.ReadTime = graphql.TraceTiming{Start: start, End: graphql.Now()}
+
+	rc, opErrs := exec.CreateOperationContext(ctx, params)
+	if opErrs != nil {
+		status := statusFor(media, opErrs)
+		if isGET(ctx) && rc != nil && rc.Operation != nil && rc.Operation.Operation != ast.Query {
+			status = http.StatusMethodNotAllowed
+			w.Header().Set("Allow", "POST")
+		}
+		t.writeErrors(ctx, w, exec, rc, status, opErrs)
+		return
+	}
+
+	responses, ctx := exec.DispatchOperation(ctx, rc)
+	resp := responses(ctx)
+	o := t.outcome(ctx, rc)
+	t.setRateLimitHeaders(w, o)
+	if o != nil {
+		if resp.Extensions == nil {
+			resp.Extensions = map[string]any{}
+		}
+		resp.Extensions["cost"] = t.costExtension(o)
+	}
+	writeJSON(w, http.StatusOK, resp)
+}
+
+// writeErrors answers a request that did not execute.
+func (t Transport) writeErrors(ctx context.Context, w http.ResponseWriter, exec graphql.GraphExecutor,
+	rc *graphql.OperationContext, status int, errs gqlerror.List,
+) {
+	if rc != nil {
+		ctx = graphql.WithOperationContext(ctx, rc)
+	}
+	presented := exec.DispatchError(ctx, errs)
+	o := t.outcome(ctx, rc)
+	t.setRateLimitHeaders(w, o)
+	if o != nil && o.Limited != "" {
+		w.Header().Set("Retry-After", strconv.Itoa(o.RetryAfterSeconds()))
+		w.Header().Set("Cache-Control", "no-store")
+		writeJSON(w, http.StatusTooManyRequests, struct {
+			Errors gqlerror.List `json:"errors"`
+		}{presented.Errors})
+		return
+	}
+	ext := presented.Extensions
+	if o != nil {
+		if ext == nil {
+			ext = map[string]any{}
+		}
+		ext["cost"] = t.costExtension(o)
+	}
+	writeJSON(w, status, struct {
+		Errors     gqlerror.List  `json:"errors"`
+		Extensions map[string]any `json:"extensions,omitempty"`
+	}{presented.Errors, ext})
+}
+
+// outcome is the limiter's decision on the operation, or the caller's budget
+// read without charge when the limiter never saw it.
+func (t Transport) outcome(ctx context.Context, rc *graphql.OperationContext) *ratelimit.Outcome {
+	if t.Limiter == nil {
+		return nil
+	}
+	if o := ratelimit.OutcomeOf(rc); o != nil {
+		return o
+	}
+	return t.Limiter.Peek(ctx)
+}
+
+// setRateLimitHeaders writes the IETF RateLimit draft headers of the cost budget.
+func (t Transport) setRateLimitHeaders(w http.ResponseWriter, o *ratelimit.Outcome) {
+	if o == nil {
+		return
+	}
+	h := w.Header()
+	h.Set("RateLimit-Policy", `"cost";q=`+strconv.Itoa(o.Policy.Points)+`;w=`+
+		strconv.FormatInt(int64(o.Policy.Window.Seconds()+0.999999999), 10))
+	h.Set("RateLimit", `"cost";r=`+strconv.Itoa(o.Budget.Remaining)+`;t=`+strconv.Itoa(o.ResetSeconds()))
+}
+
+// costExtension is extensions.cost.
+func (t Transport) costExtension(o *ratelimit.Outcome) map[string]any {
+	if o == nil {
+		return nil
+	}
+	return map[string]any{
+		"requestedQueryCost": o.Cost,
+		"throttleStatus": map[string]any{
+			"maximumAvailable":   o.Policy.Points,
+			"currentlyAvailable": o.Budget.Remaining,
+			"restoreRate":        float64(o.Policy.Points) / o.Policy.Window.Seconds(),
+		},
+	}
+}
+
+// statusFor maps the errors that stopped an operation before execution.
+func statusFor(media string, errs gqlerror.List) int {
+	for _, e := range errs {
+		switch code, _ := e.Extensions["code"].(string); code {
+		case string(store.CodeRateLimited):
+			return http.StatusTooManyRequests
+		case errcode.ParseFailed, errcode.ValidationFailed, string(store.CodeQueryTooCostly):
+			return http.StatusBadRequest
+		}
+	}
+	if media == mediaGraphQLResponse {
+		return http.StatusBadRequest
+	}
+	return http.StatusOK
+}
+
+// paramsFromQuery reads a GET request's parameters.
+func paramsFromQuery(r *http.Request) (*graphql.RawParams, *requestError) {
+	q := r.URL.Query()
+	for k, vs := range q {
+		for _, v := range vs {
+			if !utf8.ValidString(k) || !utf8.ValidString(v) {
+				return nil, parseError(http.StatusBadRequest, "the query string is not valid UTF-8")
+			}
+		}
+	}
+	p := &graphql.RawParams{Query: q.Get("query"), OperationName: q.Get("operationName")}
+	if p.Query == "" {
+		return nil, parseError(http.StatusBadRequest, "the query parameter is missing")
+	}
+	if v := q.Get("variables"); v != "" {
+		if err := decodeObject(v, &p.Variables); err != nil {
+			return nil, parseError(http.StatusBadRequest, "variables is not a JSON object")
+		}
+	}
+	if v := q.Get("extensions"); v != "" {
+		if err := decodeObject(v, &p.Extensions); err != nil {
+			return nil, parseError(http.StatusBadRequest, "extensions is not a JSON object")
+		}
+	}
+	return p, nil
+}
+
+// postBody is the JSON body of a POST.
+type postBody struct {
+	Query         *string        `json:"query"`
+	Variables     map[string]any `json:"variables"`
+	OperationName *string        `json:"operationName"`
+	Extensions    map[string]any `json:"extensions"`
+}
+
+// paramsFromBody reads a POST request's JSON body.
+func (t Transport) paramsFromBody(w http.ResponseWriter, r *http.Request) (*graphql.RawParams, *requestError) {
+	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if err != nil || mt != mediaJSON {
+		return nil, parseError(http.StatusUnsupportedMediaType, "the body must be application/json")
+	}
+	limit := t.MaxBodyBytes
+	if limit <= 0 {
+		limit = DefaultMaxBodyBytes
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return nil, parseError(http.StatusRequestEntityTooLarge, "the body is larger than "+strconv.FormatInt(limit, 10)+" bytes")
+		}
+		return nil, parseError(http.StatusBadRequest, "the body could not be read")
+	}
+	if !utf8.Valid(body) {
+		return nil, parseError(http.StatusBadRequest, "the body is not valid UTF-8")
+	}
+	trimmed := bytes.TrimLeft(body, " \t\r\n")
+	if len(trimmed) > 0 && trimmed[0] == '[' {
+		return nil, parseError(http.StatusBadRequest, "batched operations are not supported: send one operation per request")
+	}
+	var b postBody
+	if err := decodeObject(string(body), &b); err != nil {
+		return nil, parseError(http.StatusBadRequest, "the body is not a JSON object {query, variables, operationName, extensions}")
+	}
+	if b.Query == nil || *b.Query == "" {
+		return nil, parseError(http.StatusBadRequest, "the query is missing")
+	}
+	p := &graphql.RawParams{Query: *b.Query, Variables: b.Variables, Extensions: b.Extensions}
+	if b.OperationName != nil {
+		p.OperationName = *b.OperationName
+	}
+	return p, nil
+}
+
+// decodeObject decodes exactly one JSON object (numbers kept exact).
+func decodeObject(s string, v any) error {
+	s = strings.TrimSpace(s)
+	if !strings.HasPrefix(s, "{") {
+		return errors.New("not an object")
+	}
+	dec := json.NewDecoder(strings.NewReader(s))
+	dec.UseNumber()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return errors.New("trailing data after the JSON object")
+	}
+	return nil
+}
+
+func parseError(status int, msg string) *requestError {
+	return &requestError{status: status, code: errcode.ParseFailed, message: msg}
+}
+
+// negotiate picks the response media type from Accept: the GraphQL response
+// type when the client prefers it (highest q, ties going to it), else JSON.
+func negotiate(accept []string) string {
+	bestGQL, bestJSON := -1.0, -1.0
+	for _, header := range accept {
+		for _, part := range strings.Split(header, ",") {
+			mt, params, err := mime.ParseMediaType(strings.TrimSpace(part))
+			if err != nil {
+				continue
+			}
+			q := 1.0
+			if v, ok := params["q"]; ok {
+				if f, err := strconv.ParseFloat(v, 64); err == nil {
+					q = f
+				}
+			}
+			if q <= 0 {
+				continue
+			}
+			switch mt {
+			case mediaGraphQLResponse:
+				bestGQL = max(bestGQL, q)
+			case mediaJSON, "application/*", "*/*":
+				bestJSON = max(bestJSON, q)
+			}
+		}
+	}
+	if bestGQL >= 0 && bestGQL >= bestJSON {
+		return mediaGraphQLResponse
+	}
+	return mediaJSON
+}
+
+// writeJSON writes v with the status.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		status = http.StatusInternalServerError
+		b = []byte(`{"errors":[{"message":"internal error","extensions":{"code":"INTERNAL"}}]}`)
+	}
+	w.WriteHeader(status)
+	_, _ = w.Write(b)
+}
+
+// getRequestKey marks the context of a GET request.
+type getRequestKey struct{}
+
+func isGET(ctx context.Context) bool { v, _ := ctx.Value(getRequestKey{}).(bool); return v }
+
+// methodGuard refuses a mutation sent by GET before anything else looks at
+// it (it is installed before the rate limiter, so nothing is charged).
+type methodGuard struct{}
+
+var (
+	_ graphql.HandlerExtension        = methodGuard{}
+	_ graphql.OperationContextMutator = methodGuard{}
+)
+
+// ExtensionName names the extension.
+func (methodGuard) ExtensionName() string { return "MethodGuard" }
+
+// Validate accepts any schema.
+func (methodGuard) Validate(graphql.ExecutableSchema) error { return nil }
+
+// MutateOperationContext refuses anything but a query over GET.
+func (methodGuard) MutateOperationContext(ctx context.Context, rc *graphql.OperationContext) *gqlerror.Error {
+	if isGET(ctx) && rc.Operation != nil && rc.Operation.Operation != ast.Query {
+		return &gqlerror.Error{
+			Message:    "only queries may be sent by GET; send mutations by POST",
+			Extensions: map[string]any{"code": string(store.CodeBadUserInput)},
+		}
+	}
+	return nil
+}

@@ -1,0 +1,289 @@
+// Package cost computes the query cost of a GraphQL operation from the
+// schema's @cost and @listSize directives (the Rate limits section of the
+// contract). It depends on gqlparser only, so it fuzzes fast.
+package cost
+
+import (
+	"encoding/json"
+	"math"
+	"strconv"
+	"strings"
+
+	"github.com/vektah/gqlparser/v2/ast"
+)
+
+// Cost constants of the contract (API.md, Rate limits).
+const (
+	// MutationFieldCost is what a mutation field costs before its selection.
+	MutationFieldCost = 10
+	// IntrospectionCost is the fixed cost of a __schema or __type field.
+	IntrospectionCost = 10
+	// DefaultListSize multiplies a list with no slicing argument and no declared size.
+	DefaultListSize = 10
+	// saturated is the ceiling of every cost: arithmetic never wraps.
+	saturated = math.MaxInt64 / 4
+	// Saturated is the ceiling every cost stays under.
+	Saturated = saturated
+)
+
+// Operation returns the cost of op, a validated operation of doc, with the coerced
+// variables vars, following the Rate limits section of the contract. The cost
+// model is read from the schema's @cost and @listSize directives on each field
+// definition (the validator links every field to its definition):
+//
+//   - a field returning an object or a list of objects costs 1 (a mutation root
+//     field 10), a scalar or enum field 0, unless @cost(weight) says otherwise;
+//   - a list or connection multiplies the cost of its selection by its slicing
+//     argument (first by default; variables resolved, the argument's default
+//     applied), else by @listSize(assumedSize), else by 10; the fields a
+//     connection names in sizedFields are not multiplied again;
+//   - __schema and __type cost a fixed 10 each, __typename nothing;
+//   - aliases and fragments count each time they are selected; a named
+//     fragment is costed once and memoised, so the walk is linear in the size
+//     of the document; all arithmetic saturates.
+func Operation(op *ast.OperationDefinition, vars map[string]any) int64 {
+	if op == nil {
+		return 0
+	}
+	w := walker{vars: vars, memo: map[string]int64{}}
+	return w.selection(op.SelectionSet, op.Operation == ast.Mutation)
+}
+
+type walker struct {
+	vars map[string]any
+	memo map[string]int64
+}
+
+// selection costs a selection set; root says whether it is the root of a mutation.
+func (w *walker) selection(set ast.SelectionSet, root bool) int64 {
+	var total int64
+	for _, sel := range set {
+		switch s := sel.(type) {
+		case *ast.Field:
+			total = Add(total, w.field(s, root, false))
+		case *ast.InlineFragment:
+			total = Add(total, w.selection(s.SelectionSet, root))
+		case *ast.FragmentSpread:
+			total = Add(total, w.fragment(s, root))
+		}
+	}
+	return total
+}
+
+func (w *walker) fragment(s *ast.FragmentSpread, root bool) int64 {
+	if s.Definition == nil {
+		return 0
+	}
+	key := s.Name
+	if root {
+		key = "\x00root:" + key
+	}
+	if c, ok := w.memo[key]; ok {
+		return c
+	}
+	// A cycle is invalid (validation rejects it); guard anyway with a zero
+	// placeholder so a cycle can never recurse forever.
+	w.memo[key] = 0
+	c := w.selection(s.Definition.SelectionSet, root)
+	w.memo[key] = c
+	return c
+}
+
+// field costs one selected field; sized says the parent connection already
+// multiplied this list by its slicing argument.
+func (w *walker) field(f *ast.Field, root, sized bool) int64 {
+	switch f.Name {
+	case "__typename":
+		return 0
+	case "__schema", "__type":
+		return IntrospectionCost
+	}
+	def := f.Definition
+	if def == nil || def.Type == nil {
+		return 0
+	}
+	var base int64
+	if weight, ok := directiveInt(def, "cost", "weight"); ok {
+		base = max(weight, 0)
+	} else if isComposite(f) {
+		base = 1
+	}
+	if root {
+		if _, ok := directiveInt(def, "cost", "weight"); !ok {
+			base = MutationFieldCost
+		}
+	}
+	if len(f.SelectionSet) == 0 {
+		return base
+	}
+	// The selection: children, with the connection's sized fields not multiplied again.
+	var sizedFields map[string]bool
+	if ls := def.Directives.ForName("listSize"); ls != nil {
+		if a := ls.Arguments.ForName("sizedFields"); a != nil && a.Value != nil {
+			for _, c := range a.Value.Children {
+				if c.Value != nil {
+					if sizedFields == nil {
+						sizedFields = map[string]bool{}
+					}
+					sizedFields[c.Value.Raw] = true
+				}
+			}
+		}
+	}
+	children := w.children(f.SelectionSet, sizedFields)
+	return Add(base, mul(w.multiplier(f, sized), children))
+}
+
+// children costs a field's selection set, marking the sized fields.
+func (w *walker) children(set ast.SelectionSet, sizedFields map[string]bool) int64 {
+	if sizedFields == nil {
+		return w.selection(set, false)
+	}
+	var total int64
+	for _, sel := range set {
+		switch s := sel.(type) {
+		case *ast.Field:
+			total = Add(total, w.field(s, false, sizedFields[s.Name]))
+		case *ast.InlineFragment:
+			total = Add(total, w.children(s.SelectionSet, sizedFields))
+		case *ast.FragmentSpread:
+			// Fragments on a connection type are rare; cost them without
+			// memoising the sized variant (the memo is keyed by name only).
+			if s.Definition != nil {
+				total = Add(total, w.children(s.Definition.SelectionSet, sizedFields))
+			}
+		}
+	}
+	return total
+}
+
+// multiplier is how many times a field's selection counts.
+func (w *walker) multiplier(f *ast.Field, sized bool) int64 {
+	def := f.Definition
+	slicing := ""
+	assumed := int64(-1)
+	ls := def.Directives.ForName("listSize")
+	if ls != nil {
+		if a := ls.Arguments.ForName("slicingArgument"); a != nil && a.Value != nil {
+			slicing = a.Value.Raw
+		}
+		if n, ok := directiveInt(def, "listSize", "assumedSize"); ok {
+			assumed = max(n, 0)
+		}
+	}
+	if slicing == "" && def.Arguments.ForName("first") != nil {
+		slicing = "first"
+	}
+	if slicing != "" {
+		if n, ok := w.argument(f, slicing); ok {
+			return max(n, 0)
+		}
+		if assumed >= 0 {
+			return assumed
+		}
+		return DefaultListSize
+	}
+	if def.Type.Elem == nil || sized {
+		return 1
+	}
+	if assumed >= 0 {
+		return assumed
+	}
+	return DefaultListSize
+}
+
+// argument returns the integer value of a field argument: the literal, the
+// variable's value, or the argument's default.
+func (w *walker) argument(f *ast.Field, name string) (int64, bool) {
+	if a := f.Arguments.ForName(name); a != nil && a.Value != nil {
+		if a.Value.Kind == ast.Variable {
+			if v, ok := w.vars[a.Value.Raw]; ok {
+				return toInt(v)
+			}
+		} else {
+			v, err := a.Value.Value(w.vars)
+			if err == nil {
+				return toInt(v)
+			}
+		}
+	}
+	if d := f.Definition.Arguments.ForName(name); d != nil && d.DefaultValue != nil {
+		v, err := d.DefaultValue.Value(nil)
+		if err == nil {
+			return toInt(v)
+		}
+	}
+	return 0, false
+}
+
+// isComposite reports whether the field returns an object, interface or union
+// (or a list of them): in a validated document exactly those select sub-fields.
+func isComposite(f *ast.Field) bool { return len(f.SelectionSet) > 0 }
+
+func directiveInt(def *ast.FieldDefinition, directive, arg string) (int64, bool) {
+	d := def.Directives.ForName(directive)
+	if d == nil {
+		return 0, false
+	}
+	a := d.Arguments.ForName(arg)
+	if a == nil || a.Value == nil {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(a.Value.Raw, 10, 64)
+	if err != nil {
+		return 0, false
+	}
+	return n, true
+}
+
+// toInt reads an integer out of a coerced variable or literal value; a value
+// too large saturates, so a huge first is never under-charged.
+func toInt(v any) (int64, bool) {
+	switch n := v.(type) {
+	case int:
+		return int64(n), true
+	case int32:
+		return int64(n), true
+	case int64:
+		return n, true
+	case float64:
+		if n >= float64(saturated) {
+			return saturated, true
+		}
+		return int64(n), true
+	case json.Number:
+		if i, err := n.Int64(); err == nil {
+			return i, true
+		}
+		if f, err := n.Float64(); err == nil {
+			return toInt(f)
+		}
+		if !strings.HasPrefix(string(n), "-") {
+			return saturated, true
+		}
+		return 0, true
+	case string:
+		if i, err := strconv.ParseInt(n, 10, 64); err == nil {
+			return i, true
+		}
+	}
+	return 0, false
+}
+
+// Add adds two costs, saturating.
+func Add(a, b int64) int64 {
+	if a >= saturated-b {
+		return saturated
+	}
+	return a + b
+}
+
+func mul(a, b int64) int64 {
+	if a == 0 || b == 0 {
+		return 0
+	}
+	if a >= saturated/b {
+		return saturated
+	}
+	return a * b
+}

@@ -1,0 +1,134 @@
+package cost_test
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/vektah/gqlparser/v2"
+	"github.com/vektah/gqlparser/v2/ast"
+	"github.com/vektah/gqlparser/v2/validator"
+
+	"taskflow/ratelimit/cost"
+)
+
+// schema is TaskFlow's schema read from schema/*.graphqls (not through the
+// generated package, which keeps fuzzing builds small).
+var schema = func() *ast.Schema {
+	files, err := filepath.Glob("../../schema/*.graphqls")
+	if err != nil || len(files) == 0 {
+		panic(fmt.Sprintf("schema files: %v", err))
+	}
+	var srcs []*ast.Source
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			panic(err)
+		}
+		srcs = append(srcs, &ast.Source{Name: f, Input: string(b)})
+	}
+	return gqlparser.MustLoadSchema(srcs...)
+}()
+
+// costOf validates query and costs its only operation with vars coerced as gqlgen does.
+func costOf(t testing.TB, query string, vars map[string]any) int64 {
+	t.Helper()
+	doc, errs := gqlparser.LoadQuery(schema, query)
+	if errs != nil {
+		t.Fatalf("invalid document: %v", errs)
+	}
+	op := doc.Operations[0]
+	coerced, err := validator.VariableValues(schema, op, vars)
+	if err != nil {
+		t.Fatalf("variables: %v", err)
+	}
+	return cost.Operation(op, coerced)
+}
+
+func TestCostContractExamples(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name  string
+		query string
+		vars  map[string]any
+		want  int64
+	}{
+		{"object field costs 1, scalars 0", `{ me { id name email } }`, nil, 1},
+		{"scalar-only operation is free", `{ __typename }`, nil, 0},
+		{"list without first multiplies by its declared size", `{ me { workspaces { id } } }`, nil, 2},
+		{"declared size 50 inside declared size 10",
+			`{ me { workspaces { members { user { id } } } } }`, nil, 1 + 1 + 10*(1+50*1)},
+		{"connection default first 20, sized nodes not multiplied again",
+			`{ searchTasks(workspaceId: "w", query: "q") { nodes { id } } }`, nil, 1 + 20*1},
+		{"connection with literal first, edges, node and pageInfo",
+			`{ searchTasks(workspaceId: "w", query: "q", first: 5) { edges { cursor node { id } } pageInfo { hasNextPage } } }`,
+			nil, 1 + 5*((1+1)+1)},
+		{"first from a variable", `query($n: Int) { searchTasks(workspaceId: "w", query: "q", first: $n) { nodes { id } } }`,
+			map[string]any{"n": 50}, 51},
+		{"absent variable falls back to the argument default",
+			`query($n: Int) { searchTasks(workspaceId: "w", query: "q", first: $n) { nodes { id } } }`, nil, 21},
+		{"variable default applies", `query($n: Int = 3) { searchTasks(workspaceId: "w", query: "q", first: $n) { nodes { id } } }`, nil, 4},
+		{"audit default first 50", `{ auditEvents(workspaceId: "w") { nodes { actor { id } } } }`, nil, 1 + 50*(1+1)},
+		{"nested connections multiply",
+			`{ project(id: "p") { tasks(first: 10) { nodes { comments(first: 10) { nodes { author { id } } } } } } }`,
+			nil, 1 + (1 + 10*(1+(1+10*(1+1))))},
+		{"aliases count every time", `{ a: me { id } b: me { id } c: me { id } }`, nil, 3},
+		{"fragments count every time they are spread",
+			`{ ...F a: me { ...U } } fragment F on Query { me { ...U } } fragment U on User { workspaces { id } }`, nil, 2 * (1 + 1)},
+		{"inline fragments", `{ me { ... on User { workspaces { id } } } }`, nil, 2},
+		{"mutation field costs 10 plus its selection",
+			`mutation { createTask(input: {projectId: "p", title: "t"}) { id project { id } } }`, nil, 10 + 1},
+		{"mutation with a scalar result", `mutation { logout }`, nil, 10},
+		{"two mutation fields", `mutation { a: logout b: login(email: "e", password: "p") { token user { id } } }`, nil, 10 + 10 + 1},
+		{"introspection costs a fixed 10", `{ __schema { types { name fields { name type { name } } } } }`, nil, 10},
+		{"__type too, and each alias", `{ a: __type(name: "Task") { name } b: __schema { queryType { name } } }`, nil, 20},
+		{"rateLimit is an object", `{ rateLimit { cost remaining } }`, nil, 1},
+		{"huge first is charged in full", `{ searchTasks(workspaceId: "w", query: "q", first: 1000000) { nodes { id } } }`, nil, 1000001},
+		{"negative first charges the field only", `{ searchTasks(workspaceId: "w", query: "q", first: -5) { nodes { id } } }`, nil, 1},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			if got := costOf(t, c.query, c.vars); got != c.want {
+				t.Errorf("cost = %d, want %d", got, c.want)
+			}
+		})
+	}
+}
+
+func TestCostSaturates(t *testing.T) {
+	t.Parallel()
+	// Nested connections of 1e9 each would wrap int64 several times over.
+	q := `query($n: Int) { project(id: "p") { tasks(first: $n) { nodes { comments(first: $n) { nodes { task { comments(first: $n) { nodes { task { comments(first: $n) { nodes { id author { id } } } } } } } } } } } } }`
+	got := costOf(t, q, map[string]any{"n": 2000000000})
+	if got <= 0 || got < 1<<60 {
+		t.Fatalf("cost = %d, want a saturated positive cost", got)
+	}
+}
+
+// doubling returns a document of n fragments each spreading the next twice.
+func doubling(n int) string {
+	var b strings.Builder
+	b.WriteString("query { ...F0 }\n")
+	for i := 0; i < n; i++ {
+		fmt.Fprintf(&b, "fragment F%d on Query { a%d: me { id } ...F%d ...F%d }\n", i, i, i+1, i+1)
+	}
+	fmt.Fprintf(&b, "fragment F%d on Query { me { id } }\n", n)
+	return b.String()
+}
+
+func TestCostFragmentDoublingIsMemoised(t *testing.T) {
+	t.Parallel()
+	// 2^60 expansions: only a memoised walk finishes; the cost saturates.
+	got := costOf(t, doubling(60), nil)
+	if got < 1<<60 {
+		t.Fatalf("cost = %d, want saturated", got)
+	}
+	if got := costOf(t, doubling(4), nil); got != (1<<4)-1+(1<<4) {
+		// Level i has 2^i copies each selecting one aliased me (2^0+..+2^3 = 15)
+		// and the leaf fragment 2^4 copies of me.
+		t.Fatalf("cost(doubling(4)) = %d, want %d", got, (1<<4)-1+(1<<4))
+	}
+}

@@ -1,0 +1,270 @@
+package ratelimit
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"math"
+	"strings"
+	"time"
+
+	"github.com/99designs/gqlgen/graphql"
+	"github.com/vektah/gqlparser/v2/ast"
+	"github.com/vektah/gqlparser/v2/gqlerror"
+
+	"taskflow/audit"
+	"taskflow/auth"
+	"taskflow/ratelimit/cost"
+	"taskflow/store"
+)
+
+// statsKey is where the Outcome of an operation is kept in its OperationContext.
+const statsKey = "taskflow.ratelimit"
+
+// Outcome is what the rate limiter decided about one operation; the transport
+// turns it into headers and extensions.cost, the rateLimit field reports it.
+type Outcome struct {
+	// Cost is the operation's calculated cost (0 when it was never costed).
+	Cost int64
+	// Policy is the cost budget.
+	Policy Limit
+	// Budget is the cost budget after this operation (charged only if allowed).
+	Budget Result
+	// Limited names the limit that refused the operation ("" when none did).
+	Limited string
+	// RetryAfter is how long until the refused operation would be allowed.
+	RetryAfter time.Duration
+	// at is when Budget was read.
+	at time.Time
+}
+
+// RetryAfterSeconds is RetryAfter in whole seconds, rounded up, at least 1.
+func (o *Outcome) RetryAfterSeconds() int { return ceilSeconds(o.RetryAfter) }
+
+// ResetSeconds is the time until the cost budget is full again, in whole
+// seconds rounded up (0 when it is full).
+func (o *Outcome) ResetSeconds() int {
+	if o.Budget.ResetAfter <= 0 {
+		return 0
+	}
+	return int(math.Ceil(o.Budget.ResetAfter.Seconds()))
+}
+
+func ceilSeconds(d time.Duration) int {
+	return max(int(math.Ceil(d.Seconds())), 1)
+}
+
+// OutcomeOf returns the Outcome recorded for an operation, or nil when the
+// limiter did not see it (it failed to parse or validate).
+func OutcomeOf(rc *graphql.OperationContext) *Outcome {
+	if rc == nil {
+		return nil
+	}
+	o, _ := rc.Stats.GetExtension(statsKey).(*Outcome)
+	return o
+}
+
+// Budget is the GraphQL RateLimitStatus: the caller's cost budget after the
+// current operation, and what the operation cost.
+type Budget struct {
+	Limit     int
+	Remaining int
+	ResetAt   time.Time
+	Cost      int
+}
+
+// BudgetFrom returns the Budget of the operation running in ctx; it returns an
+// INTERNAL error when the limiter did not check the operation.
+func BudgetFrom(ctx context.Context) (*Budget, error) {
+	if !graphql.HasOperationContext(ctx) {
+		return nil, fmt.Errorf("ratelimit: no operation context")
+	}
+	o := OutcomeOf(graphql.GetOperationContext(ctx))
+	if o == nil {
+		return nil, fmt.Errorf("ratelimit: the operation was not checked by the rate limiter")
+	}
+	return &Budget{
+		Limit:     o.Policy.Points,
+		Remaining: o.Budget.Remaining,
+		ResetAt:   o.at.Add(o.Budget.ResetAfter).UTC(),
+		Cost:      int(min(o.Cost, math.MaxInt32)),
+	}, nil
+}
+
+// identity is the budget key of the caller: the user, or the client IP.
+func identity(ctx context.Context) string {
+	if u := auth.UserFrom(ctx); u != nil {
+		return "u:" + u.ID
+	}
+	return "ip:" + audit.InfoFrom(ctx).IP
+}
+
+// Peek reads the caller's cost budget without charging it, for responses to
+// operations the limiter never saw (parse or validation errors).
+func (l *Limiter) Peek(ctx context.Context) *Outcome {
+	pol := l.costLimit()
+	return &Outcome{Policy: pol, Budget: l.AllowN(ctx, LimitCost, identity(ctx), pol, 0), at: time.Now()}
+}
+
+func (l *Limiter) costLimit() Limit { return Limit{Points: l.cfg.Points, Window: l.cfg.Window} }
+
+// MaxCost is the most one operation may cost: MAX_QUERY_COST, or the whole
+// budget when that is smaller (an operation that can never fit is not a 429).
+func (l *Limiter) MaxCost() int64 { return int64(min(l.cfg.MaxCost, l.cfg.Points)) }
+
+// Extension returns the gqlgen extension that checks every operation after
+// parse and validation and before execution: QUERY_TOO_COSTLY over the
+// maximum (nothing charged), then the login and searchTasks limits, then the
+// cost budget; RATE_LIMITED when one of them is exhausted.
+func (l *Limiter) Extension() graphql.HandlerExtension { return extension{l} }
+
+type extension struct{ l *Limiter }
+
+var (
+	_ graphql.HandlerExtension        = extension{}
+	_ graphql.OperationContextMutator = extension{}
+)
+
+// ExtensionName names the extension.
+func (extension) ExtensionName() string { return "RateLimit" }
+
+// Validate accepts any schema.
+func (extension) Validate(graphql.ExecutableSchema) error { return nil }
+
+// MutateOperationContext checks the operation against every limit.
+func (e extension) MutateOperationContext(ctx context.Context, rc *graphql.OperationContext) *gqlerror.Error {
+	l := e.l
+	price := cost.Operation(rc.Operation, rc.Variables)
+	l.metrics.cost.Observe(float64(price))
+	o := &Outcome{Cost: price, Policy: l.costLimit()}
+	rc.Stats.SetExtension(statsKey, o)
+	who := identity(ctx)
+
+	if maxCost := l.MaxCost(); price > maxCost {
+		l.metrics.operations.WithLabelValues(LimitCost, "too_costly").Inc()
+		o.Budget, o.at = l.AllowN(ctx, LimitCost, who, o.Policy, 0), time.Now()
+		return &gqlerror.Error{
+			Message: fmt.Sprintf("Query cost %d exceeds the maximum of %d", price, maxCost),
+			Extensions: map[string]any{
+				"code": string(store.CodeQueryTooCostly), "cost": price, "maximum": maxCost,
+			},
+		}
+	}
+
+	for _, c := range l.endpointChecks(ctx, rc) {
+		res := l.AllowN(ctx, c.limit, c.key, c.policy, int(min(c.n, math.MaxInt32)))
+		if !res.Allowed {
+			l.metrics.operations.WithLabelValues(c.limit, "limited").Inc()
+			o.Budget, o.at = l.AllowN(ctx, LimitCost, who, o.Policy, 0), time.Now()
+			return o.limited(c.limit, res.RetryAfter)
+		}
+		l.metrics.operations.WithLabelValues(c.limit, "allowed").Inc()
+	}
+
+	o.Budget, o.at = l.AllowN(ctx, LimitCost, who, o.Policy, int(price)), time.Now()
+	if !o.Budget.Allowed {
+		l.metrics.operations.WithLabelValues(LimitCost, "limited").Inc()
+		return o.limited(LimitCost, o.Budget.RetryAfter)
+	}
+	l.metrics.operations.WithLabelValues(LimitCost, "allowed").Inc()
+	return nil
+}
+
+// limited records a refusal and returns the RATE_LIMITED error.
+func (o *Outcome) limited(limit string, retry time.Duration) *gqlerror.Error {
+	o.Limited, o.RetryAfter = limit, retry
+	return &gqlerror.Error{
+		Message: "Too many requests, retry later",
+		Extensions: map[string]any{
+			"code":       string(store.CodeRateLimited),
+			"retryAfter": o.RetryAfterSeconds(),
+		},
+	}
+}
+
+// IsRateLimited reports whether err is the limiter's RATE_LIMITED error.
+func IsRateLimited(err *gqlerror.Error) bool {
+	return err != nil && err.Extensions["code"] == string(store.CodeRateLimited)
+}
+
+// check is one endpoint limit to take n points from.
+type check struct {
+	limit  string
+	key    string
+	policy Limit
+	n      int64
+}
+
+// endpointChecks lists the endpoint limits the operation uses: login per IP
+// and per e-mail (each login field counts, aliases included), searchTasks per
+// user (or IP when anonymous).
+func (l *Limiter) endpointChecks(ctx context.Context, rc *graphql.OperationContext) []check {
+	var out []check
+	switch rc.Operation.Operation {
+	case ast.Mutation:
+		emails := countRoot(rc.Operation.SelectionSet, "login", func(f *ast.Field) string {
+			email := ""
+			if a := f.Arguments.ForName("email"); a != nil && a.Value != nil {
+				if v, err := a.Value.Value(rc.Variables); err == nil {
+					email, _ = v.(string)
+				}
+			}
+			return strings.ToLower(strings.TrimSpace(email))
+		})
+		var total int64
+		for _, n := range emails {
+			total = cost.Add(total, n)
+		}
+		if total > 0 {
+			out = append(out, check{LimitLoginIP, "ip:" + audit.InfoFrom(ctx).IP, l.cfg.LoginPerIP, total})
+			for email, n := range emails {
+				// Keys hold a hash, not the address.
+				sum := sha256.Sum256([]byte(email))
+				out = append(out, check{LimitLoginEmail, "email:" + hex.EncodeToString(sum[:16]), l.cfg.LoginPerEmail, n})
+			}
+		}
+	case ast.Query:
+		n := countRoot(rc.Operation.SelectionSet, "searchTasks", func(*ast.Field) string { return "" })[""]
+		if n > 0 {
+			out = append(out, check{LimitSearch, identity(ctx), l.cfg.Search, n})
+		}
+	}
+	return out
+}
+
+// countRoot counts the root fields called name, grouped by key(field), through
+// inline fragments and fragment spreads (memoised, so fragment "doubling"
+// cannot blow it up; counts saturate).
+func countRoot(set ast.SelectionSet, name string, key func(*ast.Field) string) map[string]int64 {
+	memo := map[string]map[string]int64{}
+	var walk func(ast.SelectionSet) map[string]int64
+	walk = func(set ast.SelectionSet) map[string]int64 {
+		out := map[string]int64{}
+		merge := func(m map[string]int64) {
+			for k, v := range m {
+				out[k] = cost.Add(out[k], v)
+			}
+		}
+		for _, sel := range set {
+			switch s := sel.(type) {
+			case *ast.Field:
+				if s.Name == name {
+					out[key(s)] = cost.Add(out[key(s)], 1)
+				}
+			case *ast.InlineFragment:
+				merge(walk(s.SelectionSet))
+			case *ast.FragmentSpread:
+				m, ok := memo[s.Name]
+				if !ok && s.Definition != nil {
+					memo[s.Name] = nil // cycle guard (validation rejects cycles)
+					m = walk(s.Definition.SelectionSet)
+					memo[s.Name] = m
+				}
+				merge(m)
+			}
+		}
+		return out
+	}
+	return walk(set)
+}

@@ -1,0 +1,242 @@
+// Package ratelimit is TaskFlow's rate limiting: the query cost (package cost, read from
+// the schema's @cost/@listSize directives), GCRA budgets in Redis (or in process)
+// with a fail-open policy, the endpoint limits of login and searchTasks, and the
+// gqlgen extension that checks them all after parse and validation, before
+// execution. The HTTP transport (package httpapi) turns its answers into 429/400
+// responses and RateLimit headers.
+package ratelimit
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-redis/redis_rate/v10"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+)
+
+// Limit names, used as metric labels and key prefixes.
+const (
+	LimitCost       = "cost"
+	LimitLoginIP    = "login_ip"
+	LimitLoginEmail = "login_email"
+	LimitSearch     = "search"
+)
+
+// Config is the rate-limit configuration of the contract.
+type Config struct {
+	// Points is the cost budget (RATE_LIMIT_POINTS, default 1000).
+	Points int
+	// Window is the time a full budget takes to refill (RATE_LIMIT_WINDOW, default 1m).
+	Window time.Duration
+	// MaxCost is the most one operation may cost (MAX_QUERY_COST, default 1000).
+	MaxCost int
+	// RedisURL is REDIS_URL; empty means the in-process limiter.
+	RedisURL string
+	// LoginPerIP, LoginPerEmail and Search are the endpoint limits; zero values
+	// are the contract's 10/10min, 5/10min and 60/1min.
+	LoginPerIP, LoginPerEmail, Search Limit
+}
+
+// ConfigFromEnv reads REDIS_URL, RATE_LIMIT_POINTS, RATE_LIMIT_WINDOW and
+// MAX_QUERY_COST; unset variables take the contract's defaults.
+func ConfigFromEnv() (Config, error) {
+	c := Config{RedisURL: os.Getenv("REDIS_URL")}
+	var err error
+	if v := os.Getenv("RATE_LIMIT_POINTS"); v != "" {
+		if c.Points, err = strconv.Atoi(v); err != nil || c.Points < 1 {
+			return c, fmt.Errorf("RATE_LIMIT_POINTS: %q is not a positive integer", v)
+		}
+	}
+	if v := os.Getenv("RATE_LIMIT_WINDOW"); v != "" {
+		if c.Window, err = time.ParseDuration(v); err != nil || c.Window <= 0 {
+			return c, fmt.Errorf("RATE_LIMIT_WINDOW: %q is not a positive duration", v)
+		}
+	}
+	if v := os.Getenv("MAX_QUERY_COST"); v != "" {
+		if c.MaxCost, err = strconv.Atoi(v); err != nil || c.MaxCost < 1 {
+			return c, fmt.Errorf("MAX_QUERY_COST: %q is not a positive integer", v)
+		}
+	}
+	return c.withDefaults(), nil
+}
+
+func (c Config) withDefaults() Config {
+	if c.Points <= 0 {
+		c.Points = 1000
+	}
+	if c.Window <= 0 {
+		c.Window = time.Minute
+	}
+	if c.MaxCost <= 0 {
+		c.MaxCost = 1000
+	}
+	if c.LoginPerIP.Points <= 0 {
+		c.LoginPerIP = Limit{Points: 10, Window: 10 * time.Minute}
+	}
+	if c.LoginPerEmail.Points <= 0 {
+		c.LoginPerEmail = Limit{Points: 5, Window: 10 * time.Minute}
+	}
+	if c.Search.Points <= 0 {
+		c.Search = Limit{Points: 60, Window: time.Minute}
+	}
+	return c
+}
+
+// Options are the dependencies of a Limiter.
+type Options struct {
+	Config Config
+	// Redis is the client to use; nil with Config.RedisURL set dials it; nil
+	// with no URL means the in-process limiter (single instance only).
+	Redis redis.UniversalClient
+	// KeyPrefix separates budgets of different deployments (and tests) in one Redis.
+	KeyPrefix string
+	// Registerer receives the metrics; nil registers nowhere.
+	Registerer prometheus.Registerer
+	Log        *slog.Logger
+	// ProbeInterval is how often a Redis in outage is probed (default 1s).
+	ProbeInterval time.Duration
+}
+
+// Limiter holds every budget. With Redis it is shared by all instances; when
+// Redis fails it fails open to an in-process limiter with the same semantics
+// (logged, counted in taskflow_ratelimit_redis_failures_total and reported by
+// Status) and probes Redis until it answers again, then goes back to it.
+type Limiter struct {
+	cfg     Config
+	log     *slog.Logger
+	mem     *memoryStore
+	redis   *redisStore
+	rdb     redis.UniversalClient
+	healthy atomic.Bool
+	probing atomic.Bool
+	probe   time.Duration
+	lastErr atomic.Value // string
+	done    chan struct{}
+	once    sync.Once
+	metrics *metrics
+}
+
+// New returns a Limiter; it fails only for a malformed REDIS_URL.
+func New(o Options) (*Limiter, error) {
+	l := &Limiter{
+		cfg:     o.Config.withDefaults(),
+		log:     o.Log,
+		mem:     newMemoryStore(),
+		probe:   o.ProbeInterval,
+		done:    make(chan struct{}),
+		metrics: newMetrics(o.Registerer),
+	}
+	if l.log == nil {
+		l.log = slog.Default()
+	}
+	if l.probe <= 0 {
+		l.probe = time.Second
+	}
+	l.rdb = o.Redis
+	if l.rdb == nil && l.cfg.RedisURL != "" {
+		opt, err := redis.ParseURL(l.cfg.RedisURL)
+		if err != nil {
+			return nil, fmt.Errorf("REDIS_URL: %w", err)
+		}
+		l.rdb = redis.NewClient(opt)
+	}
+	if l.rdb != nil {
+		l.redis = &redisStore{lim: redis_rate.NewLimiter(l.rdb), prefix: "taskflow:" + o.KeyPrefix}
+		l.healthy.Store(true)
+	} else {
+		l.log.Warn("rate limiting in process: REDIS_URL is not set, budgets are per instance (single-instance only)")
+	}
+	return l, nil
+}
+
+// Config returns the effective configuration.
+func (l *Limiter) Config() Config { return l.cfg }
+
+// Close stops a running Redis probe. It does not close a client it was given.
+func (l *Limiter) Close() { l.once.Do(func() { close(l.done) }) }
+
+// Status is the limiter's health for /healthz.
+type Status struct {
+	// Backend is "redis", "memory" (no REDIS_URL) or "memory-fallback" (Redis down).
+	Backend string `json:"backend"`
+	// Healthy is false while Redis is configured but unreachable.
+	Healthy bool `json:"healthy"`
+	// Error is the last Redis error during an outage.
+	Error string `json:"error,omitempty"`
+}
+
+// Status reports how rate limiting is working right now.
+func (l *Limiter) Status() Status {
+	switch {
+	case l.redis == nil:
+		return Status{Backend: "memory", Healthy: true}
+	case l.healthy.Load():
+		return Status{Backend: "redis", Healthy: true}
+	default:
+		msg, _ := l.lastErr.Load().(string)
+		return Status{Backend: "memory-fallback", Healthy: false, Error: msg}
+	}
+}
+
+// Healthy reports whether the configured backend answers (always true in process).
+func (l *Limiter) Healthy() bool { return l.Status().Healthy }
+
+// AllowN takes n points of the budget key under limit name, from Redis when it
+// is healthy, else from the in-process limiter. It never fails.
+func (l *Limiter) AllowN(ctx context.Context, name, key string, lim Limit, n int) Result {
+	full := name + ":" + key
+	if l.redis != nil && l.healthy.Load() {
+		ctx2, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+		res, err := l.redis.allowN(ctx2, full, lim, n)
+		cancel()
+		if err == nil {
+			return res
+		}
+		l.fail(err)
+	}
+	res, _ := l.mem.allowN(ctx, full, lim, n)
+	return res
+}
+
+// fail switches to the in-process limiter and starts probing Redis.
+func (l *Limiter) fail(err error) {
+	l.lastErr.Store(err.Error())
+	l.metrics.redisFailures.Inc()
+	if l.healthy.CompareAndSwap(true, false) {
+		l.log.Error("rate limiting: Redis unreachable, failing open to the in-process limiter", "err", err)
+		l.metrics.redisUp.Set(0)
+	}
+	if l.probing.CompareAndSwap(false, true) {
+		go l.probeLoop()
+	}
+}
+
+func (l *Limiter) probeLoop() {
+	defer l.probing.Store(false)
+	t := time.NewTicker(l.probe)
+	defer t.Stop()
+	for {
+		select {
+		case <-l.done:
+			return
+		case <-t.C:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		err := l.rdb.Ping(ctx).Err()
+		cancel()
+		if err == nil {
+			l.healthy.Store(true)
+			l.metrics.redisUp.Set(1)
+			l.log.Info("rate limiting: Redis is back, budgets are shared again")
+			return
+		}
+		l.lastErr.Store(err.Error())
+	}
+}

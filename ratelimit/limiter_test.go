@@ -1,0 +1,153 @@
+package ratelimit_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+
+	"taskflow/ratelimit"
+	"taskflow/ratelimit/ratelimittest"
+)
+
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+func newLimiter(t *testing.T, rdb redis.UniversalClient, reg prometheus.Registerer) *ratelimit.Limiter {
+	t.Helper()
+	l, err := ratelimit.New(ratelimit.Options{Redis: rdb, KeyPrefix: ratelimittest.Prefix(), Log: quiet,
+		Registerer: reg, ProbeInterval: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(l.Close)
+	return l
+}
+
+// eventually polls cond until it holds (the test's own deadline is the bound).
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("never: %s", what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func TestGCRA(t *testing.T) {
+	t.Parallel()
+	for name, rdb := range map[string]func(t *testing.T) redis.UniversalClient{
+		"memory": func(*testing.T) redis.UniversalClient { return nil },
+		"redis":  func(t *testing.T) redis.UniversalClient { return ratelimittest.Redis(t) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			l := newLimiter(t, rdb(t), nil)
+			ctx := context.Background()
+			lim := ratelimit.Limit{Points: 4, Window: 2 * time.Second}
+			if r := l.AllowN(ctx, "x", "k", lim, 3); !r.Allowed || r.Remaining != 1 || r.ResetAfter <= 0 || r.ResetAfter > 2*time.Second {
+				t.Fatalf("first 3 points: %+v", r)
+			}
+			r := l.AllowN(ctx, "x", "k", lim, 2)
+			if r.Allowed || r.RetryAfter <= 0 || r.RetryAfter > 500*time.Millisecond || r.Remaining > 1 {
+				t.Fatalf("2 more points with 1 left: %+v", r)
+			}
+			// A refusal charges nothing: the last point is still there.
+			if r := l.AllowN(ctx, "x", "k", lim, 1); !r.Allowed || r.Remaining != 0 {
+				t.Fatalf("the last point: %+v", r)
+			}
+			// Zero points reads the budget without charging.
+			if r := l.AllowN(ctx, "x", "other", lim, 0); !r.Allowed || r.Remaining != 4 {
+				t.Fatalf("peek of a fresh key: %+v", r)
+			}
+			eventually(t, "the budget refills", func() bool { return l.AllowN(ctx, "x", "k", lim, 4).Allowed })
+		})
+	}
+}
+
+func TestRedisOutageFailsOpenAndRecovers(t *testing.T) {
+	t.Parallel()
+	srv := ratelimittest.StartRedis(t)
+	rdb := srv.Client()
+	reg := prometheus.NewRegistry()
+	l := newLimiter(t, rdb, reg)
+	ctx := context.Background()
+	lim := ratelimit.Limit{Points: 10, Window: time.Minute}
+
+	if r := l.AllowN(ctx, "x", "k", lim, 4); !r.Allowed || r.Remaining != 6 {
+		t.Fatalf("with Redis: %+v", r)
+	}
+	if st := l.Status(); st.Backend != "redis" || !st.Healthy {
+		t.Fatalf("status with Redis: %+v", st)
+	}
+	if n, _ := rdb.DBSize(ctx).Result(); n != 1 {
+		t.Fatalf("Redis holds %d keys, want the one budget", n)
+	}
+
+	srv.Stop()
+	r := l.AllowN(ctx, "x", "k", lim, 4)
+	if !r.Allowed {
+		t.Fatalf("during the outage the limiter must fail open: %+v", r)
+	}
+	st := l.Status()
+	if st.Backend != "memory-fallback" || st.Healthy || st.Error == "" {
+		t.Fatalf("status during the outage: %+v", st)
+	}
+	if got := metricValue(t, reg, "taskflow_ratelimit_redis_up"); got != 0 {
+		t.Fatalf("redis_up = %v during the outage", got)
+	}
+	// The in-process limiter still limits.
+	for l.AllowN(ctx, "x", "k", lim, 4).Allowed {
+	}
+
+	srv.Start()
+	eventually(t, "the limiter goes back to Redis", l.Healthy)
+	if r := l.AllowN(ctx, "x", "k2", lim, 1); !r.Allowed {
+		t.Fatalf("after recovery: %+v", r)
+	}
+	if n, _ := rdb.DBSize(ctx).Result(); n != 1 {
+		t.Fatalf("after recovery Redis holds %d keys, want the new budget", n)
+	}
+}
+
+// metricValue returns the value of the first sample of a gauge or counter.
+func metricValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			m := mf.GetMetric()[0]
+			if m.Gauge != nil {
+				return m.Gauge.GetValue()
+			}
+			return m.Counter.GetValue()
+		}
+	}
+	t.Fatalf("metric %s not registered", name)
+	return 0
+}
+
+func TestConfigFromEnv(t *testing.T) {
+	t.Setenv("RATE_LIMIT_POINTS", "50")
+	t.Setenv("RATE_LIMIT_WINDOW", "30s")
+	t.Setenv("MAX_QUERY_COST", "")
+	t.Setenv("REDIS_URL", "redis://127.0.0.1:6379/0")
+	c, err := ratelimit.ConfigFromEnv()
+	if err != nil || c.Points != 50 || c.Window != 30*time.Second || c.MaxCost != 1000 || c.RedisURL == "" ||
+		c.LoginPerIP.Points != 10 || c.LoginPerEmail.Points != 5 || c.Search.Points != 60 {
+		t.Fatalf("config %+v, %v", c, err)
+	}
+	t.Setenv("RATE_LIMIT_WINDOW", "soon")
+	if _, err := ratelimit.ConfigFromEnv(); err == nil || !strings.Contains(err.Error(), "RATE_LIMIT_WINDOW") {
+		t.Fatalf("a bad window must be refused: %v", err)
+	}
+}

@@ -1,0 +1,55 @@
+package ratelimit
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// metrics are the limiter's Prometheus collectors.
+type metrics struct {
+	operations    *prometheus.CounterVec
+	cost          prometheus.Histogram
+	redisFailures prometheus.Counter
+	redisUp       prometheus.Gauge
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	m := &metrics{
+		operations: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "taskflow_ratelimit_operations_total",
+			Help: "GraphQL operations checked against each limit, by outcome (allowed, limited, too_costly).",
+		}, []string{"limit", "outcome"}),
+		cost: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "taskflow_query_cost",
+			Help:    "Calculated cost of GraphQL operations.",
+			Buckets: []float64{0, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 5000},
+		}),
+		redisFailures: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "taskflow_ratelimit_redis_failures_total",
+			Help: "Rate-limit checks that could not reach Redis and fell back to the in-process limiter.",
+		}),
+		redisUp: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "taskflow_ratelimit_redis_up",
+			Help: "1 while rate limiting uses Redis, 0 while it has failed open to the in-process limiter.",
+		}),
+	}
+	if reg != nil {
+		// A second limiter on the same registry (tests, two handlers in one
+		// process) shares the collectors already registered.
+		m.operations = register(reg, m.operations)
+		m.cost = register(reg, m.cost)
+		m.redisFailures = register(reg, m.redisFailures)
+		m.redisUp = register(reg, m.redisUp)
+	}
+	m.redisUp.Set(1)
+	return m
+}
+
+// register registers c, or returns the equal collector registered before.
+func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
+	if err := reg.Register(c); err != nil {
+		if are, ok := err.(prometheus.AlreadyRegisteredError); ok {
+			if existing, ok := are.ExistingCollector.(C); ok {
+				return existing
+			}
+		}
+	}
+	return c
+}

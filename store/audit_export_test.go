@@ -1,0 +1,44 @@
+package store
+
+import (
+	"context"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"taskflow/audit"
+)
+
+// Internals of the audit log for the external tests of package store.
+
+// AppendAudit is db.appendAudit.
+func AppendAudit(ctx context.Context, db *DB, tx pgx.Tx, ev audit.Event) error {
+	return db.appendAudit(ctx, tx, ev)
+}
+
+// AppendAuditAt appends ev in the unit of work of ctx (or its own), with the clock now.
+func AppendAuditAt(ctx context.Context, db *DB, ev audit.Event, now func() time.Time) error {
+	if now == nil {
+		now = time.Now
+	}
+	return db.WithTx(ctx, func(ctx context.Context, tx pgx.Tx) error { return appendAuditAt(ctx, tx, ev, now) })
+}
+
+// EnsureAuditPartitionsAt is EnsureAuditPartitions as if the time were now.
+func EnsureAuditPartitionsAt(ctx context.Context, db *DB, now time.Time) error {
+	return ensureAuditPartitions(ctx, db.Pool, now, db.log)
+}
+
+// EnsureAuditPartitionOf creates the partition of the month of t.
+func EnsureAuditPartitionOf(ctx context.Context, db *DB, t time.Time) error {
+	return ensureAuditPartition(ctx, db.Pool, monthStart(t), db.log)
+}
+
+// AuditPartitionNames returns the monthly partitions of audit_events.
+func AuditPartitionNames(ctx context.Context, db *DB) ([]string, error) {
+	names, _, err := auditPartitions(ctx, db.Pool)
+	return names, err
+}
+
+// AuditPartitionName is auditPartitionName of the month of t.
+func AuditPartitionName(t time.Time) string { return auditPartitionName(monthStart(t)) }

@@ -1,0 +1,357 @@
+package store
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"taskflow/audit"
+)
+
+// AuditFilter narrows a listing of audit events; every set field must match (AND).
+type AuditFilter struct {
+	// Actions holds exact actions ("task.created") or prefixes ending in "*"
+	// ("task.*"); an event matches if it matches any of them. Empty: all actions.
+	Actions []string
+	// ActorID keeps the events of this actor.
+	ActorID *string
+	// EntityType keeps the events of this kind of thing ("task", "member", ...).
+	EntityType *string
+	// EntityID keeps the events of this thing.
+	EntityID *string
+	// Since keeps events at or after this time (inclusive).
+	Since *time.Time
+	// Until keeps events before this time (exclusive).
+	Until *time.Time
+}
+
+// normalized returns the filter in one canonical form (actions sorted without
+// duplicates, times in UTC at microsecond precision, empty strings as unset), or
+// a BAD_USER_INPUT error for an action pattern that is not an action or a prefix
+// ending in "*".
+func (f AuditFilter) normalized() (AuditFilter, error) {
+	out := AuditFilter{}
+	for _, a := range f.Actions {
+		a = strings.TrimSpace(a)
+		if a == "" {
+			return out, Errorf(CodeBadUserInput, "filter.actions: an action must not be empty")
+		}
+		if i := strings.IndexByte(a, '*'); i >= 0 && i != len(a)-1 {
+			return out, Errorf(CodeBadUserInput, "filter.actions: %q: * may only end a prefix, as in task.*", a)
+		}
+		if a == "*" {
+			// Every action: the same as no action filter.
+			return f.withoutActions().normalized()
+		}
+		out.Actions = append(out.Actions, a)
+	}
+	slices.Sort(out.Actions)
+	out.Actions = slices.Compact(out.Actions)
+	str := func(p *string) *string {
+		if p == nil || strings.TrimSpace(*p) == "" {
+			return nil
+		}
+		s := strings.TrimSpace(*p)
+		return &s
+	}
+	tm := func(p *time.Time) *time.Time {
+		if p == nil {
+			return nil
+		}
+		t := p.UTC().Truncate(time.Microsecond)
+		return &t
+	}
+	out.ActorID, out.EntityType, out.EntityID = str(f.ActorID), str(f.EntityType), str(f.EntityID)
+	if out.ActorID != nil && validID(*out.ActorID) {
+		// Ids are compared as uuids: give the canonical text to the scope.
+		id, _ := canonicalUUID(out.ActorID)
+		out.ActorID = id
+	}
+	out.Since, out.Until = tm(f.Since), tm(f.Until)
+	return out, nil
+}
+
+// withoutActions returns f with no action filter.
+func (f AuditFilter) withoutActions() AuditFilter {
+	f.Actions = nil
+	return f
+}
+
+// scopeKey returns a short hash of the normalized filter, which binds a cursor to
+// the filter it was made with.
+func (f AuditFilter) scopeKey() string {
+	var b strings.Builder
+	b.WriteString(strings.Join(f.Actions, "\x1f"))
+	for _, p := range []*string{f.ActorID, f.EntityType, f.EntityID} {
+		b.WriteByte('\x1e')
+		if p != nil {
+			b.WriteString("=" + *p)
+		}
+	}
+	for _, t := range []*time.Time{f.Since, f.Until} {
+		b.WriteByte('\x1e')
+		if t != nil {
+			b.WriteString(t.Format(time.RFC3339Nano))
+		}
+	}
+	sum := sha256.Sum256([]byte(b.String()))
+	return hex.EncodeToString(sum[:12])
+}
+
+// auditWhere returns the SQL conditions and arguments of a normalized filter,
+// numbering placeholders after the args already given. It reports false when no
+// event can match (an actor id that is not an id).
+func (f AuditFilter) auditWhere(args []any) (string, []any, bool) {
+	var conds []string
+	arg := func(v any) string {
+		args = append(args, v)
+		return "$" + strconv.Itoa(len(args))
+	}
+	if len(f.Actions) > 0 {
+		var exact, prefixes []string
+		for _, a := range f.Actions {
+			if p, ok := strings.CutSuffix(a, "*"); ok {
+				prefixes = append(prefixes, likeEscape(p)+"%")
+			} else {
+				exact = append(exact, a)
+			}
+		}
+		var ors []string
+		if len(exact) == 1 {
+			ors = append(ors, "action = "+arg(exact[0]))
+		} else if len(exact) > 1 {
+			ors = append(ors, "action = ANY("+arg(exact)+"::text[])")
+		}
+		for _, p := range prefixes {
+			ors = append(ors, "action LIKE "+arg(p))
+		}
+		conds = append(conds, "("+strings.Join(ors, " OR ")+")")
+	}
+	if f.ActorID != nil {
+		if !validID(*f.ActorID) {
+			return "", nil, false
+		}
+		conds = append(conds, "actor_id = "+arg(*f.ActorID))
+	}
+	if f.EntityType != nil {
+		conds = append(conds, "entity_type = "+arg(*f.EntityType))
+	}
+	if f.EntityID != nil {
+		conds = append(conds, "entity_id = "+arg(*f.EntityID))
+	}
+	if f.Since != nil {
+		conds = append(conds, "occurred_at >= "+arg(*f.Since))
+	}
+	if f.Until != nil {
+		conds = append(conds, "occurred_at < "+arg(*f.Until))
+	}
+	if len(conds) == 0 {
+		return "", args, true
+	}
+	return " AND " + strings.Join(conds, " AND "), args, true
+}
+
+// likeEscape escapes LIKE's wildcards (with the default escape character \).
+func likeEscape(s string) string {
+	r := strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`)
+	return r.Replace(s)
+}
+
+// auditEventColumns is the column list scanned by scanAuditEvent.
+const auditEventColumns = `id, workspace_id, actor_id, action, entity_type, entity_id, occurred_at,
+	ip, user_agent, request_id, metadata`
+
+// scanAuditEvent scans the columns of auditEventColumns.
+func scanAuditEvent(row pgx.Row) (*AuditEvent, error) {
+	var e AuditEvent
+	var meta []byte
+	if err := row.Scan(&e.ID, &e.WorkspaceID, &e.ActorID, &e.Action, &e.EntityType, &e.EntityID,
+		&e.OccurredAt, &e.IP, &e.UserAgent, &e.RequestID, &meta); err != nil {
+		return nil, err
+	}
+	m, err := audit.DecodeMetadata(meta)
+	if err != nil {
+		return nil, err
+	}
+	e.Metadata = m
+	return &e, nil
+}
+
+// requireAuditReader checks that user may read the workspace's audit log: it
+// returns UNAUTHENTICATED for no user, NOT_FOUND if the workspace does not exist
+// or the user is not a member, and FORBIDDEN for a MEMBER or VIEWER.
+func (db *DB) requireAuditReader(ctx context.Context, workspaceID string, user *User) error {
+	_, err := db.requireRole(ctx, workspaceID, user, RoleAdmin, "workspace", auditReadAction)
+	return err
+}
+
+// auditReadAction names reading the audit log in FORBIDDEN errors.
+const auditReadAction = "read the audit log (OWNER or ADMIN only)"
+
+// AuditEvents returns a page of the workspace's audit events matching filter,
+// newest first by (occurred_at, id). The cursor after must come from the same
+// workspace and filter. It returns UNAUTHENTICATED for no user, NOT_FOUND if the
+// workspace does not exist or user is not a member of it, FORBIDDEN for a MEMBER
+// or VIEWER, and BAD_USER_INPUT for first outside 1..100, a malformed filter or a
+// cursor of another list.
+func (db *DB) AuditEvents(ctx context.Context, user *User, workspaceID string, filter AuditFilter, first *int, after *string) (*AuditEventConnection, error) {
+	f, ferr := filter.normalized()
+	scope := "audit:" + strings.ToLower(workspaceID) + ":" + f.scopeKey()
+	page, perr := NewPage(first, 50, after, scope)
+	where, args, ok := f.auditWhere([]any{workspaceID})
+	if user == nil || !validID(workspaceID) || ferr != nil || perr != nil || !ok {
+		// The access error comes first, then the argument's.
+		if err := db.requireAuditReader(ctx, workspaceID, user); err != nil {
+			return nil, err
+		}
+		if ferr != nil {
+			return nil, ferr
+		}
+		if perr != nil {
+			return nil, perr
+		}
+		return connection([]*AuditEvent{}, page, scope, auditKey), nil
+	}
+	// The role check and the page go in one round trip; the page is only
+	// read when the role allows it.
+	sql, args := auditPageSQL(`workspace_id = $1`+where, args, page)
+	batch := &pgx.Batch{}
+	batch.Queue(`SELECT role FROM members WHERE workspace_id = $1 AND user_id = $2`, workspaceID, user.ID)
+	batch.Queue(sql, args...)
+	br := db.q(ctx).SendBatch(ctx, batch)
+	defer br.Close()
+	var role Role
+	if err := br.QueryRow().Scan(&role); auditNoRows(err) {
+		return nil, notFound("workspace")
+	} else if err != nil {
+		return nil, fmt.Errorf("audit events: role: %w", err)
+	}
+	if !role.AtLeast(RoleAdmin) {
+		return nil, forbidden(auditReadAction)
+	}
+	rows, err := br.Query()
+	if err != nil {
+		return nil, fmt.Errorf("audit events: %w", err)
+	}
+	items, err := scanAuditPage(rows, page)
+	if err != nil {
+		return nil, err
+	}
+	return connection(items, page, scope, auditKey), nil
+}
+
+// UserAuditEvents returns a page of the account events (user.*) of the user
+// account, newest first, to that user only: for anyone else (or nobody) the page
+// is empty, because a User can be reached through other users' workspaces and
+// the field must not fail there. It returns BAD_USER_INPUT for first outside
+// 1..100 or a cursor of another list.
+func (db *DB) UserAuditEvents(ctx context.Context, viewer *User, userID string, first *int, after *string) (*AuditEventConnection, error) {
+	scope := "user-audit:" + strings.ToLower(userID)
+	page, err := NewPage(first, 50, after, scope)
+	if err != nil {
+		return nil, err
+	}
+	if viewer == nil || viewer.ID != userID || !validID(userID) {
+		return connection([]*AuditEvent{}, page, scope, auditKey), nil
+	}
+	return db.auditPage(ctx, `chain_key = $1`, []any{"user:" + strings.ToLower(userID)}, page, scope)
+}
+
+// auditKey is the keyset position of an event.
+func auditKey(e *AuditEvent) (time.Time, string) { return e.OccurredAt, e.ID }
+
+// auditPageSQL returns the keyset page query over audit_events with the
+// conditions where (whose arguments are args) and its arguments.
+func auditPageSQL(where string, args []any, page Page) (string, []any) {
+	if page.After != nil {
+		args = append(args, page.After.At, page.After.ID)
+		where += fmt.Sprintf(` AND (occurred_at, id) < ($%d, $%d)`, len(args)-1, len(args))
+	}
+	// The limit is written in the statement, not bound: a generic plan of a
+	// prepared statement with LIMIT $n does not know the page is small and may
+	// pick a plan that reads far more than a page.
+	return `SELECT ` + auditEventColumns + ` FROM audit_events WHERE ` + where +
+		fmt.Sprintf(` ORDER BY occurred_at DESC, id DESC LIMIT %d`, page.First+1), args
+}
+
+// scanAuditPage reads up to First+1 events of a page query and closes rows.
+func scanAuditPage(rows pgx.Rows, page Page) ([]*AuditEvent, error) {
+	defer rows.Close()
+	items := make([]*AuditEvent, 0, page.First+1)
+	for rows.Next() {
+		e, err := scanAuditEvent(rows)
+		if err != nil {
+			return nil, fmt.Errorf("audit events: %w", err)
+		}
+		items = append(items, e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("audit events: %w", err)
+	}
+	return items, nil
+}
+
+// auditPage runs one keyset page query over audit_events with the conditions
+// where (whose arguments are args).
+func (db *DB) auditPage(ctx context.Context, where string, args []any, page Page, scope string) (*AuditEventConnection, error) {
+	sql, args := auditPageSQL(where, args, page)
+	rows, err := db.q(ctx).Query(ctx, sql, args...)
+	if err != nil {
+		return nil, fmt.Errorf("audit events: %w", err)
+	}
+	items, err := scanAuditPage(rows, page)
+	if err != nil {
+		return nil, err
+	}
+	return connection(items, page, scope, auditKey), nil
+}
+
+// EachAuditEvent calls fn with every audit event of the workspace that matches
+// filter, newest first, streaming the rows (one in memory at a time). It checks
+// access and the filter before the first call, so an error returned before fn
+// was called is the caller's to report as the answer. It returns
+// UNAUTHENTICATED, NOT_FOUND or FORBIDDEN as AuditEvents does, BAD_USER_INPUT
+// for a malformed filter, and the first error of fn.
+func (db *DB) EachAuditEvent(ctx context.Context, user *User, workspaceID string, filter AuditFilter, fn func(*AuditEvent) error) error {
+	if err := db.requireAuditReader(ctx, workspaceID, user); err != nil {
+		return err
+	}
+	f, err := filter.normalized()
+	if err != nil {
+		return err
+	}
+	where, args, ok := f.auditWhere([]any{workspaceID})
+	if !ok {
+		return nil
+	}
+	rows, err := db.q(ctx).Query(ctx, `SELECT `+auditEventColumns+` FROM audit_events WHERE workspace_id = $1`+
+		where+` ORDER BY occurred_at DESC, id DESC`, args...)
+	if err != nil {
+		return fmt.Errorf("audit export: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		e, err := scanAuditEvent(rows)
+		if err != nil {
+			return fmt.Errorf("audit export: %w", err)
+		}
+		if err := fn(e); err != nil {
+			return err
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("audit export: %w", err)
+	}
+	return nil
+}
+
+// errNoRows reports whether err is pgx's no-rows error.
+func auditNoRows(err error) bool { return errors.Is(err, pgx.ErrNoRows) }
