@@ -92,7 +92,7 @@ func run(cfg Config, log *slog.Logger) error {
 
 	limiter, err := ratelimit.New(ratelimit.Options{
 		Config: ratelimit.Config{Points: cfg.RateLimitPoints, Window: cfg.RateLimitWindow, MaxCost: cfg.MaxQueryCost},
-		Redis:  redisClient(rdb), Registerer: reg, Log: log,
+		Redis:  rdb, Registerer: reg, Log: log,
 	})
 	if err != nil {
 		return err
@@ -226,39 +226,31 @@ func postgresAdvice(conn, source string, err error) string {
 	return b.String()
 }
 
-// openRedis returns the Redis client of REDIS_URL (nil when it is unset) and the
+// openRedis returns the Redis client of REDIS_URL (one server or a Redis Cluster;
+// nil when it is unset) and the
 // /healthz entry for Redis. With no REDIS_URL, rate limiting is in-process and
 // correct for a single instance only, which is logged. A Redis that does not
 // answer at start is logged and does not stop the start: it degrades rate
 // limiting, it does not take the instance out.
-func openRedis(ctx context.Context, redisURL string, log *slog.Logger) (*redis.Client, []httpapi.Dependency) {
+func openRedis(ctx context.Context, redisURL string, log *slog.Logger) (redis.UniversalClient, []httpapi.Dependency) {
 	if redisURL == "" {
 		log.Warn("REDIS_URL is unset: rate limits are kept in process, correct for a single instance only")
 		return nil, []httpapi.Dependency{{Name: "redis", Mode: "in-process (single instance only)"}}
 	}
-	opt, err := redis.ParseURL(redisURL) // validated by loadConfig
+	target, err := parseRedisURL(redisURL) // validated by loadConfig
 	if err != nil {
 		panic(err)
 	}
-	rdb := redis.NewClient(opt)
+	rdb := target.client()
 	pingCtx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	if err := rdb.Ping(pingCtx).Err(); err != nil {
-		log.Warn("Redis does not answer: rate limiting is degraded until it does", "addr", opt.Addr, "err", err)
+		log.Warn("Redis does not answer: rate limiting is degraded until it does", "addr", target.addrs(), "err", err)
 	}
-	dep := httpapi.Dependency{Name: "redis", Mode: "shared", Ping: func(ctx context.Context) error {
+	dep := httpapi.Dependency{Name: "redis", Mode: target.mode(), Ping: func(ctx context.Context) error {
 		return rdb.Ping(ctx).Err()
 	}}
 	return rdb, []httpapi.Dependency{dep}
-}
-
-// redisClient keeps a nil *redis.Client a nil interface (no REDIS_URL: the
-// in-process limiter).
-func redisClient(c *redis.Client) redis.UniversalClient {
-	if c == nil {
-		return nil
-	}
-	return c
 }
 
 // displayAddr turns a listen address into one a browser can open.

@@ -7,6 +7,7 @@ import (
 
 	"github.com/peterldowns/pgtestdb"
 
+	"taskflow/ratelimit/ratelimittest"
 	"taskflow/store/storetest"
 )
 
@@ -104,4 +105,13 @@ func TestThreeInstancesOneDatabase(t *testing.T) {
 			t.Errorf("%s exited:\n%s", in.addr, in.stderr)
 		}
 	}
+}
+
+// Three instances on one Redis share every rate-limit budget.
+func TestThreeInstancesShareBudgets(t *testing.T) {
+	t.Parallel()
+	rds := ratelimittest.StartRedis(t)
+	dbURL := storetest.URL(t)
+	ins := startInstances(t, 3, append([]string{"DATABASE_URL=" + dbURL, "REDIS_URL=redis://" + rds.Addr() + "/0"}, budgetEnv...)...)
+	checkBudgetsShared(t, ins, openPool(t, dbURL))
 }
