@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/redis/go-redis/v9"
@@ -168,15 +169,17 @@ func connString(databaseURL string, getenv func(string) string) (conn, source st
 	return "", source0
 }
 
-// probePostgres connects to Postgres once, within postgresConnectTimeout.
+// probePostgres connects to Postgres once, within postgresConnectTimeout. The
+// connection string is read as the pool reads it, so that pool settings
+// (pool_max_conns=...) are not sent to Postgres as run-time parameters.
 func probePostgres(ctx context.Context, conn string) error {
-	cfg, err := pgconn.ParseConfig(conn)
+	cfg, err := pgxpool.ParseConfig(conn)
 	if err != nil {
 		return err
 	}
 	ctx, cancel := context.WithTimeout(ctx, postgresConnectTimeout)
 	defer cancel()
-	c, err := pgconn.ConnectConfig(ctx, cfg)
+	c, err := pgconn.ConnectConfig(ctx, &cfg.ConnConfig.Config)
 	if err != nil {
 		return err
 	}

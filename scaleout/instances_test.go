@@ -28,7 +28,8 @@ func postKeyed(in *instance, token string, vars map[string]any) (*response, erro
 func TestThreeInstancesOneDatabase(t *testing.T) {
 	t.Parallel()
 	dbURL := pgtestdb.Custom(t, storetest.Config(t), pgtestdb.NoopMigrator{}).URL()
-	ins := startInstances(t, 3, "DATABASE_URL="+dbURL)
+	// Each instance's pool holds at most 3 connections (pool sizing by URL).
+	ins := startInstances(t, 3, "DATABASE_URL="+dbURL+"&pool_max_conns=3&application_name=taskflow-scaleout")
 
 	pool := openPool(t, dbURL)
 	files, err := os.ReadDir("../store/migrations")
@@ -99,6 +100,10 @@ func TestThreeInstancesOneDatabase(t *testing.T) {
 	}
 	if n := count(t, pool, `SELECT count(*) FROM audit_events WHERE action = 'task.created'`); n != keys {
 		t.Errorf("%d task.created events for %d keys", n, keys)
+	}
+	conns := count(t, pool, `SELECT count(*) FROM pg_stat_activity WHERE application_name = 'taskflow-scaleout'`)
+	if conns < 1 || conns > 3*3 {
+		t.Errorf("%d Postgres connections of three instances with pool_max_conns=3", conns)
 	}
 	for _, in := range ins {
 		if in.exited() {
