@@ -53,7 +53,7 @@ func newOps(o Options) *ops {
 
 // routes adds the playground, health and metrics routes to mux.
 func (p *ops) routes(mux *http.ServeMux) {
-	mux.Handle("GET /{$}", playgroundHandler("/query"))
+	playgroundRoutes(mux)
 	mux.HandleFunc("GET /healthz", p.healthz)
 	mux.Handle("GET /metrics", metricsHandler(p.reg))
 }
