@@ -71,6 +71,16 @@ func TestPostgresUnreachable(t *testing.T) {
 			}
 		})
 	}
+	// Anonymous calls reach the database in the resolver: INTERNAL too, never
+	// the answer of a wrong password or a taken e-mail.
+	for _, q := range []string{
+		`mutation { login(email: "ann@example.com", password: "correct horse") { token } }`,
+		`mutation { register(input: {email: "new@example.com", password: "correct horse", name: "N"}) { token } }`,
+	} {
+		if r, err := in.post("", q, nil); err != nil || r.code() != "INTERNAL" || r.Status >= 500 && r.Status != 503 {
+			t.Errorf("%s during the outage: %v %v", q, err, r)
+		}
+	}
 	// An anonymous request that needs no database is still served.
 	if r, err := in.post("", `{ me { id } }`, nil); err != nil || r.code() != "" {
 		t.Errorf("anonymous me during the outage: %v %v", err, r)
