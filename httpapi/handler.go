@@ -112,7 +112,7 @@ func NewHandler(o Options) http.Handler {
 		Registerer: ops.reg, Log: o.Log}))
 
 	mux := http.NewServeMux()
-	mux.Handle("/query", o.CORS.handler(auth.Middleware(o.DB, writeAuthError)(
+	mux.Handle("/query", o.CORS.handler(auth.Middleware(o.DB, authFailure(o.Log))(
 		resolvers.LoaderMiddleware(o.DB, idempotency.ResponseHeaders(gql)))))
 	mux.Handle("/audit/export", auth.Middleware(o.DB, writeAuthError)(auditExport(o.DB, o.Log)))
 	ops.routes(mux)
