@@ -76,4 +76,3 @@ func (r redisTarget) addrs() []string {
 	}
 	return []string{r.single.Addr}
 }
-
