@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/redis/go-redis/v9"
 
 	"taskflow/httpapi"
 )
@@ -25,7 +24,9 @@ type Config struct {
 	// DatabaseURL is the Postgres URL or key=value string (DATABASE_URL); empty
 	// means the libpq defaults and PG* variables, as psql with no arguments.
 	DatabaseURL string
-	// RedisURL is the Redis URL (REDIS_URL); empty means an in-process rate limiter.
+	// RedisURL is the Redis URL (REDIS_URL): one server, or a Redis Cluster by
+	// several seed addresses (see parseRedisURL); empty means an in-process rate
+	// limiter.
 	RedisURL string
 	// CORS is the browser policy of /query (CORS_ALLOWED_ORIGINS,
 	// CORS_ALLOW_CREDENTIALS).
@@ -97,8 +98,8 @@ func loadConfig(getenv func(string) string) (Config, error) {
 		}
 	}
 	if v, ok := get("REDIS_URL"); ok {
-		if _, err := redis.ParseURL(v); err != nil {
-			bad("REDIS_URL", redactURL(v), "not a Redis URL like redis://host:6379/0 ("+err.Error()+")")
+		if _, err := parseRedisURL(v); err != nil {
+			bad("REDIS_URL", redactURL(v), "not a Redis URL like redis://host:6379/0, or a Redis Cluster like redis://host1:6379,host2:6379,host3:6379 ("+err.Error()+")")
 		} else {
 			c.RedisURL = v
 		}

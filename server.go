@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/redis/go-redis/v9"
@@ -82,7 +83,7 @@ func run(cfg Config, log *slog.Logger) error {
 	go db.RunAuditMaintenance(ctx, cfg.AuditRetention, 6*time.Hour)
 	log.Info("connected to Postgres; migrations applied", "postgres", describePostgres(conn))
 
-	rdb, deps := openRedis(ctx, cfg.RedisURL, log)
+	rdb := openRedis(ctx, cfg.RedisURL, log)
 	if rdb != nil {
 		defer rdb.Close()
 	}
@@ -92,7 +93,7 @@ func run(cfg Config, log *slog.Logger) error {
 
 	limiter, err := ratelimit.New(ratelimit.Options{
 		Config: ratelimit.Config{Points: cfg.RateLimitPoints, Window: cfg.RateLimitWindow, MaxCost: cfg.MaxQueryCost},
-		Redis:  redisClient(rdb), Registerer: reg, Log: log,
+		Redis:  rdb, Registerer: reg, Log: log,
 	})
 	if err != nil {
 		return err
@@ -106,7 +107,7 @@ func run(cfg Config, log *slog.Logger) error {
 		TrustedProxies:  cfg.TrustedProxies,
 		Registry:        reg,
 		CORS:            cfg.CORS,
-		Dependencies:    deps,
+		Redis:           rdb, // persisted queries shared by every instance
 		IdempotencyTTL:  cfg.IdempotencyTTL,
 		IdempotencyWait: idempotencyWait(cfg.IdempotencyWait),
 	})
@@ -168,15 +169,17 @@ func connString(databaseURL string, getenv func(string) string) (conn, source st
 	return "", source0
 }
 
-// probePostgres connects to Postgres once, within postgresConnectTimeout.
+// probePostgres connects to Postgres once, within postgresConnectTimeout. The
+// connection string is read as the pool reads it, so that pool settings
+// (pool_max_conns=...) are not sent to Postgres as run-time parameters.
 func probePostgres(ctx context.Context, conn string) error {
-	cfg, err := pgconn.ParseConfig(conn)
+	cfg, err := pgxpool.ParseConfig(conn)
 	if err != nil {
 		return err
 	}
 	ctx, cancel := context.WithTimeout(ctx, postgresConnectTimeout)
 	defer cancel()
-	c, err := pgconn.ConnectConfig(ctx, cfg)
+	c, err := pgconn.ConnectConfig(ctx, &cfg.ConnConfig.Config)
 	if err != nil {
 		return err
 	}
@@ -226,39 +229,28 @@ func postgresAdvice(conn, source string, err error) string {
 	return b.String()
 }
 
-// openRedis returns the Redis client of REDIS_URL (nil when it is unset) and the
-// /healthz entry for Redis. With no REDIS_URL, rate limiting is in-process and
-// correct for a single instance only, which is logged. A Redis that does not
-// answer at start is logged and does not stop the start: it degrades rate
-// limiting, it does not take the instance out.
-func openRedis(ctx context.Context, redisURL string, log *slog.Logger) (*redis.Client, []httpapi.Dependency) {
+// openRedis returns the Redis client of REDIS_URL: one server or a Redis Cluster,
+// nil when it is unset. With no REDIS_URL, rate limiting and persisted queries
+// are in-process and correct for a single instance only, which is logged. A
+// Redis that does not answer at start is logged and does not stop the start: it
+// degrades rate limiting, it does not take the instance out. /healthz reports
+// Redis as the rate limiter sees it.
+func openRedis(ctx context.Context, redisURL string, log *slog.Logger) redis.UniversalClient {
 	if redisURL == "" {
-		log.Warn("REDIS_URL is unset: rate limits are kept in process, correct for a single instance only")
-		return nil, []httpapi.Dependency{{Name: "redis", Mode: "in-process (single instance only)"}}
+		log.Warn("REDIS_URL is unset: rate limits and persisted queries are kept in process, correct for a single instance only")
+		return nil
 	}
-	opt, err := redis.ParseURL(redisURL) // validated by loadConfig
+	target, err := parseRedisURL(redisURL) // validated by loadConfig
 	if err != nil {
 		panic(err)
 	}
-	rdb := redis.NewClient(opt)
+	rdb := target.client()
 	pingCtx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	if err := rdb.Ping(pingCtx).Err(); err != nil {
-		log.Warn("Redis does not answer: rate limiting is degraded until it does", "addr", opt.Addr, "err", err)
+		log.Warn("Redis does not answer: rate limiting is degraded until it does", "addr", target.addrs(), "err", err)
 	}
-	dep := httpapi.Dependency{Name: "redis", Mode: "shared", Ping: func(ctx context.Context) error {
-		return rdb.Ping(ctx).Err()
-	}}
-	return rdb, []httpapi.Dependency{dep}
-}
-
-// redisClient keeps a nil *redis.Client a nil interface (no REDIS_URL: the
-// in-process limiter).
-func redisClient(c *redis.Client) redis.UniversalClient {
-	if c == nil {
-		return nil
-	}
-	return c
+	return rdb
 }
 
 // displayAddr turns a listen address into one a browser can open.

@@ -199,7 +199,7 @@ func TestGracefulShutdown(t *testing.T) {
 	health, _ := io.ReadAll(res.Body)
 	res.Body.Close()
 	if res.StatusCode != http.StatusOK ||
-		string(health) != `{"postgres":{"ok":true},"redis":{"ok":true,"mode":"shared"},"status":"ok"}`+"\n" {
+		string(health) != `{"postgres":{"ok":true},"redis":{"ok":true,"mode":"redis"},"status":"ok"}`+"\n" {
 		t.Fatalf("healthz = %d %s", res.StatusCode, health)
 	}
 

@@ -2,4 +2,7 @@
 
 package main
 
-import _ "github.com/99designs/gqlgen"
+import (
+	_ "github.com/99designs/gqlgen"
+	_ "github.com/Khan/genqlient"
+)

@@ -1219,7 +1219,7 @@ type User {
   email: String!
   name: String!
   createdAt: Time!
-  "Workspaces this user is a member of (only visible on yourself)."
+  "Workspaces of this user that you can see: all of yours on yourself, the ones you share on anyone else."
   workspaces: [Workspace!]! @listSize(assumedSize: 10)
   "Your own account events (user.*), newest first."
   auditEvents(first: Int = 50, after: String): AuditEventConnection!

@@ -10,13 +10,16 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/99designs/gqlgen/graphql"
 	"github.com/99designs/gqlgen/graphql/handler"
 	"github.com/99designs/gqlgen/graphql/handler/extension"
 	"github.com/99designs/gqlgen/graphql/handler/lru"
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
 	"github.com/vektah/gqlparser/v2/ast"
 
+	"taskflow/apq"
 	"taskflow/audit"
 	"taskflow/auth"
 	"taskflow/graph"
@@ -54,8 +57,16 @@ type Options struct {
 	Registry *prometheus.Registry
 	// CORS is the cross-origin policy of /query (default: no origin allowed).
 	CORS CORS
-	// Dependencies are reported by /healthz besides Postgres (e.g. Redis).
+	// Dependencies are reported by /healthz besides Postgres. Redis is reported
+	// from the Limiter's view of it (mode redis, memory or memory-fallback)
+	// unless a dependency is named "redis".
 	Dependencies []Dependency
+	// PersistedQueries is the cache of automatic persisted queries (package
+	// apq); nil means one in Redis when Redis is set, else in process.
+	PersistedQueries graphql.Cache[string]
+	// Redis is the deployment's Redis (REDIS_URL), nil when there is none; it
+	// holds the persisted queries shared by every instance.
+	Redis redis.UniversalClient
 	// PasswordParams are the argon2id parameters of new password hashes (zero:
 	// auth.DefaultPasswordParams).
 	PasswordParams auth.PasswordParams
@@ -79,14 +90,24 @@ func NewHandler(o Options) http.Handler {
 		// Never fails without a REDIS_URL.
 		o.Limiter, _ = ratelimit.New(ratelimit.Options{Log: o.Log, Registerer: ops.reg})
 	}
+	ops.o.Limiter = o.Limiter // /healthz reports its mode
+	if o.PersistedQueries == nil {
+		o.PersistedQueries = apq.NewMemoryCache(0)
+		if o.Redis != nil {
+			o.PersistedQueries = apq.NewRedisCache(o.Redis, "taskflow:", apq.DefaultTTL, o.Log)
+		}
+	}
+	resolveAPQ, storeAPQ := apq.Extensions(o.PersistedQueries)
 	gql.AddTransport(Transport{Limiter: o.Limiter, MaxBodyBytes: o.MaxBodyBytes})
 	gql.SetQueryCache(lru.New[*ast.QueryDocument](1000))
 	gql.SetParserTokenLimit(parserTokenLimit)
 	gql.Use(extension.Introspection{})
+	gql.Use(resolveAPQ)
 	gql.Use(methodGuard{}) // before the limiter: a mutation by GET is refused uncharged
 	if o.Limiter != nil {
 		gql.Use(o.Limiter.Extension())
 	}
+	gql.Use(storeAPQ) // after every check that may refuse the operation
 	gql.SetErrorPresenter(presentError(o.Log))
 	gql.SetRecoverFunc(recoverPanic)
 	gql.Use(operationMetrics{ops.metrics})
@@ -96,7 +117,7 @@ func NewHandler(o Options) http.Handler {
 	}
 
 	mux := http.NewServeMux()
-	mux.Handle("/query", o.CORS.handler(auth.Middleware(o.DB, writeAuthError)(
+	mux.Handle("/query", o.CORS.handler(auth.Middleware(o.DB, authFailure(o.Log))(
 		resolvers.LoaderMiddleware(o.DB, idempotency.ResponseHeaders(gql)))))
 	mux.Handle("/audit/export", auth.Middleware(o.DB, writeAuthError)(auditExport(o.DB, o.Log)))
 	ops.routes(mux)

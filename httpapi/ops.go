@@ -7,12 +7,14 @@ import (
 	"log/slog"
 	"net/http"
 	"runtime/debug"
+	"slices"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"taskflow/audit"
+	"taskflow/ratelimit"
 	"taskflow/store"
 )
 
@@ -53,7 +55,7 @@ func newOps(o Options) *ops {
 
 // routes adds the playground, health and metrics routes to mux.
 func (p *ops) routes(mux *http.ServeMux) {
-	mux.Handle("GET /{$}", playgroundHandler("/query"))
+	playgroundRoutes(mux)
 	mux.HandleFunc("GET /healthz", p.healthz)
 	mux.Handle("GET /metrics", metricsHandler(p.reg))
 }
@@ -65,8 +67,23 @@ func (p *ops) wrap(next http.Handler) http.Handler {
 
 // health is the /healthz state of one dependency.
 type health struct {
-	OK   bool   `json:"ok"`
-	Mode string `json:"mode,omitempty"`
+	OK    bool   `json:"ok"`
+	Mode  string `json:"mode,omitempty"`
+	Error string `json:"error,omitempty"`
+}
+
+// limiterHealth is the "redis" entry of /healthz: how rate limiting works right
+// now. Mode is "redis" (shared budgets), "memory" (no REDIS_URL: in process,
+// single instance only) or "memory-fallback" (Redis configured but not
+// answering: failing open to in-process budgets, not ok). The error is a short
+// fixed message; the details are in the log.
+func limiterHealth(ctx context.Context, l *ratelimit.Limiter) health {
+	st := l.Check(ctx)
+	h := health{OK: st.Healthy, Mode: st.Backend}
+	if !st.Healthy {
+		h.Error = "Redis does not answer; rate limits are kept per instance until it does"
+	}
+	return h
 }
 
 // healthz answers 200 when Postgres answers and 503 when it does not, with the
@@ -92,6 +109,17 @@ func (p *ops) healthz(w http.ResponseWriter, r *http.Request) {
 					"request_id", audit.InfoFrom(r.Context()).RequestID)
 			}
 		}()
+	}
+	// The rate limiter's own view of Redis, unless a dependency is named so.
+	if l := p.o.Limiter; l != nil && !slices.ContainsFunc(checks, func(d Dependency) bool { return d.Name == "redis" }) {
+		h := limiterHealth(r.Context(), l)
+		if !h.OK {
+			p.o.Log.WarnContext(r.Context(), "health check failed", "dependency", "redis", "err", l.Status().Error,
+				"request_id", audit.InfoFrom(r.Context()).RequestID)
+		}
+		wg.Wait()
+		checks = append(checks, Dependency{Name: "redis"})
+		results = append(results, h)
 	}
 	wg.Wait()
 

@@ -401,17 +401,18 @@ func TestPlaygroundServesGraphiQL(t *testing.T) {
 	}
 	page := rec.Body.String()
 	for _, want := range []string{
-		"GraphiQL",
-		"isHeadersEditorEnabled: true",
-		"defaultEditorToolsVisibility: 'headers'",
+		`id="graphiql"`,
+		`src="/playground/assets/playground.js?v=`,
 		`Authorization`,
 		"auditEvents(workspaceId: $workspaceId, filter: $filter",
 		"pageInfo { hasNextPage endCursor }",
-		`"/query"`,
 	} {
 		if !strings.Contains(page, want) {
 			t.Errorf("playground lacks %q", want)
 		}
+	}
+	if strings.Contains(page, "https://") || strings.Contains(page, "http://") {
+		t.Errorf("playground page references another origin:\n%s", page)
 	}
 	// Only the root is the playground.
 	if rec := serve(h, httptest.NewRequest(http.MethodGet, "/nothing-here", nil)); rec.Code != http.StatusNotFound {

@@ -1,9 +1,9 @@
 package httpapi
 
 import (
-	"bytes"
-	"html/template"
 	"net/http"
+
+	"taskflow/httpapi/playground"
 )
 
 // playgroundTab is one example tab of the playground: a GraphQL document with its
@@ -156,60 +156,13 @@ query MyAccountEvents($after: String) {
 	},
 }
 
-// playgroundPage is GraphiQL with the header editor open and the example tabs.
-// GraphiQL and React come from a CDN, pinned with subresource integrity.
-var playgroundPage = template.Must(template.New("playground").Parse(`<!DOCTYPE html>
-<html lang="en">
-<head>
-  <meta charset="utf-8">
-  <title>TaskFlow GraphQL playground</title>
-  <style>
-    body { margin: 0; }
-    #graphiql { height: 100vh; }
-    .loading { height: 100%; display: flex; align-items: center; justify-content: center; font: 2rem sans-serif; }
-  </style>
-  <script src="https://cdn.jsdelivr.net/npm/react@18.2.0/umd/react.production.min.js"
-    integrity="sha256-S0lp+k7zWUMk2ixteM6HZvu8L9Eh//OVrt+ZfbCpmgY=" crossorigin="anonymous"></script>
-  <script src="https://cdn.jsdelivr.net/npm/react-dom@18.2.0/umd/react-dom.production.min.js"
-    integrity="sha256-IXWO0ITNDjfnNXIu5POVfqlgYoop36bDzhodR6LW5Pc=" crossorigin="anonymous"></script>
-  <link rel="stylesheet" href="https://cdn.jsdelivr.net/npm/graphiql@4.1.2/graphiql.min.css"
-    integrity="sha256-MEh+B2NdMSpj9kexQNN3QKc8UzMrCXW/Sx/phcpuyIU=" crossorigin="anonymous">
-</head>
-<body>
-  <div id="graphiql"><div class="loading">Loading the TaskFlow playground…</div></div>
-  <script src="https://cdn.jsdelivr.net/npm/graphiql@4.1.2/graphiql.min.js"
-    integrity="sha256-hnImuor1znlJkD/FOTL3jayfS/xsyNoP04abi8bFJWs=" crossorigin="anonymous"></script>
-  <script>
-    const endpoint = location.protocol + '//' + location.host + {{.Endpoint}};
-    const tabs = {{.Tabs}};
-    ReactDOM.render(
-      React.createElement(GraphiQL, {
-        fetcher: GraphiQL.createFetcher({ url: endpoint }),
-        // The Headers editor is where the Authorization header is set.
-        isHeadersEditorEnabled: true,
-        defaultEditorToolsVisibility: 'headers',
-        shouldPersistHeaders: false,
-        defaultTabs: tabs,
-        defaultHeaders: tabs[0].headers,
-      }),
-      document.getElementById('graphiql'),
-    );
-  </script>
-</body>
-</html>
-`))
-
-// playgroundHandler serves the GraphiQL playground for the GraphQL endpoint at
-// path endpoint.
-func playgroundHandler(endpoint string) http.Handler {
-	var buf bytes.Buffer
-	if err := playgroundPage.Execute(&buf, map[string]any{"Endpoint": endpoint, "Tabs": playgroundTabs}); err != nil {
-		panic(err)
+// playgroundRoutes adds the playground to mux: GET / and its embedded GraphiQL
+// bundle under /playground/assets/ (package playground; no CDN), opening with
+// playgroundTabs.
+func playgroundRoutes(mux *http.ServeMux) {
+	tabs := make([]playground.Tab, len(playgroundTabs))
+	for i, t := range playgroundTabs {
+		tabs[i] = playground.Tab{Query: t.Query, Variables: t.Variables, Headers: t.Headers}
 	}
-	page := buf.Bytes()
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "text/html; charset=utf-8")
-		w.Header().Set("Cache-Control", "no-cache")
-		_, _ = w.Write(page)
-	})
+	playground.New(tabs...).Register(mux)
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/vektah/gqlparser/v2/ast"
 	"github.com/vektah/gqlparser/v2/gqlerror"
 
+	"taskflow/apq"
 	"taskflow/ratelimit"
 	"taskflow/store"
 )
@@ -38,11 +39,17 @@ const DefaultMaxBodyBytes = 1 << 20
 //   - 200: the operation ran (errors of fields included), or, for
 //     application/json, any other GraphQL error not listed here;
 //   - 400: the body or document cannot be parsed (GRAPHQL_PARSE_FAILED,
-//     including malformed JSON, a missing query, invalid UTF-8 and batched
+//     including malformed JSON, a missing query (and no persisted query),
+//     invalid UTF-8 and batched
 //     array bodies, which are not supported so a batch cannot bypass the
 //     limits), the document is invalid (GRAPHQL_VALIDATION_FAILED, 400 for both
 //     media types), or the operation costs more than MAX_QUERY_COST
 //     (QUERY_TOO_COSTLY);
+//   - automatic persisted queries (package apq): PERSISTED_QUERY_NOT_FOUND is
+//     200 for application/json (what Apollo Client expects) and 404 for
+//     application/graphql-response+json (a response without data must not be
+//     2xx there); a malformed persistedQuery extension (hash not matching the
+//     text, version other than 1) is 400;
 //   - 405 with Allow: a mutation by GET (Allow: POST, refused before anything is
 //     charged) or another method (Allow: GET, POST);
 //   - 413: a body over MaxBodyBytes; 415: a POST that is not application/json;
@@ -106,6 +113,9 @@ func (t Transport) Do(w http.ResponseWriter, r *http.Request, exec graphql.Graph
 	rc, opErrs := exec.CreateOperationContext(ctx, params)
 	if opErrs != nil {
 		status := statusFor(media, opErrs)
+		if apq.Refused(rc) {
+			status = http.StatusBadRequest
+		}
 		if isGET(ctx) && rc != nil && rc.Operation != nil && rc.Operation.Operation != ast.Query {
 			status = http.StatusMethodNotAllowed
 			w.Header().Set("Allow", "POST")
@@ -200,6 +210,14 @@ func (t Transport) costExtension(o *ratelimit.Outcome) map[string]any {
 func statusFor(media string, errs gqlerror.List) int {
 	for _, e := range errs {
 		switch code, _ := e.Extensions["code"].(string); code {
+		case apq.CodeNotFound:
+			// The first answer of the protocol: Apollo Client retries with the
+			// text on a 200 JSON answer; a GraphQL response must not be 2xx
+			// without data, so it is 404 there (also retried: not 400/500).
+			if media == mediaGraphQLResponse {
+				return http.StatusNotFound
+			}
+			return http.StatusOK
 		case string(store.CodeRateLimited):
 			return http.StatusTooManyRequests
 		case errcode.ParseFailed, errcode.ValidationFailed, string(store.CodeQueryTooCostly):
@@ -223,9 +241,6 @@ func paramsFromQuery(r *http.Request) (*graphql.RawParams, *requestError) {
 		}
 	}
 	p := &graphql.RawParams{Query: q.Get("query"), OperationName: q.Get("operationName")}
-	if p.Query == "" {
-		return nil, parseError(http.StatusBadRequest, "the query parameter is missing")
-	}
 	if v := q.Get("variables"); v != "" {
 		if err := decodeObject(v, &p.Variables); err != nil {
 			return nil, parseError(http.StatusBadRequest, "variables is not a JSON object")
@@ -235,6 +250,9 @@ func paramsFromQuery(r *http.Request) (*graphql.RawParams, *requestError) {
 		if err := decodeObject(v, &p.Extensions); err != nil {
 			return nil, parseError(http.StatusBadRequest, "extensions is not a JSON object")
 		}
+	}
+	if p.Query == "" && !persisted(p.Extensions) {
+		return nil, parseError(http.StatusBadRequest, "the query parameter is missing")
 	}
 	return p, nil
 }
@@ -276,15 +294,22 @@ func (t Transport) paramsFromBody(w http.ResponseWriter, r *http.Request) (*grap
 	if err := decodeObject(string(body), &b); err != nil {
 		return nil, parseError(http.StatusBadRequest, "the body is not a JSON object {query, variables, operationName, extensions}")
 	}
-	if b.Query == nil || *b.Query == "" {
+	p := &graphql.RawParams{Variables: b.Variables, Extensions: b.Extensions}
+	if b.Query != nil {
+		p.Query = *b.Query
+	}
+	if p.Query == "" && !persisted(p.Extensions) {
 		return nil, parseError(http.StatusBadRequest, "the query is missing")
 	}
-	p := &graphql.RawParams{Query: *b.Query, Variables: b.Variables, Extensions: b.Extensions}
 	if b.OperationName != nil {
 		p.OperationName = *b.OperationName
 	}
 	return p, nil
 }
+
+// persisted reports whether the extensions carry a persisted query, which
+// stands in for the query text (automatic persisted queries, package apq).
+func persisted(ext map[string]any) bool { return ext["persistedQuery"] != nil }
 
 // decodeObject decodes exactly one JSON object (numbers kept exact).
 func decodeObject(s string, v any) error {

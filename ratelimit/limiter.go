@@ -185,6 +185,22 @@ func (l *Limiter) Status() Status {
 	}
 }
 
+// Check asks Redis whether it answers when the limiter believes it does (no
+// traffic may have told it otherwise), switching to the in-process fallback
+// when it does not, and returns the resulting Status. It is what /healthz
+// shows; without Redis it is Status.
+func (l *Limiter) Check(ctx context.Context) Status {
+	if l.redis != nil && l.healthy.Load() {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+		err := l.rdb.Ping(ctx).Err()
+		cancel()
+		if err != nil {
+			l.fail(err)
+		}
+	}
+	return l.Status()
+}
+
 // Healthy reports whether the configured backend answers (always true in process).
 func (l *Limiter) Healthy() bool { return l.Status().Healthy }
 

@@ -1,0 +1,229 @@
+// Package apq is TaskFlow's automatic persisted queries (the protocol Apollo
+// Client speaks): gqlgen's extension.AutomaticPersistedQuery over a cache of
+// query texts keyed by their SHA-256, in Redis when the deployment has one (so
+// every instance shares it) and in process otherwise. A query text is stored
+// only once the operation it carries has been parsed, validated and admitted
+// (method guard, rate limits), so the cache never holds a document the server
+// would refuse; a text whose hash does not match is refused and never stored.
+package apq
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/99designs/gqlgen/graphql"
+	"github.com/99designs/gqlgen/graphql/handler/extension"
+	"github.com/99designs/gqlgen/graphql/handler/lru"
+	"github.com/redis/go-redis/v9"
+	"github.com/vektah/gqlparser/v2/gqlerror"
+)
+
+// Error messages and codes of the protocol, as Apollo Client expects them.
+const (
+	MessageNotFound = "PersistedQueryNotFound"
+	CodeNotFound    = "PERSISTED_QUERY_NOT_FOUND"
+)
+
+// DefaultTTL is how long a query text stays in Redis after it was last used.
+const DefaultTTL = 24 * time.Hour
+
+// DefaultMemorySize is how many query texts the in-process cache keeps.
+const DefaultMemorySize = 1000
+
+// ValidHash reports whether h is a SHA-256 in lowercase hex, the only form a
+// client computes and the only form the cache is asked about.
+func ValidHash(h string) bool {
+	if len(h) != 64 {
+		return false
+	}
+	for i := 0; i < len(h); i++ {
+		if c := h[i]; (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// NewMemoryCache returns an in-process LRU cache of size query texts (zero:
+// DefaultMemorySize), correct for a single instance.
+func NewMemoryCache(size int) graphql.Cache[string] {
+	if size <= 0 {
+		size = DefaultMemorySize
+	}
+	return lru.New[string](size)
+}
+
+// RedisCache is a graphql.Cache[string] of query texts in Redis, shared by every
+// instance on the same Redis and key prefix. Every hit renews the TTL. Redis
+// errors are logged and read as a miss (the client then sends the full text,
+// which works without the cache), so a Redis outage never fails a request.
+type RedisCache struct {
+	client redis.UniversalClient
+	prefix string
+	ttl    time.Duration
+	log    *slog.Logger
+}
+
+var _ graphql.Cache[string] = (*RedisCache)(nil)
+
+// redisTimeout bounds one cache command, so a hanging Redis delays a request
+// by at most this much.
+const redisTimeout = 500 * time.Millisecond
+
+// NewRedisCache returns a cache in client under keys prefix+"apq:"+hash that
+// expire ttl (zero: DefaultTTL) after their last use; log receives the Redis
+// errors (nil: slog.Default()).
+func NewRedisCache(client redis.UniversalClient, prefix string, ttl time.Duration, log *slog.Logger) *RedisCache {
+	if ttl <= 0 {
+		ttl = DefaultTTL
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	return &RedisCache{client: client, prefix: prefix + "apq:", ttl: ttl, log: log}
+}
+
+// Get returns the query text of hash and renews its TTL.
+func (c *RedisCache) Get(ctx context.Context, hash string) (string, bool) {
+	if !ValidHash(hash) {
+		return "", false
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), redisTimeout)
+	defer cancel()
+	q, err := c.client.GetEx(ctx, c.prefix+hash, c.ttl).Result()
+	if err != nil {
+		if !errors.Is(err, redis.Nil) {
+			c.log.WarnContext(ctx, "persisted queries: Redis read failed, treated as a miss", "err", err)
+		}
+		return "", false
+	}
+	return q, true
+}
+
+// Add stores the query text of hash for the TTL.
+func (c *RedisCache) Add(ctx context.Context, hash, query string) {
+	if !ValidHash(hash) {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), redisTimeout)
+	defer cancel()
+	if err := c.client.Set(ctx, c.prefix+hash, query, c.ttl).Err(); err != nil {
+		c.log.WarnContext(ctx, "persisted queries: Redis write failed, the query is not stored", "err", err)
+	}
+}
+
+// Extensions returns the gqlgen extensions of automatic persisted queries over
+// cache: the one that resolves hashes (install it anywhere, gqlgen runs it
+// before parsing) and the one that stores a newly sent text (install it after
+// every extension that may refuse the operation, e.g. the rate limiter).
+func Extensions(cache graphql.Cache[string]) (resolve, store graphql.HandlerExtension) {
+	return resolver{inner: extension.AutomaticPersistedQuery{Cache: deferred{cache}}}, storer{cache}
+}
+
+// statsKey keeps the per-operation state in the operation's stats.
+const statsKey = "taskflow.apq"
+
+// state is what the resolver leaves on the operation for the storer and the
+// transport.
+type state struct {
+	hash, query string // a text to store once the operation is admitted
+	invalid     bool   // the request's persistedQuery extension was refused
+}
+
+func stateOf(rc *graphql.OperationContext) *state {
+	if rc == nil {
+		return nil
+	}
+	s, _ := rc.Stats.GetExtension(statsKey).(*state)
+	return s
+}
+
+// Refused reports whether rc was stopped by a malformed persisted-query
+// extension (a hash that does not match the query, an unsupported version,
+// malformed data): a bad request, unlike PERSISTED_QUERY_NOT_FOUND, which is
+// the protocol's normal first answer.
+func Refused(rc *graphql.OperationContext) bool {
+	s := stateOf(rc)
+	return s != nil && s.invalid
+}
+
+// IsNotFound reports whether err is the protocol's PERSISTED_QUERY_NOT_FOUND.
+func IsNotFound(err *gqlerror.Error) bool {
+	code, _ := err.Extensions["code"].(string)
+	return code == CodeNotFound
+}
+
+// deferred is the cache the gqlgen extension sees: reads go to the real cache,
+// writes wait on the operation until the storer admits them.
+type deferred struct{ cache graphql.Cache[string] }
+
+func (d deferred) Get(ctx context.Context, hash string) (string, bool) {
+	if !ValidHash(hash) {
+		return "", false
+	}
+	return d.cache.Get(ctx, hash)
+}
+
+func (d deferred) Add(ctx context.Context, hash, query string) {
+	if rc := graphql.GetOperationContext(ctx); rc != nil {
+		rc.Stats.SetExtension(statsKey, &state{hash: hash, query: query})
+	}
+}
+
+// resolver wraps gqlgen's extension to mark the requests it refuses as bad.
+type resolver struct {
+	inner extension.AutomaticPersistedQuery
+}
+
+var _ interface {
+	graphql.HandlerExtension
+	graphql.OperationParameterMutator
+} = resolver{}
+
+// ExtensionName names the extension.
+func (r resolver) ExtensionName() string { return r.inner.ExtensionName() }
+
+// Validate checks that there is a cache.
+func (r resolver) Validate(s graphql.ExecutableSchema) error { return r.inner.Validate(s) }
+
+// MutateOperationParameters replaces a known hash by its query text, answers
+// PERSISTED_QUERY_NOT_FOUND for an unknown one, and refuses a hash that is not
+// the SHA-256 of the text sent with it.
+func (r resolver) MutateOperationParameters(ctx context.Context, p *graphql.RawParams) *gqlerror.Error {
+	err := r.inner.MutateOperationParameters(ctx, p)
+	if err == nil || IsNotFound(err) {
+		return err
+	}
+	if rc := graphql.GetOperationContext(ctx); rc != nil {
+		rc.Stats.SetExtension(statsKey, &state{invalid: true})
+	}
+	if err.Message == "provided APQ hash does not match query" {
+		err.Message = "provided sha does not match query"
+	}
+	return err
+}
+
+// storer stores the text of an admitted operation under its hash.
+type storer struct{ cache graphql.Cache[string] }
+
+var _ interface {
+	graphql.HandlerExtension
+	graphql.OperationContextMutator
+} = storer{}
+
+// ExtensionName names the extension.
+func (storer) ExtensionName() string { return "AutomaticPersistedQueryStore" }
+
+// Validate accepts any schema.
+func (storer) Validate(graphql.ExecutableSchema) error { return nil }
+
+// MutateOperationContext stores the text the operation was sent with, if any.
+func (s storer) MutateOperationContext(ctx context.Context, rc *graphql.OperationContext) *gqlerror.Error {
+	if st := stateOf(rc); st != nil && st.query != "" {
+		s.cache.Add(ctx, st.hash, st.query)
+		st.query = ""
+	}
+	return nil
+}

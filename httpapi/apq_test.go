@@ -1,0 +1,276 @@
+package httpapi_test
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"testing"
+	"time"
+
+	"taskflow/apq"
+	"taskflow/httpapi"
+	"taskflow/httpapi/apitest"
+	"taskflow/ratelimit"
+	"taskflow/ratelimit/ratelimittest"
+)
+
+func sha(q string) string {
+	b := sha256.Sum256([]byte(q))
+	return hex.EncodeToString(b[:])
+}
+
+// pqExt is extensions.persistedQuery for hash.
+func pqExt(hash string) map[string]any {
+	return map[string]any{"persistedQuery": map[string]any{"version": 1, "sha256Hash": hash}}
+}
+
+// postPQ POSTs a persisted-query request: the query text only when query is
+// not empty, as Apollo Client does.
+func postPQ(t *testing.T, env *apitest.Env, token, query, hash string, vars map[string]any, headers ...string) *apitest.Response {
+	t.Helper()
+	body := map[string]any{"extensions": pqExt(hash)}
+	if query != "" {
+		body["query"] = query
+	}
+	if vars != nil {
+		body["variables"] = vars
+	}
+	b, _ := json.Marshal(body)
+	if token != "" {
+		headers = append(headers, "Authorization", "Bearer "+token)
+	}
+	return post(t, env, string(b), headers...)
+}
+
+// getPQ GETs a persisted query by hash only (Apollo's useGETForHashedQueries).
+func getPQ(t *testing.T, env *apitest.Env, token, hash string, vars map[string]any) *apitest.Response {
+	t.Helper()
+	ext, _ := json.Marshal(pqExt(hash))
+	v := url.Values{"extensions": {string(ext)}}
+	if vars != nil {
+		b, _ := json.Marshal(vars)
+		v.Set("variables", string(b))
+	}
+	req, err := http.NewRequest(http.MethodGet, env.Server.URL+"/query?"+v.Encode(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	return env.Do(t, req)
+}
+
+// wantNotFound checks the protocol's first answer.
+func wantNotFound(t *testing.T, r *apitest.Response, status int) {
+	t.Helper()
+	if r.Status != status || r.Code() != apq.CodeNotFound || len(r.Body.Errors) != 1 ||
+		r.Body.Errors[0]["message"] != "PersistedQueryNotFound" || r.Body.Data != nil {
+		t.Fatalf("want %d PERSISTED_QUERY_NOT_FOUND, got %d %s", status, r.Status, r.Raw)
+	}
+}
+
+func TestPersistedQueryProtocol(t *testing.T) {
+	t.Parallel()
+	env := apitest.New(t)
+	u := env.NewUser(t, "ann")
+	q := `query Me { me { id email } }`
+	h := sha(q)
+
+	// Hash only: not found, 200 for JSON, 404 for a GraphQL response.
+	wantNotFound(t, postPQ(t, env, u.Token, "", h, nil), http.StatusOK)
+	wantNotFound(t, postPQ(t, env, u.Token, "", h, nil, "Accept", "application/graphql-response+json"), http.StatusNotFound)
+	wantNotFound(t, getPQ(t, env, u.Token, h, nil), http.StatusOK)
+
+	// The retry with the text runs and stores it.
+	full := postPQ(t, env, u.Token, q, h, nil)
+	if full.Status != http.StatusOK || len(full.Body.Errors) != 0 || len(full.Body.Data) == 0 {
+		t.Fatalf("query+hash: %d %s", full.Status, full.Raw)
+	}
+	for name, r := range map[string]*apitest.Response{
+		"POST": postPQ(t, env, u.Token, "", h, nil),
+		"GET":  getPQ(t, env, u.Token, h, nil),
+	} {
+		if r.Status != http.StatusOK || len(r.Body.Errors) != 0 || string(r.Body.Data) != string(full.Body.Data) {
+			t.Fatalf("%s hash only after registration: %d %s, want %s", name, r.Status, r.Raw, full.Body.Data)
+		}
+	}
+	// Another client's token gets its own answer from the same stored text.
+	v := env.NewUser(t, "bob")
+	if r := postPQ(t, env, v.Token, "", h, nil); r.Status != http.StatusOK || string(r.Body.Data) == string(full.Body.Data) {
+		t.Fatalf("bob's me: %d %s", r.Status, r.Raw)
+	}
+}
+
+func TestPersistedQueryRefusals(t *testing.T) {
+	t.Parallel()
+	env := apitest.New(t)
+	u := env.NewUser(t, "ann")
+	q := `{ me { id } }`
+	other := sha(`{ me { email } }`)
+
+	// A hash that is not the text's: 400, nothing stored under either hash.
+	for _, accept := range []string{"application/json", "application/graphql-response+json"} {
+		r := postPQ(t, env, u.Token, q, other, nil, "Accept", accept)
+		if r.Status != http.StatusBadRequest || r.Body.Data != nil || len(r.Body.Errors) != 1 ||
+			r.Body.Errors[0]["message"] != "provided sha does not match query" {
+			t.Fatalf("mismatch (%s): %d %s", accept, r.Status, r.Raw)
+		}
+	}
+	wantNotFound(t, postPQ(t, env, u.Token, "", other, nil), http.StatusOK)
+	wantNotFound(t, postPQ(t, env, u.Token, "", sha(q), nil), http.StatusOK)
+
+	// Not a SHA-256 at all, with or without a text.
+	if r := postPQ(t, env, u.Token, q, "abc", nil); r.Status != http.StatusBadRequest {
+		t.Fatalf("malformed hash with text: %d %s", r.Status, r.Raw)
+	}
+	wantNotFound(t, postPQ(t, env, u.Token, "", "../../etc", nil), http.StatusOK)
+
+	// Another protocol version.
+	b, _ := json.Marshal(map[string]any{"query": q, "extensions": map[string]any{
+		"persistedQuery": map[string]any{"version": 2, "sha256Hash": sha(q)}}})
+	if r := post(t, env, string(b)); r.Status != http.StatusBadRequest || r.Body.Data != nil {
+		t.Fatalf("version 2: %d %s", r.Status, r.Raw)
+	}
+
+	// A document the server refuses is not stored either.
+	bad := `{ nope }`
+	if r := postPQ(t, env, u.Token, bad, sha(bad), nil); r.Status != http.StatusBadRequest || r.Code() != "GRAPHQL_VALIDATION_FAILED" {
+		t.Fatalf("invalid document: %d %s", r.Status, r.Raw)
+	}
+	wantNotFound(t, postPQ(t, env, u.Token, "", sha(bad), nil), http.StatusOK)
+
+	// Neither query nor persisted query: still a parse failure.
+	if r := post(t, env, `{"extensions":{}}`); r.Status != http.StatusBadRequest || r.Code() != "GRAPHQL_PARSE_FAILED" {
+		t.Fatalf("no query: %d %s", r.Status, r.Raw)
+	}
+}
+
+func TestPersistedQueriesCostTheSameAsTheirText(t *testing.T) {
+	t.Parallel()
+	env, _ := limited(t, ratelimit.Config{Window: 1000 * time.Hour}, nil, "")
+	u := env.NewUser(t, "ann")
+	q := `query($n: Int) { searchTasks(workspaceId: "1", query: "x", first: $n) { nodes { id } } }`
+	vars := map[string]any{"n": 7}
+	h := sha(q)
+
+	// Not found is not charged.
+	nf := postPQ(t, env, u.Token, "", h, vars)
+	wantNotFound(t, nf, http.StatusOK)
+	if left, _ := rateLimitHeader(t, nf); left != 1000 {
+		t.Fatalf("PERSISTED_QUERY_NOT_FOUND was charged: %d left", left)
+	}
+
+	text := env.Post(t, u.Token, q, vars)
+	reg := postPQ(t, env, u.Token, q, h, vars)
+	byPOST := postPQ(t, env, u.Token, "", h, vars)
+	byGET := getPQ(t, env, u.Token, h, vars)
+	want := []int{992, 984, 976, 968}
+	for i, r := range []*apitest.Response{text, reg, byPOST, byGET} {
+		c, _ := costExt(t, r)
+		left, _ := rateLimitHeader(t, r)
+		if r.Status != http.StatusOK || c != 8 || left != want[i] {
+			t.Fatalf("request %d: %d cost %v left %d, want cost 8 left %d: %s", i, r.Status, c, left, want[i], r.Raw)
+		}
+	}
+
+	// A mutation registered by POST (anonymously: it does not sign ann out)
+	// and sent by hash over GET: 405, uncharged.
+	m := `mutation { logout }`
+	if r := postPQ(t, env, "", m, sha(m), nil); r.Status != http.StatusOK {
+		t.Fatalf("register mutation: %d %s", r.Status, r.Raw)
+	}
+	before, _ := rateLimitHeader(t, env.Post(t, u.Token, `{ __typename }`, nil))
+	r := getPQ(t, env, u.Token, sha(m), nil)
+	if r.Status != http.StatusMethodNotAllowed || r.Header.Get("Allow") != "POST" || r.Body.Data != nil {
+		t.Fatalf("GET mutation by hash: %d %v %s", r.Status, r.Header, r.Raw)
+	}
+	if left, _ := rateLimitHeader(t, r); left != before {
+		t.Fatalf("GET mutation by hash was charged: %d left, %d before", left, before)
+	}
+
+	// A mutation's text sent by GET is refused and not stored.
+	m2 := `mutation { logout }  `
+	ext, _ := json.Marshal(pqExt(sha(m2)))
+	req, err := http.NewRequest(http.MethodGet, env.Server.URL+"/query?"+url.Values{"query": {m2}, "extensions": {string(ext)}}.Encode(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := env.Do(t, req); r.Status != http.StatusMethodNotAllowed {
+		t.Fatalf("GET mutation text with hash: %d %s", r.Status, r.Raw)
+	}
+	wantNotFound(t, postPQ(t, env, "", "", sha(m2), nil), http.StatusOK)
+}
+
+func TestRateLimitedPersistedQueryIsNotStored(t *testing.T) {
+	t.Parallel()
+	env, _ := limited(t, ratelimit.Config{Points: 1, Window: 1000 * time.Hour}, nil, "")
+	u := env.NewUser(t, "ann")
+	if r := env.Post(t, u.Token, cheap, nil); r.Status != http.StatusOK {
+		t.Fatalf("first: %d %s", r.Status, r.Raw)
+	}
+	q := `{ me { id } }`
+	if r := postPQ(t, env, u.Token, q, sha(q), nil); r.Status != http.StatusTooManyRequests {
+		t.Fatalf("over budget: %d %s", r.Status, r.Raw)
+	}
+	wantNotFound(t, postPQ(t, env, u.Token, "", sha(q), nil), http.StatusOK)
+}
+
+func TestPersistedQueriesInRedisAreShared(t *testing.T) {
+	t.Parallel()
+	rdb := ratelimittest.Redis(t)
+	prefix := ratelimittest.Prefix()
+	a := apitest.New(t, func(o *httpapi.Options) {
+		o.PersistedQueries = apq.NewRedisCache(rdb, prefix, time.Hour, quiet)
+	})
+	srv := httptest.NewServer(httpapi.NewHandler(httpapi.Options{DB: a.DB, Log: quiet, Limiter: apitest.Unlimited(),
+		PersistedQueries: apq.NewRedisCache(rdb, prefix, time.Hour, quiet)}))
+	t.Cleanup(srv.Close)
+	b := &apitest.Env{DB: a.DB, Server: srv}
+	u := a.NewUser(t, "ann")
+	q := `{ me { id } }`
+	h := sha(q)
+
+	wantNotFound(t, postPQ(t, b, u.Token, "", h, nil), http.StatusOK)
+	if r := postPQ(t, a, u.Token, q, h, nil); r.Status != http.StatusOK || len(r.Body.Errors) != 0 {
+		t.Fatalf("register on a: %d %s", r.Status, r.Raw)
+	}
+	r := getPQ(t, b, u.Token, h, nil)
+	if r.Status != http.StatusOK || len(r.Body.Errors) != 0 || len(r.Body.Data) == 0 {
+		t.Fatalf("hash only on b: %d %s", r.Status, r.Raw)
+	}
+	// Stored under the prefix with a TTL.
+	ttl, err := rdb.TTL(t.Context(), prefix+"apq:"+h).Result()
+	if err != nil || ttl <= 0 || ttl > time.Hour {
+		t.Fatalf("TTL of the stored query: %v %v", ttl, err)
+	}
+	if got, _ := rdb.Get(t.Context(), prefix+"apq:"+h).Result(); got != q {
+		t.Fatalf("stored %q", got)
+	}
+	// A mismatching hash stores nothing in Redis.
+	if r := postPQ(t, a, u.Token, q, sha("x"), nil); r.Status != http.StatusBadRequest {
+		t.Fatalf("mismatch: %d", r.Status)
+	}
+	if n, _ := rdb.Exists(t.Context(), prefix+"apq:"+sha("x")).Result(); n != 0 {
+		t.Fatal("a mismatching hash was stored")
+	}
+}
+
+func TestPersistedQueriesSurviveARedisOutage(t *testing.T) {
+	t.Parallel()
+	redisSrv := ratelimittest.StartRedis(t)
+	env := apitest.New(t, func(o *httpapi.Options) {
+		o.PersistedQueries = apq.NewRedisCache(redisSrv.Client(), ratelimittest.Prefix(), time.Hour, quiet)
+	})
+	u := env.NewUser(t, "ann")
+	q := `{ me { id } }`
+	redisSrv.Stop()
+	// Every lookup misses; the text still runs (and cannot be stored).
+	wantNotFound(t, postPQ(t, env, u.Token, "", sha(q), nil), http.StatusOK)
+	if r := postPQ(t, env, u.Token, q, sha(q), nil); r.Status != http.StatusOK || len(r.Body.Errors) != 0 {
+		t.Fatalf("text with Redis down: %d %s", r.Status, r.Raw)
+	}
+}

@@ -1,0 +1,117 @@
+package scaleout_test
+
+import (
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// budgetEnv are the settings checkBudgetsShared expects: a cost budget of 300
+// points that does not refill during the test, and 127.0.0.1 as a trusted proxy
+// so that each check has a client IP of its own.
+var budgetEnv = []string{"RATE_LIMIT_POINTS=300", "RATE_LIMIT_WINDOW=1000h", "TRUSTED_PROXIES=127.0.0.1/32"}
+
+// costLeft reads r of the RateLimit header.
+func costLeft(t testing.TB, r *response) int {
+	t.Helper()
+	h := r.Header.Get("RateLimit")
+	for _, part := range strings.Split(h, ";") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(part), "r="); ok {
+			n, err := strconv.Atoi(v)
+			if err != nil {
+				break
+			}
+			return n
+		}
+	}
+	t.Fatalf("RateLimit header %q", h)
+	return 0
+}
+
+// limited checks r is the contract's 429.
+func limited(r *response, err error) bool {
+	return err == nil && r.Status == http.StatusTooManyRequests && r.code() == "RATE_LIMITED" &&
+		r.Header.Get("Retry-After") != "" && len(r.Body.Data) == 0
+}
+
+// checkBudgetsShared spends every kind of budget round-robin over the instances
+// and checks that it runs out once for all of them: the query-cost budget of a
+// user, login attempts per e-mail and per client IP, and searchTasks per user.
+func checkBudgetsShared(t *testing.T, ins []*instance, pool *pgxpool.Pool) {
+	t.Helper()
+	// Query cost: aliases count every time, so this costs 10 points.
+	const tenPoints = `{ a: me { id } b: me { id } c: me { id } d: me { id } e: me { id }
+		f: me { id } g: me { id } h: me { id } i: me { id } j: me { id } }`
+	_, ann := newUser(t, pool, "ann")
+	for k := 1; k <= 30; k++ {
+		in := ins[k%len(ins)]
+		r, err := in.post(ann, tenPoints, nil, "X-Forwarded-For", "10.1.0.1")
+		if err != nil || r.Status != 200 || r.code() != "" {
+			t.Fatalf("cost query %d on %s: %v %v", k, in.addr, err, r)
+		}
+		if left := costLeft(t, r); left != 300-10*k {
+			t.Fatalf("cost query %d on %s leaves %d points, want %d: the budget is not shared", k, in.addr, left, 300-10*k)
+		}
+	}
+	for _, in := range ins {
+		if r, err := in.post(ann, tenPoints, nil); !limited(r, err) {
+			t.Fatalf("spent budget on %s: %v %v", in.addr, err, r)
+		}
+	}
+
+	// Login per e-mail: 5 attempts, wherever they land.
+	login := `mutation($e: String!) { login(email: $e, password: "wrong password") { token } }`
+	for k := range 5 {
+		in := ins[k%len(ins)]
+		r, err := in.post("", login, map[string]any{"e": "victim@example.com"}, "X-Forwarded-For", fmt.Sprintf("10.2.0.%d", k))
+		if err != nil || r.code() != "UNAUTHENTICATED" {
+			t.Fatalf("login attempt %d on %s: %v %v", k, in.addr, err, r)
+		}
+	}
+	for _, in := range ins {
+		r, err := in.post("", login, map[string]any{"e": "victim@example.com"}, "X-Forwarded-For", "10.2.1.1")
+		if !limited(r, err) {
+			t.Fatalf("6th login attempt for one e-mail on %s: %v %v", in.addr, err, r)
+		}
+	}
+
+	// Login per client IP: 10 attempts, each for another e-mail.
+	for k := range 10 {
+		in := ins[k%len(ins)]
+		r, err := in.post("", login, map[string]any{"e": fmt.Sprintf("u%d@example.com", k)}, "X-Forwarded-For", "10.3.0.1")
+		if err != nil || r.code() != "UNAUTHENTICATED" {
+			t.Fatalf("login attempt %d on %s: %v %v", k, in.addr, err, r)
+		}
+	}
+	for _, in := range ins {
+		r, err := in.post("", login, map[string]any{"e": "fresh@example.com"}, "X-Forwarded-For", "10.3.0.1")
+		if !limited(r, err) {
+			t.Fatalf("11th login attempt from one IP on %s: %v %v", in.addr, err, r)
+		}
+	}
+
+	// searchTasks: 60 per minute per user.
+	_, bob := newUser(t, pool, "bob")
+	w := ins[0].mustPost(t, bob, `mutation { createWorkspace(input: {name: "W"}) { id } }`, nil)
+	search := `query($w: ID!) { searchTasks(workspaceId: $w, query: "x", first: 1) { nodes { id } } }`
+	vars := map[string]any{"w": w.field("createWorkspace")["id"]}
+	for k := range 60 {
+		in := ins[k%len(ins)]
+		if r, err := in.post(bob, search, vars, "X-Forwarded-For", "10.4.0.1"); err != nil || r.code() != "" {
+			t.Fatalf("search %d on %s: %v %v", k, in.addr, err, r)
+		}
+	}
+	for _, in := range ins {
+		if r, err := in.post(bob, search, vars, "X-Forwarded-For", "10.4.0.1"); !limited(r, err) {
+			t.Fatalf("61st search on %s: %v %v", in.addr, err, r)
+		}
+	}
+	// Bob's cost budget is not spent: other queries still run.
+	if r, err := ins[1].post(bob, `{ me { id } }`, nil); err != nil || r.code() != "" {
+		t.Fatalf("bob after his searches: %v %v", err, r)
+	}
+}

@@ -1,0 +1,139 @@
+package scaleout_test
+
+import (
+	"net/url"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+
+	"taskflow/store/storetest"
+)
+
+// viaProxy returns dbURL with its host and port replaced by addr.
+func viaProxy(t testing.TB, dbURL, addr string) (proxied, target string) {
+	t.Helper()
+	u, err := url.Parse(dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	target = u.Host
+	u.Host = addr
+	return u.String(), target
+}
+
+// With Postgres unreachable, requests fail at once with INTERNAL (never hang,
+// never another code), /healthz answers 503, and when Postgres is reachable again
+// the same process serves again, with no goroutine or connection left over from
+// the outage.
+func TestPostgresUnreachable(t *testing.T) {
+	t.Parallel()
+	dbURL := storetest.URL(t)
+	pool := openPool(t, dbURL)
+	_, target := viaProxy(t, dbURL, "")
+	proxy := newProxy(t, target)
+	proxied, _ := viaProxy(t, dbURL, proxy.addr)
+	in := newInstance(t, "DATABASE_URL="+proxied)
+	in.start()
+
+	_, token := newUser(t, pool, "ann")
+	project := newProject(t, in, token)
+	queries := []struct {
+		query string
+		vars  func(i int) map[string]any
+	}{
+		{createTask, func(i int) map[string]any { return taskVars(project, i) }},
+		{`query($id: ID!) { project(id: $id) { name tasks { nodes { id } } } }`,
+			func(int) map[string]any { return map[string]any{"id": project} }},
+	}
+	for i := range 20 { // warm the pool the way a loaded server has it
+		for _, q := range queries {
+			in.mustPost(t, token, q.query, q.vars(i))
+		}
+	}
+	tasksBefore := count(t, pool, `SELECT count(*) FROM tasks`)
+	// Each idle keep-alive connection holds a server goroutine: measure with one.
+	httpClient.CloseIdleConnections()
+	goroutinesBefore := in.metric(t, "go_goroutines")
+
+	proxy.cut()
+	var wg sync.WaitGroup
+	errs := make(chan string, 100)
+	for i := range 40 {
+		wg.Go(func() {
+			q := queries[i%2]
+			r, err := in.post(token, q.query, q.vars(1000+i))
+			switch {
+			case err != nil:
+				errs <- err.Error()
+			case r.code() != "INTERNAL" || r.Status >= 500 && r.Status != 503:
+				errs <- "want INTERNAL (200 or 503): " + r.String()
+			}
+		})
+	}
+	// Anonymous calls reach the database in the resolver: INTERNAL too, never
+	// the answer of a wrong password or a taken e-mail.
+	for _, q := range []string{
+		`mutation { login(email: "ann@example.com", password: "correct horse") { token } }`,
+		`mutation { register(input: {email: "new@example.com", password: "correct horse", name: "N"}) { token } }`,
+	} {
+		if r, err := in.post("", q, nil); err != nil || r.code() != "INTERNAL" || r.Status >= 500 && r.Status != 503 {
+			t.Errorf("%s during the outage: %v %v", q, err, r)
+		}
+	}
+	// An anonymous request that needs no database is still served.
+	if r, err := in.post("", `{ me { id } }`, nil); err != nil || r.code() != "" {
+		t.Errorf("anonymous me during the outage: %v %v", err, r)
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Error(e)
+	}
+	code, body := in.healthz(t)
+	if code != 503 || body["status"] != "unavailable" {
+		t.Errorf("/healthz during the outage: %d %v", code, body)
+	}
+
+	proxy.restore()
+	recovered := false
+	for range 400 { // waits for the pool to reconnect; not a timing assertion
+		if r, err := in.post(token, queries[1].query, queries[1].vars(0)); err == nil && r.code() == "" {
+			recovered = true
+			break
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+	if !recovered {
+		t.Fatalf("no recovery without restart:\n%s", in.stderr)
+	}
+	in.mustPost(t, token, createTask, taskVars(project, 5000))
+	if code, body := in.healthz(t); code != 200 || body["status"] != "ok" {
+		t.Errorf("/healthz after recovery: %d %v", code, body)
+	}
+	if n := count(t, pool, `SELECT count(*) FROM tasks`); n != tasksBefore+1 {
+		t.Errorf("%d tasks after the outage, want %d: a failed request wrote", n, tasksBefore+1)
+	}
+
+	// No leak: goroutines settle back to the level before the outage, and the
+	// pool holds no more connections than its maximum (pgxpool: max(4, CPUs)).
+	maxConns := max(4, runtime.NumCPU())
+	var goroutines float64
+	settled := false
+	for range 200 {
+		httpClient.CloseIdleConnections()
+		goroutines = in.metric(t, "go_goroutines")
+		if goroutines <= goroutinesBefore+5 && proxy.open() <= maxConns {
+			settled = true
+			break
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+	if !settled {
+		t.Errorf("after the outage: %v goroutines (before: %v), %d Postgres connections (max %d)",
+			goroutines, goroutinesBefore, proxy.open(), maxConns)
+	}
+	if in.exited() {
+		t.Fatalf("the server exited:\n%s", in.stderr)
+	}
+}
