@@ -11,49 +11,26 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"taskflow/httpapi/apitest"
 	"taskflow/store/storetest"
-)
-
-var (
-	buildOnce sync.Once
-	binDir    string
-	binPath   string
-	buildErr  error
 )
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if binDir != "" {
-		os.RemoveAll(binDir)
-	}
+	apitest.RemoveBinary()
 	os.Exit(code)
 }
 
 // binary builds the taskflow command once for the tests that run it.
 func binary(t *testing.T) string {
 	t.Helper()
-	buildOnce.Do(func() {
-		binDir, buildErr = os.MkdirTemp("", "taskflow-bin-")
-		if buildErr != nil {
-			return
-		}
-		binPath = filepath.Join(binDir, "taskflow")
-		out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput()
-		if err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return binPath
+	return apitest.Binary(t)
 }
 
 // command returns the taskflow command with a clean configuration plus extra.

@@ -10,7 +10,6 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -106,16 +105,10 @@ type server struct {
 	stderr *bytes.Buffer
 }
 
-// buildServer builds the taskflow binary into a temporary directory.
+// buildServer returns the taskflow binary (built once per test process).
 func buildServer(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "taskflow")
-	cmd := exec.Command("go", "build", "-o", bin, ".")
-	cmd.Dir = ".."
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
+	return apitest.Binary(t)
 }
 
 // startServer runs bin on the database and waits until it answers.
@@ -383,4 +376,10 @@ func TestServerReadsIdempotencyTTL(t *testing.T) {
 		ws(t, again, "createWorkspace")["id"] == ws(t, first, "createWorkspace")["id"] {
 		t.Fatalf("after the TTL: %v %s / %s", err, first.Raw, again.Raw)
 	}
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	apitest.RemoveBinary()
+	os.Exit(code)
 }

@@ -14,7 +14,6 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -26,42 +25,19 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"taskflow/auth"
-)
-
-var (
-	buildOnce sync.Once
-	binDir    string
-	binPath   string
-	buildErr  error
+	"taskflow/httpapi/apitest"
 )
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if binDir != "" {
-		os.RemoveAll(binDir)
-	}
+	apitest.RemoveBinary()
 	os.Exit(code)
 }
 
 // binary builds the taskflow command once per test binary.
 func binary(t testing.TB) string {
 	t.Helper()
-	buildOnce.Do(func() {
-		binDir, buildErr = os.MkdirTemp("", "taskflow-scaleout-")
-		if buildErr != nil {
-			return
-		}
-		binPath = filepath.Join(binDir, "taskflow")
-		cmd := exec.Command("go", "build", "-o", binPath, ".")
-		cmd.Dir = ".."
-		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return binPath
+	return apitest.Binary(t)
 }
 
 // freeAddr returns a loopback address with a port nobody listens on right now.
