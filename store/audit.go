@@ -17,13 +17,19 @@ import (
 // ends), reads the chain's head, hashes the event over the previous head hash and
 // inserts it, then moves the head. The request context (IP, user agent, request
 // id) comes from ctx. It must run in the transaction of the change it records,
-// so that both commit or neither does.
+// so that both commit or neither does. In a unit of work the event is queued
+// and appended right before the commit, which keeps the chain's lock short.
 //
 // Within a chain the order of the hash chain, the order of commits and the order
 // of (occurred_at, id) are the same: the time is taken under the lock and is made
 // later than the head's even if the clocks of two instances disagree, so a page
 // cursor never sees an event of its workspace appear behind it.
 func (db *DB) appendAudit(ctx context.Context, tx pgx.Tx, ev audit.Event) error {
+	if u, _ := ctx.Value(txKey{}).(*unitOfWork); u != nil && u.tx == tx && !u.ended.Load() {
+		// Inside a unit of work: appended when it commits (see UnitOfWork).
+		u.audits = append(u.audits, ev)
+		return nil
+	}
 	return appendAuditAt(ctx, tx, ev, time.Now)
 }
 

@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"strings"
 	"sync/atomic"
+	"taskflow/audit"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -99,6 +101,9 @@ type txKey struct{}
 type unitOfWork struct {
 	tx    pgx.Tx
 	ended atomic.Bool
+	// audits are the audit events of the unit of work, appended to their chains
+	// just before it commits (see appendAudit).
+	audits []audit.Event
 }
 
 // TxFrom returns the unit-of-work transaction carried by ctx, or nil. A context
@@ -136,6 +141,8 @@ func (db *DB) WithTx(ctx context.Context, fn func(ctx context.Context, tx pgx.Tx
 // UnitOfWork begins a new transaction, runs fn with a context that carries it, and
 // commits when fn returns nil or rolls back otherwise. It is the one transaction of a
 // mutation: the effect, its audit event and its idempotency record all join it.
+// The audit events recorded during fn are appended, in order, after fn returned
+// nil and right before the commit.
 // Commit and rollback use a context detached from the request's cancellation.
 func (db *DB) UnitOfWork(ctx context.Context, fn func(ctx context.Context) error) (err error) {
 	tx, err := db.Pool.Begin(ctx)
@@ -160,5 +167,16 @@ func (db *DB) UnitOfWork(ctx context.Context, fn func(ctx context.Context) error
 			err = mapError(fmt.Errorf("commit: %w", cErr))
 		}
 	}()
-	return mapError(fn(context.WithValue(ctx, txKey{}, u)))
+	if err := fn(context.WithValue(ctx, txKey{}, u)); err != nil {
+		return mapError(err)
+	}
+	// The audit events go last: appending one takes its chain's lock until the
+	// transaction ends, so the lock is held for the append and the commit only,
+	// not for the rest of the mutation (its idempotency record included).
+	for _, ev := range u.audits {
+		if err := appendAuditAt(ctx, tx, ev, time.Now); err != nil {
+			return mapError(err)
+		}
+	}
+	return nil
 }
