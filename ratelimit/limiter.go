@@ -151,7 +151,7 @@ func New(o Options) (*Limiter, error) {
 		l.redis = &redisStore{lim: redis_rate.NewLimiter(autoPipelined(l.rdb)), prefix: "taskflow:" + o.KeyPrefix}
 		l.healthy.Store(true)
 	} else {
-		l.log.Warn("rate limiting in process: REDIS_URL is not set, budgets are per instance (single-instance only)")
+		l.log.Debug("rate limiting in process: budgets are per instance") // server.go warns about a missing REDIS_URL
 	}
 	return l, nil
 }
