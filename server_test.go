@@ -27,15 +27,9 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// binary builds the taskflow command once for the tests that run it.
-func binary(t *testing.T) string {
-	t.Helper()
-	return apitest.Binary(t)
-}
-
 // command returns the taskflow command with a clean configuration plus extra.
 func command(t *testing.T, extra ...string) *exec.Cmd {
-	cmd := exec.Command(binary(t))
+	cmd := exec.Command(apitest.Binary(t))
 	for _, kv := range os.Environ() {
 		name, _, _ := strings.Cut(kv, "=")
 		switch name {

@@ -34,12 +34,6 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// binary builds the taskflow command once per test binary.
-func binary(t testing.TB) string {
-	t.Helper()
-	return apitest.Binary(t)
-}
-
 // freeAddr returns a loopback address with a port nobody listens on right now.
 func freeAddr(t testing.TB) string {
 	t.Helper()
@@ -137,7 +131,7 @@ func (in *instance) launch() {
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	in.stderr = &syncBuffer{}
-	in.cmd = exec.Command(binary(in.t))
+	in.cmd = exec.Command(apitest.Binary(in.t))
 	in.cmd.Env = in.env
 	in.cmd.Stderr = in.stderr
 	if err := in.cmd.Start(); err != nil {
