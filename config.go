@@ -40,6 +40,10 @@ type Config struct {
 	RateLimitWindow time.Duration
 	// MaxQueryCost is the most one operation may cost (MAX_QUERY_COST, 1000).
 	MaxQueryCost int
+	// RateLimitLease is the most of a cost budget one instance leases from Redis
+	// and spends without a round trip (RATE_LIMIT_LEASE, 0.1); negative turns
+	// leases off ("0" in the environment).
+	RateLimitLease float64
 	// IdempotencyTTL is how long idempotency keys are kept (IDEMPOTENCY_TTL, 24h).
 	IdempotencyTTL time.Duration
 	// IdempotencyWait bounds the wait for a concurrent request with the same key
@@ -155,6 +159,17 @@ func loadConfig(getenv func(string) string) (Config, error) {
 		}
 	}
 	duration("RATE_LIMIT_WINDOW", &c.RateLimitWindow, false)
+	if v, ok := get("RATE_LIMIT_LEASE"); ok {
+		f, err := strconv.ParseFloat(v, 64)
+		switch {
+		case err != nil || f < 0 || f > 0.5:
+			bad("RATE_LIMIT_LEASE", v, "not a fraction of the budget from 0 (leases off) to 0.5")
+		case f == 0:
+			c.RateLimitLease = -1
+		default:
+			c.RateLimitLease = f
+		}
+	}
 	duration("IDEMPOTENCY_TTL", &c.IdempotencyTTL, false)
 	duration("IDEMPOTENCY_WAIT", &c.IdempotencyWait, true)
 	duration("SHUTDOWN_TIMEOUT", &c.ShutdownTimeout, false)

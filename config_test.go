@@ -40,6 +40,7 @@ func TestConfigFromEnvironment(t *testing.T) {
 		"RATE_LIMIT_POINTS":      "5000",
 		"RATE_LIMIT_WINDOW":      "30s",
 		"MAX_QUERY_COST":         "250",
+		"RATE_LIMIT_LEASE":       "0.25",
 		"IDEMPOTENCY_TTL":        "7d",
 		"IDEMPOTENCY_WAIT":       "0s",
 		"AUDIT_RETENTION":        "365d",
@@ -51,7 +52,7 @@ func TestConfigFromEnvironment(t *testing.T) {
 	}
 	if c.HTTPAddr != "127.0.0.1:9000" || c.DatabaseURL != "postgres://app:secret@db.internal:5433/taskflow?sslmode=require" ||
 		c.RedisURL != "redis://cache.internal:6380/2" || c.RateLimitPoints != 5000 || c.RateLimitWindow != 30*time.Second ||
-		c.MaxQueryCost != 250 || c.IdempotencyTTL != 7*24*time.Hour || c.IdempotencyWait != 0 ||
+		c.MaxQueryCost != 250 || c.RateLimitLease != 0.25 || c.IdempotencyTTL != 7*24*time.Hour || c.IdempotencyWait != 0 ||
 		c.AuditRetention != 365*24*time.Hour || c.ShutdownTimeout != 5*time.Second || c.LogLevel != slog.LevelDebug {
 		t.Fatalf("config = %+v", c)
 	}
@@ -61,6 +62,11 @@ func TestConfigFromEnvironment(t *testing.T) {
 	if len(c.TrustedProxies) != 2 || !c.TrustedProxies[0].Contains(netip.MustParseAddr("10.1.2.3")) ||
 		!c.TrustedProxies[1].Contains(netip.MustParseAddr("192.168.1.7")) {
 		t.Fatalf("TrustedProxies = %v", c.TrustedProxies)
+	}
+	// 0 turns leases off.
+	c, err = loadConfig(env(map[string]string{"RATE_LIMIT_LEASE": "0"}))
+	if err != nil || c.RateLimitLease >= 0 {
+		t.Fatalf("RATE_LIMIT_LEASE=0: %v %v", c.RateLimitLease, err)
 	}
 	// "forever" is the default spelled out.
 	c, err = loadConfig(env(map[string]string{"AUDIT_RETENTION": "forever"}))
@@ -81,6 +87,7 @@ func TestConfigBadValues(t *testing.T) {
 		"RATE_LIMIT_POINTS":      "lots",
 		"RATE_LIMIT_WINDOW":      "0s",
 		"MAX_QUERY_COST":         "-5",
+		"RATE_LIMIT_LEASE":       "0.9",
 		"IDEMPOTENCY_TTL":        "1 day",
 		"IDEMPOTENCY_WAIT":       "-1s",
 		"AUDIT_RETENTION":        "never",

@@ -92,8 +92,9 @@ func run(cfg Config, log *slog.Logger) error {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
 	limiter, err := ratelimit.New(ratelimit.Options{
-		Config: ratelimit.Config{Points: cfg.RateLimitPoints, Window: cfg.RateLimitWindow, MaxCost: cfg.MaxQueryCost},
-		Redis:  rdb, Registerer: reg, Log: log,
+		Config: ratelimit.Config{Points: cfg.RateLimitPoints, Window: cfg.RateLimitWindow, MaxCost: cfg.MaxQueryCost,
+			Lease: cfg.RateLimitLease},
+		Redis: rdb, Registerer: reg, Log: log,
 	})
 	if err != nil {
 		return err

@@ -10,8 +10,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"os"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -39,32 +37,17 @@ type Config struct {
 	MaxCost int
 	// RedisURL is REDIS_URL; empty means the in-process limiter.
 	RedisURL string
+	// Lease is the most of a cost budget one instance may lease from Redis at
+	// a time and spend without a round trip (RATE_LIMIT_LEASE, default 0.1);
+	// negative turns leases off: every operation is checked in Redis. See
+	// leaseStore for what leases keep of the contract. Endpoint limits (login,
+	// searchTasks) are always checked per operation.
+	Lease float64
+	// LeasePeriod is how long a lease lasts (default 1s).
+	LeasePeriod time.Duration
 	// LoginPerIP, LoginPerEmail and Search are the endpoint limits; zero values
 	// are the contract's 10/10min, 5/10min and 60/1min.
 	LoginPerIP, LoginPerEmail, Search Limit
-}
-
-// ConfigFromEnv reads REDIS_URL, RATE_LIMIT_POINTS, RATE_LIMIT_WINDOW and
-// MAX_QUERY_COST; unset variables take the contract's defaults.
-func ConfigFromEnv() (Config, error) {
-	c := Config{RedisURL: os.Getenv("REDIS_URL")}
-	var err error
-	if v := os.Getenv("RATE_LIMIT_POINTS"); v != "" {
-		if c.Points, err = strconv.Atoi(v); err != nil || c.Points < 1 {
-			return c, fmt.Errorf("RATE_LIMIT_POINTS: %q is not a positive integer", v)
-		}
-	}
-	if v := os.Getenv("RATE_LIMIT_WINDOW"); v != "" {
-		if c.Window, err = time.ParseDuration(v); err != nil || c.Window <= 0 {
-			return c, fmt.Errorf("RATE_LIMIT_WINDOW: %q is not a positive duration", v)
-		}
-	}
-	if v := os.Getenv("MAX_QUERY_COST"); v != "" {
-		if c.MaxCost, err = strconv.Atoi(v); err != nil || c.MaxCost < 1 {
-			return c, fmt.Errorf("MAX_QUERY_COST: %q is not a positive integer", v)
-		}
-	}
-	return c.withDefaults(), nil
 }
 
 func (c Config) withDefaults() Config {
@@ -76,6 +59,12 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxCost <= 0 {
 		c.MaxCost = 1000
+	}
+	if c.Lease == 0 {
+		c.Lease = 0.1
+	}
+	if c.LeasePeriod <= 0 {
+		c.LeasePeriod = time.Second
 	}
 	if c.LoginPerIP.Points <= 0 {
 		c.LoginPerIP = Limit{Points: 10, Window: 10 * time.Minute}
@@ -113,6 +102,7 @@ type Limiter struct {
 	log     *slog.Logger
 	mem     *memoryStore
 	redis   *redisStore
+	lease   *leaseStore // nil: leases off, or no Redis
 	rdb     redis.UniversalClient
 	healthy atomic.Bool
 	probing atomic.Bool
@@ -148,7 +138,11 @@ func New(o Options) (*Limiter, error) {
 		l.rdb = redis.NewClient(opt)
 	}
 	if l.rdb != nil {
-		l.redis = &redisStore{lim: redis_rate.NewLimiter(autoPipelined(l.rdb)), prefix: "taskflow:" + o.KeyPrefix}
+		ap := autoPipelined(l.rdb)
+		l.redis = &redisStore{lim: redis_rate.NewLimiter(ap), prefix: "taskflow:" + o.KeyPrefix}
+		if l.cfg.Lease > 0 {
+			l.lease = newLeaseStore(ap, l.redis.prefix, l.cfg.Lease, l.cfg.LeasePeriod, l.metrics.leased.Inc)
+		}
 		l.healthy.Store(true)
 	} else {
 		l.log.Debug("rate limiting in process: budgets are per instance") // server.go warns about a missing REDIS_URL
@@ -159,8 +153,16 @@ func New(o Options) (*Limiter, error) {
 // Config returns the effective configuration.
 func (l *Limiter) Config() Config { return l.cfg }
 
-// Close stops a running Redis probe. It does not close a client it was given.
-func (l *Limiter) Close() { l.once.Do(func() { close(l.done) }) }
+// Close stops a running Redis probe and gives this instance's unspent leases
+// back to Redis. It does not close a client it was given.
+func (l *Limiter) Close() {
+	l.once.Do(func() {
+		close(l.done)
+		if l.lease != nil {
+			l.lease.close()
+		}
+	})
+}
 
 // Status is the limiter's health for /healthz.
 type Status struct {
@@ -205,12 +207,17 @@ func (l *Limiter) Check(ctx context.Context) Status {
 func (l *Limiter) Healthy() bool { return l.Status().Healthy }
 
 // AllowN takes n points of the budget key under limit name, from Redis when it
-// is healthy, else from the in-process limiter. It never fails.
+// is healthy (for the cost budget, from this instance's lease when it holds
+// one), else from the in-process limiter. It never fails.
 func (l *Limiter) AllowN(ctx context.Context, name, key string, lim Limit, n int) Result {
 	full := name + ":" + key
 	if l.redis != nil && l.healthy.Load() {
+		var be backend = l.redis
+		if name == LimitCost && l.lease != nil {
+			be = l.lease
+		}
 		ctx2, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
-		res, err := l.redis.allowN(ctx2, full, lim, n)
+		res, err := be.allowN(ctx2, full, lim, n)
 		cancel()
 		if err == nil {
 			return res
@@ -225,6 +232,9 @@ func (l *Limiter) AllowN(ctx context.Context, name, key string, lim Limit, n int
 func (l *Limiter) fail(err error) {
 	l.lastErr.Store(err.Error())
 	l.metrics.redisFailures.Inc()
+	if l.lease != nil {
+		l.lease.drop()
+	}
 	if l.healthy.CompareAndSwap(true, false) {
 		l.log.Error("rate limiting: Redis unreachable, failing open to the in-process limiter", "err", err)
 		l.metrics.redisUp.Set(0)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"io"
 	"log/slog"
-	"strings"
 	"testing"
 	"time"
 
@@ -134,20 +133,4 @@ func metricValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
 	}
 	t.Fatalf("metric %s not registered", name)
 	return 0
-}
-
-func TestConfigFromEnv(t *testing.T) {
-	t.Setenv("RATE_LIMIT_POINTS", "50")
-	t.Setenv("RATE_LIMIT_WINDOW", "30s")
-	t.Setenv("MAX_QUERY_COST", "")
-	t.Setenv("REDIS_URL", "redis://127.0.0.1:6379/0")
-	c, err := ratelimit.ConfigFromEnv()
-	if err != nil || c.Points != 50 || c.Window != 30*time.Second || c.MaxCost != 1000 || c.RedisURL == "" ||
-		c.LoginPerIP.Points != 10 || c.LoginPerEmail.Points != 5 || c.Search.Points != 60 {
-		t.Fatalf("config %+v, %v", c, err)
-	}
-	t.Setenv("RATE_LIMIT_WINDOW", "soon")
-	if _, err := ratelimit.ConfigFromEnv(); err == nil || !strings.Contains(err.Error(), "RATE_LIMIT_WINDOW") {
-		t.Fatalf("a bad window must be refused: %v", err)
-	}
 }

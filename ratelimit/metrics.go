@@ -8,6 +8,7 @@ type metrics struct {
 	cost          prometheus.Histogram
 	redisFailures prometheus.Counter
 	redisUp       prometheus.Gauge
+	leased        prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -29,6 +30,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "taskflow_ratelimit_redis_up",
 			Help: "1 while rate limiting uses Redis, 0 while it has failed open to the in-process limiter.",
 		}),
+		leased: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "taskflow_ratelimit_leased_total",
+			Help: "Cost-budget checks answered from this instance's lease, without a Redis round trip.",
+		}),
 	}
 	if reg != nil {
 		// A second limiter on the same registry (tests, two handlers in one
@@ -37,6 +42,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		m.cost = register(reg, m.cost)
 		m.redisFailures = register(reg, m.redisFailures)
 		m.redisUp = register(reg, m.redisUp)
+		m.leased = register(reg, m.leased)
 	}
 	m.redisUp.Set(1)
 	return m

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 )
@@ -41,11 +42,27 @@ func limited(r *response, err error) bool {
 // checkBudgetsShared spends every kind of budget round-robin over the instances
 // and checks that it runs out once for all of them: the query-cost budget of a
 // user, login attempts per e-mail and per client IP, and searchTasks per user.
-func checkBudgetsShared(t *testing.T, ins []*instance, pool *pgxpool.Pool) {
+// With exact set the instances run with RATE_LIMIT_LEASE=0 and every response
+// must report exactly what is left; else they lease slices of the cost budget
+// (the default), and the budget must still be spent exactly once.
+func checkBudgetsShared(t *testing.T, ins []*instance, pool *pgxpool.Pool, exact bool) {
 	t.Helper()
-	// Query cost: aliases count every time, so this costs 10 points.
-	const tenPoints = `{ a: me { id } b: me { id } c: me { id } d: me { id } e: me { id }
-		f: me { id } g: me { id } h: me { id } i: me { id } j: me { id } }`
+	if exact {
+		checkCostExact(t, ins, pool)
+	} else {
+		checkCostLeased(t, ins, pool)
+	}
+	checkEndpointLimitsShared(t, ins, pool)
+}
+
+// tenPoints costs 10 points: aliases count every time.
+const tenPoints = `{ a: me { id } b: me { id } c: me { id } d: me { id } e: me { id }
+	f: me { id } g: me { id } h: me { id } i: me { id } j: me { id } }`
+
+// checkCostExact spends a user's 300 points round-robin: each answer reports what
+// all instances together left.
+func checkCostExact(t *testing.T, ins []*instance, pool *pgxpool.Pool) {
+	t.Helper()
 	_, ann := newUser(t, pool, "ann")
 	for k := 1; k <= 30; k++ {
 		in := ins[k%len(ins)]
@@ -62,7 +79,55 @@ func checkBudgetsShared(t *testing.T, ins []*instance, pool *pgxpool.Pool) {
 			t.Fatalf("spent budget on %s: %v %v", in.addr, err, r)
 		}
 	}
+}
 
+// checkCostLeased spends a user's 300 points round-robin over instances that
+// lease slices of it: until every instance refuses, exactly 30 ten-point
+// queries run in all (never more: leased points are charged in Redis first;
+// never fewer: an instance spends its lease before it is refused and gives back
+// what it cannot spend), and once the leases' period is over every instance
+// reports the budget spent.
+func checkCostLeased(t *testing.T, ins []*instance, pool *pgxpool.Pool) {
+	t.Helper()
+	_, ann := newUser(t, pool, "ann")
+	allowed, refusedInARow := 0, 0
+	for k := 0; refusedInARow < 2*len(ins); k++ {
+		if k > 200 {
+			t.Fatalf("%d queries run and still no refusal on every instance", allowed)
+		}
+		in := ins[k%len(ins)]
+		r, err := in.post(ann, tenPoints, nil, "X-Forwarded-For", "10.1.0.1")
+		switch {
+		case err == nil && r.Status == 200 && r.code() == "":
+			allowed++
+			refusedInARow = 0
+			if left := costLeft(t, r); left < 0 || left > 290 {
+				t.Fatalf("query %d on %s reports %d points left", allowed, in.addr, left)
+			}
+		case limited(r, err):
+			refusedInARow++
+		default:
+			t.Fatalf("cost query %d on %s: %v %v", k, in.addr, err, r)
+		}
+	}
+	if allowed != 30 {
+		t.Fatalf("%d ten-point queries ran on a budget of 300 points", allowed)
+	}
+	for _, in := range ins {
+		eventually(t, "every instance reports the budget spent", func() bool {
+			// A query that fails validation is not charged and reports the budget.
+			r, err := in.post(ann, `{ nope }`, nil, "X-Forwarded-For", "10.1.0.1")
+			return err == nil && r.Status == 400 && costLeft(t, r) == 0
+		})
+		if r, err := in.post(ann, tenPoints, nil); !limited(r, err) {
+			t.Fatalf("spent budget on %s: %v %v", in.addr, err, r)
+		}
+	}
+}
+
+// checkEndpointLimitsShared spends the login and searchTasks limits round-robin.
+func checkEndpointLimitsShared(t *testing.T, ins []*instance, pool *pgxpool.Pool) {
+	t.Helper()
 	// Login per e-mail: 5 attempts, wherever they land.
 	login := `mutation($e: String!) { login(email: $e, password: "wrong password") { token } }`
 	for k := range 5 {
@@ -113,5 +178,16 @@ func checkBudgetsShared(t *testing.T, ins []*instance, pool *pgxpool.Pool) {
 	// Bob's cost budget is not spent: other queries still run.
 	if r, err := ins[1].post(bob, `{ me { id } }`, nil); err != nil || r.code() != "" {
 		t.Fatalf("bob after his searches: %v %v", err, r)
+	}
+}
+
+// eventually polls cond until it holds (a readiness poll with a generous
+// deadline, not a timing assertion).
+func eventually(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(20 * time.Second); !cond(); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("never: %s", what)
+		}
 	}
 }

@@ -90,7 +90,7 @@ func TestRedisCluster(t *testing.T) {
 			t.Fatalf("/healthz on the cluster: %d %v", code, body)
 		}
 	}
-	checkBudgetsShared(t, ins, openPool(t, dbURL))
+	checkBudgetsShared(t, ins, openPool(t, dbURL), false)
 
 	// The budgets live in the cluster: its nodes hold the keys between them.
 	cluster := redis.NewClusterClient(&redis.ClusterOptions{Addrs: nodes})

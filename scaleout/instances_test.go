@@ -112,11 +112,20 @@ func TestThreeInstancesOneDatabase(t *testing.T) {
 	}
 }
 
-// Three instances on one Redis share every rate-limit budget.
+// Three instances on one Redis share every rate-limit budget, with cost-budget
+// leases (the default) and without them (exact answers on every instance).
 func TestThreeInstancesShareBudgets(t *testing.T) {
 	t.Parallel()
-	rds := ratelimittest.StartRedis(t)
-	dbURL := storetest.URL(t)
-	ins := startInstances(t, 3, append([]string{"DATABASE_URL=" + dbURL, "REDIS_URL=redis://" + rds.Addr() + "/0"}, budgetEnv...)...)
-	checkBudgetsShared(t, ins, openPool(t, dbURL))
+	for name, exact := range map[string]bool{"leases": false, "exact": true} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			rds := ratelimittest.StartRedis(t)
+			dbURL := storetest.URL(t)
+			env := append([]string{"DATABASE_URL=" + dbURL, "REDIS_URL=redis://" + rds.Addr() + "/0"}, budgetEnv...)
+			if exact {
+				env = append(env, "RATE_LIMIT_LEASE=0")
+			}
+			checkBudgetsShared(t, startInstances(t, 3, env...), openPool(t, dbURL), exact)
+		})
+	}
 }
