@@ -185,25 +185,37 @@ func (t Transport) setRateLimitHeaders(w http.ResponseWriter, o *ratelimit.Outco
 	if o == nil {
 		return
 	}
+	// Assigned under their canonical keys (what Header.Set would store), which
+	// saves canonicalising them on every response.
 	h := w.Header()
-	h.Set("RateLimit-Policy", `"cost";q=`+strconv.Itoa(o.Policy.Points)+`;w=`+
-		strconv.FormatInt(int64(o.Policy.Window.Seconds()+0.999999999), 10))
-	h.Set("RateLimit", `"cost";r=`+strconv.Itoa(o.Budget.Remaining)+`;t=`+strconv.Itoa(o.ResetSeconds()))
+	h["Ratelimit-Policy"] = []string{`"cost";q=` + strconv.Itoa(o.Policy.Points) + `;w=` +
+		strconv.FormatInt(int64(o.Policy.Window.Seconds()+0.999999999), 10)}
+	h["Ratelimit"] = []string{`"cost";r=` + strconv.Itoa(o.Budget.Remaining) + `;t=` + strconv.Itoa(o.ResetSeconds())}
 }
 
-// costExtension is extensions.cost.
-func (t Transport) costExtension(o *ratelimit.Outcome) map[string]any {
+// costStatus is extensions.cost.
+type costStatus struct {
+	RequestedQueryCost int64          `json:"requestedQueryCost"`
+	ThrottleStatus     throttleStatus `json:"throttleStatus"`
+}
+
+// throttleStatus is extensions.cost.throttleStatus.
+type throttleStatus struct {
+	MaximumAvailable   int     `json:"maximumAvailable"`
+	CurrentlyAvailable int     `json:"currentlyAvailable"`
+	RestoreRate        float64 `json:"restoreRate"`
+}
+
+// costExtension is extensions.cost (nil when the limiter did not run).
+func (t Transport) costExtension(o *ratelimit.Outcome) any {
 	if o == nil {
 		return nil
 	}
-	return map[string]any{
-		"requestedQueryCost": o.Cost,
-		"throttleStatus": map[string]any{
-			"maximumAvailable":   o.Policy.Points,
-			"currentlyAvailable": o.Budget.Remaining,
-			"restoreRate":        float64(o.Policy.Points) / o.Policy.Window.Seconds(),
-		},
-	}
+	return &costStatus{RequestedQueryCost: o.Cost, ThrottleStatus: throttleStatus{
+		MaximumAvailable:   o.Policy.Points,
+		CurrentlyAvailable: o.Budget.Remaining,
+		RestoreRate:        float64(o.Policy.Points) / o.Policy.Window.Seconds(),
+	}}
 }
 
 // statusFor maps the errors that stopped an operation before execution.

@@ -167,7 +167,7 @@ func (e extension) MutateOperationContext(ctx context.Context, rc *graphql.Opera
 		l.metrics.operations.WithLabelValues(LimitCost, "limited").Inc()
 		return o.limited(LimitCost, o.Budget.RetryAfter)
 	}
-	l.metrics.operations.WithLabelValues(LimitCost, "allowed").Inc()
+	l.metrics.costAllowed.Inc()
 	return nil
 }
 

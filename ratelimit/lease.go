@@ -127,9 +127,10 @@ func (s *leaseStore) allowN(ctx context.Context, key string, l Limit, n int) (Re
 	}
 	refund, want := 0, 0
 	switch {
-	case ls == nil && n > 0:
+	case ls == nil:
 		// First sight: an exact check, and the budget counts as busy here for a
-		// period; a second operation within it takes a lease.
+		// period: a second operation within it takes a lease (or, costing
+		// nothing, is answered from what this check learnt).
 		ls = &lease{expires: now.Add(s.period), limit: l}
 		s.leases[key] = ls
 	case ls != nil:
@@ -143,9 +144,7 @@ func (s *leaseStore) allowN(ctx context.Context, key string, l Limit, n int) (Re
 		ls.limit = l
 	}
 	s.mu.Unlock()
-	if refund > 0 || want > 0 || n > 0 {
-		s.sweeping()
-	}
+	s.sweeping()
 
 	allowed, granted, retry, reset, err := s.run(ctx, key, l, n, refund, want)
 	if err != nil {
@@ -154,9 +153,6 @@ func (s *leaseStore) allowN(ctx context.Context, key string, l Limit, n int) (Re
 	now = s.now()
 	if !allowed {
 		return Result{Remaining: remainingFrom(l, reset), RetryAfter: max(retry, time.Millisecond), ResetAfter: reset}, nil
-	}
-	if ls == nil { // a look (n == 0) at a budget not used here
-		return Result{Allowed: true, Remaining: remainingFrom(l, reset), ResetAfter: reset}, nil
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -9,6 +9,7 @@ type metrics struct {
 	redisFailures prometheus.Counter
 	redisUp       prometheus.Gauge
 	leased        prometheus.Counter
+	costAllowed   prometheus.Counter // operations{limit="cost",outcome="allowed"}, resolved once
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -45,6 +46,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		m.leased = register(reg, m.leased)
 	}
 	m.redisUp.Set(1)
+	m.costAllowed = m.operations.WithLabelValues(LimitCost, "allowed")
 	return m
 }
 
