@@ -57,6 +57,9 @@ type Config struct {
 	ShutdownTimeout time.Duration
 	// LogLevel is the least level logged (LOG_LEVEL: debug, info, warn, error).
 	LogLevel slog.Level
+	// PprofAddr is the listen address of net/http/pprof (PPROF_ADDR), a listener
+	// of its own, never HTTP_ADDR; empty, the default, serves no pprof.
+	PprofAddr string
 }
 
 // loadConfig reads the configuration through getenv (os.Getenv in main) and
@@ -81,14 +84,21 @@ func loadConfig(getenv func(string) string) (Config, error) {
 		return v, v != ""
 	}
 
-	if v, ok := get("HTTP_ADDR"); ok {
-		if _, port, err := net.SplitHostPort(v); err != nil {
-			bad("HTTP_ADDR", v, "not a listen address like :8080 or 127.0.0.1:8080")
-		} else if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
-			bad("HTTP_ADDR", v, "the port must be a number from 0 to 65535")
-		} else {
-			c.HTTPAddr = v
+	listenAddr := func(name, example string, dst *string) {
+		if v, ok := get(name); ok {
+			if _, port, err := net.SplitHostPort(v); err != nil {
+				bad(name, v, "not a listen address like "+example)
+			} else if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+				bad(name, v, "the port must be a number from 0 to 65535")
+			} else {
+				*dst = v
+			}
 		}
+	}
+	listenAddr("HTTP_ADDR", ":8080 or 127.0.0.1:8080", &c.HTTPAddr)
+	listenAddr("PPROF_ADDR", "127.0.0.1:6060", &c.PprofAddr)
+	if _, port, _ := net.SplitHostPort(c.PprofAddr); c.PprofAddr == c.HTTPAddr && port != "0" {
+		bad("PPROF_ADDR", c.PprofAddr, "must not be HTTP_ADDR: pprof is served on a listener of its own, never the public one")
 	}
 	if v, ok := get("DATABASE_URL"); ok {
 		if _, err := pgconn.ParseConfig(v); err != nil {

@@ -23,7 +23,8 @@ func TestConfigDefaults(t *testing.T) {
 		len(c.CORS.AllowedOrigins) != 0 || c.CORS.AllowCredentials || len(c.TrustedProxies) != 0 ||
 		c.RateLimitPoints != 1000 || c.RateLimitWindow != time.Minute || c.MaxQueryCost != 1000 ||
 		c.IdempotencyTTL != 24*time.Hour || c.IdempotencyWait != 5*time.Second ||
-		c.AuditRetention != 0 || c.ShutdownTimeout != 30*time.Second || c.LogLevel != slog.LevelInfo {
+		c.AuditRetention != 0 || c.ShutdownTimeout != 30*time.Second || c.LogLevel != slog.LevelInfo ||
+		c.PprofAddr != "" {
 		t.Fatalf("defaults = %+v", c)
 	}
 }
@@ -46,6 +47,7 @@ func TestConfigFromEnvironment(t *testing.T) {
 		"AUDIT_RETENTION":        "365d",
 		"SHUTDOWN_TIMEOUT":       "5s",
 		"LOG_LEVEL":              "debug",
+		"PPROF_ADDR":             "127.0.0.1:6060",
 	}))
 	if err != nil {
 		t.Fatal(err)
@@ -53,7 +55,8 @@ func TestConfigFromEnvironment(t *testing.T) {
 	if c.HTTPAddr != "127.0.0.1:9000" || c.DatabaseURL != "postgres://app:secret@db.internal:5433/taskflow?sslmode=require" ||
 		c.RedisURL != "redis://cache.internal:6380/2" || c.RateLimitPoints != 5000 || c.RateLimitWindow != 30*time.Second ||
 		c.MaxQueryCost != 250 || c.RateLimitLease != 0.25 || c.IdempotencyTTL != 7*24*time.Hour || c.IdempotencyWait != 0 ||
-		c.AuditRetention != 365*24*time.Hour || c.ShutdownTimeout != 5*time.Second || c.LogLevel != slog.LevelDebug {
+		c.AuditRetention != 365*24*time.Hour || c.ShutdownTimeout != 5*time.Second || c.LogLevel != slog.LevelDebug ||
+		c.PprofAddr != "127.0.0.1:6060" {
 		t.Fatalf("config = %+v", c)
 	}
 	if strings.Join(c.CORS.AllowedOrigins, " ") != "https://app.example.com http://localhost:3000" || !c.CORS.AllowCredentials {
@@ -93,6 +96,7 @@ func TestConfigBadValues(t *testing.T) {
 		"AUDIT_RETENTION":        "never",
 		"SHUTDOWN_TIMEOUT":       "soon",
 		"LOG_LEVEL":              "chatty",
+		"PPROF_ADDR":             "6060",
 	} {
 		_, err := loadConfig(env(map[string]string{name: value}))
 		if err == nil {
@@ -118,6 +122,22 @@ func TestConfigReportsEveryBadValue(t *testing.T) {
 		if !strings.Contains(err.Error(), name) {
 			t.Errorf("error %q lacks %s", err, name)
 		}
+	}
+}
+
+func TestConfigRefusesPprofOnHTTPAddr(t *testing.T) {
+	t.Parallel()
+	for _, e := range []map[string]string{
+		{"PPROF_ADDR": ":8080"},
+		{"HTTP_ADDR": "127.0.0.1:9000", "PPROF_ADDR": "127.0.0.1:9000"},
+	} {
+		if _, err := loadConfig(env(e)); err == nil || !strings.Contains(err.Error(), "PPROF_ADDR") {
+			t.Errorf("%v: err = %v", e, err)
+		}
+	}
+	// Port 0 picks a free port for each listener: two different ones.
+	if c, err := loadConfig(env(map[string]string{"HTTP_ADDR": "127.0.0.1:0", "PPROF_ADDR": "127.0.0.1:0"})); err != nil || c.PprofAddr != "127.0.0.1:0" {
+		t.Errorf("both on port 0: %+v %v", c, err)
 	}
 }
 

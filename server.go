@@ -126,6 +126,14 @@ func run(cfg Config, log *slog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("listen on %s (set HTTP_ADDR to another address?): %w", cfg.HTTPAddr, err)
 	}
+	if cfg.PprofAddr != "" {
+		closePprof, err := servePprof(cfg.PprofAddr, log)
+		if err != nil {
+			ln.Close()
+			return err
+		}
+		defer closePprof()
+	}
 	log.Info("listening", "addr", ln.Addr().String(), "playground", "http://"+displayAddr(ln.Addr())+"/",
 		"cors_allowed_origins", cfg.CORS.AllowedOrigins, "rate_limit_points", cfg.RateLimitPoints,
 		"rate_limit_window", cfg.RateLimitWindow.String(), "max_query_cost", cfg.MaxQueryCost)

@@ -194,7 +194,7 @@ func (l *Limiter) Status() Status {
 func (l *Limiter) Check(ctx context.Context) Status {
 	if l.redis != nil && l.healthy.Load() {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
-		err := l.rdb.Ping(ctx).Err()
+		err := ping(ctx, l.rdb)
 		cancel()
 		if err != nil {
 			l.fail(err)
@@ -255,7 +255,7 @@ func (l *Limiter) probeLoop() {
 		case <-t.C:
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		err := l.rdb.Ping(ctx).Err()
+		err := ping(ctx, l.rdb)
 		cancel()
 		if err == nil {
 			l.healthy.Store(true)

@@ -1,0 +1,209 @@
+package scaleout_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"taskflow/store/storetest"
+)
+
+// heldBackend polls until a backend of the test database waits for an advisory
+// lock, and returns its pid (a readiness poll, not a timing assertion).
+func heldBackend(t testing.TB, pool *pgxpool.Pool) int32 {
+	t.Helper()
+	for range 800 {
+		var pid int32
+		err := pool.QueryRow(context.Background(), `SELECT l.pid FROM pg_locks l
+			JOIN pg_database d ON d.oid = l.database
+			WHERE l.locktype = 'advisory' AND NOT l.granted AND d.datname = current_database()
+			LIMIT 1`).Scan(&pid)
+		if err == nil {
+			return pid
+		}
+		if !errors.Is(err, pgx.ErrNoRows) {
+			t.Fatal(err)
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+	t.Fatal("no backend ever waits for the audit chain lock")
+	return 0
+}
+
+// Postgres cut while a keyed createTask is inside its transaction (its task
+// inserted, its key claimed and its result stored, waiting for the workspace's
+// audit chain lock right before COMMIT): the client gets INTERNAL at once, while
+// Postgres would still make the orphaned transaction wait, and nothing of the
+// mutation is committed. When Postgres is reachable again, the same request
+// with the same key runs exactly once (one task, one audit event, one key), a
+// second retry replays it, and the process keeps no goroutine or connection
+// from the outage.
+func TestPostgresCutMidTransaction(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dbURL := storetest.URL(t)
+	pool := openPool(t, dbURL)
+	_, target := viaProxy(t, dbURL, "")
+	proxy := newProxy(t, target)
+	proxied, _ := viaProxy(t, dbURL, proxy.addr)
+	const maxConns = 4
+	in := newInstance(t, "DATABASE_URL="+proxied+"&pool_max_conns=4")
+	in.start()
+
+	_, token := newUser(t, pool, "ann")
+	project := newProject(t, in, token)
+	var workspace string
+	if err := pool.QueryRow(ctx, `SELECT workspace_id FROM projects WHERE id = $1`, project).Scan(&workspace); err != nil {
+		t.Fatal(err)
+	}
+	read := `query($id: ID!) { project(id: $id) { name tasks { nodes { id } } } }`
+	for i := range 10 { // warm the pool
+		in.mustPost(t, token, createTask, taskVars(project, i))
+		in.mustPost(t, token, read, map[string]any{"id": project})
+	}
+	tasksBefore := count(t, pool, `SELECT count(*) FROM tasks`)
+	eventsBefore := count(t, pool, `SELECT count(*) FROM audit_events`)
+	keysBefore := count(t, pool, `SELECT count(*) FROM idempotency_keys`)
+	httpClient.CloseIdleConnections()
+	goroutinesBefore := in.metric(t, "go_goroutines")
+
+	// Hold the workspace's audit chain lock (store/audit.go) so that the
+	// mutation stops inside its transaction, right before COMMIT.
+	holder, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Rollback(ctx)
+	if _, err := holder.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('audit:' || $1, 0))`, workspace); err != nil {
+		t.Fatal(err)
+	}
+	vars := taskVars(project, 100)
+	type answer struct {
+		r   *response
+		err error
+	}
+	answers := make(chan answer, 1)
+	go func() {
+		r, err := in.post(token, createTask, vars)
+		answers <- answer{r, err}
+	}()
+	orphan := heldBackend(t, pool)
+	select {
+	case a := <-answers:
+		t.Fatalf("the mutation answered while its transaction waits for the lock: %v %v", a.err, a.r)
+	default:
+	}
+
+	proxy.cut()
+	// The answer comes while the lock is still held: the server does not wait
+	// for Postgres to end the orphaned transaction.
+	a := <-answers
+	if a.err != nil {
+		t.Fatalf("createTask cut mid-transaction: %v (a hang ends in the client's timeout)", a.err)
+	}
+	if a.r.code() != "INTERNAL" || a.r.Status >= 500 && a.r.Status != 503 {
+		t.Errorf("createTask cut mid-transaction: want INTERNAL (200 or 503), got %s", a.r)
+	}
+	if task := a.r.field("createTask"); task != nil {
+		t.Errorf("createTask cut mid-transaction answered a task: %s", a.r)
+	}
+
+	// Let the orphaned transaction go on: Postgres finds its client gone and
+	// rolls it back.
+	if err := holder.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	gone := false
+	for range 800 { // readiness poll on the orphaned backend
+		if count(t, pool, `SELECT count(*) FROM pg_stat_activity WHERE pid = $1`, orphan) == 0 {
+			gone = true
+			break
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+	if !gone {
+		t.Fatalf("the orphaned backend %d never ends", orphan)
+	}
+	title := vars["in"].(map[string]any)["title"]
+	key := vars["key"]
+	if n := count(t, pool, `SELECT count(*) FROM tasks`); n != tasksBefore {
+		t.Errorf("%d tasks after the cut, want %d: the cut mutation committed its task", n, tasksBefore)
+	}
+	if n := count(t, pool, `SELECT count(*) FROM audit_events`); n != eventsBefore {
+		t.Errorf("%d audit events after the cut, want %d", n, eventsBefore)
+	}
+	if n := count(t, pool, `SELECT count(*) FROM idempotency_keys WHERE key = $1`, key); n != 0 {
+		t.Errorf("the cut mutation left %d idempotency records for its key", n)
+	}
+
+	proxy.restore()
+	// Retry with the same key, as a client does after INTERNAL; attempts on
+	// connections the pool has not yet found dead would fail with INTERNAL too.
+	var first *response
+	for range 400 {
+		r, err := in.post(token, createTask, vars)
+		if err != nil {
+			t.Fatalf("retry: %v", err)
+		}
+		if r.code() != "INTERNAL" {
+			first = r
+			break
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+	if first == nil {
+		t.Fatalf("the retry never succeeds after Postgres came back:\n%s", in.stderr)
+	}
+	if first.code() != "" || first.Header.Get("Idempotent-Replayed") != "" {
+		t.Fatalf("the first successful retry: want the mutation run, got %s (replayed: %q)",
+			first, first.Header.Get("Idempotent-Replayed"))
+	}
+	id := first.field("createTask")["id"]
+	replay := in.mustPost(t, token, createTask, vars)
+	if replay.Header.Get("Idempotent-Replayed") != "true" || replay.field("createTask")["id"] != id {
+		t.Errorf("second retry: want a replay of task %v, got %s", id, replay)
+	}
+	if n := count(t, pool, `SELECT count(*) FROM tasks WHERE title = $1`, title); n != 1 {
+		t.Errorf("%d tasks titled %v after the retries, want 1", n, title)
+	}
+	if n := count(t, pool, `SELECT count(*) FROM tasks`); n != tasksBefore+1 {
+		t.Errorf("%d tasks after the retries, want %d", n, tasksBefore+1)
+	}
+	if n := count(t, pool, `SELECT count(*) FROM audit_events WHERE action = 'task.created' AND entity_id = $1`, id); n != 1 {
+		t.Errorf("%d task.created events for task %v, want 1", n, id)
+	}
+	if n := count(t, pool, `SELECT count(*) FROM audit_events`); n != eventsBefore+1 {
+		t.Errorf("%d audit events after the retries, want %d", n, eventsBefore+1)
+	}
+	if n := count(t, pool, `SELECT count(*) FROM idempotency_keys`); n != keysBefore+1 {
+		t.Errorf("%d idempotency records after the retries, want %d", n, keysBefore+1)
+	}
+	if code, body := in.healthz(t); code != 200 || body["status"] != "ok" {
+		t.Errorf("/healthz after recovery: %d %v", code, body)
+	}
+
+	// No leak: goroutines settle back to the level before the cut, and the pool
+	// holds no more connections than its maximum.
+	var goroutines float64
+	settled := false
+	for range 200 {
+		httpClient.CloseIdleConnections()
+		goroutines = in.metric(t, "go_goroutines")
+		if goroutines <= goroutinesBefore+5 && proxy.open() <= maxConns {
+			settled = true
+			break
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+	if !settled {
+		t.Errorf("after the cut: %v goroutines (before: %v), %d Postgres connections (max %d)",
+			goroutines, goroutinesBefore, proxy.open(), maxConns)
+	}
+	if in.exited() {
+		t.Fatalf("the server exited:\n%s", in.stderr)
+	}
+}
