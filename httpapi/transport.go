@@ -110,6 +110,9 @@ func (t Transport) Do(w http.ResponseWriter, r *http.Request, exec graphql.Graph
 	params.Headers = r.Header
 	params.ReadTime = graphql.TraceTiming{Start: start, End: graphql.Now()}
 
+	if t.Limiter != nil {
+		ctx = ratelimit.WithOutcome(ctx)
+	}
 	rc, opErrs := exec.CreateOperationContext(ctx, params)
 	if opErrs != nil {
 		status := statusFor(media, opErrs)
@@ -128,13 +131,27 @@ func (t Transport) Do(w http.ResponseWriter, r *http.Request, exec graphql.Graph
 	resp := responses(ctx)
 	o := t.outcome(ctx, rc)
 	t.setRateLimitHeaders(w, o)
-	if o != nil {
-		if resp.Extensions == nil {
-			resp.Extensions = map[string]any{}
-		}
+	switch {
+	case o == nil:
+		writeJSON(w, http.StatusOK, resp)
+	case resp.Extensions == nil: // the usual case, without a map per response
+		writeJSON(w, http.StatusOK, withCost{resp, costOnly{t.costExtension(o)}})
+	default:
 		resp.Extensions["cost"] = t.costExtension(o)
+		writeJSON(w, http.StatusOK, resp)
 	}
-	writeJSON(w, http.StatusOK, resp)
+}
+
+// withCost is a response whose only extension is extensions.cost: its
+// Extensions field hides the (nil) one of the response it embeds.
+type withCost struct {
+	*graphql.Response
+	Extensions costOnly `json:"extensions"`
+}
+
+// costOnly is the extensions object {cost}.
+type costOnly struct {
+	Cost costStatus `json:"cost"`
 }
 
 // writeErrors answers a request that did not execute.
@@ -174,7 +191,7 @@ func (t Transport) outcome(ctx context.Context, rc *graphql.OperationContext) *r
 	if t.Limiter == nil {
 		return nil
 	}
-	if o := ratelimit.OutcomeOf(rc); o != nil {
+	if o := ratelimit.OutcomeOf(ctx, rc); o != nil {
 		return o
 	}
 	return t.Limiter.Peek(ctx)
@@ -188,8 +205,7 @@ func (t Transport) setRateLimitHeaders(w http.ResponseWriter, o *ratelimit.Outco
 	// Assigned under their canonical keys (what Header.Set would store), which
 	// saves canonicalising them on every response.
 	h := w.Header()
-	h["Ratelimit-Policy"] = []string{`"cost";q=` + strconv.Itoa(o.Policy.Points) + `;w=` +
-		strconv.FormatInt(int64(o.Policy.Window.Seconds()+0.999999999), 10)}
+	h["Ratelimit-Policy"] = []string{o.PolicyHeader()}
 	h["Ratelimit"] = []string{`"cost";r=` + strconv.Itoa(o.Budget.Remaining) + `;t=` + strconv.Itoa(o.ResetSeconds())}
 }
 
@@ -206,12 +222,9 @@ type throttleStatus struct {
 	RestoreRate        float64 `json:"restoreRate"`
 }
 
-// costExtension is extensions.cost (nil when the limiter did not run).
-func (t Transport) costExtension(o *ratelimit.Outcome) any {
-	if o == nil {
-		return nil
-	}
-	return &costStatus{RequestedQueryCost: o.Cost, ThrottleStatus: throttleStatus{
+// costExtension is extensions.cost.
+func (t Transport) costExtension(o *ratelimit.Outcome) costStatus {
+	return costStatus{RequestedQueryCost: o.Cost, ThrottleStatus: throttleStatus{
 		MaximumAvailable:   o.Policy.Points,
 		CurrentlyAvailable: o.Budget.Remaining,
 		RestoreRate:        float64(o.Policy.Points) / o.Policy.Window.Seconds(),

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"math"
+	"strconv"
 	"strings"
 	"time"
 
@@ -37,6 +38,21 @@ type Outcome struct {
 	RetryAfter time.Duration
 	// at is when Budget was read.
 	at time.Time
+	// policy is the RateLimit-Policy header of Policy.
+	policy string
+}
+
+// PolicyHeader is the value of the RateLimit-Policy header of the cost budget:
+// "cost";q=<points>;w=<window in whole seconds, rounded up>.
+func (o *Outcome) PolicyHeader() string {
+	if o.policy == "" {
+		return policyHeader(o.Policy)
+	}
+	return o.policy
+}
+
+func policyHeader(l Limit) string {
+	return `"cost";q=` + strconv.Itoa(l.Points) + `;w=` + strconv.FormatInt(int64(math.Ceil(l.Window.Seconds())), 10)
 }
 
 // RetryAfterSeconds is RetryAfter in whole seconds, rounded up, at least 1.
@@ -55,14 +71,41 @@ func ceilSeconds(d time.Duration) int {
 	return max(int(math.Ceil(d.Seconds())), 1)
 }
 
-// OutcomeOf returns the Outcome recorded for an operation, or nil when the
-// limiter did not see it (it failed to parse or validate).
-func OutcomeOf(rc *graphql.OperationContext) *Outcome {
+// slotKey is the context key of the room WithOutcome makes.
+type slotKey struct{}
+
+// slot holds the Outcome of the one operation of a request.
+type slot struct{ o *Outcome }
+
+// WithOutcome returns ctx with room for the Outcome of the one operation that
+// will run in it. A transport that serves one operation per request gives it
+// to CreateOperationContext, and the limiter records its decision there
+// instead of in the operation's stats (which costs a map per operation).
+func WithOutcome(ctx context.Context) context.Context {
+	return context.WithValue(ctx, slotKey{}, &slot{})
+}
+
+// OutcomeOf returns the Outcome recorded for the operation rc running in ctx
+// (see WithOutcome), or nil when the limiter did not see it (it failed to
+// parse or validate). rc may be nil.
+func OutcomeOf(ctx context.Context, rc *graphql.OperationContext) *Outcome {
+	if s, _ := ctx.Value(slotKey{}).(*slot); s != nil && s.o != nil {
+		return s.o
+	}
 	if rc == nil {
 		return nil
 	}
 	o, _ := rc.Stats.GetExtension(statsKey).(*Outcome)
 	return o
+}
+
+// record keeps o as the Outcome of the operation rc running in ctx.
+func record(ctx context.Context, rc *graphql.OperationContext, o *Outcome) {
+	if s, _ := ctx.Value(slotKey{}).(*slot); s != nil {
+		s.o = o
+		return
+	}
+	rc.Stats.SetExtension(statsKey, o)
 }
 
 // Budget is the GraphQL RateLimitStatus: the caller's cost budget after the
@@ -80,7 +123,7 @@ func BudgetFrom(ctx context.Context) (*Budget, error) {
 	if !graphql.HasOperationContext(ctx) {
 		return nil, fmt.Errorf("ratelimit: no operation context")
 	}
-	o := OutcomeOf(graphql.GetOperationContext(ctx))
+	o := OutcomeOf(ctx, graphql.GetOperationContext(ctx))
 	if o == nil {
 		return nil, fmt.Errorf("ratelimit: the operation was not checked by the rate limiter")
 	}
@@ -100,11 +143,20 @@ func identity(ctx context.Context) string {
 	return "ip:" + audit.InfoFrom(ctx).IP
 }
 
+// costKey is the full key of the caller's cost budget (LimitCost + ":" +
+// identity), made in one allocation.
+func costKey(ctx context.Context) string {
+	if u := auth.UserFrom(ctx); u != nil {
+		return LimitCost + ":u:" + u.ID
+	}
+	return LimitCost + ":ip:" + audit.InfoFrom(ctx).IP
+}
+
 // Peek reads the caller's cost budget without charging it, for responses to
 // operations the limiter never saw (parse or validation errors).
 func (l *Limiter) Peek(ctx context.Context) *Outcome {
 	pol := l.costLimit()
-	return &Outcome{Policy: pol, Budget: l.AllowN(ctx, LimitCost, identity(ctx), pol, 0), at: time.Now()}
+	return &Outcome{Policy: pol, policy: l.policyHeader, Budget: l.allow(ctx, LimitCost, costKey(ctx), pol, 0), at: time.Now()}
 }
 
 func (l *Limiter) costLimit() Limit { return Limit{Points: l.cfg.Points, Window: l.cfg.Window} }
@@ -137,13 +189,13 @@ func (e extension) MutateOperationContext(ctx context.Context, rc *graphql.Opera
 	l := e.l
 	price := cost.Operation(rc.Operation, rc.Variables)
 	l.metrics.cost.Observe(float64(price))
-	o := &Outcome{Cost: price, Policy: l.costLimit()}
-	rc.Stats.SetExtension(statsKey, o)
-	who := identity(ctx)
+	o := &Outcome{Cost: price, Policy: l.costLimit(), policy: l.policyHeader}
+	record(ctx, rc, o)
+	who := costKey(ctx)
 
 	if maxCost := l.MaxCost(); price > maxCost {
 		l.metrics.operations.WithLabelValues(LimitCost, "too_costly").Inc()
-		o.Budget, o.at = l.AllowN(ctx, LimitCost, who, o.Policy, 0), time.Now()
+		o.Budget, o.at = l.allow(ctx, LimitCost, who, o.Policy, 0), time.Now()
 		return &gqlerror.Error{
 			Message: fmt.Sprintf("Query cost %d exceeds the maximum of %d", price, maxCost),
 			Extensions: map[string]any{
@@ -156,13 +208,13 @@ func (e extension) MutateOperationContext(ctx context.Context, rc *graphql.Opera
 		res := l.AllowN(ctx, c.limit, c.key, c.policy, int(min(c.n, math.MaxInt32)))
 		if !res.Allowed {
 			l.metrics.operations.WithLabelValues(c.limit, "limited").Inc()
-			o.Budget, o.at = l.AllowN(ctx, LimitCost, who, o.Policy, 0), time.Now()
+			o.Budget, o.at = l.allow(ctx, LimitCost, who, o.Policy, 0), time.Now()
 			return o.limited(c.limit, res.RetryAfter)
 		}
 		l.metrics.operations.WithLabelValues(c.limit, "allowed").Inc()
 	}
 
-	o.Budget, o.at = l.AllowN(ctx, LimitCost, who, o.Policy, int(price)), time.Now()
+	o.Budget, o.at = l.allow(ctx, LimitCost, who, o.Policy, int(price)), time.Now()
 	if !o.Budget.Allowed {
 		l.metrics.operations.WithLabelValues(LimitCost, "limited").Inc()
 		return o.limited(LimitCost, o.Budget.RetryAfter)

@@ -113,18 +113,31 @@ func (ls *lease) result(l Limit, now time.Time) Result {
 	return Result{Allowed: true, Remaining: remainingFrom(l, reset), ResetAfter: reset}
 }
 
-func (s *leaseStore) allowN(ctx context.Context, key string, l Limit, n int) (Result, error) {
+// local answers the check from this instance's lease when it holds enough of
+// one; ok is false when the check needs Redis.
+func (s *leaseStore) local(key string, l Limit, n int) (res Result, ok bool) {
 	now := s.now()
 	s.mu.Lock()
 	ls := s.leases[key]
 	if ls != nil && now.Before(ls.expires) && ls.unused >= n && ls.limit == l {
 		ls.unused -= n
 		ls.spent += n
-		res := ls.result(l, now)
+		res = ls.result(l, now)
 		s.mu.Unlock()
 		s.hits()
+		return res, true
+	}
+	s.mu.Unlock()
+	return Result{}, false
+}
+
+func (s *leaseStore) allowN(ctx context.Context, key string, l Limit, n int) (Result, error) {
+	if res, ok := s.local(key, l, n); ok {
 		return res, nil
 	}
+	now := s.now()
+	s.mu.Lock()
+	ls := s.leases[key]
 	refund, want := 0, 0
 	switch {
 	case ls == nil:
@@ -166,10 +179,11 @@ func (s *leaseStore) allowN(ctx context.Context, key string, l Limit, n int) (Re
 	if tat := now.Add(reset); tat.After(ls.tat) {
 		ls.tat = tat
 	}
+	// What this instance knows of the budget is fresh again: a new period.
+	ls.expires = now.Add(s.period)
 	if granted > 0 {
 		ls.unused += granted
 		ls.spent = 0
-		ls.expires = now.Add(s.period)
 	}
 	return ls.result(l, now), nil
 }

@@ -98,19 +98,21 @@ type Options struct {
 // (logged, counted in taskflow_ratelimit_redis_failures_total and reported by
 // Status) and probes Redis until it answers again, then goes back to it.
 type Limiter struct {
-	cfg     Config
-	log     *slog.Logger
-	mem     *memoryStore
-	redis   *redisStore
-	lease   *leaseStore // nil: leases off, or no Redis
-	rdb     redis.UniversalClient
-	healthy atomic.Bool
-	probing atomic.Bool
-	probe   time.Duration
-	lastErr atomic.Value // string
-	done    chan struct{}
-	once    sync.Once
-	metrics *metrics
+	cfg   Config
+	log   *slog.Logger
+	mem   *memoryStore
+	redis *redisStore
+	lease *leaseStore // nil: leases off, or no Redis
+	// policyHeader is the RateLimit-Policy header of the cost budget.
+	policyHeader string
+	rdb          redis.UniversalClient
+	healthy      atomic.Bool
+	probing      atomic.Bool
+	probe        time.Duration
+	lastErr      atomic.Value // string
+	done         chan struct{}
+	once         sync.Once
+	metrics      *metrics
 }
 
 // New returns a Limiter; it fails only for a malformed REDIS_URL.
@@ -126,6 +128,7 @@ func New(o Options) (*Limiter, error) {
 	if l.log == nil {
 		l.log = slog.Default()
 	}
+	l.policyHeader = policyHeader(l.costLimit())
 	if l.probe <= 0 {
 		l.probe = time.Second
 	}
@@ -210,10 +213,17 @@ func (l *Limiter) Healthy() bool { return l.Status().Healthy }
 // is healthy (for the cost budget, from this instance's lease when it holds
 // one), else from the in-process limiter. It never fails.
 func (l *Limiter) AllowN(ctx context.Context, name, key string, lim Limit, n int) Result {
-	full := name + ":" + key
+	return l.allow(ctx, name, name+":"+key, lim, n)
+}
+
+// allow is AllowN with the budget's full key (name + ":" + key).
+func (l *Limiter) allow(ctx context.Context, name, full string, lim Limit, n int) Result {
 	if l.redis != nil && l.healthy.Load() {
 		var be backend = l.redis
 		if name == LimitCost && l.lease != nil {
+			if res, ok := l.lease.local(full, lim, n); ok {
+				return res
+			}
 			be = l.lease
 		}
 		ctx2, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
