@@ -289,6 +289,9 @@ func (l *Limiter) endpointChecks(ctx context.Context, rc *graphql.OperationConte
 // inline fragments and fragment spreads (memoised, so fragment "doubling"
 // cannot blow it up; counts saturate).
 func countRoot(set ast.SelectionSet, name string, key func(*ast.Field) string) map[string]int64 {
+	if !mayHave(set, name) {
+		return nil
+	}
 	memo := map[string]map[string]int64{}
 	var walk func(ast.SelectionSet) map[string]int64
 	walk = func(set ast.SelectionSet) map[string]int64 {
@@ -319,4 +322,15 @@ func countRoot(set ast.SelectionSet, name string, key func(*ast.Field) string) m
 		return out
 	}
 	return walk(set)
+}
+
+// mayHave is false when set is plain fields none of which is called name (the
+// usual operation, answered without a walk); true means countRoot must look.
+func mayHave(set ast.SelectionSet, name string) bool {
+	for _, sel := range set {
+		if f, ok := sel.(*ast.Field); !ok || f.Name == name {
+			return true
+		}
+	}
+	return false
 }

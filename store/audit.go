@@ -35,6 +35,12 @@ func (db *DB) appendAudit(ctx context.Context, tx pgx.Tx, ev audit.Event) error 
 
 // appendAuditAt is appendAudit with the clock now (tests append in the past).
 func appendAuditAt(ctx context.Context, tx pgx.Tx, ev audit.Event, now func() time.Time) error {
+	return appendAuditWith(ctx, tx, ev, now, nil)
+}
+
+// appendAuditWith is appendAuditAt that first sends the writes pre in the same
+// round trip as the chain's lock and the read of its head.
+func appendAuditWith(ctx context.Context, tx pgx.Tx, ev audit.Event, now func() time.Time, pre []deferredExec) error {
 	if ev.Action == "" || ev.EntityType() == ev.Action {
 		return fmt.Errorf("audit: action %q is not of the form entity.verb", ev.Action)
 	}
@@ -65,15 +71,24 @@ func appendAuditAt(ctx context.Context, tx pgx.Tx, ev audit.Event, now func() ti
 		RequestID:   nonEmpty(audit.CleanText(info.RequestID)),
 		Metadata:    meta,
 	}
-	// Serialise appends to this chain until the transaction ends.
-	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('audit:' || $1, 0))`, rec.ChainKey); err != nil {
-		return fmt.Errorf("audit lock: %w", err)
-	}
+	// Serialise appends to this chain until the transaction ends, then read its
+	// head: one round trip. The read is a statement of its own, so under READ
+	// COMMITTED its snapshot is taken once the lock is held and sees the head
+	// the previous holder committed.
 	var prev []byte
 	var lastAt time.Time
-	err = tx.QueryRow(ctx, `SELECT head_hash, event_at FROM audit_chain_heads WHERE chain_key = $1`, rec.ChainKey).Scan(&prev, &lastAt)
-	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
-		return fmt.Errorf("audit head: %w", err)
+	b := &pgx.Batch{}
+	queue(b, pre)
+	b.Queue(`SELECT pg_advisory_xact_lock(hashtextextended('audit:' || $1, 0))`, rec.ChainKey)
+	b.Queue(`SELECT head_hash, event_at FROM audit_chain_heads WHERE chain_key = $1`, rec.ChainKey).
+		QueryRow(func(row pgx.Row) error {
+			if err := row.Scan(&prev, &lastAt); err != nil && !errors.Is(err, pgx.ErrNoRows) {
+				return err
+			}
+			return nil
+		})
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		return fmt.Errorf("audit lock and head: %w", err)
 	}
 	// The time is taken under the lock, and kept after the head's even if the
 	// clocks of two instances disagree by a little.

@@ -104,6 +104,37 @@ type unitOfWork struct {
 	// audits are the audit events of the unit of work, appended to their chains
 	// just before it commits (see appendAudit).
 	audits []audit.Event
+	// deferred are writes whose result nothing in the unit of work reads, sent
+	// just before it commits in the same round trip as the first audit event's
+	// chain lock (see SaveIdempotencyResult).
+	deferred []deferredExec
+}
+
+// deferredExec is a write sent at the end of a unit of work; check judges its
+// command tag (nil accepts any).
+type deferredExec struct {
+	sql   string
+	args  []any
+	check func(pgconn.CommandTag) error
+}
+
+// unitOfWorkFrom returns the unit of work carried by ctx while it runs, or nil.
+func unitOfWorkFrom(ctx context.Context) *unitOfWork {
+	u, _ := ctx.Value(txKey{}).(*unitOfWork)
+	if u == nil || u.ended.Load() {
+		return nil
+	}
+	return u
+}
+
+// queue adds the deferred writes to b, in order.
+func queue(b *pgx.Batch, ds []deferredExec) {
+	for _, d := range ds {
+		q := b.Queue(d.sql, d.args...)
+		if d.check != nil {
+			q.Exec(d.check)
+		}
+	}
 }
 
 // TxFrom returns the unit-of-work transaction carried by ctx, or nil. A context
@@ -111,11 +142,10 @@ type unitOfWork struct {
 // the context of a mutation's resolver on to the fields of its result, which
 // are resolved after the mutation committed, and must then read from the pool.
 func TxFrom(ctx context.Context) pgx.Tx {
-	u, _ := ctx.Value(txKey{}).(*unitOfWork)
-	if u == nil || u.ended.Load() {
-		return nil
+	if u := unitOfWorkFrom(ctx); u != nil {
+		return u.tx
 	}
-	return u.tx
+	return nil
 }
 
 // q returns the unit-of-work transaction of ctx, or the pool when there is none.
@@ -172,9 +202,21 @@ func (db *DB) UnitOfWork(ctx context.Context, fn func(ctx context.Context) error
 	}
 	// The audit events go last: appending one takes its chain's lock until the
 	// transaction ends, so the lock is held for the append and the commit only,
-	// not for the rest of the mutation (its idempotency record included).
-	for _, ev := range u.audits {
-		if err := appendAuditAt(ctx, tx, ev, time.Now); err != nil {
+	// not for the rest of the mutation (its idempotency record included). The
+	// deferred writes go in the round trip that takes the first lock.
+	if len(u.audits) == 0 && len(u.deferred) > 0 {
+		b := &pgx.Batch{}
+		queue(b, u.deferred)
+		if err := tx.SendBatch(ctx, b).Close(); err != nil {
+			return mapError(err)
+		}
+	}
+	for i, ev := range u.audits {
+		var pre []deferredExec
+		if i == 0 {
+			pre = u.deferred
+		}
+		if err := appendAuditWith(ctx, tx, ev, time.Now, pre); err != nil {
 			return mapError(err)
 		}
 	}

@@ -107,19 +107,25 @@ func inProgress(wait time.Duration) *Error {
 
 // SaveIdempotencyResult stores the JSON root result of the mutation that claimed
 // (userID, key) in the unit of work carried by ctx.
+//
+// The write is sent when the unit of work ends, in the round trip that takes
+// its first audit chain's lock (nothing in between reads it); a failure then
+// rolls the unit of work back.
 func (db *DB) SaveIdempotencyResult(ctx context.Context, userID, key string, result []byte) error {
-	tx := TxFrom(ctx)
-	if tx == nil {
+	u := unitOfWorkFrom(ctx)
+	if u == nil {
 		return ErrNoUnitOfWork
 	}
-	tag, err := tx.Exec(ctx, `UPDATE idempotency_keys SET result = $3 WHERE user_id = $1 AND key = $2`,
-		userID, key, result)
-	if err != nil {
-		return fmt.Errorf("save idempotency result: %w", err)
-	}
-	if tag.RowsAffected() != 1 {
-		return fmt.Errorf("save idempotency result: key not claimed")
-	}
+	u.deferred = append(u.deferred, deferredExec{
+		sql:  `UPDATE idempotency_keys SET result = $3 WHERE user_id = $1 AND key = $2`,
+		args: []any{userID, key, result},
+		check: func(tag pgconn.CommandTag) error {
+			if tag.RowsAffected() != 1 {
+				return fmt.Errorf("save idempotency result: key not claimed")
+			}
+			return nil
+		},
+	})
 	return nil
 }
 

@@ -2,7 +2,10 @@ package store_test
 
 import (
 	"context"
+	"errors"
+	"strings"
 	"testing"
+	"time"
 
 	"taskflow/store"
 	"taskflow/store/storetest"
@@ -28,5 +31,78 @@ func TestContextOutlivingUnitOfWorkHasNoTx(t *testing.T) {
 	_, err := db.RoleIn(inner, "00000000-0000-0000-0000-000000000000", "00000000-0000-0000-0000-000000000000", "workspace")
 	if store.ErrorCode(err) != store.CodeNotFound {
 		t.Fatalf("read after the unit of work: %v", err)
+	}
+}
+
+// An idempotency result is written when the unit of work ends, with an audit
+// event in the same round trip as the chain's lock or without one, and a result
+// that cannot be stored rolls the whole unit of work back.
+func TestIdempotencyResultWrittenAtCommit(t *testing.T) {
+	t.Parallel()
+	db := storetest.DB(t)
+	ctx := t.Context()
+	u := mkUser(t, db, "keys@example.com")
+	result := func(key string) string {
+		var r *string
+		if err := db.Pool.QueryRow(ctx, `SELECT result::text FROM idempotency_keys WHERE user_id = $1 AND key = $2`, u.ID, key).Scan(&r); err != nil {
+			t.Fatalf("key %s: %v", key, err)
+		}
+		if r == nil {
+			return ""
+		}
+		return *r
+	}
+	claimAndSave := func(ctx context.Context, key string, save string) error {
+		if _, err := db.ClaimIdempotencyKey(ctx, u.ID, key, "f", []byte("fp"), time.Hour, time.Second); err != nil {
+			return err
+		}
+		return db.SaveIdempotencyResult(ctx, u.ID, key, []byte(save))
+	}
+
+	// With an audit event (CreateWorkspace records workspace.created).
+	if err := db.UnitOfWork(ctx, func(ctx context.Context) error {
+		if err := claimAndSave(ctx, "with-audit", `{"a": 1}`); err != nil {
+			return err
+		}
+		_, err := db.CreateWorkspace(ctx, u, "W")
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if got := result("with-audit"); got != `{"a": 1}` {
+		t.Fatalf("stored with an audit event: %q", got)
+	}
+	// Without one.
+	if err := db.UnitOfWork(ctx, func(ctx context.Context) error { return claimAndSave(ctx, "alone", `{"b": 2}`) }); err != nil {
+		t.Fatal(err)
+	}
+	if got := result("alone"); got != `{"b": 2}` {
+		t.Fatalf("stored alone: %q", got)
+	}
+	// A result for a key that was never claimed fails the unit of work at its
+	// end, and nothing of it stays: not the workspace, not its audit event.
+	var workspaces int
+	count := func() int {
+		if err := db.Pool.QueryRow(ctx, `SELECT count(*) FROM workspaces`).Scan(&workspaces); err != nil {
+			t.Fatal(err)
+		}
+		return workspaces
+	}
+	before := count()
+	err := db.UnitOfWork(ctx, func(ctx context.Context) error {
+		if err := db.SaveIdempotencyResult(ctx, u.ID, "never-claimed", []byte(`{}`)); err != nil {
+			return err
+		}
+		_, err := db.CreateWorkspace(ctx, u, "Lost")
+		return err
+	})
+	if err == nil || !strings.Contains(err.Error(), "key not claimed") {
+		t.Fatalf("unclaimed key: %v", err)
+	}
+	if count() != before {
+		t.Fatal("the workspace of a failed unit of work was committed")
+	}
+	if err := db.SaveIdempotencyResult(ctx, u.ID, "x", nil); !errors.Is(err, store.ErrNoUnitOfWork) {
+		t.Fatalf("outside a unit of work: %v", err)
 	}
 }
