@@ -229,7 +229,7 @@ func (db *DB) CommentPages(ctx context.Context, keys []CommentPageKey) ([]*Comme
 		limits[i] = int32(p.First + 1)
 	}
 	rows, err := db.q(ctx).Query(ctx, `SELECT k.ord, `+commentColumns+`
-		FROM unnest($1::uuid[], $2::timestamptz[], $3::uuid[], $4::int[])
+		FROM unnest($1::text[]::uuid[], $2::timestamptz[], $3::text[]::uuid[], $4::int[])
 			WITH ORDINALITY AS k(task_id, at, id, lim, ord)
 		CROSS JOIN LATERAL (
 			SELECT * FROM comments c

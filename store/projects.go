@@ -36,7 +36,7 @@ func (db *DB) ProjectsByIDs(ctx context.Context, viewerID string, ids []string) 
 	}
 	rows, err := db.q(ctx).Query(ctx, `SELECT `+projectColumns+` FROM projects p
 		JOIN members v ON v.workspace_id = p.workspace_id AND v.user_id = $1
-		WHERE p.id = ANY($2::uuid[])`, viewerID, valid)
+		WHERE p.id = ANY($2::text[]::uuid[])`, viewerID, valid)
 	if err != nil {
 		return nil, fmt.Errorf("projects by ids: %w", err)
 	}
@@ -296,7 +296,7 @@ func (db *DB) ProjectLists(ctx context.Context, viewerID string, lists []Project
 		return out, nil
 	}
 	rows, err := db.q(ctx).Query(ctx, `SELECT k.i, p.id, p.workspace_id, p.name, p.description, p.archived_at, p.created_at, p.updated_at
-		FROM unnest($2::int[], $3::uuid[], $4::bool[], $5::int[], $6::timestamptz[], $7::uuid[]) AS k(i, ws, incl, lim, at, cid)
+		FROM unnest($2::int[], $3::text[]::uuid[], $4::bool[], $5::int[], $6::timestamptz[], $7::text[]::uuid[]) AS k(i, ws, incl, lim, at, cid)
 		JOIN members v ON v.workspace_id = k.ws AND v.user_id = $1
 		LEFT JOIN LATERAL (SELECT `+projectColumns+` FROM projects p
 			WHERE p.workspace_id = k.ws AND (k.incl OR p.archived_at IS NULL) AND (p.created_at, p.id) < (k.at, k.cid)

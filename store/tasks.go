@@ -329,7 +329,7 @@ func (db *DB) Task(ctx context.Context, viewer *User, id string) (*Task, error) 
 // reachable from things the viewer can already see (a comment's task).
 func (db *DB) TasksByID(ctx context.Context, ids []string) ([]*Task, error) {
 	valid := validIDs(ids)
-	rows, err := db.q(ctx).Query(ctx, `SELECT `+taskColumns+` FROM tasks t WHERE t.id = ANY($1::uuid[])`, valid)
+	rows, err := db.q(ctx).Query(ctx, `SELECT `+taskColumns+` FROM tasks t WHERE t.id = ANY($1::text[]::uuid[])`, valid)
 	if err != nil {
 		return nil, fmt.Errorf("tasks by id: %w", err)
 	}
@@ -422,7 +422,7 @@ func (db *DB) TaskPages(ctx context.Context, keys []TaskPageKey) ([]*TaskConnect
 		limits[i] = int32(p.First + 1)
 	}
 	rows, err := db.q(ctx).Query(ctx, `SELECT k.ord, `+taskColumns+`
-		FROM unnest($1::uuid[], $2::text[], $3::timestamptz[], $4::uuid[], $5::int[])
+		FROM unnest($1::text[]::uuid[], $2::text[], $3::timestamptz[], $4::text[]::uuid[], $5::int[])
 			WITH ORDINALITY AS k(project_id, status, at, id, lim, ord)
 		CROSS JOIN LATERAL (
 			SELECT * FROM tasks t

@@ -100,7 +100,7 @@ func (db *DB) UsersByIDs(ctx context.Context, ids []string) (map[string]*User, e
 	if len(valid) == 0 {
 		return out, nil
 	}
-	rows, err := db.q(ctx).Query(ctx, `SELECT `+userColumns+` FROM users u WHERE u.id = ANY($1::uuid[])`, valid)
+	rows, err := db.q(ctx).Query(ctx, `SELECT `+userColumns+` FROM users u WHERE u.id = ANY($1::text[]::uuid[])`, valid)
 	if err != nil {
 		return nil, fmt.Errorf("users by ids: %w", err)
 	}
