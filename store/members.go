@@ -22,7 +22,7 @@ func (db *DB) MembersByWorkspaces(ctx context.Context, viewerID string, workspac
 	rows, err := db.q(ctx).Query(ctx, `SELECT m.workspace_id, m.user_id, m.role, m.joined_at FROM members m
 		JOIN members v ON v.workspace_id = m.workspace_id AND v.user_id = $1
 		WHERE m.workspace_id = ANY($2::text[]::uuid[])
-		ORDER BY m.joined_at DESC, m.user_id DESC`, viewerID, valid)
+		ORDER BY m.joined_at DESC, m.user_id DESC`, viewerID, uuidArray(valid))
 	if err != nil {
 		return nil, fmt.Errorf("members by workspaces: %w", err)
 	}

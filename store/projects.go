@@ -36,7 +36,7 @@ func (db *DB) ProjectsByIDs(ctx context.Context, viewerID string, ids []string) 
 	}
 	rows, err := db.q(ctx).Query(ctx, `SELECT `+projectColumns+` FROM projects p
 		JOIN members v ON v.workspace_id = p.workspace_id AND v.user_id = $1
-		WHERE p.id = ANY($2::text[]::uuid[])`, viewerID, valid)
+		WHERE p.id = ANY($2::text[]::uuid[])`, viewerID, uuidArray(valid))
 	if err != nil {
 		return nil, fmt.Errorf("projects by ids: %w", err)
 	}

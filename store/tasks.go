@@ -329,7 +329,7 @@ func (db *DB) Task(ctx context.Context, viewer *User, id string) (*Task, error) 
 // reachable from things the viewer can already see (a comment's task).
 func (db *DB) TasksByID(ctx context.Context, ids []string) ([]*Task, error) {
 	valid := validIDs(ids)
-	rows, err := db.q(ctx).Query(ctx, `SELECT `+taskColumns+` FROM tasks t WHERE t.id = ANY($1::text[]::uuid[])`, valid)
+	rows, err := db.q(ctx).Query(ctx, `SELECT `+taskColumns+` FROM tasks t WHERE t.id = ANY($1::text[]::uuid[])`, uuidArray(valid))
 	if err != nil {
 		return nil, fmt.Errorf("tasks by id: %w", err)
 	}

@@ -106,3 +106,19 @@ func TestIdempotencyResultWrittenAtCommit(t *testing.T) {
 		t.Fatalf("outside a unit of work: %v", err)
 	}
 }
+
+// Loaders take ids in every form uuid.Parse accepts without failing the batch
+// (their array is built from canonical forms), and skip malformed ones.
+func TestUsersByIDsAnyIDForm(t *testing.T) {
+	t.Parallel()
+	db := storetest.DB(t)
+	u := mkUser(t, db, "forms@example.com")
+	got, err := db.UsersByIDs(t.Context(), []string{u.ID, "{" + u.ID + "}", "urn:uuid:" + u.ID,
+		strings.ReplaceAll(u.ID, "-", ""), "not-a-uuid", "a,b}"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[u.ID] == nil {
+		t.Fatalf("users by ids: %v", got)
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
 	"taskflow/audit"
@@ -92,6 +93,25 @@ func validIDs(ids []string) []string {
 	return out
 }
 
+// uuidArray is the Postgres array literal of ids, which must be valid UUIDs
+// (see validIDs), in any form uuid.Parse takes: the loaders' queries take their ids as one text parameter
+// cast to uuid[] in SQL, which pgx sends as is, where a []string costs an
+// encode plan per element.
+func uuidArray(ids []string) string {
+	var b strings.Builder
+	b.Grow(1 + 37*len(ids))
+	b.WriteByte('{')
+	for i, id := range ids {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		// The canonical form: uuid.Parse also takes "{...}" and "urn:uuid:...".
+		b.WriteString(uuid.MustParse(id).String())
+	}
+	b.WriteByte('}')
+	return b.String()
+}
+
 // UsersByIDs returns the users with these ids, by id; unknown or malformed ids
 // are absent from the map.
 func (db *DB) UsersByIDs(ctx context.Context, ids []string) (map[string]*User, error) {
@@ -100,7 +120,7 @@ func (db *DB) UsersByIDs(ctx context.Context, ids []string) (map[string]*User, e
 	if len(valid) == 0 {
 		return out, nil
 	}
-	rows, err := db.q(ctx).Query(ctx, `SELECT `+userColumns+` FROM users u WHERE u.id = ANY($1::text[]::uuid[])`, valid)
+	rows, err := db.q(ctx).Query(ctx, `SELECT `+userColumns+` FROM users u WHERE u.id = ANY($1::text[]::uuid[])`, uuidArray(valid))
 	if err != nil {
 		return nil, fmt.Errorf("users by ids: %w", err)
 	}

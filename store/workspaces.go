@@ -33,7 +33,7 @@ func (db *DB) WorkspacesByIDs(ctx context.Context, viewerID string, ids []string
 	}
 	rows, err := db.q(ctx).Query(ctx, `SELECT `+workspaceColumns+` FROM workspaces w
 		JOIN members v ON v.workspace_id = w.id AND v.user_id = $1
-		WHERE w.id = ANY($2::text[]::uuid[])`, viewerID, valid)
+		WHERE w.id = ANY($2::text[]::uuid[])`, viewerID, uuidArray(valid))
 	if err != nil {
 		return nil, fmt.Errorf("workspaces by ids: %w", err)
 	}
@@ -61,7 +61,7 @@ func (db *DB) WorkspacesOfUsers(ctx context.Context, viewerID string, userIDs []
 		JOIN members v ON v.workspace_id = m.workspace_id AND v.user_id = $1
 		JOIN workspaces w ON w.id = m.workspace_id
 		WHERE m.user_id = ANY($2::text[]::uuid[])
-		ORDER BY w.created_at DESC, w.id DESC`, viewerID, valid)
+		ORDER BY w.created_at DESC, w.id DESC`, viewerID, uuidArray(valid))
 	if err != nil {
 		return nil, fmt.Errorf("workspaces of users: %w", err)
 	}
