@@ -122,3 +122,32 @@ func TestUsersByIDsAnyIDForm(t *testing.T) {
 		t.Fatalf("users by ids: %v", got)
 	}
 }
+
+// A claim bounds only its own wait: the mutation's statements that follow run
+// with the lock timeout the session had.
+func TestClaimRestoresLockTimeout(t *testing.T) {
+	t.Parallel()
+	db := storetest.DB(t)
+	u := mkUser(t, db, "timeout@example.com")
+	err := db.UnitOfWork(t.Context(), func(ctx context.Context) error {
+		tx := store.TxFrom(ctx)
+		var before, after string
+		if err := tx.QueryRow(ctx, `SHOW lock_timeout`).Scan(&before); err != nil {
+			return err
+		}
+		rec, err := db.ClaimIdempotencyKey(ctx, u.ID, "k", "f", []byte("fp"), time.Hour, 3*time.Second)
+		if err != nil || rec != nil {
+			t.Fatalf("claim: %v %v", rec, err)
+		}
+		if err := tx.QueryRow(ctx, `SHOW lock_timeout`).Scan(&after); err != nil {
+			return err
+		}
+		if after != before || after == "3s" {
+			t.Fatalf("lock_timeout %q after the claim, %q before", after, before)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
