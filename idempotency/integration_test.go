@@ -1,11 +1,11 @@
 package idempotency_test
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -102,7 +102,26 @@ func TestRealCreateWorkspaceReplay(t *testing.T) {
 type server struct {
 	cmd    *exec.Cmd
 	url    string
-	stderr *bytes.Buffer
+	stderr *lockedBuffer
+}
+
+// lockedBuffer is the process's log, safe to read while the process writes.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) add(line string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.b.WriteString(line)
+	l.b.WriteByte('\n')
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
 
 // buildServer returns the taskflow binary (built once per test process).
@@ -111,38 +130,57 @@ func buildServer(t *testing.T) string {
 	return apitest.Binary(t)
 }
 
-// startServer runs bin on the database and waits until it answers.
+// startServer runs bin on the database and waits until it answers. It listens
+// on port 0 and the address comes from its "listening" log line, so no other
+// process can take the port between a check and the listen.
 func startServer(t *testing.T, bin, dbURL string, env ...string) *server {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	s := &server{stderr: &lockedBuffer{}}
+	s.cmd = exec.Command(bin)
+	s.cmd.Env = append(append(os.Environ(), "DATABASE_URL="+dbURL, "HTTP_ADDR=127.0.0.1:0"), env...)
+	pr, pw, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := l.Addr().String()
-	l.Close()
-	s := &server{url: "http://" + addr, stderr: &bytes.Buffer{}}
-	s.cmd = exec.Command(bin)
-	s.cmd.Env = append(append(os.Environ(), "DATABASE_URL="+dbURL, "HTTP_ADDR="+addr), env...)
-	s.cmd.Stderr = s.stderr
+	s.cmd.Stderr = pw
 	if err := s.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	pw.Close()
 	t.Cleanup(func() {
 		if s.cmd.ProcessState == nil {
 			_ = s.cmd.Process.Kill()
 			_ = s.cmd.Wait()
 		}
 	})
-	for range 600 { // readiness poll, not a timing assertion
-		res, err := http.Post(s.url+"/query", "application/json", bytes.NewBufferString(`{"query":"{ __typename }"}`))
-		if err == nil {
-			res.Body.Close()
-			return s
+	addrs := make(chan string, 1)
+	go func() { // reads until the process and its children are gone
+		defer pr.Close()
+		sc := bufio.NewScanner(pr)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		for sc.Scan() {
+			line := sc.Text()
+			s.stderr.add(line)
+			var rec struct{ Msg, Addr string }
+			if json.Unmarshal([]byte(line), &rec) == nil && rec.Msg == "listening" && rec.Addr != "" {
+				select {
+				case addrs <- rec.Addr:
+				default:
+				}
+			}
 		}
-		time.Sleep(50 * time.Millisecond)
+		close(addrs)
+	}()
+	select {
+	case addr, ok := <-addrs:
+		if !ok {
+			t.Fatalf("server exited at start: %s", s.stderr)
+		}
+		s.url = "http://" + addr
+	case <-time.After(60 * time.Second): // a readiness bound, not a timing assertion
+		t.Fatalf("server did not start: %s", s.stderr)
 	}
-	t.Fatalf("server did not start: %s", s.stderr)
-	return nil
+	return s
 }
 
 // post sends a GraphQL request to the server; err is a transport error.

@@ -63,7 +63,8 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-// instance is one taskflow process; it keeps its address across restarts.
+// instance is one taskflow process; it keeps its address across restarts,
+// unless another process took the port while it was down (see waitReady).
 type instance struct {
 	t      testing.TB
 	addr   string
@@ -148,9 +149,18 @@ func (in *instance) launch() {
 func (in *instance) waitReady() {
 	in.t.Helper()
 	c := &http.Client{Timeout: time.Second}
+	rebinds := 0
 	for range 1200 {
 		select {
 		case <-in.done:
+			// freeAddr's port can be taken by another process between its check
+			// and the server's listen: take another one and start again.
+			if rebinds < 5 && strings.Contains(in.stderr.String(), "set HTTP_ADDR to another address") {
+				rebinds++
+				in.rebind()
+				in.launch()
+				continue
+			}
 			in.t.Fatalf("%s exited at start:\n%s", in.addr, in.stderr)
 		default:
 		}
@@ -165,6 +175,19 @@ func (in *instance) waitReady() {
 		time.Sleep(25 * time.Millisecond)
 	}
 	in.t.Fatalf("%s did not start:\n%s", in.addr, in.stderr)
+}
+
+// rebind moves the instance to a fresh loopback address (before a launch).
+func (in *instance) rebind() {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	in.addr = freeAddr(in.t)
+	in.url = "http://" + in.addr
+	for i, kv := range in.env {
+		if strings.HasPrefix(kv, "HTTP_ADDR=") {
+			in.env[i] = "HTTP_ADDR=" + in.addr
+		}
+	}
 }
 
 // signalKill SIGKILLs the process and waits until it is gone.
