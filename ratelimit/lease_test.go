@@ -27,6 +27,19 @@ func leasing(t *testing.T, rdb redis.UniversalClient, prefix string, share float
 	return l
 }
 
+// leasingAndExact returns two limiters on one budget store: a with leases of
+// at most 10% lasting period, other checking every operation in Redis (what
+// Redis holds, as another instance sees it), and a budget of 1000 points an
+// hour.
+func leasingAndExact(t *testing.T, period time.Duration) (a, other *ratelimit.Limiter, lim ratelimit.Limit) {
+	t.Helper()
+	rdb := ratelimittest.Redis(t)
+	prefix := ratelimittest.Prefix()
+	a = leasing(t, rdb, prefix, 0.1, period, nil)
+	other = leasing(t, rdb, prefix, -1, time.Hour, nil)
+	return a, other, ratelimit.Limit{Points: 1000, Window: time.Hour}
+}
+
 // On one instance, leases change nothing a client can see: the same sequence of
 // answers as a check in Redis per operation (allowed, points left, the refusal
 // and its Retry-After), while most of them cost no round trip.
@@ -106,12 +119,8 @@ func TestLeasesNeverOverspendAcrossInstances(t *testing.T) {
 // another instance sees the budget as spent, not as leased.
 func TestLeaseGivenBackWhenQuiet(t *testing.T) {
 	t.Parallel()
-	rdb := ratelimittest.Redis(t)
-	prefix := ratelimittest.Prefix()
+	a, other, lim := leasingAndExact(t, 200*time.Millisecond)
 	ctx := context.Background()
-	lim := ratelimit.Limit{Points: 1000, Window: time.Hour}
-	a := leasing(t, rdb, prefix, 0.1, 200*time.Millisecond, nil)
-	other := leasing(t, rdb, prefix, -1, time.Hour, nil)
 	a.AllowN(ctx, "cost", "u:1", lim, 2)
 	if r := a.AllowN(ctx, "cost", "u:1", lim, 2); !r.Allowed || r.Remaining != 996 {
 		t.Fatalf("second operation: %+v", r)
@@ -127,12 +136,8 @@ func TestLeaseGivenBackWhenQuiet(t *testing.T) {
 // Close gives every lease back (a graceful shutdown returns what it holds).
 func TestLeaseGivenBackAtClose(t *testing.T) {
 	t.Parallel()
-	rdb := ratelimittest.Redis(t)
-	prefix := ratelimittest.Prefix()
+	a, other, lim := leasingAndExact(t, time.Hour)
 	ctx := context.Background()
-	lim := ratelimit.Limit{Points: 1000, Window: time.Hour}
-	a := leasing(t, rdb, prefix, 0.1, time.Hour, nil)
-	other := leasing(t, rdb, prefix, -1, time.Hour, nil)
 	for range 3 {
 		a.AllowN(ctx, "cost", "u:1", lim, 5)
 	}

@@ -99,19 +99,9 @@ func TestRedisClusterNodeKilled(t *testing.T) {
 
 	nodes[0].kill()
 	for _, in := range ins {
-		degraded := false
-		for range 800 { // waits for the limiter to notice; not a timing assertion
-			if code, status, rh := limiterHealth(t, in); code == 200 && status == "degraded" &&
-				rh["ok"] == false && rh["mode"] == "memory-fallback" {
-				degraded = true
-				break
-			}
-			time.Sleep(25 * time.Millisecond)
-		}
-		if !degraded {
-			code, status, rh := limiterHealth(t, in)
-			t.Fatalf("/healthz on %s never degraded with a master down: %d %v %v", in.addr, code, status, rh)
-		}
+		waitLimiterHealth(t, in, "degraded with a master down", func(code int, status any, rh map[string]any) bool {
+			return code == 200 && status == "degraded" && rh["ok"] == false && rh["mode"] == "memory-fallback"
+		})
 	}
 	// For as long as the node is down, over several probe intervals and while
 	// the live nodes go on answering PING, /healthz stays degraded.
@@ -139,19 +129,10 @@ func TestRedisClusterNodeKilled(t *testing.T) {
 
 	nodes[0].start() // the same port and cluster config file: it rejoins
 	waitClusterOK(t, addrs)
-	for _, in := range ins {
-		ok := false
-		for range 800 { // the limiter's probe finds the cluster whole; not a timing assertion
-			if code, status, rh := limiterHealth(t, in); code == 200 && status == "ok" && rh["mode"] == "redis" {
-				ok = true
-				break
-			}
-			time.Sleep(25 * time.Millisecond)
-		}
-		if !ok {
-			code, status, rh := limiterHealth(t, in)
-			t.Fatalf("/healthz on %s never ok again after the node came back: %d %v %v", in.addr, code, status, rh)
-		}
+	for _, in := range ins { // the limiter's probe finds the cluster whole
+		waitLimiterHealth(t, in, "ok again after the node came back", func(code int, status any, rh map[string]any) bool {
+			return code == 200 && status == "ok" && rh["mode"] == "redis"
+		})
 	}
 	checkBudgetsShared(t, ins, pool, false)
 	for range 40 {
@@ -168,4 +149,18 @@ func TestRedisClusterNodeKilled(t *testing.T) {
 			t.Fatalf("%s exited:\n%s", in.addr, in.stderr)
 		}
 	}
+}
+
+// waitLimiterHealth polls the instance's /healthz until cond holds of it (a
+// readiness poll, not a timing assertion) and fails the test if it never does.
+func waitLimiterHealth(t *testing.T, in *instance, what string, cond func(code int, status any, rh map[string]any) bool) {
+	t.Helper()
+	for range 800 {
+		if cond(limiterHealth(t, in)) {
+			return
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+	code, status, rh := limiterHealth(t, in)
+	t.Fatalf("/healthz on %s never %s: %d %v %v", in.addr, what, code, status, rh)
 }

@@ -2,10 +2,12 @@ package scaleout_test
 
 import (
 	"net/url"
-	"runtime"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"taskflow/store/storetest"
 )
@@ -22,19 +24,33 @@ func viaProxy(t testing.TB, dbURL, addr string) (proxied, target string) {
 	return u.String(), target
 }
 
+// proxiedPoolMax is the pool size of startBehindProxy's instance, so that the
+// bound on connections after a fault is exact.
+const proxiedPoolMax = 4
+
+// startBehindProxy starts an instance on a database of its own that it reaches
+// through a TCP proxy the test can cut, with a pool of proxiedPoolMax
+// connections; pool is a direct pool to the same database.
+func startBehindProxy(t *testing.T) (pool *pgxpool.Pool, proxy *tcpProxy, in *instance) {
+	t.Helper()
+	dbURL := storetest.URL(t)
+	pool = openPool(t, dbURL)
+	_, target := viaProxy(t, dbURL, "")
+	proxy = newProxy(t, target)
+	proxied, _ := viaProxy(t, dbURL, proxy.addr)
+	in = newInstance(t, "DATABASE_URL="+proxied+"&pool_max_conns="+strconv.Itoa(proxiedPoolMax))
+	in.start()
+	return pool, proxy, in
+}
+
 // With Postgres unreachable, requests fail at once with INTERNAL (never hang,
 // never another code), /healthz answers 503, and when Postgres is reachable again
 // the same process serves again, with no goroutine or connection left over from
 // the outage.
 func TestPostgresUnreachable(t *testing.T) {
 	t.Parallel()
-	dbURL := storetest.URL(t)
-	pool := openPool(t, dbURL)
-	_, target := viaProxy(t, dbURL, "")
-	proxy := newProxy(t, target)
-	proxied, _ := viaProxy(t, dbURL, proxy.addr)
-	in := newInstance(t, "DATABASE_URL="+proxied)
-	in.start()
+	pool, proxy, in := startBehindProxy(t)
+	const maxConns = proxiedPoolMax
 
 	_, token := newUser(t, pool, "ann")
 	project := newProject(t, in, token)
@@ -115,9 +131,14 @@ func TestPostgresUnreachable(t *testing.T) {
 		t.Errorf("%d tasks after the outage, want %d: a failed request wrote", n, tasksBefore+1)
 	}
 
-	// No leak: goroutines settle back to the level before the outage, and the
-	// pool holds no more connections than its maximum (pgxpool: max(4, CPUs)).
-	maxConns := max(4, runtime.NumCPU())
+	checkNoLeak(t, in, proxy, goroutinesBefore, maxConns, "the outage")
+}
+
+// checkNoLeak waits until the server's goroutines settle back to the level
+// before a fault and the pool holds no more Postgres connections than its
+// maximum, and checks the process is still running.
+func checkNoLeak(t *testing.T, in *instance, proxy *tcpProxy, goroutinesBefore float64, maxConns int, after string) {
+	t.Helper()
 	var goroutines float64
 	settled := false
 	for range 200 {
@@ -130,8 +151,8 @@ func TestPostgresUnreachable(t *testing.T) {
 		time.Sleep(25 * time.Millisecond)
 	}
 	if !settled {
-		t.Errorf("after the outage: %v goroutines (before: %v), %d Postgres connections (max %d)",
-			goroutines, goroutinesBefore, proxy.open(), maxConns)
+		t.Errorf("after %s: %v goroutines (before: %v), %d Postgres connections (max %d)",
+			after, goroutines, goroutinesBefore, proxy.open(), maxConns)
 	}
 	if in.exited() {
 		t.Fatalf("the server exited:\n%s", in.stderr)

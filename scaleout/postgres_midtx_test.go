@@ -8,8 +8,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-
-	"taskflow/store/storetest"
 )
 
 // heldBackend polls until a backend of the test database waits for an advisory
@@ -45,14 +43,8 @@ func heldBackend(t testing.TB, pool *pgxpool.Pool) int32 {
 func TestPostgresCutMidTransaction(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	dbURL := storetest.URL(t)
-	pool := openPool(t, dbURL)
-	_, target := viaProxy(t, dbURL, "")
-	proxy := newProxy(t, target)
-	proxied, _ := viaProxy(t, dbURL, proxy.addr)
-	const maxConns = 4
-	in := newInstance(t, "DATABASE_URL="+proxied+"&pool_max_conns=4")
-	in.start()
+	pool, proxy, in := startBehindProxy(t)
+	const maxConns = proxiedPoolMax
 
 	_, token := newUser(t, pool, "ann")
 	project := newProject(t, in, token)
@@ -186,24 +178,5 @@ func TestPostgresCutMidTransaction(t *testing.T) {
 		t.Errorf("/healthz after recovery: %d %v", code, body)
 	}
 
-	// No leak: goroutines settle back to the level before the cut, and the pool
-	// holds no more connections than its maximum.
-	var goroutines float64
-	settled := false
-	for range 200 {
-		httpClient.CloseIdleConnections()
-		goroutines = in.metric(t, "go_goroutines")
-		if goroutines <= goroutinesBefore+5 && proxy.open() <= maxConns {
-			settled = true
-			break
-		}
-		time.Sleep(25 * time.Millisecond)
-	}
-	if !settled {
-		t.Errorf("after the cut: %v goroutines (before: %v), %d Postgres connections (max %d)",
-			goroutines, goroutinesBefore, proxy.open(), maxConns)
-	}
-	if in.exited() {
-		t.Fatalf("the server exited:\n%s", in.stderr)
-	}
+	checkNoLeak(t, in, proxy, goroutinesBefore, maxConns, "the cut")
 }
