@@ -271,10 +271,12 @@ func (s *leaseStore) drop() {
 	s.mu.Unlock()
 }
 
-// close stops the sweep and gives every lease back.
-func (s *leaseStore) close() {
+// close stops the sweep and, when giveBack is set, gives every lease back.
+func (s *leaseStore) close(giveBack bool) {
 	close(s.done)
-	s.giveBack(true)
+	if giveBack {
+		s.giveBack(true)
+	}
 }
 
 var _ backend = (*leaseStore)(nil)

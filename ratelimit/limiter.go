@@ -162,7 +162,8 @@ func (l *Limiter) Close() {
 	l.once.Do(func() {
 		close(l.done)
 		if l.lease != nil {
-			l.lease.close()
+			// During an outage what the leases hold is unknown (and unreachable).
+			l.lease.close(l.healthy.Load())
 		}
 	})
 }
