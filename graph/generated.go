@@ -2907,8 +2907,8 @@ func (ec *executionContext) _AuditEvent_metadata(ctx context.Context, field grap
 			return obj.Metadata, nil
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v map[string]any) graphql.Marshaler {
-			return ec.marshalOJSON2map(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v store.RawJSON) graphql.Marshaler {
+			return ec.marshalOJSON2taskflowᚋstoreᚐRawJSON(ctx, selections, v)
 		},
 		true,
 		false,
@@ -9792,22 +9792,20 @@ func (ec *executionContext) marshalOInt2ᚖint(ctx context.Context, sel ast.Sele
 	return res
 }
 
-func (ec *executionContext) unmarshalOJSON2map(ctx context.Context, v any) (map[string]any, error) {
+func (ec *executionContext) unmarshalOJSON2taskflowᚋstoreᚐRawJSON(ctx context.Context, v any) (store.RawJSON, error) {
 	if v == nil {
 		return nil, nil
 	}
-	res, err := graphql.UnmarshalMap(v)
+	var res store.RawJSON
+	err := res.UnmarshalGQL(v)
 	return res, graphql.ErrorOnPath(ctx, err)
 }
 
-func (ec *executionContext) marshalOJSON2map(ctx context.Context, sel ast.SelectionSet, v map[string]any) graphql.Marshaler {
+func (ec *executionContext) marshalOJSON2taskflowᚋstoreᚐRawJSON(ctx context.Context, sel ast.SelectionSet, v store.RawJSON) graphql.Marshaler {
 	if v == nil {
 		return graphql.Null
 	}
-	_ = sel
-	_ = ctx
-	res := graphql.MarshalMap(v)
-	return res
+	return v
 }
 
 func (ec *executionContext) marshalOProject2ᚖtaskflowᚋstoreᚐProject(ctx context.Context, sel ast.SelectionSet, v *store.Project) graphql.Marshaler {

@@ -1,9 +1,11 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -12,8 +14,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-
-	"taskflow/audit"
 )
 
 // AuditFilter narrows a listing of audit events; every set field must match (AND).
@@ -177,11 +177,13 @@ func scanAuditEvent(row pgx.Row) (*AuditEvent, error) {
 		&e.OccurredAt, &e.IP, &e.UserAgent, &e.RequestID, &meta); err != nil {
 		return nil, err
 	}
-	m, err := audit.DecodeMetadata(meta)
-	if err != nil {
-		return nil, err
+	// jsonb's text has a space after each colon and comma: compact it once here.
+	var b bytes.Buffer
+	b.Grow(len(meta))
+	if err := json.Compact(&b, meta); err != nil {
+		return nil, fmt.Errorf("audit: metadata: %w", err)
 	}
-	e.Metadata = m
+	e.Metadata = RawJSON(b.Bytes())
 	return &e, nil
 }
 

@@ -1,6 +1,7 @@
 package store_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -166,11 +167,20 @@ func TestAuditMetadataRoundTripVerifies(t *testing.T) {
 		t.Fatalf("%d events", len(page.Edges))
 	}
 	// Newest first: the last appended comes first.
-	got := page.Edges[len(metas)-1-3].Node.Metadata
+	decode := func(raw store.RawJSON) map[string]any {
+		dec := json.NewDecoder(bytes.NewReader(raw))
+		dec.UseNumber()
+		var m map[string]any
+		if err := dec.Decode(&m); err != nil {
+			t.Fatalf("metadata %s: %v", raw, err)
+		}
+		return m
+	}
+	got := decode(page.Edges[len(metas)-1-3].Node.Metadata)
 	if got["int"] != json.Number("42") || got["big"] != json.Number("4611686018427387904") || got["exp"] != json.Number("1000000000000000000000") {
 		t.Errorf("numbers read back: %#v", got)
 	}
-	text := page.Edges[len(metas)-1-2].Node.Metadata
+	text := decode(page.Edges[len(metas)-1-2].Node.Metadata)
 	if text["title"] != "héllo wörld ✓ 日本語 🎉" || text["quote"] != `"'\<>&` {
 		t.Errorf("text read back: %#v", text)
 	}

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"strconv"
@@ -92,7 +93,47 @@ type AuditEvent struct {
 	IP          *string        `json:"ip"`
 	UserAgent   *string        `json:"userAgent"`
 	RequestID   *string        `json:"requestId"`
-	Metadata    map[string]any `json:"metadata"`
+	Metadata    RawJSON        `json:"metadata"`
+}
+
+// RawJSON is a JSON value kept as its compact text, as Postgres gave it: an
+// audit event's metadata goes from the jsonb column to the response without
+// being decoded into Go maps and encoded again. It is the JSON scalar on output
+// (MarshalGQL) and in exports (MarshalJSON); nil is null.
+type RawJSON []byte
+
+// MarshalGQL writes the JSON text as it is.
+func (r RawJSON) MarshalGQL(w io.Writer) {
+	if len(r) == 0 {
+		_, _ = io.WriteString(w, "null")
+		return
+	}
+	_, _ = w.Write(r)
+}
+
+// UnmarshalGQL takes a JSON scalar given as input (decoded by gqlgen) back to
+// text.
+func (r *RawJSON) UnmarshalGQL(v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("JSON: %w", err)
+	}
+	*r = b
+	return nil
+}
+
+// MarshalJSON returns the JSON text as it is.
+func (r RawJSON) MarshalJSON() ([]byte, error) {
+	if len(r) == 0 {
+		return []byte("null"), nil
+	}
+	return r, nil
+}
+
+// UnmarshalJSON keeps a copy of the JSON text.
+func (r *RawJSON) UnmarshalJSON(b []byte) error {
+	*r = append((*r)[:0], b...)
+	return nil
 }
 
 // AuditVerification is the outcome of walking a workspace's hash chain.
