@@ -83,17 +83,17 @@ type Comment struct {
 
 // AuditEvent is one row of the append-only audit log.
 type AuditEvent struct {
-	ID          string         `json:"id"`
-	WorkspaceID *string        `json:"workspaceId"`
-	ActorID     *string        `json:"actorId"`
-	Action      string         `json:"action"`
-	EntityType  string         `json:"entityType"`
-	EntityID    string         `json:"entityId"`
-	OccurredAt  time.Time      `json:"occurredAt"`
-	IP          *string        `json:"ip"`
-	UserAgent   *string        `json:"userAgent"`
-	RequestID   *string        `json:"requestId"`
-	Metadata    RawJSON        `json:"metadata"`
+	ID          string    `json:"id"`
+	WorkspaceID *string   `json:"workspaceId"`
+	ActorID     *string   `json:"actorId"`
+	Action      string    `json:"action"`
+	EntityType  string    `json:"entityType"`
+	EntityID    string    `json:"entityId"`
+	OccurredAt  time.Time `json:"occurredAt"`
+	IP          *string   `json:"ip"`
+	UserAgent   *string   `json:"userAgent"`
+	RequestID   *string   `json:"requestId"`
+	Metadata    RawJSON   `json:"metadata"`
 }
 
 // RawJSON is a JSON value kept as its compact text, as Postgres gave it: an
