@@ -74,8 +74,12 @@ func ceilSeconds(d time.Duration) int {
 // slotKey is the context key of the room WithOutcome makes.
 type slotKey struct{}
 
-// slot holds the Outcome of the one operation of a request.
-type slot struct{ o *Outcome }
+// slot holds the Outcome of the one operation of a request (set once the
+// limiter has seen it).
+type slot struct {
+	o   Outcome
+	set bool
+}
 
 // WithOutcome returns ctx with room for the Outcome of the one operation that
 // will run in it. A transport that serves one operation per request gives it
@@ -89,8 +93,8 @@ func WithOutcome(ctx context.Context) context.Context {
 // (see WithOutcome), or nil when the limiter did not see it (it failed to
 // parse or validate). rc may be nil.
 func OutcomeOf(ctx context.Context, rc *graphql.OperationContext) *Outcome {
-	if s, _ := ctx.Value(slotKey{}).(*slot); s != nil && s.o != nil {
-		return s.o
+	if s, _ := ctx.Value(slotKey{}).(*slot); s != nil && s.set {
+		return &s.o
 	}
 	if rc == nil {
 		return nil
@@ -99,13 +103,16 @@ func OutcomeOf(ctx context.Context, rc *graphql.OperationContext) *Outcome {
 	return o
 }
 
-// record keeps o as the Outcome of the operation rc running in ctx.
-func record(ctx context.Context, rc *graphql.OperationContext, o *Outcome) {
+// newOutcome returns the Outcome of the operation rc running in ctx, o, kept
+// where OutcomeOf finds it: in the room WithOutcome made, or in rc's stats.
+func newOutcome(ctx context.Context, rc *graphql.OperationContext, o Outcome) *Outcome {
 	if s, _ := ctx.Value(slotKey{}).(*slot); s != nil {
-		s.o = o
-		return
+		s.o, s.set = o, true
+		return &s.o
 	}
-	rc.Stats.SetExtension(statsKey, o)
+	p := &o
+	rc.Stats.SetExtension(statsKey, p)
+	return p
 }
 
 // Budget is the GraphQL RateLimitStatus: the caller's cost budget after the
@@ -189,8 +196,7 @@ func (e extension) MutateOperationContext(ctx context.Context, rc *graphql.Opera
 	l := e.l
 	price := cost.Operation(rc.Operation, rc.Variables)
 	l.metrics.cost.Observe(float64(price))
-	o := &Outcome{Cost: price, Policy: l.costLimit(), policy: l.policyHeader}
-	record(ctx, rc, o)
+	o := newOutcome(ctx, rc, Outcome{Cost: price, Policy: l.costLimit(), policy: l.policyHeader})
 	who := costKey(ctx)
 
 	if maxCost := l.MaxCost(); price > maxCost {
