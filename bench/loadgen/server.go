@@ -2,7 +2,9 @@ package loadgen
 
 import (
 	"bufio"
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -78,15 +80,12 @@ func startExec(ctx context.Context, cfg Config) (*server, error) {
 	if out, err := build.CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("go build: %v\n%s", err, out)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, err
-	}
-	addr := ln.Addr().String()
-	ln.Close()
 	cmd := exec.Command(bin)
 	cmd.Env = append(os.Environ(),
-		"HTTP_ADDR="+addr,
+		// Port 0: the server picks a free port and logs it ("listening"), so no
+		// other process can take it between a check and the listen.
+		"HTTP_ADDR=127.0.0.1:0",
+		"LOG_LEVEL=info", // the "listening" line, and access lines as in production
 		"DATABASE_URL="+cfg.DatabaseURL,
 		"REDIS_URL="+cfg.RedisURL,
 		// The limiter runs on every request but never refuses one: the harness
@@ -104,7 +103,7 @@ func startExec(ctx context.Context, cfg Config) (*server, error) {
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
-	s := &server{url: "http://" + addr, pid: cmd.Process.Pid, close: func() {
+	s := &server{pid: cmd.Process.Pid, close: func() {
 		_ = cmd.Process.Signal(os.Interrupt)
 		done := make(chan struct{})
 		go func() { _ = cmd.Wait(); close(done) }()
@@ -118,11 +117,18 @@ func startExec(ctx context.Context, cfg Config) (*server, error) {
 	}}
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		res, err := http.Get(s.url + "/healthz")
-		if err == nil {
-			res.Body.Close()
-			if res.StatusCode == http.StatusOK {
-				return s, nil
+		if s.url == "" {
+			if addr := listeningAddr(logFile.Name()); addr != "" {
+				s.url = "http://" + addr
+			}
+		}
+		if s.url != "" {
+			res, err := http.Get(s.url + "/healthz")
+			if err == nil {
+				res.Body.Close()
+				if res.StatusCode == http.StatusOK {
+					return s, nil
+				}
 			}
 		}
 		if time.Now().After(deadline) {
@@ -132,6 +138,22 @@ func startExec(ctx context.Context, cfg Config) (*server, error) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// listeningAddr returns the address of the server's "listening" log line in
+// the log file at path, or "" before it is written.
+func listeningAddr(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	for _, line := range bytes.Split(b, []byte("\n")) {
+		var rec struct{ Msg, Addr string }
+		if json.Unmarshal(line, &rec) == nil && rec.Msg == "listening" && rec.Addr != "" {
+			return rec.Addr
+		}
+	}
+	return ""
 }
 
 func moduleRoot(ctx context.Context) (string, error) {
