@@ -82,6 +82,7 @@ type leaseStore struct {
 	prefix string
 	share  float64       // most of a budget one lease may take
 	period time.Duration // how long a lease lasts
+	every  time.Duration // how often leases of quiet budgets are given back
 	now    func() time.Time
 
 	mu     sync.Mutex
@@ -93,15 +94,17 @@ type leaseStore struct {
 
 // lease is what one instance knows of one budget.
 type lease struct {
-	unused  int       // points taken from Redis and not yet spent
-	spent   int       // points spent from leases since the last round trip
-	tat     time.Time // the budget's theoretical arrival time in Redis, leases included
-	expires time.Time // end of the period; until then the budget is busy here
-	limit   Limit     // the budget's policy, for giving points back
+	unused  int           // points taken from Redis and not yet spent
+	spent   int           // points spent from leases since the last round trip
+	tat     time.Time     // the budget's theoretical arrival time in Redis, leases included
+	expires time.Time     // end of the period; until then the budget is busy here
+	limit   Limit         // the budget's policy, for giving points back
+	syncing chan struct{} // closed when the check of this budget in Redis returns
+	checked bool          // a check of this budget has returned
 }
 
 func newLeaseStore(rdb redis.Scripter, prefix string, share float64, period time.Duration, hits func()) *leaseStore {
-	return &leaseStore{rdb: rdb, prefix: prefix, share: share, period: period, now: time.Now,
+	return &leaseStore{rdb: rdb, prefix: prefix, share: share, period: period, every: period / 2, now: time.Now,
 		leases: map[string]*lease{}, done: make(chan struct{}), hits: hits}
 }
 
@@ -131,61 +134,69 @@ func (s *leaseStore) local(key string, l Limit, n int) (res Result, ok bool) {
 	return Result{}, false
 }
 
+// allowN answers from the lease when it can. Otherwise it sends one check to
+// Redis, giving back what the lease has left and, for a budget in use here,
+// asking for a new lease. Checks of one budget go to Redis one at a time from an
+// instance (the others wait for the answer and try the lease again), so the
+// budget's state each answer brings is the latest and is kept as it is: it goes
+// down as well as up, since a give-back moves it back.
 func (s *leaseStore) allowN(ctx context.Context, key string, l Limit, n int) (Result, error) {
-	if res, ok := s.local(key, l, n); ok {
-		return res, nil
-	}
-	now := s.now()
-	s.mu.Lock()
-	ls := s.leases[key]
-	refund, want := 0, 0
-	switch {
-	case ls == nil:
-		// First sight: an exact check, and the budget counts as busy here for a
-		// period: a second operation within it takes a lease (or, costing
-		// nothing, is answered from what this check learnt).
-		ls = &lease{expires: now.Add(s.period), limit: l}
-		s.leases[key] = ls
-	case ls != nil:
+	for {
+		if res, ok := s.local(key, l, n); ok {
+			return res, nil
+		}
+		now := s.now()
+		s.mu.Lock()
+		ls := s.leases[key]
+		if ls == nil {
+			ls = &lease{expires: now.Add(s.period), limit: l}
+			s.leases[key] = ls
+		}
+		if wait := ls.syncing; wait != nil {
+			// Its check ends within its own timeout; then try the lease again.
+			s.mu.Unlock()
+			<-wait
+			continue
+		}
+		refund, want := 0, 0
 		if ls.limit == l {
 			refund = ls.unused
 		}
-		ls.unused = 0
-		if n > 0 {
+		if ls.checked && n > 0 {
+			// A second operation within a period: the budget is busy here.
 			want = min(int(float64(l.Points)*s.share), max(8*n, 2*(ls.spent+n)))
 		}
-		ls.limit = l
-	}
-	s.mu.Unlock()
-	s.sweeping()
+		ls.unused, ls.limit = 0, l
+		done := make(chan struct{})
+		ls.syncing = done
+		s.mu.Unlock()
+		s.sweeping()
 
-	allowed, granted, retry, reset, err := s.run(ctx, key, l, n, refund, want)
-	if err != nil {
-		return Result{}, err
-	}
-	now = s.now()
-	if !allowed {
-		return Result{Remaining: remainingFrom(l, reset), RetryAfter: max(retry, time.Millisecond), ResetAfter: reset}, nil
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if cur := s.leases[key]; cur != ls { // swept or dropped meanwhile
-		if cur == nil {
-			s.leases[key] = ls
-		} else {
-			ls = cur
+		allowed, granted, retry, reset, err := s.run(ctx, key, l, n, refund, want)
+		now = s.now()
+		s.mu.Lock()
+		ls.syncing = nil
+		close(done)
+		if err != nil {
+			s.mu.Unlock()
+			return Result{}, err
 		}
+		ls.checked = true
+		ls.tat = now.Add(reset)
+		// What this instance knows of the budget is fresh again: a new period.
+		ls.expires = now.Add(s.period)
+		if !allowed {
+			s.mu.Unlock()
+			return Result{Remaining: remainingFrom(l, reset), RetryAfter: max(retry, time.Millisecond), ResetAfter: reset}, nil
+		}
+		if granted > 0 {
+			ls.unused += granted
+			ls.spent = 0
+		}
+		res := ls.result(l, now)
+		s.mu.Unlock()
+		return res, nil
 	}
-	if tat := now.Add(reset); tat.After(ls.tat) {
-		ls.tat = tat
-	}
-	// What this instance knows of the budget is fresh again: a new period.
-	ls.expires = now.Add(s.period)
-	if granted > 0 {
-		ls.unused += granted
-		ls.spent = 0
-	}
-	return ls.result(l, now), nil
 }
 
 // run sends one check to Redis.
@@ -216,7 +227,7 @@ func seconds(f float64) time.Duration { return time.Duration(f * float64(time.Se
 func (s *leaseStore) sweeping() {
 	s.sweep.Do(func() {
 		go func() {
-			t := time.NewTicker(s.period / 2)
+			t := time.NewTicker(s.every)
 			defer t.Stop()
 			for {
 				select {
@@ -243,6 +254,9 @@ func (s *leaseStore) giveBack(all bool) {
 	var backs []back
 	s.mu.Lock()
 	for k, ls := range s.leases {
+		if ls.syncing != nil {
+			continue // its check is in Redis: it ends with a new period
+		}
 		if all || !now.Before(ls.expires) {
 			if ls.unused > 0 {
 				backs = append(backs, back{k, ls.limit, ls.unused})

@@ -57,6 +57,7 @@ func TestLeaseAnswersAsPerOperationChecks(t *testing.T) {
 	for round := 0; ; round++ {
 		n := costs[round%len(costs)]
 		a, b := on.AllowN(ctx, "cost", "u:1", lim, n), off.AllowN(ctx, "cost", "u:1", lim, n)
+		t.Logf("%d n=%d leased %d exact %d", round, n, a.Remaining, b.Remaining)
 		if a.Allowed != b.Allowed || a.Remaining != b.Remaining {
 			t.Fatalf("operation %d (cost %d): leased %+v, per operation %+v", round, n, a, b)
 		}
