@@ -108,6 +108,8 @@ type unitOfWork struct {
 	// just before it commits in the same round trip as the first audit event's
 	// chain lock (see SaveIdempotencyResult).
 	deferred []deferredExec
+	// claim is the idempotency key the unit of work holds, if any.
+	claim *idempotencyClaim
 }
 
 // deferredExec is a write sent at the end of a unit of work; check judges its

@@ -27,73 +27,77 @@ var ErrNoUnitOfWork = errors.New("idempotency: no unit of work in context")
 // ClaimIdempotencyKey claims (userID, key) for a call of field with the given
 // argument fingerprint, in the unit of work carried by ctx. It returns (nil, nil)
 // when the key is now claimed by this transaction: the caller runs the mutation and
-// stores its result with SaveIdempotencyResult before the unit of work commits
-// (a rollback frees the key again). It returns the committed record when the key
-// was already used and has not expired; the caller compares field and fingerprint
-// and replays or refuses. An expired record is deleted and the key claimed anew.
+// stores its result with SaveIdempotencyResult before the unit of work commits,
+// which writes the key's record then (a rollback writes nothing and frees the
+// key). It returns the committed record when the key was already used and has
+// not expired; the caller compares field and fingerprint and replays or refuses.
+// An expired record is replaced when the unit of work commits.
 //
-// A concurrent claim of the same key by a transaction still in flight is waited
-// for, at most wait; past it the error is IDEMPOTENCY_IN_PROGRESS with
-// extensions.retryAfter (whole seconds). A wait of 0 or less means 1ms.
+// The claim is a transaction-scoped advisory lock on the key: the request that
+// holds it is the only one running with that key until it ends, on any
+// instance. The record is read after the lock is taken, in a statement of its
+// own, so under READ COMMITTED it sees what a previous holder committed. A
+// claim by a transaction still in flight is waited for, at most wait; past it
+// the error is IDEMPOTENCY_IN_PROGRESS with extensions.retryAfter (whole
+// seconds). A wait of 0 or less means 1ms.
 func (db *DB) ClaimIdempotencyKey(ctx context.Context, userID, key, field string, fingerprint []byte,
 	ttl, wait time.Duration) (*IdempotencyRecord, error) {
-	tx := TxFrom(ctx)
-	if tx == nil {
+	u := unitOfWorkFrom(ctx)
+	if u == nil {
 		return nil, ErrNoUnitOfWork
 	}
-	waitMS := max(wait.Milliseconds(), 1)
-	ttlMS := max(ttl.Milliseconds(), 1)
-	for range 4 {
-		// One round trip: bound the wait on a concurrent claim, try to claim, and
-		// put the lock timeout back so the mutation's own statements are not bound.
+	lock := "idempotency:" + userID + ":" + key
+	var rec IdempotencyRecord
+	var found, expired, locked bool
+	read := func(b *pgx.Batch) {
+		b.Queue(`SELECT field, fingerprint, result, expires_at <= now()
+			FROM idempotency_keys WHERE user_id = $1 AND key = $2`, userID, key).
+			QueryRow(func(row pgx.Row) error {
+				err := row.Scan(&rec.Field, &rec.Fingerprint, &rec.Result, &expired)
+				found = err == nil
+				if errors.Is(err, pgx.ErrNoRows) {
+					return nil
+				}
+				return err
+			})
+	}
+	// The usual case, one round trip: nobody holds the key.
+	b := &pgx.Batch{}
+	b.Queue(`SELECT pg_try_advisory_xact_lock(hashtextextended($1, 0))`, lock).
+		QueryRow(func(row pgx.Row) error { return row.Scan(&locked) })
+	read(b)
+	if err := u.tx.SendBatch(ctx, b).Close(); err != nil {
+		return nil, fmt.Errorf("claim idempotency key: %w", err)
+	}
+	if !locked {
+		// A request with this key is running: wait for its end, bounded, then
+		// read what it left.
 		b := &pgx.Batch{}
-		b.Queue(`SELECT set_config('lock_timeout', $1, true)`, strconv.FormatInt(waitMS, 10))
-		b.Queue(`INSERT INTO idempotency_keys (user_id, key, field, fingerprint, expires_at)
-			VALUES ($1, $2, $3, $4, now() + $5 * interval '1 millisecond')
-			ON CONFLICT (user_id, key) DO NOTHING`, userID, key, field, fingerprint, ttlMS)
+		b.Queue(`SELECT set_config('lock_timeout', $1, true)`, strconv.FormatInt(max(wait.Milliseconds(), 1), 10))
+		b.Queue(`SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`, lock)
 		b.Queue(`SET LOCAL lock_timeout TO DEFAULT`)
-		br := tx.SendBatch(ctx, b)
-		_, err := br.Exec()
-		var tag pgconn.CommandTag
-		if err == nil {
-			tag, err = br.Exec()
-		}
-		if err == nil {
-			_, err = br.Exec()
-		}
-		if cErr := br.Close(); err == nil {
-			err = cErr
-		}
-		if err != nil {
+		read(b)
+		if err := u.tx.SendBatch(ctx, b).Close(); err != nil {
 			var pgErr *pgconn.PgError
 			if errors.As(err, &pgErr) && pgErr.Code == "55P03" { // lock_not_available
 				return nil, inProgress(wait)
 			}
 			return nil, fmt.Errorf("claim idempotency key: %w", err)
 		}
-		if tag.RowsAffected() == 1 {
-			return nil, nil
-		}
-		var rec IdempotencyRecord
-		var expired bool
-		err = tx.QueryRow(ctx, `SELECT field, fingerprint, result, expires_at <= now()
-			FROM idempotency_keys WHERE user_id = $1 AND key = $2`, userID, key).
-			Scan(&rec.Field, &rec.Fingerprint, &rec.Result, &expired)
-		if errors.Is(err, pgx.ErrNoRows) {
-			continue // purged between the two statements: claim again
-		}
-		if err != nil {
-			return nil, fmt.Errorf("read idempotency key: %w", err)
-		}
-		if !expired {
-			return &rec, nil
-		}
-		if _, err := tx.Exec(ctx, `DELETE FROM idempotency_keys
-			WHERE user_id = $1 AND key = $2 AND expires_at <= now()`, userID, key); err != nil {
-			return nil, fmt.Errorf("delete expired idempotency key: %w", err)
-		}
 	}
-	return nil, inProgress(wait)
+	if found && !expired {
+		return &rec, nil
+	}
+	u.claim = &idempotencyClaim{userID: userID, key: key, field: field, fingerprint: fingerprint,
+		ttlMS: max(ttl.Milliseconds(), 1)}
+	return nil, nil
+}
+
+// idempotencyClaim is the key a unit of work holds, written with its result.
+type idempotencyClaim struct {
+	userID, key, field string
+	fingerprint        []byte
+	ttlMS              int64
 }
 
 // inProgress is the IDEMPOTENCY_IN_PROGRESS error, with the whole seconds after
@@ -105,23 +109,34 @@ func inProgress(wait time.Duration) *Error {
 	return e
 }
 
-// SaveIdempotencyResult stores the JSON root result of the mutation that claimed
-// (userID, key) in the unit of work carried by ctx.
-//
-// The write is sent when the unit of work ends, in the round trip that takes
-// its first audit chain's lock (nothing in between reads it); a failure then
-// rolls the unit of work back.
+// SaveIdempotencyResult stores the JSON root result of the mutation whose
+// unit of work (carried by ctx) claimed (userID, key) with ClaimIdempotencyKey:
+// the key's record (field, fingerprint, result, expiry) is written when the
+// unit of work ends, in the round trip that takes its first audit chain's lock
+// (nothing in between reads it), replacing an expired record. It fails when
+// the unit of work did not claim that key; a record that appeared meanwhile
+// (only a claim by an older version of TaskFlow, which did not take the lock,
+// can do that) fails the unit of work when it ends, which rolls it back.
 func (db *DB) SaveIdempotencyResult(ctx context.Context, userID, key string, result []byte) error {
 	u := unitOfWorkFrom(ctx)
 	if u == nil {
 		return ErrNoUnitOfWork
 	}
+	c := u.claim
+	if c == nil || c.userID != userID || c.key != key {
+		return fmt.Errorf("save idempotency result: key not claimed")
+	}
 	u.deferred = append(u.deferred, deferredExec{
-		sql:  `UPDATE idempotency_keys SET result = $3 WHERE user_id = $1 AND key = $2`,
-		args: []any{userID, key, result},
+		sql: `INSERT INTO idempotency_keys (user_id, key, field, fingerprint, result, expires_at)
+			VALUES ($1, $2, $3, $4, $5, now() + $6 * interval '1 millisecond')
+			ON CONFLICT (user_id, key) DO UPDATE SET field = excluded.field,
+				fingerprint = excluded.fingerprint, result = excluded.result,
+				created_at = now(), expires_at = excluded.expires_at
+			WHERE idempotency_keys.expires_at <= now()`,
+		args: []any{c.userID, c.key, c.field, c.fingerprint, result, c.ttlMS},
 		check: func(tag pgconn.CommandTag) error {
 			if tag.RowsAffected() != 1 {
-				return fmt.Errorf("save idempotency result: key not claimed")
+				return fmt.Errorf("save idempotency result: the key %q was written by another transaction", key)
 			}
 			return nil
 		},
