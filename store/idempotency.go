@@ -36,8 +36,9 @@ var ErrNoUnitOfWork = errors.New("idempotency: no unit of work in context")
 // The claim is a transaction-scoped advisory lock on the key: the request that
 // holds it is the only one running with that key until it ends, on any
 // instance. The record is read after the lock is taken, in a statement of its
-// own, so under READ COMMITTED it sees what a previous holder committed. A
-// claim by a transaction still in flight is waited for, at most wait; past it
+// own, so under READ COMMITTED it sees what a previous holder committed; a
+// committed record is replayed without the lock. A claim by a transaction still
+// in flight is waited for, at most wait; past it
 // the error is IDEMPOTENCY_IN_PROGRESS with extensions.retryAfter (whole
 // seconds). A wait of 0 or less means 1ms.
 func (db *DB) ClaimIdempotencyKey(ctx context.Context, userID, key, field string, fingerprint []byte,
@@ -68,6 +69,11 @@ func (db *DB) ClaimIdempotencyKey(ctx context.Context, userID, key, field string
 	read(b)
 	if err := u.tx.SendBatch(ctx, b).Close(); err != nil {
 		return nil, fmt.Errorf("claim idempotency key: %w", err)
+	}
+	if found && !expired {
+		// A committed record is final: replay it, whoever holds the lock (a
+		// storm of retries of one key does not queue up on it).
+		return &rec, nil
 	}
 	if !locked {
 		// A request with this key is running: wait for its end, bounded, then

@@ -151,3 +151,48 @@ func TestClaimRestoresLockTimeout(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A committed key replays even while another transaction holds the key's
+// lock (a storm of retries of one key does not queue up), and a key with no
+// record waits for the holder, bounded, then is IN_PROGRESS.
+func TestClaimWithTheKeyHeld(t *testing.T) {
+	t.Parallel()
+	db := storetest.DB(t)
+	ctx := t.Context()
+	u := mkUser(t, db, "held@example.com")
+	if err := db.UnitOfWork(ctx, func(ctx context.Context) error {
+		if _, err := db.ClaimIdempotencyKey(ctx, u.ID, "done", "f", []byte("fp"), time.Hour, time.Second); err != nil {
+			return err
+		}
+		return db.SaveIdempotencyResult(ctx, u.ID, "done", []byte(`{"id": 1}`))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	holder, err := db.Pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Rollback(context.WithoutCancel(ctx))
+	for _, key := range []string{"done", "running"} {
+		if _, err := holder.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`, "idempotency:"+u.ID+":"+key); err != nil {
+			t.Fatal(err)
+		}
+	}
+	err = db.UnitOfWork(ctx, func(ctx context.Context) error {
+		rec, err := db.ClaimIdempotencyKey(ctx, u.ID, "done", "f", []byte("fp"), time.Hour, 10*time.Millisecond)
+		if err != nil || rec == nil || string(rec.Result) != `{"id": 1}` {
+			t.Fatalf("replay with the key held: %+v %v", rec, err)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = db.UnitOfWork(ctx, func(ctx context.Context) error {
+		_, err := db.ClaimIdempotencyKey(ctx, u.ID, "running", "f", []byte("fp"), time.Hour, 10*time.Millisecond)
+		return err
+	})
+	if store.ErrorCode(err) != store.CodeIdempotencyInProgress {
+		t.Fatalf("claim of a key held by a running transaction: %v", err)
+	}
+}
