@@ -30,13 +30,13 @@ func scanProject(row pgx.Row) (*Project, error) {
 // live in a workspace viewerID is a member of, by id. Other ids are absent.
 func (db *DB) ProjectsByIDs(ctx context.Context, viewerID string, ids []string) (map[string]*Project, error) {
 	out := make(map[string]*Project, len(ids))
-	valid := validIDs(ids)
-	if len(valid) == 0 || !validID(viewerID) {
+	valid, n := uuidArray(ids)
+	if n == 0 || !validID(viewerID) {
 		return out, nil
 	}
 	rows, err := db.q(ctx).Query(ctx, `SELECT `+projectColumns+` FROM projects p
 		JOIN members v ON v.workspace_id = p.workspace_id AND v.user_id = $1
-		WHERE p.id = ANY($2::text[]::uuid[])`, viewerID, uuidArray(valid))
+		WHERE p.id = ANY($2::text[]::uuid[])`, viewerID, valid)
 	if err != nil {
 		return nil, fmt.Errorf("projects by ids: %w", err)
 	}

@@ -328,13 +328,13 @@ func (db *DB) Task(ctx context.Context, viewer *User, id string) (*Task, error) 
 // for an id that does not exist. It checks no access: callers load tasks
 // reachable from things the viewer can already see (a comment's task).
 func (db *DB) TasksByID(ctx context.Context, ids []string) ([]*Task, error) {
-	valid := validIDs(ids)
-	rows, err := db.q(ctx).Query(ctx, `SELECT `+taskColumns+` FROM tasks t WHERE t.id = ANY($1::text[]::uuid[])`, uuidArray(valid))
+	valid, n := uuidArray(ids)
+	rows, err := db.q(ctx).Query(ctx, `SELECT `+taskColumns+` FROM tasks t WHERE t.id = ANY($1::text[]::uuid[])`, valid)
 	if err != nil {
 		return nil, fmt.Errorf("tasks by id: %w", err)
 	}
 	defer rows.Close()
-	byID := make(map[string]*Task, len(valid))
+	byID := make(map[string]*Task, n)
 	for rows.Next() {
 		t, err := scanTask(rows)
 		if err != nil {

@@ -82,45 +82,39 @@ func cleanName(field, s string, max int) (string, error) {
 	return s, nil
 }
 
-// validIDs returns the well-formed ids of ids; the others cannot exist.
-func validIDs(ids []string) []string {
-	out := make([]string, 0, len(ids))
-	for _, id := range ids {
-		if validID(id) {
-			out = append(out, id)
-		}
-	}
-	return out
-}
-
-// uuidArray is the Postgres array literal of ids, which must be valid UUIDs
-// (see validIDs), in any form uuid.Parse takes: the loaders' queries take their ids as one text parameter
-// cast to uuid[] in SQL, which pgx sends as is, where a []string costs an
-// encode plan per element.
-func uuidArray(ids []string) string {
+// uuidArray returns the Postgres array literal of the well-formed ids of ids
+// (the others cannot exist), each in its canonical form (uuid.Parse also takes
+// "{...}" and "urn:uuid:..."), and how many there are. The loaders' queries take
+// their ids as this one text parameter cast to uuid[] in SQL, which pgx sends as
+// it is, where a []string costs an encode plan per element.
+func uuidArray(ids []string) (literal string, n int) {
 	var b strings.Builder
 	b.Grow(1 + 37*len(ids))
 	b.WriteByte('{')
-	for i, id := range ids {
-		if i > 0 {
+	for _, id := range ids {
+		u, err := uuid.Parse(id)
+		if err != nil {
+			continue
+		}
+		if n > 0 {
 			b.WriteByte(',')
 		}
-		// The canonical form: uuid.Parse also takes "{...}" and "urn:uuid:...".
-		b.WriteString(uuid.MustParse(id).String())
+		b.WriteString(u.String())
+		n++
 	}
 	b.WriteByte('}')
-	return b.String()
+	return b.String(), n
 }
 
 // UsersByIDs returns the users with these ids, by id; unknown or malformed ids
 // are absent from the map.
 func (db *DB) UsersByIDs(ctx context.Context, ids []string) (map[string]*User, error) {
 	out := make(map[string]*User, len(ids))
-	valid := validIDs(ids)
-	if len(valid) == 0 {
+	valid, n := uuidArray(ids)
+	if n == 0 {
 		return out, nil
 	}
-	rows, err := db.q(ctx).Query(ctx, `SELECT `+userColumns+` FROM users u WHERE u.id = ANY($1::text[]::uuid[])`, uuidArray(valid))
+	rows, err := db.q(ctx).Query(ctx, `SELECT `+userColumns+` FROM users u WHERE u.id = ANY($1::text[]::uuid[])`, valid)
 	if err != nil {
 		return nil, fmt.Errorf("users by ids: %w", err)
 	}
