@@ -142,22 +142,18 @@ func BudgetFrom(ctx context.Context) (*Budget, error) {
 	}, nil
 }
 
-// identity is the budget key of the caller: the user, or the client IP.
-func identity(ctx context.Context) string {
+// identity is prefix followed by the budget key of the caller: the user, or
+// the client IP (one allocation, for the cost budget's full key too).
+func identity(ctx context.Context, prefix string) string {
 	if u := auth.UserFrom(ctx); u != nil {
-		return "u:" + u.ID
+		return prefix + "u:" + u.ID
 	}
-	return "ip:" + audit.InfoFrom(ctx).IP
+	return prefix + "ip:" + audit.InfoFrom(ctx).IP
 }
 
 // costKey is the full key of the caller's cost budget (LimitCost + ":" +
-// identity), made in one allocation.
-func costKey(ctx context.Context) string {
-	if u := auth.UserFrom(ctx); u != nil {
-		return LimitCost + ":u:" + u.ID
-	}
-	return LimitCost + ":ip:" + audit.InfoFrom(ctx).IP
-}
+// identity).
+func costKey(ctx context.Context) string { return identity(ctx, LimitCost+":") }
 
 // Peek reads the caller's cost budget without charging it, for responses to
 // operations the limiter never saw (parse or validation errors).
@@ -285,7 +281,7 @@ func (l *Limiter) endpointChecks(ctx context.Context, rc *graphql.OperationConte
 	case ast.Query:
 		n := countRoot(rc.Operation.SelectionSet, "searchTasks", func(*ast.Field) string { return "" })[""]
 		if n > 0 {
-			out = append(out, check{LimitSearch, identity(ctx), l.cfg.Search, n})
+			out = append(out, check{LimitSearch, identity(ctx, ""), l.cfg.Search, n})
 		}
 	}
 	return out
