@@ -30,16 +30,7 @@ func TestMain(m *testing.M) {
 // command returns the taskflow command with a clean configuration plus extra.
 func command(t *testing.T, extra ...string) *exec.Cmd {
 	cmd := exec.Command(apitest.Binary(t))
-	for _, kv := range os.Environ() {
-		name, _, _ := strings.Cut(kv, "=")
-		switch name {
-		case "HTTP_ADDR", "DATABASE_URL", "REDIS_URL", "CORS_ALLOWED_ORIGINS", "CORS_ALLOW_CREDENTIALS",
-			"TRUSTED_PROXIES", "RATE_LIMIT_POINTS", "RATE_LIMIT_WINDOW", "MAX_QUERY_COST", "IDEMPOTENCY_TTL",
-			"IDEMPOTENCY_WAIT", "AUDIT_RETENTION", "SHUTDOWN_TIMEOUT", "LOG_LEVEL", "PPROF_ADDR":
-			continue
-		}
-		cmd.Env = append(cmd.Env, kv)
-	}
+	cmd.Env = apitest.CleanEnv()
 	cmd.Env = append(cmd.Env, extra...)
 	cmd.Stdin = nil
 	return cmd

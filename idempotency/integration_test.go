@@ -137,7 +137,7 @@ func startServer(t *testing.T, bin, dbURL string, env ...string) *server {
 	t.Helper()
 	s := &server{stderr: &lockedBuffer{}}
 	s.cmd = exec.Command(bin)
-	s.cmd.Env = append(append(os.Environ(), "DATABASE_URL="+dbURL, "HTTP_ADDR=127.0.0.1:0"), env...)
+	s.cmd.Env = append(append(apitest.CleanEnv(), "DATABASE_URL="+dbURL, "HTTP_ADDR=127.0.0.1:0"), env...)
 	pr, pw, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)

@@ -76,29 +76,13 @@ type instance struct {
 	done   chan struct{}
 }
 
-// cleanEnv is the test process's environment without TaskFlow's variables.
-func cleanEnv() []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		name, _, _ := strings.Cut(kv, "=")
-		switch name {
-		case "HTTP_ADDR", "DATABASE_URL", "REDIS_URL", "CORS_ALLOWED_ORIGINS", "CORS_ALLOW_CREDENTIALS",
-			"TRUSTED_PROXIES", "RATE_LIMIT_POINTS", "RATE_LIMIT_WINDOW", "MAX_QUERY_COST", "IDEMPOTENCY_TTL",
-			"IDEMPOTENCY_WAIT", "AUDIT_RETENTION", "SHUTDOWN_TIMEOUT", "LOG_LEVEL", "PPROF_ADDR":
-			continue
-		}
-		env = append(env, kv)
-	}
-	return env
-}
-
 // newInstance prepares a process of the binary with the given settings (without
 // starting it); it is killed when the test ends.
 func newInstance(t testing.TB, env ...string) *instance {
 	t.Helper()
 	addr := freeAddr(t)
 	in := &instance{t: t, addr: addr, url: "http://" + addr,
-		env: append(append(cleanEnv(), "HTTP_ADDR="+addr, "LOG_LEVEL=warn"), env...)}
+		env: append(append(apitest.CleanEnv(), "HTTP_ADDR="+addr, "LOG_LEVEL=warn"), env...)}
 	t.Cleanup(in.kill)
 	return in
 }

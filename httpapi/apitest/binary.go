@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 )
@@ -42,4 +43,26 @@ func RemoveBinary() {
 	if binDir != "" {
 		os.RemoveAll(binDir)
 	}
+}
+
+// serverVariables are the environment variables the server reads (config.go).
+var serverVariables = map[string]bool{
+	"HTTP_ADDR": true, "DATABASE_URL": true, "REDIS_URL": true, "CORS_ALLOWED_ORIGINS": true,
+	"CORS_ALLOW_CREDENTIALS": true, "TRUSTED_PROXIES": true, "RATE_LIMIT_POINTS": true,
+	"RATE_LIMIT_WINDOW": true, "RATE_LIMIT_LEASE": true, "MAX_QUERY_COST": true, "IDEMPOTENCY_TTL": true,
+	"IDEMPOTENCY_WAIT": true, "AUDIT_RETENTION": true, "SHUTDOWN_TIMEOUT": true, "LOG_LEVEL": true,
+	"PPROF_ADDR": true,
+}
+
+// CleanEnv returns the test process's environment without the variables the
+// server reads, for starting the Binary with only the settings a test gives it.
+func CleanEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		name, _, _ := strings.Cut(kv, "=")
+		if !serverVariables[name] {
+			env = append(env, kv)
+		}
+	}
+	return env
 }
