@@ -240,14 +240,7 @@ func (db *DB) AuditEvents(ctx context.Context, user *User, workspaceID string, f
 		return nil, forbidden(auditReadAction)
 	}
 	rows, err := br.Query()
-	if err != nil {
-		return nil, fmt.Errorf("audit events: %w", err)
-	}
-	items, err := scanAuditPage(rows, page)
-	if err != nil {
-		return nil, err
-	}
-	return connection(items, page, scope, auditKey), nil
+	return auditConnection(rows, err, page, scope)
 }
 
 // UserAuditEvents returns a page of the account events (user.*) of the user
@@ -306,6 +299,12 @@ func scanAuditPage(rows pgx.Rows, page Page) ([]*AuditEvent, error) {
 func (db *DB) auditPage(ctx context.Context, where string, args []any, page Page, scope string) (*AuditEventConnection, error) {
 	sql, args := auditPageSQL(where, args, page)
 	rows, err := db.q(ctx).Query(ctx, sql, args...)
+	return auditConnection(rows, err, page, scope)
+}
+
+// auditConnection makes the page's connection from the rows of its query (err
+// is the query's error).
+func auditConnection(rows pgx.Rows, err error, page Page, scope string) (*AuditEventConnection, error) {
 	if err != nil {
 		return nil, fmt.Errorf("audit events: %w", err)
 	}
