@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"context"
-	"errors"
 	"net/http"
 	"sync"
 	"time"
@@ -12,6 +11,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/vektah/gqlparser/v2/ast"
 	"github.com/vektah/gqlparser/v2/parser"
+
+	"taskflow/promreg"
 )
 
 // maxOperationNames bounds the distinct operation names the metrics keep apart.
@@ -35,40 +36,26 @@ type metrics struct {
 func newMetrics(reg prometheus.Registerer) *metrics {
 	buckets := []float64{.002, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}
 	return &metrics{
-		httpRequests: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		httpRequests: promreg.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "taskflow_http_requests_total",
 			Help: "HTTP requests served, by route, method and status code.",
 		}, []string{"route", "method", "code"})),
-		httpDuration: register(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		httpDuration: promreg.Register(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "taskflow_http_request_duration_seconds",
 			Help:    "Time to serve an HTTP request, by route and method.",
 			Buckets: buckets,
 		}, []string{"route", "method"})),
-		gqlRequests: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		gqlRequests: promreg.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "taskflow_graphql_operations_total",
 			Help: "GraphQL operations answered, by operation name, type and outcome (ok or the first error's code).",
 		}, []string{"operation", "type", "outcome"})),
-		gqlDuration: register(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		gqlDuration: promreg.Register(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "taskflow_graphql_operation_duration_seconds",
 			Help:    "Time from reading a GraphQL request to its response, by operation name, type and outcome.",
 			Buckets: buckets,
 		}, []string{"operation", "type", "outcome"})),
 		names: map[string]struct{}{},
 	}
-}
-
-// register registers c in reg, or returns the equal collector registered before.
-func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
-	if err := reg.Register(c); err != nil {
-		var dup prometheus.AlreadyRegisteredError
-		if errors.As(err, &dup) {
-			if existing, ok := dup.ExistingCollector.(C); ok {
-				return existing
-			}
-		}
-		panic(err)
-	}
-	return c
 }
 
 // metricsHandler serves the registry in the Prometheus text format.

@@ -1,9 +1,9 @@
 package idempotency
 
 import (
-	"errors"
-
 	"github.com/prometheus/client_golang/prometheus"
+
+	"taskflow/promreg"
 )
 
 // Outcomes of a keyed mutation, the values of the outcome label.
@@ -34,22 +34,8 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}),
 	}
 	if reg != nil {
-		m.requests = register(reg, m.requests)
-		m.purged = register(reg, m.purged)
+		m.requests = promreg.Register(reg, m.requests)
+		m.purged = promreg.Register(reg, m.purged)
 	}
 	return m
-}
-
-// register registers c on reg, or returns the equal collector registered before.
-func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
-	if err := reg.Register(c); err != nil {
-		var are prometheus.AlreadyRegisteredError
-		if errors.As(err, &are) {
-			if existing, ok := are.ExistingCollector.(C); ok {
-				return existing
-			}
-		}
-		panic(err)
-	}
-	return c
 }

@@ -1,6 +1,10 @@
 package ratelimit
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"taskflow/promreg"
+)
 
 // metrics are the limiter's Prometheus collectors.
 type metrics struct {
@@ -39,25 +43,13 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	if reg != nil {
 		// A second limiter on the same registry (tests, two handlers in one
 		// process) shares the collectors already registered.
-		m.operations = register(reg, m.operations)
-		m.cost = register(reg, m.cost)
-		m.redisFailures = register(reg, m.redisFailures)
-		m.redisUp = register(reg, m.redisUp)
-		m.leased = register(reg, m.leased)
+		m.operations = promreg.Register(reg, m.operations)
+		m.cost = promreg.Register(reg, m.cost)
+		m.redisFailures = promreg.Register(reg, m.redisFailures)
+		m.redisUp = promreg.Register(reg, m.redisUp)
+		m.leased = promreg.Register(reg, m.leased)
 	}
 	m.redisUp.Set(1)
 	m.costAllowed = m.operations.WithLabelValues(LimitCost, "allowed")
 	return m
-}
-
-// register registers c, or returns the equal collector registered before.
-func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
-	if err := reg.Register(c); err != nil {
-		if are, ok := err.(prometheus.AlreadyRegisteredError); ok {
-			if existing, ok := are.ExistingCollector.(C); ok {
-				return existing
-			}
-		}
-	}
-	return c
 }
