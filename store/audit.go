@@ -24,7 +24,7 @@ import (
 // of (occurred_at, id) are the same: the time is taken under the lock and is made
 // later than the head's even if the clocks of two instances disagree, so a page
 // cursor never sees an event of its workspace appear behind it.
-func (db *DB) appendAudit(ctx context.Context, tx pgx.Tx, ev audit.Event) error {
+func (db *DB) appendAudit(ctx context.Context, tx Querier, ev audit.Event) error {
 	if u, _ := ctx.Value(txKey{}).(*unitOfWork); u != nil && u.tx == tx && !u.ended.Load() {
 		// Inside a unit of work: appended when it commits (see UnitOfWork).
 		u.audits = append(u.audits, ev)
@@ -34,13 +34,13 @@ func (db *DB) appendAudit(ctx context.Context, tx pgx.Tx, ev audit.Event) error 
 }
 
 // appendAuditAt is appendAudit with the clock now (tests append in the past).
-func appendAuditAt(ctx context.Context, tx pgx.Tx, ev audit.Event, now func() time.Time) error {
+func appendAuditAt(ctx context.Context, tx Querier, ev audit.Event, now func() time.Time) error {
 	return appendAuditWith(ctx, tx, ev, now, nil)
 }
 
 // appendAuditWith is appendAuditAt that first sends the writes pre in the same
 // round trip as the chain's lock and the read of its head.
-func appendAuditWith(ctx context.Context, tx pgx.Tx, ev audit.Event, now func() time.Time, pre []deferredExec) error {
+func appendAuditWith(ctx context.Context, tx Querier, ev audit.Event, now func() time.Time, pre []deferredExec) error {
 	if ev.Action == "" || ev.EntityType() == ev.Action {
 		return fmt.Errorf("audit: action %q is not of the form entity.verb", ev.Action)
 	}

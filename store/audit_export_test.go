@@ -4,15 +4,13 @@ import (
 	"context"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"taskflow/audit"
 )
 
 // Internals of the audit log for the external tests of package store.
 
 // AppendAudit is db.appendAudit.
-func AppendAudit(ctx context.Context, db *DB, tx pgx.Tx, ev audit.Event) error {
+func AppendAudit(ctx context.Context, db *DB, tx Querier, ev audit.Event) error {
 	return db.appendAudit(ctx, tx, ev)
 }
 
@@ -21,7 +19,7 @@ func AppendAuditAt(ctx context.Context, db *DB, ev audit.Event, now func() time.
 	if now == nil {
 		now = time.Now
 	}
-	return db.WithTx(ctx, func(ctx context.Context, tx pgx.Tx) error { return appendAuditAt(ctx, tx, ev, now) })
+	return db.WithTx(ctx, func(ctx context.Context, tx Querier) error { return appendAuditAt(ctx, tx, ev, now) })
 }
 
 // EnsureAuditPartitionsAt is EnsureAuditPartitions as if the time were now.

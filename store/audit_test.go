@@ -260,7 +260,7 @@ func TestAuditRolledBackAppendLeavesNothing(t *testing.T) {
 	ctx := context.Background()
 	f.append(ctx, auditWsEvent(ws, owner, "task.created", "1", nil), nil)
 	boom := fmt.Errorf("refused")
-	err := f.db.WithTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
+	err := f.db.WithTx(ctx, func(ctx context.Context, tx store.Querier) error {
 		if err := store.AppendAudit(ctx, f.db, tx, auditWsEvent(ws, owner, "task.created", "2", nil)); err != nil {
 			return err
 		}

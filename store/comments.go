@@ -60,7 +60,7 @@ func (db *DB) AddComment(ctx context.Context, actor *User, taskID, body string) 
 		return nil, notFound("task")
 	}
 	var c *Comment
-	err = db.WithTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
+	err = db.WithTx(ctx, func(ctx context.Context, tx Querier) error {
 		var workspaceID string
 		err := tx.QueryRow(ctx, `SELECT workspace_id FROM tasks WHERE id = $1 FOR KEY SHARE`, taskID).Scan(&workspaceID)
 		if errors.Is(err, pgx.ErrNoRows) {
@@ -92,7 +92,7 @@ func (db *DB) AddComment(ctx context.Context, actor *User, taskID, body string) 
 // it: its author with a role of MEMBER or more, or an ADMIN or OWNER. It returns
 // NOT_FOUND if the comment does not exist or actor is not a member of its
 // workspace, and FORBIDDEN (naming action) otherwise.
-func (db *DB) lockComment(ctx context.Context, tx pgx.Tx, actor *User, id, action string) (*Comment, error) {
+func (db *DB) lockComment(ctx context.Context, tx Querier, actor *User, id, action string) (*Comment, error) {
 	if !validID(id) {
 		return nil, notFound("comment")
 	}
@@ -127,7 +127,7 @@ func (db *DB) UpdateComment(ctx context.Context, actor *User, id, body string) (
 		return nil, err
 	}
 	var c *Comment
-	err = db.WithTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
+	err = db.WithTx(ctx, func(ctx context.Context, tx Querier) error {
 		before, err := db.lockComment(ctx, tx, actor, id, "edit this comment")
 		if err != nil {
 			return err
@@ -160,7 +160,7 @@ func (db *DB) DeleteComment(ctx context.Context, actor *User, id string) error {
 	if actor == nil {
 		return ErrUnauthenticated
 	}
-	return db.WithTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
+	return db.WithTx(ctx, func(ctx context.Context, tx Querier) error {
 		c, err := db.lockComment(ctx, tx, actor, id, "delete this comment")
 		if err != nil {
 			return err

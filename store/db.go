@@ -99,7 +99,7 @@ type txKey struct{}
 // unitOfWork is the transaction a context carries, valid until the unit of work
 // that began it ends.
 type unitOfWork struct {
-	tx    pgx.Tx
+	tx    *pipelinedTx
 	ended atomic.Bool
 	// audits are the audit events of the unit of work, appended to their chains
 	// just before it commits (see appendAudit).
@@ -143,7 +143,7 @@ func queue(b *pgx.Batch, ds []deferredExec) {
 // made inside a unit of work and used after it ended carries none: gqlgen hands
 // the context of a mutation's resolver on to the fields of its result, which
 // are resolved after the mutation committed, and must then read from the pool.
-func TxFrom(ctx context.Context) pgx.Tx {
+func TxFrom(ctx context.Context) Querier {
 	if u := unitOfWorkFrom(ctx); u != nil {
 		return u.tx
 	}
@@ -163,7 +163,7 @@ func (db *DB) q(ctx context.Context) Querier {
 // returns nil. The context given to fn carries the transaction, so everything fn
 // calls joins it. Commit and rollback run on a context detached from the request,
 // so a client that disconnects never leaves a transaction half-done.
-func (db *DB) WithTx(ctx context.Context, fn func(ctx context.Context, tx pgx.Tx) error) error {
+func (db *DB) WithTx(ctx context.Context, fn func(ctx context.Context, tx Querier) error) error {
 	if tx := TxFrom(ctx); tx != nil {
 		return fn(ctx, tx)
 	}
@@ -173,14 +173,12 @@ func (db *DB) WithTx(ctx context.Context, fn func(ctx context.Context, tx pgx.Tx
 // UnitOfWork begins a new transaction, runs fn with a context that carries it, and
 // commits when fn returns nil or rolls back otherwise. It is the one transaction of a
 // mutation: the effect, its audit event and its idempotency record all join it.
-// The audit events recorded during fn are appended, in order, after fn returned
-// nil and right before the commit.
+// BEGIN is sent with the transaction's first statement, in one round trip (see
+// pipelinedTx). The audit events recorded during fn are appended, in order,
+// after fn returned nil and right before the commit.
 // Commit and rollback use a context detached from the request's cancellation.
 func (db *DB) UnitOfWork(ctx context.Context, fn func(ctx context.Context) error) (err error) {
-	tx, err := db.Pool.Begin(ctx)
-	if err != nil {
-		return fmt.Errorf("begin: %w", err)
-	}
+	tx := &pipelinedTx{pool: db.Pool}
 	detached := context.WithoutCancel(ctx)
 	u := &unitOfWork{tx: tx}
 	defer u.ended.Store(true)

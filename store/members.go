@@ -40,7 +40,7 @@ func (db *DB) MembersByWorkspaces(ctx context.Context, viewerID string, workspac
 // lockWorkspace locks the workspace row for the rest of tx, serialising every
 // membership change of the workspace (so two concurrent demotions cannot both see
 // another OWNER left). It returns NOT_FOUND if the workspace does not exist.
-func lockWorkspace(ctx context.Context, tx pgx.Tx, workspaceID string) error {
+func lockWorkspace(ctx context.Context, tx Querier, workspaceID string) error {
 	if !validID(workspaceID) {
 		return notFound("workspace")
 	}
@@ -56,7 +56,7 @@ func lockWorkspace(ctx context.Context, tx pgx.Tx, workspaceID string) error {
 }
 
 // memberFor returns the membership of userID in the workspace, or NOT_FOUND.
-func memberFor(ctx context.Context, tx pgx.Tx, workspaceID, userID string) (*Member, error) {
+func memberFor(ctx context.Context, tx Querier, workspaceID, userID string) (*Member, error) {
 	if !validID(userID) {
 		return nil, notFound("member")
 	}
@@ -73,7 +73,7 @@ func memberFor(ctx context.Context, tx pgx.Tx, workspaceID, userID string) (*Mem
 }
 
 // ownerCount returns how many OWNERs the workspace has.
-func ownerCount(ctx context.Context, tx pgx.Tx, workspaceID string) (int, error) {
+func ownerCount(ctx context.Context, tx Querier, workspaceID string) (int, error) {
 	var n int
 	err := tx.QueryRow(ctx, `SELECT count(*) FROM members WHERE workspace_id = $1 AND role = 'OWNER'`, workspaceID).Scan(&n)
 	if err != nil {
@@ -102,7 +102,7 @@ func (db *DB) AddMember(ctx context.Context, actor *User, workspaceID, email str
 		return nil, Errorf(CodeBadUserInput, "role: not a valid role")
 	}
 	var out *Member
-	err := db.WithTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
+	err := db.WithTx(ctx, func(ctx context.Context, tx Querier) error {
 		if err := lockWorkspace(ctx, tx, workspaceID); err != nil {
 			return err
 		}
@@ -156,7 +156,7 @@ func (db *DB) UpdateMemberRole(ctx context.Context, actor *User, workspaceID, us
 		return nil, Errorf(CodeBadUserInput, "role: not a valid role")
 	}
 	var out *Member
-	err := db.WithTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
+	err := db.WithTx(ctx, func(ctx context.Context, tx Querier) error {
 		if err := lockWorkspace(ctx, tx, workspaceID); err != nil {
 			return err
 		}
@@ -214,7 +214,7 @@ func (db *DB) RemoveMember(ctx context.Context, actor *User, workspaceID, userID
 	if actor == nil {
 		return ErrUnauthenticated
 	}
-	return db.WithTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
+	return db.WithTx(ctx, func(ctx context.Context, tx Querier) error {
 		if err := lockWorkspace(ctx, tx, workspaceID); err != nil {
 			return err
 		}

@@ -100,7 +100,7 @@ func (db *DB) CreateProject(ctx context.Context, actor *User, workspaceID, name 
 		return nil, ErrUnauthenticated
 	}
 	var out *Project
-	err := db.WithTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
+	err := db.WithTx(ctx, func(ctx context.Context, tx Querier) error {
 		if _, err := db.requireRole(ctx, workspaceID, actor, RoleMember, "workspace", "create projects"); err != nil {
 			return err
 		}
@@ -134,7 +134,7 @@ func (db *DB) CreateProject(ctx context.Context, actor *User, workspaceID, name 
 // actor has at least role min in its workspace. It returns NOT_FOUND if the
 // project does not exist or the actor is not a member of its workspace, and
 // FORBIDDEN (naming action) for a weaker role.
-func (db *DB) lockProject(ctx context.Context, tx pgx.Tx, actor *User, id string, min Role, action string) (*Project, error) {
+func (db *DB) lockProject(ctx context.Context, tx Querier, actor *User, id string, min Role, action string) (*Project, error) {
 	if !validID(id) {
 		return nil, notFound("project")
 	}
@@ -171,7 +171,7 @@ func (db *DB) UpdateProject(ctx context.Context, actor *User, id string, patch P
 		return nil, ErrUnauthenticated
 	}
 	var out *Project
-	err := db.WithTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
+	err := db.WithTx(ctx, func(ctx context.Context, tx Querier) error {
 		before, err := db.lockProject(ctx, tx, actor, id, RoleMember, "edit projects")
 		if err != nil {
 			return err
@@ -220,7 +220,7 @@ func (db *DB) ArchiveProject(ctx context.Context, actor *User, id string) (*Proj
 		return nil, ErrUnauthenticated
 	}
 	var out *Project
-	err := db.WithTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
+	err := db.WithTx(ctx, func(ctx context.Context, tx Querier) error {
 		before, err := db.lockProject(ctx, tx, actor, id, RoleAdmin, "archive projects")
 		if err != nil {
 			return err

@@ -135,7 +135,7 @@ func (db *DB) CreateTask(ctx context.Context, actor *User, in NewTask) (*Task, e
 		return nil, notFound("project")
 	}
 	var task *Task
-	err = db.WithTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
+	err = db.WithTx(ctx, func(ctx context.Context, tx Querier) error {
 		var workspaceID string
 		var archivedAt *time.Time
 		// FOR SHARE: the project can't be archived or deleted until we commit.
@@ -174,7 +174,7 @@ func (db *DB) CreateTask(ctx context.Context, actor *User, in NewTask) (*Task, e
 // lockTask reads a task FOR UPDATE in tx and checks actor's role in its workspace.
 // It returns NOT_FOUND if the task does not exist or actor is not a member of its
 // workspace, FORBIDDEN (naming action) if actor's role is below min.
-func (db *DB) lockTask(ctx context.Context, tx pgx.Tx, actor *User, id string, min Role, action string) (*Task, error) {
+func (db *DB) lockTask(ctx context.Context, tx Querier, actor *User, id string, min Role, action string) (*Task, error) {
 	if !validID(id) {
 		return nil, notFound("task")
 	}
@@ -247,7 +247,7 @@ func (db *DB) UpdateTask(ctx context.Context, actor *User, id string, patch Task
 		return nil, err // invalid whatever the task is
 	}
 	var task *Task
-	err := db.WithTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
+	err := db.WithTx(ctx, func(ctx context.Context, tx Querier) error {
 		before, err := db.lockTask(ctx, tx, actor, id, RoleMember, "edit tasks")
 		if err != nil {
 			return err
@@ -287,7 +287,7 @@ func (db *DB) DeleteTask(ctx context.Context, actor *User, id string) error {
 	if actor == nil {
 		return ErrUnauthenticated
 	}
-	return db.WithTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
+	return db.WithTx(ctx, func(ctx context.Context, tx Querier) error {
 		task, err := db.lockTask(ctx, tx, actor, id, RoleMember, "delete tasks")
 		if err != nil {
 			return err

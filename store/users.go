@@ -150,7 +150,7 @@ func (db *DB) UserByEmail(ctx context.Context, email string) (*User, error) {
 const TokenLifetime = 30 * 24 * time.Hour
 
 // insertToken stores the SHA-256 of a new token of userID, valid for TokenLifetime.
-func insertToken(ctx context.Context, tx pgx.Tx, userID string, tokenHash []byte) error {
+func insertToken(ctx context.Context, tx Querier, userID string, tokenHash []byte) error {
 	_, err := tx.Exec(ctx, `INSERT INTO tokens (token_hash, user_id, expires_at) VALUES ($1, $2, now() + $3 * interval '1 second')`,
 		tokenHash, userID, int64(TokenLifetime/time.Second))
 	if err != nil {
@@ -173,7 +173,7 @@ func (db *DB) CreateUser(ctx context.Context, email, name, passwordHash string, 
 		return nil, err
 	}
 	var out *User
-	err = db.WithTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
+	err = db.WithTx(ctx, func(ctx context.Context, tx Querier) error {
 		u, err := scanUser(tx.QueryRow(ctx, `INSERT INTO users AS u (email, name, password_hash)
 			VALUES (lower($1), $2, $3) RETURNING `+userColumns, email, name, passwordHash))
 		if err != nil {
@@ -199,7 +199,7 @@ func (db *DB) CreateUser(ctx context.Context, email, name, passwordHash string, 
 // just verified and records user.logged_in. A non-empty newPasswordHash replaces
 // the stored password hash (a rehash with current parameters).
 func (db *DB) CreateSession(ctx context.Context, u *User, tokenHash []byte, newPasswordHash string) error {
-	return db.WithTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
+	return db.WithTx(ctx, func(ctx context.Context, tx Querier) error {
 		if err := insertToken(ctx, tx, u.ID, tokenHash); err != nil {
 			return err
 		}

@@ -89,7 +89,7 @@ func (db *DB) CreateWorkspace(ctx context.Context, actor *User, name string) (*W
 		return nil, err
 	}
 	var ws *Workspace
-	err = db.WithTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
+	err = db.WithTx(ctx, func(ctx context.Context, tx Querier) error {
 		w := Workspace{Name: name, ViewerRole: RoleOwner}
 		if err := tx.QueryRow(ctx, `INSERT INTO workspaces (name) VALUES ($1) RETURNING id, created_at`, name).
 			Scan(&w.ID, &w.CreatedAt); err != nil {

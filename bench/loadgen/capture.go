@@ -119,18 +119,15 @@ func (p *replayer) run(ctx context.Context, pool *pgxpool.Pool) error {
 			b := &pgx.Batch{}
 			for _, q := range st.Batch {
 				b.Queue(q.SQL, p.args(q.Args, remap)...)
+				// A unit of work begins in the batch of its first statement.
+				inTx = txState(q.SQL, inTx)
 			}
 			if err := conn.SendBatch(ctx, b).Close(); err != nil {
 				return p.fail(ctx, conn, inTx, err)
 			}
 			continue
 		}
-		switch strings.ToLower(strings.TrimSpace(st.SQL)) {
-		case "begin", "begin isolation level read committed", "begin read only":
-			inTx = true
-		case "commit", "rollback":
-			inTx = false
-		}
+		inTx = txState(st.SQL, inTx)
 		rows, err := conn.Query(ctx, st.SQL, p.args(st.Args, remap)...)
 		if err == nil {
 			for rows.Next() {
@@ -143,6 +140,18 @@ func (p *replayer) run(ctx context.Context, pool *pgxpool.Pool) error {
 		}
 	}
 	return nil
+}
+
+// txState returns whether a connection is in a transaction after sql, when it
+// was (inTx) before.
+func txState(sql string, inTx bool) bool {
+	switch strings.ToLower(strings.TrimSpace(sql)) {
+	case "begin", "begin isolation level read committed", "begin read only":
+		return true
+	case "commit", "rollback":
+		return false
+	}
+	return inTx
 }
 
 // fail rolls back an open transaction so that the connection goes back clean.
