@@ -37,8 +37,26 @@ func (db *DB) requireRole(ctx context.Context, workspaceID string, user *User, m
 	if err != nil {
 		return "", err
 	}
-	if !r.AtLeast(min) {
-		return r, forbidden(action)
+	return checkRole(&r, min, kind, action)
+}
+
+// checkRole is requireRole for a role read already, in the statement that read
+// the thing it guards (joinRole): NOT_FOUND if role is nil (not a member),
+// FORBIDDEN (naming action) if it is below min.
+func checkRole(role *Role, min Role, kind, action string) (Role, error) {
+	if role == nil {
+		return "", notFound(kind)
 	}
-	return r, nil
+	if !role.AtLeast(min) {
+		return *role, forbidden(action)
+	}
+	return *role, nil
+}
+
+// joinRole joins a row (aliased alias, with a workspace_id) to the role in its
+// workspace of the user whose id is the statement's parameter param, as the
+// column m.role (NULL for a non-member): the read of a row and the role check
+// that guards it go in one round trip.
+func joinRole(alias, param string) string {
+	return ` LEFT JOIN members m ON m.workspace_id = ` + alias + `.workspace_id AND m.user_id = ` + param
 }

@@ -96,14 +96,19 @@ func (db *DB) lockComment(ctx context.Context, tx Querier, actor *User, id, acti
 	if !validID(id) {
 		return nil, notFound("comment")
 	}
-	c, err := scanComment(tx.QueryRow(ctx, `SELECT `+commentColumns+` FROM comments c WHERE c.id = $1 FOR UPDATE`, id))
+	if actor == nil {
+		return nil, ErrUnauthenticated
+	}
+	var member *Role
+	c, err := scanComment(tx.QueryRow(ctx, `SELECT m.role, `+commentColumns+` FROM comments c`+joinRole("c", "$2")+`
+		WHERE c.id = $1 FOR UPDATE OF c`, id, actor.ID), &member)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, notFound("comment")
 	}
 	if err != nil {
 		return nil, fmt.Errorf("lock comment: %w", err)
 	}
-	role, err := db.requireRole(ctx, c.WorkspaceID, actor, RoleMember, "comment", action)
+	role, err := checkRole(member, RoleMember, "comment", action)
 	if err != nil {
 		return nil, err
 	}

@@ -18,9 +18,10 @@ import (
 const projectColumns = `p.id, p.workspace_id, p.name, p.description, p.archived_at, p.created_at, p.updated_at`
 
 // scanProject scans the columns of projectColumns.
-func scanProject(row pgx.Row) (*Project, error) {
+func scanProject(row pgx.Row, extra ...any) (*Project, error) {
 	var p Project
-	if err := row.Scan(&p.ID, &p.WorkspaceID, &p.Name, &p.Description, &p.ArchivedAt, &p.CreatedAt, &p.UpdatedAt); err != nil {
+	dest := append([]any{&p.ID, &p.WorkspaceID, &p.Name, &p.Description, &p.ArchivedAt, &p.CreatedAt, &p.UpdatedAt}, extra...)
+	if err := row.Scan(dest...); err != nil {
 		return nil, err
 	}
 	return &p, nil
@@ -138,14 +139,19 @@ func (db *DB) lockProject(ctx context.Context, tx Querier, actor *User, id strin
 	if !validID(id) {
 		return nil, notFound("project")
 	}
-	p, err := scanProject(tx.QueryRow(ctx, `SELECT `+projectColumns+` FROM projects p WHERE p.id = $1 FOR NO KEY UPDATE`, id))
+	if actor == nil {
+		return nil, ErrUnauthenticated
+	}
+	var role *Role
+	p, err := scanProject(tx.QueryRow(ctx, `SELECT `+projectColumns+`, m.role FROM projects p`+joinRole("p", "$2")+`
+		WHERE p.id = $1 FOR NO KEY UPDATE OF p`, id, actor.ID), &role)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, notFound("project")
 	}
 	if err != nil {
 		return nil, fmt.Errorf("lock project: %w", err)
 	}
-	if _, err := db.requireRole(ctx, p.WorkspaceID, actor, min, "project", action); err != nil {
+	if _, err := checkRole(role, min, "project", action); err != nil {
 		return nil, err
 	}
 	return p, nil

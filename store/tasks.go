@@ -138,16 +138,17 @@ func (db *DB) CreateTask(ctx context.Context, actor *User, in NewTask) (*Task, e
 	err = db.WithTx(ctx, func(ctx context.Context, tx Querier) error {
 		var workspaceID string
 		var archivedAt *time.Time
+		var role *Role
 		// FOR SHARE: the project can't be archived or deleted until we commit.
-		err := tx.QueryRow(ctx, `SELECT workspace_id, archived_at FROM projects WHERE id = $1 FOR SHARE`,
-			in.ProjectID).Scan(&workspaceID, &archivedAt)
+		err := tx.QueryRow(ctx, `SELECT p.workspace_id, p.archived_at, m.role FROM projects p`+joinRole("p", "$2")+`
+			WHERE p.id = $1 FOR SHARE OF p`, in.ProjectID, actor.ID).Scan(&workspaceID, &archivedAt, &role)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return notFound("project")
 		}
 		if err != nil {
 			return fmt.Errorf("create task: project: %w", err)
 		}
-		if _, err := db.requireRole(ctx, workspaceID, actor, RoleMember, "project", "create tasks"); err != nil {
+		if _, err := checkRole(role, RoleMember, "project", "create tasks"); err != nil {
 			return err
 		}
 		if archivedAt != nil {
@@ -178,14 +179,19 @@ func (db *DB) lockTask(ctx context.Context, tx Querier, actor *User, id string, 
 	if !validID(id) {
 		return nil, notFound("task")
 	}
-	t, err := scanTask(tx.QueryRow(ctx, `SELECT `+taskColumns+` FROM tasks t WHERE t.id = $1 FOR UPDATE`, id))
+	if actor == nil {
+		return nil, ErrUnauthenticated
+	}
+	var role *Role
+	t, err := scanTask(tx.QueryRow(ctx, `SELECT `+taskColumns+`, m.role FROM tasks t`+joinRole("t", "$2")+`
+		WHERE t.id = $1 FOR UPDATE OF t`, id, actor.ID), &role)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, notFound("task")
 	}
 	if err != nil {
 		return nil, fmt.Errorf("lock task: %w", err)
 	}
-	if _, err := db.requireRole(ctx, t.WorkspaceID, actor, min, "task", action); err != nil {
+	if _, err := checkRole(role, min, "task", action); err != nil {
 		return nil, err
 	}
 	return t, nil
