@@ -11,9 +11,8 @@ import (
 	"taskflow/store"
 )
 
-// loaderWait is how long a loader gathers keys before it fetches a batch. It is
-// pure latency for a lone key (task(id) { assignee }), which at 2ms was half of
-// that query's time under load (bench/README.md); the siblings of a list ask
+// loaderWait is how long a loader gathers keys before it fetches a batch. Only
+// fields resolved in a list wait (see loader): the siblings of a list ask
 // within microseconds, and the page loaders, whose keys come from many more
 // goroutines, wait longer (pageLoaderWait).
 const loaderWait = time.Millisecond
@@ -29,12 +28,12 @@ type accountLoaders struct {
 	// the payload of those mutations is read as that user.
 	signedIn atomic.Pointer[store.User]
 
-	users        *dataloadgen.Loader[string, *store.User]
-	workspaces   *dataloadgen.Loader[string, *store.Workspace]
-	members      *dataloadgen.Loader[string, []*store.Member]
-	projects     *dataloadgen.Loader[string, *store.Project]
-	workspacesOf *dataloadgen.Loader[string, []*store.Workspace]
-	projectLists *dataloadgen.Loader[projectListKey, *store.ProjectConnection]
+	users        *loader[string, *store.User]
+	workspaces   *loader[string, *store.Workspace]
+	members      *loader[string, []*store.Member]
+	projects     *loader[string, *store.Project]
+	workspacesOf *loader[string, []*store.Workspace]
+	projectLists *loader[projectListKey, *store.ProjectConnection]
 }
 
 // projectListKey names one page of a workspace's projects.
@@ -49,30 +48,30 @@ type projectListKey struct {
 func newAccountLoaders(db *store.DB) *accountLoaders {
 	l := &accountLoaders{}
 	opts := []dataloadgen.Option{dataloadgen.WithWait(loaderWait), dataloadgen.WithBatchCapacity(loaderMaxBatch)}
-	l.users = dataloadgen.NewLoader(func(ctx context.Context, ids []string) ([]*store.User, []error) {
+	l.users = newLoader(func(ctx context.Context, ids []string) ([]*store.User, []error) {
 		return byKey(ids, "user", func() (map[string]*store.User, error) { return db.UsersByIDs(ctx, ids) })
 	}, opts...)
-	l.workspaces = dataloadgen.NewLoader(func(ctx context.Context, ids []string) ([]*store.Workspace, []error) {
+	l.workspaces = newLoader(func(ctx context.Context, ids []string) ([]*store.Workspace, []error) {
 		return byKey(ids, "workspace", func() (map[string]*store.Workspace, error) {
 			return db.WorkspacesByIDs(ctx, l.viewerID(ctx), ids)
 		})
 	}, opts...)
-	l.members = dataloadgen.NewLoader(func(ctx context.Context, ids []string) ([][]*store.Member, []error) {
+	l.members = newLoader(func(ctx context.Context, ids []string) ([][]*store.Member, []error) {
 		return listByKey(ids, func() (map[string][]*store.Member, error) {
 			return db.MembersByWorkspaces(ctx, l.viewerID(ctx), ids)
 		})
 	}, opts...)
-	l.projects = dataloadgen.NewLoader(func(ctx context.Context, ids []string) ([]*store.Project, []error) {
+	l.projects = newLoader(func(ctx context.Context, ids []string) ([]*store.Project, []error) {
 		return byKey(ids, "project", func() (map[string]*store.Project, error) {
 			return db.ProjectsByIDs(ctx, l.viewerID(ctx), ids)
 		})
 	}, opts...)
-	l.workspacesOf = dataloadgen.NewLoader(func(ctx context.Context, ids []string) ([][]*store.Workspace, []error) {
+	l.workspacesOf = newLoader(func(ctx context.Context, ids []string) ([][]*store.Workspace, []error) {
 		return listByKey(ids, func() (map[string][]*store.Workspace, error) {
 			return db.WorkspacesOfUsers(ctx, l.viewerID(ctx), ids)
 		})
 	}, opts...)
-	l.projectLists = dataloadgen.NewLoader(func(ctx context.Context, keys []projectListKey) ([]*store.ProjectConnection, []error) {
+	l.projectLists = newLoader(func(ctx context.Context, keys []projectListKey) ([]*store.ProjectConnection, []error) {
 		return projectLists(ctx, db, l.viewerID(ctx), keys)
 	}, opts...)
 	return l

@@ -15,12 +15,12 @@ import (
 type taskLoaders struct {
 	// taskByID loads tasks by id (nil for none), with no access check: it serves
 	// hops from things the viewer already sees (a comment's task).
-	taskByID *dataloadgen.Loader[string, *store.Task]
+	taskByID *loader[string, *store.Task]
 	// taskPages loads pages of projects' tasks: one query for every page asked
 	// for in the same tick, whatever their projects, filters, sizes and cursors.
-	taskPages *dataloadgen.Loader[store.TaskPageKey, *store.TaskConnection]
+	taskPages *loader[store.TaskPageKey, *store.TaskConnection]
 	// commentPages loads pages of tasks' comments, batched like taskPages.
-	commentPages *dataloadgen.Loader[store.CommentPageKey, *store.CommentConnection]
+	commentPages *loader[store.CommentPageKey, *store.CommentConnection]
 }
 
 // pageLoaderWait is how long the page loaders gather keys. A to-many hop under a
@@ -34,9 +34,9 @@ func newTaskLoaders(db *store.DB) taskLoaders {
 	opts := []dataloadgen.Option{dataloadgen.WithWait(loaderWait), dataloadgen.WithBatchCapacity(loaderMaxBatch)}
 	pageOpts := []dataloadgen.Option{dataloadgen.WithWait(pageLoaderWait), dataloadgen.WithBatchCapacity(loaderMaxBatch)}
 	return taskLoaders{
-		taskByID:     dataloadgen.NewLoader(batch(db.TasksByID), opts...),
-		taskPages:    dataloadgen.NewLoader(batch(db.TaskPages), pageOpts...),
-		commentPages: dataloadgen.NewLoader(batch(db.CommentPages), pageOpts...),
+		taskByID:     newLoader(batch(db.TasksByID), opts...),
+		taskPages:    newLoader(batch(db.TaskPages), pageOpts...),
+		commentPages: newLoader(batch(db.CommentPages), pageOpts...),
 	}
 }
 
