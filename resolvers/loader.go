@@ -3,54 +3,250 @@ package resolvers
 import (
 	"context"
 	"fmt"
+	"reflect"
+	"strings"
+	"sync"
+	"time"
 
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/vikstrous/dataloadgen"
 )
 
-// loader is a dataloadgen loader that waits only where batching can gather
-// something. Siblings in a list (the assignees of a page of tasks) ask for
-// their keys within microseconds of each other, through the loader, which
-// fetches them together after its wait. A field resolved outside any list
-// (task(id) { assignee }, project(id) { tasks }) is the only one asking at that
-// moment: its key is fetched at once, saving the wait, and cached for the rest
-// of the request.
+// loader batches and caches the reads of one kind of thing for one request,
+// and waits only as long as batching needs:
+//
+//   - A field resolved outside any list (task(id) { assignee },
+//     project(id) { tasks }) is the only one asking at that moment: its key is
+//     fetched at once.
+//   - A field resolved for each element of one list (the comments of each task
+//     of a page) is asked for once per element: the keys are fetched together
+//     as soon as every element has asked, or once the loader's wait is over
+//     when some element does not ask (a task with no assignee).
+//   - Under nested lists (the authors of the comments of each task) the keys
+//     come from several lists at once: they go through dataloadgen's window,
+//     which gathers them into one batch.
+//
+// A key is fetched once per request, whichever way it was asked for, until
+// Clear or ClearAll.
 type loader[K comparable, V any] struct {
-	*dataloadgen.Loader[K, V]
-	fetch func(context.Context, []K) ([]V, []error)
+	batched *dataloadgen.Loader[K, V]
+	fetch   func(context.Context, []K) ([]V, []error)
+	wait    time.Duration
+
+	mu    sync.Mutex
+	lists map[siblingsKey]*siblings[K, V]
+	known map[K]*fetchGroup[K, V] // keys fetched, or being fetched, outside dataloadgen
 }
 
 // newLoader returns a loader over fetch, which answers keys in order (one
-// error for all of them, or one per key), with dataloadgen's options.
-func newLoader[K comparable, V any](fetch func(context.Context, []K) ([]V, []error), opts ...dataloadgen.Option) *loader[K, V] {
-	return &loader[K, V]{Loader: dataloadgen.NewLoader(fetch, opts...), fetch: fetch}
+// error for all of them, or one per key), that waits at most wait for a batch.
+func newLoader[K comparable, V any](fetch func(context.Context, []K) ([]V, []error), wait time.Duration) *loader[K, V] {
+	return &loader[K, V]{
+		batched: dataloadgen.NewLoader(fetch, dataloadgen.WithWait(wait), dataloadgen.WithBatchCapacity(loaderMaxBatch)),
+		fetch:   fetch,
+		wait:    wait,
+		lists:   map[siblingsKey]*siblings[K, V]{},
+		known:   map[K]*fetchGroup[K, V]{},
+	}
 }
 
-// Load returns the value of key: batched with its siblings' keys when the field
-// of ctx is resolved for an element of a list, fetched at once otherwise.
+// fetchGroup is keys fetched together; done is closed once out holds them.
+type fetchGroup[K comparable, V any] struct {
+	ctx        context.Context // the first asker's
+	keys       []K
+	dispatched bool
+	done       chan struct{}
+	out        map[K]result[V]
+}
+
+// result is a key's value or error.
+type result[V any] struct {
+	v   V
+	err error
+}
+
+func newFetchGroup[K comparable, V any](ctx context.Context) *fetchGroup[K, V] {
+	return &fetchGroup[K, V]{ctx: ctx, done: make(chan struct{})}
+}
+
+// get waits for g and returns key's result.
+func (g *fetchGroup[K, V]) get(key K) (V, error) {
+	<-g.done
+	r := g.out[key]
+	return r.v, r.err
+}
+
+// siblingsKey names the field asked for under every element of one list.
+type siblingsKey struct {
+	list *graphql.FieldContext
+	path string // the aliases from the element down to the field asking
+}
+
+// siblings counts the elements of one list that have asked; group holds the
+// keys they asked for that were not known yet.
+type siblings[K comparable, V any] struct {
+	want, arrived int
+	group         *fetchGroup[K, V]
+	timer         *time.Timer
+}
+
+// Load returns the value of key, fetched as the type's comment says.
 func (l *loader[K, V]) Load(ctx context.Context, key K) (V, error) {
-	if inList(ctx) {
-		return l.Loader.Load(ctx, key)
-	}
-	var v V
-	vs, errs := l.fetch(ctx, []K{key})
-	if len(errs) > 0 && errs[0] != nil {
-		return v, errs[0]
-	}
-	if len(vs) != 1 {
-		return v, fmt.Errorf("loader: %d values fetched for one key", len(vs))
-	}
-	l.Loader.Prime(key, vs[0])
-	return vs[0], nil
-}
-
-// inList reports whether the field of ctx is resolved for an element of a list,
-// at any depth.
-func inList(ctx context.Context) bool {
-	for fc := graphql.GetFieldContext(ctx); fc != nil; fc = fc.Parent {
-		if fc.Index != nil {
-			return true
+	el, path, nested := listElement(graphql.GetFieldContext(ctx))
+	if el != nil && !nested {
+		if list := reflect.ValueOf(el.Parent.Result); list.Kind() == reflect.Slice && list.Len() <= loaderMaxBatch {
+			return l.loadSibling(ctx, siblingsKey{list: el.Parent, path: path}, list.Len(), key)
 		}
 	}
-	return false
+	l.mu.Lock()
+	if g := l.known[key]; g != nil {
+		l.mu.Unlock()
+		return g.get(key)
+	}
+	if el != nil { // under nested lists
+		l.mu.Unlock()
+		return l.batched.Load(ctx, key)
+	}
+	g := newFetchGroup[K, V](ctx)
+	g.keys, g.dispatched = []K{key}, true
+	l.known[key] = g
+	l.mu.Unlock()
+	l.run(g)
+	return g.get(key)
+}
+
+// loadSibling is Load for the element of a list of want elements.
+func (l *loader[K, V]) loadSibling(ctx context.Context, k siblingsKey, want int, key K) (V, error) {
+	l.mu.Lock()
+	s := l.lists[k]
+	if s == nil {
+		s = &siblings[K, V]{want: want, group: newFetchGroup[K, V](ctx)}
+		l.lists[k] = s
+		s.timer = time.AfterFunc(l.wait, func() { l.dispatch(k, s) })
+	}
+	s.arrived++
+	g := l.known[key]
+	if g == nil {
+		g = s.group
+		g.keys = append(g.keys, key)
+		l.known[key] = g
+	}
+	full := s.arrived >= s.want
+	l.mu.Unlock()
+	if full {
+		s.timer.Stop()
+		l.dispatch(k, s)
+	}
+	return g.get(key)
+}
+
+// dispatch fetches the keys of s's group, unless that was done already.
+func (l *loader[K, V]) dispatch(k siblingsKey, s *siblings[K, V]) {
+	l.mu.Lock()
+	if l.lists[k] == s {
+		delete(l.lists, k)
+	}
+	g := s.group
+	if g.dispatched {
+		l.mu.Unlock()
+		return
+	}
+	g.dispatched = true
+	l.mu.Unlock()
+	l.run(g)
+}
+
+// run fetches g's keys, primes dataloadgen's cache with them (so that the
+// nested lists' batches find them) and wakes the waiters. Nothing adds to g's
+// keys once it is dispatched.
+func (l *loader[K, V]) run(g *fetchGroup[K, V]) {
+	defer close(g.done)
+	g.out = make(map[K]result[V], len(g.keys))
+	if len(g.keys) == 0 {
+		return
+	}
+	vs, errs := l.safeFetch(g.ctx, g.keys)
+	for j, k := range g.keys {
+		var r result[V]
+		switch {
+		case len(errs) == 1 && errs[0] != nil:
+			r.err = errs[0]
+		case j < len(errs) && errs[j] != nil:
+			r.err = errs[j]
+		case len(vs) != len(g.keys):
+			r.err = fmt.Errorf("loader: %d values fetched for %d keys", len(vs), len(g.keys))
+		default:
+			r.v = vs[j]
+			l.batched.Prime(k, r.v)
+		}
+		g.out[k] = r
+	}
+}
+
+// safeFetch is fetch that turns a panic into an error for every key.
+func (l *loader[K, V]) safeFetch(ctx context.Context, keys []K) (vs []V, errs []error) {
+	defer func() {
+		if p := recover(); p != nil {
+			vs, errs = nil, []error{fmt.Errorf("loader: panic: %v", p)}
+		}
+	}()
+	return l.fetch(ctx, keys)
+}
+
+// Prime caches value for key unless key is cached already, and reports
+// whether it did.
+func (l *loader[K, V]) Prime(key K, value V) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.known[key] != nil {
+		return false
+	}
+	g := newFetchGroup[K, V](context.Background())
+	g.dispatched = true
+	g.out = map[K]result[V]{key: {v: value}}
+	close(g.done)
+	l.known[key] = g
+	return l.batched.Prime(key, value)
+}
+
+// Clear forgets key.
+func (l *loader[K, V]) Clear(key K) {
+	l.mu.Lock()
+	delete(l.known, key)
+	l.mu.Unlock()
+	l.batched.Clear(key)
+}
+
+// ClearAll forgets every key.
+func (l *loader[K, V]) ClearAll() {
+	l.mu.Lock()
+	l.known = map[K]*fetchGroup[K, V]{}
+	l.mu.Unlock()
+	l.batched.ClearAll()
+}
+
+// listElement returns the nearest list element above fc (nil when fc is
+// resolved outside any list), the aliases from that element down to fc, and
+// whether another list element is further up.
+func listElement(fc *graphql.FieldContext) (el *graphql.FieldContext, path string, nested bool) {
+	var aliases []string
+	for f := fc; f != nil; f = f.Parent {
+		if f.Index != nil {
+			if el != nil {
+				return el, "", true
+			}
+			el = f
+			continue
+		}
+		if el == nil && f.Field.Field != nil {
+			aliases = append(aliases, f.Field.Alias)
+		}
+	}
+	if el == nil || el.Parent == nil {
+		return nil, "", false
+	}
+	for i, j := 0, len(aliases)-1; i < j; i, j = i+1, j-1 {
+		aliases[i], aliases[j] = aliases[j], aliases[i]
+	}
+	return el, strings.Join(aliases, "."), false
 }

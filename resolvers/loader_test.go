@@ -8,42 +8,59 @@ import (
 	"time"
 
 	"github.com/99designs/gqlgen/graphql"
-	"github.com/vikstrous/dataloadgen"
+	"github.com/vektah/gqlparser/v2/ast"
 )
 
-// A field outside any list is fetched at once (the loader's wait is an hour
-// here) and cached; siblings in a list are fetched together, in one batch.
-func TestLoaderWaitsOnlyInLists(t *testing.T) {
-	t.Parallel()
-	var mu sync.Mutex
-	var calls [][]string
-	l := newLoader(func(_ context.Context, keys []string) ([]string, []error) {
-		mu.Lock()
-		calls = append(calls, slices.Clone(keys))
-		mu.Unlock()
-		out := make([]string, len(keys))
-		for i, k := range keys {
-			out[i] = "v" + k
-		}
-		return out, nil
-	}, dataloadgen.WithWait(time.Hour), dataloadgen.WithBatchCapacity(2))
+// fetchLog is a loader fetch that answers "v"+key and records each call.
+type fetchLog struct {
+	mu    sync.Mutex
+	calls [][]string
+}
 
-	root := graphql.WithFieldContext(t.Context(), &graphql.FieldContext{Object: "Query", Field: graphql.CollectedField{}})
-	hop := graphql.WithFieldContext(root, &graphql.FieldContext{Object: "Task"})
-	if v, err := l.Load(hop, "a"); err != nil || v != "va" {
-		t.Fatalf("outside a list: %q %v", v, err)
+func (f *fetchLog) fetch(_ context.Context, keys []string) ([]string, []error) {
+	f.mu.Lock()
+	f.calls = append(f.calls, slices.Clone(keys))
+	f.mu.Unlock()
+	out := make([]string, len(keys))
+	for i, k := range keys {
+		out[i] = "v" + k
 	}
-	element := func(i int) context.Context {
-		el := graphql.WithFieldContext(root, &graphql.FieldContext{Index: &i})
-		return graphql.WithFieldContext(el, &graphql.FieldContext{Object: "Task"})
+	return out, nil
+}
+
+func (f *fetchLog) took() [][]string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	c := f.calls
+	f.calls = nil
+	return c
+}
+
+// field returns ctx under a field named alias.
+func field(ctx context.Context, alias string) context.Context {
+	return graphql.WithFieldContext(ctx, &graphql.FieldContext{Field: graphql.CollectedField{Field: &ast.Field{Alias: alias}}})
+}
+
+// list returns the contexts of the n elements of a list field named alias
+// under ctx.
+func list(ctx context.Context, alias string, n int) []context.Context {
+	fc := &graphql.FieldContext{Field: graphql.CollectedField{Field: &ast.Field{Alias: alias}}, Result: make([]int, n)}
+	ctx = graphql.WithFieldContext(ctx, fc)
+	out := make([]context.Context, n)
+	for i := range out {
+		out[i] = graphql.WithFieldContext(ctx, &graphql.FieldContext{Index: &i})
 	}
-	// In a list: "a" comes from the cache; "b" and "c" are fetched together
-	// (the batch is full at two keys, so nobody waits the hour).
+	return out
+}
+
+// loadAll loads keys[i] in elements[i], all at once, and returns the values.
+func loadAll(t *testing.T, l *loader[string, string], elements []context.Context, keys []string) []string {
+	t.Helper()
 	var wg sync.WaitGroup
-	got := make([]string, 3)
-	for i, k := range []string{"a", "b", "c"} {
+	got := make([]string, len(keys))
+	for i, k := range keys {
 		wg.Go(func() {
-			v, err := l.Load(element(i), k)
+			v, err := l.Load(field(elements[i], "assignee"), k)
 			if err != nil {
 				t.Error(err)
 			}
@@ -51,10 +68,52 @@ func TestLoaderWaitsOnlyInLists(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	if !slices.Equal(got, []string{"va", "vb", "vc"}) {
+	return got
+}
+
+// A field outside any list is fetched at once, and the elements of one list
+// as soon as they have all asked: neither waits the loader's hour.
+func TestLoaderFetchesWithoutWaiting(t *testing.T) {
+	t.Parallel()
+	var f fetchLog
+	l := newLoader(f.fetch, time.Hour)
+	root := field(t.Context(), "task")
+	if v, err := l.Load(field(root, "assignee"), "a"); err != nil || v != "va" {
+		t.Fatalf("outside a list: %q %v", v, err)
+	}
+	if c := f.took(); len(c) != 1 || !slices.Equal(c[0], []string{"a"}) {
+		t.Fatalf("fetches %q, want [[a]]", c)
+	}
+	page := list(field(root, "tasks"), "nodes", 4)
+	if got := loadAll(t, l, page, []string{"b", "c", "b", "d"}); !slices.Equal(got, []string{"vb", "vc", "vb", "vd"}) {
 		t.Fatalf("values %q", got)
 	}
-	if len(calls) != 2 || !slices.Equal(calls[0], []string{"a"}) || len(calls[1]) != 2 {
-		t.Fatalf("fetches %q, want [a] then [b c] in one batch", calls)
+	c := f.took()
+	if len(c) != 1 || len(c[0]) != 3 {
+		t.Fatalf("fetches %q, want one of b, c and d", c)
+	}
+	// The elements' keys are cached: under nested lists (dataloadgen's window)
+	// they are not fetched again.
+	nested := list(page[0], "comments", 2)
+	if got := loadAll(t, l, nested, []string{"c", "d"}); !slices.Equal(got, []string{"vc", "vd"}) {
+		t.Fatalf("nested: %q", got)
+	}
+	if c := f.took(); len(c) != 0 {
+		t.Fatalf("cached keys fetched again: %q", c)
+	}
+}
+
+// When an element of a list does not ask (a task with no assignee), the others
+// are fetched together once the loader's wait is over.
+func TestLoaderWaitsForElementsThatDoNotAsk(t *testing.T) {
+	t.Parallel()
+	var f fetchLog
+	l := newLoader(f.fetch, 200*time.Millisecond)
+	page := list(field(t.Context(), "tasks"), "nodes", 3)
+	if got := loadAll(t, l, page[:2], []string{"a", "b"}); !slices.Equal(got, []string{"va", "vb"}) {
+		t.Fatalf("values %q", got)
+	}
+	if c := f.took(); len(c) != 1 || len(c[0]) != 2 {
+		t.Fatalf("fetches %q, want a and b in one", c)
 	}
 }

@@ -5,19 +5,18 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/vikstrous/dataloadgen"
-
 	"taskflow/auth"
 	"taskflow/store"
 )
 
-// loaderWait is how long a loader gathers keys before it fetches a batch. Only
-// fields resolved in a list wait (see loader): the siblings of a list ask
-// within microseconds, and the page loaders, whose keys come from many more
-// goroutines, wait longer (pageLoaderWait).
+// loaderWait is the longest a loader gathers keys before it fetches a batch
+// (see loader): the elements of one list that all ask do not wait for it, and
+// a field outside any list does not wait at all. The page loaders, whose keys
+// come from many more goroutines, wait longer (pageLoaderWait).
 const loaderWait = time.Millisecond
 
-// loaderMaxBatch is the most keys one batch fetches.
+// loaderMaxBatch is the most keys one batch fetches (a longer list goes
+// through dataloadgen's batches of this size).
 const loaderMaxBatch = 500
 
 // accountLoaders batch the reads of users, workspaces, members and projects. The
@@ -47,33 +46,32 @@ type projectListKey struct {
 // newAccountLoaders returns the account loaders of one request.
 func newAccountLoaders(db *store.DB) *accountLoaders {
 	l := &accountLoaders{}
-	opts := []dataloadgen.Option{dataloadgen.WithWait(loaderWait), dataloadgen.WithBatchCapacity(loaderMaxBatch)}
 	l.users = newLoader(func(ctx context.Context, ids []string) ([]*store.User, []error) {
 		return byKey(ids, "user", func() (map[string]*store.User, error) { return db.UsersByIDs(ctx, ids) })
-	}, opts...)
+	}, loaderWait)
 	l.workspaces = newLoader(func(ctx context.Context, ids []string) ([]*store.Workspace, []error) {
 		return byKey(ids, "workspace", func() (map[string]*store.Workspace, error) {
 			return db.WorkspacesByIDs(ctx, l.viewerID(ctx), ids)
 		})
-	}, opts...)
+	}, loaderWait)
 	l.members = newLoader(func(ctx context.Context, ids []string) ([][]*store.Member, []error) {
 		return listByKey(ids, func() (map[string][]*store.Member, error) {
 			return db.MembersByWorkspaces(ctx, l.viewerID(ctx), ids)
 		})
-	}, opts...)
+	}, loaderWait)
 	l.projects = newLoader(func(ctx context.Context, ids []string) ([]*store.Project, []error) {
 		return byKey(ids, "project", func() (map[string]*store.Project, error) {
 			return db.ProjectsByIDs(ctx, l.viewerID(ctx), ids)
 		})
-	}, opts...)
+	}, loaderWait)
 	l.workspacesOf = newLoader(func(ctx context.Context, ids []string) ([][]*store.Workspace, []error) {
 		return listByKey(ids, func() (map[string][]*store.Workspace, error) {
 			return db.WorkspacesOfUsers(ctx, l.viewerID(ctx), ids)
 		})
-	}, opts...)
+	}, loaderWait)
 	l.projectLists = newLoader(func(ctx context.Context, keys []projectListKey) ([]*store.ProjectConnection, []error) {
 		return projectLists(ctx, db, l.viewerID(ctx), keys)
-	}, opts...)
+	}, loaderWait)
 	return l
 }
 

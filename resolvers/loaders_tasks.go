@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/99designs/gqlgen/graphql"
-	"github.com/vikstrous/dataloadgen"
 
 	"taskflow/store"
 )
@@ -23,20 +22,19 @@ type taskLoaders struct {
 	commentPages *loader[store.CommentPageKey, *store.CommentConnection]
 }
 
-// pageLoaderWait is how long the page loaders gather keys. A to-many hop under a
-// list (the comments of each of 100 tasks) is asked for from as many goroutines,
-// which can take longer than loaderWait to all start on a busy machine; a wider
-// window keeps them in one query.
+// pageLoaderWait is the longest the page loaders gather keys. A to-many hop
+// under a list (the comments of each of 100 tasks) is asked for from as many
+// goroutines, which can take longer than loaderWait to all start on a busy
+// machine; a wider window keeps them in one query. When every element of the
+// list asks, the batch goes as soon as the last one has (see loader).
 const pageLoaderWait = 10 * time.Millisecond
 
 // newTaskLoaders returns the task and comment loaders of one request.
 func newTaskLoaders(db *store.DB) taskLoaders {
-	opts := []dataloadgen.Option{dataloadgen.WithWait(loaderWait), dataloadgen.WithBatchCapacity(loaderMaxBatch)}
-	pageOpts := []dataloadgen.Option{dataloadgen.WithWait(pageLoaderWait), dataloadgen.WithBatchCapacity(loaderMaxBatch)}
 	return taskLoaders{
-		taskByID:     newLoader(batch(db.TasksByID), opts...),
-		taskPages:    newLoader(batch(db.TaskPages), pageOpts...),
-		commentPages: newLoader(batch(db.CommentPages), pageOpts...),
+		taskByID:     newLoader(batch(db.TasksByID), loaderWait),
+		taskPages:    newLoader(batch(db.TaskPages), pageLoaderWait),
+		commentPages: newLoader(batch(db.CommentPages), pageLoaderWait),
 	}
 }
 
