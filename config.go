@@ -60,6 +60,9 @@ type Config struct {
 	// PprofAddr is the listen address of net/http/pprof (PPROF_ADDR), a listener
 	// of its own, never HTTP_ADDR; empty, the default, serves no pprof.
 	PprofAddr string
+	// MetricsToken, when set (METRICS_TOKEN), is the bearer token /metrics
+	// requires; empty, the default, leaves /metrics open.
+	MetricsToken string
 }
 
 // loadConfig reads the configuration through getenv (os.Getenv in main) and
@@ -99,6 +102,13 @@ func loadConfig(getenv func(string) string) (Config, error) {
 	listenAddr("PPROF_ADDR", "127.0.0.1:6060", &c.PprofAddr)
 	if _, port, _ := net.SplitHostPort(c.PprofAddr); c.PprofAddr == c.HTTPAddr && port != "0" {
 		bad("PPROF_ADDR", c.PprofAddr, "must not be HTTP_ADDR: pprof is served on a listener of its own, never the public one")
+	}
+	if v, ok := get("METRICS_TOKEN"); ok {
+		if len(v) < 16 {
+			bad("METRICS_TOKEN", "(hidden)", "too short: use 16 characters or more (e.g. openssl rand -hex 32)")
+		} else {
+			c.MetricsToken = v
+		}
 	}
 	if v, ok := get("DATABASE_URL"); ok {
 		if _, err := pgconn.ParseConfig(v); err != nil {

@@ -48,6 +48,7 @@ func TestConfigFromEnvironment(t *testing.T) {
 		"SHUTDOWN_TIMEOUT":       "5s",
 		"LOG_LEVEL":              "debug",
 		"PPROF_ADDR":             "127.0.0.1:6060",
+		"METRICS_TOKEN":          "0123456789abcdef0123",
 	}))
 	if err != nil {
 		t.Fatal(err)
@@ -56,7 +57,7 @@ func TestConfigFromEnvironment(t *testing.T) {
 		c.RedisURL != "redis://cache.internal:6380/2" || c.RateLimitPoints != 5000 || c.RateLimitWindow != 30*time.Second ||
 		c.MaxQueryCost != 250 || c.RateLimitLease != 0.25 || c.IdempotencyTTL != 7*24*time.Hour || c.IdempotencyWait != 0 ||
 		c.AuditRetention != 365*24*time.Hour || c.ShutdownTimeout != 5*time.Second || c.LogLevel != slog.LevelDebug ||
-		c.PprofAddr != "127.0.0.1:6060" {
+		c.PprofAddr != "127.0.0.1:6060" || c.MetricsToken != "0123456789abcdef0123" {
 		t.Fatalf("config = %+v", c)
 	}
 	if strings.Join(c.CORS.AllowedOrigins, " ") != "https://app.example.com http://localhost:3000" || !c.CORS.AllowCredentials {
@@ -97,6 +98,7 @@ func TestConfigBadValues(t *testing.T) {
 		"SHUTDOWN_TIMEOUT":       "soon",
 		"LOG_LEVEL":              "chatty",
 		"PPROF_ADDR":             "6060",
+		"METRICS_TOKEN":          "secret",
 	} {
 		_, err := loadConfig(env(map[string]string{name: value}))
 		if err == nil {

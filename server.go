@@ -108,6 +108,7 @@ func run(cfg Config, log *slog.Logger) error {
 		TrustedProxies:  cfg.TrustedProxies,
 		Registry:        reg,
 		CORS:            cfg.CORS,
+		MetricsToken:    cfg.MetricsToken,
 		Redis:           rdb, // persisted queries shared by every instance
 		IdempotencyTTL:  cfg.IdempotencyTTL,
 		IdempotencyWait: idempotencyWait(cfg.IdempotencyWait),

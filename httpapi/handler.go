@@ -55,6 +55,10 @@ type Options struct {
 	// Registry holds the Prometheus metrics served at /metrics; other packages
 	// register theirs in it too. Nil: a registry of the handler's own.
 	Registry *prometheus.Registry
+	// MetricsToken, when not empty, is the bearer token /metrics requires: a
+	// request without it is 401. Empty leaves /metrics open (serve it on a
+	// private network then).
+	MetricsToken string
 	// CORS is the cross-origin policy of /query (default: no origin allowed).
 	CORS CORS
 	// Dependencies are reported by /healthz besides Postgres. Redis is reported

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"context"
+	"crypto/subtle"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -57,7 +58,24 @@ func newOps(o Options) *ops {
 func (p *ops) routes(mux *http.ServeMux) {
 	playgroundRoutes(mux)
 	mux.HandleFunc("GET /healthz", p.healthz)
-	mux.Handle("GET /metrics", metricsHandler(p.reg))
+	mux.Handle("GET /metrics", requireBearer(p.o.MetricsToken, metricsHandler(p.reg)))
+}
+
+// requireBearer answers 401 to a request without "Authorization: Bearer
+// token"; an empty token lets every request through.
+func requireBearer(token string, next http.Handler) http.Handler {
+	if token == "" {
+		return next
+	}
+	want := []byte("Bearer " + token)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="metrics"`)
+			http.Error(w, "a bearer token is required", http.StatusUnauthorized)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // wrap puts the access log, HTTP metrics and panic recovery around next.

@@ -419,3 +419,35 @@ func TestPlaygroundServesGraphiQL(t *testing.T) {
 		t.Errorf("GET /nothing-here = %d, want 404", rec.Code)
 	}
 }
+
+// With MetricsToken, /metrics answers only a request with that bearer token.
+func TestMetricsToken(t *testing.T) {
+	t.Parallel()
+	const token = "0123456789abcdef0123"
+	h := offlineHandler(t, httpapi.Options{MetricsToken: token})
+	for _, c := range []struct {
+		auth string
+		want int
+	}{
+		{"", http.StatusUnauthorized},
+		{"Bearer wrong-token-0123456789", http.StatusUnauthorized},
+		{"Bearer " + token + "x", http.StatusUnauthorized},
+		{token, http.StatusUnauthorized},
+		{"Bearer " + token, http.StatusOK},
+	} {
+		req := httptest.NewRequest(http.MethodGet, "/metrics", nil)
+		if c.auth != "" {
+			req.Header.Set("Authorization", c.auth)
+		}
+		rec := serve(h, req)
+		if rec.Code != c.want {
+			t.Errorf("Authorization %q: %d, want %d", c.auth, rec.Code, c.want)
+		}
+		if c.want == http.StatusUnauthorized && (rec.Header().Get("WWW-Authenticate") == "" || strings.Contains(rec.Body.String(), "go_goroutines")) {
+			t.Errorf("Authorization %q: refusal %v %q", c.auth, rec.Header(), rec.Body)
+		}
+		if c.want == http.StatusOK && !strings.Contains(rec.Body.String(), "taskflow_") {
+			t.Errorf("metrics body: %.200s", rec.Body)
+		}
+	}
+}
