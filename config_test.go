@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"taskflow/httpapi/apitest"
 )
 
 // env returns a getenv over m.
@@ -180,5 +182,29 @@ func TestConnStringFallsBackToTCP(t *testing.T) {
 	}
 	if !strings.Contains(source, "DATABASE_URL is unset") {
 		t.Fatalf("source = %q", source)
+	}
+}
+
+// The test binaries start the server without any variable it reads
+// (apitest.CleanEnv): that list must name every variable loadConfig reads.
+func TestCleanEnvDropsEveryServerVariable(t *testing.T) {
+	t.Parallel()
+	read := map[string]bool{}
+	if _, err := loadConfig(func(name string) string { read[name] = true; return "" }); err != nil {
+		t.Fatal(err)
+	}
+	dropped := map[string]bool{}
+	for _, n := range apitest.ServerVariables() {
+		dropped[n] = true
+	}
+	for n := range read {
+		if !dropped[n] {
+			t.Errorf("loadConfig reads %s, which apitest.CleanEnv does not drop", n)
+		}
+	}
+	for n := range dropped {
+		if !read[n] {
+			t.Errorf("apitest.CleanEnv drops %s, which loadConfig does not read", n)
+		}
 	}
 }

@@ -51,7 +51,17 @@ var serverVariables = map[string]bool{
 	"CORS_ALLOW_CREDENTIALS": true, "TRUSTED_PROXIES": true, "RATE_LIMIT_POINTS": true,
 	"RATE_LIMIT_WINDOW": true, "RATE_LIMIT_LEASE": true, "MAX_QUERY_COST": true, "IDEMPOTENCY_TTL": true,
 	"IDEMPOTENCY_WAIT": true, "AUDIT_RETENTION": true, "SHUTDOWN_TIMEOUT": true, "LOG_LEVEL": true,
-	"PPROF_ADDR": true,
+	"PPROF_ADDR": true, "METRICS_TOKEN": true,
+}
+
+// ServerVariables returns the names of the environment variables the server
+// reads, which CleanEnv drops.
+func ServerVariables() []string {
+	names := make([]string, 0, len(serverVariables))
+	for n := range serverVariables {
+		names = append(names, n)
+	}
+	return names
 }
 
 // CleanEnv returns the test process's environment without the variables the
