@@ -11,11 +11,13 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"taskflow/promreg"
 	"time"
 
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/99designs/gqlgen/graphql/handler/extension"
 	"github.com/99designs/gqlgen/graphql/handler/lru"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 	"github.com/vektah/gqlparser/v2/gqlerror"
 )
@@ -118,8 +120,16 @@ func (c *RedisCache) Add(ctx context.Context, hash, query string) {
 // cache: the one that resolves hashes (install it anywhere, gqlgen runs it
 // before parsing) and the one that stores a newly sent text (install it after
 // every extension that may refuse the operation, e.g. the rate limiter).
-func Extensions(cache graphql.Cache[string]) (resolve, store graphql.HandlerExtension) {
-	return resolver{inner: extension.AutomaticPersistedQuery{Cache: deferred{cache}}}, storer{cache}
+// Their outcomes are counted in reg as taskflow_apq_requests_total: hit (a
+// hash found), miss (PERSISTED_QUERY_NOT_FOUND), registered (a text stored
+// under its hash) and refused (a malformed or mismatched extension).
+func Extensions(cache graphql.Cache[string], reg prometheus.Registerer) (resolve, store graphql.HandlerExtension) {
+	requests := promreg.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "taskflow_apq_requests_total",
+		Help: "Automatic persisted query requests by outcome: hit, miss, registered, refused.",
+	}, []string{"outcome"}))
+	return resolver{inner: extension.AutomaticPersistedQuery{Cache: deferred{cache}}, requests: requests},
+		storer{cache: cache, requests: requests}
 }
 
 // statsKey keeps the per-operation state in the operation's stats.
@@ -174,7 +184,8 @@ func (d deferred) Add(ctx context.Context, hash, query string) {
 
 // resolver wraps gqlgen's extension to mark the requests it refuses as bad.
 type resolver struct {
-	inner extension.AutomaticPersistedQuery
+	inner    extension.AutomaticPersistedQuery
+	requests *prometheus.CounterVec
 }
 
 var _ interface {
@@ -192,7 +203,19 @@ func (r resolver) Validate(s graphql.ExecutableSchema) error { return r.inner.Va
 // PERSISTED_QUERY_NOT_FOUND for an unknown one, and refuses a hash that is not
 // the SHA-256 of the text sent with it.
 func (r resolver) MutateOperationParameters(ctx context.Context, p *graphql.RawParams) *gqlerror.Error {
+	_, persisted := p.Extensions["persistedQuery"]
+	hashOnly := p.Query == ""
 	err := r.inner.MutateOperationParameters(ctx, p)
+	switch {
+	case !persisted:
+	case err == nil && hashOnly:
+		r.requests.WithLabelValues("hit").Inc()
+	case err == nil: // a text with its hash: registered once stored (storer)
+	case IsNotFound(err):
+		r.requests.WithLabelValues("miss").Inc()
+	default:
+		r.requests.WithLabelValues("refused").Inc()
+	}
 	if err == nil || IsNotFound(err) {
 		return err
 	}
@@ -206,7 +229,10 @@ func (r resolver) MutateOperationParameters(ctx context.Context, p *graphql.RawP
 }
 
 // storer stores the text of an admitted operation under its hash.
-type storer struct{ cache graphql.Cache[string] }
+type storer struct {
+	cache    graphql.Cache[string]
+	requests *prometheus.CounterVec
+}
 
 var _ interface {
 	graphql.HandlerExtension
@@ -224,6 +250,7 @@ func (s storer) MutateOperationContext(ctx context.Context, rc *graphql.Operatio
 	if st := stateOf(rc); st != nil && st.query != "" {
 		s.cache.Add(ctx, st.hash, st.query)
 		st.query = ""
+		s.requests.WithLabelValues("registered").Inc()
 	}
 	return nil
 }

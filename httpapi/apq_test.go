@@ -4,9 +4,11 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"strings"
 	"testing"
 	"time"
 
@@ -103,6 +105,39 @@ func TestPersistedQueryProtocol(t *testing.T) {
 	if r := postPQ(t, env, v.Token, "", h, nil); r.Status != http.StatusOK || string(r.Body.Data) == string(full.Body.Data) {
 		t.Fatalf("bob's me: %d %s", r.Status, r.Raw)
 	}
+	// A hash that does not match its text is refused.
+	if r := postPQ(t, env, u.Token, q, sha("other"), nil); r.Status != http.StatusBadRequest {
+		t.Fatalf("mismatched hash: %d %s", r.Status, r.Raw)
+	}
+	// Each outcome is counted.
+	for outcome, want := range map[string]string{"miss": "3", "registered": "1", "hit": "3", "refused": "1"} {
+		line := `taskflow_apq_requests_total{outcome="` + outcome + `"}`
+		if got := metricValue(t, env, line); got != want {
+			t.Errorf("%s = %q, want %s", line, got, want)
+		}
+	}
+}
+
+// metricValue returns the value of the exposition line that starts with
+// series in env's /metrics, or "".
+func metricValue(t *testing.T, env *apitest.Env, series string) string {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, env.Server.URL+"/metrics", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := env.Server.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, series+" "); ok {
+			return v
+		}
+	}
+	return ""
 }
 
 func TestPersistedQueryRefusals(t *testing.T) {

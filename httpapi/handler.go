@@ -103,7 +103,7 @@ func NewHandler(o Options) http.Handler {
 			o.PersistedQueries = apq.NewRedisCache(o.Redis, "taskflow:", apq.DefaultTTL, o.Log)
 		}
 	}
-	resolveAPQ, storeAPQ := apq.Extensions(o.PersistedQueries)
+	resolveAPQ, storeAPQ := apq.Extensions(o.PersistedQueries, ops.reg)
 	gql.AddTransport(Transport{Limiter: o.Limiter, MaxBodyBytes: o.MaxBodyBytes})
 	gql.SetQueryCache(lru.New[*ast.QueryDocument](1000))
 	gql.SetParserTokenLimit(parserTokenLimit)
