@@ -117,3 +117,40 @@ func TestLoaderWaitsForElementsThatDoNotAsk(t *testing.T) {
 		t.Fatalf("fetches %q, want a and b in one", c)
 	}
 }
+
+// A primed key is served without a fetch whichever way it is asked for; Clear
+// and ClearAll make the next ask fetch again.
+func TestLoaderPrimeAndClear(t *testing.T) {
+	t.Parallel()
+	var f fetchLog
+	l := newLoader(f.fetch, time.Hour)
+	root := field(t.Context(), "me")
+	if !l.Prime("a", "primed") || l.Prime("a", "again") {
+		t.Fatal("Prime: first must cache, second must not")
+	}
+	if v, _ := l.Load(field(root, "user"), "a"); v != "primed" {
+		t.Fatalf("outside a list: %q", v)
+	}
+	page := list(root, "nodes", 2)
+	if got := loadAll(t, l, page, []string{"a", "a"}); !slices.Equal(got, []string{"primed", "primed"}) {
+		t.Fatalf("in a list: %q", got)
+	}
+	nested := list(page[0], "comments", 1)
+	if got := loadAll(t, l, nested, []string{"a"}); got[0] != "primed" {
+		t.Fatalf("nested: %q", got)
+	}
+	if c := f.took(); len(c) != 0 {
+		t.Fatalf("a primed key was fetched: %q", c)
+	}
+	l.Clear("a")
+	if v, _ := l.Load(field(root, "user"), "a"); v != "va" {
+		t.Fatalf("after Clear: %q", v)
+	}
+	l.ClearAll()
+	if got := loadAll(t, l, page, []string{"a", "b"}); !slices.Equal(got, []string{"va", "vb"}) {
+		t.Fatalf("after ClearAll: %q", got)
+	}
+	if c := f.took(); len(c) != 2 || !slices.Equal(c[0], []string{"a"}) || len(c[1]) != 2 {
+		t.Fatalf("fetches %q, want [a] then [a b]", c)
+	}
+}
