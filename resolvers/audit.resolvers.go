@@ -14,6 +14,7 @@ import (
 // Actor is the resolver for the actor field.
 func (r *auditEventResolver) Actor(ctx context.Context, obj *store.AuditEvent) (*store.User, error) {
 	if obj.ActorID == nil {
+		r.loaders(ctx).users.Skip(ctx)
 		return nil, nil
 	}
 	// The actor stays readable after leaving the workspace; an account that is

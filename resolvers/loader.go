@@ -115,8 +115,28 @@ func (l *loader[K, V]) Load(ctx context.Context, key K) (V, error) {
 	return g.get(key)
 }
 
+// Skip tells the loader that the field of ctx asks for no key this time (a
+// task without assignee), so that, in a list, the other elements' keys need
+// not wait for it.
+func (l *loader[K, V]) Skip(ctx context.Context) {
+	el, path, nested := listElement(graphql.GetFieldContext(ctx))
+	if el == nil || nested {
+		return
+	}
+	if list := reflect.ValueOf(el.Parent.Result); list.Kind() == reflect.Slice && list.Len() <= loaderMaxBatch {
+		l.arrive(ctx, siblingsKey{list: el.Parent, path: path}, list.Len(), nil)
+	}
+}
+
 // loadSibling is Load for the element of a list of want elements.
 func (l *loader[K, V]) loadSibling(ctx context.Context, k siblingsKey, want int, key K) (V, error) {
+	return l.arrive(ctx, k, want, &key).get(key)
+}
+
+// arrive counts an element of a list of want elements as having asked, for
+// key (nil: for nothing), and returns the group that fetches key. The group of
+// the list's keys goes once every element has asked, or after the wait.
+func (l *loader[K, V]) arrive(ctx context.Context, k siblingsKey, want int, key *K) *fetchGroup[K, V] {
 	l.mu.Lock()
 	s := l.lists[k]
 	if s == nil {
@@ -125,11 +145,13 @@ func (l *loader[K, V]) loadSibling(ctx context.Context, k siblingsKey, want int,
 		s.timer = time.AfterFunc(l.wait, func() { l.dispatch(k, s) })
 	}
 	s.arrived++
-	g := l.known[key]
-	if g == nil {
-		g = s.group
-		g.keys = append(g.keys, key)
-		l.known[key] = g
+	var g *fetchGroup[K, V]
+	if key != nil {
+		if g = l.known[*key]; g == nil {
+			g = s.group
+			g.keys = append(g.keys, *key)
+			l.known[*key] = g
+		}
 	}
 	full := s.arrived >= s.want
 	l.mu.Unlock()
@@ -137,7 +159,7 @@ func (l *loader[K, V]) loadSibling(ctx context.Context, k siblingsKey, want int,
 		s.timer.Stop()
 		l.dispatch(k, s)
 	}
-	return g.get(key)
+	return g
 }
 
 // dispatch fetches the keys of s's group, unless that was done already.

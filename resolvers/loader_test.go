@@ -154,3 +154,21 @@ func TestLoaderPrimeAndClear(t *testing.T) {
 		t.Fatalf("fetches %q, want [a] then [a b]", c)
 	}
 }
+
+// An element that asks for nothing says so (Skip): the others' keys go at
+// once instead of after the wait (an hour here).
+func TestLoaderSkip(t *testing.T) {
+	t.Parallel()
+	var f fetchLog
+	l := newLoader(f.fetch, time.Hour)
+	page := list(field(t.Context(), "tasks"), "nodes", 3)
+	l.Skip(field(page[1], "assignee"))
+	if got := loadAll(t, l, []context.Context{page[0], page[2]}, []string{"a", "b"}); !slices.Equal(got, []string{"va", "vb"}) {
+		t.Fatalf("values %q", got)
+	}
+	if c := f.took(); len(c) != 1 || len(c[0]) != 2 {
+		t.Fatalf("fetches %q, want a and b in one", c)
+	}
+	// Outside a list Skip does nothing.
+	l.Skip(field(t.Context(), "assignee"))
+}

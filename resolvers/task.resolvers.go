@@ -36,6 +36,7 @@ func (r *taskResolver) Project(ctx context.Context, obj *store.Task) (*store.Pro
 // Assignee is the resolver for the assignee field.
 func (r *taskResolver) Assignee(ctx context.Context, obj *store.Task) (*store.User, error) {
 	if obj.AssigneeID == nil {
+		r.loaders(ctx).users.Skip(ctx)
 		return nil, nil
 	}
 	return r.loaders(ctx).User(ctx, *obj.AssigneeID)
