@@ -40,6 +40,14 @@ const postgresConnectTimeout = 10 * time.Second
 // instead of Go's 100% gave back GC time to requests (bench/README.md).
 const defaultGCPercent = 200
 
+// setGCPercent sets the garbage collector's target to defaultGCPercent unless
+// the GOGC variable (read through getenv) sets one.
+func setGCPercent(getenv func(string) string) {
+	if getenv("GOGC") == "" {
+		debug.SetGCPercent(defaultGCPercent)
+	}
+}
+
 func main() {
 	cfg, err := loadConfig(os.Getenv)
 	if err != nil {
@@ -48,9 +56,7 @@ func main() {
 	}
 	log := slog.New(httpapi.LogHandler(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: cfg.LogLevel})))
 	slog.SetDefault(log)
-	if os.Getenv("GOGC") == "" {
-		debug.SetGCPercent(defaultGCPercent)
-	}
+	setGCPercent(os.Getenv)
 	if err := run(cfg, log); err != nil {
 		var plain *startupError
 		if errors.As(err, &plain) {
