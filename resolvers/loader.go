@@ -26,8 +26,10 @@ import (
 //     come from several lists at once: they go through dataloadgen's window,
 //     which gathers them into one batch.
 //
-// A key is fetched once per request, whichever way it was asked for, until
-// Clear or ClearAll.
+// Every key fetched or primed is cached for the rest of the request (until
+// Clear or ClearAll) and served from the cache on any later ask; the one
+// exception is a key first fetched for nested lists, which is cached for
+// nested lists only and fetched again if later asked for outside them.
 type loader[K comparable, V any] struct {
 	batched *dataloadgen.Loader[K, V]
 	fetch   func(context.Context, []K) ([]V, []error)
