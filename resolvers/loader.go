@@ -26,10 +26,8 @@ import (
 //     come from several lists at once: they go through dataloadgen's window,
 //     which gathers them into one batch.
 //
-// Every key fetched or primed is cached for the rest of the request (until
-// Clear or ClearAll) and served from the cache on any later ask; the one
-// exception is a key first fetched for nested lists, which is cached for
-// nested lists only and fetched again if later asked for outside them.
+// Every key fetched or primed is cached for the rest of the request, until
+// Clear or ClearAll.
 type loader[K comparable, V any] struct {
 	batched *dataloadgen.Loader[K, V]
 	fetch   func(context.Context, []K) ([]V, []error)
@@ -107,7 +105,11 @@ func (l *loader[K, V]) Load(ctx context.Context, key K) (V, error) {
 	}
 	if el != nil { // under nested lists
 		l.mu.Unlock()
-		return l.batched.Load(ctx, key)
+		v, err := l.batched.Load(ctx, key)
+		if err == nil {
+			l.remember(key, v)
+		}
+		return v, err
 	}
 	g := newFetchGroup[K, V](ctx)
 	g.keys, g.dispatched = []K{key}, true
@@ -220,6 +222,16 @@ func (l *loader[K, V]) safeFetch(ctx context.Context, keys []K) (vs []V, errs []
 // Prime caches value for key unless key is cached already, and reports
 // whether it did.
 func (l *loader[K, V]) Prime(key K, value V) bool {
+	if !l.remember(key, value) {
+		return false
+	}
+	l.batched.Prime(key, value)
+	return true
+}
+
+// remember caches value for key outside dataloadgen unless key is known, and
+// reports whether it did.
+func (l *loader[K, V]) remember(key K, value V) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.known[key] != nil {
@@ -230,7 +242,7 @@ func (l *loader[K, V]) Prime(key K, value V) bool {
 	g.out = map[K]result[V]{key: {v: value}}
 	close(g.done)
 	l.known[key] = g
-	return l.batched.Prime(key, value)
+	return true
 }
 
 // Clear forgets key.

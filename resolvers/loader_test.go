@@ -172,3 +172,21 @@ func TestLoaderSkip(t *testing.T) {
 	// Outside a list Skip does nothing.
 	l.Skip(field(t.Context(), "assignee"))
 }
+
+// A key fetched for nested lists is not fetched again outside them.
+func TestLoaderRemembersNestedFetches(t *testing.T) {
+	t.Parallel()
+	var f fetchLog
+	l := newLoader(f.fetch, 10*time.Millisecond)
+	page := list(field(t.Context(), "tasks"), "nodes", 1)
+	nested := list(page[0], "comments", 1)
+	if got := loadAll(t, l, nested, []string{"a"}); got[0] != "va" {
+		t.Fatalf("nested: %q", got)
+	}
+	if v, err := l.Load(field(t.Context(), "user"), "a"); err != nil || v != "va" {
+		t.Fatalf("outside a list: %q %v", v, err)
+	}
+	if c := f.took(); len(c) != 1 {
+		t.Fatalf("fetches %q, want one", c)
+	}
+}
