@@ -4,9 +4,10 @@ import (
 	"context"
 	"fmt"
 	"reflect"
-	"strings"
 	"sync"
 	"time"
+
+	"github.com/vektah/gqlparser/v2/ast"
 
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/vikstrous/dataloadgen"
@@ -76,10 +77,12 @@ func (g *fetchGroup[K, V]) get(key K) (V, error) {
 	return r.v, r.err
 }
 
-// siblingsKey names the field asked for under every element of one list.
+// siblingsKey names the field asked for under every element of one list: the
+// list's field, and the document's node of the field asking (the same for
+// every element).
 type siblingsKey struct {
-	list *graphql.FieldContext
-	path string // the aliases from the element down to the field asking
+	list  *graphql.FieldContext
+	field *ast.Field
 }
 
 // siblings counts the elements of one list that have asked; group holds the
@@ -92,10 +95,11 @@ type siblings[K comparable, V any] struct {
 
 // Load returns the value of key, fetched as the type's comment says.
 func (l *loader[K, V]) Load(ctx context.Context, key K) (V, error) {
-	el, path, nested := listElement(graphql.GetFieldContext(ctx))
+	fc := graphql.GetFieldContext(ctx)
+	el, nested := listElement(fc)
 	if el != nil && !nested {
 		if list := reflect.ValueOf(el.Parent.Result); list.Kind() == reflect.Slice && list.Len() <= loaderMaxBatch {
-			return l.loadSibling(ctx, siblingsKey{list: el.Parent, path: path}, list.Len(), key)
+			return l.loadSibling(ctx, siblingsKey{list: el.Parent, field: fc.Field.Field}, list.Len(), key)
 		}
 	}
 	l.mu.Lock()
@@ -123,12 +127,13 @@ func (l *loader[K, V]) Load(ctx context.Context, key K) (V, error) {
 // task without assignee), so that, in a list, the other elements' keys need
 // not wait for it.
 func (l *loader[K, V]) Skip(ctx context.Context) {
-	el, path, nested := listElement(graphql.GetFieldContext(ctx))
+	fc := graphql.GetFieldContext(ctx)
+	el, nested := listElement(fc)
 	if el == nil || nested {
 		return
 	}
 	if list := reflect.ValueOf(el.Parent.Result); list.Kind() == reflect.Slice && list.Len() <= loaderMaxBatch {
-		l.arrive(ctx, siblingsKey{list: el.Parent, path: path}, list.Len(), nil)
+		l.arrive(ctx, siblingsKey{list: el.Parent, field: fc.Field.Field}, list.Len(), nil)
 	}
 }
 
@@ -262,27 +267,20 @@ func (l *loader[K, V]) ClearAll() {
 }
 
 // listElement returns the nearest list element above fc (nil when fc is
-// resolved outside any list), the aliases from that element down to fc, and
-// whether another list element is further up.
-func listElement(fc *graphql.FieldContext) (el *graphql.FieldContext, path string, nested bool) {
-	var aliases []string
+// resolved outside any list, or has no parent list field), and whether
+// another list element is further up.
+func listElement(fc *graphql.FieldContext) (el *graphql.FieldContext, nested bool) {
 	for f := fc; f != nil; f = f.Parent {
-		if f.Index != nil {
-			if el != nil {
-				return el, "", true
-			}
-			el = f
+		if f.Index == nil {
 			continue
 		}
-		if el == nil && f.Field.Field != nil {
-			aliases = append(aliases, f.Field.Alias)
+		if el != nil {
+			return el, true
 		}
+		el = f
 	}
 	if el == nil || el.Parent == nil {
-		return nil, "", false
+		return nil, false
 	}
-	for i, j := 0, len(aliases)-1; i < j; i, j = i+1, j-1 {
-		aliases[i], aliases[j] = aliases[j], aliases[i]
-	}
-	return el, strings.Join(aliases, "."), false
+	return el, false
 }

@@ -36,10 +36,15 @@ func (f *fetchLog) took() [][]string {
 	return c
 }
 
-// field returns ctx under a field named alias.
+// field returns ctx under a field named alias. Like gqlgen, it gives every
+// element of a list the same document node for a field.
 func field(ctx context.Context, alias string) context.Context {
-	return graphql.WithFieldContext(ctx, &graphql.FieldContext{Field: graphql.CollectedField{Field: &ast.Field{Alias: alias}}})
+	f, _ := docFields.LoadOrStore(alias, &ast.Field{Alias: alias})
+	return graphql.WithFieldContext(ctx, &graphql.FieldContext{Field: graphql.CollectedField{Field: f.(*ast.Field)}})
 }
+
+// docFields are the document nodes of the fields of these tests, by alias.
+var docFields sync.Map
 
 // list returns the contexts of the n elements of a list field named alias
 // under ctx.
