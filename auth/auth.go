@@ -59,9 +59,10 @@ func HashToken(token string) []byte {
 	return h[:]
 }
 
-// bearer returns the token of an "Authorization: Bearer <token>" header; ok is
-// false when the header is present but not of that form.
-func bearer(r *http.Request) (token string, ok bool) {
+// Bearer returns the token of an "Authorization: Bearer <token>" header (the
+// scheme in any case); ok is false when the header is present but not of that
+// form.
+func Bearer(r *http.Request) (token string, ok bool) {
 	h := r.Header.Get("Authorization")
 	if h == "" {
 		return "", true
@@ -79,7 +80,7 @@ func bearer(r *http.Request) (token string, ok bool) {
 func Middleware(db *store.DB, onInvalid func(w http.ResponseWriter, r *http.Request, err error)) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			tok, ok := bearer(r)
+			tok, ok := Bearer(r)
 			if !ok {
 				onInvalid(w, r, store.ErrInvalidToken)
 				return
