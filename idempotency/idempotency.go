@@ -2,9 +2,15 @@
 // safe to retry. One gqlgen extension (Middleware) runs each root mutation field
 // in its own unit of work and, for a keyed call, claims the key in that same
 // transaction, so the effect, its audit event and the stored result commit
-// together or not at all. A repeat with the same key and arguments replays the
-// stored root result without running the resolver; a concurrent repeat waits on
-// the first one's uncommitted claim (bounded by Options.Wait) and then replays.
+// together or not at all. The claim costs no round trip of its own: it goes
+// with the mutation's first statement, in the round trip that begins the
+// transaction (store.ClaimIdempotencyKeyAhead). A repeat with the same key and
+// arguments replays the stored root result: its resolver may be called, but
+// its first statement's result never reaches it, nothing after that statement
+// is sent, and the transaction rolls back. (So a resolver must not act outside
+// Postgres before its first statement; nothing outside the unit of work would
+// be atomic with its effect anyway.) A concurrent repeat waits for the first
+// one's uncommitted claim (bounded by Options.Wait) and then replays.
 // Resolvers contain no idempotency code.
 package idempotency
 
@@ -287,36 +293,17 @@ func (m *Middleware) InterceptField(ctx context.Context, next graphql.Resolver) 
 		return nil, err
 	}
 	field := fc.Field.Name
-	var res any
-	replayed := false
-	err = m.db.UnitOfWork(ctx, func(ctx context.Context) error {
-		rec, err := m.db.ClaimIdempotencyKey(ctx, user.ID, key, field, fp, m.ttl, m.wait)
-		if err != nil {
-			return err
+	started := time.Now()
+	res, replayed, err := m.runAhead(ctx, next, user.ID, key, field, fp, resultType)
+	if errors.Is(err, store.ErrIdempotencyKeyBusy) {
+		// A request with this key is running: wait for it, for what is left
+		// of the bound, in a unit of work of its own.
+		wait := m.wait
+		if wait > 0 {
+			wait = max(wait-time.Since(started), time.Millisecond)
 		}
-		if rec != nil {
-			if rec.Field != field || string(rec.Fingerprint) != string(fp) {
-				return errKeyReused
-			}
-			if rec.Result == nil {
-				return fmt.Errorf("idempotency key %q of user %s has no stored result", key, user.ID)
-			}
-			v := reflect.New(resultType)
-			if err := json.Unmarshal(rec.Result, v.Interface()); err != nil {
-				return fmt.Errorf("decode stored result of %s: %w", field, err)
-			}
-			res, replayed = v.Elem().Interface(), true
-			return nil
-		}
-		if res, err = next(ctx); err != nil {
-			return err
-		}
-		b, err := json.Marshal(res)
-		if err != nil {
-			return fmt.Errorf("encode result of %s: %w", field, err)
-		}
-		return m.db.SaveIdempotencyResult(ctx, user.ID, key, b)
-	})
+		res, replayed, err = m.runClaimed(ctx, next, user.ID, key, field, fp, resultType, wait)
+	}
 	switch {
 	case err == nil && replayed:
 		m.metrics.requests.WithLabelValues(field, outcomeReplay).Inc()
@@ -332,6 +319,97 @@ func (m *Middleware) InterceptField(ctx context.Context, next graphql.Resolver) 
 		return nil, err
 	}
 	return res, nil
+}
+
+// errReplayed ends the unit of work of a replay made ahead: the mutation's
+// first statement ran in it, so it rolls back.
+var errReplayed = errors.New("idempotency: replayed")
+
+// runAhead runs the call in a unit of work whose key claim goes in the round
+// trip of the mutation's first statement (store.ClaimIdempotencyKeyAhead), so
+// a first run costs no round trip more than the same call without a key. When
+// the key has a record, the resolver's first statement ran but its result was
+// dropped and nothing after it ran; the unit of work rolls back and the record
+// is replayed. It returns store.ErrIdempotencyKeyBusy when a running
+// transaction holds the key.
+func (m *Middleware) runAhead(ctx context.Context, next graphql.Resolver, userID, key, field string, fp []byte,
+	resultType reflect.Type) (res any, replayed bool, err error) {
+	err = m.db.UnitOfWork(ctx, func(ctx context.Context) error {
+		claim, err := m.db.ClaimIdempotencyKeyAhead(ctx, userID, key, field, fp, m.ttl, m.wait)
+		if err != nil {
+			return err
+		}
+		out, runErr := next(ctx)
+		rec, err := claim.Result(ctx)
+		if err != nil {
+			return err
+		}
+		if rec != nil {
+			if res, err = m.decode(rec, key, userID, field, fp, resultType); err != nil {
+				return err
+			}
+			return errReplayed
+		}
+		if runErr != nil {
+			return runErr
+		}
+		res = out
+		return m.save(ctx, userID, key, field, res)
+	})
+	if errors.Is(err, errReplayed) {
+		return res, true, nil
+	}
+	return res, false, err
+}
+
+// runClaimed runs the call in a unit of work that claims the key first, in a
+// round trip of its own (store.ClaimIdempotencyKey), waiting at most wait for a
+// running transaction that holds it.
+func (m *Middleware) runClaimed(ctx context.Context, next graphql.Resolver, userID, key, field string, fp []byte,
+	resultType reflect.Type, wait time.Duration) (res any, replayed bool, err error) {
+	err = m.db.UnitOfWork(ctx, func(ctx context.Context) error {
+		rec, err := m.db.ClaimIdempotencyKey(ctx, userID, key, field, fp, m.ttl, wait)
+		if err != nil {
+			return err
+		}
+		if rec != nil {
+			res, err = m.decode(rec, key, userID, field, fp, resultType)
+			replayed = err == nil
+			return err
+		}
+		if res, err = next(ctx); err != nil {
+			return err
+		}
+		return m.save(ctx, userID, key, field, res)
+	})
+	return res, replayed, err
+}
+
+// decode returns the stored result of a key's record, or errKeyReused when the
+// record is of another field or other arguments.
+func (m *Middleware) decode(rec *store.IdempotencyRecord, key, userID, field string, fp []byte,
+	resultType reflect.Type) (any, error) {
+	if rec.Field != field || string(rec.Fingerprint) != string(fp) {
+		return nil, errKeyReused
+	}
+	if rec.Result == nil {
+		return nil, fmt.Errorf("idempotency key %q of user %s has no stored result", key, userID)
+	}
+	v := reflect.New(resultType)
+	if err := json.Unmarshal(rec.Result, v.Interface()); err != nil {
+		return nil, fmt.Errorf("decode stored result of %s: %w", field, err)
+	}
+	return v.Elem().Interface(), nil
+}
+
+// save stores the call's result as the key's record, written when the unit of
+// work commits.
+func (m *Middleware) save(ctx context.Context, userID, key, field string, res any) error {
+	b, err := json.Marshal(res)
+	if err != nil {
+		return fmt.Errorf("encode result of %s: %w", field, err)
+	}
+	return m.db.SaveIdempotencyResult(ctx, userID, key, b)
 }
 
 // errKeyReused answers a key used before for another field or other arguments.

@@ -33,7 +33,11 @@ import (
 // other field is the real resolver.
 type standIn struct {
 	*resolvers.Resolver
-	runs atomic.Int64
+	// calls counts the calls of the resolver; runs counts those that got past
+	// its first statement, the ones that went on to do something. A repeat
+	// whose key has a record may be called, but must not run: its first
+	// statement fails (its claim went with it), and rolls back.
+	calls, runs atomic.Int64
 	// hold, when set, is waited for inside the transaction, after the insert.
 	hold chan struct{}
 	// entered, when set, is signalled once the insert is done.
@@ -50,9 +54,10 @@ type standInMutation struct {
 }
 
 // CreateWorkspace inserts a workspace with the caller as OWNER. The name "fail"
-// fails after the insert; "wait-cancel" waits until the request is cancelled.
+// fails after the insert; "wait-cancel" waits until the request is cancelled;
+// "refuse-repeats" fails every call after the first before any statement.
 func (m *standInMutation) CreateWorkspace(ctx context.Context, in model.CreateWorkspaceInput, _ *string) (*store.Workspace, error) {
-	m.s.runs.Add(1)
+	m.s.calls.Add(1)
 	u := auth.UserFrom(ctx)
 	if u == nil {
 		return nil, store.ErrUnauthenticated
@@ -61,11 +66,15 @@ func (m *standInMutation) CreateWorkspace(ctx context.Context, in model.CreateWo
 	if tx == nil {
 		return nil, errors.New("no unit of work")
 	}
+	if in.Name == "refuse-repeats" && m.s.calls.Load() > 1 {
+		return nil, store.Errorf(store.CodeBadUserInput, "refused before any statement")
+	}
 	w := &store.Workspace{Name: in.Name, ViewerRole: store.RoleOwner}
 	if err := tx.QueryRow(ctx, `INSERT INTO workspaces (name) VALUES ($1) RETURNING id, created_at`, in.Name).
 		Scan(&w.ID, &w.CreatedAt); err != nil {
 		return nil, err
 	}
+	m.s.runs.Add(1)
 	if _, err := tx.Exec(ctx, `INSERT INTO members (workspace_id, user_id, role) VALUES ($1, $2, 'OWNER')`, w.ID, u.ID); err != nil {
 		return nil, err
 	}
@@ -174,6 +183,28 @@ func TestReplayReturnsFirstAnswer(t *testing.T) {
 	}
 }
 
+// A repeat replays even when the resolver would now fail before sending any
+// statement (so before its claim went out); without a record, that failure is
+// the answer and uses no key up.
+func TestReplayWhenTheResolverFailsEarly(t *testing.T) {
+	t.Parallel()
+	env, s := newEnv(t)
+	u := env.NewUser(t, "ann")
+	first := env.Post(t, u.Token, createWS, map[string]any{"name": "refuse-repeats", "key": "k"})
+	again := env.Post(t, u.Token, createWS, map[string]any{"name": "refuse-repeats", "key": "k"})
+	if first.Code() != "" || again.Header.Get("Idempotent-Replayed") != "true" ||
+		ws(t, again, "createWorkspace")["id"] != ws(t, first, "createWorkspace")["id"] {
+		t.Fatalf("first %s, repeat %s", first.Raw, again.Raw)
+	}
+	other := env.Post(t, u.Token, createWS, map[string]any{"name": "refuse-repeats", "key": "k2"})
+	if other.Code() != "BAD_USER_INPUT" || keys(t, env.DB) != 1 {
+		t.Fatalf("new key, resolver refusing: %s (%d keys)", other.Raw, keys(t, env.DB))
+	}
+	if s.calls.Load() != 3 || s.runs.Load() != 1 || workspaces(t, env.DB) != 1 {
+		t.Fatalf("calls %d, runs %d, workspaces %d", s.calls.Load(), s.runs.Load(), workspaces(t, env.DB))
+	}
+}
+
 func TestMismatchChangesNothing(t *testing.T) {
 	t.Parallel()
 	env, s := newEnv(t)
@@ -212,8 +243,8 @@ func TestBadKeysAndAnonymous(t *testing.T) {
 	if r := env.Post(t, "", createWS, map[string]any{"name": "Acme", "key": "anon"}); r.Code() != "UNAUTHENTICATED" {
 		t.Fatalf("anonymous: %s", r.Raw)
 	}
-	if s.runs.Load() != 0 || keys(t, env.DB) != 0 {
-		t.Fatalf("runs %d keys %d", s.runs.Load(), keys(t, env.DB))
+	if s.calls.Load() != 0 || keys(t, env.DB) != 0 {
+		t.Fatalf("calls %d keys %d", s.calls.Load(), keys(t, env.DB))
 	}
 	// The anonymous attempt did not use the key up.
 	if r := env.Post(t, u.Token, createWS, map[string]any{"name": "Acme", "key": "anon"}); r.Code() != "" || r.Header.Get("Idempotent-Replayed") != "" {

@@ -25,7 +25,9 @@ type IdempotencyRecord struct {
 var ErrNoUnitOfWork = errors.New("idempotency: no unit of work in context")
 
 // ClaimIdempotencyKey claims (userID, key) for a call of field with the given
-// argument fingerprint, in the unit of work carried by ctx. It returns (nil, nil)
+// argument fingerprint, in the unit of work carried by ctx, in a round trip of
+// its own (ClaimIdempotencyKeyAhead is the same claim sent with the mutation's
+// first statement; this one is for waiting on a busy key). It returns (nil, nil)
 // when the key is now claimed by this transaction: the caller runs the mutation and
 // stores its result with SaveIdempotencyResult before the unit of work commits,
 // which writes the key's record then (a rollback writes nothing and frees the
@@ -47,7 +49,7 @@ func (db *DB) ClaimIdempotencyKey(ctx context.Context, userID, key, field string
 	if u == nil {
 		return nil, ErrNoUnitOfWork
 	}
-	lock := "idempotency:" + userID + ":" + key
+	lock := lockName(userID, key)
 	var rec IdempotencyRecord
 	var found, expired, locked bool
 	read := func(b *pgx.Batch) {
@@ -98,6 +100,125 @@ func (db *DB) ClaimIdempotencyKey(ctx context.Context, userID, key, field string
 		ttlMS: max(ttl.Milliseconds(), 1)}
 	return nil, nil
 }
+
+// ErrIdempotencyKeyBusy is the outcome of a claim made ahead
+// (ClaimIdempotencyKeyAhead) of a key that another transaction holds and has
+// no record yet: the caller rolls the unit of work back and claims the key
+// again with ClaimIdempotencyKey, which waits for the holder.
+var ErrIdempotencyKeyBusy = errors.New("idempotency: the key is held by a running transaction")
+
+// errClaimSettled fails the statements of a unit of work whose claim made ahead
+// did not claim its key (the key has a record, or is busy): nothing after the
+// first statement runs, and the unit of work rolls back.
+var errClaimSettled = errors.New("idempotency: the key was not claimed; the unit of work rolls back")
+
+// PendingClaim is an idempotency claim made ahead of a unit of work's first
+// statement (ClaimIdempotencyKeyAhead). Result tells its outcome.
+type PendingClaim struct {
+	u    *unitOfWork
+	c    idempotencyClaim
+	wait time.Duration
+	// sent is set once the claim went out; then rec, busy and err are its outcome.
+	sent bool
+	rec  *IdempotencyRecord
+	busy bool
+	err  error
+}
+
+// ClaimIdempotencyKeyAhead claims (userID, key) for a call of field with the
+// given argument fingerprint, in the unit of work carried by ctx, without a
+// round trip of its own: the claim goes with the unit of work's first
+// statement, in the round trip that begins the transaction (see pipelinedTx).
+// Call it before the unit of work sends anything, run the mutation, then ask
+// the returned claim's Result. It returns ErrNoUnitOfWork when ctx carries no
+// unit of work, and an error when the unit of work has sent a statement already.
+//
+// When the key turns out to have a record or to be held by a running
+// transaction, the first statement has run in Postgres but its result is
+// dropped: it and every later statement of the unit of work fail, and the
+// unit of work must roll back (Result says why). So a repeat runs no more of
+// the mutation than its first statement, and that in a transaction that rolls
+// back. While the key is held by another transaction, the first statement's
+// lock waits are bounded by wait, as the wait for the key is.
+func (db *DB) ClaimIdempotencyKeyAhead(ctx context.Context, userID, key, field string, fingerprint []byte,
+	ttl, wait time.Duration) (*PendingClaim, error) {
+	u := unitOfWorkFrom(ctx)
+	if u == nil {
+		return nil, ErrNoUnitOfWork
+	}
+	if u.tx.tx != nil || u.tx.claim != nil || u.tx.err != nil || u.claim != nil {
+		return nil, errors.New("idempotency: a claim made ahead must come before the unit of work's first statement")
+	}
+	p := &PendingClaim{u: u, wait: wait, c: idempotencyClaim{userID: userID, key: key, field: field,
+		fingerprint: fingerprint, ttlMS: max(ttl.Milliseconds(), 1)}}
+	u.tx.claim = p
+	return p, nil
+}
+
+// queue adds the claim to the first round trip: the key's lock (if the lock
+// is taken, its lock_timeout becomes the wait, so the first statement does not
+// wait on the holder's rows for longer), then its record, read after the lock
+// in a statement of its own as in ClaimIdempotencyKey.
+func (p *PendingClaim) queue(b *pgx.Batch) {
+	b.Queue(`SELECT CASE WHEN pg_try_advisory_xact_lock(hashtextextended($1, 0)) THEN true
+			ELSE set_config('lock_timeout', $2, true) IS NULL END`,
+		lockName(p.c.userID, p.c.key), strconv.FormatInt(max(p.wait.Milliseconds(), 1), 10))
+	b.Queue(`SELECT field, fingerprint, result, expires_at <= now()
+		FROM idempotency_keys WHERE user_id = $1 AND key = $2`, p.c.userID, p.c.key)
+}
+
+// read reads the claim's answers from the first round trip and settles it; it
+// returns errClaimSettled when the key was not claimed.
+func (p *PendingClaim) read(br pgx.BatchResults) error {
+	p.sent = true
+	var locked, expired bool
+	var rec IdempotencyRecord
+	if err := br.QueryRow().Scan(&locked); err != nil {
+		p.err = fmt.Errorf("claim idempotency key: %w", err)
+		return p.err
+	}
+	err := br.QueryRow().Scan(&rec.Field, &rec.Fingerprint, &rec.Result, &expired)
+	switch {
+	case err == nil && !expired:
+		p.rec = &rec
+		return errClaimSettled
+	case err != nil && !errors.Is(err, pgx.ErrNoRows):
+		p.err = fmt.Errorf("claim idempotency key: %w", err)
+		return p.err
+	case !locked:
+		p.busy = true
+		return errClaimSettled
+	}
+	p.u.claim = &p.c
+	return nil
+}
+
+// Result returns the claim's outcome, sending it (with BEGIN, in a round trip of
+// its own) if the unit of work has sent nothing yet: (nil, nil) when the unit
+// of work holds the key, and the mutation's result is stored with
+// SaveIdempotencyResult; the committed record of the key when it was used and
+// has not expired (the caller compares field and fingerprint, then replays or
+// refuses); ErrIdempotencyKeyBusy when a running transaction holds the key.
+// Unless it returns (nil, nil), the unit of work must roll back.
+func (p *PendingClaim) Result(ctx context.Context) (*IdempotencyRecord, error) {
+	if !p.sent {
+		if err := p.u.tx.begin(ctx); err != nil && !p.sent {
+			return nil, err
+		}
+	}
+	switch {
+	case p.err != nil:
+		return nil, p.err
+	case p.rec != nil:
+		return p.rec, nil
+	case p.busy:
+		return nil, ErrIdempotencyKeyBusy
+	}
+	return nil, nil
+}
+
+// lockName names the advisory lock of a user's idempotency key.
+func lockName(userID, key string) string { return "idempotency:" + userID + ":" + key }
 
 // idempotencyClaim is the key a unit of work holds, written with its result.
 type idempotencyClaim struct {

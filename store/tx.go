@@ -12,22 +12,36 @@ import (
 // pipelinedTx is the transaction of a unit of work. BEGIN is not a round trip of
 // its own: the transaction begins (pgx's Batch.BeginTx) in the same pipeline as
 // its first statement, which saves every mutation a round trip. A unit of work
-// that sends nothing begins nothing.
+// that sends nothing begins nothing. An idempotency claim made ahead
+// (ClaimIdempotencyKeyAhead) goes in that round trip too, between BEGIN and the
+// first statement.
 type pipelinedTx struct {
 	pool *pgxpool.Pool
 	// tx is the transaction once the first round trip began it.
 	tx   pgx.Tx
 	done bool
+	// claim, until the first round trip has sent it, is the claim that goes
+	// ahead of the first statement.
+	claim *PendingClaim
+	// err, once set, fails every later statement: the claim sent ahead did not
+	// claim its key, so nothing after the first statement may run.
+	err error
 }
 
-// open sends the transaction's first round trip, BEGIN and the queries of b
-// (nil for none), and returns the results of b's queries once BEGIN's answer
-// is read. On an error the results are closed already; when BEGIN itself
-// failed (or nothing was sent) the transaction is not begun, and the next
-// statement tries again.
+// open sends the transaction's first round trip, BEGIN, the claim made ahead
+// (if any) and the queries of b (nil for none), and returns the results of b's
+// queries once BEGIN's and the claim's answers are read. On an error the
+// results are closed already; when BEGIN itself failed (or nothing was sent)
+// the transaction is not begun, and the next statement tries again. When the
+// claim did not claim its key, b's queries ran (the rollback that must follow
+// undoes them) but their results are dropped, and open and every later
+// statement fail with errClaimSettled.
 func (t *pipelinedTx) open(ctx context.Context, b *pgx.Batch) (pgx.BatchResults, error) {
 	first := &pgx.Batch{}
 	first.BeginTx(pgx.TxOptions{})
+	if t.claim != nil {
+		t.claim.queue(first)
+	}
 	if b != nil {
 		first.QueuedQueries = append(first.QueuedQueries, b.QueuedQueries...)
 	}
@@ -42,12 +56,23 @@ func (t *pipelinedTx) open(ctx context.Context, b *pgx.Batch) (pgx.BatchResults,
 		}
 		return nil, err
 	}
+	if c := t.claim; c != nil {
+		t.claim = nil
+		if err := c.read(br); err != nil {
+			_ = br.Close()
+			t.err = err
+			return nil, err
+		}
+	}
 	return br, nil
 }
 
 // begin sends BEGIN in a round trip of its own, unless the transaction has
 // begun.
 func (t *pipelinedTx) begin(ctx context.Context) error {
+	if t.err != nil {
+		return t.err
+	}
 	if t.tx != nil {
 		return nil
 	}
@@ -62,6 +87,9 @@ func (t *pipelinedTx) begin(ctx context.Context) error {
 func (t *pipelinedTx) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
 	if t.done {
 		return pgconn.CommandTag{}, pgx.ErrTxClosed
+	}
+	if t.err != nil {
+		return pgconn.CommandTag{}, t.err
 	}
 	if t.tx == nil && len(args) > 0 {
 		b := &pgx.Batch{}
@@ -102,6 +130,9 @@ func (t *pipelinedTx) QueryRow(ctx context.Context, sql string, args ...any) pgx
 	if t.done {
 		return errRow{pgx.ErrTxClosed}
 	}
+	if t.err != nil {
+		return errRow{t.err}
+	}
 	if t.tx != nil {
 		return t.tx.QueryRow(ctx, sql, args...)
 	}
@@ -119,6 +150,9 @@ func (t *pipelinedTx) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResu
 	if t.done {
 		return pgx.FailedBatchResults(b, pgx.ErrTxClosed)
 	}
+	if t.err != nil {
+		return pgx.FailedBatchResults(b, t.err)
+	}
 	if t.tx != nil {
 		return t.tx.SendBatch(ctx, b)
 	}
@@ -132,8 +166,15 @@ func (t *pipelinedTx) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResu
 // Commit commits the transaction (nothing to do when no statement was sent)
 // and returns its connection to the pool. It returns pgx.ErrTxClosed when the
 // transaction had ended, and pgx.ErrTxCommitRollback when Postgres rolled back
-// instead because a statement had failed.
+// instead because a statement had failed. A transaction whose claim did not
+// claim its key rolls back instead, and Commit returns errClaimSettled.
 func (t *pipelinedTx) Commit(ctx context.Context) error {
+	if t.err != nil {
+		if err := t.Rollback(ctx); err != nil {
+			return err
+		}
+		return t.err
+	}
 	if t.done {
 		return pgx.ErrTxClosed
 	}

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -206,5 +207,139 @@ func TestUnitOfWorkFirstStatement(t *testing.T) {
 			t.Errorf("a pooled connection in transaction state %q", st)
 		}
 		c.Release()
+	}
+}
+
+// A claim made ahead goes in the round trip that begins the unit of work, with
+// its first statement, and leaves the lock timeout as it was. A repeat gets the
+// record; its first statement ran but is rolled back, and no later statement
+// is sent. A key held by a running transaction is busy, and the first
+// statement's lock waits are bounded by the claim's wait meanwhile.
+func TestClaimAhead(t *testing.T) {
+	t.Parallel()
+	db, pool, rec := tracedDB(t)
+	ctx := t.Context()
+	u := mkUser(t, db, "ahead@example.com")
+	if _, err := pool.Exec(ctx, `CREATE TABLE t (v int PRIMARY KEY)`); err != nil {
+		t.Fatal(err)
+	}
+	var timeout string
+	if err := pool.QueryRow(ctx, `SHOW lock_timeout`).Scan(&timeout); err != nil {
+		t.Fatal(err)
+	}
+	rec.take()
+
+	insert := func(ctx context.Context, v int) error {
+		_, err := store.TxFrom(ctx).Exec(ctx, `INSERT INTO t VALUES ($1)`, v)
+		return err
+	}
+	err := db.UnitOfWork(ctx, func(ctx context.Context) error {
+		c, err := db.ClaimIdempotencyKeyAhead(ctx, u.ID, "k", "f", []byte("fp"), time.Hour, time.Second)
+		if err != nil {
+			return err
+		}
+		if err := insert(ctx, 1); err != nil {
+			return err
+		}
+		var now string
+		if err := store.TxFrom(ctx).QueryRow(ctx, `SHOW lock_timeout`).Scan(&now); err != nil || now != timeout {
+			t.Errorf("lock_timeout %q (%v) after the claim, %q before", now, err, timeout)
+		}
+		if r, err := c.Result(ctx); r != nil || err != nil {
+			t.Fatalf("first claim: %+v %v", r, err)
+		}
+		return db.SaveIdempotencyResult(ctx, u.ID, "k", []byte(`{"v": 1}`))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	trips := rec.take()
+	if len(trips) != 4 || !strings.HasPrefix(trips[0], "begin ; select case when pg_try_advisory_xact_lock") ||
+		!strings.HasSuffix(trips[0], "; insert into t values ($1)") || trips[3] != "commit" {
+		t.Fatalf("round trips %q: want the claim with BEGIN and the first statement, then SHOW, the record, COMMIT", trips)
+	}
+
+	// A repeat: the first statement is dropped and rolled back, nothing after it is sent.
+	for _, v := range []int{2, 1} { // 1 would fail on its own: the claim is read first
+		err = db.UnitOfWork(ctx, func(ctx context.Context) error {
+			c, err := db.ClaimIdempotencyKeyAhead(ctx, u.ID, "k", "f", []byte("fp"), time.Hour, time.Second)
+			if err != nil {
+				return err
+			}
+			ierr := insert(ctx, v)
+			if again := insert(ctx, v+10); ierr == nil || again == nil {
+				t.Fatalf("statements of a repeat: %v, then %v", ierr, again)
+			}
+			r, err := c.Result(ctx)
+			if err != nil || r == nil || string(r.Result) != `{"v": 1}` || r.Field != "f" {
+				t.Fatalf("repeat: %+v %v", r, err)
+			}
+			return errors.New("replayed")
+		})
+		if err == nil || err.Error() != "replayed" {
+			t.Fatalf("repeat: %v", err)
+		}
+		if trips := rec.take(); len(trips) != 2 || trips[1] != "rollback" {
+			t.Fatalf("round trips of a repeat %q", trips)
+		}
+	}
+	var n int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM t`).Scan(&n); err != nil || n != 1 {
+		t.Fatalf("%d rows (%v), want the first run's only", n, err)
+	}
+	rec.take()
+
+	// A resolver that sends nothing: Result sends the claim with BEGIN.
+	err = db.UnitOfWork(ctx, func(ctx context.Context) error {
+		c, err := db.ClaimIdempotencyKeyAhead(ctx, u.ID, "k2", "f", []byte("fp"), time.Hour, time.Second)
+		if err != nil {
+			return err
+		}
+		if r, err := c.Result(ctx); r != nil || err != nil {
+			t.Fatalf("claim with nothing sent: %+v %v", r, err)
+		}
+		if _, err := db.ClaimIdempotencyKeyAhead(ctx, u.ID, "k3", "f", []byte("fp"), time.Hour, time.Second); err == nil {
+			t.Fatal("a claim ahead after the first round trip was accepted")
+		}
+		return errors.New("no effect")
+	})
+	if err == nil || err.Error() != "no effect" {
+		t.Fatal(err)
+	}
+	if trips := rec.take(); len(trips) != 2 || !strings.HasPrefix(trips[0], "begin ; select case") || trips[1] != "rollback" {
+		t.Fatalf("round trips %q", trips)
+	}
+
+	// Busy: another transaction holds the key and the row the first statement locks.
+	holder, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Rollback(context.WithoutCancel(ctx))
+	if _, err := holder.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`, "idempotency:"+u.ID+":busy"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := holder.Exec(ctx, `SELECT * FROM t WHERE v = 1 FOR UPDATE`); err != nil {
+		t.Fatal(err)
+	}
+	bounded, cancel := context.WithTimeout(ctx, 20*time.Second) // fails the test rather than hanging it
+	defer cancel()
+	err = db.UnitOfWork(bounded, func(ctx context.Context) error {
+		c, err := db.ClaimIdempotencyKeyAhead(ctx, u.ID, "busy", "f", []byte("fp"), time.Hour, 50*time.Millisecond)
+		if err != nil {
+			return err
+		}
+		var v int
+		if err := store.TxFrom(ctx).QueryRow(ctx, `SELECT v FROM t WHERE v = $1 FOR UPDATE`, 1).Scan(&v); err == nil {
+			t.Fatal("the first statement's result reached the caller of a busy claim")
+		}
+		_, err = c.Result(ctx)
+		return err
+	})
+	if !errors.Is(err, store.ErrIdempotencyKeyBusy) || bounded.Err() != nil {
+		t.Fatalf("claim of a held key: %v (context: %v)", err, bounded.Err())
+	}
+	if n := pool.Stat().AcquiredConns(); n != 1 { // the holder's
+		t.Fatalf("%d connections acquired, want the holder's only", n)
 	}
 }
