@@ -8,6 +8,7 @@ package loadgen
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -47,6 +48,9 @@ type Config struct {
 	// Compare also runs createTask and task(id) against a server with the rate
 	// limiter and idempotency off, against the same server with them on.
 	Compare bool
+	// GuardsOff runs the scenarios against an in-process server with the rate
+	// limiter and idempotency off (not with Exec), to profile what they cost.
+	GuardsOff bool
 	// CPUProfile, when set, is a path prefix: the in-process server runs of each
 	// scenario are profiled into <prefix>.<scenario>.pprof.
 	CPUProfile string
@@ -175,7 +179,10 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 
 	rec := &Recorder{}
-	twin, err := startInproc(ctx, cfg, poolCfg, rec, true, log)
+	if cfg.GuardsOff && cfg.Exec {
+		return nil, errors.New("loadgen: GuardsOff is for the in-process server, not with Exec")
+	}
+	twin, err := startInproc(ctx, cfg, poolCfg, rec, !cfg.GuardsOff, log)
 	if err != nil {
 		return nil, err
 	}
