@@ -107,24 +107,45 @@ func (r Result) Pass() bool {
 	return r.Unavailable == "" && r.Server.Errors == 0 && r.Raw.Errors == 0 && r.Ratio >= r.Target
 }
 
+// comparePairs is how many pairs of rounds a comparison runs.
+const comparePairs = 12
+
 // Comparison is a scenario against the server with limiter and idempotency
 // off and on.
 type Comparison struct {
 	Scenario string
 	Off, On  Stats
-	// OffRounds and OnRounds are the throughputs of the alternating rounds.
+	// OffRounds and OnRounds are the throughputs of the alternating rounds:
+	// OffRounds[i] and OnRounds[i] ran one right after the other (a pair).
 	OffRounds, OnRounds []float64
 }
 
-// Cost is the throughput lost by turning them on, as a fraction of off: from
-// the medians of the rounds, which a burst of load on the machine moves less
-// than it moves the totals.
-func (c Comparison) Cost() float64 {
-	off, on := median(c.OffRounds), median(c.OnRounds)
-	if off == 0 {
-		return 0
+// PairCosts are the throughput lost by turning them on in each pair of
+// adjacent rounds, as fractions of off.
+func (c Comparison) PairCosts() []float64 {
+	var out []float64
+	for i := range min(len(c.OffRounds), len(c.OnRounds)) {
+		if c.OffRounds[i] > 0 {
+			out = append(out, 1-c.OnRounds[i]/c.OffRounds[i])
+		}
 	}
-	return 1 - on/off
+	return out
+}
+
+// Cost is the throughput lost by turning them on, as a fraction of off: the
+// median of the pairs' costs. The machine's speed drifts by more than the
+// cost within a run (a pair of 5 s rounds cost from -9% to 26% in one run on
+// a shared VM); a pair's two rounds see nearly the same machine, and the
+// median of many pairs is moved by none of them alone.
+func (c Comparison) Cost() float64 { return median(c.PairCosts()) }
+
+// quartiles returns the 25th and 75th percentiles of xs (nearest rank).
+func quartiles(xs []float64) (lo, hi float64) {
+	if len(xs) == 0 {
+		return 0, 0
+	}
+	s := slices.Sorted(slices.Values(xs))
+	return s[(len(s)-1)/4], s[len(s)-1-(len(s)-1)/4]
 }
 
 func median(xs []float64) float64 {
@@ -250,31 +271,35 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			sc, _ := ScenarioNamed(name)
 			fmt.Fprintf(cfg.Progress, "%s: limiter and idempotency off vs on\n", name)
 			c := Comparison{Scenario: name}
-			// Alternate eight rounds (off on on off on off off on) so that a
-			// change of machine load, or of the database as it grows, hits both
-			// alike.
+			// Twelve pairs of rounds, the pairs in turn off-on and on-off
+			// (ABBA), so that a drift of the machine's speed, or of the
+			// database as it grows, hits both sides alike.
 			round := cfg
 			round.Duration = cfg.Duration / 4
 			if round.Requests > 0 {
 				round.Requests = max(1, cfg.Requests/4)
 			}
-			run := func(url string) Stats {
-				return measure(ctx, round, func(ctx context.Context, i int) error {
+			run := func(isOn bool) {
+				url := off.url
+				if isOn {
+					url = on.url
+				}
+				s := measure(ctx, round, func(ctx context.Context, i int) error {
 					return send(ctx, client, url, sc, fix, i)
 				})
-			}
-			for _, isOn := range []bool{false, true, true, false, true, false, false, true} {
-				var s Stats
 				if isOn {
-					s = run(on.url)
 					c.On = merge(c.On, s)
 					c.OnRounds = append(c.OnRounds, s.RPS)
 				} else {
-					s = run(off.url)
 					c.Off = merge(c.Off, s)
 					c.OffRounds = append(c.OffRounds, s.RPS)
 				}
 				fmt.Fprintf(cfg.Progress, "  on=%v: %.0f rps\n", isOn, s.RPS)
+			}
+			for pair := range comparePairs {
+				onFirst := pair%2 == 1
+				run(onFirst)
+				run(!onFirst)
 			}
 			rep.Comparisons = append(rep.Comparisons, c)
 		}

@@ -2,6 +2,7 @@ package loadgen
 
 import (
 	"bytes"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -49,6 +50,10 @@ func TestHarnessSmoke(t *testing.T) {
 		if c.Off.Requests == 0 || c.On.Requests == 0 || c.Off.Errors+c.On.Errors != 0 {
 			t.Errorf("%s off/on: %+v / %+v", c.Scenario, c.Off, c.On)
 		}
+		if len(c.OffRounds) != comparePairs || len(c.OnRounds) != comparePairs || len(c.PairCosts()) != comparePairs {
+			t.Errorf("%s: %d off and %d on rounds, %d pair costs; want %d pairs", c.Scenario,
+				len(c.OffRounds), len(c.OnRounds), len(c.PairCosts()), comparePairs)
+		}
 	}
 	var b bytes.Buffer
 	rep.Markdown(&b)
@@ -56,6 +61,30 @@ func TestHarnessSmoke(t *testing.T) {
 		if !strings.Contains(b.String(), "| "+s.Name+" |") {
 			t.Errorf("the table has no row for %s:\n%s", s.Name, b.String())
 		}
+	}
+}
+
+// The cost of a comparison is the median of its pairs' costs, each pair's
+// off round against the on round beside it, so a slow stretch of the machine
+// that hits one pair does not move it.
+func TestComparisonCost(t *testing.T) {
+	t.Parallel()
+	c := Comparison{
+		OffRounds: []float64{1000, 1000, 500, 1000, 1000},
+		OnRounds:  []float64{900, 950, 450, 1000, 600},
+	}
+	want := []float64{0.10, 0.05, 0.10, 0, 0.40}
+	got := c.PairCosts()
+	for i := range want {
+		if i >= len(got) || math.Abs(got[i]-want[i]) > 1e-9 {
+			t.Fatalf("pair costs %v, want %v", got, want)
+		}
+	}
+	if cost := c.Cost(); math.Abs(cost-0.10) > 1e-9 {
+		t.Errorf("cost %v, want the median pair's 0.10", cost)
+	}
+	if lo, hi := quartiles(got); math.Abs(lo-0.05) > 1e-9 || math.Abs(hi-0.10) > 1e-9 {
+		t.Errorf("middle half %v to %v, want 0.05 to 0.10", lo, hi)
 	}
 }
 
