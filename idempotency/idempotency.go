@@ -5,12 +5,14 @@
 // together or not at all. The claim costs no round trip of its own: it goes
 // with the mutation's first statement, in the round trip that begins the
 // transaction (store.ClaimIdempotencyKeyAhead). A repeat with the same key and
-// arguments replays the stored root result: its resolver may be called, but
-// its first statement's result never reaches it, nothing after that statement
-// is sent, and the transaction rolls back. (So a resolver must not act outside
-// Postgres before its first statement; nothing outside the unit of work would
-// be atomic with its effect anyway.) A concurrent repeat waits for the first
-// one's uncommitted claim (bounded by Options.Wait) and then replays.
+// arguments replays the stored root result. On an instance that ran or
+// replayed the key lately the key is claimed first, in a round trip of its
+// own, and the resolver is not called; elsewhere the resolver may be called,
+// but its first statement's result never reaches it, nothing after that
+// statement is sent, and the transaction rolls back. (So a resolver must not
+// act outside Postgres before its first statement; nothing outside the unit of
+// work would be atomic with its effect anyway.) A concurrent repeat waits for
+// the first one's uncommitted claim (bounded by Options.Wait) and then replays.
 // Resolvers contain no idempotency code.
 package idempotency
 
@@ -79,6 +81,8 @@ type Middleware struct {
 	// results maps each Mutation field with an idempotencyKey argument to the Go
 	// type its resolver returns, read from graph.MutationResolver.
 	results map[string]reflect.Type
+	// recent are the keys this instance ran or replayed lately.
+	recent *recentKeys
 }
 
 var (
@@ -98,7 +102,8 @@ func New(o Options) *Middleware {
 	if o.Log == nil {
 		o.Log = slog.Default()
 	}
-	return &Middleware{db: o.DB, ttl: o.TTL, wait: o.Wait, log: o.Log, metrics: newMetrics(o.Registerer)}
+	return &Middleware{db: o.DB, ttl: o.TTL, wait: o.Wait, log: o.Log, metrics: newMetrics(o.Registerer),
+		recent: newRecentKeys()}
 }
 
 // ExtensionName names the extension for gqlgen.
@@ -293,16 +298,26 @@ func (m *Middleware) InterceptField(ctx context.Context, next graphql.Resolver) 
 		return nil, err
 	}
 	field := fc.Field.Name
-	started := time.Now()
-	res, replayed, err := m.runAhead(ctx, next, user.ID, key, field, fp, resultType)
-	if errors.Is(err, store.ErrIdempotencyKeyBusy) {
-		// A request with this key is running: wait for it, for what is left
-		// of the bound, in a unit of work of its own.
-		wait := m.wait
-		if wait > 0 {
-			wait = max(wait-time.Since(started), time.Millisecond)
+	var res any
+	var replayed bool
+	if m.recent.has(user.ID, key) {
+		// Most likely a repeat: claim the key before calling the resolver.
+		res, replayed, err = m.runClaimed(ctx, next, user.ID, key, field, fp, resultType, m.wait)
+	} else {
+		started := time.Now()
+		res, replayed, err = m.runAhead(ctx, next, user.ID, key, field, fp, resultType)
+		if errors.Is(err, store.ErrIdempotencyKeyBusy) {
+			// A request with this key is running: wait for it, for what is
+			// left of the bound, in a unit of work of its own.
+			wait := m.wait
+			if wait > 0 {
+				wait = max(wait-time.Since(started), time.Millisecond)
+			}
+			res, replayed, err = m.runClaimed(ctx, next, user.ID, key, field, fp, resultType, wait)
 		}
-		res, replayed, err = m.runClaimed(ctx, next, user.ID, key, field, fp, resultType, wait)
+	}
+	if err == nil || store.ErrorCode(err) == store.CodeIdempotencyKeyReused {
+		m.recent.add(user.ID, key) // the key has a record now
 	}
 	switch {
 	case err == nil && replayed:

@@ -172,8 +172,8 @@ func TestReplayReturnsFirstAnswer(t *testing.T) {
 		ws(t, full, "createWorkspace")["viewerRole"] != "OWNER" {
 		t.Fatalf("replay %s differs from first %s", full.Raw, first.Raw)
 	}
-	if s.runs.Load() != 1 || workspaces(t, env.DB) != 1 {
-		t.Fatalf("resolver ran %d times, %d workspaces", s.runs.Load(), workspaces(t, env.DB))
+	if s.runs.Load() != 1 || s.calls.Load() != 1 || workspaces(t, env.DB) != 1 {
+		t.Fatalf("resolver called %d times, ran %d, %d workspaces", s.calls.Load(), s.runs.Load(), workspaces(t, env.DB))
 	}
 	// Another user's identical key is unrelated.
 	v := env.NewUser(t, "bob")
@@ -188,20 +188,23 @@ func TestReplayReturnsFirstAnswer(t *testing.T) {
 // the answer and uses no key up.
 func TestReplayWhenTheResolverFailsEarly(t *testing.T) {
 	t.Parallel()
-	env, s := newEnv(t)
-	u := env.NewUser(t, "ann")
-	first := env.Post(t, u.Token, createWS, map[string]any{"name": "refuse-repeats", "key": "k"})
-	again := env.Post(t, u.Token, createWS, map[string]any{"name": "refuse-repeats", "key": "k"})
+	envs, runs := instances(t, 2)
+	u := envs[0].NewUser(t, "ann")
+	first := envs[0].Post(t, u.Token, createWS, map[string]any{"name": "refuse-repeats", "key": "k"})
+	// On another instance, so the resolver is called (and refuses) before the claim went out.
+	runs[1].calls.Add(1)
+	again := envs[1].Post(t, u.Token, createWS, map[string]any{"name": "refuse-repeats", "key": "k"})
 	if first.Code() != "" || again.Header.Get("Idempotent-Replayed") != "true" ||
 		ws(t, again, "createWorkspace")["id"] != ws(t, first, "createWorkspace")["id"] {
 		t.Fatalf("first %s, repeat %s", first.Raw, again.Raw)
 	}
-	other := env.Post(t, u.Token, createWS, map[string]any{"name": "refuse-repeats", "key": "k2"})
-	if other.Code() != "BAD_USER_INPUT" || keys(t, env.DB) != 1 {
-		t.Fatalf("new key, resolver refusing: %s (%d keys)", other.Raw, keys(t, env.DB))
+	other := envs[1].Post(t, u.Token, createWS, map[string]any{"name": "refuse-repeats", "key": "k2"})
+	if other.Code() != "BAD_USER_INPUT" || keys(t, envs[0].DB) != 1 {
+		t.Fatalf("new key, resolver refusing: %s (%d keys)", other.Raw, keys(t, envs[0].DB))
 	}
-	if s.calls.Load() != 3 || s.runs.Load() != 1 || workspaces(t, env.DB) != 1 {
-		t.Fatalf("calls %d, runs %d, workspaces %d", s.calls.Load(), s.runs.Load(), workspaces(t, env.DB))
+	if runs[1].calls.Load() != 3 || runs[1].runs.Load() != 0 || workspaces(t, envs[0].DB) != 1 {
+		t.Fatalf("other instance: calls %d (one added by the test), runs %d, workspaces %d",
+			runs[1].calls.Load(), runs[1].runs.Load(), workspaces(t, envs[0].DB))
 	}
 }
 
@@ -385,12 +388,14 @@ func TestDisconnectFreesKey(t *testing.T) {
 	}
 }
 
-func TestConcurrentSameKeyOnTwoInstances(t *testing.T) {
-	t.Parallel()
+// instances starts n servers (each with its own pool and middleware) on one
+// database.
+func instances(t *testing.T, n int) ([]*apitest.Env, []*standIn) {
+	t.Helper()
 	url := storetest.URL(t)
 	var runs []*standIn
 	var envs []*apitest.Env
-	for range 2 {
+	for range n {
 		pool, err := pgxpool.New(t.Context(), url)
 		if err != nil {
 			t.Fatal(err)
@@ -404,6 +409,40 @@ func TestConcurrentSameKeyOnTwoInstances(t *testing.T) {
 		runs = append(runs, s)
 		envs = append(envs, &apitest.Env{DB: db, Handler: h, Server: srv})
 	}
+	return envs, runs
+}
+
+// A repeat on the instance that ran the key claims it before calling the
+// resolver; on another instance the claim goes ahead of the resolver's first
+// statement, which runs and rolls back, and from then on that instance too
+// claims the key first.
+func TestRepeatOnAnotherInstance(t *testing.T) {
+	t.Parallel()
+	envs, runs := instances(t, 2)
+	u := envs[0].NewUser(t, "ann")
+	first := envs[0].Post(t, u.Token, createWS, map[string]any{"name": "Acme", "key": "k"})
+	here := envs[0].Post(t, u.Token, createWS, map[string]any{"name": "Acme", "key": "k"})
+	if here.Header.Get("Idempotent-Replayed") != "true" || runs[0].calls.Load() != 1 {
+		t.Fatalf("repeat on the same instance: %s, resolver called %d times", here.Raw, runs[0].calls.Load())
+	}
+	for i := range 2 {
+		there := envs[1].Post(t, u.Token, createWS, map[string]any{"name": "Acme", "key": "k"})
+		if there.Header.Get("Idempotent-Replayed") != "true" ||
+			ws(t, there, "createWorkspace")["id"] != ws(t, first, "createWorkspace")["id"] {
+			t.Fatalf("repeat %d on another instance: %s (first %s)", i, there.Raw, first.Raw)
+		}
+	}
+	if c, r := runs[1].calls.Load(), runs[1].runs.Load(); c != 1 || r != 0 {
+		t.Fatalf("other instance: resolver called %d times and ran %d, want called once (ahead) and never run", c, r)
+	}
+	if workspaces(t, envs[0].DB) != 1 || keys(t, envs[0].DB) != 1 {
+		t.Fatalf("%d workspaces, %d keys", workspaces(t, envs[0].DB), keys(t, envs[0].DB))
+	}
+}
+
+func TestConcurrentSameKeyOnTwoInstances(t *testing.T) {
+	t.Parallel()
+	envs, runs := instances(t, 2)
 	u := envs[0].NewUser(t, "ann")
 	const n = 50
 	answers := make([]*apitest.Response, n)
