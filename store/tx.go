@@ -33,9 +33,9 @@ type pipelinedTx struct {
 // queries once BEGIN's and the claim's answers are read. On an error the
 // results are closed already; when BEGIN itself failed (or nothing was sent)
 // the transaction is not begun, and the next statement tries again. When the
-// claim did not claim its key, b's queries ran (the rollback that must follow
-// undoes them) but their results are dropped, and open and every later
-// statement fail with errClaimSettled.
+// claim did not claim its key (or failed), b's queries ran (the rollback that
+// must follow undoes them) but their results are dropped, and open and every
+// later statement fail with errClaimSettled (or the claim's error).
 func (t *pipelinedTx) open(ctx context.Context, b *pgx.Batch) (pgx.BatchResults, error) {
 	first := &pgx.Batch{}
 	first.BeginTx(pgx.TxOptions{})
@@ -166,8 +166,9 @@ func (t *pipelinedTx) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResu
 // Commit commits the transaction (nothing to do when no statement was sent)
 // and returns its connection to the pool. It returns pgx.ErrTxClosed when the
 // transaction had ended, and pgx.ErrTxCommitRollback when Postgres rolled back
-// instead because a statement had failed. A transaction whose claim did not
-// claim its key rolls back instead, and Commit returns errClaimSettled.
+// instead because a statement had failed. A transaction its claim stopped
+// (the key was not claimed, or the claim failed) rolls back instead, and
+// Commit returns what stopped it.
 func (t *pipelinedTx) Commit(ctx context.Context) error {
 	if t.err != nil {
 		if err := t.Rollback(ctx); err != nil {
