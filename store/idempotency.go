@@ -50,19 +50,13 @@ func (db *DB) ClaimIdempotencyKey(ctx context.Context, userID, key, field string
 		return nil, ErrNoUnitOfWork
 	}
 	lock := lockName(userID, key)
-	var rec IdempotencyRecord
-	var found, expired, locked bool
+	var live *IdempotencyRecord
+	var locked bool
 	read := func(b *pgx.Batch) {
-		b.Queue(`SELECT field, fingerprint, result, expires_at <= now()
-			FROM idempotency_keys WHERE user_id = $1 AND key = $2`, userID, key).
-			QueryRow(func(row pgx.Row) error {
-				err := row.Scan(&rec.Field, &rec.Fingerprint, &rec.Result, &expired)
-				found = err == nil
-				if errors.Is(err, pgx.ErrNoRows) {
-					return nil
-				}
-				return err
-			})
+		b.Queue(recordSQL, userID, key).QueryRow(func(row pgx.Row) (err error) {
+			live, err = scanLiveRecord(row)
+			return err
+		})
 	}
 	// The usual case, one round trip: nobody holds the key.
 	b := &pgx.Batch{}
@@ -72,10 +66,10 @@ func (db *DB) ClaimIdempotencyKey(ctx context.Context, userID, key, field string
 	if err := u.tx.SendBatch(ctx, b).Close(); err != nil {
 		return nil, fmt.Errorf("claim idempotency key: %w", err)
 	}
-	if found && !expired {
+	if live != nil {
 		// A committed record is final: replay it, whoever holds the lock (a
 		// storm of retries of one key does not queue up on it).
-		return &rec, nil
+		return live, nil
 	}
 	if !locked {
 		// A request with this key is running: wait for its end, bounded, then
@@ -93,8 +87,8 @@ func (db *DB) ClaimIdempotencyKey(ctx context.Context, userID, key, field string
 			return nil, fmt.Errorf("claim idempotency key: %w", err)
 		}
 	}
-	if found && !expired {
-		return &rec, nil
+	if live != nil {
+		return live, nil
 	}
 	u.claim = &idempotencyClaim{userID: userID, key: key, field: field, fingerprint: fingerprint,
 		ttlMS: max(ttl.Milliseconds(), 1)}
@@ -163,28 +157,26 @@ func (p *PendingClaim) queue(b *pgx.Batch) {
 	b.Queue(`SELECT CASE WHEN pg_try_advisory_xact_lock(hashtextextended($1, 0)) THEN true
 			ELSE set_config('lock_timeout', $2, true) IS NULL END`,
 		lockName(p.c.userID, p.c.key), strconv.FormatInt(max(p.wait.Milliseconds(), 1), 10))
-	b.Queue(`SELECT field, fingerprint, result, expires_at <= now()
-		FROM idempotency_keys WHERE user_id = $1 AND key = $2`, p.c.userID, p.c.key)
+	b.Queue(recordSQL, p.c.userID, p.c.key)
 }
 
 // read reads the claim's answers from the first round trip and settles it; it
 // returns errClaimSettled when the key was not claimed.
 func (p *PendingClaim) read(br pgx.BatchResults) error {
 	p.sent = true
-	var locked, expired bool
-	var rec IdempotencyRecord
+	var locked bool
 	if err := br.QueryRow().Scan(&locked); err != nil {
 		p.err = fmt.Errorf("claim idempotency key: %w", err)
 		return p.err
 	}
-	err := br.QueryRow().Scan(&rec.Field, &rec.Fingerprint, &rec.Result, &expired)
+	live, err := scanLiveRecord(br.QueryRow())
 	switch {
-	case err == nil && !expired:
-		p.rec = &rec
-		return errClaimSettled
-	case err != nil && !errors.Is(err, pgx.ErrNoRows):
+	case err != nil:
 		p.err = fmt.Errorf("claim idempotency key: %w", err)
 		return p.err
+	case live != nil:
+		p.rec = live
+		return errClaimSettled
 	case !locked:
 		p.busy = true
 		return errClaimSettled
@@ -219,6 +211,25 @@ func (p *PendingClaim) Result(ctx context.Context) (*IdempotencyRecord, error) {
 
 // lockName names the advisory lock of a user's idempotency key.
 func lockName(userID, key string) string { return "idempotency:" + userID + ":" + key }
+
+// recordSQL reads the record of a user's key ($1, $2) and whether it expired.
+const recordSQL = `SELECT field, fingerprint, result, expires_at <= now()
+	FROM idempotency_keys WHERE user_id = $1 AND key = $2`
+
+// scanLiveRecord scans the row of recordSQL: the record, or nil when the key
+// has none or it expired.
+func scanLiveRecord(row pgx.Row) (*IdempotencyRecord, error) {
+	var rec IdempotencyRecord
+	var expired bool
+	err := row.Scan(&rec.Field, &rec.Fingerprint, &rec.Result, &expired)
+	if errors.Is(err, pgx.ErrNoRows) || err == nil && expired {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &rec, nil
+}
 
 // idempotencyClaim is the key a unit of work holds, written with its result.
 type idempotencyClaim struct {

@@ -171,30 +171,29 @@ func (t *pipelinedTx) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResu
 // Commit returns what stopped it.
 func (t *pipelinedTx) Commit(ctx context.Context) error {
 	if t.err != nil {
-		if err := t.Rollback(ctx); err != nil {
+		if err := t.end(ctx, false); err != nil {
 			return err
 		}
 		return t.err
 	}
-	if t.done {
-		return pgx.ErrTxClosed
-	}
-	t.done = true
-	if t.tx == nil {
-		return nil
-	}
-	return t.tx.Commit(ctx)
+	return t.end(ctx, true)
 }
 
 // Rollback rolls the transaction back and returns its connection to the pool.
 // It returns pgx.ErrTxClosed when the transaction had ended.
-func (t *pipelinedTx) Rollback(ctx context.Context) error {
+func (t *pipelinedTx) Rollback(ctx context.Context) error { return t.end(ctx, false) }
+
+// end commits (commit) or rolls back the transaction, if it began.
+func (t *pipelinedTx) end(ctx context.Context, commit bool) error {
 	if t.done {
 		return pgx.ErrTxClosed
 	}
 	t.done = true
-	if t.tx == nil {
+	switch {
+	case t.tx == nil:
 		return nil
+	case commit:
+		return t.tx.Commit(ctx)
 	}
 	return t.tx.Rollback(ctx)
 }
