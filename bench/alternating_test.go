@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"taskflow/bench/loadgen"
 	"taskflow/httpapi/apitest"
 )
 
@@ -31,12 +32,8 @@ func BenchmarkCreateTaskKeyOverhead(b *testing.B) {
 		for i := range clients {
 			tokens[i], projects[i] = project(b, env)
 		}
-		// A day of earlier keys, as on a server that has been up: from an
-		// empty table each pooled connection would keep the sequential-scan
-		// plan of the record read it made while the table was empty.
-		if _, err := env.DB.Pool.Exec(b.Context(), `INSERT INTO idempotency_keys (user_id, key, field, fingerprint, result, expires_at)
-			SELECT u.id, 'earlier-' || g, 'createTask', sha256(convert_to(g::text, 'UTF8')), '{}', now() + interval '1 day'
-			FROM users u CROSS JOIN generate_series(1, 250) g`); err != nil {
+		// A day of earlier keys, as on a server that has been up.
+		if err := loadgen.EarlierKeys(b.Context(), env.DB, 250); err != nil {
 			b.Fatal(err)
 		}
 		if _, err := env.DB.Pool.Exec(b.Context(), `ANALYZE`); err != nil {

@@ -38,6 +38,22 @@ type FixtureUser struct {
 // mutation every two seconds).
 const priorKeysPerUser = 250
 
+// EarlierKeys gives every user perUser idempotency keys of earlier calls: a
+// server that has been up a while holds a day of them. From an empty table a
+// run measures a cold start instead: each pooled connection caches the plan of
+// the key's record read made while the table was empty, a sequential scan, and
+// keeps it for the whole run as the table grows (autoanalyze, which would
+// replace it, comes a minute later). Run ANALYZE after it.
+func EarlierKeys(ctx context.Context, db *store.DB, perUser int) error {
+	if _, err := db.Pool.Exec(ctx, `INSERT INTO idempotency_keys (user_id, key, field, fingerprint, result, created_at, expires_at)
+		SELECT u.id, 'earlier-' || g, 'createTask', sha256(convert_to(g::text, 'UTF8')), '{"id": "earlier"}',
+			now() - g * interval '1 second', now() + interval '1 day' - g * interval '1 second'
+		FROM users u CROSS JOIN generate_series(1, $1) g`, perUser); err != nil {
+		return fmt.Errorf("fixture idempotency keys: %w", err)
+	}
+	return nil
+}
+
 // fixtureSizes are the amounts of fixture data.
 type fixtureSizes struct {
 	Users, Tasks, CommentsPerTask int
@@ -60,17 +76,8 @@ func Prepare(ctx context.Context, db *store.DB, sz fixtureSizes) (*Fixtures, err
 		f.Users = append(f.Users, FixtureUser{ID: id, Token: tok})
 		f.Known[id] = true
 	}
-	// The idempotency keys of earlier calls: a server that has been up a while
-	// holds a day of them. From an empty table the runs measured a cold start
-	// instead: each pooled connection caches the plan of the key's record read
-	// made while the table was empty, a sequential scan, and keeps it for the
-	// whole run as the table grows (autoanalyze, which would replace it, comes
-	// a minute later).
-	if _, err := db.Pool.Exec(ctx, `INSERT INTO idempotency_keys (user_id, key, field, fingerprint, result, created_at, expires_at)
-		SELECT u.id, 'earlier-' || g, 'createTask', sha256(convert_to(g::text, 'UTF8')), '{"id": "earlier"}',
-			now() - g * interval '1 second', now() + interval '1 day' - g * interval '1 second'
-		FROM users u CROSS JOIN generate_series(1, $1) g`, priorKeysPerUser); err != nil {
-		return nil, fmt.Errorf("fixture idempotency keys: %w", err)
+	if err := EarlierKeys(ctx, db, priorKeysPerUser); err != nil {
+		return nil, err
 	}
 	owner := &store.User{ID: f.Users[0].ID, Name: "Load User 0", Email: "load0@example.com"}
 	ws, err := db.CreateWorkspace(ctx, owner, "Load")
