@@ -1,11 +1,10 @@
-// Package audit defines TaskFlow's audit events: the request context every event
-// carries, field snapshots and diffs governed by per-field rules, and the canonical
-// encoding that the per-chain hash covers. The store writes events with it inside
-// the transaction of each change.
+// Package audit defines TaskFlow's audit events: field snapshots and diffs
+// governed by per-field rules, and the canonical encoding that the per-chain
+// hash covers. The store writes events with it inside the transaction of each
+// change, with the request context of package reqinfo.
 package audit
 
 import (
-	"context"
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
@@ -15,26 +14,6 @@ import (
 	"time"
 	"unicode/utf8"
 )
-
-// Info is the request context recorded with every event.
-type Info struct {
-	IP        string
-	UserAgent string
-	RequestID string
-}
-
-type infoKey struct{}
-
-// WithInfo returns ctx carrying the request's audit context.
-func WithInfo(ctx context.Context, info Info) context.Context {
-	return context.WithValue(ctx, infoKey{}, info)
-}
-
-// InfoFrom returns the request's audit context, or the zero Info.
-func InfoFrom(ctx context.Context) Info {
-	info, _ := ctx.Value(infoKey{}).(Info)
-	return info
-}
 
 // Event is an audit event as a domain operation describes it; the store adds the
 // request context, time, id and hashes when it appends it.

@@ -5,6 +5,7 @@ import (
 	"sync"
 	"unicode/utf8"
 
+	"taskflow/errs"
 	"taskflow/store"
 )
 
@@ -49,10 +50,10 @@ func dummyHash(p PasswordParams) string {
 func checkPassword(password string) error {
 	n := utf8.RuneCountInString(password)
 	if n < MinPasswordLength {
-		return store.Errorf(store.CodeBadUserInput, "password must be at least %d characters", MinPasswordLength)
+		return errs.Errorf(errs.CodeBadUserInput, "password must be at least %d characters", MinPasswordLength)
 	}
 	if n > MaxPasswordLength {
-		return store.Errorf(store.CodeBadUserInput, "password must be at most %d characters", MaxPasswordLength)
+		return errs.Errorf(errs.CodeBadUserInput, "password must be at most %d characters", MaxPasswordLength)
 	}
 	return nil
 }
@@ -83,7 +84,7 @@ func (a Accounts) Register(ctx context.Context, email, password, name string) (*
 // transaction of its own so that it outlives the failed mutation).
 func (a Accounts) Login(ctx context.Context, email, password string) (*store.AuthPayload, error) {
 	u, err := a.DB.UserByEmail(ctx, email)
-	if err != nil && store.ErrorCode(err) != store.CodeNotFound {
+	if err != nil && errs.CodeOf(err) != errs.CodeNotFound {
 		return nil, err
 	}
 	hash, reason := dummyHash(a.params()), "unknown e-mail"
@@ -119,7 +120,7 @@ func (a Accounts) Logout(ctx context.Context) error {
 	u := UserFrom(ctx)
 	tok := TokenFrom(ctx)
 	if u == nil || tok == "" {
-		return store.ErrUnauthenticated
+		return errs.ErrUnauthenticated
 	}
 	return a.DB.RevokeToken(ctx, u, HashToken(tok))
 }

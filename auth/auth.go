@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"strings"
 
+	"taskflow/errs"
 	"taskflow/store"
 )
 
@@ -28,12 +29,12 @@ func UserFrom(ctx context.Context) *store.User {
 	return u
 }
 
-// RequireUser returns the signed-in user, or store.ErrUnauthenticated.
+// RequireUser returns the signed-in user, or errs.ErrUnauthenticated.
 func RequireUser(ctx context.Context) (*store.User, error) {
 	if u := UserFrom(ctx); u != nil {
 		return u, nil
 	}
-	return nil, store.ErrUnauthenticated
+	return nil, errs.ErrUnauthenticated
 }
 
 type tokenKey struct{}
@@ -91,7 +92,7 @@ func Middleware(db *store.DB, onInvalid func(w http.ResponseWriter, r *http.Requ
 			}
 			u, err := db.UserByTokenHash(r.Context(), HashToken(tok))
 			if err != nil {
-				if store.ErrorCode(err) != store.CodeNotFound {
+				if errs.CodeOf(err) != errs.CodeNotFound {
 					onInvalid(w, r, err)
 					return
 				}

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"taskflow/auth"
-	"taskflow/store"
+	"taskflow/errs"
 	"taskflow/store/storetest"
 )
 
@@ -24,7 +24,7 @@ func benchLogin(b *testing.B, known bool) {
 		email = "known@example.com"
 	}
 	for b.Loop() {
-		if _, err := accounts.Login(ctx, email, "wrong horse"); store.ErrorCode(err) != store.CodeUnauthenticated {
+		if _, err := accounts.Login(ctx, email, "wrong horse"); errs.CodeOf(err) != errs.CodeUnauthenticated {
 			b.Fatalf("login: %v", err)
 		}
 	}

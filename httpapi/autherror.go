@@ -4,8 +4,8 @@ import (
 	"log/slog"
 	"net/http"
 
-	"taskflow/audit"
-	"taskflow/store"
+	"taskflow/errs"
+	"taskflow/reqinfo"
 )
 
 // authFailure answers a request whose bearer token could not be accepted. A bad,
@@ -15,11 +15,11 @@ import (
 // outage for a sign-out.
 func authFailure(log *slog.Logger) func(http.ResponseWriter, *http.Request, error) {
 	return func(w http.ResponseWriter, r *http.Request, err error) {
-		if store.ErrorCode(err) == store.CodeUnauthenticated {
+		if errs.CodeOf(err) == errs.CodeUnauthenticated {
 			writeAuthError(w, r, err)
 			return
 		}
-		log.ErrorContext(r.Context(), "internal error", "err", err, "request_id", audit.InfoFrom(r.Context()).RequestID)
+		log.ErrorContext(r.Context(), "internal error", "err", err, "request_id", reqinfo.From(r.Context()).RequestID)
 		w.Header().Set("Content-Type", "application/json")
 		w.Header().Set("Cache-Control", "no-store")
 		w.Header().Set("Retry-After", "1")

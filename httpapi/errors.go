@@ -9,18 +9,18 @@ import (
 	"github.com/vektah/gqlparser/v2/ast"
 	"github.com/vektah/gqlparser/v2/gqlerror"
 
-	"taskflow/audit"
-	"taskflow/store"
+	"taskflow/errs"
+	"taskflow/reqinfo"
 )
 
-// presentError is the one error presenter: a domain *store.Error becomes its code
+// presentError is the one error presenter: a domain *errs.Error becomes its code
 // and message (with its extensions); errors gqlgen made itself (parse,
 // validation, argument coercion) keep their message with a code; anything else is
 // logged with the request id and shown as INTERNAL with nothing of its internals.
 func presentError(log *slog.Logger) graphql.ErrorPresenterFunc {
 	return func(ctx context.Context, err error) *gqlerror.Error {
 		gqlErr := graphql.DefaultErrorPresenter(ctx, err)
-		var domain *store.Error
+		var domain *errs.Error
 		if errors.As(err, &domain) {
 			gqlErr.Message = domain.Message
 			ext := map[string]any{"code": string(domain.Code)}
@@ -37,23 +37,23 @@ func presentError(log *slog.Logger) graphql.ErrorPresenterFunc {
 				gqlErr.Extensions = map[string]any{}
 			}
 			if _, ok := gqlErr.Extensions["code"]; !ok {
-				gqlErr.Extensions["code"] = string(store.CodeBadUserInput)
+				gqlErr.Extensions["code"] = string(errs.CodeBadUserInput)
 			}
 			return gqlErr
 		}
 		if errors.As(err, &orig) && isArgumentError(ctx, orig) {
 			// An argument value gqlgen could not coerce (e.g. a bad Time): the
 			// request's fault, reported with the argument's path.
-			gqlErr.Extensions = map[string]any{"code": string(store.CodeBadUserInput)}
+			gqlErr.Extensions = map[string]any{"code": string(errs.CodeBadUserInput)}
 			return gqlErr
 		}
-		log.ErrorContext(ctx, "internal error", "err", err, "request_id", audit.InfoFrom(ctx).RequestID,
+		log.ErrorContext(ctx, "internal error", "err", err, "request_id", reqinfo.From(ctx).RequestID,
 			"path", gqlErr.Path.String())
 		return &gqlerror.Error{
 			Message:    "internal error",
 			Path:       gqlErr.Path,
 			Locations:  gqlErr.Locations,
-			Extensions: map[string]any{"code": string(store.CodeInternal)},
+			Extensions: map[string]any{"code": string(errs.CodeInternal)},
 		}
 	}
 }

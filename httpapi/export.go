@@ -10,8 +10,9 @@ import (
 	"strings"
 	"time"
 
-	"taskflow/audit"
 	"taskflow/auth"
+	"taskflow/errs"
+	"taskflow/reqinfo"
 	"taskflow/store"
 )
 
@@ -34,13 +35,13 @@ func auditExport(db *store.DB, log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
 			w.Header().Set("Allow", "GET, HEAD")
-			writeExportJSONError(w, http.StatusMethodNotAllowed, store.CodeBadUserInput, "use GET")
+			writeExportJSONError(w, http.StatusMethodNotAllowed, errs.CodeBadUserInput, "use GET")
 			return
 		}
 		user := auth.UserFrom(r.Context())
 		if user == nil {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="taskflow"`)
-			writeExportJSONError(w, http.StatusUnauthorized, store.CodeUnauthenticated, store.ErrUnauthenticated.Message)
+			writeExportJSONError(w, http.StatusUnauthorized, errs.CodeUnauthenticated, errs.ErrUnauthenticated.Message)
 			return
 		}
 		q := r.URL.Query()
@@ -52,9 +53,9 @@ func auditExport(db *store.DB, log *slog.Logger) http.Handler {
 		filter, err := exportFilter(q)
 		switch {
 		case workspaceID == "":
-			err = store.Errorf(store.CodeBadUserInput, "workspaceId is required")
+			err = errs.Errorf(errs.CodeBadUserInput, "workspaceId is required")
 		case format != "ndjson" && format != "csv":
-			err = store.Errorf(store.CodeBadUserInput, "format must be ndjson or csv")
+			err = errs.Errorf(errs.CodeBadUserInput, "format must be ndjson or csv")
 		}
 		if err != nil {
 			writeExportError(w, log, r, err)
@@ -83,7 +84,7 @@ func auditExport(db *store.DB, log *slog.Logger) http.Handler {
 			}
 			if r.Context().Err() == nil {
 				log.ErrorContext(r.Context(), "audit export failed while streaming", "err", err,
-					"request_id", audit.InfoFrom(r.Context()).RequestID)
+					"request_id", reqinfo.From(r.Context()).RequestID)
 			}
 			// Abort the response so the client sees a truncated transfer rather
 			// than a complete-looking file.
@@ -123,7 +124,7 @@ func exportFilter(q map[string][]string) (store.AuditFilter, error) {
 		if s := get(p.name); s != nil {
 			t, err := time.Parse(time.RFC3339Nano, *s)
 			if err != nil {
-				return f, store.Errorf(store.CodeBadUserInput, "%s must be an RFC 3339 time with a time zone", p.name)
+				return f, errs.Errorf(errs.CodeBadUserInput, "%s must be an RFC 3339 time with a time zone", p.name)
 			}
 			*p.dst = &t
 		}
@@ -233,19 +234,19 @@ func csvCell(s string) string {
 // writeExportError answers with the JSON error body of err and the status its
 // code means; an unknown error is logged and answered as INTERNAL.
 func writeExportError(w http.ResponseWriter, log *slog.Logger, r *http.Request, err error) {
-	var e *store.Error
+	var e *errs.Error
 	if !errors.As(err, &e) {
 		if !errors.Is(err, context.Canceled) {
-			log.ErrorContext(r.Context(), "internal error", "err", err, "request_id", audit.InfoFrom(r.Context()).RequestID)
+			log.ErrorContext(r.Context(), "internal error", "err", err, "request_id", reqinfo.From(r.Context()).RequestID)
 		}
-		writeExportJSONError(w, http.StatusInternalServerError, store.CodeInternal, "internal error")
+		writeExportJSONError(w, http.StatusInternalServerError, errs.CodeInternal, "internal error")
 		return
 	}
-	status := map[store.Code]int{
-		store.CodeUnauthenticated: http.StatusUnauthorized,
-		store.CodeForbidden:       http.StatusForbidden,
-		store.CodeNotFound:        http.StatusNotFound,
-		store.CodeBadUserInput:    http.StatusBadRequest,
+	status := map[errs.Code]int{
+		errs.CodeUnauthenticated: http.StatusUnauthorized,
+		errs.CodeForbidden:       http.StatusForbidden,
+		errs.CodeNotFound:        http.StatusNotFound,
+		errs.CodeBadUserInput:    http.StatusBadRequest,
 	}[e.Code]
 	if status == 0 {
 		status = http.StatusInternalServerError
@@ -254,7 +255,7 @@ func writeExportError(w http.ResponseWriter, log *slog.Logger, r *http.Request, 
 }
 
 // writeExportJSONError writes {"errors":[{"message":..,"extensions":{"code":..}}]}.
-func writeExportJSONError(w http.ResponseWriter, status int, code store.Code, msg string) {
+func writeExportJSONError(w http.ResponseWriter, status int, code errs.Code, msg string) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(status)

@@ -20,11 +20,11 @@ import (
 	"github.com/vektah/gqlparser/v2/ast"
 
 	"taskflow/apq"
-	"taskflow/audit"
 	"taskflow/auth"
 	"taskflow/graph"
 	"taskflow/idempotency"
 	"taskflow/ratelimit"
+	"taskflow/reqinfo"
 	"taskflow/resolvers"
 	"taskflow/store"
 )
@@ -139,7 +139,7 @@ func requestContext(proxies Proxies, next http.Handler) http.Handler {
 			id = uuid.NewString()
 		}
 		w.Header().Set("X-Request-ID", id)
-		ctx := audit.WithInfo(r.Context(), audit.Info{
+		ctx := reqinfo.With(r.Context(), reqinfo.Info{
 			IP:        proxies.ClientIP(r),
 			UserAgent: r.UserAgent(),
 			RequestID: id,

@@ -4,7 +4,7 @@ import (
 	"context"
 	"log/slog"
 
-	"taskflow/audit"
+	"taskflow/reqinfo"
 )
 
 // LogHandler wraps h so that every record logged with a request's context (the
@@ -17,7 +17,7 @@ type requestIDHandler struct{ slog.Handler }
 
 // Handle adds the request id of ctx to r.
 func (h requestIDHandler) Handle(ctx context.Context, r slog.Record) error {
-	if id := audit.InfoFrom(ctx).RequestID; id != "" {
+	if id := reqinfo.From(ctx).RequestID; id != "" {
 		has := false
 		r.Attrs(func(a slog.Attr) bool {
 			has = a.Key == "request_id"

@@ -14,10 +14,10 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"taskflow/audit"
 	"taskflow/auth"
+	"taskflow/errs"
 	"taskflow/ratelimit"
-	"taskflow/store"
+	"taskflow/reqinfo"
 )
 
 // healthTimeout bounds each dependency check of /healthz.
@@ -125,7 +125,7 @@ func (p *ops) healthz(w http.ResponseWriter, r *http.Request) {
 			if err := c.Ping(ctx); err != nil {
 				results[i].OK = false
 				p.o.Log.WarnContext(r.Context(), "health check failed", "dependency", c.Name, "err", err,
-					"request_id", audit.InfoFrom(r.Context()).RequestID)
+					"request_id", reqinfo.From(r.Context()).RequestID)
 			}
 		}()
 	}
@@ -134,7 +134,7 @@ func (p *ops) healthz(w http.ResponseWriter, r *http.Request) {
 		h := limiterHealth(r.Context(), l)
 		if !h.OK {
 			p.o.Log.WarnContext(r.Context(), "health check failed", "dependency", "redis", "err", l.Status().Error,
-				"request_id", audit.InfoFrom(r.Context()).RequestID)
+				"request_id", reqinfo.From(r.Context()).RequestID)
 		}
 		wg.Wait()
 		checks = append(checks, Dependency{Name: "redis"})
@@ -224,7 +224,7 @@ func (p *ops) accessLog(next http.Handler) http.Handler {
 			p.metrics.httpRequests.WithLabelValues(route, method, fmt.Sprint(status)).Inc()
 			p.metrics.httpDuration.WithLabelValues(route, method).Observe(elapsed.Seconds())
 
-			info := audit.InfoFrom(r.Context())
+			info := reqinfo.From(r.Context())
 			attrs := []slog.Attr{
 				slog.String("method", r.Method),
 				slog.String("path", r.URL.Path),
@@ -307,14 +307,14 @@ func recoverHTTP(log *slog.Logger, next http.Handler) http.Handler {
 				panic(p)
 			}
 			log.ErrorContext(r.Context(), "panic serving request", "panic", fmt.Sprint(p),
-				"request_id", audit.InfoFrom(r.Context()).RequestID, "path", r.URL.Path,
+				"request_id", reqinfo.From(r.Context()).RequestID, "path", r.URL.Path,
 				"stack", string(debug.Stack()))
 			if sw, ok := w.(interface{ written() bool }); ok && sw.written() {
 				panic(http.ErrAbortHandler)
 			}
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusInternalServerError)
-			fmt.Fprintf(w, `{"errors":[{"message":"internal error","extensions":{"code":%q}}]}`, store.CodeInternal)
+			fmt.Fprintf(w, `{"errors":[{"message":"internal error","extensions":{"code":%q}}]}`, errs.CodeInternal)
 		}()
 		next.ServeHTTP(w, r)
 	})

@@ -17,9 +17,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"taskflow/audit"
 	"taskflow/httpapi"
 	"taskflow/httpapi/apitest"
+	"taskflow/reqinfo"
 	"taskflow/store"
 )
 
@@ -373,7 +373,7 @@ func TestLogHandlerAddsRequestID(t *testing.T) {
 	t.Parallel()
 	var logs syncBuffer
 	log := slog.New(httpapi.LogHandler(slog.NewJSONHandler(&logs, nil))).With("component", "test")
-	ctx := audit.WithInfo(context.Background(), audit.Info{RequestID: "rid-1"})
+	ctx := reqinfo.With(context.Background(), reqinfo.Info{RequestID: "rid-1"})
 	log.InfoContext(ctx, "with context")
 	log.InfoContext(ctx, "explicit", "request_id", "rid-1")
 	log.Info("without context")

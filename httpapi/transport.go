@@ -18,8 +18,8 @@ import (
 	"github.com/vektah/gqlparser/v2/gqlerror"
 
 	"taskflow/apq"
+	"taskflow/errs"
 	"taskflow/ratelimit"
-	"taskflow/store"
 )
 
 // Media types of GraphQL over HTTP.
@@ -281,8 +281,8 @@ func (t Transport) costExtension(o *ratelimit.Outcome) costStatus {
 }
 
 // statusFor maps the errors that stopped an operation before execution.
-func statusFor(media string, errs gqlerror.List) int {
-	for _, e := range errs {
+func statusFor(media string, list gqlerror.List) int {
+	for _, e := range list {
 		switch code, _ := e.Extensions["code"].(string); code {
 		case apq.CodeNotFound:
 			// The first answer of the protocol: Apollo Client retries with the
@@ -292,9 +292,9 @@ func statusFor(media string, errs gqlerror.List) int {
 				return http.StatusNotFound
 			}
 			return http.StatusOK
-		case string(store.CodeRateLimited):
+		case string(errs.CodeRateLimited):
 			return http.StatusTooManyRequests
-		case errcode.ParseFailed, errcode.ValidationFailed, string(store.CodeQueryTooCostly):
+		case errcode.ParseFailed, errcode.ValidationFailed, string(errs.CodeQueryTooCostly):
 			return http.StatusBadRequest
 		}
 	}
@@ -475,7 +475,7 @@ func (methodGuard) MutateOperationContext(ctx context.Context, rc *graphql.Opera
 	if isGET(ctx) && rc.Operation != nil && rc.Operation.Operation != ast.Query {
 		return &gqlerror.Error{
 			Message:    "only queries may be sent by GET; send mutations by POST",
-			Extensions: map[string]any{"code": string(store.CodeBadUserInput)},
+			Extensions: map[string]any{"code": string(errs.CodeBadUserInput)},
 		}
 	}
 	return nil

@@ -34,6 +34,7 @@ import (
 	"github.com/vektah/gqlparser/v2/gqlerror"
 
 	"taskflow/auth"
+	"taskflow/errs"
 	"taskflow/graph"
 	"taskflow/store"
 )
@@ -216,7 +217,7 @@ func (m *Middleware) MutateOperationContext(ctx context.Context, oc *graphql.Ope
 
 // badInput is a request-level BAD_USER_INPUT error.
 func badInput(msg string) *gqlerror.Error {
-	return &gqlerror.Error{Message: msg, Extensions: map[string]any{"code": string(store.CodeBadUserInput)}}
+	return &gqlerror.Error{Message: msg, Extensions: map[string]any{"code": string(errs.CodeBadUserInput)}}
 }
 
 // argGiven reports whether the field's idempotencyKey argument has a non-null value.
@@ -255,11 +256,11 @@ func headerKey(values []string) (string, error) {
 // validKey checks that a key is 1..255 printable ASCII characters.
 func validKey(k string) error {
 	if k == "" || len(k) > 255 {
-		return store.Errorf(store.CodeBadUserInput, "an idempotency key must be 1 to 255 printable ASCII characters")
+		return errs.Errorf(errs.CodeBadUserInput, "an idempotency key must be 1 to 255 printable ASCII characters")
 	}
 	for i := 0; i < len(k); i++ {
 		if k[i] < 0x20 || k[i] > 0x7e {
-			return store.Errorf(store.CodeBadUserInput, "an idempotency key must be 1 to 255 printable ASCII characters")
+			return errs.Errorf(errs.CodeBadUserInput, "an idempotency key must be 1 to 255 printable ASCII characters")
 		}
 	}
 	return nil
@@ -290,7 +291,7 @@ func (m *Middleware) InterceptField(ctx context.Context, next graphql.Resolver) 
 	}
 	user := auth.UserFrom(ctx)
 	if user == nil {
-		return nil, store.ErrUnauthenticated
+		return nil, errs.ErrUnauthenticated
 	}
 	oc := graphql.GetOperationContext(ctx)
 	fp, err := Fingerprint(m.schema, fc.Field.Field, oc.Variables)
@@ -316,7 +317,7 @@ func (m *Middleware) InterceptField(ctx context.Context, next graphql.Resolver) 
 			res, replayed, err = m.runClaimed(ctx, next, user.ID, key, field, fp, resultType, wait)
 		}
 	}
-	if err == nil || store.ErrorCode(err) == store.CodeIdempotencyKeyReused {
+	if err == nil || errs.CodeOf(err) == errs.CodeIdempotencyKeyReused {
 		m.recent.add(user.ID, key) // the key has a record now
 	}
 	switch {
@@ -325,9 +326,9 @@ func (m *Middleware) InterceptField(ctx context.Context, next graphql.Resolver) 
 		signalReplay(ctx, fc.Path(), key)
 	case err == nil:
 		m.metrics.requests.WithLabelValues(field, outcomeFirstRun).Inc()
-	case store.ErrorCode(err) == store.CodeIdempotencyKeyReused:
+	case errs.CodeOf(err) == errs.CodeIdempotencyKeyReused:
 		m.metrics.requests.WithLabelValues(field, outcomeMismatch).Inc()
-	case store.ErrorCode(err) == store.CodeIdempotencyInProgress:
+	case errs.CodeOf(err) == errs.CodeIdempotencyInProgress:
 		m.metrics.requests.WithLabelValues(field, outcomeInProgress).Inc()
 	}
 	if err != nil {
@@ -428,7 +429,7 @@ func (m *Middleware) save(ctx context.Context, userID, key, field string, res an
 }
 
 // errKeyReused answers a key used before for another field or other arguments.
-var errKeyReused = store.Errorf(store.CodeIdempotencyKeyReused,
+var errKeyReused = errs.Errorf(errs.CodeIdempotencyKeyReused,
 	"this idempotency key was already used for a different mutation or different arguments")
 
 // keyOf returns the key of a keyed field: its idempotencyKey argument, else the

@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"taskflow/auth"
+	"taskflow/errs"
 	"taskflow/graph"
 	"taskflow/graph/model"
 	"taskflow/httpapi"
@@ -60,14 +61,14 @@ func (m *standInMutation) CreateWorkspace(ctx context.Context, in model.CreateWo
 	m.s.calls.Add(1)
 	u := auth.UserFrom(ctx)
 	if u == nil {
-		return nil, store.ErrUnauthenticated
+		return nil, errs.ErrUnauthenticated
 	}
 	tx := store.TxFrom(ctx)
 	if tx == nil {
 		return nil, errors.New("no unit of work")
 	}
 	if in.Name == "refuse-repeats" && m.s.calls.Load() > 1 {
-		return nil, store.Errorf(store.CodeBadUserInput, "refused before any statement")
+		return nil, errs.Errorf(errs.CodeBadUserInput, "refused before any statement")
 	}
 	w := &store.Workspace{Name: in.Name, ViewerRole: store.RoleOwner}
 	if err := tx.QueryRow(ctx, `INSERT INTO workspaces (name) VALUES ($1) RETURNING id, created_at`, in.Name).
@@ -89,7 +90,7 @@ func (m *standInMutation) CreateWorkspace(ctx context.Context, in model.CreateWo
 	}
 	switch in.Name {
 	case "fail":
-		return nil, store.Errorf(store.CodeConflict, "refused after the insert")
+		return nil, errs.Errorf(errs.CodeConflict, "refused after the insert")
 	case "wait-cancel":
 		if m.s.runs.Load() == 1 {
 			<-ctx.Done()

@@ -14,10 +14,10 @@ import (
 	"github.com/vektah/gqlparser/v2/ast"
 	"github.com/vektah/gqlparser/v2/gqlerror"
 
-	"taskflow/audit"
 	"taskflow/auth"
+	"taskflow/errs"
 	"taskflow/ratelimit/cost"
-	"taskflow/store"
+	"taskflow/reqinfo"
 )
 
 // statsKey is where the Outcome of an operation is kept in its OperationContext.
@@ -148,7 +148,7 @@ func identity(ctx context.Context, prefix string) string {
 	if u := auth.UserFrom(ctx); u != nil {
 		return prefix + "u:" + u.ID
 	}
-	return prefix + "ip:" + audit.InfoFrom(ctx).IP
+	return prefix + "ip:" + reqinfo.From(ctx).IP
 }
 
 // costKey is the full key of the caller's cost budget (LimitCost + ":" +
@@ -201,7 +201,7 @@ func (e extension) MutateOperationContext(ctx context.Context, rc *graphql.Opera
 		return &gqlerror.Error{
 			Message: fmt.Sprintf("Query cost %d exceeds the maximum of %d", price, maxCost),
 			Extensions: map[string]any{
-				"code": string(store.CodeQueryTooCostly), "cost": price, "maximum": maxCost,
+				"code": string(errs.CodeQueryTooCostly), "cost": price, "maximum": maxCost,
 			},
 		}
 	}
@@ -231,7 +231,7 @@ func (o *Outcome) limited(limit string, retry time.Duration) *gqlerror.Error {
 	return &gqlerror.Error{
 		Message: "Too many requests, retry later",
 		Extensions: map[string]any{
-			"code":       string(store.CodeRateLimited),
+			"code":       string(errs.CodeRateLimited),
 			"retryAfter": o.RetryAfterSeconds(),
 		},
 	}
@@ -239,7 +239,7 @@ func (o *Outcome) limited(limit string, retry time.Duration) *gqlerror.Error {
 
 // IsRateLimited reports whether err is the limiter's RATE_LIMITED error.
 func IsRateLimited(err *gqlerror.Error) bool {
-	return err != nil && err.Extensions["code"] == string(store.CodeRateLimited)
+	return err != nil && err.Extensions["code"] == string(errs.CodeRateLimited)
 }
 
 // check is one endpoint limit to take n points from.
@@ -271,7 +271,7 @@ func (l *Limiter) endpointChecks(ctx context.Context, rc *graphql.OperationConte
 			total = cost.Add(total, n)
 		}
 		if total > 0 {
-			out = append(out, check{LimitLoginIP, "ip:" + audit.InfoFrom(ctx).IP, l.cfg.LoginPerIP, total})
+			out = append(out, check{LimitLoginIP, "ip:" + reqinfo.From(ctx).IP, l.cfg.LoginPerIP, total})
 			for email, n := range emails {
 				// Keys hold a hash, not the address.
 				sum := sha256.Sum256([]byte(email))

@@ -2,6 +2,7 @@ package resolvers
 
 import (
 	"taskflow/auth"
+	"taskflow/errs"
 	"taskflow/graph/model"
 	"taskflow/store"
 )
@@ -13,7 +14,7 @@ func projectPatch(in model.UpdateProjectInput) (store.ProjectPatch, error) {
 	var p store.ProjectPatch
 	if in.Name.IsSet() {
 		if in.Name.Value() == nil {
-			return p, store.Errorf(store.CodeBadUserInput, "name must not be null")
+			return p, errs.Errorf(errs.CodeBadUserInput, "name must not be null")
 		}
 		p.Name = in.Name.Value()
 	}

@@ -7,6 +7,8 @@ package resolvers
 
 import (
 	"context"
+
+	"taskflow/errs"
 	"taskflow/graph"
 	"taskflow/store"
 )
@@ -20,7 +22,7 @@ func (r *auditEventResolver) Actor(ctx context.Context, obj *store.AuditEvent) (
 	// The actor stays readable after leaving the workspace; an account that is
 	// gone is null.
 	u, err := r.loaders(ctx).users.Load(ctx, *obj.ActorID)
-	if store.ErrorCode(err) == store.CodeNotFound {
+	if errs.CodeOf(err) == errs.CodeNotFound {
 		return nil, nil
 	}
 	return u, err

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"taskflow/auth"
+	"taskflow/errs"
 	"taskflow/store"
 )
 
@@ -79,13 +80,13 @@ func newAccountLoaders(db *store.DB) *accountLoaders {
 // workspace the viewer is not a member of, BAD_USER_INPUT for a bad page.
 func projectLists(ctx context.Context, db *store.DB, viewerID string, keys []projectListKey) ([]*store.ProjectConnection, []error) {
 	out := make([]*store.ProjectConnection, len(keys))
-	errs := make([]error, len(keys))
+	failed := make([]error, len(keys))
 	var lists []store.ProjectList
 	var at []int
 	for i, k := range keys {
 		page, err := store.NewPage(&k.First, k.First, &k.After, store.ProjectsScope(k.WorkspaceID, k.IncludeArchived))
 		if err != nil {
-			errs[i] = err
+			failed[i] = err
 			continue
 		}
 		lists = append(lists, store.ProjectList{WorkspaceID: k.WorkspaceID, IncludeArchived: k.IncludeArchived, Page: page})
@@ -95,14 +96,14 @@ func projectLists(ctx context.Context, db *store.DB, viewerID string, keys []pro
 	for j, i := range at {
 		switch {
 		case err != nil:
-			errs[i] = err
+			failed[i] = err
 		case pages[j] == nil:
-			errs[i] = store.Errorf(store.CodeNotFound, "workspace not found")
+			failed[i] = errs.Errorf(errs.CodeNotFound, "workspace not found")
 		default:
 			out[i] = pages[j]
 		}
 	}
-	return out, errs
+	return out, failed
 }
 
 // byKey runs fetch once and returns its values in the order of keys, with a
@@ -110,18 +111,18 @@ func projectLists(ctx context.Context, db *store.DB, viewerID string, keys []pro
 func byKey[V any](keys []string, kind string, fetch func() (map[string]*V, error)) ([]*V, []error) {
 	m, err := fetch()
 	out := make([]*V, len(keys))
-	errs := make([]error, len(keys))
+	failed := make([]error, len(keys))
 	for i, k := range keys {
 		switch v, ok := m[k]; {
 		case err != nil:
-			errs[i] = err
+			failed[i] = err
 		case ok:
 			out[i] = v
 		default:
-			errs[i] = store.Errorf(store.CodeNotFound, "%s not found", kind)
+			failed[i] = errs.Errorf(errs.CodeNotFound, "%s not found", kind)
 		}
 	}
-	return out, errs
+	return out, failed
 }
 
 // listByKey runs fetch once and returns its lists in the order of keys (an empty
@@ -129,13 +130,13 @@ func byKey[V any](keys []string, kind string, fetch func() (map[string]*V, error
 func listByKey[V any](keys []string, fetch func() (map[string][]*V, error)) ([][]*V, []error) {
 	m, err := fetch()
 	out := make([][]*V, len(keys))
-	var errs []error
+	var failed []error
 	if err != nil {
-		errs = make([]error, len(keys))
+		failed = make([]error, len(keys))
 	}
 	for i, k := range keys {
 		if err != nil {
-			errs[i] = err
+			failed[i] = err
 			continue
 		}
 		out[i] = m[k]
@@ -143,7 +144,7 @@ func listByKey[V any](keys []string, fetch func() (map[string][]*V, error)) ([][
 			out[i] = []*V{}
 		}
 	}
-	return out, errs
+	return out, failed
 }
 
 // Viewer returns the user the request reads as: the user that register or login
@@ -191,7 +192,7 @@ func (l *accountLoaders) User(ctx context.Context, id string) (*store.User, erro
 // NOT_FOUND error if it does not exist or the viewer is not a member.
 func (l *accountLoaders) Workspace(ctx context.Context, id string) (*store.Workspace, error) {
 	if l.Viewer(ctx) == nil {
-		return nil, store.ErrUnauthenticated
+		return nil, errs.ErrUnauthenticated
 	}
 	return l.workspaces.Load(ctx, id)
 }
@@ -200,7 +201,7 @@ func (l *accountLoaders) Workspace(ctx context.Context, id string) (*store.Works
 // first (empty for any other workspace).
 func (l *accountLoaders) Members(ctx context.Context, workspaceID string) ([]*store.Member, error) {
 	if l.Viewer(ctx) == nil {
-		return nil, store.ErrUnauthenticated
+		return nil, errs.ErrUnauthenticated
 	}
 	return l.members.Load(ctx, workspaceID)
 }
@@ -209,7 +210,7 @@ func (l *accountLoaders) Members(ctx context.Context, workspaceID string) ([]*st
 // error if it does not exist or lives in a workspace the viewer is not in.
 func (l *accountLoaders) Project(ctx context.Context, id string) (*store.Project, error) {
 	if l.Viewer(ctx) == nil {
-		return nil, store.ErrUnauthenticated
+		return nil, errs.ErrUnauthenticated
 	}
 	return l.projects.Load(ctx, id)
 }
@@ -229,7 +230,7 @@ func (l *accountLoaders) WorkspacesOf(ctx context.Context, userID string) ([]*st
 // a member of the workspace. Pages of several workspaces are fetched together.
 func (l *accountLoaders) Projects(ctx context.Context, workspaceID string, includeArchived bool, first *int, after *string) (*store.ProjectConnection, error) {
 	if l.Viewer(ctx) == nil {
-		return nil, store.ErrUnauthenticated
+		return nil, errs.ErrUnauthenticated
 	}
 	page, err := store.NewPage(first, defaultPageSize, after, store.ProjectsScope(workspaceID, includeArchived))
 	if err != nil {

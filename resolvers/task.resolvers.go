@@ -7,6 +7,8 @@ package resolvers
 
 import (
 	"context"
+
+	"taskflow/errs"
 	"taskflow/graph"
 	"taskflow/store"
 )
@@ -18,7 +20,7 @@ func (r *commentResolver) Task(ctx context.Context, obj *store.Comment) (*store.
 		return nil, err
 	}
 	if t == nil {
-		return nil, store.Errorf(store.CodeNotFound, "task not found")
+		return nil, errs.Errorf(errs.CodeNotFound, "task not found")
 	}
 	return t, nil
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"testing"
 
+	"taskflow/errs"
 	"taskflow/httpapi/apitest"
 	"taskflow/store"
 )
@@ -116,7 +117,7 @@ func mustCall(t testing.TB, env *apitest.Env, u apitest.User, query string, vars
 }
 
 // wantCode fails unless the answer is an error with the given code.
-func wantCode(t testing.TB, r *apitest.Response, code store.Code) {
+func wantCode(t testing.TB, r *apitest.Response, code errs.Code) {
 	t.Helper()
 	if got := r.Code(); got != string(code) {
 		t.Fatalf("code = %q, want %q; body %s", got, code, r.Raw)

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"testing"
 
+	"taskflow/errs"
 	"taskflow/httpapi/apitest"
 	"taskflow/store"
 )
@@ -162,16 +163,16 @@ func TestProjectTasksPagination(t *testing.T) {
 
 	// A cursor of one filter or project is refused by another.
 	_, r := projectTasks(t, env, w.viewer, anchor, ptr("TODO"))(3, &doneCursor)
-	wantCode(t, r, store.CodeBadUserInput)
+	wantCode(t, r, errs.CodeBadUserInput)
 	_, r = projectTasks(t, env, w.viewer, anchor, nil)(3, &doneCursor)
-	wantCode(t, r, store.CodeBadUserInput)
+	wantCode(t, r, errs.CodeBadUserInput)
 	_, r = projectTasks(t, env, w.viewer, otherTask, ptr("DONE"))(3, &doneCursor)
-	wantCode(t, r, store.CodeBadUserInput)
+	wantCode(t, r, errs.CodeBadUserInput)
 	_, r = projectTasks(t, env, w.viewer, anchor, nil)(3, ptr("not a cursor"))
-	wantCode(t, r, store.CodeBadUserInput)
+	wantCode(t, r, errs.CodeBadUserInput)
 	for _, first := range []int{0, -1, 101} {
 		_, r = projectTasks(t, env, w.viewer, anchor, nil)(first, nil)
-		wantCode(t, r, store.CodeBadUserInput)
+		wantCode(t, r, errs.CodeBadUserInput)
 	}
 }
 
@@ -200,9 +201,9 @@ func TestTaskCommentsPagination(t *testing.T) {
 	}
 	_, cur := walk(t, taskComments(t, env, w.viewer, task), 4)
 	_, r := taskComments(t, env, w.viewer, other)(4, &cur)
-	wantCode(t, r, store.CodeBadUserInput)
+	wantCode(t, r, errs.CodeBadUserInput)
 	_, r = taskComments(t, env, w.viewer, task)(101, nil)
-	wantCode(t, r, store.CodeBadUserInput)
+	wantCode(t, r, errs.CodeBadUserInput)
 }
 
 // inserter adds rows in the background until stopped, and returns how many.

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"testing"
 
+	"taskflow/errs"
 	"taskflow/httpapi/apitest"
 	"taskflow/store"
 )
@@ -90,13 +91,13 @@ func TestSearchTasksRankingAndConfinement(t *testing.T) {
 		t.Fatalf("search after changes = %v", got)
 	}
 
-	wantCode(t, call(t, env, stranger, searchQ, map[string]any{"ws": w.workspace, "q": "login"}), store.CodeNotFound)
-	wantCode(t, call(t, env, w.member, searchQ, map[string]any{"ws": "nope", "q": "login"}), store.CodeNotFound)
-	wantCode(t, env.Post(t, "", searchQ, map[string]any{"ws": w.workspace, "q": "login"}), store.CodeUnauthenticated)
+	wantCode(t, call(t, env, stranger, searchQ, map[string]any{"ws": w.workspace, "q": "login"}), errs.CodeNotFound)
+	wantCode(t, call(t, env, w.member, searchQ, map[string]any{"ws": "nope", "q": "login"}), errs.CodeNotFound)
+	wantCode(t, env.Post(t, "", searchQ, map[string]any{"ws": w.workspace, "q": "login"}), errs.CodeUnauthenticated)
 	for _, q := range []string{"", "   "} {
-		wantCode(t, call(t, env, w.member, searchQ, map[string]any{"ws": w.workspace, "q": q}), store.CodeBadUserInput)
+		wantCode(t, call(t, env, w.member, searchQ, map[string]any{"ws": w.workspace, "q": q}), errs.CodeBadUserInput)
 	}
-	wantCode(t, call(t, env, w.member, searchQ, map[string]any{"ws": w.workspace, "q": "x", "first": 0}), store.CodeBadUserInput)
+	wantCode(t, call(t, env, w.member, searchQ, map[string]any{"ws": w.workspace, "q": "x", "first": 0}), errs.CodeBadUserInput)
 }
 
 // Paging a ranked list with many equal ranks gives every result once, in the
@@ -134,12 +135,12 @@ func TestSearchTasksPagination(t *testing.T) {
 	}
 	_, cur := walk(t, search(t, env, w.member, w.workspace, "deploy"), 3)
 	_, r := search(t, env, w.member, w.workspace, "pipeline")(3, &cur)
-	wantCode(t, r, store.CodeBadUserInput)
+	wantCode(t, r, errs.CodeBadUserInput)
 	ws2 := newWorkspace(t, env, "Second", w.member)
 	_, r = search(t, env, w.member, ws2, "deploy")(3, &cur)
-	wantCode(t, r, store.CodeBadUserInput)
+	wantCode(t, r, errs.CodeBadUserInput)
 	// A project-list cursor is not a search cursor.
 	_, taskCur := walk(t, projectTasks(t, env, w.member, want[0], nil), 3)
 	_, r = search(t, env, w.member, w.workspace, "deploy")(3, &taskCur)
-	wantCode(t, r, store.CodeBadUserInput)
+	wantCode(t, r, errs.CodeBadUserInput)
 }

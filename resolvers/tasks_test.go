@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"taskflow/errs"
 	"taskflow/httpapi/apitest"
 	"taskflow/store"
 )
@@ -94,16 +95,16 @@ func TestCreateTaskRefusals(t *testing.T) {
 	cases := []struct {
 		name string
 		in   map[string]any
-		code store.Code
+		code errs.Code
 	}{
-		{"blank title", map[string]any{"projectId": w.project, "title": "  \t "}, store.CodeBadUserInput},
-		{"long title", map[string]any{"projectId": w.project, "title": strings.Repeat("x", store.MaxTitleLength+1)}, store.CodeBadUserInput},
-		{"assignee not a member", map[string]any{"projectId": w.project, "title": "t", "assigneeId": stranger.ID}, store.CodeBadUserInput},
-		{"assignee malformed", map[string]any{"projectId": w.project, "title": "t", "assigneeId": "nope"}, store.CodeBadUserInput},
-		{"archived project", map[string]any{"projectId": archived, "title": "t"}, store.CodeConflict},
-		{"project of another workspace", map[string]any{"projectId": newProject(t, env, otherWS, "Theirs"), "title": "t"}, store.CodeNotFound},
-		{"malformed project id", map[string]any{"projectId": "123", "title": "t"}, store.CodeNotFound},
-		{"unknown project", map[string]any{"projectId": "00000000-0000-0000-0000-000000000001", "title": "t"}, store.CodeNotFound},
+		{"blank title", map[string]any{"projectId": w.project, "title": "  \t "}, errs.CodeBadUserInput},
+		{"long title", map[string]any{"projectId": w.project, "title": strings.Repeat("x", store.MaxTitleLength+1)}, errs.CodeBadUserInput},
+		{"assignee not a member", map[string]any{"projectId": w.project, "title": "t", "assigneeId": stranger.ID}, errs.CodeBadUserInput},
+		{"assignee malformed", map[string]any{"projectId": w.project, "title": "t", "assigneeId": "nope"}, errs.CodeBadUserInput},
+		{"archived project", map[string]any{"projectId": archived, "title": "t"}, errs.CodeConflict},
+		{"project of another workspace", map[string]any{"projectId": newProject(t, env, otherWS, "Theirs"), "title": "t"}, errs.CodeNotFound},
+		{"malformed project id", map[string]any{"projectId": "123", "title": "t"}, errs.CodeNotFound},
+		{"unknown project", map[string]any{"projectId": "00000000-0000-0000-0000-000000000001", "title": "t"}, errs.CodeNotFound},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -121,7 +122,7 @@ func TestCreateTaskRefusals(t *testing.T) {
 	}
 	// Anonymous callers are UNAUTHENTICATED.
 	wantCode(t, env.Post(t, "", createTaskQ, map[string]any{"in": map[string]any{"projectId": w.project, "title": "x"}}),
-		store.CodeUnauthenticated)
+		errs.CodeUnauthenticated)
 }
 
 // Every task mutation: a VIEWER is FORBIDDEN, MEMBER, ADMIN and OWNER may, a
@@ -135,18 +136,18 @@ func TestTaskMutationRoles(t *testing.T) {
 
 	before := auditCount(t, env)
 	in := map[string]any{"projectId": w.project, "title": "t"}
-	wantCode(t, call(t, env, w.viewer, createTaskQ, map[string]any{"in": in}), store.CodeForbidden)
-	wantCode(t, call(t, env, outsider, createTaskQ, map[string]any{"in": in}), store.CodeNotFound)
+	wantCode(t, call(t, env, w.viewer, createTaskQ, map[string]any{"in": in}), errs.CodeForbidden)
+	wantCode(t, call(t, env, outsider, createTaskQ, map[string]any{"in": in}), errs.CodeNotFound)
 	id := insertTask(t, env, w.project, "existing", "", store.TaskStatusTodo, w.owner)
 	upd := map[string]any{"id": id, "in": map[string]any{"title": "changed"}}
-	wantCode(t, call(t, env, w.viewer, updateTaskQ, upd), store.CodeForbidden)
-	wantCode(t, call(t, env, outsider, updateTaskQ, upd), store.CodeNotFound)
-	wantCode(t, call(t, env, w.viewer, deleteTaskQ, map[string]any{"id": id}), store.CodeForbidden)
-	wantCode(t, call(t, env, outsider, deleteTaskQ, map[string]any{"id": id}), store.CodeNotFound)
-	wantCode(t, call(t, env, w.member, updateTaskQ, map[string]any{"id": "bad-id", "in": map[string]any{"title": "x"}}), store.CodeNotFound)
-	wantCode(t, call(t, env, w.member, deleteTaskQ, map[string]any{"id": "bad-id"}), store.CodeNotFound)
-	wantCode(t, call(t, env, outsider, `query($id: ID!) { task(id: $id) { id } }`, map[string]any{"id": id}), store.CodeNotFound)
-	wantCode(t, call(t, env, w.member, `query($id: ID!) { task(id: $id) { id } }`, map[string]any{"id": "x"}), store.CodeNotFound)
+	wantCode(t, call(t, env, w.viewer, updateTaskQ, upd), errs.CodeForbidden)
+	wantCode(t, call(t, env, outsider, updateTaskQ, upd), errs.CodeNotFound)
+	wantCode(t, call(t, env, w.viewer, deleteTaskQ, map[string]any{"id": id}), errs.CodeForbidden)
+	wantCode(t, call(t, env, outsider, deleteTaskQ, map[string]any{"id": id}), errs.CodeNotFound)
+	wantCode(t, call(t, env, w.member, updateTaskQ, map[string]any{"id": "bad-id", "in": map[string]any{"title": "x"}}), errs.CodeNotFound)
+	wantCode(t, call(t, env, w.member, deleteTaskQ, map[string]any{"id": "bad-id"}), errs.CodeNotFound)
+	wantCode(t, call(t, env, outsider, `query($id: ID!) { task(id: $id) { id } }`, map[string]any{"id": id}), errs.CodeNotFound)
+	wantCode(t, call(t, env, w.member, `query($id: ID!) { task(id: $id) { id } }`, map[string]any{"id": "x"}), errs.CodeNotFound)
 	if n := auditCount(t, env); n != before {
 		t.Fatalf("refused mutations wrote %d audit events", n-before)
 	}
@@ -167,7 +168,7 @@ func TestTaskMutationRoles(t *testing.T) {
 		if !del.DeleteTask {
 			t.Fatal("deleteTask returned false")
 		}
-		wantCode(t, call(t, env, u, `query($id: ID!) { task(id: $id) { id } }`, map[string]any{"id": task.ID}), store.CodeNotFound)
+		wantCode(t, call(t, env, u, `query($id: ID!) { task(id: $id) { id } }`, map[string]any{"id": task.ID}), errs.CodeNotFound)
 		// The viewer can read tasks.
 		mustCall(t, env, w.viewer, `query($id: ID!) { task(id: $id) { id } }`, map[string]any{"id": id}, nil)
 	}
@@ -230,7 +231,7 @@ func TestUpdateTaskNullVersusAbsent(t *testing.T) {
 		{"title": nil}, {"status": nil}, {"priority": nil}, {"title": "   "},
 		{"assigneeId": env.NewUser(t, "Nobody").ID}, {"title": "ok", "status": nil},
 	} {
-		wantCode(t, call(t, env, w.member, updateTaskQ, map[string]any{"id": task.ID, "in": in}), store.CodeBadUserInput)
+		wantCode(t, call(t, env, w.member, updateTaskQ, map[string]any{"id": task.ID, "in": in}), errs.CodeBadUserInput)
 	}
 	// An update that changes nothing records nothing.
 	mustCall(t, env, w.member, updateTaskQ, map[string]any{"id": task.ID, "in": map[string]any{"title": "T"}}, &got)
@@ -272,24 +273,24 @@ func TestCommentRoles(t *testing.T) {
 		return c.ID
 	}
 	before := auditCount(t, env)
-	wantCode(t, call(t, env, w.viewer, addCommentQ, map[string]any{"task": task, "body": "hi"}), store.CodeForbidden)
-	wantCode(t, call(t, env, outsider, addCommentQ, map[string]any{"task": task, "body": "hi"}), store.CodeNotFound)
-	wantCode(t, call(t, env, w.member, addCommentQ, map[string]any{"task": task, "body": "  "}), store.CodeBadUserInput)
-	wantCode(t, call(t, env, w.member, addCommentQ, map[string]any{"task": "zzz", "body": "hi"}), store.CodeNotFound)
+	wantCode(t, call(t, env, w.viewer, addCommentQ, map[string]any{"task": task, "body": "hi"}), errs.CodeForbidden)
+	wantCode(t, call(t, env, outsider, addCommentQ, map[string]any{"task": task, "body": "hi"}), errs.CodeNotFound)
+	wantCode(t, call(t, env, w.member, addCommentQ, map[string]any{"task": task, "body": "  "}), errs.CodeBadUserInput)
+	wantCode(t, call(t, env, w.member, addCommentQ, map[string]any{"task": "zzz", "body": "hi"}), errs.CodeNotFound)
 	if n := auditCount(t, env); n != before {
 		t.Fatalf("refused addComment wrote %d events", n-before)
 	}
 
 	c := add(w.member, "  first thoughts ")
 	for _, u := range []apitest.User{other, w.viewer} {
-		wantCode(t, call(t, env, u, updateCommentQ, map[string]any{"id": c, "body": "hijack"}), store.CodeForbidden)
-		wantCode(t, call(t, env, u, deleteCommentQ, map[string]any{"id": c}), store.CodeForbidden)
+		wantCode(t, call(t, env, u, updateCommentQ, map[string]any{"id": c, "body": "hijack"}), errs.CodeForbidden)
+		wantCode(t, call(t, env, u, deleteCommentQ, map[string]any{"id": c}), errs.CodeForbidden)
 	}
-	wantCode(t, call(t, env, outsider, updateCommentQ, map[string]any{"id": c, "body": "x"}), store.CodeNotFound)
-	wantCode(t, call(t, env, outsider, deleteCommentQ, map[string]any{"id": c}), store.CodeNotFound)
-	wantCode(t, call(t, env, w.member, updateCommentQ, map[string]any{"id": "nope", "body": "x"}), store.CodeNotFound)
-	wantCode(t, call(t, env, w.member, deleteCommentQ, map[string]any{"id": "nope"}), store.CodeNotFound)
-	wantCode(t, call(t, env, w.member, updateCommentQ, map[string]any{"id": c, "body": ""}), store.CodeBadUserInput)
+	wantCode(t, call(t, env, outsider, updateCommentQ, map[string]any{"id": c, "body": "x"}), errs.CodeNotFound)
+	wantCode(t, call(t, env, outsider, deleteCommentQ, map[string]any{"id": c}), errs.CodeNotFound)
+	wantCode(t, call(t, env, w.member, updateCommentQ, map[string]any{"id": "nope", "body": "x"}), errs.CodeNotFound)
+	wantCode(t, call(t, env, w.member, deleteCommentQ, map[string]any{"id": "nope"}), errs.CodeNotFound)
+	wantCode(t, call(t, env, w.member, updateCommentQ, map[string]any{"id": c, "body": ""}), errs.CodeBadUserInput)
 	if n := auditCount(t, env); n != before+1 {
 		t.Fatalf("audit events = %d, want %d", n, before+1)
 	}
@@ -320,7 +321,7 @@ func TestCommentRoles(t *testing.T) {
 	mustCall(t, env, w.admin, deleteCommentQ, map[string]any{"id": c2}, &del)
 	c3 := add(w.admin, "admin's")
 	mustCall(t, env, w.owner, deleteCommentQ, map[string]any{"id": c3}, &del)
-	wantCode(t, call(t, env, w.owner, deleteCommentQ, map[string]any{"id": c3}), store.CodeNotFound)
+	wantCode(t, call(t, env, w.owner, deleteCommentQ, map[string]any{"id": c3}), errs.CodeNotFound)
 
 	if n := len(auditEvents(t, env, "comment.created")); n != 3 {
 		t.Fatalf("comment.created events = %d", n)
@@ -334,7 +335,7 @@ func TestCommentRoles(t *testing.T) {
 	if _, err := env.DB.Pool.Exec(t.Context(), `UPDATE members SET role = 'VIEWER' WHERE user_id = $1`, other.ID); err != nil {
 		t.Fatal(err)
 	}
-	wantCode(t, call(t, env, other, updateCommentQ, map[string]any{"id": c4, "body": "after"}), store.CodeForbidden)
+	wantCode(t, call(t, env, other, updateCommentQ, map[string]any{"id": c4, "body": "after"}), errs.CodeForbidden)
 }
 
 // Deleting a task deletes its comments too.

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 
+	"taskflow/errs"
+
 	"github.com/jackc/pgx/v5"
 )
 
@@ -31,7 +33,7 @@ func (db *DB) RoleIn(ctx context.Context, workspaceID, userID, kind string) (Rol
 // is not a member, FORBIDDEN (naming action) if the role is too weak.
 func (db *DB) requireRole(ctx context.Context, workspaceID string, user *User, min Role, kind, action string) (Role, error) {
 	if user == nil {
-		return "", ErrUnauthenticated
+		return "", errs.ErrUnauthenticated
 	}
 	r, err := db.RoleIn(ctx, workspaceID, user.ID, kind)
 	if err != nil {

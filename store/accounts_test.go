@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"taskflow/errs"
 	"taskflow/store"
 	"taskflow/store/storetest"
 )
@@ -24,7 +25,7 @@ func TestNormalizeEmail(t *testing.T) {
 	}
 	for _, in := range []string{"", " ", "alice", "alice@", "@example.com", "Alice <alice@example.com>",
 		"a b@example.com", strings.Repeat("a", 250) + "@example.com"} {
-		if _, err := store.NormalizeEmail(in); store.ErrorCode(err) != store.CodeBadUserInput {
+		if _, err := store.NormalizeEmail(in); errs.CodeOf(err) != errs.CodeBadUserInput {
 			t.Errorf("NormalizeEmail(%q): err %v, want BAD_USER_INPUT", in, err)
 		}
 	}
@@ -71,7 +72,7 @@ func TestAccountBatchReadsAreConfinedToTheViewer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := db.Projects(ctx, bob, ws.ID, false, page); store.ErrorCode(err) != store.CodeNotFound {
+	if _, err := db.Projects(ctx, bob, ws.ID, false, page); errs.CodeOf(err) != errs.CodeNotFound {
 		t.Fatalf("Projects as a stranger: %v, want NOT_FOUND", err)
 	}
 	// Alice sees them; malformed ids are ignored, not errors.

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"taskflow/audit"
+	"taskflow/reqinfo"
 )
 
 // appendAudit appends ev to its hash chain inside tx: it takes the chain's
@@ -53,7 +54,7 @@ func appendAuditWith(ctx context.Context, tx Querier, ev audit.Event, now func()
 		return fmt.Errorf("audit: actor id: %w", err)
 	}
 	ev.WorkspaceID, ev.ActorID = wsID, actorID
-	info := audit.InfoFrom(ctx)
+	info := reqinfo.From(ctx)
 	meta, err := audit.NormalizeMetadata(ev.Metadata)
 	if err != nil {
 		return err

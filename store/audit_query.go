@@ -13,6 +13,8 @@ import (
 	"strings"
 	"time"
 
+	"taskflow/errs"
+
 	"github.com/jackc/pgx/v5"
 )
 
@@ -42,10 +44,10 @@ func (f AuditFilter) normalized() (AuditFilter, error) {
 	for _, a := range f.Actions {
 		a = strings.TrimSpace(a)
 		if a == "" {
-			return out, Errorf(CodeBadUserInput, "filter.actions: an action must not be empty")
+			return out, errs.Errorf(errs.CodeBadUserInput, "filter.actions: an action must not be empty")
 		}
 		if i := strings.IndexByte(a, '*'); i >= 0 && i != len(a)-1 {
-			return out, Errorf(CodeBadUserInput, "filter.actions: %q: * may only end a prefix, as in task.*", a)
+			return out, errs.Errorf(errs.CodeBadUserInput, "filter.actions: %q: * may only end a prefix, as in task.*", a)
 		}
 		if a == "*" {
 			// Every action: the same as no action filter.

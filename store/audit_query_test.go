@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"taskflow/audit"
+	"taskflow/errs"
+	"taskflow/reqinfo"
 	"taskflow/store"
 )
 
@@ -195,19 +197,19 @@ func TestAuditEventsBadInputAndCursorBinding(t *testing.T) {
 	// The admin of w.ws is also OWNER of a second workspace with events.
 	ws2 := w.f.workspace(map[*store.User]store.Role{w.admin: store.RoleOwner})
 	w.f.append(ctx, auditWsEvent(ws2, w.admin, "task.created", "x", nil), nil)
-	code := func(err error) store.Code { return store.ErrorCode(err) }
+	code := func(err error) errs.Code { return errs.CodeOf(err) }
 	for _, bad := range []store.AuditFilter{
 		{Actions: []string{""}},
 		{Actions: []string{"*.created"}},
 		{Actions: []string{"ta*sk"}},
 		{Actions: []string{"task.**"}},
 	} {
-		if _, err := w.f.db.AuditEvents(ctx, w.admin, w.ws, bad, nil, nil); code(err) != store.CodeBadUserInput {
+		if _, err := w.f.db.AuditEvents(ctx, w.admin, w.ws, bad, nil, nil); code(err) != errs.CodeBadUserInput {
 			t.Errorf("filter %v: %v", bad.Actions, err)
 		}
 	}
 	for _, n := range []int{0, -1, 101} {
-		if _, err := w.f.db.AuditEvents(ctx, w.admin, w.ws, store.AuditFilter{}, &n, nil); code(err) != store.CodeBadUserInput {
+		if _, err := w.f.db.AuditEvents(ctx, w.admin, w.ws, store.AuditFilter{}, &n, nil); code(err) != errs.CodeBadUserInput {
 			t.Errorf("first=%d: %v", n, err)
 		}
 	}
@@ -233,18 +235,18 @@ func TestAuditEventsBadInputAndCursorBinding(t *testing.T) {
 		"added until":    {Actions: []string{"task.*"}, Until: &t0},
 		"until as since": {Actions: []string{"task.*"}, Since: &t0, Until: nil},
 	} {
-		if _, err := w.f.db.AuditEvents(ctx, w.admin, w.ws, other, auditPtr(2), cur); code(err) != store.CodeBadUserInput {
+		if _, err := w.f.db.AuditEvents(ctx, w.admin, w.ws, other, auditPtr(2), cur); code(err) != errs.CodeBadUserInput {
 			t.Errorf("cursor reused with %s: %v", name, err)
 		}
 	}
-	if _, err := w.f.db.AuditEvents(ctx, w.admin, ws2, f, auditPtr(2), cur); code(err) != store.CodeBadUserInput {
+	if _, err := w.f.db.AuditEvents(ctx, w.admin, ws2, f, auditPtr(2), cur); code(err) != errs.CodeBadUserInput {
 		t.Errorf("cursor reused in another workspace: %v", err)
 	}
-	if _, err := w.f.db.UserAuditEvents(ctx, w.admin, w.admin.ID, auditPtr(2), cur); code(err) != store.CodeBadUserInput {
+	if _, err := w.f.db.UserAuditEvents(ctx, w.admin, w.admin.ID, auditPtr(2), cur); code(err) != errs.CodeBadUserInput {
 		t.Errorf("cursor reused for account events: %v", err)
 	}
 	for _, junk := range []string{"x", "!!!", "eyJ0IjoiMjAyNi0wMS0wMVQwMDowMDowMFoiLCJpIjoibm9wZSJ9"} {
-		if _, err := w.f.db.AuditEvents(ctx, w.admin, w.ws, f, auditPtr(2), &junk); code(err) != store.CodeBadUserInput {
+		if _, err := w.f.db.AuditEvents(ctx, w.admin, w.ws, f, auditPtr(2), &junk); code(err) != errs.CodeBadUserInput {
 			t.Errorf("cursor %q: %v", junk, err)
 		}
 	}
@@ -277,15 +279,15 @@ func TestAuditAccessRules(t *testing.T) {
 	cases := []struct {
 		user *store.User
 		ws   string
-		want store.Code
+		want errs.Code
 	}{
 		{owner, ws, ""}, {admin, ws, ""},
-		{member, ws, store.CodeForbidden}, {viewer, ws, store.CodeForbidden},
-		{stranger, ws, store.CodeNotFound},
-		{admin, other, store.CodeForbidden}, // a VIEWER there
-		{owner, "00000000-0000-0000-0000-000000000000", store.CodeNotFound},
-		{owner, "not-an-id", store.CodeNotFound},
-		{nil, ws, store.CodeUnauthenticated},
+		{member, ws, errs.CodeForbidden}, {viewer, ws, errs.CodeForbidden},
+		{stranger, ws, errs.CodeNotFound},
+		{admin, other, errs.CodeForbidden}, // a VIEWER there
+		{owner, "00000000-0000-0000-0000-000000000000", errs.CodeNotFound},
+		{owner, "not-an-id", errs.CodeNotFound},
+		{nil, ws, errs.CodeUnauthenticated},
 	}
 	for op, c := range calls {
 		for _, tc := range cases {
@@ -293,7 +295,7 @@ func TestAuditAccessRules(t *testing.T) {
 			if tc.user != nil {
 				who = tc.user.Name
 			}
-			if got := store.ErrorCode(c(tc.user, tc.ws)); got != tc.want {
+			if got := errs.CodeOf(c(tc.user, tc.ws)); got != tc.want {
 				t.Errorf("%s by %s in %s: code %q, want %q", op, who, tc.ws, got, tc.want)
 			}
 		}
@@ -383,7 +385,7 @@ func TestUserAuditEvents(t *testing.T) {
 	ctx := context.Background()
 	alice, bob := f.user("Alice"), f.user("Bob")
 	ws := f.workspace(map[*store.User]store.Role{alice: store.RoleOwner})
-	ctx = audit.WithInfo(ctx, audit.Info{IP: "198.51.100.1"})
+	ctx = reqinfo.With(ctx, reqinfo.Info{IP: "198.51.100.1"})
 	f.append(ctx, audit.Event{ActorID: &alice.ID, Action: "user.registered", EntityID: alice.ID}, nil)
 	f.append(ctx, audit.Event{ActorID: &alice.ID, Action: "user.logged_in", EntityID: alice.ID}, nil)
 	f.append(ctx, audit.Event{Action: "user.login_failed", EntityID: alice.ID}, nil)
@@ -413,7 +415,7 @@ func TestUserAuditEvents(t *testing.T) {
 	if err != nil || len(p2.Edges) != 1 || p2.Edges[0].Node.Action != "user.registered" || p2.PageInfo.HasNextPage {
 		t.Fatalf("page 2 = %+v, %v", p2, err)
 	}
-	if _, err := f.db.UserAuditEvents(ctx, bob, bob.ID, auditPtr(2), p1.PageInfo.EndCursor); store.ErrorCode(err) != store.CodeBadUserInput {
+	if _, err := f.db.UserAuditEvents(ctx, bob, bob.ID, auditPtr(2), p1.PageInfo.EndCursor); errs.CodeOf(err) != errs.CodeBadUserInput {
 		t.Errorf("alice's cursor on bob's events: %v", err)
 	}
 	for _, viewer := range []*store.User{bob, nil} {

@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"taskflow/audit"
+	"taskflow/reqinfo"
 	"taskflow/store"
 	"taskflow/store/storetest"
 )
@@ -139,7 +140,7 @@ func TestAuditMetadataRoundTripVerifies(t *testing.T) {
 	f := newAuditFixture(t)
 	owner := f.user("Owner")
 	ws := f.workspace(map[*store.User]store.Role{owner: store.RoleOwner})
-	ctx := audit.WithInfo(context.Background(), audit.Info{IP: "203.0.113.7", UserAgent: "agent \xff\x00 bad", RequestID: "req-1"})
+	ctx := reqinfo.With(context.Background(), reqinfo.Info{IP: "203.0.113.7", UserAgent: "agent \xff\x00 bad", RequestID: "req-1"})
 	metas := []map[string]any{
 		nil,
 		{},

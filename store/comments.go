@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"taskflow/audit"
+	"taskflow/errs"
 )
 
 // MaxCommentLength is the longest comment body accepted, in characters.
@@ -36,10 +37,10 @@ func scanComment(row pgx.Row, leading ...any) (*Comment, error) {
 func cleanBody(s string) (string, error) {
 	s = strings.TrimSpace(s)
 	if s == "" {
-		return "", Errorf(CodeBadUserInput, "body must not be empty")
+		return "", errs.Errorf(errs.CodeBadUserInput, "body must not be empty")
 	}
 	if utf8.RuneCountInString(s) > MaxCommentLength {
-		return "", Errorf(CodeBadUserInput, "body must be at most %d characters", MaxCommentLength)
+		return "", errs.Errorf(errs.CodeBadUserInput, "body must be at most %d characters", MaxCommentLength)
 	}
 	return s, nil
 }
@@ -50,7 +51,7 @@ func cleanBody(s string) (string, error) {
 // VIEWER, and BAD_USER_INPUT for an empty or too long body.
 func (db *DB) AddComment(ctx context.Context, actor *User, taskID, body string) (*Comment, error) {
 	if actor == nil {
-		return nil, ErrUnauthenticated
+		return nil, errs.ErrUnauthenticated
 	}
 	body, err := cleanBody(body)
 	if err != nil {
@@ -99,7 +100,7 @@ func (db *DB) lockComment(ctx context.Context, tx Querier, actor *User, id, acti
 		return nil, notFound("comment")
 	}
 	if actor == nil {
-		return nil, ErrUnauthenticated
+		return nil, errs.ErrUnauthenticated
 	}
 	var member *Role
 	c, err := scanComment(tx.QueryRow(ctx, `SELECT m.role, `+commentColumns+` FROM comments c`+joinRole("c", "$2")+`
@@ -115,7 +116,7 @@ func (db *DB) lockComment(ctx context.Context, tx Querier, actor *User, id, acti
 		return nil, err
 	}
 	if c.AuthorID != actor.ID && !role.AtLeast(RoleAdmin) {
-		return nil, Errorf(CodeForbidden, "only the comment's author or an ADMIN or OWNER may %s", action)
+		return nil, errs.Errorf(errs.CodeForbidden, "only the comment's author or an ADMIN or OWNER may %s", action)
 	}
 	return c, nil
 }
@@ -127,7 +128,7 @@ func (db *DB) lockComment(ctx context.Context, tx Querier, actor *User, id, acti
 // of, FORBIDDEN for anyone else, and BAD_USER_INPUT for an empty or too long body.
 func (db *DB) UpdateComment(ctx context.Context, actor *User, id, body string) (*Comment, error) {
 	if actor == nil {
-		return nil, ErrUnauthenticated
+		return nil, errs.ErrUnauthenticated
 	}
 	body, err := cleanBody(body)
 	if err != nil {
@@ -165,7 +166,7 @@ func (db *DB) UpdateComment(ctx context.Context, actor *User, id, body string) (
 // actor is not a member of, and FORBIDDEN for anyone else.
 func (db *DB) DeleteComment(ctx context.Context, actor *User, id string) error {
 	if actor == nil {
-		return ErrUnauthenticated
+		return errs.ErrUnauthenticated
 	}
 	return db.WithTx(ctx, func(ctx context.Context, tx Querier) error {
 		c, err := db.lockComment(ctx, tx, actor, id, "delete this comment")

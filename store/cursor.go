@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"time"
 
+	"taskflow/errs"
+
 	"github.com/google/uuid"
 )
 
@@ -35,17 +37,17 @@ func decodeCursor(after *string, scope string) (*cursor, error) {
 	}
 	b, err := base64.RawURLEncoding.DecodeString(*after)
 	if err != nil {
-		return nil, Errorf(CodeBadUserInput, "after: malformed cursor")
+		return nil, errs.Errorf(errs.CodeBadUserInput, "after: malformed cursor")
 	}
 	var c cursor
 	if err := json.Unmarshal(b, &c); err != nil || c.At.IsZero() {
-		return nil, Errorf(CodeBadUserInput, "after: malformed cursor")
+		return nil, errs.Errorf(errs.CodeBadUserInput, "after: malformed cursor")
 	}
 	if _, err := uuid.Parse(c.ID); err != nil {
-		return nil, Errorf(CodeBadUserInput, "after: malformed cursor")
+		return nil, errs.Errorf(errs.CodeBadUserInput, "after: malformed cursor")
 	}
 	if c.Scope != scope {
-		return nil, Errorf(CodeBadUserInput, "after: the cursor belongs to another list or filter")
+		return nil, errs.Errorf(errs.CodeBadUserInput, "after: the cursor belongs to another list or filter")
 	}
 	return &c, nil
 }
@@ -57,7 +59,7 @@ func pageSize(first *int, def int) (int, error) {
 		n = *first
 	}
 	if n < 1 || n > MaxPageSize {
-		return 0, Errorf(CodeBadUserInput, "first must be between 1 and %d", MaxPageSize)
+		return 0, errs.Errorf(errs.CodeBadUserInput, "first must be between 1 and %d", MaxPageSize)
 	}
 	return n, nil
 }

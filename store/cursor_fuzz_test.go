@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"taskflow/errs"
+
 	"github.com/google/uuid"
 )
 
@@ -26,7 +28,7 @@ func FuzzDecodeCursor(f *testing.F) {
 	f.Fuzz(func(t *testing.T, after, scope string) {
 		c, err := decodeCursor(&after, scope)
 		if err != nil {
-			if ErrorCode(err) != CodeBadUserInput {
+			if errs.CodeOf(err) != errs.CodeBadUserInput {
 				t.Fatalf("%q: error %v is not BAD_USER_INPUT", after, err)
 			}
 			if c != nil {

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"time"
 
+	"taskflow/errs"
+
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 )
@@ -240,8 +242,8 @@ type idempotencyClaim struct {
 
 // inProgress is the IDEMPOTENCY_IN_PROGRESS error, with the whole seconds after
 // which a retry makes sense in extensions.retryAfter.
-func inProgress(wait time.Duration) *Error {
-	e := Errorf(CodeIdempotencyInProgress,
+func inProgress(wait time.Duration) *errs.Error {
+	e := errs.Errorf(errs.CodeIdempotencyInProgress,
 		"a request with this idempotency key is still in progress; retry later")
 	e.Extensions = map[string]any{"retryAfter": max(int64(math.Ceil(wait.Seconds())), 1)}
 	return e

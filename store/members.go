@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"taskflow/audit"
+	"taskflow/errs"
 )
 
 // MembersByWorkspaces returns the members of each of workspaceIDs that viewerID is
@@ -83,10 +84,10 @@ func ownerCount(ctx context.Context, tx Querier, workspaceID string) (int, error
 }
 
 // errLastOwner is returned when a change would leave a workspace without an OWNER.
-var errLastOwner = Errorf(CodeConflict, "the last OWNER of a workspace cannot be removed or demoted")
+var errLastOwner = errs.Errorf(errs.CodeConflict, "the last OWNER of a workspace cannot be removed or demoted")
 
 // errOwnerOnly is returned when a non-OWNER tries to make or unmake an OWNER.
-var errOwnerOnly = Errorf(CodeForbidden, "only an OWNER can make or unmake an OWNER")
+var errOwnerOnly = errs.Errorf(errs.CodeForbidden, "only an OWNER can make or unmake an OWNER")
 
 // AddMember adds the user with this e-mail to the workspace with role and records
 // member.added. The actor must be an OWNER or ADMIN, and an OWNER to add an OWNER.
@@ -96,10 +97,10 @@ var errOwnerOnly = Errorf(CodeForbidden, "only an OWNER can make or unmake an OW
 // already a member.
 func (db *DB) AddMember(ctx context.Context, actor *User, workspaceID, email string, role Role) (*Member, error) {
 	if actor == nil {
-		return nil, ErrUnauthenticated
+		return nil, errs.ErrUnauthenticated
 	}
 	if !role.IsValid() {
-		return nil, Errorf(CodeBadUserInput, "role: not a valid role")
+		return nil, errs.Errorf(errs.CodeBadUserInput, "role: not a valid role")
 	}
 	var out *Member
 	err := db.WithTx(ctx, func(ctx context.Context, tx Querier) error {
@@ -150,10 +151,10 @@ func (db *DB) AddMember(ctx context.Context, actor *User, workspaceID, email str
 // would demote the last OWNER.
 func (db *DB) UpdateMemberRole(ctx context.Context, actor *User, workspaceID, userID string, role Role) (*Member, error) {
 	if actor == nil {
-		return nil, ErrUnauthenticated
+		return nil, errs.ErrUnauthenticated
 	}
 	if !role.IsValid() {
-		return nil, Errorf(CodeBadUserInput, "role: not a valid role")
+		return nil, errs.Errorf(errs.CodeBadUserInput, "role: not a valid role")
 	}
 	var out *Member
 	err := db.WithTx(ctx, func(ctx context.Context, tx Querier) error {
@@ -212,7 +213,7 @@ func (db *DB) UpdateMemberRole(ctx context.Context, actor *User, workspaceID, us
 // when it would remove the last OWNER.
 func (db *DB) RemoveMember(ctx context.Context, actor *User, workspaceID, userID string) error {
 	if actor == nil {
-		return ErrUnauthenticated
+		return errs.ErrUnauthenticated
 	}
 	return db.WithTx(ctx, func(ctx context.Context, tx Querier) error {
 		if err := lockWorkspace(ctx, tx, workspaceID); err != nil {

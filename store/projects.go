@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"taskflow/audit"
+	"taskflow/errs"
 )
 
 // projectColumns is the column list scanned by scanProject.
@@ -64,7 +65,7 @@ func ProjectsScope(workspaceID string, includeArchived bool) string {
 // viewer and NOT_FOUND if the viewer is not a member of the workspace.
 func (db *DB) Projects(ctx context.Context, viewer *User, workspaceID string, includeArchived bool, p Page) (*ProjectConnection, error) {
 	if viewer == nil {
-		return nil, ErrUnauthenticated
+		return nil, errs.ErrUnauthenticated
 	}
 	pages, err := db.ProjectLists(ctx, viewer.ID, []ProjectList{{WorkspaceID: workspaceID, IncludeArchived: includeArchived, Page: p}})
 	if err != nil {
@@ -87,7 +88,7 @@ func cleanDescription(d *string) (*string, error) {
 		return nil, nil
 	}
 	if utf8.RuneCountInString(s) > MaxDescriptionLength {
-		return nil, Errorf(CodeBadUserInput, "description must be at most %d characters", MaxDescriptionLength)
+		return nil, errs.Errorf(errs.CodeBadUserInput, "description must be at most %d characters", MaxDescriptionLength)
 	}
 	return &s, nil
 }
@@ -98,7 +99,7 @@ func cleanDescription(d *string) (*string, error) {
 // and BAD_USER_INPUT for an empty or over-long name or description.
 func (db *DB) CreateProject(ctx context.Context, actor *User, workspaceID, name string, description *string) (*Project, error) {
 	if actor == nil {
-		return nil, ErrUnauthenticated
+		return nil, errs.ErrUnauthenticated
 	}
 	var out *Project
 	err := db.WithTx(ctx, func(ctx context.Context, tx Querier) error {
@@ -140,7 +141,7 @@ func (db *DB) lockProject(ctx context.Context, tx Querier, actor *User, id strin
 		return nil, notFound("project")
 	}
 	if actor == nil {
-		return nil, ErrUnauthenticated
+		return nil, errs.ErrUnauthenticated
 	}
 	var role *Role
 	p, err := scanProject(tx.QueryRow(ctx, `SELECT `+projectColumns+`, m.role FROM projects p`+joinRole("p", "$2")+`
@@ -174,7 +175,7 @@ type ProjectPatch struct {
 // BAD_USER_INPUT for an empty or over-long name or an over-long description.
 func (db *DB) UpdateProject(ctx context.Context, actor *User, id string, patch ProjectPatch) (*Project, error) {
 	if actor == nil {
-		return nil, ErrUnauthenticated
+		return nil, errs.ErrUnauthenticated
 	}
 	var out *Project
 	err := db.WithTx(ctx, func(ctx context.Context, tx Querier) error {
@@ -223,7 +224,7 @@ func (db *DB) UpdateProject(ctx context.Context, actor *User, id string, patch P
 // a workspace the actor is not a member of, and FORBIDDEN for a weaker role.
 func (db *DB) ArchiveProject(ctx context.Context, actor *User, id string) (*Project, error) {
 	if actor == nil {
-		return nil, ErrUnauthenticated
+		return nil, errs.ErrUnauthenticated
 	}
 	var out *Project
 	err := db.WithTx(ctx, func(ctx context.Context, tx Querier) error {

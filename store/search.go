@@ -11,6 +11,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"taskflow/errs"
+
 	"github.com/google/uuid"
 )
 
@@ -50,17 +52,17 @@ func decodeSearchCursor(after *string, scope string) (*searchCursor, error) {
 	}
 	b, err := base64.RawURLEncoding.DecodeString(*after)
 	if err != nil {
-		return nil, Errorf(CodeBadUserInput, "after: malformed cursor")
+		return nil, errs.Errorf(errs.CodeBadUserInput, "after: malformed cursor")
 	}
 	var c searchCursor
 	if err := json.Unmarshal(b, &c); err != nil || c.At.IsZero() {
-		return nil, Errorf(CodeBadUserInput, "after: malformed cursor")
+		return nil, errs.Errorf(errs.CodeBadUserInput, "after: malformed cursor")
 	}
 	if _, err := uuid.Parse(c.ID); err != nil {
-		return nil, Errorf(CodeBadUserInput, "after: malformed cursor")
+		return nil, errs.Errorf(errs.CodeBadUserInput, "after: malformed cursor")
 	}
 	if c.Scope != scope {
-		return nil, Errorf(CodeBadUserInput, "after: the cursor belongs to another search")
+		return nil, errs.Errorf(errs.CodeBadUserInput, "after: the cursor belongs to another search")
 	}
 	return &c, nil
 }
@@ -74,14 +76,14 @@ func decodeSearchCursor(after *string, scope string) (*searchCursor, error) {
 // cursor from another workspace or query.
 func (db *DB) SearchTasks(ctx context.Context, viewer *User, workspaceID, query string, first *int, after *string) (*TaskConnection, error) {
 	if viewer == nil {
-		return nil, ErrUnauthenticated
+		return nil, errs.ErrUnauthenticated
 	}
 	query = strings.TrimSpace(query)
 	if query == "" {
-		return nil, Errorf(CodeBadUserInput, "query must not be empty")
+		return nil, errs.Errorf(errs.CodeBadUserInput, "query must not be empty")
 	}
 	if utf8.RuneCountInString(query) > MaxSearchQueryLength {
-		return nil, Errorf(CodeBadUserInput, "query must be at most %d characters", MaxSearchQueryLength)
+		return nil, errs.Errorf(errs.CodeBadUserInput, "query must be at most %d characters", MaxSearchQueryLength)
 	}
 	n, err := pageSize(first, DefaultSearchPageSize)
 	if err != nil {

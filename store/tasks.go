@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"taskflow/audit"
+	"taskflow/errs"
 )
 
 // MaxTitleLength is the longest task title accepted, in characters.
@@ -75,10 +76,10 @@ func scanTask(row pgx.Row, extra ...any) (*Task, error) {
 func cleanTitle(s string) (string, error) {
 	s = strings.TrimSpace(s)
 	if s == "" {
-		return "", Errorf(CodeBadUserInput, "title must not be empty")
+		return "", errs.Errorf(errs.CodeBadUserInput, "title must not be empty")
 	}
 	if utf8.RuneCountInString(s) > MaxTitleLength {
-		return "", Errorf(CodeBadUserInput, "title must be at most %d characters", MaxTitleLength)
+		return "", errs.Errorf(errs.CodeBadUserInput, "title must be at most %d characters", MaxTitleLength)
 	}
 	return s, nil
 }
@@ -86,7 +87,7 @@ func cleanTitle(s string) (string, error) {
 // checkDescription refuses a description that is too long.
 func checkDescription(s *string) error {
 	if s != nil && utf8.RuneCountInString(*s) > MaxTaskDescriptionLength {
-		return Errorf(CodeBadUserInput, "description must be at most %d characters", MaxTaskDescriptionLength)
+		return errs.Errorf(errs.CodeBadUserInput, "description must be at most %d characters", MaxTaskDescriptionLength)
 	}
 	return nil
 }
@@ -95,7 +96,7 @@ func checkDescription(s *string) error {
 // well-formed but not a member is refused by tasks_assignee_member_fkey).
 func checkAssignee(id *string) error {
 	if id != nil && !validID(*id) {
-		return Errorf(CodeBadUserInput, "the assignee must be a member of the workspace")
+		return errs.Errorf(errs.CodeBadUserInput, "the assignee must be a member of the workspace")
 	}
 	return nil
 }
@@ -109,7 +110,7 @@ func checkAssignee(id *string) error {
 // invalid status or priority, or an assignee who is not a member of the workspace.
 func (db *DB) CreateTask(ctx context.Context, actor *User, in NewTask) (*Task, error) {
 	if actor == nil {
-		return nil, ErrUnauthenticated
+		return nil, errs.ErrUnauthenticated
 	}
 	title, err := cleanTitle(in.Title)
 	if err != nil {
@@ -126,7 +127,7 @@ func (db *DB) CreateTask(ctx context.Context, actor *User, in NewTask) (*Task, e
 		priority = *in.Priority
 	}
 	if !status.IsValid() || !priority.IsValid() {
-		return nil, Errorf(CodeBadUserInput, "invalid status or priority")
+		return nil, errs.Errorf(errs.CodeBadUserInput, "invalid status or priority")
 	}
 	if err := checkAssignee(in.AssigneeID); err != nil {
 		return nil, err
@@ -152,7 +153,7 @@ func (db *DB) CreateTask(ctx context.Context, actor *User, in NewTask) (*Task, e
 			return err
 		}
 		if archivedAt != nil {
-			return Errorf(CodeConflict, "the project is archived and takes no new tasks")
+			return errs.Errorf(errs.CodeConflict, "the project is archived and takes no new tasks")
 		}
 		task, err = scanTask(tx.QueryRow(ctx, `INSERT INTO tasks AS t (project_id, workspace_id, title, description,
 				status, priority, assignee_id, due_date, created_by)
@@ -180,7 +181,7 @@ func (db *DB) lockTask(ctx context.Context, tx Querier, actor *User, id string, 
 		return nil, notFound("task")
 	}
 	if actor == nil {
-		return nil, ErrUnauthenticated
+		return nil, errs.ErrUnauthenticated
 	}
 	var role *Role
 	t, err := scanTask(tx.QueryRow(ctx, `SELECT `+taskColumns+`, m.role FROM tasks t`+joinRole("t", "$2")+`
@@ -201,7 +202,7 @@ func (db *DB) lockTask(ctx context.Context, tx Querier, actor *User, id string, 
 func (p TaskPatch) apply(t Task) (Task, error) {
 	if p.Title.Set {
 		if p.Title.Value == nil {
-			return t, Errorf(CodeBadUserInput, "title cannot be null")
+			return t, errs.Errorf(errs.CodeBadUserInput, "title cannot be null")
 		}
 		title, err := cleanTitle(*p.Title.Value)
 		if err != nil {
@@ -217,13 +218,13 @@ func (p TaskPatch) apply(t Task) (Task, error) {
 	}
 	if p.Status.Set {
 		if p.Status.Value == nil || !p.Status.Value.IsValid() {
-			return t, Errorf(CodeBadUserInput, "status cannot be null")
+			return t, errs.Errorf(errs.CodeBadUserInput, "status cannot be null")
 		}
 		t.Status = *p.Status.Value
 	}
 	if p.Priority.Set {
 		if p.Priority.Value == nil || !p.Priority.Value.IsValid() {
-			return t, Errorf(CodeBadUserInput, "priority cannot be null")
+			return t, errs.Errorf(errs.CodeBadUserInput, "priority cannot be null")
 		}
 		t.Priority = *p.Priority.Value
 	}
@@ -247,7 +248,7 @@ func (p TaskPatch) apply(t Task) (Task, error) {
 // long title, or an assignee who is not a member of the workspace.
 func (db *DB) UpdateTask(ctx context.Context, actor *User, id string, patch TaskPatch) (*Task, error) {
 	if actor == nil {
-		return nil, ErrUnauthenticated
+		return nil, errs.ErrUnauthenticated
 	}
 	if _, err := patch.apply(Task{}); err != nil {
 		return nil, err // invalid whatever the task is
@@ -291,7 +292,7 @@ func (db *DB) UpdateTask(ctx context.Context, actor *User, id string, patch Task
 // FORBIDDEN for a VIEWER.
 func (db *DB) DeleteTask(ctx context.Context, actor *User, id string) error {
 	if actor == nil {
-		return ErrUnauthenticated
+		return errs.ErrUnauthenticated
 	}
 	return db.WithTx(ctx, func(ctx context.Context, tx Querier) error {
 		task, err := db.lockTask(ctx, tx, actor, id, RoleMember, "delete tasks")
@@ -313,7 +314,7 @@ func (db *DB) DeleteTask(ctx context.Context, actor *User, id string) error {
 // is not a member of.
 func (db *DB) Task(ctx context.Context, viewer *User, id string) (*Task, error) {
 	if viewer == nil {
-		return nil, ErrUnauthenticated
+		return nil, errs.ErrUnauthenticated
 	}
 	if !validID(id) {
 		return nil, notFound("task")
@@ -381,7 +382,7 @@ func NewTaskPageKey(projectID string, status *TaskStatus, first *int, after *str
 	k := TaskPageKey{ProjectID: projectID}
 	if status != nil {
 		if !status.IsValid() {
-			return k, Errorf(CodeBadUserInput, "invalid status")
+			return k, errs.Errorf(errs.CodeBadUserInput, "invalid status")
 		}
 		k.Status = *status
 	}

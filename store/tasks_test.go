@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"taskflow/audit"
+	"taskflow/errs"
 	"taskflow/store"
 	"taskflow/store/storetest"
 )
@@ -136,7 +137,7 @@ func TestTaskPagesMixedKeys(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := store.NewTaskPageKey(f.project, &done, &two, alone[1].PageInfo.EndCursor); store.ErrorCode(err) != store.CodeBadUserInput {
+	if _, err := store.NewTaskPageKey(f.project, &done, &two, alone[1].PageInfo.EndCursor); errs.CodeOf(err) != errs.CodeBadUserInput {
 		t.Fatalf("cursor of another project accepted: %v", err)
 	}
 	mixed, err := f.db.TaskPages(ctx, []store.TaskPageKey{k3, k1, k4, k2})

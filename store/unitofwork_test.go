@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"taskflow/errs"
 	"taskflow/store"
 	"taskflow/store/storetest"
 )
@@ -29,7 +30,7 @@ func TestContextOutlivingUnitOfWorkHasNoTx(t *testing.T) {
 	}
 	// A store read with it after the end goes to the pool, not to the closed tx.
 	_, err := db.RoleIn(inner, "00000000-0000-0000-0000-000000000000", "00000000-0000-0000-0000-000000000000", "workspace")
-	if store.ErrorCode(err) != store.CodeNotFound {
+	if errs.CodeOf(err) != errs.CodeNotFound {
 		t.Fatalf("read after the unit of work: %v", err)
 	}
 }
@@ -192,7 +193,7 @@ func TestClaimWithTheKeyHeld(t *testing.T) {
 		_, err := db.ClaimIdempotencyKey(ctx, u.ID, "running", "f", []byte("fp"), time.Hour, 10*time.Millisecond)
 		return err
 	})
-	if store.ErrorCode(err) != store.CodeIdempotencyInProgress {
+	if errs.CodeOf(err) != errs.CodeIdempotencyInProgress {
 		t.Fatalf("claim of a key held by a running transaction: %v", err)
 	}
 }

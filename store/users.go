@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"taskflow/audit"
+	"taskflow/errs"
 )
 
 // userColumns is the column list scanned by scanUser.
@@ -56,15 +57,15 @@ const maxEmailLength = 254
 func NormalizeEmail(s string) (string, error) {
 	e := strings.ToLower(strings.TrimSpace(s))
 	if e == "" || len(e) > maxEmailLength {
-		return "", Errorf(CodeBadUserInput, "email: not a valid e-mail address")
+		return "", errs.Errorf(errs.CodeBadUserInput, "email: not a valid e-mail address")
 	}
 	addr, err := mail.ParseAddress(e)
 	if err != nil || addr.Address != e || addr.Name != "" {
-		return "", Errorf(CodeBadUserInput, "email: not a valid e-mail address")
+		return "", errs.Errorf(errs.CodeBadUserInput, "email: not a valid e-mail address")
 	}
 	local, domain, ok := strings.Cut(e, "@")
 	if !ok || local == "" || domain == "" || strings.ContainsAny(domain, " \t\r\n") {
-		return "", Errorf(CodeBadUserInput, "email: not a valid e-mail address")
+		return "", errs.Errorf(errs.CodeBadUserInput, "email: not a valid e-mail address")
 	}
 	return e, nil
 }
@@ -74,10 +75,10 @@ func NormalizeEmail(s string) (string, error) {
 func cleanName(field, s string, max int) (string, error) {
 	s = strings.TrimSpace(s)
 	if s == "" {
-		return "", Errorf(CodeBadUserInput, "%s must not be empty", field)
+		return "", errs.Errorf(errs.CodeBadUserInput, "%s must not be empty", field)
 	}
 	if utf8.RuneCountInString(s) > max {
-		return "", Errorf(CodeBadUserInput, "%s must be at most %d characters", field, max)
+		return "", errs.Errorf(errs.CodeBadUserInput, "%s must be at most %d characters", field, max)
 	}
 	return s, nil
 }
@@ -242,7 +243,7 @@ func (db *DB) RecordLoginFailure(ctx context.Context, u *User, reason string) er
 // revoked yet. It returns UNAUTHENTICATED for no user.
 func (db *DB) RevokeToken(ctx context.Context, u *User, tokenHash []byte) error {
 	if u == nil {
-		return ErrUnauthenticated
+		return errs.ErrUnauthenticated
 	}
 	_, err := db.q(ctx).Exec(ctx, `UPDATE tokens SET revoked_at = now()
 		WHERE token_hash = $1 AND user_id = $2 AND revoked_at IS NULL`, tokenHash, u.ID)

@@ -7,6 +7,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"taskflow/audit"
+	"taskflow/errs"
 )
 
 // workspaceColumns is the column list scanned by scanWorkspace: the workspace w
@@ -82,7 +83,7 @@ func (db *DB) WorkspacesOfUsers(ctx context.Context, viewerID string, userIDs []
 // BAD_USER_INPUT for an empty or over-long name.
 func (db *DB) CreateWorkspace(ctx context.Context, actor *User, name string) (*Workspace, error) {
 	if actor == nil {
-		return nil, ErrUnauthenticated
+		return nil, errs.ErrUnauthenticated
 	}
 	name, err := cleanName("name", name, MaxNameLength)
 	if err != nil {

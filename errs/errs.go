@@ -1,0 +1,72 @@
+// Package errs is TaskFlow's error vocabulary: the codes a client sees in
+// extensions.code and the one error type that carries them. It is a leaf
+// package (it imports only the standard library), so every mechanism (store,
+// rate limits, idempotency, transports) names the same codes without importing
+// any other of them. The contract's table of codes is docs/api.md#errors.
+package errs
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Code is a machine-readable error class, shown to clients as extensions.code.
+type Code string
+
+// The codes of the API contract that domain code returns. GraphQL's own
+// (GRAPHQL_PARSE_FAILED, GRAPHQL_VALIDATION_FAILED) come from gqlgen's errcode
+// package and PERSISTED_QUERY_NOT_FOUND from package apq.
+const (
+	// CodeUnauthenticated: no valid token where one is needed, or a bad login.
+	CodeUnauthenticated Code = "UNAUTHENTICATED"
+	// CodeForbidden: a member whose role does not allow the action.
+	CodeForbidden Code = "FORBIDDEN"
+	// CodeNotFound: the thing does not exist or is not visible to the caller.
+	CodeNotFound Code = "NOT_FOUND"
+	// CodeBadUserInput: invalid arguments.
+	CodeBadUserInput Code = "BAD_USER_INPUT"
+	// CodeConflict: the state of the data refuses the change.
+	CodeConflict Code = "CONFLICT"
+	// CodeIdempotencyKeyReused: the key was used for another call.
+	CodeIdempotencyKeyReused Code = "IDEMPOTENCY_KEY_REUSED"
+	// CodeIdempotencyInProgress: a call with the same key is still running.
+	CodeIdempotencyInProgress Code = "IDEMPOTENCY_IN_PROGRESS"
+	// CodeRateLimited: over a budget; HTTP 429 with Retry-After.
+	CodeRateLimited Code = "RATE_LIMITED"
+	// CodeQueryTooCostly: one operation is over a per-operation bound.
+	CodeQueryTooCostly Code = "QUERY_TOO_COSTLY"
+	// CodeInternal: a bug; the message says nothing of internals.
+	CodeInternal Code = "INTERNAL"
+)
+
+// Error is an error that is safe to show to a client: its Message is written
+// for the caller and Extensions are added to the GraphQL error's extensions.
+type Error struct {
+	Code       Code
+	Message    string
+	Extensions map[string]any
+}
+
+// Error returns the message.
+func (e *Error) Error() string { return e.Message }
+
+// Errorf returns an *Error with the given code and a formatted message.
+func Errorf(code Code, format string, args ...any) *Error {
+	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// CodeOf returns the code of the first *Error in err's chain, CodeInternal for
+// any other non-nil error, and "" for nil.
+func CodeOf(err error) Code {
+	if err == nil {
+		return ""
+	}
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Code
+	}
+	return CodeInternal
+}
+
+// ErrUnauthenticated is returned when an operation needs a signed-in user.
+var ErrUnauthenticated = Errorf(CodeUnauthenticated, "authentication required")
