@@ -7,6 +7,7 @@ package playground
 
 import (
 	"bytes"
+	"compress/gzip"
 	"crypto/sha256"
 	"embed"
 	"encoding/hex"
@@ -21,7 +22,11 @@ import (
 	"time"
 )
 
-//go:embed assets/playground.js assets/playground.css assets/playground.js.gz assets/playground.css.gz
+// The bundle is embedded once, gzipped (the build writes only the .gz files):
+// nearly every browser accepts gzip, and the rare client that does not gets
+// it decompressed on its first request.
+//
+//go:embed assets/playground.js.gz assets/playground.css.gz
 var files embed.FS
 
 // AssetPrefix is the URL path under which the bundle files are served.
@@ -38,10 +43,11 @@ const ContentSecurityPolicy = "default-src 'self'; script-src 'self'; style-src 
 type asset struct {
 	name        string
 	contentType string
-	body        []byte
 	gzipped     []byte
-	etag        string
-	version     string
+	// plain decompresses gzipped once, for clients that do not accept gzip.
+	plain   func() []byte
+	etag    string
+	version string
 }
 
 // Tab is an example tab the playground opens with (GraphiQL's defaultTabs).
@@ -112,25 +118,37 @@ func New(tabs ...Tab) *Handler {
 var embedded = sync.OnceValue(func() map[string]*asset {
 	assets := map[string]*asset{}
 	for _, name := range []string{"playground.js", "playground.css"} {
-		body, err := fs.ReadFile(files, "assets/"+name)
-		if err != nil {
-			panic(fmt.Sprintf("playground: embedded %s missing: %v", name, err))
-		}
 		gzipped, err := fs.ReadFile(files, "assets/"+name+".gz")
 		if err != nil {
 			panic(fmt.Sprintf("playground: embedded %s.gz missing: %v", name, err))
 		}
-		sum := sha256.Sum256(body)
+		// The build gzips with a fixed mtime, so the compressed bytes change
+		// exactly when the content does: their hash is the version.
+		sum := sha256.Sum256(gzipped)
 		v := hex.EncodeToString(sum[:8])
 		ct := "text/javascript; charset=utf-8"
 		if path.Ext(name) == ".css" {
 			ct = "text/css; charset=utf-8"
 		}
-		assets[name] = &asset{name: name, contentType: ct, body: body, gzipped: gzipped,
-			etag: `"` + v + `"`, version: v}
+		assets[name] = &asset{name: name, contentType: ct, gzipped: gzipped,
+			plain: sync.OnceValue(func() []byte { return gunzip(name, gzipped) }),
+			etag:  `"` + v + `"`, version: v}
 	}
 	return assets
 })
+
+// gunzip decompresses an embedded file; the build made it, so it cannot fail.
+func gunzip(name string, gz []byte) []byte {
+	zr, err := gzip.NewReader(bytes.NewReader(gz))
+	if err != nil {
+		panic(fmt.Sprintf("playground: embedded %s.gz: %v", name, err))
+	}
+	var out bytes.Buffer
+	if _, err := out.ReadFrom(zr); err != nil {
+		panic(fmt.Sprintf("playground: embedded %s.gz: %v", name, err))
+	}
+	return out.Bytes()
+}
 
 // URL returns the versioned URL path of the named asset ("playground.js" or
 // "playground.css"); the version is the hash of its content, so the URL can be
@@ -189,7 +207,7 @@ func (h *Handler) ServeAsset(w http.ResponseWriter, r *http.Request) {
 		http.ServeContent(w, r, a.name, time.Time{}, bytes.NewReader(a.gzipped))
 		return
 	}
-	http.ServeContent(w, r, a.name, time.Time{}, bytes.NewReader(a.body))
+	http.ServeContent(w, r, a.name, time.Time{}, bytes.NewReader(a.plain()))
 }
 
 // acceptsGzip reports whether the request's Accept-Encoding allows gzip.

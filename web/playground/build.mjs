@@ -3,7 +3,7 @@
 // httpapi/playground/assets, which the Go server embeds. Run with
 // `npm ci && npm run build` in web/playground and commit the result.
 import * as esbuild from 'esbuild';
-import { readFile, writeFile } from 'node:fs/promises';
+import { readFile, writeFile, unlink } from 'node:fs/promises';
 import { gzipSync, constants } from 'node:zlib';
 import { fileURLToPath } from 'node:url';
 import path from 'node:path';
@@ -39,9 +39,10 @@ for (const file of ['playground.js', 'playground.css']) {
   }
 }
 
-// Gzipped copies, served to clients that accept gzip (compressed here once,
-// not by the server at start).
+// Only the gzipped form is kept and embedded (the server decompresses it for
+// the rare client that does not accept gzip): one copy of each file in git.
 for (const file of ['playground.js', 'playground.css']) {
   const body = await readFile(path.join(outdir, file));
   await writeFile(path.join(outdir, file + '.gz'), gzipSync(body, { level: constants.Z_BEST_COMPRESSION, mtime: 0 }));
+  await unlink(path.join(outdir, file));
 }
