@@ -17,15 +17,24 @@ var searchWords = []string{"deploy", "invoice", "login", "search", "report", "ba
 // Fixtures is the data the scenarios read and write: one workspace whose
 // members are all ADMIN (so every user may read the audit log), a "board"
 // project of tasks with assignees and comments (read by the page scenario), an
-// "inbox" project that createTask fills, and the audit events all of that wrote.
+// "inbox" project that createTask fills, and the audit events all of that
+// wrote; and more workspaces, each with an inbox, for createTaskSpread.
 type Fixtures struct {
 	Users       []FixtureUser
 	WorkspaceID string
 	BoardID     string // project read by the page scenario
 	InboxID     string // project createTask writes to
 	TaskIDs     []string
+	// Spread are the workspaces of createTaskSpread, one per client; every
+	// user is an ADMIN of each.
+	Spread []SpreadWorkspace
 	// Known holds every fixture id, so raw replays know which UUIDs to keep.
 	Known map[string]bool
+}
+
+// SpreadWorkspace is a workspace of createTaskSpread and its inbox project.
+type SpreadWorkspace struct {
+	WorkspaceID, InboxID string
 }
 
 // FixtureUser is a signed-in member of the fixture workspace.
@@ -57,6 +66,8 @@ func EarlierKeys(ctx context.Context, db *store.DB, perUser int) error {
 // fixtureSizes are the amounts of fixture data.
 type fixtureSizes struct {
 	Users, Tasks, CommentsPerTask int
+	// Spread is the number of createTaskSpread's workspaces.
+	Spread int
 }
 
 // Prepare writes the fixtures into the migrated database of db: users and tokens
@@ -90,8 +101,8 @@ func Prepare(ctx context.Context, db *store.DB, sz fixtureSizes) (*Fixtures, err
 	for _, u := range f.Users[1:] {
 		ids = append(ids, u.ID)
 	}
-	if _, err := db.Pool.Exec(ctx, `INSERT INTO members (workspace_id, user_id, role) SELECT $1, unnest($2::uuid[]), 'ADMIN'`, ws.ID, ids); err != nil {
-		return nil, fmt.Errorf("fixture members: %w", err)
+	if err := admins(ctx, db, ws.ID, ids); err != nil {
+		return nil, err
 	}
 	board, err := db.CreateProject(ctx, owner, ws.ID, "Board", nil)
 	if err != nil {
@@ -103,6 +114,21 @@ func Prepare(ctx context.Context, db *store.DB, sz fixtureSizes) (*Fixtures, err
 	}
 	f.BoardID, f.InboxID = board.ID, inbox.ID
 	f.Known[board.ID], f.Known[inbox.ID] = true, true
+	for i := range sz.Spread {
+		ws, err := db.CreateWorkspace(ctx, owner, fmt.Sprintf("Spread %d", i))
+		if err != nil {
+			return nil, fmt.Errorf("fixture workspace: %w", err)
+		}
+		if err := admins(ctx, db, ws.ID, ids); err != nil {
+			return nil, err
+		}
+		inbox, err := db.CreateProject(ctx, owner, ws.ID, "Inbox", nil)
+		if err != nil {
+			return nil, fmt.Errorf("fixture project: %w", err)
+		}
+		f.Spread = append(f.Spread, SpreadWorkspace{WorkspaceID: ws.ID, InboxID: inbox.ID})
+		f.Known[ws.ID], f.Known[inbox.ID] = true, true
+	}
 
 	var mu sync.Mutex
 	g, gctx := errgroup.WithContext(ctx)
@@ -134,4 +160,12 @@ func Prepare(ctx context.Context, db *store.DB, sz fixtureSizes) (*Fixtures, err
 		return nil, err
 	}
 	return f, nil
+}
+
+// admins makes users ADMIN members of workspace ws.
+func admins(ctx context.Context, db *store.DB, ws string, users []string) error {
+	if _, err := db.Pool.Exec(ctx, `INSERT INTO members (workspace_id, user_id, role) SELECT $1, unnest($2::uuid[]), 'ADMIN'`, ws, users); err != nil {
+		return fmt.Errorf("fixture members: %w", err)
+	}
+	return nil
 }
