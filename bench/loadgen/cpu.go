@@ -2,18 +2,17 @@ package loadgen
 
 import (
 	"context"
-	"fmt"
-	"os"
 	"os/exec"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/procfs"
 )
 
 // clockTick is the unit of utime and stime in /proc/<pid>/stat (getconf
-// CLK_TCK; USER_HZ, 100 on every Linux this runs on).
+// CLK_TCK, USER_HZ: 100 on every Linux this runs on).
 var clockTick = func() time.Duration {
 	out, err := exec.Command("getconf", "CLK_TCK").Output()
 	if err != nil {
@@ -31,53 +30,32 @@ var clockTick = func() time.Duration {
 // it can't be read (no such process, not Linux). A server uses seconds of
 // CPU in a run: a tick (10 ms) more or less is nothing.
 func procCPU(pid int) (time.Duration, bool) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	p, err := procfs.NewProc(pid)
 	if err != nil {
 		return 0, false
 	}
-	return parseStatCPU(string(b))
+	st, err := p.Stat()
+	if err != nil {
+		return 0, false
+	}
+	return time.Duration(st.UTime+st.STime) * clockTick, true
 }
 
 // backendCPU returns the CPU time a single-threaded process (a Postgres
-// backend) has used, in ns from the first field of /proc/<pid>/schedstat (the
-// scheduler's run time), or from /proc/<pid>/stat when there is no
-// schedstat. stat truncates each reading to a clock tick (10 ms): a backend
-// that served a thousand 50 µs queries in a run may show no tick at all, so
-// sixteen backends' sum would be off by up to 160 ms a run.
+// backend) has used, in ns from /proc/<pid>/schedstat (the scheduler's run
+// time), or from /proc/<pid>/stat when there is no schedstat. stat truncates
+// each reading to a clock tick (10 ms): a backend that served a thousand
+// 50 µs queries in a run may show no tick at all, so sixteen backends' sum
+// would be off by up to 160 ms a run.
 func backendCPU(pid int) (time.Duration, bool) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/schedstat", pid))
+	p, err := procfs.NewProc(pid)
 	if err != nil {
-		return procCPU(pid)
-	}
-	f := strings.Fields(string(b))
-	if len(f) == 0 {
-		return procCPU(pid)
-	}
-	ns, err := strconv.ParseInt(f[0], 10, 64)
-	if err != nil {
-		return procCPU(pid)
-	}
-	return time.Duration(ns), true
-}
-
-// parseStatCPU reads utime and stime (fields 14 and 15) of a /proc/<pid>/stat
-// line. The command name (field 2) is in parentheses and may hold spaces and
-// parentheses itself, so fields are counted after its last ')'.
-func parseStatCPU(stat string) (time.Duration, bool) {
-	i := strings.LastIndexByte(stat, ')')
-	if i < 0 {
 		return 0, false
 	}
-	f := strings.Fields(stat[i+1:]) // f[0] is field 3 (state)
-	if len(f) < 13 {
-		return 0, false
+	if st, err := p.Schedstat(); err == nil {
+		return time.Duration(st.RunningNanoseconds), true
 	}
-	utime, err1 := strconv.ParseInt(f[11], 10, 64)
-	stime, err2 := strconv.ParseInt(f[12], 10, 64)
-	if err1 != nil || err2 != nil {
-		return 0, false
-	}
-	return time.Duration(utime+stime) * clockTick, true
+	return procCPU(pid)
 }
 
 // cpuMeter measures the CPU a contender costs over a measured interval: its

@@ -6,22 +6,6 @@ import (
 	"time"
 )
 
-// A command name may hold spaces and parentheses: fields are counted after
-// its last ')'.
-func TestParseStatCPU(t *testing.T) {
-	t.Parallel()
-	stat := "4242 (postgres: a (b) c) S 1 4242 4242 0 -1 4194560 100 0 0 0 150 25 0 0 20 0 1 0 100 1000 10"
-	got, ok := parseStatCPU(stat)
-	if want := 175 * clockTick; !ok || got != want {
-		t.Errorf("parseStatCPU = %v, %v; want %v (utime 150 + stime 25 ticks)", got, ok, want)
-	}
-	for _, bad := range []string{"", "4242 (x S 1", "4242 (x) S 1 2 3"} {
-		if _, ok := parseStatCPU(bad); ok {
-			t.Errorf("parseStatCPU(%q) ok, want not", bad)
-		}
-	}
-}
-
 func TestProcCPUOfThisProcess(t *testing.T) {
 	t.Parallel()
 	if _, err := os.Stat("/proc/self/stat"); err != nil {

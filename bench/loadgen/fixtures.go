@@ -20,7 +20,10 @@ var searchWords = []string{"deploy", "invoice", "login", "search", "report", "ba
 // "inbox" project that createTask fills, and the audit events all of that
 // wrote; and more workspaces, each with an inbox, for createTaskSpread.
 type Fixtures struct {
-	Users       []FixtureUser
+	Users []FixtureUser
+	// Searchers are the users searchTasks is spread over, enough that none
+	// reaches the endpoint limit of searchTasks in a run (see searchers).
+	Searchers   []FixtureUser
 	WorkspaceID string
 	BoardID     string // project read by the page scenario
 	InboxID     string // project createTask writes to
@@ -68,6 +71,47 @@ type fixtureSizes struct {
 	Users, Tasks, CommentsPerTask int
 	// Spread is the number of createTaskSpread's workspaces.
 	Spread int
+	// Searchers is the number of users searchTasks is spread over.
+	Searchers int
+}
+
+// signedUp creates n users with tokens by SQL (no argon2 on the way), e-mail
+// <prefix><i>@example.com and name "<name> <i>", in one statement.
+func signedUp(ctx context.Context, db *store.DB, prefix, name string, n int) ([]FixtureUser, error) {
+	emails, names, hashes, tokens := make([]string, n), make([]string, n), make([][]byte, n), make([]string, n)
+	for i := range n {
+		emails[i], names[i] = fmt.Sprintf("%s%d@example.com", prefix, i), fmt.Sprintf("%s %d", name, i)
+		tokens[i] = auth.NewToken()
+		hashes[i] = auth.HashToken(tokens[i])
+	}
+	rows, err := db.Pool.Query(ctx, `WITH u AS (
+			INSERT INTO users (email, name, password_hash) SELECT e, n, 'x' FROM unnest($1::text[], $2::text[]) AS x(e, n)
+			RETURNING id, email)
+		INSERT INTO tokens (token_hash, user_id, expires_at)
+			SELECT t.h, u.id, now() + interval '1 day' FROM u JOIN unnest($1::text[], $3::bytea[]) AS t(e, h) ON t.e = u.email
+		RETURNING user_id, token_hash`, emails, names, hashes)
+	if err != nil {
+		return nil, fmt.Errorf("fixture users: %w", err)
+	}
+	byHash := map[string]string{}
+	for rows.Next() {
+		var id string
+		var hash []byte
+		if err := rows.Scan(&id, &hash); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("fixture users: %w", err)
+		}
+		byHash[string(hash)] = id
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("fixture users: %w", err)
+	}
+	out := make([]FixtureUser, n)
+	for i := range n {
+		out[i] = FixtureUser{ID: byHash[string(hashes[i])], Token: tokens[i]}
+	}
+	return out, nil
 }
 
 // Prepare writes the fixtures into the migrated database of db: users and tokens
@@ -75,17 +119,12 @@ type fixtureSizes struct {
 // through the store, so they come with their audit events.
 func Prepare(ctx context.Context, db *store.DB, sz fixtureSizes) (*Fixtures, error) {
 	f := &Fixtures{Known: map[string]bool{}}
-	for i := range sz.Users {
-		tok := auth.NewToken()
-		var id string
-		err := db.Pool.QueryRow(ctx, `WITH u AS (INSERT INTO users (email, name, password_hash) VALUES ($1, $2, 'x') RETURNING id)
-			INSERT INTO tokens (token_hash, user_id, expires_at) SELECT $3, id, now() + interval '1 day' FROM u RETURNING user_id`,
-			fmt.Sprintf("load%d@example.com", i), fmt.Sprintf("Load User %d", i), auth.HashToken(tok)).Scan(&id)
-		if err != nil {
-			return nil, fmt.Errorf("fixture user: %w", err)
-		}
-		f.Users = append(f.Users, FixtureUser{ID: id, Token: tok})
-		f.Known[id] = true
+	var err error
+	if f.Users, err = signedUp(ctx, db, "load", "Load User", sz.Users); err != nil {
+		return nil, err
+	}
+	for _, u := range f.Users {
+		f.Known[u.ID] = true
 	}
 	if err := EarlierKeys(ctx, db, priorKeysPerUser); err != nil {
 		return nil, err
@@ -99,6 +138,12 @@ func Prepare(ctx context.Context, db *store.DB, sz fixtureSizes) (*Fixtures, err
 	f.Known[ws.ID] = true
 	ids := make([]string, 0, len(f.Users)-1)
 	for _, u := range f.Users[1:] {
+		ids = append(ids, u.ID)
+	}
+	if f.Searchers, err = signedUp(ctx, db, "search", "Searcher", sz.Searchers); err != nil {
+		return nil, err
+	}
+	for _, u := range f.Searchers {
 		ids = append(ids, u.ID)
 	}
 	if err := admins(ctx, db, ws.ID, ids); err != nil {

@@ -298,9 +298,10 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	defer rawPool.Close()
 
-	fmt.Fprintf(cfg.Progress, "fixtures: %d users, %d tasks with %d comments each, %d more workspaces\n",
-		cfg.Users, cfg.Tasks, cfg.CommentsPerTask, cfg.Concurrency)
-	fix, err := Prepare(ctx, store.New(ctl, log), fixtureSizes{cfg.Users, cfg.Tasks, cfg.CommentsPerTask, cfg.Concurrency})
+	sizes := fixtureSizes{cfg.Users, cfg.Tasks, cfg.CommentsPerTask, cfg.Concurrency, searchers(cfg)}
+	fmt.Fprintf(cfg.Progress, "fixtures: %d users (and %d searchers), %d tasks with %d comments each, %d more workspaces\n",
+		sizes.Users, sizes.Searchers, sizes.Tasks, sizes.CommentsPerTask, sizes.Spread)
+	fix, err := Prepare(ctx, store.New(ctl, log), sizes)
 	if err != nil {
 		return nil, err
 	}

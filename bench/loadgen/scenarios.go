@@ -3,6 +3,7 @@ package loadgen
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 
 	"github.com/google/uuid"
 )
@@ -78,7 +79,7 @@ var Scenarios = []Scenario{
 		}},
 	{Name: "searchTasks", Want: `"title":"`,
 		request: func(f *Fixtures, w, i int) (FixtureUser, []byte) {
-			return f.user(i), gql(`query($ws: ID!, $q: String!) { searchTasks(workspaceId: $ws, query: $q, first: 20) { nodes { id title status } pageInfo { hasNextPage } } }`,
+			return f.searcher(i), gql(`query($ws: ID!, $q: String!) { searchTasks(workspaceId: $ws, query: $q, first: 20) { nodes { id title status } pageInfo { hasNextPage } } }`,
 				map[string]any{"ws": f.WorkspaceID, "q": searchWords[i%len(searchWords)]})
 		},
 		raw: rawSearchTasks,
@@ -137,6 +138,33 @@ func taskTitle(i int) string { return fmt.Sprintf("load task %d", i) }
 
 // user spreads requests over the fixture users (budgets are per user).
 func (f *Fixtures) user(i int) FixtureUser { return f.Users[i%len(f.Users)] }
+
+// searcher spreads searchTasks over the searchers (its endpoint limit is per
+// user).
+func (f *Fixtures) searcher(i int) FixtureUser { return f.Searchers[i%len(f.Searchers)] }
+
+// maxSearchRate is the most searches a second a run is assumed to make: a
+// few times what a 2-core box serves.
+const maxSearchRate = 5000
+
+// searchLimit is the endpoint limit of searchTasks per user a minute, the
+// contract's (ratelimit.Config.Search): a burst of that many, then one every
+// 60/searchLimit seconds.
+const searchLimit = 60
+
+// searchers returns how many users searchTasks needs so that none of them
+// reaches its endpoint limit in a contender's warm-up and run (a 429 would
+// count as a failure): at maxSearchRate, or, when cfg.Requests bounds a run,
+// its warm-up, its run and the capture's few.
+func searchers(cfg Config) int {
+	t := (cfg.Warmup + cfg.Duration).Seconds() + 1
+	total := maxSearchRate * t
+	if cfg.Requests > 0 {
+		total = min(total, float64(2*cfg.Requests+10))
+	}
+	perUser := searchLimit + t*searchLimit/60
+	return int(math.Ceil(total / perUser))
+}
 
 // task spreads reads over the fixture tasks.
 func (f *Fixtures) task(i int) string { return f.TaskIDs[i%len(f.TaskIDs)] }
