@@ -50,7 +50,7 @@ func main() {
 	out := flag.String("out", "", "also write the table to this file")
 	stmts := flag.Bool("statements", false, "print the SQL statements of each scenario's request")
 	keep := flag.Bool("keep", false, "keep the bench database")
-	poolMax := flag.Int("pool", 0, "pool_max_conns of the server's (and the baseline's) pool (0: the server's default)")
+	poolMax := flag.Int("pool", 0, "pool_max_conns of the server's, raw SQL's and PostGraphile's pools (0: the server's default, 16)")
 	flag.Parse()
 	if *scenarios != "" {
 		for _, s := range strings.Split(*scenarios, ",") {
