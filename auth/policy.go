@@ -144,7 +144,7 @@ func repetitive(password string) bool {
 var commonPasswordsGz []byte
 
 // commonPasswords returns the embedded list, sorted; it is decompressed on
-// first use (about 1 MB of strings).
+// first use (0.9 MB of text and 1.6 MB of string headers).
 var commonPasswords = sync.OnceValue(func() []string {
 	zr, err := gzip.NewReader(bytes.NewReader(commonPasswordsGz))
 	if err != nil {
