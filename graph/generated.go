@@ -1329,11 +1329,17 @@ type Query {
 }
 
 type Mutation {
-  "Creates an account and signs it in."
+  """
+  Creates an account and signs it in. The password must be 8 to 1024 characters
+  (Unicode code points after NFKC normalisation), not mostly the e-mail address or
+  name, not repetitive (aaaaaaaa, 12345678) and not a common or breached password:
+  BAD_USER_INPUT with extensions.rule (TOO_SHORT, TOO_LONG, PERSONAL, REPETITIVE,
+  COMMON) otherwise. Limited to 20 per hour per client IP (RATE_LIMITED, HTTP 429).
+  """
   register(input: RegisterInput!): AuthPayload!
   "Signs in; UNAUTHENTICATED for an unknown e-mail or a wrong password alike."
   login(email: String!, password: String!): AuthPayload!
-  "Revokes the token of this request."
+  "Revokes the token of this request and records user.logged_out."
   logout: Boolean!
 
   createWorkspace(input: CreateWorkspaceInput!, idempotencyKey: String): Workspace!

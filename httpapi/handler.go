@@ -72,8 +72,12 @@ type Options struct {
 	// holds the persisted queries shared by every instance.
 	Redis redis.UniversalClient
 	// PasswordParams are the argon2id parameters of new password hashes (zero:
-	// auth.DefaultPasswordParams).
+	// auth.DefaultPasswordParams), for the Hasher the handler makes.
 	PasswordParams auth.PasswordParams
+	// Hasher makes and verifies password hashes under a bound on how many run
+	// at once; nil means one of the handler's own with PasswordParams and the
+	// default bound and wait, its metrics in Registry.
+	Hasher *auth.Hasher
 }
 
 // parserTokenLimit bounds the tokens of one document, so parse and validation
@@ -85,11 +89,14 @@ func NewHandler(o Options) http.Handler {
 	if o.Log == nil {
 		o.Log = slog.Default()
 	}
+	ops := newOps(o)
+	if o.Hasher == nil {
+		o.Hasher = auth.NewHasher(auth.HasherOptions{Params: o.PasswordParams, Registerer: ops.reg})
+	}
 	if o.Resolvers == nil {
-		o.Resolvers = &resolvers.Resolver{DB: o.DB, PasswordParams: o.PasswordParams}
+		o.Resolvers = &resolvers.Resolver{DB: o.DB, Hasher: o.Hasher}
 	}
 	gql := handler.New(graph.NewExecutableSchema(graph.Config{Resolvers: o.Resolvers}))
-	ops := newOps(o)
 	if o.RateLimitOff {
 		o.Limiter = nil // also a limiter set by a test harness's defaults
 	} else if o.Limiter == nil {

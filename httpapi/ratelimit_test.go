@@ -425,6 +425,39 @@ func TestLoginLimits(t *testing.T) {
 	}
 }
 
+func TestRegisterLimitPerIP(t *testing.T) {
+	t.Parallel()
+	if def, _ := ratelimit.New(ratelimit.Options{Log: quiet}); def.Config().RegisterPerIP != (ratelimit.Limit{Points: 20, Window: time.Hour}) {
+		t.Fatalf("default register limit %+v, want 20 per hour", def.Config().RegisterPerIP)
+	}
+	env, _ := limited(t, ratelimit.Config{RegisterPerIP: ratelimit.Limit{Points: 3, Window: time.Hour}}, nil, "")
+	reg := `mutation($e: String!, $p: String!) { register(input: {email: $e, password: $p, name: "N"}) { token } }`
+	// Counted whatever the outcome: a refused password counts too.
+	if r := env.Post(t, "", reg, map[string]any{"e": "weak@example.com", "p": "password"}); r.Status != http.StatusOK || r.Code() != "BAD_USER_INPUT" {
+		t.Fatalf("weak password: %d %s", r.Status, r.Raw)
+	}
+	// Two aliased registers count twice.
+	two := `mutation { a: register(input: {email: "a@example.com", password: "correct horse", name: "A"}) { token }
+		b: register(input: {email: "b@example.com", password: "correct horse", name: "B"}) { token } }`
+	if r := env.Post(t, "", two, nil); r.Status != http.StatusOK || r.Code() != "" {
+		t.Fatalf("two registers: %d %s", r.Status, r.Raw)
+	}
+	r := env.Post(t, "", reg, map[string]any{"e": "c@example.com", "p": "correct horse"})
+	retry, err := strconv.Atoi(r.Header.Get("Retry-After"))
+	if r.Status != http.StatusTooManyRequests || r.Code() != "RATE_LIMITED" || err != nil || retry < 1 || retry > 20*60 {
+		t.Fatalf("4th register from one IP: %d %v %s", r.Status, r.Header, r.Raw)
+	}
+	var users int
+	if err := env.DB.Pool.QueryRow(t.Context(), `SELECT count(*) FROM users`).Scan(&users); err != nil || users != 2 {
+		t.Fatalf("%d users, want 2 (%v)", users, err)
+	}
+	// Signing in is limited apart.
+	login := `mutation { login(email: "a@example.com", password: "correct horse") { token } }`
+	if r := env.Post(t, "", login, nil); r.Status != http.StatusOK || r.Code() != "" {
+		t.Fatalf("login after the register limit: %d %s", r.Status, r.Raw)
+	}
+}
+
 func TestSearchTasksLimit(t *testing.T) {
 	t.Parallel()
 	// The contract's 60 per minute refills one search a second, so a test of

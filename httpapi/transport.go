@@ -54,7 +54,9 @@ const DefaultMaxBodyBytes = 1 << 20
 //     charged) or another method (Allow: GET, POST);
 //   - 413: a body over MaxBodyBytes; 415: a POST that is not application/json;
 //   - 429 with Retry-After and Cache-Control: no-store: RATE_LIMITED, with the
-//     body {"errors":[...]} and no data.
+//     body {"errors":[...]} and no data: refused by a limit before execution,
+//     or refused as a whole during it (a password hash that found no room
+//     under the hashing bound in time: no data, every error RATE_LIMITED).
 //
 // The response is application/graphql-response+json when the client's Accept
 // prefers it, else application/json. Every GraphQL response carries the
@@ -131,6 +133,10 @@ func (t Transport) Do(w http.ResponseWriter, r *http.Request, exec graphql.Graph
 	resp := responses(ctx)
 	o := t.outcome(ctx, rc)
 	t.setRateLimitHeaders(w, o)
+	if retry, ok := refusedBusy(resp); ok {
+		writeTooMany(w, retry, resp.Errors)
+		return
+	}
 	var cost *costStatus
 	if o != nil {
 		c := t.costExtension(o)
@@ -212,11 +218,7 @@ func (t Transport) writeErrors(ctx context.Context, w http.ResponseWriter, exec 
 	o := t.outcome(ctx, rc)
 	t.setRateLimitHeaders(w, o)
 	if o != nil && o.Limited != "" {
-		w.Header().Set("Retry-After", strconv.Itoa(o.RetryAfterSeconds()))
-		w.Header().Set("Cache-Control", "no-store")
-		writeJSON(w, http.StatusTooManyRequests, struct {
-			Errors gqlerror.List `json:"errors"`
-		}{presented.Errors})
+		writeTooMany(w, o.RetryAfterSeconds(), presented.Errors)
 		return
 	}
 	ext := presented.Extensions
@@ -230,6 +232,36 @@ func (t Transport) writeErrors(ctx context.Context, w http.ResponseWriter, exec 
 		Errors     gqlerror.List  `json:"errors"`
 		Extensions map[string]any `json:"extensions,omitempty"`
 	}{presented.Errors, ext})
+}
+
+// writeTooMany answers 429 with Retry-After (whole seconds), Cache-Control:
+// no-store and the body {"errors": list}.
+func writeTooMany(w http.ResponseWriter, retryAfter int, list gqlerror.List) {
+	w.Header().Set("Retry-After", strconv.Itoa(retryAfter))
+	w.Header().Set("Cache-Control", "no-store")
+	writeJSON(w, http.StatusTooManyRequests, struct {
+		Errors gqlerror.List `json:"errors"`
+	}{list})
+}
+
+// refusedBusy reports whether an executed operation was refused as a whole
+// with RATE_LIMITED by its resolvers (a password hash that found no room in
+// time): no data, and every error RATE_LIMITED. It returns the largest
+// retryAfter of the errors, at least 1.
+func refusedBusy(resp *graphql.Response) (int, bool) {
+	if len(resp.Errors) == 0 || len(resp.Data) != 0 && string(resp.Data) != "null" {
+		return 0, false
+	}
+	retry := 1
+	for _, e := range resp.Errors {
+		if code, _ := e.Extensions["code"].(string); code != string(errs.CodeRateLimited) {
+			return 0, false
+		}
+		if n, ok := e.Extensions["retryAfter"].(int); ok {
+			retry = max(retry, n)
+		}
+	}
+	return retry, true
 }
 
 // outcome is the limiter's decision on the operation, or the caller's budget

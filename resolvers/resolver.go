@@ -10,7 +10,7 @@ import (
 // Resolver is the root resolver; it holds the dependencies resolvers share.
 type Resolver struct {
 	DB *store.DB
-	// PasswordParams are the argon2id parameters of new password hashes (zero:
-	// auth.DefaultPasswordParams).
-	PasswordParams auth.PasswordParams
+	// Hasher makes and verifies password hashes under the process's bound on
+	// concurrent hashes (nil: auth.DefaultHasher).
+	Hasher *auth.Hasher
 }

@@ -59,7 +59,7 @@ func New(t testing.TB, opts ...Option) *Env {
 func Unlimited() *ratelimit.Limiter {
 	huge := ratelimit.Limit{Points: 1 << 30, Window: time.Minute}
 	l, err := ratelimit.New(ratelimit.Options{Config: ratelimit.Config{
-		Points: huge.Points, MaxCost: huge.Points, LoginPerIP: huge, LoginPerEmail: huge, Search: huge,
+		Points: huge.Points, MaxCost: huge.Points, LoginPerIP: huge, LoginPerEmail: huge, RegisterPerIP: huge, Search: huge,
 	}, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		panic(err) // only a REDIS_URL can fail, and there is none
