@@ -123,6 +123,7 @@ func TestBudgetIsTheSameInEveryMode(t *testing.T) {
 				u := env.NewUser(t, "ann")
 				for i, q := range c.steps {
 					r := env.Post(t, u.Token, q, nil)
+					rateLimitHeader(t, r) // both headers parse as structured fields
 					got := budgetSeen{Status: r.Status, Code: r.Code(), RateLimit: r.Header.Get("RateLimit"),
 						Policy: r.Header.Get("RateLimit-Policy"), RetryAfter: r.Header.Get("Retry-After")}
 					if ext, ok := r.Body.Extensions["cost"].(map[string]any); ok {

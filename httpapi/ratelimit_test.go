@@ -11,11 +11,13 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/dunglas/httpsfv"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
@@ -76,24 +78,41 @@ func get(t *testing.T, env *apitest.Env, query string, vars map[string]any, head
 	return env.Do(t, req)
 }
 
-// rateLimitHeader parses `"cost";r=<left>;t=<seconds>`.
+// rateLimitHeader parses the RateLimit header, `"cost";r=<left>;t=<seconds>`,
+// with a structured-field library (RFC 9651), and checks that RateLimit-Policy
+// parses too: the transport formats both by hand (docs/decisions).
 func rateLimitHeader(t *testing.T, r *apitest.Response) (left, reset int) {
 	t.Helper()
-	h := r.Header.Get("RateLimit")
-	var err1, err2 error
-	for _, part := range strings.Split(h, ";")[1:] {
-		k, v, _ := strings.Cut(part, "=")
-		switch k {
-		case "r":
-			left, err1 = strconv.Atoi(v)
-		case "t":
-			reset, err2 = strconv.Atoi(v)
+	p := costItem(t, r, "RateLimit-Policy", "q", "w")
+	if p["q"] <= 0 || p["w"] <= 0 {
+		t.Fatalf("RateLimit-Policy %q", r.Header.Get("RateLimit-Policy"))
+	}
+	v := costItem(t, r, "RateLimit", "r", "t")
+	return int(v["r"]), int(v["t"])
+}
+
+// costItem parses the header name of r as a List of one Item, the String
+// "cost", with exactly the integer parameters params, and returns them.
+func costItem(t *testing.T, r *apitest.Response, name string, params ...string) map[string]int64 {
+	t.Helper()
+	list, err := httpsfv.UnmarshalList(r.Header.Values(name))
+	if err != nil || len(list) != 1 {
+		t.Fatalf("%s %q: %v", name, r.Header.Values(name), err)
+	}
+	item, ok := list[0].(httpsfv.Item)
+	if !ok || item.Value != "cost" || !slices.Equal(item.Params.Names(), params) {
+		t.Fatalf("%s %q", name, r.Header.Get(name))
+	}
+	out := map[string]int64{}
+	for _, k := range params {
+		v, _ := item.Params.Get(k)
+		n, ok := v.(int64)
+		if !ok || n < 0 {
+			t.Fatalf("%s %q: %s is not a non-negative integer", name, r.Header.Get(name), k)
 		}
+		out[k] = n
 	}
-	if !strings.HasPrefix(h, `"cost";`) || err1 != nil || err2 != nil {
-		t.Fatalf("RateLimit header %q", h)
-	}
-	return left, reset
+	return out
 }
 
 // costExt returns extensions.cost.requestedQueryCost and throttleStatus.
