@@ -63,10 +63,10 @@ func TestBudgetIsTheSameInEveryMode(t *testing.T) {
 			p := `"cost";q=7;w=3600000`
 			rate := 7 / long.Seconds()
 			return []budgetSeen{
-				{Status: 400, Code: "GRAPHQL_PARSE_FAILED", RateLimit: `"cost";r=7;t=0`, Policy: p, Cost: 0.0, Throttle: throttle(7, 7, rate)},
+				{Status: 200, Code: "GRAPHQL_PARSE_FAILED", RateLimit: `"cost";r=7;t=0`, Policy: p, Cost: 0.0, Throttle: throttle(7, 7, rate)},
 				{Status: 200, RateLimit: `"cost";r=6;t=514286`, Policy: p, Cost: 1.0, Throttle: throttle(7, 6, rate), Limit: 7.0, Remaining: 6.0, Use: 1.0},
 				{Status: 200, RateLimit: `"cost";r=4;t=1542858`, Policy: p, Cost: 2.0, Throttle: throttle(7, 4, rate), Limit: 7.0, Remaining: 4.0, Use: 2.0},
-				{Status: 400, Code: "QUERY_TOO_COSTLY", RateLimit: `"cost";r=4;t=1542858`, Policy: p, Cost: 512.0, Throttle: throttle(7, 4, rate)},
+				{Status: 200, Code: "QUERY_TOO_COSTLY", RateLimit: `"cost";r=4;t=1542858`, Policy: p, Cost: 512.0, Throttle: throttle(7, 4, rate)},
 				{Status: 429, Code: "RATE_LIMITED", RateLimit: `"cost";r=4;t=1542858`, Policy: p, RetryAfter: "514286"},
 				{Status: 200, RateLimit: `"cost";r=3;t=2057143`, Policy: p, Cost: 1.0, Throttle: throttle(7, 3, rate), Limit: 7.0, Remaining: 3.0, Use: 1.0},
 				{Status: 200, RateLimit: `"cost";r=2;t=2571429`, Policy: p, Cost: 1.0, Throttle: throttle(7, 2, rate), Limit: 7.0, Remaining: 2.0, Use: 1.0},

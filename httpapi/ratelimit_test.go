@@ -176,7 +176,7 @@ func TestHeadersExtensionsAndRateLimitField(t *testing.T) {
 
 	// Errors carry the headers and the cost too.
 	r = env.Post(t, u.Token, `{ me {`, nil)
-	if r.Status != http.StatusBadRequest || r.Code() != "GRAPHQL_PARSE_FAILED" || r.Header.Get("RateLimit") == "" {
+	if r.Status != http.StatusOK || r.Code() != "GRAPHQL_PARSE_FAILED" || r.Header.Get("RateLimit") == "" {
 		t.Fatalf("parse error: %d %v %s", r.Status, r.Header, r.Raw)
 	}
 	if cost, _ := costExt(t, r); cost != 0 {
@@ -226,7 +226,7 @@ func TestQueryTooCostlyChargesNothing(t *testing.T) {
 	env, _ := limited(t, ratelimit.Config{MaxCost: 100}, nil, "")
 	u := env.NewUser(t, "ann")
 	r := env.Post(t, u.Token, `{ me { workspaces { members { user { id } } } } }`, nil)
-	if r.Status != http.StatusBadRequest || r.Code() != "QUERY_TOO_COSTLY" || r.Body.Data != nil {
+	if r.Status != http.StatusOK || r.Code() != "QUERY_TOO_COSTLY" || r.Body.Data != nil {
 		t.Fatalf("costly query: %d %s", r.Status, r.Raw)
 	}
 	ext := r.Body.Errors[0]["extensions"].(map[string]any)
@@ -239,13 +239,18 @@ func TestQueryTooCostlyChargesNothing(t *testing.T) {
 	// Huge first, literal or variable, is never under-charged.
 	for _, vars := range []map[string]any{nil, {"n": 1000000}} {
 		q := `query($n: Int = 1000000) { searchTasks(workspaceId: "1", query: "x", first: $n) { nodes { id } } }`
-		if r := env.Post(t, u.Token, q, vars); r.Status != http.StatusBadRequest || r.Code() != "QUERY_TOO_COSTLY" {
+		if r := env.Post(t, u.Token, q, vars); r.Status != http.StatusOK || r.Code() != "QUERY_TOO_COSTLY" {
 			t.Fatalf("huge first: %d %s", r.Status, r.Raw)
 		}
 	}
-	// An operation bigger than the whole budget is a 400 too, not a 429.
+	// With application/graphql-response+json the refusal is a 400 (no data).
+	if r := env.Post(t, u.Token, `{ me { workspaces { members { user { id } } } } }`, nil,
+		"Accept", "application/graphql-response+json"); r.Status != http.StatusBadRequest || r.Code() != "QUERY_TOO_COSTLY" {
+		t.Fatalf("costly query, graphql-response: %d %s", r.Status, r.Raw)
+	}
+	// An operation bigger than the whole budget is QUERY_TOO_COSTLY too, not a 429.
 	env2, _ := limited(t, ratelimit.Config{Points: 10, MaxCost: 1000}, nil, "")
-	if r := env2.Post(t, "", `{ me { workspaces { members { id: role } } } }`, nil); r.Status != http.StatusBadRequest ||
+	if r := env2.Post(t, "", `{ me { workspaces { members { id: role } } } }`, nil); r.Status != http.StatusOK ||
 		r.Code() != "QUERY_TOO_COSTLY" {
 		t.Fatalf("over the budget: %d %s", r.Status, r.Raw)
 	}
@@ -319,12 +324,12 @@ func TestFragmentDoublingIsRefusedFast(t *testing.T) {
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, env.Server.URL+"/query", bytes.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	r := env.Do(t, req)
-	if r.Status != http.StatusBadRequest || r.Code() != "QUERY_TOO_COSTLY" {
+	if r.Status != http.StatusOK || r.Code() != "QUERY_TOO_COSTLY" {
 		t.Fatalf("doubling: %d %s", r.Status, r.Raw)
 	}
 	// And a cycle is a validation error.
 	r = post(t, env, `{"query":"{ ...A } fragment A on Query { ...B } fragment B on Query { ...A }"}`)
-	if r.Status != http.StatusBadRequest || r.Code() != "GRAPHQL_VALIDATION_FAILED" {
+	if r.Status != http.StatusOK || r.Code() != "GRAPHQL_VALIDATION_FAILED" {
 		t.Fatalf("cycle: %d %s", r.Status, r.Raw)
 	}
 }
