@@ -29,38 +29,38 @@ type Result struct {
 	ResetAfter time.Duration
 }
 
-// Resolution is the precision of every duration the limiter answers: Redis'
+// resolution is the precision of every duration the limiter answers: Redis'
 // clock (TIME) counts microseconds, and the scripts compute in float seconds
 // since 2017, whose last digits (tens of nanoseconds at today's dates) are
 // rounding noise. Answers of every backend are rounded to it, so the same
 // operations give the same numbers in process and in Redis.
-const Resolution = time.Microsecond
+const resolution = time.Microsecond
 
-// exact rounds a duration of an answer to the Resolution.
-func exact(d time.Duration) time.Duration { return d.Round(Resolution) }
+// exact rounds a duration of an answer to the resolution.
+func exact(d time.Duration) time.Duration { return d.Round(resolution) }
 
 // remainingFrom derives the points left from the time until the budget is
 // full: the whole points back, a point counting as back when less than the
-// Resolution of it is missing. Without that slack the first charge of a fresh
+// resolution of it is missing. Without that slack the first charge of a fresh
 // budget, which is exactly on a point's boundary, would lose a point to the
 // rounding of one backend and not another (998 in Redis, 999 in process, after
-// a 1-point query on a budget of 1000). Integer arithmetic: exact for budgets
-// whose emission interval is longer than Resolution plus a nanosecond a point.
+// a 1-point query on a budget of 1000). Integer arithmetic, meant for
+// emission intervals far above the resolution (the contract's is 60 ms).
 func remainingFrom(l Limit, resetAfter time.Duration) int {
 	if resetAfter <= 0 {
 		return l.Points
 	}
-	r := (l.Window - resetAfter + Resolution) / l.emission()
+	r := (l.Window - resetAfter + resolution) / l.emission()
 	return int(min(max(r, 0), time.Duration(l.Points)))
 }
 
 // answer is the Result of a check with its durations rounded to the
-// Resolution and the points left derived from them, the same way for every
+// resolution and the points left derived from them, the same way for every
 // backend.
 func answer(l Limit, allowed bool, retryAfter, resetAfter time.Duration) Result {
 	res := Result{Allowed: allowed, ResetAfter: max(exact(resetAfter), 0)}
 	if !allowed {
-		res.RetryAfter = max(exact(retryAfter), Resolution)
+		res.RetryAfter = max(exact(retryAfter), resolution)
 	}
 	res.Remaining = remainingFrom(l, res.ResetAfter)
 	return res

@@ -220,7 +220,7 @@ func (s *leaseStore) run(ctx context.Context, key string, l Limit, n, refund, wa
 	return a == 1, int(g), seconds(retryS), max(seconds(resetS), 0), nil
 }
 
-// seconds converts a script's duration to the Resolution.
+// seconds converts a script's duration to the resolution.
 func seconds(f float64) time.Duration { return exact(time.Duration(f * float64(time.Second))) }
 
 // sweeping starts the sweep that gives back the leases of budgets gone quiet.

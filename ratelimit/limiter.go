@@ -2,8 +2,9 @@
 // the schema's @cost/@listSize directives), GCRA budgets in Redis (or in process)
 // with a fail-open policy, the endpoint limits of login and searchTasks, and the
 // gqlgen extension that checks them all after parse and validation, before
-// execution. The HTTP transport (package httpapi) turns its answers into 429/400
-// responses and RateLimit headers.
+// execution. The HTTP transport (package httpapi) turns its answers into
+// responses (429 for RATE_LIMITED; QUERY_TOO_COSTLY as a validation failure)
+// and RateLimit headers.
 package ratelimit
 
 import (
