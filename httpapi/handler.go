@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/99designs/gqlgen/graphql"
@@ -38,18 +39,12 @@ type Options struct {
 	// zero means the default (24h, 5s); a negative wait means no waiting.
 	IdempotencyTTL  time.Duration
 	IdempotencyWait time.Duration
-	// NoIdempotency leaves the idempotency middleware out; only the load
-	// harness sets it, to measure what idempotency costs (bench/load -compare).
-	NoIdempotency bool
 	// Resolvers replaces the resolver root (tests of middleware that stand in a
 	// resolver); nil means the real resolvers.
 	Resolvers graph.ResolverRoot
 	// Limiter checks every operation's cost and the endpoint limits; nil is an
 	// in-process limiter with the contract's defaults.
 	Limiter *ratelimit.Limiter
-	// RateLimitOff turns rate limiting off entirely, for the benchmark that
-	// measures what it costs; never set it in a server.
-	RateLimitOff bool
 	// MaxBodyBytes bounds a request body; zero is DefaultMaxBodyBytes (1 MiB).
 	MaxBodyBytes int64
 	// Registry holds the Prometheus metrics served at /metrics; other packages
@@ -84,8 +79,35 @@ type Options struct {
 // work stay small whatever the body holds.
 const parserTokenLimit = 15000
 
-// NewHandler returns the complete HTTP handler of TaskFlow.
-func NewHandler(o Options) http.Handler {
+// NewHandler returns the complete HTTP handler of TaskFlow, with every guard:
+// it has no way to leave one out.
+func NewHandler(o Options) http.Handler { return newHandler(o, nil) }
+
+// Guard names a protection that NewHandler always installs and that
+// NewUnguardedHandler can leave out.
+type Guard string
+
+// The guards.
+const (
+	// GuardRateLimit is the rate limiter: cost budgets, MAX_QUERY_COST, the
+	// login and searchTasks limits, and the RateLimit headers and
+	// extensions.cost that report them (Options.Limiter is not used).
+	GuardRateLimit Guard = "rate limit"
+	// GuardIdempotency is the idempotency middleware: idempotency keys, and
+	// the unit of work each root mutation field runs in.
+	GuardIdempotency Guard = "idempotency"
+)
+
+// NewUnguardedHandler returns NewHandler's handler without the guards named:
+// without GuardRateLimit nothing limits a client, without GuardIdempotency a
+// retried mutation runs again. It exists only to measure what a guard costs
+// (bench/: the "off" variants and the load harness's -guards-off); a server
+// uses NewHandler.
+func NewUnguardedHandler(o Options, without ...Guard) http.Handler { return newHandler(o, without) }
+
+// newHandler builds the handler without the guards named.
+func newHandler(o Options, without []Guard) http.Handler {
+	rateLimit, idem := !slices.Contains(without, GuardRateLimit), !slices.Contains(without, GuardIdempotency)
 	if o.Log == nil {
 		o.Log = slog.Default()
 	}
@@ -97,8 +119,8 @@ func NewHandler(o Options) http.Handler {
 		o.Resolvers = &resolvers.Resolver{DB: o.DB, Hasher: o.Hasher}
 	}
 	gql := handler.New(graph.NewExecutableSchema(graph.Config{Resolvers: o.Resolvers}))
-	if o.RateLimitOff {
-		o.Limiter = nil // also a limiter set by a test harness's defaults
+	if !rateLimit {
+		o.Limiter = nil
 	} else if o.Limiter == nil {
 		// Never fails without a REDIS_URL.
 		o.Limiter, _ = ratelimit.New(ratelimit.Options{Log: o.Log, Registerer: ops.reg})
@@ -124,7 +146,7 @@ func NewHandler(o Options) http.Handler {
 	gql.SetErrorPresenter(presentError(o.Log))
 	gql.SetRecoverFunc(recoverPanic)
 	gql.Use(operationMetrics{ops.metrics})
-	if !o.NoIdempotency {
+	if idem {
 		gql.Use(idempotency.New(idempotency.Options{DB: o.DB, TTL: o.IdempotencyTTL, Wait: o.IdempotencyWait,
 			Registerer: ops.reg, Log: o.Log}))
 	}

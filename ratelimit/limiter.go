@@ -1,9 +1,10 @@
 // Package ratelimit is TaskFlow's rate limiting: the query cost (package cost, read from
 // the schema's @cost/@listSize directives), GCRA budgets in Redis (or in process)
 // with a fail-open policy, the endpoint limits of login, register and
-// searchTasks, and the gqlgen extension that checks them all after parse and validation, before
-// execution. The HTTP transport (package httpapi) turns its answers into 429/400
-// responses and RateLimit headers.
+// searchTasks, and the gqlgen extension that checks them all after parse and
+// validation, before execution. The HTTP transport (package httpapi) turns its
+// answers into responses (429 for RATE_LIMITED; QUERY_TOO_COSTLY as a
+// validation failure) and RateLimit headers.
 package ratelimit
 
 import (

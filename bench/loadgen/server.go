@@ -23,7 +23,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"taskflow/httpapi"
 	"taskflow/store"
 )
 
@@ -46,7 +45,7 @@ func startInproc(ctx context.Context, cfg Config, poolCfg *pgxpool.Config, rec *
 	if err != nil {
 		return nil, err
 	}
-	o, closeOpts, err := handlerOptions(cfg, store.New(pool, log), log, guards)
+	h, closeHandler, err := newHandler(cfg, store.New(pool, log), log, guards)
 	if err != nil {
 		pool.Close()
 		return nil, err
@@ -56,11 +55,11 @@ func startInproc(ctx context.Context, cfg Config, poolCfg *pgxpool.Config, rec *
 		pool.Close()
 		return nil, err
 	}
-	srv := &http.Server{Handler: httpapi.NewHandler(o), ReadHeaderTimeout: 5 * time.Second}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
 	return &server{url: "http://" + ln.Addr().String(), close: func() {
 		_ = srv.Close()
-		closeOpts()
+		closeHandler()
 		pool.Close()
 	}}, nil
 }

@@ -41,13 +41,26 @@ type Option func(*httpapi.Options)
 // New returns an Env on a fresh database.
 func New(t testing.TB, opts ...Option) *Env {
 	t.Helper()
+	return newEnv(t, httpapi.NewHandler, opts)
+}
+
+// NewUnguarded returns an Env whose handler leaves out the guards named
+// (httpapi.NewUnguardedHandler), for benchmarks that measure what they cost.
+func NewUnguarded(t testing.TB, without []httpapi.Guard, opts ...Option) *Env {
+	t.Helper()
+	return newEnv(t, func(o httpapi.Options) http.Handler { return httpapi.NewUnguardedHandler(o, without...) }, opts)
+}
+
+// newEnv builds the Env with the handler newHandler makes.
+func newEnv(t testing.TB, newHandler func(httpapi.Options) http.Handler, opts []Option) *Env {
+	t.Helper()
 	db := storetest.DB(t)
 	o := httpapi.Options{DB: db, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		PasswordParams: auth.FastPasswordParams, Limiter: Unlimited()}
 	for _, opt := range opts {
 		opt(&o)
 	}
-	h := httpapi.NewHandler(o)
+	h := newHandler(o)
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	return &Env{DB: db, Handler: h, Client: client.New(h, client.Path("/query")), Server: srv}
