@@ -210,6 +210,25 @@ func lockInvitation(ctx context.Context, tx Querier, actor *User, id string) (*I
 	return inv, role, nil
 }
 
+// lockInvitationWorkspace locks the workspace of the invitation with this id
+// for the rest of tx (see lockWorkspace). It returns NOT_FOUND if there is no
+// such invitation.
+func lockInvitationWorkspace(ctx context.Context, tx Querier, id string) error {
+	if !validID(id) {
+		return notFound("invitation")
+	}
+	var one int
+	err := tx.QueryRow(ctx, `SELECT 1 FROM workspaces
+		WHERE id = (SELECT workspace_id FROM invitations WHERE id = $1) FOR NO KEY UPDATE`, id).Scan(&one)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return notFound("invitation")
+	}
+	if err != nil {
+		return fmt.Errorf("lock invitation's workspace: %w", err)
+	}
+	return nil
+}
+
 // answerable returns the invitation with this id locked for the rest of tx if
 // actor may accept or decline it now: NOT_FOUND if it does not exist or actor
 // may not see it, FORBIDDEN if actor sees it without being the invitee (an
@@ -243,6 +262,11 @@ func (db *DB) AcceptInvitation(ctx context.Context, actor *User, id string) (*Wo
 	}
 	var out *Workspace
 	err := db.WithTx(ctx, func(ctx context.Context, tx Querier) error {
+		// The workspace's lock first, as for every membership change: an
+		// invitation of the same e-mail made meanwhile then finds the member.
+		if err := lockInvitationWorkspace(ctx, tx, id); err != nil {
+			return err
+		}
 		inv, err := answerable(ctx, tx, actor, id)
 		if err != nil {
 			return err

@@ -89,3 +89,56 @@ func TestInvitationPagesAnswerEachKey(t *testing.T) {
 		}
 	}
 }
+
+// An invitation of the same e-mail made while the invitee's accept commits
+// waits for it and then finds the member: no invitation of a member stays open.
+func TestInviteWaitsForAnAcceptInFlight(t *testing.T) {
+	t.Parallel()
+	db := storetest.DB(t)
+	ctx := context.Background()
+	owner, bob := mkUser(t, db, "owner@example.com"), mkUser(t, db, "bob@example.com")
+	ws, err := db.CreateWorkspace(ctx, owner, "W")
+	if err != nil {
+		t.Fatal(err)
+	}
+	inv, err := db.InviteMember(ctx, owner, ws.ID, bob.Email, store.RoleMember)
+	if err != nil {
+		t.Fatal(err)
+	}
+	held, release, accepted := make(chan struct{}), make(chan struct{}), make(chan error, 1)
+	go func() {
+		accepted <- db.UnitOfWork(ctx, func(ctx context.Context) error {
+			if _, err := db.AcceptInvitation(ctx, bob, inv.ID); err != nil {
+				close(held)
+				return err
+			}
+			close(held)
+			<-release // not committed yet
+			return nil
+		})
+	}()
+	<-held
+	invited := make(chan error, 1)
+	go func() {
+		_, err := db.InviteMember(ctx, owner, ws.ID, bob.Email, store.RoleViewer)
+		invited <- err
+	}()
+	// Let the accept commit once the invite waits for a lock (or has answered).
+	for waiting := 0; waiting == 0 && len(invited) == 0; {
+		if err := db.Pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(release)
+	if err := <-accepted; err != nil {
+		t.Fatal(err)
+	}
+	if err := <-invited; errs.CodeOf(err) != errs.CodeConflict {
+		t.Fatalf("invite during the accept: %v, want CONFLICT", err)
+	}
+	var open int
+	if err := db.Pool.QueryRow(ctx, `SELECT count(*) FROM invitations WHERE workspace_id = $1`, ws.ID).Scan(&open); err != nil || open != 0 {
+		t.Fatalf("%d open invitations of a member (%v)", open, err)
+	}
+}
