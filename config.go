@@ -17,7 +17,7 @@ import (
 )
 
 // Config is TaskFlow's configuration, read from the environment at start (see the
-// configuration table of README.md).
+// table of docs/configuration.md, kept equal to it by a test).
 type Config struct {
 	// HTTPAddr is the listen address (HTTP_ADDR, default ":8080").
 	HTTPAddr string

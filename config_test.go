@@ -3,6 +3,8 @@ package main
 import (
 	"log/slog"
 	"net/netip"
+	"os"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -205,6 +207,41 @@ func TestCleanEnvDropsEveryServerVariable(t *testing.T) {
 	for n := range dropped {
 		if !read[n] {
 			t.Errorf("apitest.CleanEnv drops %s, which loadConfig does not read", n)
+		}
+	}
+}
+
+// TestConfigurationTableMatchesConfig keeps the table of variables in
+// docs/configuration.md equal to what the server reads (loadConfig, and GOGC in
+// setGCPercent), in both directions.
+func TestConfigurationTableMatchesConfig(t *testing.T) {
+	t.Parallel()
+	doc, err := os.ReadFile("docs/configuration.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, _ := strings.Cut(string(doc), "\n## Variables TaskFlow reads\n")
+	section, _, _ = strings.Cut(section, "\n## ")
+	documented := map[string]bool{}
+	for _, m := range regexp.MustCompile("(?m)^\\| `([A-Z0-9_]+)` \\|").FindAllStringSubmatch(section, -1) {
+		documented[m[1]] = true
+	}
+	if len(documented) == 0 {
+		t.Fatal("no table under '## Variables TaskFlow reads' in docs/configuration.md")
+	}
+	read := map[string]bool{}
+	if _, err := loadConfig(func(name string) string { read[name] = true; return "" }); err != nil {
+		t.Fatal(err)
+	}
+	setGCPercent(func(name string) string { read[name] = true; return "100" }) // "100": leaves the runtime's target as it is
+	for n := range read {
+		if !documented[n] {
+			t.Errorf("the server reads %s, which docs/configuration.md does not list", n)
+		}
+	}
+	for n := range documented {
+		if !read[n] {
+			t.Errorf("docs/configuration.md lists %s, which the server does not read", n)
 		}
 	}
 }

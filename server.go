@@ -1,5 +1,5 @@
 // Command taskflow is the TaskFlow GraphQL API server. It reads its configuration
-// from the environment (see config.go and README.md), connects to Postgres and
+// from the environment (see config.go and docs/configuration.md), connects to Postgres and
 // applies the migrations, serves HTTP until SIGTERM or SIGINT, then finishes the
 // requests in flight and exits 0.
 package main

@@ -1476,7 +1476,7 @@ type AuditVerification {
 }
 `, BuiltIn: false},
 	{Name: "../schema/schema.graphqls", Input: `# TaskFlow GraphQL schema: root types, scalars and the directives that declare
-# query cost next to the fields (see the Rate limits section of API.md).
+# query cost next to the fields (docs/api.md#rate-limits-and-query-cost).
 
 "RFC 3339 date-time with a time zone."
 scalar Time

@@ -17,7 +17,21 @@ import (
 // and message (with its extensions); errors gqlgen made itself (parse,
 // validation, argument coercion) keep their message with a code; anything else is
 // logged with the request id and shown as INTERNAL with nothing of its internals.
+// It emits only the contract's codes (errs.All): an error with another code is
+// a bug, logged and shown as INTERNAL.
 func presentError(log *slog.Logger) graphql.ErrorPresenterFunc {
+	present := presentKnown(log)
+	return func(ctx context.Context, err error) *gqlerror.Error {
+		gqlErr := present(ctx, err)
+		if code, _ := gqlErr.Extensions["code"].(string); !errs.Known(code) {
+			return internalError(ctx, log, err, gqlErr)
+		}
+		return gqlErr
+	}
+}
+
+// presentKnown is presentError before its check of the code.
+func presentKnown(log *slog.Logger) graphql.ErrorPresenterFunc {
 	return func(ctx context.Context, err error) *gqlerror.Error {
 		gqlErr := graphql.DefaultErrorPresenter(ctx, err)
 		var domain *errs.Error
@@ -47,14 +61,20 @@ func presentError(log *slog.Logger) graphql.ErrorPresenterFunc {
 			gqlErr.Extensions = map[string]any{"code": string(errs.CodeBadUserInput)}
 			return gqlErr
 		}
-		log.ErrorContext(ctx, "internal error", "err", err, "request_id", reqinfo.From(ctx).RequestID,
-			"path", gqlErr.Path.String())
-		return &gqlerror.Error{
-			Message:    "internal error",
-			Path:       gqlErr.Path,
-			Locations:  gqlErr.Locations,
-			Extensions: map[string]any{"code": string(errs.CodeInternal)},
-		}
+		return internalError(ctx, log, err, gqlErr)
+	}
+}
+
+// internalError logs err with the request id and returns the INTERNAL error
+// shown in its place, at gqlErr's path and locations.
+func internalError(ctx context.Context, log *slog.Logger, err error, gqlErr *gqlerror.Error) *gqlerror.Error {
+	log.ErrorContext(ctx, "internal error", "err", err, "request_id", reqinfo.From(ctx).RequestID,
+		"path", gqlErr.Path.String())
+	return &gqlerror.Error{
+		Message:    "internal error",
+		Path:       gqlErr.Path,
+		Locations:  gqlErr.Locations,
+		Extensions: map[string]any{"code": string(errs.CodeInternal)},
 	}
 }
 
