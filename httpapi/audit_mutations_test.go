@@ -19,7 +19,9 @@ import (
 type mutationFixture struct {
 	owner, member, outsider    apitest.User
 	ws, project, task, comment string
-	tag                        string
+	// invitation is the owner's open invitation of outsider to ws.
+	invitation string
+	tag        string
 }
 
 // fixturePassword is the owner's password: no event may contain it.
@@ -69,10 +71,17 @@ type mutationRow struct {
 	// events are the events of one call, in order; none means the mutation
 	// deliberately writes none.
 	events []wantEvent
+	// refused, when set, is the code the call is answered with: it must write
+	// no event (a deprecated mutation that no longer changes anything).
+	refused string
 }
 
-func owner(f *mutationFixture) apitest.User  { return f.owner }
-func member(f *mutationFixture) apitest.User { return f.member }
+func owner(f *mutationFixture) apitest.User    { return f.owner }
+func member(f *mutationFixture) apitest.User   { return f.member }
+func outsider(f *mutationFixture) apitest.User { return f.outsider }
+
+// invitationVars are the variables {id: the fixture's invitation}.
+func invitationVars(f *mutationFixture) map[string]any { return map[string]any{"id": f.invitation} }
 
 // mutationAudits has one row per field of the schema's Mutation type:
 // TestEveryMutationWritesItsAuditEvents fails for a mutation without a row.
@@ -100,8 +109,25 @@ var mutationAudits = map[string]mutationRow{
 	},
 	"addMember": {
 		as: owner, query: `mutation($ws: ID!, $e: String!) { addMember(workspaceId: $ws, email: $e, role: VIEWER) { role } }`,
-		vars:   func(f *mutationFixture) map[string]any { return map[string]any{"ws": f.ws, "e": f.outsider.Email} },
-		events: []wantEvent{{action: "member.added", entity: fixed(func(f *mutationFixture) string { return f.outsider.ID })}},
+		vars:    func(f *mutationFixture) map[string]any { return map[string]any{"ws": f.ws, "e": "someone-" + f.tag + "@example.com"} },
+		refused: "FORBIDDEN",
+	},
+	"inviteMember": {
+		as: owner, query: `mutation($ws: ID!, $e: String!) { inviteMember(workspaceId: $ws, email: $e, role: VIEWER) { id } }`,
+		vars:   func(f *mutationFixture) map[string]any { return map[string]any{"ws": f.ws, "e": "invitee-" + f.tag + "@example.com"} },
+		events: []wantEvent{{action: "member.invited", entity: answered("inviteMember", "id")}},
+	},
+	"revokeInvitation": {
+		as: owner, query: `mutation($id: ID!) { revokeInvitation(id: $id) }`, vars: invitationVars,
+		events: []wantEvent{{action: "member.invitation_revoked", entity: fixed(func(f *mutationFixture) string { return f.invitation })}},
+	},
+	"acceptInvitation": {
+		as: outsider, query: `mutation($id: ID!) { acceptInvitation(id: $id) { id } }`, vars: invitationVars,
+		events: []wantEvent{{action: "member.joined", entity: fixed(func(f *mutationFixture) string { return f.outsider.ID })}},
+	},
+	"declineInvitation": {
+		as: outsider, query: `mutation($id: ID!) { declineInvitation(id: $id) }`, vars: invitationVars,
+		events: []wantEvent{{action: "member.invitation_declined", entity: fixed(func(f *mutationFixture) string { return f.invitation })}},
 	},
 	"updateMemberRole": {
 		as: owner, query: `mutation($ws: ID!, $u: ID!) { updateMemberRole(workspaceId: $ws, userId: $u, role: ADMIN) { role } }`,
@@ -175,8 +201,11 @@ func newMutationFixture(t *testing.T, env *apitest.Env) *mutationFixture {
 		return answered(path...)(f, data)
 	}
 	f.ws = id(f.owner.Token, `mutation { createWorkspace(input: {name: "Acme"}) { id } }`, nil, "createWorkspace", "id")
-	id(f.owner.Token, `mutation($ws: ID!, $e: String!) { addMember(workspaceId: $ws, email: $e, role: MEMBER) { role } }`,
-		map[string]any{"ws": f.ws, "e": f.member.Email})
+	joining := id(f.owner.Token, `mutation($ws: ID!, $e: String!) { inviteMember(workspaceId: $ws, email: $e, role: MEMBER) { id } }`,
+		map[string]any{"ws": f.ws, "e": f.member.Email}, "inviteMember", "id")
+	id(f.member.Token, `mutation($id: ID!) { acceptInvitation(id: $id) { id } }`, map[string]any{"id": joining})
+	f.invitation = id(f.owner.Token, `mutation($ws: ID!, $e: String!) { inviteMember(workspaceId: $ws, email: $e, role: VIEWER) { id } }`,
+		map[string]any{"ws": f.ws, "e": f.outsider.Email}, "inviteMember", "id")
 	f.project = id(f.member.Token, `mutation($ws: ID!) { createProject(input: {workspaceId: $ws, name: "P"}) { id } }`,
 		map[string]any{"ws": f.ws}, "createProject", "id")
 	f.task = id(f.member.Token, `mutation($p: ID!) { createTask(input: {projectId: $p, title: "T"}) { id } }`,
@@ -230,6 +259,12 @@ func TestEveryMutationWritesItsAuditEvents(t *testing.T) {
 				vars = row.vars(f)
 			}
 			res, evs := auditActionCall(t, env, caller.Token, row.query, vars)
+			if row.refused != "" {
+				if res.Code() != row.refused || len(evs) != 0 {
+					t.Fatalf("%s: want %s and no event, got %d events: %s", name, row.refused, len(evs), res.Raw)
+				}
+				return
+			}
 			var data map[string]any
 			if err := json.Unmarshal(res.Body.Data, &data); err != nil || res.Code() != "" {
 				t.Fatalf("%s: %s", name, res.Raw)
