@@ -109,12 +109,16 @@ var mutationAudits = map[string]mutationRow{
 	},
 	"addMember": {
 		as: owner, query: `mutation($ws: ID!, $e: String!) { addMember(workspaceId: $ws, email: $e, role: VIEWER) { role } }`,
-		vars:    func(f *mutationFixture) map[string]any { return map[string]any{"ws": f.ws, "e": "someone-" + f.tag + "@example.com"} },
+		vars: func(f *mutationFixture) map[string]any {
+			return map[string]any{"ws": f.ws, "e": "someone-" + f.tag + "@example.com"}
+		},
 		refused: "FORBIDDEN",
 	},
 	"inviteMember": {
 		as: owner, query: `mutation($ws: ID!, $e: String!) { inviteMember(workspaceId: $ws, email: $e, role: VIEWER) { id } }`,
-		vars:   func(f *mutationFixture) map[string]any { return map[string]any{"ws": f.ws, "e": "invitee-" + f.tag + "@example.com"} },
+		vars: func(f *mutationFixture) map[string]any {
+			return map[string]any{"ws": f.ws, "e": "invitee-" + f.tag + "@example.com"}
+		},
 		events: []wantEvent{{action: "member.invited", entity: answered("inviteMember", "id")}},
 	},
 	"revokeInvitation": {
