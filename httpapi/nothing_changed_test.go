@@ -168,5 +168,22 @@ func TestLimiterRefusalsChangeNothing(t *testing.T) {
 		}, "RATE_LIMITED", 429},
 		{"a login over its limit", func(t *testing.T) *apitest.Response { return env.Post(t, "", login, nil) },
 			"RATE_LIMITED", 429},
+		// Refused for what they are, before the limiter: not charged, and not
+		// RATE_LIMITED or QUERY_TOO_COSTLY though the budget could not pay
+		// for them.
+		{"a NUL, over the budget", func(t *testing.T) *apitest.Response {
+			return env.Post(t, fx.token, `mutation { createWorkspace(input: {name: "\u0000"}) { id } }`, nil)
+		}, "BAD_USER_INPUT", 0},
+		{"a query with a NUL, within the budget", func(t *testing.T) *apitest.Response {
+			return env.Post(t, fx.token, `{ task(id: "\u0000") { id } }`, nil)
+		}, "BAD_USER_INPUT", 0},
+		{"one key for two fields, over the budget", func(t *testing.T) *apitest.Response {
+			return env.Post(t, fx.token, `mutation { a: logout b: createWorkspace(input: {name: "n"}, idempotencyKey: "k") { id }
+				c: createWorkspace(input: {name: "n"}, idempotencyKey: "k") { id } }`, nil)
+		}, "BAD_USER_INPUT", 0},
 	})
+	r := env.Post(t, fx.token, `{ rateLimit { remaining cost } }`, nil)
+	if !strings.Contains(string(r.Body.Data), `"remaining":8,"cost":1`) {
+		t.Errorf("the refusals were charged: 9 points were left, %s", r.Raw)
+	}
 }
