@@ -29,8 +29,9 @@ var auditExportColumns = []string{"id", "occurredAt", "workspaceId", "actorId", 
 // event newest first, one row in memory at a time, flushing every few hundred
 // rows. The access rule is auditEvents': OWNER and ADMIN of the workspace.
 // Errors found before the first byte (no user 401, role 403, workspace 404, bad
-// parameters 400, a NUL or invalid UTF-8 in any parameter among them) are a JSON body {"errors":[{"message", "extensions":{"code"}}]};
-// a failure while streaming ends the response early (logged).
+// parameters 400, a NUL or invalid UTF-8 in any parameter among them) are a
+// JSON body {"errors":[{"message", "extensions":{"code"}}]}; a failure while
+// streaming ends the response early (logged).
 func auditExport(db *store.DB, log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
