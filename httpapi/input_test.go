@@ -20,7 +20,7 @@ import (
 func TestHostileHeaders(t *testing.T) {
 	t.Parallel()
 	env := apitest.New(t)
-	fx := newFixtures(t, env).make(t)
+	fx := newFixture(t, env)
 	addr := env.Server.Listener.Addr().String()
 	create := []byte(`{"query":"mutation { createWorkspace(input: {name: \"h\"}) { id } }"}`)
 	before := storetest.Snapshot(t, env.DB.Pool)
@@ -74,7 +74,7 @@ func errorCodes(body []byte) ([]string, bool) {
 func TestURNIDsAreNotFound(t *testing.T) {
 	t.Parallel()
 	env := apitest.New(t)
-	fx := newFixtures(t, env).make(t)
+	fx := newFixture(t, env)
 	for _, q := range []string{
 		`{ task(id: "urn:uuid:` + fx.task + `") { id } }`,
 		`mutation { deleteComment(id: "urn:uuid:` + fx.comment + `") }`,

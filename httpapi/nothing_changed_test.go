@@ -50,7 +50,7 @@ func checkRefusals(t *testing.T, env *apitest.Env, refusals []refusal) {
 func TestRefusalsChangeNothing(t *testing.T) {
 	t.Parallel()
 	env := apitest.New(t)
-	fx := newFixtures(t, env).make(t)
+	fx := newFixture(t, env)
 	as := func(q string, vars map[string]any, headers ...string) func(t *testing.T) *apitest.Response {
 		return func(t *testing.T) *apitest.Response { return env.Post(t, fx.token, q, vars, headers...) }
 	}
@@ -146,7 +146,7 @@ func TestLimiterRefusalsChangeNothing(t *testing.T) {
 	t.Parallel()
 	once := ratelimit.Limit{Points: 1, Window: time.Hour}
 	env, _ := limited(t, ratelimit.Config{Points: 20, Window: time.Hour, MaxCost: 15, LoginPerIP: once}, nil, "")
-	fx := newFixtures(t, env).make(t)
+	fx := newFixture(t, env)
 	login := `mutation { login(email: "` + fx.ownerEmail + `", password: "wrong password") { token } }`
 	// Spend the login attempt and most of the budget (11 of 20 points).
 	if r := env.Post(t, "", login, nil); r.Code() != "UNAUTHENTICATED" {
