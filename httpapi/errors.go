@@ -11,6 +11,7 @@ import (
 
 	"taskflow/errs"
 	"taskflow/reqinfo"
+	"taskflow/store"
 )
 
 // presentError is the one error presenter: a domain *errs.Error becomes its code
@@ -61,6 +62,11 @@ func presentKnown(log *slog.Logger) graphql.ErrorPresenterFunc {
 			gqlErr.Extensions = map[string]any{"code": string(errs.CodeBadUserInput)}
 			return gqlErr
 		}
+		if e := inputRefusedByPostgres(ctx, log, err); e != nil {
+			gqlErr.Message = e.Message
+			gqlErr.Extensions = map[string]any{"code": string(e.Code)}
+			return gqlErr
+		}
 		return internalError(ctx, log, err, gqlErr)
 	}
 }
@@ -76,6 +82,19 @@ func internalError(ctx context.Context, log *slog.Logger, err error, gqlErr *gql
 		Locations:  gqlErr.Locations,
 		Extensions: map[string]any{"code": string(errs.CodeInternal)},
 	}
+}
+
+// inputRefusedByPostgres is the safety net under the input checks: the
+// BAD_USER_INPUT error of a value Postgres refused (store.InputError), logged
+// as a warning because a check where input enters should have caught it; nil
+// for any other error.
+func inputRefusedByPostgres(ctx context.Context, log *slog.Logger, err error) *errs.Error {
+	e, state := store.InputError(err)
+	if e != nil {
+		log.WarnContext(ctx, "bad input reached Postgres", "sqlstate", state, "err", err,
+			"request_id", reqinfo.From(ctx).RequestID)
+	}
+	return e
 }
 
 // isArgumentError reports whether err was raised while coercing an argument of

@@ -29,8 +29,9 @@ var auditExportColumns = []string{"id", "occurredAt", "workspaceId", "actorId", 
 // event newest first, one row in memory at a time, flushing every few hundred
 // rows. The access rule is auditEvents': OWNER and ADMIN of the workspace.
 // Errors found before the first byte (no user 401, role 403, workspace 404, bad
-// parameters 400) are a JSON body {"errors":[{"message", "extensions":{"code"}}]};
-// a failure while streaming ends the response early (logged).
+// parameters 400, a NUL or invalid UTF-8 in any parameter among them) are a
+// JSON body {"errors":[{"message", "extensions":{"code"}}]}; a failure while
+// streaming ends the response early (logged).
 func auditExport(db *store.DB, log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
@@ -45,6 +46,10 @@ func auditExport(db *store.DB, log *slog.Logger) http.Handler {
 			return
 		}
 		q := r.URL.Query()
+		if err := queryParamsFault(q); err != nil {
+			writeExportError(w, log, r, err)
+			return
+		}
 		workspaceID := q.Get("workspaceId")
 		format := strings.ToLower(q.Get("format"))
 		if format == "" {
@@ -235,7 +240,9 @@ func csvCell(s string) string {
 // code means; an unknown error is logged and answered as INTERNAL.
 func writeExportError(w http.ResponseWriter, log *slog.Logger, r *http.Request, err error) {
 	var e *errs.Error
-	if !errors.As(err, &e) {
+	if pgErr := inputRefusedByPostgres(r.Context(), log, err); pgErr != nil {
+		e = pgErr
+	} else if !errors.As(err, &e) {
 		if !errors.Is(err, context.Canceled) {
 			log.ErrorContext(r.Context(), "internal error", "err", err, "request_id", reqinfo.From(r.Context()).RequestID)
 		}

@@ -21,6 +21,7 @@ import (
 	"github.com/vektah/gqlparser/v2/ast"
 
 	"taskflow/apq"
+	"taskflow/audit"
 	"taskflow/auth"
 	"taskflow/graph"
 	"taskflow/idempotency"
@@ -138,7 +139,15 @@ func newHandler(o Options, without []Guard) http.Handler {
 	gql.SetParserTokenLimit(parserTokenLimit)
 	gql.Use(extension.Introspection{})
 	gql.Use(resolveAPQ)
-	gql.Use(methodGuard{}) // before the limiter: a mutation by GET is refused uncharged
+	// The checks that refuse the operation for what it is, before the limiter
+	// charges it: a mutation by GET, a string the database cannot store, keys
+	// that cannot be honoured (idempotency).
+	gql.Use(methodGuard{})
+	gql.Use(inputGuard{})
+	if idem {
+		gql.Use(idempotency.New(idempotency.Options{DB: o.DB, TTL: o.IdempotencyTTL, Wait: o.IdempotencyWait,
+			Registerer: ops.reg, Log: o.Log}))
+	}
 	if o.Limiter != nil {
 		gql.Use(o.Limiter.Extension())
 	}
@@ -146,10 +155,6 @@ func newHandler(o Options, without []Guard) http.Handler {
 	gql.SetErrorPresenter(presentError(o.Log))
 	gql.SetRecoverFunc(recoverPanic)
 	gql.Use(operationMetrics{ops.metrics})
-	if idem {
-		gql.Use(idempotency.New(idempotency.Options{DB: o.DB, TTL: o.IdempotencyTTL, Wait: o.IdempotencyWait,
-			Registerer: ops.reg, Log: o.Log}))
-	}
 
 	mux := http.NewServeMux()
 	mux.Handle("/query", o.CORS.handler(auth.Middleware(o.DB, authFailure(o.Log))(
@@ -161,6 +166,11 @@ func newHandler(o Options, without []Guard) http.Handler {
 
 // requestContext gives every request an id (the client's X-Request-ID when it
 // sends a sane one), echoes it in the response, and records the audit context.
+// The User-Agent is recorded cleaned (audit.CleanText: invalid UTF-8 and NUL
+// become U+FFFD, at most audit.MaxTextLen bytes), never refused: it is the
+// client software's, not the user's, and what it says is informative only, so
+// a broken one should not lock its users out. Every consumer (audit log, logs)
+// sees the cleaned value.
 func requestContext(proxies Proxies, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id := r.Header.Get("X-Request-ID")
@@ -170,7 +180,7 @@ func requestContext(proxies Proxies, next http.Handler) http.Handler {
 		w.Header().Set("X-Request-ID", id)
 		ctx := reqinfo.With(r.Context(), reqinfo.Info{
 			IP:        proxies.ClientIP(r),
-			UserAgent: r.UserAgent(),
+			UserAgent: audit.CleanText(r.UserAgent()),
 			RequestID: id,
 		})
 		next.ServeHTTP(w, r.WithContext(ctx))

@@ -189,31 +189,93 @@ func jsonSafe(t reflect.Type, seen map[reflect.Type]bool) error {
 	return nil
 }
 
-// MutateOperationContext refuses, before anything runs, an Idempotency-Key header
-// that is malformed or that cannot name one call: the operation has several
-// mutation fields and one of those that take a key has no idempotencyKey argument.
+// MutateOperationContext refuses, before anything runs (and before the rate
+// limiter charges it), an operation whose keys cannot be honoured:
+//   - a malformed key, in the Idempotency-Key header or in any idempotencyKey
+//     argument (BAD_USER_INPUT);
+//   - any key on an anonymous call (UNAUTHENTICATED): keys are per user, and
+//     register and login take none;
+//   - an Idempotency-Key header that names no call, because no mutation field
+//     of the operation takes a key (logout, login, register), or cannot name
+//     one, because the operation has several mutation fields and one of those
+//     that take a key has no idempotencyKey argument (BAD_USER_INPUT);
+//   - one key for several mutation fields (BAD_USER_INPUT naming the key and
+//     the fields): the first would commit, and the second be refused as a
+//     reuse, or replay the first, in an answer that says otherwise.
 func (m *Middleware) MutateOperationContext(ctx context.Context, oc *graphql.OperationContext) *gqlerror.Error {
 	if oc.Operation == nil || oc.Operation.Operation != ast.Mutation {
 		return nil
 	}
-	values := oc.Headers.Values(HeaderKey)
-	if len(values) == 0 {
-		return nil
-	}
-	if _, err := headerKey(values); err != nil {
-		return badInput(err.Error())
+	header := ""
+	if values := oc.Headers.Values(HeaderKey); len(values) > 0 {
+		k, err := headerKey(values)
+		if err != nil {
+			return badInput(err.Error())
+		}
+		header = k
 	}
 	fields := graphql.CollectFields(oc, oc.Operation.SelectionSet, []string{"Mutation"})
-	if len(fields) < 2 {
-		return nil
-	}
+	keyed := 0                     // fields that take a key
+	byHeader := 0                  // of those, the ones the header is the key of
+	var keys []string              // the keys given, in order
+	users := map[string][]string{} // key → response names of the fields it is given to
 	for _, f := range fields {
-		if _, keyed := m.results[f.Name]; keyed && !argGiven(f.Field, oc.Variables) {
-			return badInput("the " + HeaderKey + " header is for an operation with a single mutation field; " +
-				"give each mutation its own idempotencyKey argument")
+		if _, ok := m.results[f.Name]; !ok {
+			continue
+		}
+		keyed++
+		k, given, err := argKey(f.Field, oc.Variables)
+		if err != nil {
+			return badInput(err.Error())
+		}
+		if !given {
+			if header == "" {
+				continue
+			}
+			k = header
+			byHeader++
+		}
+		if users[k] == nil {
+			keys = append(keys, k)
+		}
+		users[k] = append(users[k], f.Alias)
+	}
+	if (header != "" || len(keys) > 0) && auth.UserFrom(ctx) == nil {
+		return &gqlerror.Error{
+			Message:    "idempotency keys are per user: sign in to send one (register and login take no key); nothing was run",
+			Extensions: map[string]any{"code": string(errs.CodeUnauthenticated)},
+		}
+	}
+	if header != "" && keyed == 0 && len(fields) > 0 {
+		what := "mutation " + names(fields) + " takes"
+		if len(fields) > 1 {
+			what = "mutations " + names(fields) + " take"
+		}
+		return badInput(what + " no idempotency key: send it without the " + HeaderKey + " header; nothing was run")
+	}
+	if header != "" && len(fields) > 1 && byHeader > 0 {
+		return badInput("the " + HeaderKey + " header is for an operation with a single mutation field; " +
+			"give each mutation its own idempotencyKey argument; nothing was run")
+	}
+	for _, k := range keys {
+		if len(users[k]) > 1 {
+			err := badInput(fmt.Sprintf("the idempotency key %q is given to several mutation fields (%s): "+
+				"a key is for one call, give each its own; nothing was run", k, strings.Join(users[k], ", ")))
+			err.Extensions["key"] = k
+			err.Extensions["fields"] = users[k]
+			return err
 		}
 	}
 	return nil
+}
+
+// names lists the response names of fields, as "a, b".
+func names(fields []graphql.CollectedField) string {
+	out := make([]string, len(fields))
+	for i, f := range fields {
+		out[i] = f.Alias
+	}
+	return strings.Join(out, ", ")
 }
 
 // badInput is a request-level BAD_USER_INPUT error.
@@ -221,14 +283,19 @@ func badInput(msg string) *gqlerror.Error {
 	return &gqlerror.Error{Message: msg, Extensions: map[string]any{"code": string(errs.CodeBadUserInput)}}
 }
 
-// argGiven reports whether the field's idempotencyKey argument has a non-null value.
-func argGiven(f *ast.Field, vars map[string]any) bool {
+// argKey returns the field's idempotencyKey argument, whether it was given
+// (a null is not), and an error for a key that is not valid.
+func argKey(f *ast.Field, vars map[string]any) (string, bool, error) {
 	a := f.Arguments.ForName(keyArg)
 	if a == nil {
-		return false
+		return "", false, nil
 	}
 	v, err := a.Value.Value(vars)
-	return err == nil && v != nil
+	if err != nil || v == nil {
+		return "", false, nil
+	}
+	k, _ := v.(string)
+	return k, true, validKey(k)
 }
 
 // headerKey returns the key of the Idempotency-Key header values, which must
