@@ -203,6 +203,8 @@ func TestAuditEventsBadInputAndCursorBinding(t *testing.T) {
 		{Actions: []string{"*.created"}},
 		{Actions: []string{"ta*sk"}},
 		{Actions: []string{"task.**"}},
+		{Actions: slices.Repeat([]string{"task.*"}, store.MaxAuditFilterActions+1)},
+		{Actions: []string{strings.Repeat("t", store.MaxAuditFilterActionLength+1)}},
 	} {
 		if _, err := w.f.db.AuditEvents(ctx, w.admin, w.ws, bad, nil, nil); code(err) != errs.CodeBadUserInput {
 			t.Errorf("filter %v: %v", bad.Actions, err)
