@@ -159,4 +159,3 @@ func readSpine(ctx context.Context, q Querier, after SpineCursor, filter SpineFi
 	}
 	return out, nil
 }
-

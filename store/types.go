@@ -180,7 +180,7 @@ type AuditCheckpointVerification struct {
 	SignatureValid bool `json:"signatureValid"`
 	// Extended reports that the seal at the checkpoint's position has the
 	// checkpoint's hash and that the chain is intact from there to its head.
-	Extended bool `json:"extended"`
+	Extended bool   `json:"extended"`
 	Position int64  `json:"position"`
 	KeyID    string `json:"keyId"`
 	// Reason says why Valid is false; nil when it is true.
