@@ -5,6 +5,7 @@
 package httpapi
 
 import (
+	"crypto/ed25519"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -74,6 +75,10 @@ type Options struct {
 	// PasswordParams are the argon2id parameters of new password hashes (zero:
 	// auth.DefaultPasswordParams).
 	PasswordParams auth.PasswordParams
+	// AuditKeys are the public keys that verify audit checkpoints, the one
+	// that signs new ones first (AUDIT_SIGNING_KEY); none: no checkpoint
+	// verifies.
+	AuditKeys []ed25519.PublicKey
 }
 
 // parserTokenLimit bounds the tokens of one document, so parse and validation
@@ -86,7 +91,7 @@ func NewHandler(o Options) http.Handler {
 		o.Log = slog.Default()
 	}
 	if o.Resolvers == nil {
-		o.Resolvers = &resolvers.Resolver{DB: o.DB, PasswordParams: o.PasswordParams}
+		o.Resolvers = &resolvers.Resolver{DB: o.DB, PasswordParams: o.PasswordParams, AuditKeys: o.AuditKeys}
 	}
 	gql := handler.New(graph.NewExecutableSchema(graph.Config{Resolvers: o.Resolvers}))
 	ops := newOps(o)

@@ -31,6 +31,9 @@ func (db *DB) VerifyAuditLog(ctx context.Context, user *User, workspaceID string
 	}
 	if cp != nil {
 		c := *cp
+		if len(c.Version) > 64 || len(c.ChainKey) > 64 || len(c.KeyID) > 64 || len(c.HeadHash) > 64 || len(c.Signature) > 128 {
+			return nil, errs.Errorf(errs.CodeBadUserInput, "checkpoint: a field is longer than any checkpoint's")
+		}
 		if c.ChainKey == "" {
 			c.ChainKey = *chain
 		}
