@@ -36,6 +36,7 @@ func main() {
 	scenarios := flag.String("scenarios", "", "comma-separated scenarios (default all: createTask,replayStorm,task,taskPage,searchTasks,auditEvents)")
 	flag.BoolVar(&cfg.Exec, "exec", false, "run the server as a subprocess of the built binary (honest server RSS)")
 	flag.BoolVar(&cfg.Compare, "compare", false, "also measure createTask and task with the rate limiter and idempotency off vs on")
+	flag.BoolVar(&cfg.Seal, "seal", false, "run the audit sealer next to the in-process server and report sealing against the write scenarios")
 	flag.BoolVar(&cfg.GuardsOff, "guards-off", false, "in process: run the scenarios with the rate limiter and idempotency off")
 	flag.StringVar(&cfg.CPUProfile, "cpuprofile", "", "profile the in-process server runs into <prefix>.<scenario>.pprof")
 	out := flag.String("out", "", "also write the table to this file")

@@ -51,6 +51,10 @@ type Config struct {
 	// GuardsOff runs the scenarios against an in-process server with the rate
 	// limiter and idempotency off (not with Exec), to profile what they cost.
 	GuardsOff bool
+	// Seal runs an audit sealer next to the in-process server (the binary of
+	// Exec runs its own) and reports, for the write scenarios, how fast it
+	// sealed against how fast events were written, and its lag.
+	Seal bool
 	// CPUProfile, when set, is a path prefix: the in-process server runs of each
 	// scenario are profiled into <prefix>.<scenario>.pprof.
 	CPUProfile string
@@ -172,6 +176,8 @@ type Report struct {
 	RSSOfWhat  string
 	PoolConns  int32
 	GoMaxProcs int
+	// Seal is what the audit sealer did in the write scenarios (Config.Seal).
+	Seal []SealStats
 }
 
 // Run prepares the fixtures, runs every scenario against the server and its
@@ -220,6 +226,11 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		rep.RSSOfWhat = "harness process holding server and load generator (VmHWM)"
 	}
 	client := newClient(cfg.Concurrency)
+	if cfg.Seal && !cfg.Exec {
+		sealCtx, stopSealer := context.WithCancel(ctx)
+		defer stopSealer()
+		go (&store.AuditSealer{DB: twin.db}).Run(sealCtx)
+	}
 
 	for _, sc := range selected(cfg.Scenarios) {
 		// Fresh planner statistics first: the scenarios before this one may
@@ -243,10 +254,22 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 
 		stop := startProfile(cfg.CPUProfile, sc.Name, !cfg.Exec)
 		fmt.Fprintf(cfg.Progress, "%s: server, %d statements per request\n", sc.Name, len(stmts))
+		start := time.Now()
 		res.Server = measure(ctx, cfg, func(ctx context.Context, i int) error {
 			return send(ctx, client, target.url, sc, fix, i)
 		})
+		end := time.Now()
 		stop()
+		if cfg.Seal && sc.Fresh {
+			s, err := sealStats(ctx, rawPool, sc.Name, start, end)
+			if err != nil {
+				return nil, err
+			}
+			if s.Events > 0 { // a storm of replays writes nothing
+				fmt.Fprintf(cfg.Progress, "%s: %d events sealed, lag p99 %s\n", sc.Name, s.Events, ms(s.LagP99))
+				rep.Seal = append(rep.Seal, s)
+			}
+		}
 		fmt.Fprintf(cfg.Progress, "%s: raw SQL\n", sc.Name)
 		rp := &replayer{stmts: stmts, known: fix.Known, fresh: sc.Fresh}
 		res.Raw = measure(ctx, cfg, func(ctx context.Context, i int) error { return rp.run(ctx, rawPool) })

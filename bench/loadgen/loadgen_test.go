@@ -21,7 +21,7 @@ func TestHarnessSmoke(t *testing.T) {
 		RedisURL:    "redis://127.0.0.1:6379/0",
 		Concurrency: 2, Requests: 6, Duration: 20 * time.Second,
 		Users: 3, Tasks: 4, CommentsPerTask: 2,
-		Compare: true,
+		Compare: true, Seal: true,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -55,10 +55,13 @@ func TestHarnessSmoke(t *testing.T) {
 				len(c.OffRounds), len(c.OnRounds), len(c.PairCosts()), comparePairs)
 		}
 	}
+	if len(rep.Seal) != 1 || rep.Seal[0].Scenario != "createTask" || rep.Seal[0].Events < 6 || rep.Seal[0].LagMax <= 0 {
+		t.Errorf("sealing: %+v, want createTask's events sealed", rep.Seal)
+	}
 	var b bytes.Buffer
 	rep.Markdown(&b)
 	for _, s := range Scenarios {
-		if !strings.Contains(b.String(), "| "+s.Name+" |") {
+		if !strings.Contains(b.String(), "| "+s.Name+" | ") {
 			t.Errorf("the table has no row for %s:\n%s", s.Name, b.String())
 		}
 	}

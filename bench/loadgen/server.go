@@ -27,7 +27,8 @@ import (
 // server is a TaskFlow instance the harness sends requests to.
 type server struct {
 	url   string
-	pid   int // of the subprocess; 0 in process
+	pid   int       // of the subprocess; 0 in process
+	db    *store.DB // in process: the server's store
 	close func()
 }
 
@@ -43,7 +44,8 @@ func startInproc(ctx context.Context, cfg Config, poolCfg *pgxpool.Config, rec *
 	if err != nil {
 		return nil, err
 	}
-	o, closeOpts, err := handlerOptions(cfg, store.New(pool, log), log, guards)
+	db := store.New(pool, log)
+	o, closeOpts, err := handlerOptions(cfg, db, log, guards)
 	if err != nil {
 		pool.Close()
 		return nil, err
@@ -55,7 +57,7 @@ func startInproc(ctx context.Context, cfg Config, poolCfg *pgxpool.Config, rec *
 	}
 	srv := &http.Server{Handler: httpapi.NewHandler(o), ReadHeaderTimeout: 5 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
-	return &server{url: "http://" + ln.Addr().String(), close: func() {
+	return &server{url: "http://" + ln.Addr().String(), db: db, close: func() {
 		_ = srv.Close()
 		closeOpts()
 		pool.Close()
