@@ -225,12 +225,18 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	} else {
 		rep.RSSOfWhat = "harness process holding server and load generator (VmHWM)"
 	}
-	client := newClient(cfg.Concurrency)
 	if cfg.Seal && !cfg.Exec {
+		// A server of its own with the sealer, on an untraced pool: the
+		// twin's recorder must not capture the sealer's statements.
+		if target, err = startInproc(ctx, cfg, poolCfg, nil, !cfg.GuardsOff, log); err != nil {
+			return nil, err
+		}
+		defer target.close()
 		sealCtx, stopSealer := context.WithCancel(ctx)
 		defer stopSealer()
-		go (&store.AuditSealer{DB: twin.db}).Run(sealCtx)
+		go (&store.AuditSealer{DB: target.db}).Run(sealCtx)
 	}
+	client := newClient(cfg.Concurrency)
 
 	for _, sc := range selected(cfg.Scenarios) {
 		// Fresh planner statistics first: the scenarios before this one may
@@ -254,14 +260,19 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 
 		stop := startProfile(cfg.CPUProfile, sc.Name, !cfg.Exec)
 		fmt.Fprintf(cfg.Progress, "%s: server, %d statements per request\n", sc.Name, len(stmts))
+		stopSampling := func() []time.Duration { return nil }
+		if cfg.Seal && sc.Fresh {
+			stopSampling = oldestSampler(ctx, rawPool)
+		}
 		start := time.Now()
 		res.Server = measure(ctx, cfg, func(ctx context.Context, i int) error {
 			return send(ctx, client, target.url, sc, fix, i)
 		})
 		end := time.Now()
 		stop()
+		oldest := stopSampling()
 		if cfg.Seal && sc.Fresh {
-			s, err := sealStats(ctx, rawPool, sc.Name, start, end)
+			s, err := sealStats(ctx, rawPool, sc.Name, start, end, oldest)
 			if err != nil {
 				return nil, err
 			}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -25,12 +26,46 @@ type SealStats struct {
 	// Drain the time until the sealer had caught up with them.
 	Backlog int
 	Drain   time.Duration
+	// OldestP50 and OldestMax are of the age of the oldest transaction with
+	// an id anywhere in the cluster, sampled every 50 ms during the run: it
+	// holds the spine's horizon back, and the lag with it.
+	OldestP50, OldestMax time.Duration
+}
+
+// oldestSampler samples the age of the cluster's oldest transaction that
+// has an id until stop is called, which returns the samples.
+func oldestSampler(ctx context.Context, pool *pgxpool.Pool) (stop func() []time.Duration) {
+	done := make(chan struct{})
+	out := make(chan []time.Duration, 1)
+	go func() {
+		var ages []time.Duration
+		t := time.NewTicker(50 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				out <- ages
+				return
+			case <-t.C:
+			}
+			var secs float64
+			if err := pool.QueryRow(ctx, `SELECT coalesce(max(extract(epoch FROM clock_timestamp() - xact_start)), 0)
+				FROM pg_stat_activity WHERE backend_xid IS NOT NULL`).Scan(&secs); err == nil {
+				ages = append(ages, time.Duration(secs*float64(time.Second)))
+			}
+		}
+	}()
+	return func() []time.Duration { close(done); return <-out }
 }
 
 // sealStats waits for the sealer to catch up with the events of a run from
 // start to end (at most a minute) and measures it.
-func sealStats(ctx context.Context, pool *pgxpool.Pool, scenario string, start, end time.Time) (SealStats, error) {
+func sealStats(ctx context.Context, pool *pgxpool.Pool, scenario string, start, end time.Time, oldest []time.Duration) (SealStats, error) {
 	s := SealStats{Scenario: scenario}
+	if len(oldest) > 0 {
+		slices.Sort(oldest)
+		s.OldestP50, s.OldestMax = oldest[len(oldest)/2], oldest[len(oldest)-1]
+	}
 	unsealed := func() (int, error) {
 		var n int
 		err := pool.QueryRow(ctx, `SELECT count(*) FROM audit_events e, audit_seal_cursor c
@@ -79,10 +114,10 @@ func (r *Report) sealMarkdown(w io.Writer) {
 		return
 	}
 	fmt.Fprintf(w, "\nAudit sealer during the write scenarios (one sealer, rounds of up to 1000 events; lag from the event's time, taken right before its COMMIT, to its seal's, taken right before the sealing COMMIT):\n\n")
-	fmt.Fprintf(w, "| scenario | events | written/s | sealed/s | lag p50 | lag p99 | lag max | unsealed at the end | caught up after |\n")
-	fmt.Fprintf(w, "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+	fmt.Fprintf(w, "| scenario | events | written/s | sealed/s | lag p50 | lag p99 | lag max | unsealed at the end | caught up after | oldest transaction in the cluster, p50 / max |\n")
+	fmt.Fprintf(w, "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
 	for _, s := range r.Seal {
-		fmt.Fprintf(w, "| %s | %d | %.0f | %.0f | %s | %s | %s | %d | %s |\n", s.Scenario, s.Events, s.WriteRate, s.SealRate,
-			ms(s.LagP50), ms(s.LagP99), ms(s.LagMax), s.Backlog, ms(s.Drain))
+		fmt.Fprintf(w, "| %s | %d | %.0f | %.0f | %s | %s | %s | %d | %s | %s / %s |\n", s.Scenario, s.Events, s.WriteRate, s.SealRate,
+			ms(s.LagP50), ms(s.LagP99), ms(s.LagMax), s.Backlog, ms(s.Drain), ms(s.OldestP50), ms(s.OldestMax))
 	}
 }
