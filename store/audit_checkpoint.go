@@ -6,7 +6,6 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"fmt"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -88,5 +87,3 @@ func (db *DB) LatestAuditCheckpoint(ctx context.Context, chainKey string) (*Audi
 	return cp, nil
 }
 
-// checkpointTime is the time of a checkpoint as it is signed.
-func checkpointTime(t time.Time) time.Time { return t.UTC().Truncate(time.Microsecond) }

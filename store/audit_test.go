@@ -601,6 +601,13 @@ func TestAuditEnsurePartitions(t *testing.T) {
 			t.Errorf("missing %s", n)
 		}
 	}
+	// New partitions carry the spine's defaults and index.
+	var spine int
+	if err := f.db.Pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM pg_indexes WHERE tablename = 'audit_events_p209906' AND indexdef LIKE '%(tx_id, seq)%')
+		+ (SELECT count(*) FROM information_schema.columns WHERE table_name = 'audit_events_p209906'
+			AND column_name IN ('tx_id', 'seq') AND column_default IS NOT NULL)`).Scan(&spine); err != nil || spine != 3 {
+		t.Errorf("the new partition has %d of the spine index and two defaults (%v)", spine, err)
+	}
 	// New partitions carry the grants and triggers of the table.
 	for _, stmt := range []string{`DELETE FROM audit_events_p209906`, `TRUNCATE audit_events_p209906`, `UPDATE audit_events_p209906 SET action = 'a.b'`} {
 		if _, err := f.db.Pool.Exec(ctx, stmt); err == nil {
