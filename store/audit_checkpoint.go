@@ -86,4 +86,3 @@ func (db *DB) LatestAuditCheckpoint(ctx context.Context, chainKey string) (*Audi
 	}
 	return cp, nil
 }
-

@@ -153,11 +153,7 @@ func TestSealerKilledMidRoundResumes(t *testing.T) {
 	t.Parallel()
 	f := newAuditFixture(t)
 	ctx := context.Background()
-	owner := f.user("Owner")
-	ws := f.workspace(map[*store.User]store.Role{owner: store.RoleOwner})
-	for i := range 5 {
-		f.append(ctx, auditWsEvent(ws, owner, "task.created", fmt.Sprint(i), nil), nil)
-	}
+	_, ws := f.ownedWorkspace(5)
 	cfg, err := pgxpool.ParseConfig(f.url)
 	if err != nil {
 		t.Fatal(err)
@@ -300,11 +296,7 @@ func TestAuditEventsSaySealed(t *testing.T) {
 	t.Parallel()
 	f := newAuditFixture(t)
 	ctx := context.Background()
-	owner := f.user("Owner")
-	ws := f.workspace(map[*store.User]store.Role{owner: store.RoleOwner})
-	for i := range 3 {
-		f.append(ctx, auditWsEvent(ws, owner, "task.created", fmt.Sprint(i), nil), nil)
-	}
+	owner, ws := f.ownedWorkspace(3)
 	page := func() []*store.AuditEvent {
 		c, err := f.db.AuditEvents(ctx, owner, ws, store.AuditFilter{}, nil, nil)
 		if err != nil {

@@ -91,6 +91,18 @@ func (f *auditFixture) tryAppend(ctx context.Context, ev audit.Event, at func() 
 	return store.AppendAuditAt(ctx, f.db, ev, at)
 }
 
+// ownedWorkspace inserts an owner and a workspace with events task.created
+// events (entities "0", "1", ...; metadata {"title": "t<i>"}), unsealed.
+func (f *auditFixture) ownedWorkspace(events int) (*store.User, string) {
+	f.t.Helper()
+	owner := f.user("Owner")
+	ws := f.workspace(map[*store.User]store.Role{owner: store.RoleOwner})
+	for i := range events {
+		f.append(context.Background(), auditWsEvent(ws, owner, "task.created", fmt.Sprint(i), map[string]any{"title": fmt.Sprint("t", i)}), nil)
+	}
+	return owner, ws
+}
+
 // seal seals every committed event of the fixture's database.
 func (f *auditFixture) seal() {
 	f.t.Helper()
@@ -405,11 +417,7 @@ func sealedChain(t *testing.T) (*auditFixture, string, []string) {
 	t.Helper()
 	ctx := context.Background()
 	f := newAuditFixture(t)
-	owner := f.user("Owner")
-	ws := f.workspace(map[*store.User]store.Role{owner: store.RoleOwner})
-	for i := range 5 {
-		f.append(ctx, auditWsEvent(ws, owner, "task.created", fmt.Sprint(i), map[string]any{"title": fmt.Sprint("t", i)}), nil)
-	}
+	_, ws := f.ownedWorkspace(5)
 	f.seal()
 	rows, _ := f.db.Pool.Query(ctx, `SELECT event_id::text FROM audit_seals WHERE chain_key = $1 ORDER BY position`, ws)
 	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])

@@ -34,6 +34,7 @@ import (
 	"time"
 
 	"taskflow/audit"
+	"taskflow/store"
 )
 
 func main() {
@@ -44,28 +45,12 @@ func main() {
 	os.Exit(code)
 }
 
-// exportedEvent is one line of an NDJSON export.
-type exportedEvent struct {
-	ID            string          `json:"id"`
-	WorkspaceID   *string         `json:"workspaceId"`
-	ActorID       *string         `json:"actorId"`
-	Action        string          `json:"action"`
-	EntityType    string          `json:"entityType"`
-	EntityID      string          `json:"entityId"`
-	OccurredAt    time.Time       `json:"occurredAt"`
-	IP            *string         `json:"ip"`
-	UserAgent     *string         `json:"userAgent"`
-	RequestID     *string         `json:"requestId"`
-	Metadata      json.RawMessage `json:"metadata"`
-	Sealed        bool            `json:"sealed"`
-	ChainPosition *int64          `json:"chainPosition"`
-	PrevHash      *string         `json:"prevHash"`
-	Hash          *string         `json:"hash"`
-}
+// exportedEvent is one line of an NDJSON export: the event as the API gives
+// it.
+type exportedEvent = store.AuditEvent
 
-// record returns the record the event's hash covers; its chain is its
-// workspace.
-func (e exportedEvent) record() (audit.Record, error) {
+// record returns the record e's hash covers; its chain is its workspace.
+func record(e exportedEvent) (audit.Record, error) {
 	meta, err := audit.DecodeMetadata(e.Metadata)
 	if err != nil {
 		return audit.Record{}, err
@@ -156,7 +141,7 @@ func verify(events []exportedEvent, cp *audit.Checkpoint, pub ed25519.PublicKey)
 			fail("event %s is the first of its chain but links to a hash before it", e.ID)
 		}
 		prev = e.Hash
-		r, err := e.record()
+		r, err := record(e)
 		if err != nil {
 			fail("event %s: %v", e.ID, err)
 			continue
