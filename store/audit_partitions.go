@@ -165,8 +165,9 @@ func (db *DB) DropExpiredAuditPartitions(ctx context.Context, retention time.Dur
 				return err
 			}
 			ident := pgx.Identifier{name}.Sanitize()
-			if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM `+ident+` e, audit_seal_cursor c
-				WHERE c.id = 1 AND (e.tx_id, e.seq) > (c.tx_id, c.seq))`).Scan(&unsealed); err != nil || unsealed {
+			if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM audit_seal_cursor c CROSS JOIN LATERAL
+				(SELECT 1 FROM `+ident+` e WHERE (e.tx_id, e.seq) > (c.tx_id, c.seq) LIMIT 1) x WHERE c.id = 1)`).
+				Scan(&unsealed); err != nil || unsealed {
 				return err
 			}
 			// Detach first: it takes the parent's lock, so no chain walk or

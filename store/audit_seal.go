@@ -61,7 +61,8 @@ type SealRound struct {
 	Checkpoints int
 	// Full reports that the round sealed a whole batch: more may be waiting.
 	Full bool
-	// Cursor is the sealer's cursor after the round.
+	// Cursor is the sealer's cursor after the round; zero when the round
+	// only looked (nothing was waiting).
 	Cursor SpineCursor
 	// MaxLag is the longest time from an event's occurrence to its seal in
 	// the round.
@@ -122,27 +123,72 @@ func (s *AuditSealer) Run(ctx context.Context) {
 				continue
 			}
 		}
+		wake := s.DB.sealWake
+		if err != nil {
+			wake = nil // an error waits out its backoff
+		}
 		timer.Reset(wait)
 		select {
 		case <-ctx.Done():
 			return
-		case <-s.DB.sealWake:
-			if err != nil {
-				<-timer.C // an error waits out its backoff
-			}
+		case <-wake:
 		case <-timer.C:
 		}
 	}
 }
 
+// spinePendingSQL tells whether committed events wait past the sealer's
+// cursor, without a lock or a transaction id: an idle sealer's poll writes
+// nothing.
+// (LATERAL, ORDER BY and LIMIT make it one probe of the spine index of each
+// partition; a plain join with the cursor row scans the whole table.)
+const spinePendingSQL = `SELECT EXISTS (SELECT 1 FROM audit_seal_cursor c CROSS JOIN LATERAL
+	(SELECT 1 FROM audit_events e WHERE (e.tx_id, e.seq) > (c.tx_id, c.seq)
+		AND e.tx_id < pg_snapshot_xmin(pg_current_snapshot()) ORDER BY e.tx_id, e.seq LIMIT 1) x
+	WHERE c.id = 1)`
+
+// SealBacklog is what waits for the sealer.
+type SealBacklog struct {
+	// Events is the number of events past the sealer's cursor (committed,
+	// or in transactions still open).
+	Events int
+	// Oldest is the earliest occurrence among them (zero when none).
+	Oldest time.Time
+}
+
+// AuditSealBacklog returns the events the sealer has not reached yet: its lag,
+// for monitoring and for tests that wait for it.
+func (db *DB) AuditSealBacklog(ctx context.Context) (SealBacklog, error) {
+	var b SealBacklog
+	var oldest pgtype.Timestamptz
+	err := db.Pool.QueryRow(ctx, `SELECT count(*), min(x.occurred_at) FROM audit_seal_cursor c CROSS JOIN LATERAL
+		(SELECT e.occurred_at FROM audit_events e WHERE (e.tx_id, e.seq) > (c.tx_id, c.seq)) x WHERE c.id = 1`).
+		Scan(&b.Events, &oldest)
+	if err != nil {
+		return b, fmt.Errorf("audit seal backlog: %w", err)
+	}
+	b.Oldest = oldest.Time
+	return b, nil
+}
+
 // Round runs one sealing transaction: it locks the cursor (or returns Busy
 // when another sealer holds it), reads up to Batch committed events past it
 // (ReadSpine), hashes each over its chain's head, inserts the seals, moves the
-// heads and the cursor, signs the checkpoints that are due, and commits. A
-// round that fails or is cut off changes nothing; the next one starts from
-// the same cursor.
+// heads and the cursor, signs the checkpoints that are due, and commits. When
+// no event waits and no checkpoint sweep is due, it only looks (one read, no
+// transaction). A round that fails or is cut off changes nothing; the next
+// one starts from the same cursor.
 func (s *AuditSealer) Round(ctx context.Context) (SealRound, error) {
 	var out SealRound
+	if s.Key == nil || time.Since(s.lastSweep) < s.every() {
+		var pending bool
+		if err := s.DB.Pool.QueryRow(ctx, spinePendingSQL).Scan(&pending); err != nil {
+			return out, fmt.Errorf("audit seal: %w", err)
+		}
+		if !pending {
+			return out, nil
+		}
+	}
 	err := pgx.BeginFunc(ctx, s.DB.Pool, func(tx pgx.Tx) error {
 		var cur SpineCursor
 		err := tx.QueryRow(ctx, `SELECT tx_id, seq FROM audit_seal_cursor WHERE id = 1 FOR UPDATE SKIP LOCKED`).

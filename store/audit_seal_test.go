@@ -187,6 +187,9 @@ func TestSealerKilledMidRoundResumes(t *testing.T) {
 		Scan(&seals, &cur); err != nil || seals != 0 || cur != "0/0" {
 		t.Fatalf("after the kill: %d seals, cursor %s (%v)", seals, cur, err)
 	}
+	if b, err := f.db.AuditSealBacklog(ctx); err != nil || b.Events != 5 || time.Since(b.Oldest) <= 0 || time.Since(b.Oldest) > time.Hour {
+		t.Fatalf("backlog after the kill: %+v, %v", b, err)
+	}
 
 	// A sealer in the middle of a round holds the cursor: the others skip.
 	tx, err := f.db.Pool.Begin(ctx)
@@ -210,6 +213,9 @@ func TestSealerKilledMidRoundResumes(t *testing.T) {
 	}
 	if v, err := f.db.VerifyChain(ctx, ws); err != nil || !v.Valid || v.SealedEvents != 5 {
 		t.Fatalf("verify = %+v, %v", v, err)
+	}
+	if b, err := f.db.AuditSealBacklog(ctx); err != nil || b.Events != 0 || !b.Oldest.IsZero() {
+		t.Fatalf("backlog after sealing: %+v, %v", b, err)
 	}
 }
 

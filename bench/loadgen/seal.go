@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"taskflow/store"
 )
 
 // SealStats are what the audit sealer did while a write scenario ran.
@@ -61,16 +63,15 @@ func oldestSampler(ctx context.Context, pool *pgxpool.Pool) (stop func() []time.
 // sealStats waits for the sealer to catch up with the events of a run from
 // start to end (at most a minute) and measures it.
 func sealStats(ctx context.Context, pool *pgxpool.Pool, scenario string, start, end time.Time, oldest []time.Duration) (SealStats, error) {
+	db := store.New(pool, nil)
 	s := SealStats{Scenario: scenario}
 	if len(oldest) > 0 {
 		slices.Sort(oldest)
 		s.OldestP50, s.OldestMax = oldest[len(oldest)/2], oldest[len(oldest)-1]
 	}
 	unsealed := func() (int, error) {
-		var n int
-		err := pool.QueryRow(ctx, `SELECT count(*) FROM audit_events e, audit_seal_cursor c
-			WHERE c.id = 1 AND (e.tx_id, e.seq) > (c.tx_id, c.seq)`).Scan(&n)
-		return n, err
+		b, err := db.AuditSealBacklog(ctx)
+		return b.Events, err
 	}
 	var err error
 	if s.Backlog, err = unsealed(); err != nil {

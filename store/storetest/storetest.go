@@ -114,16 +114,15 @@ func SealAll(t testing.TB, sealer *store.AuditSealer) {
 		if _, err := sealer.Round(ctx); err != nil {
 			t.Fatalf("seal: %v", err)
 		}
-		var waiting int
-		if err := sealer.DB.Pool.QueryRow(ctx, `SELECT count(*) FROM audit_events e, audit_seal_cursor c
-			WHERE c.id = 1 AND (e.tx_id, e.seq) > (c.tx_id, c.seq)`).Scan(&waiting); err != nil {
+		b, err := sealer.DB.AuditSealBacklog(ctx)
+		if err != nil {
 			t.Fatalf("seal: %v", err)
 		}
-		if waiting == 0 {
+		if b.Events == 0 {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("seal: %d events still unsealed after a minute", waiting)
+			t.Fatalf("seal: %d events still unsealed after a minute", b.Events)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
