@@ -33,6 +33,7 @@ type Config = graphql.Config[ResolverRoot, DirectiveRoot, ComplexityRoot]
 type ResolverRoot interface {
 	AuditEvent() AuditEventResolver
 	Comment() CommentResolver
+	Invitation() InvitationResolver
 	Member() MemberResolver
 	Mutation() MutationResolver
 	Project() ProjectResolver
@@ -140,6 +141,28 @@ type ComplexityRoot struct {
 		Node   func(childComplexity int) int
 	}
 
+	Invitation struct {
+		CreatedAt     func(childComplexity int) int
+		Email         func(childComplexity int) int
+		ExpiresAt     func(childComplexity int) int
+		ID            func(childComplexity int) int
+		InvitedBy     func(childComplexity int) int
+		Role          func(childComplexity int) int
+		WorkspaceID   func(childComplexity int) int
+		WorkspaceName func(childComplexity int) int
+	}
+
+	InvitationConnection struct {
+		Edges    func(childComplexity int) int
+		Nodes    func(childComplexity int) int
+		PageInfo func(childComplexity int) int
+	}
+
+	InvitationEdge struct {
+		Cursor func(childComplexity int) int
+		Node   func(childComplexity int) int
+	}
+
 	Member struct {
 		JoinedAt func(childComplexity int) int
 		Role     func(childComplexity int) int
@@ -147,22 +170,26 @@ type ComplexityRoot struct {
 	}
 
 	Mutation struct {
-		AddComment       func(childComplexity int, taskID string, body string, idempotencyKey *string) int
-		AddMember        func(childComplexity int, workspaceID string, email string, role store.Role, idempotencyKey *string) int
-		ArchiveProject   func(childComplexity int, id string, idempotencyKey *string) int
-		CreateProject    func(childComplexity int, input model.CreateProjectInput, idempotencyKey *string) int
-		CreateTask       func(childComplexity int, input model.CreateTaskInput, idempotencyKey *string) int
-		CreateWorkspace  func(childComplexity int, input model.CreateWorkspaceInput, idempotencyKey *string) int
-		DeleteComment    func(childComplexity int, id string, idempotencyKey *string) int
-		DeleteTask       func(childComplexity int, id string, idempotencyKey *string) int
-		Login            func(childComplexity int, email string, password string) int
-		Logout           func(childComplexity int) int
-		Register         func(childComplexity int, input model.RegisterInput) int
-		RemoveMember     func(childComplexity int, workspaceID string, userID string, idempotencyKey *string) int
-		UpdateComment    func(childComplexity int, id string, body string, idempotencyKey *string) int
-		UpdateMemberRole func(childComplexity int, workspaceID string, userID string, role store.Role, idempotencyKey *string) int
-		UpdateProject    func(childComplexity int, id string, input model.UpdateProjectInput, idempotencyKey *string) int
-		UpdateTask       func(childComplexity int, id string, input model.UpdateTaskInput, idempotencyKey *string) int
+		AcceptInvitation  func(childComplexity int, id string, idempotencyKey *string) int
+		AddComment        func(childComplexity int, taskID string, body string, idempotencyKey *string) int
+		AddMember         func(childComplexity int, workspaceID string, email string, role store.Role, idempotencyKey *string) int
+		ArchiveProject    func(childComplexity int, id string, idempotencyKey *string) int
+		CreateProject     func(childComplexity int, input model.CreateProjectInput, idempotencyKey *string) int
+		CreateTask        func(childComplexity int, input model.CreateTaskInput, idempotencyKey *string) int
+		CreateWorkspace   func(childComplexity int, input model.CreateWorkspaceInput, idempotencyKey *string) int
+		DeclineInvitation func(childComplexity int, id string, idempotencyKey *string) int
+		DeleteComment     func(childComplexity int, id string, idempotencyKey *string) int
+		DeleteTask        func(childComplexity int, id string, idempotencyKey *string) int
+		InviteMember      func(childComplexity int, workspaceID string, email string, role store.Role, idempotencyKey *string) int
+		Login             func(childComplexity int, email string, password string) int
+		Logout            func(childComplexity int) int
+		Register          func(childComplexity int, input model.RegisterInput) int
+		RemoveMember      func(childComplexity int, workspaceID string, userID string, idempotencyKey *string) int
+		RevokeInvitation  func(childComplexity int, id string, idempotencyKey *string) int
+		UpdateComment     func(childComplexity int, id string, body string, idempotencyKey *string) int
+		UpdateMemberRole  func(childComplexity int, workspaceID string, userID string, role store.Role, idempotencyKey *string) int
+		UpdateProject     func(childComplexity int, id string, input model.UpdateProjectInput, idempotencyKey *string) int
+		UpdateTask        func(childComplexity int, id string, input model.UpdateTaskInput, idempotencyKey *string) int
 	}
 
 	PageInfo struct {
@@ -244,17 +271,19 @@ type ComplexityRoot struct {
 		CreatedAt   func(childComplexity int) int
 		Email       func(childComplexity int) int
 		ID          func(childComplexity int) int
+		Invitations func(childComplexity int, first *int, after *string) int
 		Name        func(childComplexity int) int
 		Workspaces  func(childComplexity int) int
 	}
 
 	Workspace struct {
-		CreatedAt  func(childComplexity int) int
-		ID         func(childComplexity int) int
-		Members    func(childComplexity int) int
-		Name       func(childComplexity int) int
-		Projects   func(childComplexity int, includeArchived *bool, first *int, after *string) int
-		ViewerRole func(childComplexity int) int
+		CreatedAt   func(childComplexity int) int
+		ID          func(childComplexity int) int
+		Invitations func(childComplexity int, first *int, after *string) int
+		Members     func(childComplexity int) int
+		Name        func(childComplexity int) int
+		Projects    func(childComplexity int, includeArchived *bool, first *int, after *string) int
+		ViewerRole  func(childComplexity int) int
 	}
 }
 
@@ -269,6 +298,9 @@ type CommentResolver interface {
 	Task(ctx context.Context, obj *store.Comment) (*store.Task, error)
 	Author(ctx context.Context, obj *store.Comment) (*store.User, error)
 }
+type InvitationResolver interface {
+	InvitedBy(ctx context.Context, obj *store.Invitation) (*store.User, error)
+}
 type MemberResolver interface {
 	User(ctx context.Context, obj *store.Member) (*store.User, error)
 }
@@ -278,6 +310,10 @@ type MutationResolver interface {
 	Logout(ctx context.Context) (bool, error)
 	CreateWorkspace(ctx context.Context, input model.CreateWorkspaceInput, idempotencyKey *string) (*store.Workspace, error)
 	AddMember(ctx context.Context, workspaceID string, email string, role store.Role, idempotencyKey *string) (*store.Member, error)
+	InviteMember(ctx context.Context, workspaceID string, email string, role store.Role, idempotencyKey *string) (*store.Invitation, error)
+	RevokeInvitation(ctx context.Context, id string, idempotencyKey *string) (bool, error)
+	AcceptInvitation(ctx context.Context, id string, idempotencyKey *string) (*store.Workspace, error)
+	DeclineInvitation(ctx context.Context, id string, idempotencyKey *string) (bool, error)
 	UpdateMemberRole(ctx context.Context, workspaceID string, userID string, role store.Role, idempotencyKey *string) (*store.Member, error)
 	RemoveMember(ctx context.Context, workspaceID string, userID string, idempotencyKey *string) (bool, error)
 	CreateProject(ctx context.Context, input model.CreateProjectInput, idempotencyKey *string) (*store.Project, error)
@@ -319,10 +355,12 @@ type TaskResolver interface {
 type UserResolver interface {
 	Workspaces(ctx context.Context, obj *store.User) ([]*store.Workspace, error)
 	AuditEvents(ctx context.Context, obj *store.User, first *int, after *string) (*store.Connection[store.AuditEvent], error)
+	Invitations(ctx context.Context, obj *store.User, first *int, after *string) (*store.Connection[store.Invitation], error)
 }
 type WorkspaceResolver interface {
 	Members(ctx context.Context, obj *store.Workspace) ([]*store.Member, error)
 	Projects(ctx context.Context, obj *store.Workspace, includeArchived *bool, first *int, after *string) (*store.Connection[store.Project], error)
+	Invitations(ctx context.Context, obj *store.Workspace, first *int, after *string) (*store.Connection[store.Invitation], error)
 }
 
 // endregion ************************** generated!.gotpl **************************
@@ -720,6 +758,87 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.CommentEdge.Node(childComplexity), true
 
+	case "Invitation.createdAt":
+		if e.ComplexityRoot.Invitation.CreatedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Invitation.CreatedAt(childComplexity), true
+	case "Invitation.email":
+		if e.ComplexityRoot.Invitation.Email == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Invitation.Email(childComplexity), true
+	case "Invitation.expiresAt":
+		if e.ComplexityRoot.Invitation.ExpiresAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Invitation.ExpiresAt(childComplexity), true
+	case "Invitation.id":
+		if e.ComplexityRoot.Invitation.ID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Invitation.ID(childComplexity), true
+	case "Invitation.invitedBy":
+		if e.ComplexityRoot.Invitation.InvitedBy == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Invitation.InvitedBy(childComplexity), true
+	case "Invitation.role":
+		if e.ComplexityRoot.Invitation.Role == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Invitation.Role(childComplexity), true
+	case "Invitation.workspaceId":
+		if e.ComplexityRoot.Invitation.WorkspaceID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Invitation.WorkspaceID(childComplexity), true
+	case "Invitation.workspaceName":
+		if e.ComplexityRoot.Invitation.WorkspaceName == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Invitation.WorkspaceName(childComplexity), true
+
+	case "InvitationConnection.edges":
+		if e.ComplexityRoot.InvitationConnection.Edges == nil {
+			break
+		}
+
+		return e.ComplexityRoot.InvitationConnection.Edges(childComplexity), true
+	case "InvitationConnection.nodes":
+		if e.ComplexityRoot.InvitationConnection.Nodes == nil {
+			break
+		}
+
+		return e.ComplexityRoot.InvitationConnection.Nodes(childComplexity), true
+	case "InvitationConnection.pageInfo":
+		if e.ComplexityRoot.InvitationConnection.PageInfo == nil {
+			break
+		}
+
+		return e.ComplexityRoot.InvitationConnection.PageInfo(childComplexity), true
+
+	case "InvitationEdge.cursor":
+		if e.ComplexityRoot.InvitationEdge.Cursor == nil {
+			break
+		}
+
+		return e.ComplexityRoot.InvitationEdge.Cursor(childComplexity), true
+	case "InvitationEdge.node":
+		if e.ComplexityRoot.InvitationEdge.Node == nil {
+			break
+		}
+
+		return e.ComplexityRoot.InvitationEdge.Node(childComplexity), true
+
 	case "Member.joinedAt":
 		if e.ComplexityRoot.Member.JoinedAt == nil {
 			break
@@ -739,6 +858,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.Member.User(childComplexity), true
 
+	case "Mutation.acceptInvitation":
+		if e.ComplexityRoot.Mutation.AcceptInvitation == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_acceptInvitation_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.AcceptInvitation(childComplexity, args["id"].(string), args["idempotencyKey"].(*string)), true
 	case "Mutation.addComment":
 		if e.ComplexityRoot.Mutation.AddComment == nil {
 			break
@@ -805,6 +935,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.CreateWorkspace(childComplexity, args["input"].(model.CreateWorkspaceInput), args["idempotencyKey"].(*string)), true
+	case "Mutation.declineInvitation":
+		if e.ComplexityRoot.Mutation.DeclineInvitation == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_declineInvitation_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.DeclineInvitation(childComplexity, args["id"].(string), args["idempotencyKey"].(*string)), true
 	case "Mutation.deleteComment":
 		if e.ComplexityRoot.Mutation.DeleteComment == nil {
 			break
@@ -827,6 +968,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.DeleteTask(childComplexity, args["id"].(string), args["idempotencyKey"].(*string)), true
+	case "Mutation.inviteMember":
+		if e.ComplexityRoot.Mutation.InviteMember == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_inviteMember_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.InviteMember(childComplexity, args["workspaceId"].(string), args["email"].(string), args["role"].(store.Role), args["idempotencyKey"].(*string)), true
 	case "Mutation.login":
 		if e.ComplexityRoot.Mutation.Login == nil {
 			break
@@ -866,6 +1018,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.RemoveMember(childComplexity, args["workspaceId"].(string), args["userId"].(string), args["idempotencyKey"].(*string)), true
+	case "Mutation.revokeInvitation":
+		if e.ComplexityRoot.Mutation.RevokeInvitation == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_revokeInvitation_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.RevokeInvitation(childComplexity, args["id"].(string), args["idempotencyKey"].(*string)), true
 	case "Mutation.updateComment":
 		if e.ComplexityRoot.Mutation.UpdateComment == nil {
 			break
@@ -1277,6 +1440,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.User.ID(childComplexity), true
+	case "User.invitations":
+		if e.ComplexityRoot.User.Invitations == nil {
+			break
+		}
+
+		args, err := ec.field_User_invitations_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.User.Invitations(childComplexity, args["first"].(*int), args["after"].(*string)), true
 	case "User.name":
 		if e.ComplexityRoot.User.Name == nil {
 			break
@@ -1302,6 +1476,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Workspace.ID(childComplexity), true
+	case "Workspace.invitations":
+		if e.ComplexityRoot.Workspace.Invitations == nil {
+			break
+		}
+
+		args, err := ec.field_Workspace_invitations_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Workspace.Invitations(childComplexity, args["first"].(*int), args["after"].(*string)), true
 	case "Workspace.members":
 		if e.ComplexityRoot.Workspace.Members == nil {
 			break
@@ -1446,6 +1631,12 @@ type User {
   workspaces: [Workspace!]! @listSize(assumedSize: 10)
   "Your own account events (user.*), newest first."
   auditEvents(first: Int = 50, after: String): AuditEventConnection!
+    @listSize(slicingArgument: "first", sizedFields: ["edges", "nodes"])
+  """
+  Your open invitations to workspaces (to your e-mail, including those made before
+  your account existed), newest first; empty on anyone else.
+  """
+  invitations(first: Int = 20, after: String): InvitationConnection!
     @listSize(slicingArgument: "first", sizedFields: ["edges", "nodes"])
 }
 `, BuiltIn: false},
@@ -1645,15 +1836,43 @@ type Query {
 }
 
 type Mutation {
-  "Creates an account and signs it in."
+  """
+  Creates an account and signs it in. The password must be 8 to 1024 characters
+  (Unicode code points after NFKC normalisation), not mostly the e-mail address or
+  name, not repetitive (aaaaaaaa, 12345678) and not a common or breached password:
+  BAD_USER_INPUT with extensions.rule (TOO_SHORT, TOO_LONG, PERSONAL, REPETITIVE,
+  COMMON) otherwise. Limited to 20 per hour per client IP (RATE_LIMITED, HTTP 429).
+  """
   register(input: RegisterInput!): AuthPayload!
   "Signs in; UNAUTHENTICATED for an unknown e-mail or a wrong password alike."
   login(email: String!, password: String!): AuthPayload!
-  "Revokes the token of this request."
+  "Revokes the token of this request and records user.logged_out."
   logout: Boolean!
 
   createWorkspace(input: CreateWorkspaceInput!, idempotencyKey: String): Workspace!
+  """
+  Deprecated: adds no one. Nobody becomes a member without accepting an
+  invitation, so after the checks it always made (NOT_FOUND, FORBIDDEN for a
+  weaker role, BAD_USER_INPUT, CONFLICT for an existing member) it answers
+  FORBIDDEN and changes nothing, whether or not an account has the e-mail.
+  """
   addMember(workspaceId: ID!, email: String!, role: Role!, idempotencyKey: String): Member!
+    @deprecated(reason: "Membership needs the invitee's consent: use inviteMember; the person joins when they accept. addMember now always fails (FORBIDDEN) and changes nothing.")
+  """
+  Invites an e-mail address to join the workspace with role (OWNER and ADMIN; only
+  an OWNER invites an OWNER). The answer is the same whether or not an account has
+  the e-mail; the account holder, now or once they register, sees the invitation in
+  me.invitations and accepts or declines it. It expires after 7 days. CONFLICT if a
+  member has the e-mail, an invitation of it is open already, or the workspace has
+  500 open invitations.
+  """
+  inviteMember(workspaceId: ID!, email: String!, role: Role!, idempotencyKey: String): Invitation!
+  "Withdraws an open invitation (OWNER and ADMIN; only an OWNER revokes an invitation as OWNER)."
+  revokeInvitation(id: ID!, idempotencyKey: String): Boolean!
+  "Joins the workspace of an invitation to you, with its role; returns the workspace. CONFLICT once it has expired."
+  acceptInvitation(id: ID!, idempotencyKey: String): Workspace!
+  "Refuses an invitation to you; the workspace's OWNERs and ADMINs see that you declined."
+  declineInvitation(id: ID!, idempotencyKey: String): Boolean!
   updateMemberRole(workspaceId: ID!, userId: ID!, role: Role!, idempotencyKey: String): Member!
   removeMember(workspaceId: ID!, userId: ID!, idempotencyKey: String): Boolean!
 
@@ -1779,12 +1998,50 @@ type Workspace {
   members: [Member!]! @listSize(assumedSize: 50)
   projects(includeArchived: Boolean = false, first: Int = 20, after: String): ProjectConnection!
     @listSize(slicingArgument: "first", sizedFields: ["edges", "nodes"])
+  """
+  Open invitations to this workspace, newest first (OWNER and ADMIN; null with
+  FORBIDDEN for a MEMBER or VIEWER). Answered, revoked and expired ones are not listed.
+  """
+  invitations(first: Int = 20, after: String): InvitationConnection
+    @listSize(slicingArgument: "first", sizedFields: ["edges", "nodes"])
 }
 
 type Member {
   user: User!
   role: Role!
   joinedAt: Time!
+}
+
+"""
+An invitation of an e-mail address to join a workspace with a role. It is open
+until the invitee accepts or declines it, an OWNER or ADMIN revokes it, or it
+expires; only the invitee and the workspace's OWNERs and ADMINs see it.
+"""
+type Invitation {
+  id: ID!
+  "The invited address, lower-cased: the account with this e-mail may answer."
+  email: String!
+  "The role the invitee gets on accepting."
+  role: Role!
+  workspaceId: ID!
+  "The workspace's name, for an invitee who cannot see the workspace before joining."
+  workspaceName: String!
+  "Who invited; null when that account no longer exists."
+  invitedBy: User
+  createdAt: Time!
+  "From this time on the invitation can no longer be accepted, declined or revoked."
+  expiresAt: Time!
+}
+
+type InvitationConnection {
+  edges: [InvitationEdge!]!
+  nodes: [Invitation!]!
+  pageInfo: PageInfo!
+}
+
+type InvitationEdge {
+  cursor: String!
+  node: Invitation!
 }
 
 input CreateProjectInput {
@@ -2017,6 +2274,50 @@ func (ec *executionContext) childFields_CommentEdge(ctx context.Context, field g
 	return nil, fmt.Errorf("no field named %q was found under type CommentEdge", field.Name)
 }
 
+func (ec *executionContext) childFields_Invitation(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "id":
+		return ec.fieldContext_Invitation_id(ctx, field)
+	case "email":
+		return ec.fieldContext_Invitation_email(ctx, field)
+	case "role":
+		return ec.fieldContext_Invitation_role(ctx, field)
+	case "workspaceId":
+		return ec.fieldContext_Invitation_workspaceId(ctx, field)
+	case "workspaceName":
+		return ec.fieldContext_Invitation_workspaceName(ctx, field)
+	case "invitedBy":
+		return ec.fieldContext_Invitation_invitedBy(ctx, field)
+	case "createdAt":
+		return ec.fieldContext_Invitation_createdAt(ctx, field)
+	case "expiresAt":
+		return ec.fieldContext_Invitation_expiresAt(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type Invitation", field.Name)
+}
+
+func (ec *executionContext) childFields_InvitationConnection(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "edges":
+		return ec.fieldContext_InvitationConnection_edges(ctx, field)
+	case "nodes":
+		return ec.fieldContext_InvitationConnection_nodes(ctx, field)
+	case "pageInfo":
+		return ec.fieldContext_InvitationConnection_pageInfo(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type InvitationConnection", field.Name)
+}
+
+func (ec *executionContext) childFields_InvitationEdge(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "cursor":
+		return ec.fieldContext_InvitationEdge_cursor(ctx, field)
+	case "node":
+		return ec.fieldContext_InvitationEdge_node(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type InvitationEdge", field.Name)
+}
+
 func (ec *executionContext) childFields_Member(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 	switch field.Name {
 	case "user":
@@ -2165,6 +2466,8 @@ func (ec *executionContext) childFields_User(ctx context.Context, field graphql.
 		return ec.fieldContext_User_workspaces(ctx, field)
 	case "auditEvents":
 		return ec.fieldContext_User_auditEvents(ctx, field)
+	case "invitations":
+		return ec.fieldContext_User_invitations(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type User", field.Name)
 }
@@ -2183,6 +2486,8 @@ func (ec *executionContext) childFields_Workspace(ctx context.Context, field gra
 		return ec.fieldContext_Workspace_members(ctx, field)
 	case "projects":
 		return ec.fieldContext_Workspace_projects(ctx, field)
+	case "invitations":
+		return ec.fieldContext_Workspace_invitations(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Workspace", field.Name)
 }
@@ -2302,6 +2607,28 @@ func (ec *executionContext) childFields___Type(ctx context.Context, field graphq
 // endregion ************************** internal!.gotpl ***************************
 
 // region    ***************************** args.gotpl *****************************
+
+func (ec *executionContext) field_Mutation_acceptInvitation_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "id",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["id"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "idempotencyKey",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOString2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["idempotencyKey"] = arg1
+	return args, nil
+}
 
 func (ec *executionContext) field_Mutation_addComment_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
@@ -2459,6 +2786,28 @@ func (ec *executionContext) field_Mutation_createWorkspace_args(ctx context.Cont
 	return args, nil
 }
 
+func (ec *executionContext) field_Mutation_declineInvitation_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "id",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["id"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "idempotencyKey",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOString2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["idempotencyKey"] = arg1
+	return args, nil
+}
+
 func (ec *executionContext) field_Mutation_deleteComment_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -2500,6 +2849,44 @@ func (ec *executionContext) field_Mutation_deleteTask_args(ctx context.Context, 
 		return nil, err
 	}
 	args["idempotencyKey"] = arg1
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_inviteMember_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "workspaceId",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["workspaceId"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "email",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNString2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["email"] = arg1
+	arg2, err := graphql.ProcessArgField(ctx, rawArgs, "role",
+		func(ctx context.Context, v any) (store.Role, error) {
+			return ec.unmarshalNRole2taskflowᚋstoreᚐRole(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["role"] = arg2
+	arg3, err := graphql.ProcessArgField(ctx, rawArgs, "idempotencyKey",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOString2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["idempotencyKey"] = arg3
 	return args, nil
 }
 
@@ -2566,6 +2953,28 @@ func (ec *executionContext) field_Mutation_removeMember_args(ctx context.Context
 		return nil, err
 	}
 	args["idempotencyKey"] = arg2
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_revokeInvitation_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "id",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["id"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "idempotencyKey",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOString2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["idempotencyKey"] = arg1
 	return args, nil
 }
 
@@ -2918,6 +3327,50 @@ func (ec *executionContext) field_Task_comments_args(ctx context.Context, rawArg
 }
 
 func (ec *executionContext) field_User_auditEvents_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "first",
+		func(ctx context.Context, v any) (*int, error) {
+			return ec.unmarshalOInt2ᚖint(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["first"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "after",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOString2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["after"] = arg1
+	return args, nil
+}
+
+func (ec *executionContext) field_User_invitations_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "first",
+		func(ctx context.Context, v any) (*int, error) {
+			return ec.unmarshalOInt2ᚖint(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["first"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "after",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOString2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["after"] = arg1
+	return args, nil
+}
+
+func (ec *executionContext) field_Workspace_invitations_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
 	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "first",
@@ -4563,6 +5016,350 @@ func (ec *executionContext) fieldContext_CommentEdge_node(_ context.Context, fie
 	return fc, nil
 }
 
+func (ec *executionContext) _Invitation_id(ctx context.Context, field graphql.CollectedField, obj *store.Invitation) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Invitation_id(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Invitation_id(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Invitation", field, false, false, "ID")
+}
+
+func (ec *executionContext) _Invitation_email(ctx context.Context, field graphql.CollectedField, obj *store.Invitation) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Invitation_email(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Email, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Invitation_email(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Invitation", field, false, false, "String")
+}
+
+func (ec *executionContext) _Invitation_role(ctx context.Context, field graphql.CollectedField, obj *store.Invitation) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Invitation_role(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Role, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v store.Role) graphql.Marshaler {
+			return ec.marshalNRole2taskflowᚋstoreᚐRole(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Invitation_role(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Invitation", field, false, false, "Role")
+}
+
+func (ec *executionContext) _Invitation_workspaceId(ctx context.Context, field graphql.CollectedField, obj *store.Invitation) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Invitation_workspaceId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.WorkspaceID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Invitation_workspaceId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Invitation", field, false, false, "ID")
+}
+
+func (ec *executionContext) _Invitation_workspaceName(ctx context.Context, field graphql.CollectedField, obj *store.Invitation) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Invitation_workspaceName(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.WorkspaceName, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Invitation_workspaceName(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Invitation", field, false, false, "String")
+}
+
+func (ec *executionContext) _Invitation_invitedBy(ctx context.Context, field graphql.CollectedField, obj *store.Invitation) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Invitation_invitedBy(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Invitation().InvitedBy(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *store.User) graphql.Marshaler {
+			return ec.marshalOUser2ᚖtaskflowᚋstoreᚐUser(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Invitation_invitedBy(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Invitation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_User(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Invitation_createdAt(ctx context.Context, field graphql.CollectedField, obj *store.Invitation) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Invitation_createdAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.CreatedAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Invitation_createdAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Invitation", field, false, false, "Time")
+}
+
+func (ec *executionContext) _Invitation_expiresAt(ctx context.Context, field graphql.CollectedField, obj *store.Invitation) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Invitation_expiresAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ExpiresAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Invitation_expiresAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Invitation", field, false, false, "Time")
+}
+
+func (ec *executionContext) _InvitationConnection_edges(ctx context.Context, field graphql.CollectedField, obj *store.Connection[store.Invitation]) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_InvitationConnection_edges(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Edges, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*store.Edge[store.Invitation]) graphql.Marshaler {
+			return ec.marshalNInvitationEdge2ᚕᚖtaskflowᚋstoreᚐEdgeᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_InvitationConnection_edges(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "InvitationConnection",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_InvitationEdge(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _InvitationConnection_nodes(ctx context.Context, field graphql.CollectedField, obj *store.Connection[store.Invitation]) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_InvitationConnection_nodes(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Nodes(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*store.Invitation) graphql.Marshaler {
+			return ec.marshalNInvitation2ᚕᚖtaskflowᚋstoreᚐInvitationᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_InvitationConnection_nodes(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "InvitationConnection",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Invitation(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _InvitationConnection_pageInfo(ctx context.Context, field graphql.CollectedField, obj *store.Connection[store.Invitation]) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_InvitationConnection_pageInfo(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.PageInfo, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v store.PageInfo) graphql.Marshaler {
+			return ec.marshalNPageInfo2taskflowᚋstoreᚐPageInfo(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_InvitationConnection_pageInfo(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "InvitationConnection",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_PageInfo(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _InvitationEdge_cursor(ctx context.Context, field graphql.CollectedField, obj *store.Edge[store.Invitation]) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_InvitationEdge_cursor(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Cursor, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_InvitationEdge_cursor(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("InvitationEdge", field, false, false, "String")
+}
+
+func (ec *executionContext) _InvitationEdge_node(ctx context.Context, field graphql.CollectedField, obj *store.Edge[store.Invitation]) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_InvitationEdge_node(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Node, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *store.Invitation) graphql.Marshaler {
+			return ec.marshalNInvitation2ᚖtaskflowᚋstoreᚐInvitation(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_InvitationEdge_node(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "InvitationEdge",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Invitation(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _Member_user(ctx context.Context, field graphql.CollectedField, obj *store.Member) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -4834,6 +5631,182 @@ func (ec *executionContext) fieldContext_Mutation_addMember(ctx context.Context,
 	}()
 	ctx = graphql.WithFieldContext(ctx, fc)
 	if fc.Args, err = ec.field_Mutation_addMember_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_inviteMember(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_inviteMember(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().InviteMember(ctx, fc.Args["workspaceId"].(string), fc.Args["email"].(string), fc.Args["role"].(store.Role), fc.Args["idempotencyKey"].(*string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *store.Invitation) graphql.Marshaler {
+			return ec.marshalNInvitation2ᚖtaskflowᚋstoreᚐInvitation(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_inviteMember(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Invitation(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_inviteMember_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_revokeInvitation(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_revokeInvitation(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().RevokeInvitation(ctx, fc.Args["id"].(string), fc.Args["idempotencyKey"].(*string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_revokeInvitation(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return nil, errors.New("field of type Boolean does not have child fields")
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_revokeInvitation_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_acceptInvitation(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_acceptInvitation(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().AcceptInvitation(ctx, fc.Args["id"].(string), fc.Args["idempotencyKey"].(*string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *store.Workspace) graphql.Marshaler {
+			return ec.marshalNWorkspace2ᚖtaskflowᚋstoreᚐWorkspace(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_acceptInvitation(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Workspace(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_acceptInvitation_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_declineInvitation(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_declineInvitation(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().DeclineInvitation(ctx, fc.Args["id"].(string), fc.Args["idempotencyKey"].(*string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_declineInvitation(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return nil, errors.New("field of type Boolean does not have child fields")
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_declineInvitation_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
 		ec.Error(ctx, err)
 		return fc, err
 	}
@@ -6973,6 +7946,50 @@ func (ec *executionContext) fieldContext_User_auditEvents(ctx context.Context, f
 	return fc, nil
 }
 
+func (ec *executionContext) _User_invitations(ctx context.Context, field graphql.CollectedField, obj *store.User) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_User_invitations(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.User().Invitations(ctx, obj, fc.Args["first"].(*int), fc.Args["after"].(*string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *store.Connection[store.Invitation]) graphql.Marshaler {
+			return ec.marshalNInvitationConnection2ᚖtaskflowᚋstoreᚐConnection(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_User_invitations(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "User",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_InvitationConnection(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_User_invitations_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _Workspace_id(ctx context.Context, field graphql.CollectedField, obj *store.Workspace) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -7135,6 +8152,50 @@ func (ec *executionContext) fieldContext_Workspace_projects(ctx context.Context,
 	}()
 	ctx = graphql.WithFieldContext(ctx, fc)
 	if fc.Args, err = ec.field_Workspace_projects_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Workspace_invitations(ctx context.Context, field graphql.CollectedField, obj *store.Workspace) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Workspace_invitations(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Workspace().Invitations(ctx, obj, fc.Args["first"].(*int), fc.Args["after"].(*string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *store.Connection[store.Invitation]) graphql.Marshaler {
+			return ec.marshalOInvitationConnection2ᚖtaskflowᚋstoreᚐConnection(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Workspace_invitations(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Workspace",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_InvitationConnection(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Workspace_invitations_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
 		ec.Error(ctx, err)
 		return fc, err
 	}
@@ -9370,6 +10431,156 @@ func (ec *executionContext) _CommentEdge(ctx context.Context, sel ast.SelectionS
 	return out
 }
 
+var invitationImplementors = []string{"Invitation"}
+
+func (ec *executionContext) _Invitation(ctx context.Context, sel ast.SelectionSet, obj *store.Invitation) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, invitationImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("Invitation")
+		case "id":
+			out.Values[i] = ec._Invitation_id(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "email":
+			out.Values[i] = ec._Invitation_email(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "role":
+			out.Values[i] = ec._Invitation_role(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "workspaceId":
+			out.Values[i] = ec._Invitation_workspaceId(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "workspaceName":
+			out.Values[i] = ec._Invitation_workspaceName(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "invitedBy":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, false,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Invitation_invitedBy(ctx, field, obj)
+				})
+		case "createdAt":
+			out.Values[i] = ec._Invitation_createdAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "expiresAt":
+			out.Values[i] = ec._Invitation_expiresAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var invitationConnectionImplementors = []string{"InvitationConnection"}
+
+func (ec *executionContext) _InvitationConnection(ctx context.Context, sel ast.SelectionSet, obj *store.Connection[store.Invitation]) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, invitationConnectionImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("InvitationConnection")
+		case "edges":
+			out.Values[i] = ec._InvitationConnection_edges(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "nodes":
+			out.Values[i] = ec._InvitationConnection_nodes(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "pageInfo":
+			out.Values[i] = ec._InvitationConnection_pageInfo(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var invitationEdgeImplementors = []string{"InvitationEdge"}
+
+func (ec *executionContext) _InvitationEdge(ctx context.Context, sel ast.SelectionSet, obj *store.Edge[store.Invitation]) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, invitationEdgeImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("InvitationEdge")
+		case "cursor":
+			out.Values[i] = ec._InvitationEdge_cursor(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "node":
+			out.Values[i] = ec._InvitationEdge_node(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
 var memberImplementors = []string{"Member"}
 
 func (ec *executionContext) _Member(ctx context.Context, sel ast.SelectionSet, obj *store.Member) graphql.Marshaler {
@@ -9464,6 +10675,34 @@ func (ec *executionContext) _Mutation(ctx context.Context, sel ast.SelectionSet)
 		case "addMember":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_addMember(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "inviteMember":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_inviteMember(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "revokeInvitation":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_revokeInvitation(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "acceptInvitation":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_acceptInvitation(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "declineInvitation":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_declineInvitation(ctx, field)
 			})
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
@@ -10130,6 +11369,12 @@ func (ec *executionContext) _User(ctx context.Context, sel ast.SelectionSet, obj
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._User_auditEvents(ctx, field, obj)
 				})
+		case "invitations":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._User_invitations(ctx, field, obj)
+				})
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -10189,6 +11434,12 @@ func (ec *executionContext) _Workspace(ctx context.Context, sel ast.SelectionSet
 				true, true,
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Workspace_projects(ctx, field, obj)
+				})
+		case "invitations":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, false,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Workspace_invitations(ctx, field, obj)
 				})
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
@@ -10792,6 +12043,62 @@ func (ec *executionContext) marshalNInt2int64(ctx context.Context, sel ast.Selec
 	return res
 }
 
+func (ec *executionContext) marshalNInvitation2ᚕᚖtaskflowᚋstoreᚐInvitationᚄ(ctx context.Context, sel ast.SelectionSet, v []*store.Invitation) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNInvitation2ᚖtaskflowᚋstoreᚐInvitation(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNInvitation2ᚖtaskflowᚋstoreᚐInvitation(ctx context.Context, sel ast.SelectionSet, v *store.Invitation) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "Invitation!")
+		return graphql.Null
+	}
+	return ec._Invitation(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNInvitationConnection2ᚖtaskflowᚋstoreᚐConnection(ctx context.Context, sel ast.SelectionSet, v *store.Connection[store.Invitation]) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "InvitationConnection!")
+		return graphql.Null
+	}
+	return ec._InvitationConnection(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNInvitationEdge2ᚕᚖtaskflowᚋstoreᚐEdgeᚄ(ctx context.Context, sel ast.SelectionSet, v []*store.Edge[store.Invitation]) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNInvitationEdge2ᚖtaskflowᚋstoreᚐEdge(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNInvitationEdge2ᚖtaskflowᚋstoreᚐEdge(ctx context.Context, sel ast.SelectionSet, v *store.Edge[store.Invitation]) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "InvitationEdge!")
+		return graphql.Null
+	}
+	return ec._InvitationEdge(ctx, sel, v)
+}
+
 func (ec *executionContext) marshalNMember2ᚕᚖtaskflowᚋstoreᚐMemberᚄ(ctx context.Context, sel ast.SelectionSet, v []*store.Member) graphql.Marshaler {
 	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
@@ -11299,6 +12606,13 @@ func (ec *executionContext) marshalOInt2ᚖint64(ctx context.Context, sel ast.Se
 	_ = ctx
 	res := graphql.MarshalInt64(*v)
 	return res
+}
+
+func (ec *executionContext) marshalOInvitationConnection2ᚖtaskflowᚋstoreᚐConnection(ctx context.Context, sel ast.SelectionSet, v *store.Connection[store.Invitation]) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._InvitationConnection(ctx, sel, v)
 }
 
 func (ec *executionContext) unmarshalOJSON2taskflowᚋstoreᚐRawJSON(ctx context.Context, v any) (store.RawJSON, error) {

@@ -29,6 +29,7 @@ import (
 	"time"
 
 	"github.com/99designs/gqlgen/graphql"
+	"github.com/dunglas/httpsfv"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/vektah/gqlparser/v2/ast"
 	"github.com/vektah/gqlparser/v2/gqlerror"
@@ -230,32 +231,63 @@ func argGiven(f *ast.Field, vars map[string]any) bool {
 	return err == nil && v != nil
 }
 
-// headerKey returns the key of the Idempotency-Key header values: exactly one
-// value, either a bare key or an sf-string ("...") as in the IETF draft.
+// headerKey returns the key of the Idempotency-Key header values, which must
+// be exactly one field line in one of two forms:
+//
+//   - an sf-string Item of RFC 9651 (the IETF draft's form), parsed by
+//     httpsfv: `"5b1c0e0e-..."`, with \" and \\ escapes; parameters
+//     (`"k";x=1`) are ignored, as RFC 9651 says a recipient must do with
+//     parameters it does not know;
+//   - a bare key, which TaskFlow has always accepted (a UUID is no sf-token:
+//     it may start with a digit): 1 to 255 visible ASCII characters (0x21 to
+//     0x7E) other than `"` and `,`, taken literally. No space: a value with
+//     one is most likely two header lines a proxy joined ("k1, k2").
+//
+// The key itself is then checked as an argument's is (validKey).
 func headerKey(values []string) (string, error) {
 	if len(values) != 1 {
-		return "", errors.New("send one " + HeaderKey + " header")
+		return "", errs.Errorf(errs.CodeBadUserInput, "send one %s header", HeaderKey)
 	}
-	k := values[0]
-	if len(k) >= 2 && k[0] == '"' && k[len(k)-1] == '"' {
-		var b strings.Builder
-		for i := 1; i < len(k)-1; i++ {
-			if k[i] == '\\' && i+1 < len(k)-1 {
-				i++
-			}
-			b.WriteByte(k[i])
+	v := values[0]
+	if !strings.HasPrefix(v, `"`) {
+		if !bareKey(v) {
+			return "", errs.Errorf(errs.CodeBadUserInput, "the %s header must be a quoted string "+
+				`("..." as in RFC 9651) or a bare key of 1 to 255 visible ASCII characters without spaces, quotes or commas`,
+				HeaderKey)
 		}
-		k = b.String()
+		return v, nil
 	}
+	item, err := httpsfv.UnmarshalItem(values)
+	if err != nil {
+		return "", errs.Errorf(errs.CodeBadUserInput, "the %s header is not a valid quoted string (RFC 9651 sf-string): "+
+			`escape " and \ inside it with \`, HeaderKey)
+	}
+	k, _ := item.Value.(string) // a value that starts with " can only be a string
 	if err := validKey(k); err != nil {
 		return "", err
 	}
 	return k, nil
 }
 
+// bareKey reports whether v is a bare Idempotency-Key value (see headerKey).
+func bareKey(v string) bool {
+	if v == "" || len(v) > maxKeyLen {
+		return false
+	}
+	for i := 0; i < len(v); i++ {
+		if c := v[i]; c < 0x21 || c > 0x7e || c == '"' || c == ',' {
+			return false
+		}
+	}
+	return true
+}
+
+// maxKeyLen is the longest key, in bytes.
+const maxKeyLen = 255
+
 // validKey checks that a key is 1..255 printable ASCII characters.
 func validKey(k string) error {
-	if k == "" || len(k) > 255 {
+	if k == "" || len(k) > maxKeyLen {
 		return errs.Errorf(errs.CodeBadUserInput, "an idempotency key must be 1 to 255 printable ASCII characters")
 	}
 	for i := 0; i < len(k); i++ {

@@ -281,6 +281,17 @@ func TestHeaderKey(t *testing.T) {
 	if again.Header.Get("Idempotent-Replayed") != "true" || ws(t, again, "createWorkspace")["id"] != ws(t, first, "createWorkspace")["id"] {
 		t.Fatalf("header replay: %s / %s", first.Raw, again.Raw)
 	}
+	// Parameters of the sf-string are ignored (RFC 9651): the same key again.
+	if r := env.Post(t, u.Token, q, nil, "Idempotency-Key", `"h1";v=2`); r.Header.Get("Idempotent-Replayed") != "true" {
+		t.Fatalf("header with a parameter: %s", r.Raw)
+	}
+	// A malformed value is refused before anything runs.
+	for _, bad := range []string{`"h1"x"`, "h 1", `"h1`} {
+		if r := env.Post(t, u.Token, q, nil, "Idempotency-Key", bad); r.Code() != "BAD_USER_INPUT" ||
+			string(r.Body.Data) != "" && string(r.Body.Data) != "null" {
+			t.Fatalf("header %s: %s", bad, r.Raw)
+		}
+	}
 	// The argument is the same key as the header.
 	if r := env.Post(t, u.Token, createWS, map[string]any{"name": "Acme", "key": "h1"}); r.Header.Get("Idempotent-Replayed") != "true" {
 		t.Fatalf("argument after header: %s", r.Raw)

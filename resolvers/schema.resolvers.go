@@ -56,6 +56,34 @@ func (r *mutationResolver) AddMember(ctx context.Context, workspaceID string, em
 	return m, err
 }
 
+// InviteMember is the resolver for the inviteMember field.
+func (r *mutationResolver) InviteMember(ctx context.Context, workspaceID string, email string, role store.Role, idempotencyKey *string) (*store.Invitation, error) {
+	inv, err := r.DB.InviteMember(ctx, auth.UserFrom(ctx), workspaceID, email, role)
+	r.loaders(ctx).ClearAccountCache()
+	return inv, err
+}
+
+// RevokeInvitation is the resolver for the revokeInvitation field.
+func (r *mutationResolver) RevokeInvitation(ctx context.Context, id string, idempotencyKey *string) (bool, error) {
+	err := r.DB.RevokeInvitation(ctx, auth.UserFrom(ctx), id)
+	r.loaders(ctx).ClearAccountCache()
+	return err == nil, err
+}
+
+// AcceptInvitation is the resolver for the acceptInvitation field.
+func (r *mutationResolver) AcceptInvitation(ctx context.Context, id string, idempotencyKey *string) (*store.Workspace, error) {
+	ws, err := r.DB.AcceptInvitation(ctx, auth.UserFrom(ctx), id)
+	r.loaders(ctx).ClearAccountCache()
+	return ws, err
+}
+
+// DeclineInvitation is the resolver for the declineInvitation field.
+func (r *mutationResolver) DeclineInvitation(ctx context.Context, id string, idempotencyKey *string) (bool, error) {
+	err := r.DB.DeclineInvitation(ctx, auth.UserFrom(ctx), id)
+	r.loaders(ctx).ClearAccountCache()
+	return err == nil, err
+}
+
 // UpdateMemberRole is the resolver for the updateMemberRole field.
 func (r *mutationResolver) UpdateMemberRole(ctx context.Context, workspaceID string, userID string, role store.Role, idempotencyKey *string) (*store.Member, error) {
 	m, err := r.DB.UpdateMemberRole(ctx, auth.UserFrom(ctx), workspaceID, userID, role)

@@ -26,8 +26,10 @@ func forbidden(action string) *errs.Error {
 
 // constraintErrors maps Postgres constraint names to the domain errors they mean.
 var constraintErrors = map[string]*errs.Error{
-	"users_email_key":            errs.Errorf(errs.CodeConflict, "an account with this e-mail already exists"),
-	"members_pkey":               errs.Errorf(errs.CodeConflict, "the user is already a member of this workspace"),
+	"users_email_key": errs.Errorf(errs.CodeConflict, "an account with this e-mail already exists"),
+	"members_pkey":    errs.Errorf(errs.CodeConflict, "the user is already a member of this workspace"),
+	"invitations_workspace_email_key": errs.Errorf(errs.CodeConflict,
+		"an invitation of this e-mail to the workspace is open already: revoke it first to invite with another role"),
 	"tasks_assignee_member_fkey": errs.Errorf(errs.CodeBadUserInput, "the assignee must be a member of the workspace"),
 }
 

@@ -40,6 +40,20 @@ type Member struct {
 	JoinedAt    time.Time `json:"joinedAt" audit:"ignore"`
 }
 
+// Invitation is an open invitation of an e-mail address to join a workspace
+// with a role. WorkspaceName is read with it, for an invitee who cannot see the
+// workspace yet; InvitedByID is nil once the inviter's account is gone.
+type Invitation struct {
+	ID            string    `json:"id" audit:"track"`
+	WorkspaceID   string    `json:"workspaceId" audit:"track"`
+	WorkspaceName string    `json:"workspaceName" audit:"ignore"`
+	Email         string    `json:"email" audit:"track"`
+	Role          Role      `json:"role" audit:"track"`
+	InvitedByID   *string   `json:"invitedById" audit:"track"`
+	CreatedAt     time.Time `json:"createdAt" audit:"ignore"`
+	ExpiresAt     time.Time `json:"expiresAt" audit:"track"`
+}
+
 // Project groups tasks in a workspace.
 type Project struct {
 	ID          string     `json:"id" audit:"track"`
@@ -335,6 +349,10 @@ type (
 	CommentConnection = Connection[Comment]
 	// CommentEdge is a comment with its cursor.
 	CommentEdge = Edge[Comment]
+	// InvitationConnection is a page of invitations.
+	InvitationConnection = Connection[Invitation]
+	// InvitationEdge is an invitation with its cursor.
+	InvitationEdge = Edge[Invitation]
 	// AuditEventConnection is a page of audit events.
 	AuditEventConnection = Connection[AuditEvent]
 	// AuditEventEdge is an audit event with its cursor.

@@ -34,13 +34,20 @@ type SealStats struct {
 	OldestP50, OldestMax time.Duration
 }
 
+// oldestSample is the age of the cluster's oldest transaction with an id at
+// a time.
+type oldestSample struct {
+	at  time.Time
+	age time.Duration
+}
+
 // oldestSampler samples the age of the cluster's oldest transaction that
 // has an id until stop is called, which returns the samples.
-func oldestSampler(ctx context.Context, pool *pgxpool.Pool) (stop func() []time.Duration) {
+func oldestSampler(ctx context.Context, pool *pgxpool.Pool) (stop func() []oldestSample) {
 	done := make(chan struct{})
-	out := make(chan []time.Duration, 1)
+	out := make(chan []oldestSample, 1)
 	go func() {
-		var ages []time.Duration
+		var ages []oldestSample
 		t := time.NewTicker(50 * time.Millisecond)
 		defer t.Stop()
 		for {
@@ -53,18 +60,25 @@ func oldestSampler(ctx context.Context, pool *pgxpool.Pool) (stop func() []time.
 			var secs float64
 			if err := pool.QueryRow(ctx, `SELECT coalesce(max(extract(epoch FROM clock_timestamp() - xact_start)), 0)
 				FROM pg_stat_activity WHERE backend_xid IS NOT NULL`).Scan(&secs); err == nil {
-				ages = append(ages, time.Duration(secs*float64(time.Second)))
+				ages = append(ages, oldestSample{time.Now(), time.Duration(secs * float64(time.Second))})
 			}
 		}
 	}()
-	return func() []time.Duration { close(done); return <-out }
+	return func() []oldestSample { close(done); return <-out }
 }
 
 // sealStats waits for the sealer to catch up with the events of a run from
-// start to end (at most a minute) and measures it.
-func sealStats(ctx context.Context, pool *pgxpool.Pool, scenario string, start, end time.Time, oldest []time.Duration) (SealStats, error) {
+// start to end (at most a minute) and measures it, with the samples of the
+// oldest transaction taken during the run.
+func sealStats(ctx context.Context, pool *pgxpool.Pool, scenario string, start, end time.Time, samples []oldestSample) (SealStats, error) {
 	db := store.New(pool, nil)
 	s := SealStats{Scenario: scenario}
+	var oldest []time.Duration
+	for _, o := range samples {
+		if !o.at.Before(start) && o.at.Before(end) {
+			oldest = append(oldest, o.age)
+		}
+	}
 	if len(oldest) > 0 {
 		slices.Sort(oldest)
 		s.OldestP50, s.OldestMax = oldest[len(oldest)/2], oldest[len(oldest)-1]

@@ -46,6 +46,19 @@ type Option func(*httpapi.Options)
 // New returns an Env on a fresh database.
 func New(t testing.TB, opts ...Option) *Env {
 	t.Helper()
+	return newEnv(t, httpapi.NewHandler, opts)
+}
+
+// NewUnguarded returns an Env whose handler leaves out the guards named
+// (httpapi.NewUnguardedHandler), for benchmarks that measure what they cost.
+func NewUnguarded(t testing.TB, without []httpapi.Guard, opts ...Option) *Env {
+	t.Helper()
+	return newEnv(t, func(o httpapi.Options) http.Handler { return httpapi.NewUnguardedHandler(o, without...) }, opts)
+}
+
+// newEnv builds the Env with the handler newHandler makes.
+func newEnv(t testing.TB, newHandler func(httpapi.Options) http.Handler, opts []Option) *Env {
+	t.Helper()
 	db := storetest.DB(t)
 	key := audit.GenerateSigningKey()
 	o := httpapi.Options{DB: db, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
@@ -54,7 +67,7 @@ func New(t testing.TB, opts ...Option) *Env {
 	for _, opt := range opts {
 		opt(&o)
 	}
-	h := httpapi.NewHandler(o)
+	h := newHandler(o)
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	return &Env{DB: db, AuditKey: key, Handler: h, Client: client.New(h, client.Path("/query")), Server: srv}
@@ -77,7 +90,7 @@ func (e *Env) Seal(t testing.TB) {
 func Unlimited() *ratelimit.Limiter {
 	huge := ratelimit.Limit{Points: 1 << 30, Window: time.Minute}
 	l, err := ratelimit.New(ratelimit.Options{Config: ratelimit.Config{
-		Points: huge.Points, MaxCost: huge.Points, LoginPerIP: huge, LoginPerEmail: huge, Search: huge,
+		Points: huge.Points, MaxCost: huge.Points, LoginPerIP: huge, LoginPerEmail: huge, RegisterPerIP: huge, Search: huge,
 	}, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		panic(err) // only a REDIS_URL can fail, and there is none
