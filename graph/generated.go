@@ -47,19 +47,44 @@ type DirectiveRoot struct {
 }
 
 type ComplexityRoot struct {
+	AuditCheckpoint struct {
+		ChainKey  func(childComplexity int) int
+		HeadHash  func(childComplexity int) int
+		KeyID     func(childComplexity int) int
+		Message   func(childComplexity int) int
+		Position  func(childComplexity int) int
+		PublicKey func(childComplexity int) int
+		Signature func(childComplexity int) int
+		SignedAt  func(childComplexity int) int
+		Version   func(childComplexity int) int
+	}
+
+	AuditCheckpointVerification struct {
+		Extended       func(childComplexity int) int
+		KeyID          func(childComplexity int) int
+		Position       func(childComplexity int) int
+		Reason         func(childComplexity int) int
+		SignatureValid func(childComplexity int) int
+		Valid          func(childComplexity int) int
+	}
+
 	AuditEvent struct {
-		Action      func(childComplexity int) int
-		Actor       func(childComplexity int) int
-		ActorID     func(childComplexity int) int
-		EntityID    func(childComplexity int) int
-		EntityType  func(childComplexity int) int
-		ID          func(childComplexity int) int
-		IP          func(childComplexity int) int
-		Metadata    func(childComplexity int) int
-		OccurredAt  func(childComplexity int) int
-		RequestID   func(childComplexity int) int
-		UserAgent   func(childComplexity int) int
-		WorkspaceID func(childComplexity int) int
+		Action        func(childComplexity int) int
+		Actor         func(childComplexity int) int
+		ActorID       func(childComplexity int) int
+		ChainPosition func(childComplexity int) int
+		EntityID      func(childComplexity int) int
+		EntityType    func(childComplexity int) int
+		Hash          func(childComplexity int) int
+		ID            func(childComplexity int) int
+		IP            func(childComplexity int) int
+		Metadata      func(childComplexity int) int
+		OccurredAt    func(childComplexity int) int
+		PrevHash      func(childComplexity int) int
+		RequestID     func(childComplexity int) int
+		Sealed        func(childComplexity int) int
+		UserAgent     func(childComplexity int) int
+		WorkspaceID   func(childComplexity int) int
 	}
 
 	AuditEventConnection struct {
@@ -73,10 +98,21 @@ type ComplexityRoot struct {
 		Node   func(childComplexity int) int
 	}
 
+	AuditSigningKey struct {
+		Algorithm func(childComplexity int) int
+		Current   func(childComplexity int) int
+		KeyID     func(childComplexity int) int
+		PublicKey func(childComplexity int) int
+	}
+
 	AuditVerification struct {
 		CheckedEvents       func(childComplexity int) int
+		Checkpoint          func(childComplexity int) int
 		FirstInvalidEventID func(childComplexity int) int
 		HeadHash            func(childComplexity int) int
+		HeadPosition        func(childComplexity int) int
+		SealedEvents        func(childComplexity int) int
+		UnsealedEvents      func(childComplexity int) int
 		Valid               func(childComplexity int) int
 	}
 
@@ -185,14 +221,16 @@ type ComplexityRoot struct {
 	}
 
 	Query struct {
-		AuditEvents    func(childComplexity int, workspaceID string, filter *model.AuditEventFilter, first *int, after *string) int
-		Me             func(childComplexity int) int
-		Project        func(childComplexity int, id string) int
-		RateLimit      func(childComplexity int) int
-		SearchTasks    func(childComplexity int, workspaceID string, query string, first *int, after *string) int
-		Task           func(childComplexity int, id string) int
-		VerifyAuditLog func(childComplexity int, workspaceID string) int
-		Workspace      func(childComplexity int, id string) int
+		AuditCheckpoint  func(childComplexity int, workspaceID string) int
+		AuditEvents      func(childComplexity int, workspaceID string, filter *model.AuditEventFilter, first *int, after *string) int
+		AuditSigningKeys func(childComplexity int) int
+		Me               func(childComplexity int) int
+		Project          func(childComplexity int, id string) int
+		RateLimit        func(childComplexity int) int
+		SearchTasks      func(childComplexity int, workspaceID string, query string, first *int, after *string) int
+		Task             func(childComplexity int, id string) int
+		VerifyAuditLog   func(childComplexity int, workspaceID string, checkpoint *model.AuditCheckpointInput) int
+		Workspace        func(childComplexity int, id string) int
 	}
 
 	RateLimitStatus struct {
@@ -300,7 +338,9 @@ type QueryResolver interface {
 	Task(ctx context.Context, id string) (*store.Task, error)
 	SearchTasks(ctx context.Context, workspaceID string, query string, first *int, after *string) (*store.Connection[store.Task], error)
 	AuditEvents(ctx context.Context, workspaceID string, filter *model.AuditEventFilter, first *int, after *string) (*store.Connection[store.AuditEvent], error)
-	VerifyAuditLog(ctx context.Context, workspaceID string) (*store.AuditVerification, error)
+	VerifyAuditLog(ctx context.Context, workspaceID string, checkpoint *model.AuditCheckpointInput) (*store.AuditVerification, error)
+	AuditCheckpoint(ctx context.Context, workspaceID string) (*store.AuditCheckpoint, error)
+	AuditSigningKeys(ctx context.Context) ([]*store.AuditSigningKey, error)
 	RateLimit(ctx context.Context) (*ratelimit.Budget, error)
 }
 type TaskResolver interface {
@@ -341,6 +381,98 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 	_ = ec
 	switch typeName + "." + field {
 
+	case "AuditCheckpoint.chainKey":
+		if e.ComplexityRoot.AuditCheckpoint.ChainKey == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AuditCheckpoint.ChainKey(childComplexity), true
+	case "AuditCheckpoint.headHash":
+		if e.ComplexityRoot.AuditCheckpoint.HeadHash == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AuditCheckpoint.HeadHash(childComplexity), true
+	case "AuditCheckpoint.keyId":
+		if e.ComplexityRoot.AuditCheckpoint.KeyID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AuditCheckpoint.KeyID(childComplexity), true
+	case "AuditCheckpoint.message":
+		if e.ComplexityRoot.AuditCheckpoint.Message == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AuditCheckpoint.Message(childComplexity), true
+	case "AuditCheckpoint.position":
+		if e.ComplexityRoot.AuditCheckpoint.Position == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AuditCheckpoint.Position(childComplexity), true
+	case "AuditCheckpoint.publicKey":
+		if e.ComplexityRoot.AuditCheckpoint.PublicKey == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AuditCheckpoint.PublicKey(childComplexity), true
+	case "AuditCheckpoint.signature":
+		if e.ComplexityRoot.AuditCheckpoint.Signature == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AuditCheckpoint.Signature(childComplexity), true
+	case "AuditCheckpoint.signedAt":
+		if e.ComplexityRoot.AuditCheckpoint.SignedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AuditCheckpoint.SignedAt(childComplexity), true
+	case "AuditCheckpoint.version":
+		if e.ComplexityRoot.AuditCheckpoint.Version == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AuditCheckpoint.Version(childComplexity), true
+
+	case "AuditCheckpointVerification.extended":
+		if e.ComplexityRoot.AuditCheckpointVerification.Extended == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AuditCheckpointVerification.Extended(childComplexity), true
+	case "AuditCheckpointVerification.keyId":
+		if e.ComplexityRoot.AuditCheckpointVerification.KeyID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AuditCheckpointVerification.KeyID(childComplexity), true
+	case "AuditCheckpointVerification.position":
+		if e.ComplexityRoot.AuditCheckpointVerification.Position == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AuditCheckpointVerification.Position(childComplexity), true
+	case "AuditCheckpointVerification.reason":
+		if e.ComplexityRoot.AuditCheckpointVerification.Reason == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AuditCheckpointVerification.Reason(childComplexity), true
+	case "AuditCheckpointVerification.signatureValid":
+		if e.ComplexityRoot.AuditCheckpointVerification.SignatureValid == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AuditCheckpointVerification.SignatureValid(childComplexity), true
+	case "AuditCheckpointVerification.valid":
+		if e.ComplexityRoot.AuditCheckpointVerification.Valid == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AuditCheckpointVerification.Valid(childComplexity), true
+
 	case "AuditEvent.action":
 		if e.ComplexityRoot.AuditEvent.Action == nil {
 			break
@@ -359,6 +491,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.AuditEvent.ActorID(childComplexity), true
+	case "AuditEvent.chainPosition":
+		if e.ComplexityRoot.AuditEvent.ChainPosition == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AuditEvent.ChainPosition(childComplexity), true
 	case "AuditEvent.entityId":
 		if e.ComplexityRoot.AuditEvent.EntityID == nil {
 			break
@@ -371,6 +509,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.AuditEvent.EntityType(childComplexity), true
+	case "AuditEvent.hash":
+		if e.ComplexityRoot.AuditEvent.Hash == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AuditEvent.Hash(childComplexity), true
 	case "AuditEvent.id":
 		if e.ComplexityRoot.AuditEvent.ID == nil {
 			break
@@ -395,12 +539,24 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.AuditEvent.OccurredAt(childComplexity), true
+	case "AuditEvent.prevHash":
+		if e.ComplexityRoot.AuditEvent.PrevHash == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AuditEvent.PrevHash(childComplexity), true
 	case "AuditEvent.requestId":
 		if e.ComplexityRoot.AuditEvent.RequestID == nil {
 			break
 		}
 
 		return e.ComplexityRoot.AuditEvent.RequestID(childComplexity), true
+	case "AuditEvent.sealed":
+		if e.ComplexityRoot.AuditEvent.Sealed == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AuditEvent.Sealed(childComplexity), true
 	case "AuditEvent.userAgent":
 		if e.ComplexityRoot.AuditEvent.UserAgent == nil {
 			break
@@ -446,12 +602,43 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.AuditEventEdge.Node(childComplexity), true
 
+	case "AuditSigningKey.algorithm":
+		if e.ComplexityRoot.AuditSigningKey.Algorithm == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AuditSigningKey.Algorithm(childComplexity), true
+	case "AuditSigningKey.current":
+		if e.ComplexityRoot.AuditSigningKey.Current == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AuditSigningKey.Current(childComplexity), true
+	case "AuditSigningKey.keyId":
+		if e.ComplexityRoot.AuditSigningKey.KeyID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AuditSigningKey.KeyID(childComplexity), true
+	case "AuditSigningKey.publicKey":
+		if e.ComplexityRoot.AuditSigningKey.PublicKey == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AuditSigningKey.PublicKey(childComplexity), true
+
 	case "AuditVerification.checkedEvents":
 		if e.ComplexityRoot.AuditVerification.CheckedEvents == nil {
 			break
 		}
 
 		return e.ComplexityRoot.AuditVerification.CheckedEvents(childComplexity), true
+	case "AuditVerification.checkpoint":
+		if e.ComplexityRoot.AuditVerification.Checkpoint == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AuditVerification.Checkpoint(childComplexity), true
 	case "AuditVerification.firstInvalidEventId":
 		if e.ComplexityRoot.AuditVerification.FirstInvalidEventID == nil {
 			break
@@ -464,6 +651,24 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.AuditVerification.HeadHash(childComplexity), true
+	case "AuditVerification.headPosition":
+		if e.ComplexityRoot.AuditVerification.HeadPosition == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AuditVerification.HeadPosition(childComplexity), true
+	case "AuditVerification.sealedEvents":
+		if e.ComplexityRoot.AuditVerification.SealedEvents == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AuditVerification.SealedEvents(childComplexity), true
+	case "AuditVerification.unsealedEvents":
+		if e.ComplexityRoot.AuditVerification.UnsealedEvents == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AuditVerification.UnsealedEvents(childComplexity), true
 	case "AuditVerification.valid":
 		if e.ComplexityRoot.AuditVerification.Valid == nil {
 			break
@@ -974,6 +1179,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.ProjectEdge.Node(childComplexity), true
 
+	case "Query.auditCheckpoint":
+		if e.ComplexityRoot.Query.AuditCheckpoint == nil {
+			break
+		}
+
+		args, err := ec.field_Query_auditCheckpoint_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Query.AuditCheckpoint(childComplexity, args["workspaceId"].(string)), true
 	case "Query.auditEvents":
 		if e.ComplexityRoot.Query.AuditEvents == nil {
 			break
@@ -985,6 +1201,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Query.AuditEvents(childComplexity, args["workspaceId"].(string), args["filter"].(*model.AuditEventFilter), args["first"].(*int), args["after"].(*string)), true
+	case "Query.auditSigningKeys":
+		if e.ComplexityRoot.Query.AuditSigningKeys == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Query.AuditSigningKeys(childComplexity), true
 
 	case "Query.me":
 		if e.ComplexityRoot.Query.Me == nil {
@@ -1041,7 +1263,7 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 			return 0, false
 		}
 
-		return e.ComplexityRoot.Query.VerifyAuditLog(childComplexity, args["workspaceId"].(string)), true
+		return e.ComplexityRoot.Query.VerifyAuditLog(childComplexity, args["workspaceId"].(string), args["checkpoint"].(*model.AuditCheckpointInput)), true
 	case "Query.workspace":
 		if e.ComplexityRoot.Query.Workspace == nil {
 			break
@@ -1304,6 +1526,7 @@ func (e *executableSchema) Exec(ctx context.Context) graphql.ResponseHandler {
 	ec := newExecutionContext(opCtx, e, make(chan graphql.DeferredResult))
 	inputUnmarshalers := func() *graphql.InputUnmarshalerIndex {
 		return graphql.NewInputUnmarshalerIndex(
+			graphql.NewInputUnmarshaler("AuditCheckpointInput", ec.unmarshalInputAuditCheckpointInput),
 			graphql.NewInputUnmarshaler("AuditEventFilter", ec.unmarshalInputAuditEventFilter),
 			graphql.NewInputUnmarshaler("CreateProjectInput", ec.unmarshalInputCreateProjectInput),
 			graphql.NewInputUnmarshaler("CreateTaskInput", ec.unmarshalInputCreateTaskInput),
@@ -1431,6 +1654,17 @@ type User {
   userAgent: String
   requestId: String
   metadata: JSON
+  """
+  True once the sealer chained the event into its workspace's hash chain, normally
+  within a second of its commit; chainPosition, hash and prevHash are null until then.
+  """
+  sealed: Boolean!
+  "The event's position in its hash chain, 1 for the first."
+  chainPosition: Int
+  "SHA-256 (hex) of prevHash followed by the event's canonical encoding."
+  hash: String
+  "The hash of the event before it in its chain (hex); null for the first."
+  prevHash: String
 }
 
 """
@@ -1458,10 +1692,85 @@ type AuditEventEdge {
 }
 
 type AuditVerification {
+  """
+  True when every seal recomputes, no event is missing from or slipped into the
+  chain, the head is its last seal, and the checkpoint given (if its signature is
+  good) is extended by the log.
+  """
   valid: Boolean!
+  "sealedEvents + unsealedEvents."
   checkedEvents: Int!
+  "The first event that failed, in chain order (an event that is gone is named by its seal)."
   firstInvalidEventId: ID
+  "The hash of the chain's newest seal (hex)."
   headHash: String
+  "Events whose seal was recomputed."
+  sealedEvents: Int!
+  "Committed events the sealer has not reached yet (normally sealed within a second)."
+  unsealedEvents: Int!
+  "The position of the chain's newest seal."
+  headPosition: Int
+  "The outcome for the checkpoint given to verifyAuditLog; null when none was."
+  checkpoint: AuditCheckpointVerification
+}
+
+"""
+A signed statement that the workspace's hash chain had the head headHash at
+position when it was signed (Ed25519, the key keyId). Keep the JSON of it:
+verifyAuditLog(checkpoint:) proves later that the log still extends it, and an
+auditor can check it offline with the public key (docs: audit checkpoints).
+"""
+type AuditCheckpoint {
+  "The version of the signed text: taskflow-audit-checkpoint/v1."
+  version: String!
+  "The chain: the workspace id."
+  chainKey: String!
+  position: Int!
+  "SHA-256 (hex) of the seal at position."
+  headHash: String!
+  signedAt: Time!
+  keyId: String!
+  "Standard base64 of the 32-byte Ed25519 public key."
+  publicKey: String!
+  "Standard base64 of the Ed25519 signature of message."
+  signature: String!
+  "The text signed: version, chainKey, position, headHash and signedAt (UTC, microseconds), one a line."
+  message: String!
+}
+
+"A checkpoint you kept, as auditCheckpoint returned it (publicKey and message are not needed)."
+input AuditCheckpointInput {
+  version: String
+  "Optional: the workspace of verifyAuditLog."
+  chainKey: String
+  position: Int!
+  headHash: String!
+  signedAt: Time!
+  keyId: String!
+  signature: String!
+}
+
+type AuditCheckpointVerification {
+  "signatureValid and extended."
+  valid: Boolean!
+  "A key this server trusts, the one keyId names, verifies the signature."
+  signatureValid: Boolean!
+  "The seal at position has the checkpoint's hash and the chain is intact from there to its head."
+  extended: Boolean!
+  position: Int!
+  keyId: String!
+  "Why valid is false; null when it is true."
+  reason: String
+}
+
+"An Ed25519 public key that verifies audit checkpoints."
+type AuditSigningKey {
+  keyId: String!
+  "Standard base64 of the 32-byte public key."
+  publicKey: String!
+  algorithm: String!
+  "True for the key that signs new checkpoints."
+  current: Boolean!
 }
 `, BuiltIn: false},
 	{Name: "../schema/ratelimit.graphqls", Input: `type RateLimitStatus {
@@ -1513,8 +1822,15 @@ type Query {
   "The workspace audit log (OWNER and ADMIN), newest first."
   auditEvents(workspaceId: ID!, filter: AuditEventFilter, first: Int = 50, after: String): AuditEventConnection!
     @listSize(slicingArgument: "first", sizedFields: ["edges", "nodes"])
-  "Walks the workspace's audit hash chain (OWNER and ADMIN)."
-  verifyAuditLog(workspaceId: ID!): AuditVerification!
+  """
+  Walks the workspace's audit hash chain (OWNER and ADMIN); with a checkpoint you
+  kept, also proves that the log still extends it.
+  """
+  verifyAuditLog(workspaceId: ID!, checkpoint: AuditCheckpointInput): AuditVerification!
+  "The newest signed checkpoint of the workspace's audit hash chain (OWNER and ADMIN); null before the first."
+  auditCheckpoint(workspaceId: ID!): AuditCheckpoint
+  "The public keys that verify audit checkpoints, the current one first. Anyone may read them."
+  auditSigningKeys: [AuditSigningKey!]!
   "The caller's query-cost budget after this operation."
   rateLimit: RateLimitStatus!
 }
@@ -1770,6 +2086,48 @@ var parsedSchema = gqlparser.MustLoadSchema(sources...)
 // Each function is generated once per unique object type, deduplicating the
 // switch statements that were previously inlined in every fieldContext_* function.
 
+func (ec *executionContext) childFields_AuditCheckpoint(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "version":
+		return ec.fieldContext_AuditCheckpoint_version(ctx, field)
+	case "chainKey":
+		return ec.fieldContext_AuditCheckpoint_chainKey(ctx, field)
+	case "position":
+		return ec.fieldContext_AuditCheckpoint_position(ctx, field)
+	case "headHash":
+		return ec.fieldContext_AuditCheckpoint_headHash(ctx, field)
+	case "signedAt":
+		return ec.fieldContext_AuditCheckpoint_signedAt(ctx, field)
+	case "keyId":
+		return ec.fieldContext_AuditCheckpoint_keyId(ctx, field)
+	case "publicKey":
+		return ec.fieldContext_AuditCheckpoint_publicKey(ctx, field)
+	case "signature":
+		return ec.fieldContext_AuditCheckpoint_signature(ctx, field)
+	case "message":
+		return ec.fieldContext_AuditCheckpoint_message(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type AuditCheckpoint", field.Name)
+}
+
+func (ec *executionContext) childFields_AuditCheckpointVerification(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "valid":
+		return ec.fieldContext_AuditCheckpointVerification_valid(ctx, field)
+	case "signatureValid":
+		return ec.fieldContext_AuditCheckpointVerification_signatureValid(ctx, field)
+	case "extended":
+		return ec.fieldContext_AuditCheckpointVerification_extended(ctx, field)
+	case "position":
+		return ec.fieldContext_AuditCheckpointVerification_position(ctx, field)
+	case "keyId":
+		return ec.fieldContext_AuditCheckpointVerification_keyId(ctx, field)
+	case "reason":
+		return ec.fieldContext_AuditCheckpointVerification_reason(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type AuditCheckpointVerification", field.Name)
+}
+
 func (ec *executionContext) childFields_AuditEvent(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 	switch field.Name {
 	case "id":
@@ -1796,6 +2154,14 @@ func (ec *executionContext) childFields_AuditEvent(ctx context.Context, field gr
 		return ec.fieldContext_AuditEvent_requestId(ctx, field)
 	case "metadata":
 		return ec.fieldContext_AuditEvent_metadata(ctx, field)
+	case "sealed":
+		return ec.fieldContext_AuditEvent_sealed(ctx, field)
+	case "chainPosition":
+		return ec.fieldContext_AuditEvent_chainPosition(ctx, field)
+	case "hash":
+		return ec.fieldContext_AuditEvent_hash(ctx, field)
+	case "prevHash":
+		return ec.fieldContext_AuditEvent_prevHash(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type AuditEvent", field.Name)
 }
@@ -1822,6 +2188,20 @@ func (ec *executionContext) childFields_AuditEventEdge(ctx context.Context, fiel
 	return nil, fmt.Errorf("no field named %q was found under type AuditEventEdge", field.Name)
 }
 
+func (ec *executionContext) childFields_AuditSigningKey(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "keyId":
+		return ec.fieldContext_AuditSigningKey_keyId(ctx, field)
+	case "publicKey":
+		return ec.fieldContext_AuditSigningKey_publicKey(ctx, field)
+	case "algorithm":
+		return ec.fieldContext_AuditSigningKey_algorithm(ctx, field)
+	case "current":
+		return ec.fieldContext_AuditSigningKey_current(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type AuditSigningKey", field.Name)
+}
+
 func (ec *executionContext) childFields_AuditVerification(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 	switch field.Name {
 	case "valid":
@@ -1832,6 +2212,14 @@ func (ec *executionContext) childFields_AuditVerification(ctx context.Context, f
 		return ec.fieldContext_AuditVerification_firstInvalidEventId(ctx, field)
 	case "headHash":
 		return ec.fieldContext_AuditVerification_headHash(ctx, field)
+	case "sealedEvents":
+		return ec.fieldContext_AuditVerification_sealedEvents(ctx, field)
+	case "unsealedEvents":
+		return ec.fieldContext_AuditVerification_unsealedEvents(ctx, field)
+	case "headPosition":
+		return ec.fieldContext_AuditVerification_headPosition(ctx, field)
+	case "checkpoint":
+		return ec.fieldContext_AuditVerification_checkpoint(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type AuditVerification", field.Name)
 }
@@ -2762,6 +3150,20 @@ func (ec *executionContext) field_Query___type_args(ctx context.Context, rawArgs
 	return args, nil
 }
 
+func (ec *executionContext) field_Query_auditCheckpoint_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "workspaceId",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["workspaceId"] = arg0
+	return args, nil
+}
+
 func (ec *executionContext) field_Query_auditEvents_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -2877,6 +3279,14 @@ func (ec *executionContext) field_Query_verifyAuditLog_args(ctx context.Context,
 		return nil, err
 	}
 	args["workspaceId"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "checkpoint",
+		func(ctx context.Context, v any) (*model.AuditCheckpointInput, error) {
+			return ec.unmarshalOAuditCheckpointInput2ᚖtaskflowᚋgraphᚋmodelᚐAuditCheckpointInput(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["checkpoint"] = arg1
 	return args, nil
 }
 
@@ -3085,6 +3495,351 @@ func (ec *executionContext) field___Type_inputFields_args(ctx context.Context, r
 // endregion ***************************** args.gotpl *****************************
 
 // region    **************************** field.gotpl *****************************
+
+func (ec *executionContext) _AuditCheckpoint_version(ctx context.Context, field graphql.CollectedField, obj *store.AuditCheckpoint) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AuditCheckpoint_version(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Version, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AuditCheckpoint_version(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AuditCheckpoint", field, false, false, "String")
+}
+
+func (ec *executionContext) _AuditCheckpoint_chainKey(ctx context.Context, field graphql.CollectedField, obj *store.AuditCheckpoint) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AuditCheckpoint_chainKey(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ChainKey, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AuditCheckpoint_chainKey(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AuditCheckpoint", field, false, false, "String")
+}
+
+func (ec *executionContext) _AuditCheckpoint_position(ctx context.Context, field graphql.CollectedField, obj *store.AuditCheckpoint) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AuditCheckpoint_position(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Position, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int64) graphql.Marshaler {
+			return ec.marshalNInt2int64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AuditCheckpoint_position(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AuditCheckpoint", field, false, false, "Int")
+}
+
+func (ec *executionContext) _AuditCheckpoint_headHash(ctx context.Context, field graphql.CollectedField, obj *store.AuditCheckpoint) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AuditCheckpoint_headHash(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.HeadHash, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AuditCheckpoint_headHash(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AuditCheckpoint", field, false, false, "String")
+}
+
+func (ec *executionContext) _AuditCheckpoint_signedAt(ctx context.Context, field graphql.CollectedField, obj *store.AuditCheckpoint) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AuditCheckpoint_signedAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.SignedAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AuditCheckpoint_signedAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AuditCheckpoint", field, false, false, "Time")
+}
+
+func (ec *executionContext) _AuditCheckpoint_keyId(ctx context.Context, field graphql.CollectedField, obj *store.AuditCheckpoint) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AuditCheckpoint_keyId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.KeyID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AuditCheckpoint_keyId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AuditCheckpoint", field, false, false, "String")
+}
+
+func (ec *executionContext) _AuditCheckpoint_publicKey(ctx context.Context, field graphql.CollectedField, obj *store.AuditCheckpoint) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AuditCheckpoint_publicKey(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.PublicKey, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AuditCheckpoint_publicKey(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AuditCheckpoint", field, false, false, "String")
+}
+
+func (ec *executionContext) _AuditCheckpoint_signature(ctx context.Context, field graphql.CollectedField, obj *store.AuditCheckpoint) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AuditCheckpoint_signature(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Signature, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AuditCheckpoint_signature(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AuditCheckpoint", field, false, false, "String")
+}
+
+func (ec *executionContext) _AuditCheckpoint_message(ctx context.Context, field graphql.CollectedField, obj *store.AuditCheckpoint) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AuditCheckpoint_message(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Message, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AuditCheckpoint_message(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AuditCheckpoint", field, false, false, "String")
+}
+
+func (ec *executionContext) _AuditCheckpointVerification_valid(ctx context.Context, field graphql.CollectedField, obj *store.AuditCheckpointVerification) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AuditCheckpointVerification_valid(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Valid, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AuditCheckpointVerification_valid(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AuditCheckpointVerification", field, false, false, "Boolean")
+}
+
+func (ec *executionContext) _AuditCheckpointVerification_signatureValid(ctx context.Context, field graphql.CollectedField, obj *store.AuditCheckpointVerification) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AuditCheckpointVerification_signatureValid(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.SignatureValid, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AuditCheckpointVerification_signatureValid(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AuditCheckpointVerification", field, false, false, "Boolean")
+}
+
+func (ec *executionContext) _AuditCheckpointVerification_extended(ctx context.Context, field graphql.CollectedField, obj *store.AuditCheckpointVerification) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AuditCheckpointVerification_extended(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Extended, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AuditCheckpointVerification_extended(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AuditCheckpointVerification", field, false, false, "Boolean")
+}
+
+func (ec *executionContext) _AuditCheckpointVerification_position(ctx context.Context, field graphql.CollectedField, obj *store.AuditCheckpointVerification) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AuditCheckpointVerification_position(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Position, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int64) graphql.Marshaler {
+			return ec.marshalNInt2int64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AuditCheckpointVerification_position(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AuditCheckpointVerification", field, false, false, "Int")
+}
+
+func (ec *executionContext) _AuditCheckpointVerification_keyId(ctx context.Context, field graphql.CollectedField, obj *store.AuditCheckpointVerification) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AuditCheckpointVerification_keyId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.KeyID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AuditCheckpointVerification_keyId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AuditCheckpointVerification", field, false, false, "String")
+}
+
+func (ec *executionContext) _AuditCheckpointVerification_reason(ctx context.Context, field graphql.CollectedField, obj *store.AuditCheckpointVerification) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AuditCheckpointVerification_reason(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Reason, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_AuditCheckpointVerification_reason(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AuditCheckpointVerification", field, false, false, "String")
+}
 
 func (ec *executionContext) _AuditEvent_id(ctx context.Context, field graphql.CollectedField, obj *store.AuditEvent) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
@@ -3371,6 +4126,98 @@ func (ec *executionContext) fieldContext_AuditEvent_metadata(_ context.Context, 
 	return graphql.NewScalarFieldContext("AuditEvent", field, false, false, "JSON")
 }
 
+func (ec *executionContext) _AuditEvent_sealed(ctx context.Context, field graphql.CollectedField, obj *store.AuditEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AuditEvent_sealed(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Sealed, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AuditEvent_sealed(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AuditEvent", field, false, false, "Boolean")
+}
+
+func (ec *executionContext) _AuditEvent_chainPosition(ctx context.Context, field graphql.CollectedField, obj *store.AuditEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AuditEvent_chainPosition(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ChainPosition, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *int64) graphql.Marshaler {
+			return ec.marshalOInt2ᚖint64(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_AuditEvent_chainPosition(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AuditEvent", field, false, false, "Int")
+}
+
+func (ec *executionContext) _AuditEvent_hash(ctx context.Context, field graphql.CollectedField, obj *store.AuditEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AuditEvent_hash(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Hash, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_AuditEvent_hash(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AuditEvent", field, false, false, "String")
+}
+
+func (ec *executionContext) _AuditEvent_prevHash(ctx context.Context, field graphql.CollectedField, obj *store.AuditEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AuditEvent_prevHash(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.PrevHash, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_AuditEvent_prevHash(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AuditEvent", field, false, false, "String")
+}
+
 func (ec *executionContext) _AuditEventConnection_edges(ctx context.Context, field graphql.CollectedField, obj *store.Connection[store.AuditEvent]) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -3522,6 +4369,98 @@ func (ec *executionContext) fieldContext_AuditEventEdge_node(_ context.Context, 
 	return fc, nil
 }
 
+func (ec *executionContext) _AuditSigningKey_keyId(ctx context.Context, field graphql.CollectedField, obj *store.AuditSigningKey) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AuditSigningKey_keyId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.KeyID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AuditSigningKey_keyId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AuditSigningKey", field, false, false, "String")
+}
+
+func (ec *executionContext) _AuditSigningKey_publicKey(ctx context.Context, field graphql.CollectedField, obj *store.AuditSigningKey) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AuditSigningKey_publicKey(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.PublicKey, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AuditSigningKey_publicKey(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AuditSigningKey", field, false, false, "String")
+}
+
+func (ec *executionContext) _AuditSigningKey_algorithm(ctx context.Context, field graphql.CollectedField, obj *store.AuditSigningKey) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AuditSigningKey_algorithm(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Algorithm, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AuditSigningKey_algorithm(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AuditSigningKey", field, false, false, "String")
+}
+
+func (ec *executionContext) _AuditSigningKey_current(ctx context.Context, field graphql.CollectedField, obj *store.AuditSigningKey) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AuditSigningKey_current(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Current, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AuditSigningKey_current(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AuditSigningKey", field, false, false, "Boolean")
+}
+
 func (ec *executionContext) _AuditVerification_valid(ctx context.Context, field graphql.CollectedField, obj *store.AuditVerification) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -3612,6 +4551,107 @@ func (ec *executionContext) _AuditVerification_headHash(ctx context.Context, fie
 }
 func (ec *executionContext) fieldContext_AuditVerification_headHash(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("AuditVerification", field, false, false, "String")
+}
+
+func (ec *executionContext) _AuditVerification_sealedEvents(ctx context.Context, field graphql.CollectedField, obj *store.AuditVerification) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AuditVerification_sealedEvents(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.SealedEvents, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AuditVerification_sealedEvents(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AuditVerification", field, false, false, "Int")
+}
+
+func (ec *executionContext) _AuditVerification_unsealedEvents(ctx context.Context, field graphql.CollectedField, obj *store.AuditVerification) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AuditVerification_unsealedEvents(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.UnsealedEvents, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AuditVerification_unsealedEvents(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AuditVerification", field, false, false, "Int")
+}
+
+func (ec *executionContext) _AuditVerification_headPosition(ctx context.Context, field graphql.CollectedField, obj *store.AuditVerification) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AuditVerification_headPosition(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.HeadPosition, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *int64) graphql.Marshaler {
+			return ec.marshalOInt2ᚖint64(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_AuditVerification_headPosition(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AuditVerification", field, false, false, "Int")
+}
+
+func (ec *executionContext) _AuditVerification_checkpoint(ctx context.Context, field graphql.CollectedField, obj *store.AuditVerification) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AuditVerification_checkpoint(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Checkpoint, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *store.AuditCheckpointVerification) graphql.Marshaler {
+			return ec.marshalOAuditCheckpointVerification2ᚖtaskflowᚋstoreᚐAuditCheckpointVerification(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_AuditVerification_checkpoint(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "AuditVerification",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_AuditCheckpointVerification(ctx, field)
+		},
+	}
+	return fc, nil
 }
 
 func (ec *executionContext) _AuthPayload_token(ctx context.Context, field graphql.CollectedField, obj *store.AuthPayload) (ret graphql.Marshaler) {
@@ -5953,7 +6993,7 @@ func (ec *executionContext) _Query_verifyAuditLog(ctx context.Context, field gra
 		},
 		func(ctx context.Context) (any, error) {
 			fc := graphql.GetFieldContext(ctx)
-			return ec.Resolvers.Query().VerifyAuditLog(ctx, fc.Args["workspaceId"].(string))
+			return ec.Resolvers.Query().VerifyAuditLog(ctx, fc.Args["workspaceId"].(string), fc.Args["checkpoint"].(*model.AuditCheckpointInput))
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *store.AuditVerification) graphql.Marshaler {
@@ -5983,6 +7023,82 @@ func (ec *executionContext) fieldContext_Query_verifyAuditLog(ctx context.Contex
 	if fc.Args, err = ec.field_Query_verifyAuditLog_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
 		ec.Error(ctx, err)
 		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Query_auditCheckpoint(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_auditCheckpoint(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Query().AuditCheckpoint(ctx, fc.Args["workspaceId"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *store.AuditCheckpoint) graphql.Marshaler {
+			return ec.marshalOAuditCheckpoint2ᚖtaskflowᚋstoreᚐAuditCheckpoint(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Query_auditCheckpoint(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_AuditCheckpoint(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Query_auditCheckpoint_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Query_auditSigningKeys(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_auditSigningKeys(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Query().AuditSigningKeys(ctx)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*store.AuditSigningKey) graphql.Marshaler {
+			return ec.marshalNAuditSigningKey2ᚕᚖtaskflowᚋstoreᚐAuditSigningKeyᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Query_auditSigningKeys(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_AuditSigningKey(ctx, field)
+		},
 	}
 	return fc, nil
 }
@@ -8159,6 +9275,90 @@ func (ec *executionContext) fieldContext___Type_isOneOf(_ context.Context, field
 
 // region    **************************** input.gotpl *****************************
 
+func (ec *executionContext) unmarshalInputAuditCheckpointInput(ctx context.Context, obj any) (model.AuditCheckpointInput, error) {
+	var it model.AuditCheckpointInput
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	fieldsInOrder := [...]string{"version", "chainKey", "position", "headHash", "signedAt", "keyId", "signature"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "version":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("version"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Version = graphql.OmittableOf(data)
+		case "chainKey":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("chainKey"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.ChainKey = graphql.OmittableOf(data)
+		case "position":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("position"))
+			data, err := ec.unmarshalNInt2int(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Position = data
+		case "headHash":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("headHash"))
+			data, err := ec.unmarshalNString2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.HeadHash = data
+		case "signedAt":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("signedAt"))
+			data, err := ec.unmarshalNTime2timeᚐTime(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.SignedAt = data
+		case "keyId":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("keyId"))
+			data, err := ec.unmarshalNString2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.KeyID = data
+		case "signature":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("signature"))
+			data, err := ec.unmarshalNString2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Signature = data
+		}
+	}
+	return it, nil
+}
+
+// UnmarshalAuditCheckpointInput unmarshals raw into the AuditCheckpointInput input type, using the
+// unmarshaler bound to ctx's request. Call it from a resolver to decode an input
+// object that was not passed as a field argument.
+//
+// ctx must come from a gqlgen request; outside one there is no unmarshaler to use
+// and the returned error says so.
+func UnmarshalAuditCheckpointInput(ctx context.Context, raw any) (model.AuditCheckpointInput, error) {
+	var out model.AuditCheckpointInput
+	err := graphql.UnmarshalNamedInputFromContext(ctx, "AuditCheckpointInput", raw, &out)
+	return out, err
+}
+
 func (ec *executionContext) unmarshalInputAuditEventFilter(ctx context.Context, obj any) (model.AuditEventFilter, error) {
 	var it model.AuditEventFilter
 	if obj == nil {
@@ -8615,6 +9815,137 @@ func UnmarshalUpdateTaskInput(ctx context.Context, raw any) (model.UpdateTaskInp
 
 // region    **************************** object.gotpl ****************************
 
+var auditCheckpointImplementors = []string{"AuditCheckpoint"}
+
+func (ec *executionContext) _AuditCheckpoint(ctx context.Context, sel ast.SelectionSet, obj *store.AuditCheckpoint) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, auditCheckpointImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("AuditCheckpoint")
+		case "version":
+			out.Values[i] = ec._AuditCheckpoint_version(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "chainKey":
+			out.Values[i] = ec._AuditCheckpoint_chainKey(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "position":
+			out.Values[i] = ec._AuditCheckpoint_position(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "headHash":
+			out.Values[i] = ec._AuditCheckpoint_headHash(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "signedAt":
+			out.Values[i] = ec._AuditCheckpoint_signedAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "keyId":
+			out.Values[i] = ec._AuditCheckpoint_keyId(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "publicKey":
+			out.Values[i] = ec._AuditCheckpoint_publicKey(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "signature":
+			out.Values[i] = ec._AuditCheckpoint_signature(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "message":
+			out.Values[i] = ec._AuditCheckpoint_message(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var auditCheckpointVerificationImplementors = []string{"AuditCheckpointVerification"}
+
+func (ec *executionContext) _AuditCheckpointVerification(ctx context.Context, sel ast.SelectionSet, obj *store.AuditCheckpointVerification) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, auditCheckpointVerificationImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("AuditCheckpointVerification")
+		case "valid":
+			out.Values[i] = ec._AuditCheckpointVerification_valid(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "signatureValid":
+			out.Values[i] = ec._AuditCheckpointVerification_signatureValid(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "extended":
+			out.Values[i] = ec._AuditCheckpointVerification_extended(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "position":
+			out.Values[i] = ec._AuditCheckpointVerification_position(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "keyId":
+			out.Values[i] = ec._AuditCheckpointVerification_keyId(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "reason":
+			out.Values[i] = ec._AuditCheckpointVerification_reason(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
 var auditEventImplementors = []string{"AuditEvent"}
 
 func (ec *executionContext) _AuditEvent(ctx context.Context, sel ast.SelectionSet, obj *store.AuditEvent) graphql.Marshaler {
@@ -8684,6 +10015,26 @@ func (ec *executionContext) _AuditEvent(ctx context.Context, sel ast.SelectionSe
 			}
 		case "metadata":
 			out.Values[i] = ec._AuditEvent_metadata(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "sealed":
+			out.Values[i] = ec._AuditEvent_sealed(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "chainPosition":
+			out.Values[i] = ec._AuditEvent_chainPosition(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "hash":
+			out.Values[i] = ec._AuditEvent_hash(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "prevHash":
+			out.Values[i] = ec._AuditEvent_prevHash(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
@@ -8785,6 +10136,54 @@ func (ec *executionContext) _AuditEventEdge(ctx context.Context, sel ast.Selecti
 	return out
 }
 
+var auditSigningKeyImplementors = []string{"AuditSigningKey"}
+
+func (ec *executionContext) _AuditSigningKey(ctx context.Context, sel ast.SelectionSet, obj *store.AuditSigningKey) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, auditSigningKeyImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("AuditSigningKey")
+		case "keyId":
+			out.Values[i] = ec._AuditSigningKey_keyId(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "publicKey":
+			out.Values[i] = ec._AuditSigningKey_publicKey(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "algorithm":
+			out.Values[i] = ec._AuditSigningKey_algorithm(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "current":
+			out.Values[i] = ec._AuditSigningKey_current(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
 var auditVerificationImplementors = []string{"AuditVerification"}
 
 func (ec *executionContext) _AuditVerification(ctx context.Context, sel ast.SelectionSet, obj *store.AuditVerification) graphql.Marshaler {
@@ -8813,6 +10212,26 @@ func (ec *executionContext) _AuditVerification(ctx context.Context, sel ast.Sele
 			}
 		case "headHash":
 			out.Values[i] = ec._AuditVerification_headHash(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "sealedEvents":
+			out.Values[i] = ec._AuditVerification_sealedEvents(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "unsealedEvents":
+			out.Values[i] = ec._AuditVerification_unsealedEvents(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "headPosition":
+			out.Values[i] = ec._AuditVerification_headPosition(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "checkpoint":
+			out.Values[i] = ec._AuditVerification_checkpoint(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
@@ -9637,6 +11056,18 @@ func (ec *executionContext) _Query(ctx context.Context, sel ast.SelectionSet) gr
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Query_verifyAuditLog(ctx, field)
 				})
+		case "auditCheckpoint":
+			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
+				true, false,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Query_auditCheckpoint(ctx, field)
+				})
+		case "auditSigningKeys":
+			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Query_auditSigningKeys(ctx, field)
+				})
 		case "rateLimit":
 			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
 				true, true,
@@ -10445,6 +11876,30 @@ func (ec *executionContext) marshalNAuditEventEdge2ᚖtaskflowᚋstoreᚐEdge(ct
 	return ec._AuditEventEdge(ctx, sel, v)
 }
 
+func (ec *executionContext) marshalNAuditSigningKey2ᚕᚖtaskflowᚋstoreᚐAuditSigningKeyᚄ(ctx context.Context, sel ast.SelectionSet, v []*store.AuditSigningKey) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNAuditSigningKey2ᚖtaskflowᚋstoreᚐAuditSigningKey(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNAuditSigningKey2ᚖtaskflowᚋstoreᚐAuditSigningKey(ctx context.Context, sel ast.SelectionSet, v *store.AuditSigningKey) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "AuditSigningKey!")
+		return graphql.Null
+	}
+	return ec._AuditSigningKey(ctx, sel, v)
+}
+
 func (ec *executionContext) marshalNAuditVerification2ᚖtaskflowᚋstoreᚐAuditVerification(ctx context.Context, sel ast.SelectionSet, v *store.AuditVerification) graphql.Marshaler {
 	if v == nil {
 		graphql.AddInvalidNullError(ctx, "AuditVerification!")
@@ -10568,6 +12023,20 @@ func (ec *executionContext) unmarshalNInt2int(ctx context.Context, v any) (int, 
 func (ec *executionContext) marshalNInt2int(ctx context.Context, sel ast.SelectionSet, v int) graphql.Marshaler {
 	_ = sel
 	res := graphql.MarshalInt(v)
+	if res == graphql.Null {
+		graphql.AddInvalidNullFromMarshaler(ctx, "Int!")
+	}
+	return res
+}
+
+func (ec *executionContext) unmarshalNInt2int64(ctx context.Context, v any) (int64, error) {
+	res, err := graphql.UnmarshalInt64(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNInt2int64(ctx context.Context, sel ast.SelectionSet, v int64) graphql.Marshaler {
+	_ = sel
+	res := graphql.MarshalInt64(v)
 	if res == graphql.Null {
 		graphql.AddInvalidNullFromMarshaler(ctx, "Int!")
 	}
@@ -11025,6 +12494,28 @@ func (ec *executionContext) marshalN__TypeKind2string(ctx context.Context, sel a
 	return res
 }
 
+func (ec *executionContext) marshalOAuditCheckpoint2ᚖtaskflowᚋstoreᚐAuditCheckpoint(ctx context.Context, sel ast.SelectionSet, v *store.AuditCheckpoint) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._AuditCheckpoint(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalOAuditCheckpointInput2ᚖtaskflowᚋgraphᚋmodelᚐAuditCheckpointInput(ctx context.Context, v any) (*model.AuditCheckpointInput, error) {
+	if v == nil {
+		return nil, nil
+	}
+	res, err := ec.unmarshalInputAuditCheckpointInput(ctx, v)
+	return &res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalOAuditCheckpointVerification2ᚖtaskflowᚋstoreᚐAuditCheckpointVerification(ctx context.Context, sel ast.SelectionSet, v *store.AuditCheckpointVerification) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._AuditCheckpointVerification(ctx, sel, v)
+}
+
 func (ec *executionContext) unmarshalOAuditEventFilter2ᚖtaskflowᚋgraphᚋmodelᚐAuditEventFilter(ctx context.Context, v any) (*model.AuditEventFilter, error) {
 	if v == nil {
 		return nil, nil
@@ -11096,6 +12587,24 @@ func (ec *executionContext) marshalOInt2ᚖint(ctx context.Context, sel ast.Sele
 	_ = sel
 	_ = ctx
 	res := graphql.MarshalInt(*v)
+	return res
+}
+
+func (ec *executionContext) unmarshalOInt2ᚖint64(ctx context.Context, v any) (*int64, error) {
+	if v == nil {
+		return nil, nil
+	}
+	res, err := graphql.UnmarshalInt64(v)
+	return &res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalOInt2ᚖint64(ctx context.Context, sel ast.SelectionSet, v *int64) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	_ = sel
+	_ = ctx
+	res := graphql.MarshalInt64(*v)
 	return res
 }
 

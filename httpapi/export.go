@@ -7,6 +7,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -21,7 +22,7 @@ const exportFlushEvery = 256
 
 // auditExportColumns are the CSV columns of the audit export, in order.
 var auditExportColumns = []string{"id", "occurredAt", "workspaceId", "actorId", "action", "entityType",
-	"entityId", "ip", "userAgent", "requestId", "metadata"}
+	"entityId", "ip", "userAgent", "requestId", "metadata", "sealed", "chainPosition", "prevHash", "hash"}
 
 // auditExport serves GET /audit/export?workspaceId=..&format=ndjson|csv with the
 // filters of auditEvents as query parameters (actions comma-separated, actorId,
@@ -180,7 +181,9 @@ func exportFileName(s string) string {
 	}, s)
 }
 
-// ndjsonExport writes one JSON object per line, with the fields of AuditEvent.
+// ndjsonExport writes one JSON object per line, with the fields of AuditEvent
+// (sealed, chainPosition, prevHash and hash included: examples/auditverify
+// checks the chain from them).
 type ndjsonExport struct {
 	enc *json.Encoder
 	f   http.Flusher
@@ -206,9 +209,13 @@ func (x *csvExport) write(e *store.AuditEvent) error {
 	if err != nil {
 		return err
 	}
+	pos := ""
+	if e.ChainPosition != nil {
+		pos = strconv.FormatInt(*e.ChainPosition, 10)
+	}
 	return x.w.Write([]string{e.ID, e.OccurredAt.UTC().Format(time.RFC3339Nano), exportStr(e.WorkspaceID), exportStr(e.ActorID),
 		e.Action, e.EntityType, csvCell(e.EntityID), csvCell(exportStr(e.IP)), csvCell(exportStr(e.UserAgent)),
-		csvCell(exportStr(e.RequestID)), string(meta)})
+		csvCell(exportStr(e.RequestID)), string(meta), strconv.FormatBool(e.Sealed), pos, exportStr(e.PrevHash), exportStr(e.Hash)})
 }
 
 func (x *csvExport) flush() error {

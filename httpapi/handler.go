@@ -5,6 +5,7 @@
 package httpapi
 
 import (
+	"crypto/ed25519"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -74,6 +75,10 @@ type Options struct {
 	// at once; nil means one of the handler's own with PasswordParams and the
 	// default bound and wait, its metrics in Registry.
 	Hasher *auth.Hasher
+	// AuditKeys are the public keys that verify audit checkpoints, the one
+	// that signs new ones first (AUDIT_SIGNING_KEY); none: no checkpoint
+	// verifies.
+	AuditKeys []ed25519.PublicKey
 }
 
 // parserTokenLimit bounds the tokens of one document, so parse and validation
@@ -117,7 +122,7 @@ func newHandler(o Options, without []Guard) http.Handler {
 		o.Hasher = auth.NewHasher(auth.HasherOptions{Params: o.PasswordParams, Registerer: ops.reg})
 	}
 	if o.Resolvers == nil {
-		o.Resolvers = &resolvers.Resolver{DB: o.DB, Hasher: o.Hasher}
+		o.Resolvers = &resolvers.Resolver{DB: o.DB, Hasher: o.Hasher, AuditKeys: o.AuditKeys}
 	}
 	gql := handler.New(graph.NewExecutableSchema(graph.Config{Resolvers: o.Resolvers}))
 	if !rateLimit {

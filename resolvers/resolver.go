@@ -3,6 +3,8 @@
 package resolvers
 
 import (
+	"crypto/ed25519"
+
 	"taskflow/auth"
 	"taskflow/store"
 )
@@ -13,4 +15,7 @@ type Resolver struct {
 	// Hasher makes and verifies password hashes under the process's bound on
 	// concurrent hashes (nil: auth.DefaultHasher).
 	Hasher *auth.Hasher
+	// AuditKeys are the public keys that verify audit checkpoints, the one
+	// that signs new ones first (AUDIT_SIGNING_KEY).
+	AuditKeys []ed25519.PublicKey
 }

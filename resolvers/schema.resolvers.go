@@ -227,8 +227,18 @@ func (r *queryResolver) AuditEvents(ctx context.Context, workspaceID string, fil
 }
 
 // VerifyAuditLog is the resolver for the verifyAuditLog field.
-func (r *queryResolver) VerifyAuditLog(ctx context.Context, workspaceID string) (*store.AuditVerification, error) {
-	return r.DB.VerifyAuditLog(ctx, auth.UserFrom(ctx), workspaceID)
+func (r *queryResolver) VerifyAuditLog(ctx context.Context, workspaceID string, checkpoint *model.AuditCheckpointInput) (*store.AuditVerification, error) {
+	return r.DB.VerifyAuditLog(ctx, auth.UserFrom(ctx), workspaceID, auditCheckpoint(checkpoint), r.AuditKeys)
+}
+
+// AuditCheckpoint is the resolver for the auditCheckpoint field.
+func (r *queryResolver) AuditCheckpoint(ctx context.Context, workspaceID string) (*store.AuditCheckpoint, error) {
+	return r.DB.AuditCheckpoint(ctx, auth.UserFrom(ctx), workspaceID)
+}
+
+// AuditSigningKeys is the resolver for the auditSigningKeys field.
+func (r *queryResolver) AuditSigningKeys(ctx context.Context) ([]*store.AuditSigningKey, error) {
+	return store.AuditSigningKeys(r.AuditKeys), nil
 }
 
 // RateLimit is the resolver for the rateLimit field.

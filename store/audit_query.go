@@ -182,18 +182,27 @@ func likeEscape(s string) string {
 	return r.Replace(s)
 }
 
-// auditEventColumns is the column list scanned by scanAuditEvent.
+// auditEventColumns is the column list scanned by scanAuditEvent, selected
+// from auditEventFrom.
 const auditEventColumns = `id, workspace_id, actor_id, action, entity_type, entity_id, occurred_at,
-	ip, user_agent, request_id, metadata`
+	ip, user_agent, request_id, metadata, s.position, s.prev_hash, s.hash`
+
+// auditEventFrom is audit_events with each event's seal, if it has one (one
+// probe of audit_seals' event_id index per event read). Its columns other
+// than audit_events' are s.position, s.prev_hash and s.hash.
+const auditEventFrom = `audit_events LEFT JOIN LATERAL
+	(SELECT position, prev_hash, hash FROM audit_seals WHERE event_id = audit_events.id) s ON true`
 
 // scanAuditEvent scans the columns of auditEventColumns.
 func scanAuditEvent(row pgx.Row) (*AuditEvent, error) {
 	var e AuditEvent
-	var meta []byte
+	var meta, prev, hash []byte
 	if err := row.Scan(&e.ID, &e.WorkspaceID, &e.ActorID, &e.Action, &e.EntityType, &e.EntityID,
-		&e.OccurredAt, &e.IP, &e.UserAgent, &e.RequestID, &meta); err != nil {
+		&e.OccurredAt, &e.IP, &e.UserAgent, &e.RequestID, &meta, &e.ChainPosition, &prev, &hash); err != nil {
 		return nil, err
 	}
+	e.Sealed = e.ChainPosition != nil
+	e.PrevHash, e.Hash = hexHash(prev), hexHash(hash)
 	// jsonb's text has a space after each colon and comma: compact it once here.
 	var b bytes.Buffer
 	b.Grow(len(meta))
@@ -290,7 +299,7 @@ func auditPageSQL(where string, args []any, page Page) (string, []any) {
 	// The limit is written in the statement, not bound: a generic plan of a
 	// prepared statement with LIMIT $n does not know the page is small and may
 	// pick a plan that reads far more than a page.
-	return `SELECT ` + auditEventColumns + ` FROM audit_events WHERE ` + where +
+	return `SELECT ` + auditEventColumns + ` FROM ` + auditEventFrom + ` WHERE ` + where +
 		fmt.Sprintf(` ORDER BY occurred_at DESC, id DESC LIMIT %d`, page.First+1), args
 }
 
@@ -350,7 +359,7 @@ func (db *DB) EachAuditEvent(ctx context.Context, user *User, workspaceID string
 	if !ok {
 		return nil
 	}
-	rows, err := db.q(ctx).Query(ctx, `SELECT `+auditEventColumns+` FROM audit_events WHERE workspace_id = $1`+
+	rows, err := db.q(ctx).Query(ctx, `SELECT `+auditEventColumns+` FROM `+auditEventFrom+` WHERE workspace_id = $1`+
 		where+` ORDER BY occurred_at DESC, id DESC`, args...)
 	if err != nil {
 		return fmt.Errorf("audit export: %w", err)

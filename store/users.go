@@ -239,6 +239,7 @@ func (db *DB) RecordLoginFailure(ctx context.Context, u *User, reason string) er
 	if err := tx.Commit(detached); err != nil {
 		return fmt.Errorf("commit: %w", err)
 	}
+	db.wakeSealer()
 	return nil
 }
 

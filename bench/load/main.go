@@ -45,6 +45,7 @@ func main() {
 	flag.BoolVar(&cfg.Peer, "peer", true, "also measure PostGraphile 5 (bench/peer; npm fetches Node 22 and PostGraphile on first use)")
 	flag.BoolVar(&cfg.Replay, "replay", false, "also measure TaskFlow's own SQL statements of each request, replayed with pgx")
 	flag.BoolVar(&cfg.Compare, "compare", false, "also measure createTask and task with the rate limiter and idempotency off vs on")
+	flag.BoolVar(&cfg.Seal, "seal", false, "run the audit sealer next to the in-process server and report sealing against the write scenarios")
 	flag.BoolVar(&cfg.GuardsOff, "guards-off", false, "in process: run the scenarios with the rate limiter and idempotency off")
 	flag.StringVar(&cfg.CPUProfile, "cpuprofile", "", "profile the in-process server runs into <prefix>.<scenario>.pprof")
 	out := flag.String("out", "", "also write the table to this file")

@@ -87,6 +87,10 @@ type Config struct {
 	// GuardsOff runs the scenarios against an in-process server with the rate
 	// limiter and idempotency off (not with Exec), to profile what they cost.
 	GuardsOff bool
+	// Seal runs an audit sealer next to the in-process server (the binary of
+	// Exec runs its own) and reports, for TaskFlow in the write scenarios, how
+	// fast it sealed against how fast events were written, and its lag.
+	Seal bool
 	// CPUProfile, when set, is a path prefix: the in-process server runs of each
 	// scenario are profiled into <prefix>.<scenario>.pprof.
 	CPUProfile string
@@ -263,6 +267,8 @@ type Report struct {
 	PeerRSS    int64 // PostGraphile's node process, peak resident set
 	PoolConns  int32
 	GoMaxProcs int
+	// Seal is what the audit sealer did in the write scenarios (Config.Seal).
+	Seal []SealStats
 }
 
 // contender is one way of doing the scenarios' work.
@@ -311,7 +317,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, errors.New("loadgen: GuardsOff is for the in-process server, not with Exec")
 	}
 	twinApp := appTaskFlow
-	if cfg.Exec {
+	if cfg.Exec || cfg.Seal {
 		twinApp = appTwin
 	}
 	twin, err := startInproc(ctx, cfg, poolCfg, rec, !cfg.GuardsOff, log, twinApp)
@@ -329,6 +335,17 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		rep.RSSOfWhat = "server subprocess (VmHWM of the real binary)"
 	} else {
 		rep.RSSOfWhat = "harness process holding server and load generator (VmHWM)"
+	}
+	if cfg.Seal && !cfg.Exec {
+		// A server of its own with the sealer, on an untraced pool: the
+		// twin's recorder must not capture the sealer's statements.
+		if target, err = startInproc(ctx, cfg, poolCfg, nil, !cfg.GuardsOff, log, appTaskFlow); err != nil {
+			return nil, err
+		}
+		defer target.close()
+		sealCtx, stopSealer := context.WithCancel(ctx)
+		defer stopSealer()
+		go (&store.AuditSealer{DB: target.db}).Run(sealCtx)
 	}
 	client := newClient(cfg.Concurrency)
 
@@ -394,9 +411,26 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			}
 			fmt.Fprintf(cfg.Progress, "%s: %s\n", sc.Name, c.name)
 			profile := c.name == TaskFlow && !cfg.Exec
+			sealing := cfg.Seal && c.name == TaskFlow && sc.Fresh
+			stopSampling := func() []oldestSample { return nil }
+			if sealing {
+				stopSampling = oldestSampler(ctx, ctl)
+			}
 			s, err := runContender(ctx, cfg, ctl, client, c.meter, do, sc.Name, profile)
 			if err != nil {
 				return nil, err
+			}
+			if samples := stopSampling(); sealing {
+				// The measured run only, not its warm-up.
+				end := time.Now()
+				st, err := sealStats(ctx, ctl, sc.Name, end.Add(-s.Elapsed), end, samples)
+				if err != nil {
+					return nil, err
+				}
+				if st.Events > 0 { // a storm of replays writes nothing
+					fmt.Fprintf(cfg.Progress, "  %d events sealed, lag p99 %s\n", st.Events, ms(st.LagP99))
+					rep.Seal = append(rep.Seal, st)
+				}
 			}
 			fmt.Fprintf(cfg.Progress, "  %.0f req/s, %d failed\n", s.RPS, s.Errors)
 			res.Rows = append(res.Rows, Row{Contender: c.name, Stats: s})

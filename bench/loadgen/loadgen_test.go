@@ -29,7 +29,7 @@ func TestHarnessSmoke(t *testing.T) {
 		RedisURL:    "redis://127.0.0.1:6379/0",
 		Concurrency: 2, Requests: 6, Duration: 20 * time.Second, Warmup: 20 * time.Second,
 		Users: 3, Tasks: 4, CommentsPerTask: 2,
-		Compare: true, Replay: true, Peer: withPeer, PeerDir: "../peer",
+		Compare: true, Replay: true, Peer: withPeer, PeerDir: "../peer", Seal: true,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -83,6 +83,16 @@ func TestHarnessSmoke(t *testing.T) {
 			t.Errorf("%s: %d off and %d on rounds, %d pair costs; want %d pairs", c.Scenario,
 				len(c.OffRounds), len(c.OnRounds), len(c.PairCosts()), comparePairs)
 		}
+	}
+	var sealed []string
+	for _, st := range rep.Seal {
+		sealed = append(sealed, st.Scenario)
+		if st.Events < 1 || st.LagMax <= 0 {
+			t.Errorf("sealing in %s: %+v", st.Scenario, st)
+		}
+	}
+	if !slices.Contains(sealed, "createTask") {
+		t.Errorf("sealing measured in %v, want createTask among them", sealed)
 	}
 	var b bytes.Buffer
 	rep.Markdown(&b)

@@ -73,6 +73,7 @@ func (r *Report) Markdown(w io.Writer) {
 				100*lo, 100*hi, 100*cmp.Cost(), passFail(pass))
 		}
 	}
+	r.sealMarkdown(w)
 	if r.RSSPeak > 0 {
 		fmt.Fprintf(w, "\nPeak RSS: %.0f MB, %s; target < 150 MB: %s.", float64(r.RSSPeak)/(1<<20), r.RSSOfWhat,
 			passFail(r.RSSPeak < RSSLimit))

@@ -29,7 +29,8 @@ import (
 // server is a TaskFlow instance the harness sends requests to.
 type server struct {
 	url   string
-	pid   int // of the subprocess; 0 in process
+	pid   int       // of the subprocess; 0 in process
+	db    *store.DB // in process: the server's store
 	close func()
 }
 
@@ -45,7 +46,8 @@ func startInproc(ctx context.Context, cfg Config, poolCfg *pgxpool.Config, rec *
 	if err != nil {
 		return nil, err
 	}
-	h, closeHandler, err := newHandler(cfg, store.New(pool, log), log, guards)
+	db := store.New(pool, log)
+	h, closeHandler, err := newHandler(cfg, db, log, guards)
 	if err != nil {
 		pool.Close()
 		return nil, err
@@ -57,7 +59,7 @@ func startInproc(ctx context.Context, cfg Config, poolCfg *pgxpool.Config, rec *
 	}
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
-	return &server{url: "http://" + ln.Addr().String(), close: func() {
+	return &server{url: "http://" + ln.Addr().String(), db: db, close: func() {
 		_ = srv.Close()
 		closeHandler()
 		pool.Close()

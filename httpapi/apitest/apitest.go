@@ -5,6 +5,7 @@ package apitest
 
 import (
 	"bytes"
+	"crypto/ed25519"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/99designs/gqlgen/client"
 
+	"taskflow/audit"
 	"taskflow/auth"
 	"taskflow/httpapi"
 	"taskflow/ratelimit"
@@ -27,8 +29,11 @@ import (
 
 // Env is one test's TaskFlow.
 type Env struct {
-	DB      *store.DB
-	Handler http.Handler
+	DB *store.DB
+	// AuditKey signs the audit checkpoints of Sealer; the handler trusts its
+	// public key.
+	AuditKey ed25519.PrivateKey
+	Handler  http.Handler
 	// Client is a gqlgen test client on Handler (no network).
 	Client *client.Client
 	// Server is a real HTTP server on loopback serving Handler.
@@ -55,15 +60,28 @@ func NewUnguarded(t testing.TB, without []httpapi.Guard, opts ...Option) *Env {
 func newEnv(t testing.TB, newHandler func(httpapi.Options) http.Handler, opts []Option) *Env {
 	t.Helper()
 	db := storetest.DB(t)
+	key := audit.GenerateSigningKey()
 	o := httpapi.Options{DB: db, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		PasswordParams: auth.FastPasswordParams, Limiter: Unlimited()}
+		PasswordParams: auth.FastPasswordParams, Limiter: Unlimited(),
+		AuditKeys: []ed25519.PublicKey{key.Public().(ed25519.PublicKey)}}
 	for _, opt := range opts {
 		opt(&o)
 	}
 	h := newHandler(o)
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
-	return &Env{DB: db, Handler: h, Client: client.New(h, client.Path("/query")), Server: srv}
+	return &Env{DB: db, AuditKey: key, Handler: h, Client: client.New(h, client.Path("/query")), Server: srv}
+}
+
+// Sealer returns an audit sealer of the Env's database that signs with
+// AuditKey (tests run its rounds; no sealer runs on its own).
+func (e *Env) Sealer() *store.AuditSealer { return &store.AuditSealer{DB: e.DB, Key: e.AuditKey} }
+
+// Seal seals every committed audit event (storetest.SealAll) and signs no
+// checkpoint (Sealer().Checkpoint signs one).
+func (e *Env) Seal(t testing.TB) {
+	t.Helper()
+	storetest.Seal(t, e.DB)
 }
 
 // Unlimited returns an in-process rate limiter whose budgets no test reaches:
