@@ -57,6 +57,7 @@ type ComplexityRoot struct {
 		Metadata    func(childComplexity int) int
 		OccurredAt  func(childComplexity int) int
 		RequestID   func(childComplexity int) int
+		TraceID     func(childComplexity int) int
 		UserAgent   func(childComplexity int) int
 		WorkspaceID func(childComplexity int) int
 	}
@@ -363,6 +364,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.AuditEvent.RequestID(childComplexity), true
+	case "AuditEvent.traceId":
+		if e.ComplexityRoot.AuditEvent.TraceID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AuditEvent.TraceID(childComplexity), true
 	case "AuditEvent.userAgent":
 		if e.ComplexityRoot.AuditEvent.UserAgent == nil {
 			break
@@ -1240,6 +1247,8 @@ type User {
   userAgent: String
   requestId: String
   metadata: JSON
+  "The W3C trace id (32 hex digits) of the request, when the server traced it (OpenTelemetry); null otherwise."
+  traceId: String
 }
 
 """
@@ -1539,6 +1548,8 @@ func (ec *executionContext) childFields_AuditEvent(ctx context.Context, field gr
 		return ec.fieldContext_AuditEvent_requestId(ctx, field)
 	case "metadata":
 		return ec.fieldContext_AuditEvent_metadata(ctx, field)
+	case "traceId":
+		return ec.fieldContext_AuditEvent_traceId(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type AuditEvent", field.Name)
 }
@@ -2916,6 +2927,29 @@ func (ec *executionContext) _AuditEvent_metadata(ctx context.Context, field grap
 }
 func (ec *executionContext) fieldContext_AuditEvent_metadata(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("AuditEvent", field, false, false, "JSON")
+}
+
+func (ec *executionContext) _AuditEvent_traceId(ctx context.Context, field graphql.CollectedField, obj *store.AuditEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AuditEvent_traceId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.TraceID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_AuditEvent_traceId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AuditEvent", field, false, false, "String")
 }
 
 func (ec *executionContext) _AuditEventConnection_edges(ctx context.Context, field graphql.CollectedField, obj *store.Connection[store.AuditEvent]) (ret graphql.Marshaler) {
@@ -7623,6 +7657,11 @@ func (ec *executionContext) _AuditEvent(ctx context.Context, sel ast.SelectionSe
 			}
 		case "metadata":
 			out.Values[i] = ec._AuditEvent_metadata(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "traceId":
+			out.Values[i] = ec._AuditEvent_traceId(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
 				atomic.AddUint32(&out.Invalids, 1)
 			}

@@ -448,7 +448,7 @@ func TestAuditExport(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(records[0], []string{"id", "occurredAt", "workspaceId", "actorId", "action", "entityType", "entityId", "ip", "userAgent", "requestId", "metadata"}) {
+	if !slices.Equal(records[0], []string{"id", "occurredAt", "workspaceId", "actorId", "action", "entityType", "entityId", "ip", "userAgent", "requestId", "metadata", "traceId"}) {
 		t.Fatalf("header %v", records[0])
 	}
 	var want []string

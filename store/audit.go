@@ -17,7 +17,7 @@ import (
 // transaction-scoped advisory lock (serialising appends per workspace until tx
 // ends), reads the chain's head, hashes the event over the previous head hash and
 // inserts it, then moves the head. The request context (IP, user agent, request
-// id) comes from ctx. It must run in the transaction of the change it records,
+// id, trace id) comes from ctx. It must run in the transaction of the change it records,
 // so that both commit or neither does. In a unit of work the event is queued
 // and appended right before the commit, which keeps the chain's lock short.
 //
@@ -70,6 +70,7 @@ func appendAuditWith(ctx context.Context, tx Querier, ev audit.Event, now func()
 		IP:          nonEmpty(audit.CleanText(info.IP)),
 		UserAgent:   nonEmpty(audit.CleanText(info.UserAgent)),
 		RequestID:   nonEmpty(audit.CleanText(info.RequestID)),
+		TraceID:     nonEmpty(audit.CleanText(info.TraceID)),
 		Metadata:    meta,
 	}
 	// Serialise appends to this chain until the transaction ends, then read its
@@ -106,8 +107,8 @@ func appendAuditWith(ctx context.Context, tx Querier, ev audit.Event, now func()
 	// throughput (bench/README.md).
 	_, err = tx.Exec(ctx, `WITH ev AS (
 			INSERT INTO audit_events (id, chain_key, workspace_id, actor_id, action,
-				entity_type, entity_id, occurred_at, ip, user_agent, request_id, metadata, prev_hash, hash)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
+				entity_type, entity_id, occurred_at, ip, user_agent, request_id, metadata, prev_hash, hash, trace_id)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)
 			RETURNING id, chain_key, hash, occurred_at)
 		INSERT INTO audit_chain_heads (chain_key, head_hash, event_id, event_at, events)
 		SELECT chain_key, hash, id, occurred_at, 1 FROM ev
@@ -115,7 +116,7 @@ func appendAuditWith(ctx context.Context, tx Querier, ev audit.Event, now func()
 			event_id = excluded.event_id, event_at = excluded.event_at,
 			events = audit_chain_heads.events + 1`,
 		rec.ID, rec.ChainKey, rec.WorkspaceID, rec.ActorID, rec.Action, rec.EntityType, rec.EntityID,
-		rec.OccurredAt, rec.IP, rec.UserAgent, rec.RequestID, rec.Metadata, prev, hash)
+		rec.OccurredAt, rec.IP, rec.UserAgent, rec.RequestID, rec.Metadata, prev, hash, rec.TraceID)
 	if err != nil {
 		return fmt.Errorf("audit append: %w", err)
 	}

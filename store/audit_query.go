@@ -169,14 +169,14 @@ func likeEscape(s string) string {
 
 // auditEventColumns is the column list scanned by scanAuditEvent.
 const auditEventColumns = `id, workspace_id, actor_id, action, entity_type, entity_id, occurred_at,
-	ip, user_agent, request_id, metadata`
+	ip, user_agent, request_id, metadata, trace_id`
 
 // scanAuditEvent scans the columns of auditEventColumns.
 func scanAuditEvent(row pgx.Row) (*AuditEvent, error) {
 	var e AuditEvent
 	var meta []byte
 	if err := row.Scan(&e.ID, &e.WorkspaceID, &e.ActorID, &e.Action, &e.EntityType, &e.EntityID,
-		&e.OccurredAt, &e.IP, &e.UserAgent, &e.RequestID, &meta); err != nil {
+		&e.OccurredAt, &e.IP, &e.UserAgent, &e.RequestID, &meta, &e.TraceID); err != nil {
 		return nil, err
 	}
 	// jsonb's text has a space after each colon and comma: compact it once here.

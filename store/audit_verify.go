@@ -58,7 +58,7 @@ func (db *DB) VerifyChain(ctx context.Context, chainKey string) (*AuditVerificat
 			}
 		}
 		rows, err := tx.Query(ctx, `SELECT id, chain_key, workspace_id, actor_id, action, entity_type, entity_id,
-			occurred_at, ip, user_agent, request_id, metadata, prev_hash, hash
+			occurred_at, ip, user_agent, request_id, metadata, prev_hash, hash, trace_id
 			FROM audit_events WHERE chain_key = $1 ORDER BY occurred_at, id`, chainKey)
 		if err != nil {
 			return err
@@ -73,7 +73,7 @@ func (db *DB) VerifyChain(ctx context.Context, chainKey string) (*AuditVerificat
 		)
 		for rows.Next() {
 			if err := rows.Scan(&r.ID, &r.ChainKey, &r.WorkspaceID, &r.ActorID, &r.Action, &r.EntityType, &r.EntityID,
-				&at, &r.IP, &r.UserAgent, &r.RequestID, &meta, &prev, &hash); err != nil {
+				&at, &r.IP, &r.UserAgent, &r.RequestID, &meta, &prev, &hash, &r.TraceID); err != nil {
 				return err
 			}
 			out.CheckedEvents++

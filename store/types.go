@@ -94,6 +94,8 @@ type AuditEvent struct {
 	UserAgent   *string   `json:"userAgent"`
 	RequestID   *string   `json:"requestId"`
 	Metadata    RawJSON   `json:"metadata"`
+	// TraceID is the W3C trace id of the request, when it was traced.
+	TraceID *string `json:"traceId"`
 }
 
 // RawJSON is a JSON value kept as its compact text, as Postgres gave it: an
