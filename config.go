@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"taskflow/httpapi"
+	"taskflow/tracing"
 )
 
 // Config is TaskFlow's configuration, read from the environment at start (see the
@@ -63,6 +64,11 @@ type Config struct {
 	// MetricsToken, when set (METRICS_TOKEN), is the bearer token /metrics
 	// requires; empty, the default, leaves /metrics open.
 	MetricsToken string
+	// Tracing is the OpenTelemetry tracing configuration of the standard OTEL_*
+	// variables (package tracing): off unless an OTLP endpoint is set. The SDK
+	// reads the other OTEL_* variables (service name, resource attributes,
+	// exporter headers, timeout, compression, batching) itself.
+	Tracing tracing.Config
 }
 
 // loadConfig reads the configuration through getenv (os.Getenv in main) and
@@ -196,6 +202,9 @@ func loadConfig(getenv func(string) string) (Config, error) {
 	if v, ok := get("AUDIT_RETENTION"); ok && !strings.EqualFold(v, "forever") {
 		duration("AUDIT_RETENTION", &c.AuditRetention, false)
 	}
+	tc, tracingErrs := tracing.ConfigFromEnv(getenv)
+	errs = append(errs, tracingErrs...)
+	c.Tracing = tc
 	if v, ok := get("LOG_LEVEL"); ok {
 		if err := c.LogLevel.UnmarshalText([]byte(v)); err != nil {
 			bad("LOG_LEVEL", v, "not one of debug, info, warn, error")
