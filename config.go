@@ -202,9 +202,7 @@ func loadConfig(getenv func(string) string) (Config, error) {
 	if v, ok := get("AUDIT_RETENTION"); ok && !strings.EqualFold(v, "forever") {
 		duration("AUDIT_RETENTION", &c.AuditRetention, false)
 	}
-	tc, tracingErrs := tracing.ConfigFromEnv(getenv)
-	errs = append(errs, tracingErrs...)
-	c.Tracing = tc
+	c.Tracing = tracing.ConfigFromEnv(get, bad)
 	if v, ok := get("LOG_LEVEL"); ok {
 		if err := c.LogLevel.UnmarshalText([]byte(v)); err != nil {
 			bad("LOG_LEVEL", v, "not one of debug, info, warn, error")

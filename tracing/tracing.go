@@ -69,27 +69,17 @@ type Config struct {
 	Sampler sdktrace.Sampler
 }
 
-// Variables are the OTEL_* variables ConfigFromEnv reads.
-var Variables = []string{
-	"OTEL_SDK_DISABLED", "OTEL_TRACES_EXPORTER",
-	"OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
-	"OTEL_EXPORTER_OTLP_PROTOCOL", "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL",
-	"OTEL_TRACES_SAMPLER", "OTEL_TRACES_SAMPLER_ARG",
-}
-
-// ConfigFromEnv reads the Config through getenv (os.Getenv in main). Every bad
-// value is reported, each error naming its variable, so that the server refuses
-// to start rather than trace differently from what was asked.
-func ConfigFromEnv(getenv func(string) string) (Config, []error) {
+// ConfigFromEnv reads the Config's variables (OTEL_SDK_DISABLED,
+// OTEL_TRACES_EXPORTER, OTEL_EXPORTER_OTLP_ENDPOINT,
+// OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, OTEL_EXPORTER_OTLP_PROTOCOL,
+// OTEL_EXPORTER_OTLP_TRACES_PROTOCOL, OTEL_TRACES_SAMPLER,
+// OTEL_TRACES_SAMPLER_ARG) through get, which returns a variable's trimmed
+// value and whether it is set, and reports every bad value through bad with
+// the variable's name, so that the server refuses to start rather than trace
+// differently from what was asked (the configuration loader of main passes its
+// own get and bad).
+func ConfigFromEnv(get func(name string) (string, bool), bad func(name, value, why string)) Config {
 	c := Config{Protocol: ProtocolHTTPProtobuf}
-	var errs []error
-	bad := func(name, value, why string) {
-		errs = append(errs, fmt.Errorf("%s=%q: %s", name, value, why))
-	}
-	get := func(name string) (string, bool) {
-		v := strings.TrimSpace(getenv(name))
-		return v, v != ""
-	}
 
 	disabled := false
 	if v, ok := get("OTEL_SDK_DISABLED"); ok {
@@ -128,7 +118,9 @@ func ConfigFromEnv(getenv func(string) string) (Config, []error) {
 			}
 		}
 	}
-	sampler, arg := strings.ToLower(strings.TrimSpace(getenv("OTEL_TRACES_SAMPLER"))), strings.TrimSpace(getenv("OTEL_TRACES_SAMPLER_ARG"))
+	sampler, _ := get("OTEL_TRACES_SAMPLER")
+	sampler = strings.ToLower(sampler)
+	arg, _ := get("OTEL_TRACES_SAMPLER_ARG")
 	ratio := func() sdktrace.Sampler {
 		if arg == "" {
 			return sdktrace.TraceIDRatioBased(1)
@@ -160,7 +152,7 @@ func ConfigFromEnv(getenv func(string) string) (Config, []error) {
 			"parentbased_always_on (the default), parentbased_always_off, parentbased_traceidratio")
 	}
 	c.Enabled = endpoint && !disabled
-	return c, errs
+	return c
 }
 
 // Provider is the tracer provider of a server with tracing on. A nil *Provider
