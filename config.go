@@ -16,6 +16,7 @@ import (
 
 	"taskflow/audit"
 	"taskflow/httpapi"
+	"taskflow/tracing"
 )
 
 // Config is TaskFlow's configuration, read from the environment at start (see the
@@ -69,6 +70,11 @@ type Config struct {
 	// MetricsToken, when set (METRICS_TOKEN), is the bearer token /metrics
 	// requires; empty, the default, leaves /metrics open.
 	MetricsToken string
+	// Tracing is the OpenTelemetry tracing configuration of the standard OTEL_*
+	// variables (package tracing): off unless an OTLP endpoint is set. The SDK
+	// reads the other OTEL_* variables (service name, resource attributes,
+	// exporter headers, timeout, compression, batching) itself.
+	Tracing tracing.Config
 }
 
 // loadConfig reads the configuration through getenv (os.Getenv in main) and
@@ -209,6 +215,7 @@ func loadConfig(getenv func(string) string) (Config, error) {
 		}
 		c.AuditSigningKey = key
 	}
+	c.Tracing = tracing.ConfigFromEnv(get, bad)
 	if v, ok := get("LOG_LEVEL"); ok {
 		if err := c.LogLevel.UnmarshalText([]byte(v)); err != nil {
 			bad("LOG_LEVEL", v, "not one of debug, info, warn, error")

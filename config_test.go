@@ -33,7 +33,7 @@ func TestConfigDefaults(t *testing.T) {
 		c.RateLimitPoints != 1000 || c.RateLimitWindow != time.Minute || c.MaxQueryCost != 1000 ||
 		c.IdempotencyTTL != 24*time.Hour || c.IdempotencyWait != 5*time.Second ||
 		c.AuditRetention != 0 || c.ShutdownTimeout != 30*time.Second || c.LogLevel != slog.LevelInfo ||
-		c.PprofAddr != "" || c.AuditSigningKey != nil {
+		c.PprofAddr != "" || c.AuditSigningKey != nil || c.Tracing.Enabled {
 		t.Fatalf("defaults = %+v", c)
 	}
 }
@@ -41,26 +41,31 @@ func TestConfigDefaults(t *testing.T) {
 func TestConfigFromEnvironment(t *testing.T) {
 	t.Parallel()
 	c, err := loadConfig(env(map[string]string{
-		"HTTP_ADDR":              "127.0.0.1:9000",
-		"DATABASE_URL":           "postgres://app:secret@db.internal:5433/taskflow?sslmode=require",
-		"REDIS_URL":              "redis://cache.internal:6380/2",
-		"CORS_ALLOWED_ORIGINS":   "https://app.example.com, http://localhost:3000",
-		"CORS_ALLOW_CREDENTIALS": "true",
-		"TRUSTED_PROXIES":        "10.0.0.0/8, 192.168.1.7",
-		"RATE_LIMIT_POINTS":      "5000",
-		"RATE_LIMIT_WINDOW":      "30s",
-		"MAX_QUERY_COST":         "250",
-		"RATE_LIMIT_LEASE":       "0.25",
-		"IDEMPOTENCY_TTL":        "7d",
-		"IDEMPOTENCY_WAIT":       "0s",
-		"AUDIT_RETENTION":        "365d",
-		"SHUTDOWN_TIMEOUT":       "5s",
-		"LOG_LEVEL":              "debug",
-		"PPROF_ADDR":             "127.0.0.1:6060",
-		"METRICS_TOKEN":          "0123456789abcdef0123",
+		"HTTP_ADDR":                   "127.0.0.1:9000",
+		"DATABASE_URL":                "postgres://app:secret@db.internal:5433/taskflow?sslmode=require",
+		"REDIS_URL":                   "redis://cache.internal:6380/2",
+		"CORS_ALLOWED_ORIGINS":        "https://app.example.com, http://localhost:3000",
+		"CORS_ALLOW_CREDENTIALS":      "true",
+		"TRUSTED_PROXIES":             "10.0.0.0/8, 192.168.1.7",
+		"RATE_LIMIT_POINTS":           "5000",
+		"RATE_LIMIT_WINDOW":           "30s",
+		"MAX_QUERY_COST":              "250",
+		"RATE_LIMIT_LEASE":            "0.25",
+		"IDEMPOTENCY_TTL":             "7d",
+		"IDEMPOTENCY_WAIT":            "0s",
+		"AUDIT_RETENTION":             "365d",
+		"SHUTDOWN_TIMEOUT":            "5s",
+		"LOG_LEVEL":                   "debug",
+		"PPROF_ADDR":                  "127.0.0.1:6060",
+		"METRICS_TOKEN":               "0123456789abcdef0123",
+		"OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4317",
+		"OTEL_EXPORTER_OTLP_PROTOCOL": "grpc",
 	}))
 	if err != nil {
 		t.Fatal(err)
+	}
+	if !c.Tracing.Enabled || c.Tracing.Protocol != "grpc" {
+		t.Fatalf("tracing = %+v", c.Tracing)
 	}
 	if c.HTTPAddr != "127.0.0.1:9000" || c.DatabaseURL != "postgres://app:secret@db.internal:5433/taskflow?sslmode=require" ||
 		c.RedisURL != "redis://cache.internal:6380/2" || c.RateLimitPoints != 5000 || c.RateLimitWindow != 30*time.Second ||
@@ -102,24 +107,31 @@ func TestConfigFromEnvironment(t *testing.T) {
 func TestConfigBadValues(t *testing.T) {
 	t.Parallel()
 	for name, value := range map[string]string{
-		"HTTP_ADDR":              "8080",
-		"DATABASE_URL":           "postgres://app:secret@db:notaport/x",
-		"REDIS_URL":              "http://cache:6379",
-		"CORS_ALLOWED_ORIGINS":   "app.example.com",
-		"CORS_ALLOW_CREDENTIALS": "maybe",
-		"TRUSTED_PROXIES":        "10.0.0.0/33",
-		"RATE_LIMIT_POINTS":      "lots",
-		"RATE_LIMIT_WINDOW":      "0s",
-		"MAX_QUERY_COST":         "-5",
-		"RATE_LIMIT_LEASE":       "0.9",
-		"IDEMPOTENCY_TTL":        "1 day",
-		"IDEMPOTENCY_WAIT":       "-1s",
-		"AUDIT_RETENTION":        "never",
-		"SHUTDOWN_TIMEOUT":       "soon",
-		"LOG_LEVEL":              "chatty",
-		"PPROF_ADDR":             "6060",
-		"METRICS_TOKEN":          "secret",
-		"AUDIT_SIGNING_KEY":      "c2VjcmV0", // base64 of "secret": not a key
+		"HTTP_ADDR":                          "8080",
+		"DATABASE_URL":                       "postgres://app:secret@db:notaport/x",
+		"REDIS_URL":                          "http://cache:6379",
+		"CORS_ALLOWED_ORIGINS":               "app.example.com",
+		"CORS_ALLOW_CREDENTIALS":             "maybe",
+		"TRUSTED_PROXIES":                    "10.0.0.0/33",
+		"RATE_LIMIT_POINTS":                  "lots",
+		"RATE_LIMIT_WINDOW":                  "0s",
+		"MAX_QUERY_COST":                     "-5",
+		"RATE_LIMIT_LEASE":                   "0.9",
+		"IDEMPOTENCY_TTL":                    "1 day",
+		"IDEMPOTENCY_WAIT":                   "-1s",
+		"AUDIT_RETENTION":                    "never",
+		"SHUTDOWN_TIMEOUT":                   "soon",
+		"LOG_LEVEL":                          "chatty",
+		"PPROF_ADDR":                         "6060",
+		"METRICS_TOKEN":                      "secret",
+		"OTEL_SDK_DISABLED":                  "yes please",
+		"OTEL_TRACES_EXPORTER":               "zipkin",
+		"OTEL_EXPORTER_OTLP_ENDPOINT":        "collector:4318",
+		"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "ftp://collector/v1/traces",
+		"OTEL_EXPORTER_OTLP_PROTOCOL":        "thrift",
+		"OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": "http",
+		"OTEL_TRACES_SAMPLER":                "jaeger_remote",
+		"AUDIT_SIGNING_KEY":                  "c2VjcmV0", // base64 of "secret": not a key
 	} {
 		_, err := loadConfig(env(map[string]string{name: value}))
 		if err == nil {

@@ -32,6 +32,7 @@ import (
 	"taskflow/idempotency"
 	"taskflow/ratelimit"
 	"taskflow/store"
+	"taskflow/tracing"
 )
 
 // postgresConnectTimeout bounds the first connection attempt at start.
@@ -82,16 +83,41 @@ func (e *startupError) Error() string { return e.advice }
 
 // run starts the server and blocks until SIGTERM or SIGINT, then shuts down
 // gracefully: it stops accepting connections, waits for the requests in flight
-// (at most cfg.ShutdownTimeout) and returns nil.
+// and exports the spans still buffered (all within cfg.ShutdownTimeout) and
+// returns nil.
 func run(cfg Config, log *slog.Logger) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
+
+	tp, err := tracing.Start(ctx, cfg.Tracing, log)
+	if err != nil {
+		return err
+	}
+	// After SIGTERM the spans are flushed within the SHUTDOWN_TIMEOUT the requests
+	// in flight had; on the way out after a failure, within a SHUTDOWN_TIMEOUT of
+	// their own. A second Shutdown (after the one of a clean stop) does nothing.
+	var shutdownBy time.Time
+	defer func() {
+		if shutdownBy.IsZero() {
+			shutdownBy = time.Now().Add(cfg.ShutdownTimeout)
+		}
+		flushCtx, cancel := context.WithDeadline(context.Background(), shutdownBy)
+		defer cancel()
+		if err := tp.Shutdown(flushCtx); err != nil {
+			log.Warn("spans of the last requests may be lost", "err", err)
+		}
+	}()
 
 	conn, source := connString(cfg.DatabaseURL, os.Getenv)
 	if err := probePostgres(ctx, conn); err != nil {
 		return &startupError{cause: err, advice: postgresAdvice(conn, source, err)}
 	}
-	db, err := store.Open(ctx, conn, log)
+	poolCfg, err := store.PoolConfig(conn)
+	if err != nil {
+		return err
+	}
+	poolCfg.ConnConfig.Tracer = tracing.PgxTracer(tp.TracerProvider())
+	db, err := store.OpenConfig(ctx, poolCfg, log)
 	if err != nil {
 		return err
 	}
@@ -107,6 +133,9 @@ func run(cfg Config, log *slog.Logger) error {
 	rdb := openRedis(ctx, cfg.RedisURL, log)
 	if rdb != nil {
 		defer rdb.Close()
+	}
+	if err := tracing.InstrumentRedis(tp.TracerProvider(), rdb); err != nil {
+		return err
 	}
 
 	reg := prometheus.NewRegistry()
@@ -134,6 +163,7 @@ func run(cfg Config, log *slog.Logger) error {
 		IdempotencyTTL:  cfg.IdempotencyTTL,
 		IdempotencyWait: idempotencyWait(cfg.IdempotencyWait),
 		AuditKeys:       []ed25519.PublicKey{auditKey.Public().(ed25519.PublicKey)},
+		Tracing:         tp.TracerProvider(),
 	})
 	idempotency.NewPurger(idempotency.PurgerOptions{DB: db, Registerer: reg, Log: log}).Start(ctx)
 	srv := &http.Server{
@@ -159,7 +189,8 @@ func run(cfg Config, log *slog.Logger) error {
 	}
 	log.Info("listening", "addr", ln.Addr().String(), "playground", "http://"+displayAddr(ln.Addr())+"/",
 		"cors_allowed_origins", cfg.CORS.AllowedOrigins, "rate_limit_points", cfg.RateLimitPoints,
-		"rate_limit_window", cfg.RateLimitWindow.String(), "max_query_cost", cfg.MaxQueryCost)
+		"rate_limit_window", cfg.RateLimitWindow.String(), "max_query_cost", cfg.MaxQueryCost,
+		"tracing", cfg.Tracing.Enabled)
 
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
@@ -172,12 +203,16 @@ func run(cfg Config, log *slog.Logger) error {
 	log.Info("shutting down: no new connections, finishing requests in flight", "timeout", cfg.ShutdownTimeout.String())
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
 	defer cancel()
+	shutdownBy, _ = shutdownCtx.Deadline()
 	if err := srv.Shutdown(shutdownCtx); err != nil {
 		_ = srv.Close()
 		return fmt.Errorf("requests still in flight after %s, closed them: %w", cfg.ShutdownTimeout, err)
 	}
 	if err := <-served; err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return err
+	}
+	if err := tp.Shutdown(shutdownCtx); err != nil {
+		log.Warn("spans of the last requests may be lost", "err", err)
 	}
 	log.Info("stopped")
 	return nil

@@ -188,6 +188,10 @@ type Record struct {
 	UserAgent   *string        `json:"userAgent"`
 	RequestID   *string        `json:"requestId"`
 	Metadata    map[string]any `json:"metadata"`
+	// TraceID is the request's W3C trace id. It is omitted from the encoding
+	// when nil, so the events recorded before it existed, or without tracing,
+	// hash as they always did; when set, the hash covers it.
+	TraceID *string `json:"traceId,omitempty"`
 }
 
 // NormalizeMetadata round-trips metadata through JSON (numbers kept as written),

@@ -2,6 +2,7 @@ package audit
 
 import (
 	"bytes"
+	"encoding/hex"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -251,5 +252,47 @@ func TestEventChainKey(t *testing.T) {
 	}
 	if (Event{Action: "member.role_changed"}).EntityType() != "member" {
 		t.Error("EntityType")
+	}
+}
+
+// goldenRecord is an event as the store wrote it before audit events had a
+// trace id.
+func goldenRecord() Record {
+	ws, actor, ip, ua, rid := "0190b6a4-1111-7000-8000-000000000001", "0190b6a4-2222-7000-8000-000000000002", "203.0.113.7", "curl/8", "req-1"
+	return Record{ID: "0190b6a4-3333-7000-8000-000000000003", ChainKey: ws, WorkspaceID: &ws, ActorID: &actor,
+		Action: "task.updated", EntityType: "task", EntityID: "0190b6a4-4444-7000-8000-000000000004",
+		OccurredAt: time.Date(2026, 11, 30, 12, 34, 56, 123456000, time.UTC), IP: &ip, UserAgent: &ua, RequestID: &rid,
+		Metadata: map[string]any{"changes": map[string]any{"title": map[string]any{"from": "a", "to": "b"}}, "n": 1.5}}
+}
+
+// An event without a trace id hashes exactly as before trace ids existed (the
+// hash below was computed by the code of that time), so the chains written
+// then still verify; a trace id, when there is one, is covered by the hash.
+func TestHashOfEventWithoutTraceIDUnchanged(t *testing.T) {
+	t.Parallel()
+	prev, _ := hex.DecodeString("00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff")
+	r := goldenRecord()
+	h, err := Hash(prev, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const before = "028e932e29ab5fb6e223041dfe41556ecb31e00fae2456bff223af7324f5660e"
+	if got := hex.EncodeToString(h); got != before {
+		t.Fatalf("hash of an event without trace id = %s, want %s (as written before trace ids)", got, before)
+	}
+	if b, _ := Canonical(r); bytes.Contains(b, []byte("traceId")) {
+		t.Fatalf("canonical form names traceId: %s", b)
+	}
+	seen := map[string]bool{hex.EncodeToString(h): true}
+	for _, id := range []string{"4bf92f3577b34da6a3ce929d0e0e4736", "4bf92f3577b34da6a3ce929d0e0e4737", ""} {
+		r.TraceID = &id
+		h, err := Hash(prev, r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if seen[hex.EncodeToString(h)] {
+			t.Errorf("trace id %q does not change the hash", id)
+		}
+		seen[hex.EncodeToString(h)] = true
 	}
 }

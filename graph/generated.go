@@ -83,6 +83,7 @@ type ComplexityRoot struct {
 		PrevHash      func(childComplexity int) int
 		RequestID     func(childComplexity int) int
 		Sealed        func(childComplexity int) int
+		TraceID       func(childComplexity int) int
 		UserAgent     func(childComplexity int) int
 		WorkspaceID   func(childComplexity int) int
 	}
@@ -557,6 +558,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.AuditEvent.Sealed(childComplexity), true
+	case "AuditEvent.traceId":
+		if e.ComplexityRoot.AuditEvent.TraceID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AuditEvent.TraceID(childComplexity), true
 	case "AuditEvent.userAgent":
 		if e.ComplexityRoot.AuditEvent.UserAgent == nil {
 			break
@@ -1665,6 +1672,8 @@ type User {
   hash: String
   "The hash of the event before it in its chain (hex); null for the first."
   prevHash: String
+  "The W3C trace id (32 hex digits) of the request, when the server traced it (OpenTelemetry); null otherwise."
+  traceId: String
 }
 
 """
@@ -2162,6 +2171,8 @@ func (ec *executionContext) childFields_AuditEvent(ctx context.Context, field gr
 		return ec.fieldContext_AuditEvent_hash(ctx, field)
 	case "prevHash":
 		return ec.fieldContext_AuditEvent_prevHash(ctx, field)
+	case "traceId":
+		return ec.fieldContext_AuditEvent_traceId(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type AuditEvent", field.Name)
 }
@@ -4215,6 +4226,29 @@ func (ec *executionContext) _AuditEvent_prevHash(ctx context.Context, field grap
 	)
 }
 func (ec *executionContext) fieldContext_AuditEvent_prevHash(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AuditEvent", field, false, false, "String")
+}
+
+func (ec *executionContext) _AuditEvent_traceId(ctx context.Context, field graphql.CollectedField, obj *store.AuditEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AuditEvent_traceId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.TraceID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_AuditEvent_traceId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("AuditEvent", field, false, false, "String")
 }
 
@@ -10035,6 +10069,11 @@ func (ec *executionContext) _AuditEvent(ctx context.Context, sel ast.SelectionSe
 			}
 		case "prevHash":
 			out.Values[i] = ec._AuditEvent_prevHash(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "traceId":
+			out.Values[i] = ec._AuditEvent_traceId(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
 				atomic.AddUint32(&out.Invalids, 1)
 			}

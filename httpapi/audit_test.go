@@ -538,7 +538,7 @@ func TestAuditExport(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !slices.Equal(records[0], []string{"id", "occurredAt", "workspaceId", "actorId", "action", "entityType", "entityId", "ip", "userAgent",
-		"requestId", "metadata", "sealed", "chainPosition", "prevHash", "hash"}) {
+		"requestId", "metadata", "sealed", "chainPosition", "prevHash", "hash", "traceId"}) {
 		t.Fatalf("header %v", records[0])
 	}
 	var want []string

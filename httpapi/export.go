@@ -22,7 +22,7 @@ const exportFlushEvery = 256
 
 // auditExportColumns are the CSV columns of the audit export, in order.
 var auditExportColumns = []string{"id", "occurredAt", "workspaceId", "actorId", "action", "entityType",
-	"entityId", "ip", "userAgent", "requestId", "metadata", "sealed", "chainPosition", "prevHash", "hash"}
+	"entityId", "ip", "userAgent", "requestId", "metadata", "sealed", "chainPosition", "prevHash", "hash", "traceId"}
 
 // auditExport serves GET /audit/export?workspaceId=..&format=ndjson|csv with the
 // filters of auditEvents as query parameters (actions comma-separated, actorId,
@@ -215,7 +215,7 @@ func (x *csvExport) write(e *store.AuditEvent) error {
 	}
 	return x.w.Write([]string{e.ID, e.OccurredAt.UTC().Format(time.RFC3339Nano), exportStr(e.WorkspaceID), exportStr(e.ActorID),
 		e.Action, e.EntityType, csvCell(e.EntityID), csvCell(exportStr(e.IP)), csvCell(exportStr(e.UserAgent)),
-		csvCell(exportStr(e.RequestID)), string(meta), strconv.FormatBool(e.Sealed), pos, exportStr(e.PrevHash), exportStr(e.Hash)})
+		csvCell(exportStr(e.RequestID)), string(meta), strconv.FormatBool(e.Sealed), pos, exportStr(e.PrevHash), exportStr(e.Hash), exportStr(e.TraceID)})
 }
 
 func (x *csvExport) flush() error {

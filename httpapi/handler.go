@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 	"github.com/vektah/gqlparser/v2/ast"
+	"go.opentelemetry.io/otel/trace"
 
 	"taskflow/apq"
 	"taskflow/audit"
@@ -30,6 +31,7 @@ import (
 	"taskflow/reqinfo"
 	"taskflow/resolvers"
 	"taskflow/store"
+	"taskflow/tracing"
 )
 
 // Options are the dependencies and settings of the HTTP API.
@@ -79,6 +81,13 @@ type Options struct {
 	// that signs new ones first (AUDIT_SIGNING_KEY); none: no checkpoint
 	// verifies.
 	AuditKeys []ed25519.PublicKey
+	// Tracing is the OpenTelemetry tracer provider (package tracing); nil is
+	// tracing off: no span is made and nothing is allocated for tracing. With
+	// it, every request but the probes and scrapes has an HTTP server span
+	// continuing the traceparent it came with, every GraphQL operation a span
+	// under it, every root field one under that, and the request's trace id is
+	// in its log lines and audit events.
+	Tracing trace.TracerProvider
 }
 
 // parserTokenLimit bounds the tokens of one document, so parse and validation
@@ -139,7 +148,12 @@ func newHandler(o Options, without []Guard) http.Handler {
 		}
 	}
 	resolveAPQ, storeAPQ := apq.Extensions(o.PersistedQueries, ops.reg)
-	gql.AddTransport(Transport{Limiter: o.Limiter, MaxBodyBytes: o.MaxBodyBytes})
+	var tracer trace.Tracer
+	if o.Tracing != nil {
+		tracer = o.Tracing.Tracer(tracerName)
+		gql.Use(rootFieldSpans{tracer})
+	}
+	gql.AddTransport(Transport{Limiter: o.Limiter, MaxBodyBytes: o.MaxBodyBytes, Tracer: tracer})
 	gql.SetQueryCache(lru.New[*ast.QueryDocument](1000))
 	gql.SetParserTokenLimit(parserTokenLimit)
 	gql.Use(extension.Introspection{})
@@ -166,16 +180,16 @@ func newHandler(o Options, without []Guard) http.Handler {
 		resolvers.LoaderMiddleware(o.DB, idempotency.ResponseHeaders(gql)))))
 	mux.Handle("/audit/export", auth.Middleware(o.DB, writeAuthError)(auditExport(o.DB, o.Log)))
 	ops.routes(mux)
-	return requestContext(o.TrustedProxies, ops.wrap(mux))
+	return tracing.Handler(o.Tracing, requestContext(o.TrustedProxies, ops.wrap(mux)))
 }
 
 // requestContext gives every request an id (the client's X-Request-ID when it
-// sends a sane one), echoes it in the response, and records the audit context.
-// The User-Agent is recorded cleaned (audit.CleanText: invalid UTF-8 and NUL
-// become U+FFFD, at most audit.MaxTextLen bytes), never refused: it is the
-// client software's, not the user's, and what it says is informative only, so
-// a broken one should not lock its users out. Every consumer (audit log, logs)
-// sees the cleaned value.
+// sends a sane one), echoes it in the response, and records the audit context,
+// with the trace id when the request is in a trace. The User-Agent is recorded
+// cleaned (audit.CleanText: invalid UTF-8 and NUL become U+FFFD, at most
+// audit.MaxTextLen bytes), never refused: it is the client software's, not the
+// user's, and what it says is informative only, so a broken one should not
+// lock its users out. Every consumer (audit log, logs) sees the cleaned value.
 func requestContext(proxies Proxies, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id := r.Header.Get("X-Request-ID")
@@ -183,12 +197,15 @@ func requestContext(proxies Proxies, next http.Handler) http.Handler {
 			id = uuid.NewString()
 		}
 		w.Header().Set("X-Request-ID", id)
-		ctx := reqinfo.With(r.Context(), reqinfo.Info{
+		info := reqinfo.Info{
 			IP:        proxies.ClientIP(r),
 			UserAgent: audit.CleanText(r.UserAgent()),
 			RequestID: id,
-		})
-		next.ServeHTTP(w, r.WithContext(ctx))
+		}
+		if sc := trace.SpanContextFromContext(r.Context()); sc.IsValid() {
+			info.TraceID = sc.TraceID().String()
+		}
+		next.ServeHTTP(w, r.WithContext(reqinfo.With(r.Context(), info)))
 	})
 }
 

@@ -4,39 +4,54 @@ import (
 	"context"
 	"log/slog"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"taskflow/reqinfo"
 )
 
 // LogHandler wraps h so that every record logged with a request's context (the
-// slog ...Context methods) carries that request's id as "request_id", unless
-// the record already has one.
-func LogHandler(h slog.Handler) slog.Handler { return requestIDHandler{h} }
+// slog ...Context methods) carries that request's id as "request_id" and, when
+// the context is in a trace, the trace's id as "trace_id" and the current span's
+// as "span_id", unless the record already has them.
+func LogHandler(h slog.Handler) slog.Handler { return contextAttrs{h} }
 
-// requestIDHandler is LogHandler's handler.
-type requestIDHandler struct{ slog.Handler }
+// contextAttrs is LogHandler's handler.
+type contextAttrs struct{ slog.Handler }
 
-// Handle adds the request id of ctx to r.
-func (h requestIDHandler) Handle(ctx context.Context, r slog.Record) error {
-	if id := reqinfo.From(ctx).RequestID; id != "" {
-		has := false
-		r.Attrs(func(a slog.Attr) bool {
-			has = a.Key == "request_id"
-			return !has
-		})
-		if !has {
-			r = r.Clone()
+// Handle adds the request id and trace of ctx to r.
+func (h contextAttrs) Handle(ctx context.Context, r slog.Record) error {
+	id := reqinfo.From(ctx).RequestID
+	sc := trace.SpanContextFromContext(ctx)
+	addID := id != "" && !hasAttr(r, "request_id")
+	addTrace := sc.IsValid() && !hasAttr(r, "trace_id")
+	if addID || addTrace {
+		r = r.Clone()
+		if addID {
 			r.AddAttrs(slog.String("request_id", id))
+		}
+		if addTrace {
+			r.AddAttrs(slog.String("trace_id", sc.TraceID().String()), slog.String("span_id", sc.SpanID().String()))
 		}
 	}
 	return h.Handler.Handle(ctx, r)
 }
 
+// hasAttr reports whether r has a top-level attribute named key.
+func hasAttr(r slog.Record, key string) bool {
+	has := false
+	r.Attrs(func(a slog.Attr) bool {
+		has = a.Key == key
+		return !has
+	})
+	return has
+}
+
 // WithAttrs keeps the wrapper around the derived handler.
-func (h requestIDHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
-	return requestIDHandler{h.Handler.WithAttrs(attrs)}
+func (h contextAttrs) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return contextAttrs{h.Handler.WithAttrs(attrs)}
 }
 
 // WithGroup keeps the wrapper around the derived handler.
-func (h requestIDHandler) WithGroup(name string) slog.Handler {
-	return requestIDHandler{h.Handler.WithGroup(name)}
+func (h contextAttrs) WithGroup(name string) slog.Handler {
+	return contextAttrs{h.Handler.WithGroup(name)}
 }

@@ -9,10 +9,13 @@ import (
 	"net/http"
 	"runtime/debug"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	semconv "go.opentelemetry.io/otel/semconv/v1.40.0"
+	"go.opentelemetry.io/otel/trace"
 
 	"taskflow/auth"
 	"taskflow/errs"
@@ -221,6 +224,7 @@ func (p *ops) accessLog(next http.Handler) http.Handler {
 				route = "unmatched"
 			}
 			method := methodLabel(r.Method)
+			nameServerSpan(r, method)
 			p.metrics.httpRequests.WithLabelValues(route, method, fmt.Sprint(status)).Inc()
 			p.metrics.httpDuration.WithLabelValues(route, method).Observe(elapsed.Seconds())
 
@@ -249,6 +253,24 @@ func (p *ops) accessLog(next http.Handler) http.Handler {
 		}()
 		next.ServeHTTP(sw, r)
 	})
+}
+
+// nameServerSpan names the request's HTTP server span after the route the mux
+// matched ("POST /query"), as the semantic conventions say, and sets
+// http.route: the server span is made outside the mux, which sets the pattern
+// on the request it routes, so the span cannot see it itself. Without a
+// recording span it does nothing.
+func nameServerSpan(r *http.Request, method string) {
+	span := trace.SpanFromContext(r.Context())
+	if r.Pattern == "" || !span.IsRecording() {
+		return
+	}
+	route := r.Pattern
+	if _, path, ok := strings.Cut(route, " "); ok {
+		route = path // "GET /healthz": the method is not part of the route
+	}
+	span.SetName(method + " " + route)
+	span.SetAttributes(semconv.HTTPRoute(route))
 }
 
 // statusWriter remembers the status and size of a response.

@@ -16,6 +16,7 @@ import (
 	"github.com/99designs/gqlgen/graphql/errcode"
 	"github.com/vektah/gqlparser/v2/ast"
 	"github.com/vektah/gqlparser/v2/gqlerror"
+	"go.opentelemetry.io/otel/trace"
 
 	"taskflow/apq"
 	"taskflow/errs"
@@ -74,9 +75,15 @@ const DefaultMaxBodyBytes = 1 << 20
 // prefers it, else application/json. Every GraphQL response carries the
 // RateLimit-Policy and RateLimit headers; every body but the 429 one carries
 // extensions.cost.
+//
+// With Tracer set, each request is a span of its own under the HTTP server
+// span: named after the operation, with its type, name, cost and outcome
+// (see operationSpan).
 type Transport struct {
 	Limiter      *ratelimit.Limiter
 	MaxBodyBytes int64
+	// Tracer makes the operation spans; nil is tracing off.
+	Tracer trace.Tracer
 }
 
 var _ graphql.Transport = Transport{}
@@ -95,7 +102,8 @@ type requestError struct {
 
 // Do serves one GraphQL request.
 func (t Transport) Do(w http.ResponseWriter, r *http.Request, exec graphql.GraphExecutor) {
-	ctx := r.Context()
+	ctx, op := startOperation(r.Context(), t.Tracer)
+	defer op.end()
 	media := negotiate(r.Header.Values("Accept"))
 	w.Header().Set("Content-Type", media)
 	w.Header().Add("Vary", "Accept")
@@ -118,7 +126,7 @@ func (t Transport) Do(w http.ResponseWriter, r *http.Request, exec graphql.Graph
 			w.Header().Set("Allow", reqErr.allow)
 		}
 		err := &gqlerror.Error{Message: reqErr.message, Extensions: map[string]any{"code": reqErr.code}}
-		t.writeErrors(ctx, w, exec, nil, reqErr.status, gqlerror.List{err})
+		t.writeErrors(ctx, w, exec, nil, op, reqErr.status, gqlerror.List{err})
 		return
 	}
 	params.Headers = r.Header
@@ -137,13 +145,14 @@ func (t Transport) Do(w http.ResponseWriter, r *http.Request, exec graphql.Graph
 			status = http.StatusMethodNotAllowed
 			w.Header().Set("Allow", "POST")
 		}
-		t.writeErrors(ctx, w, exec, rc, status, opErrs)
+		t.writeErrors(ctx, w, exec, rc, op, status, opErrs)
 		return
 	}
 
 	responses, ctx := exec.DispatchOperation(ctx, rc)
 	resp := responses(ctx)
 	o := t.outcome(ctx, rc)
+	op.record(rc, outcomeOf(resp), o)
 	t.setRateLimitHeaders(w, o)
 	if retry, ok := refusedBusy(resp); ok {
 		writeTooMany(w, retry, resp.Errors)
@@ -219,15 +228,16 @@ type costOnly struct {
 	Cost costStatus `json:"cost"`
 }
 
-// writeErrors answers a request that did not execute.
+// writeErrors answers a request that did not execute, and records it on op.
 func (t Transport) writeErrors(ctx context.Context, w http.ResponseWriter, exec graphql.GraphExecutor,
-	rc *graphql.OperationContext, status int, errs gqlerror.List,
+	rc *graphql.OperationContext, op *operationSpan, status int, errs gqlerror.List,
 ) {
 	if rc != nil {
 		ctx = graphql.WithOperationContext(ctx, rc)
 	}
 	presented := exec.DispatchError(ctx, errs)
 	o := t.outcome(ctx, rc)
+	op.record(rc, outcomeOf(presented), o)
 	t.setRateLimitHeaders(w, o)
 	if o != nil && o.Limited != "" {
 		writeTooMany(w, o.RetryAfterSeconds(), presented.Errors)

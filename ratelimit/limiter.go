@@ -241,7 +241,9 @@ func (l *Limiter) allow(ctx context.Context, name, full string, lim Limit, n int
 			be = l.lease
 		}
 		ctx2, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+		ctx2, span := startRedisCheck(ctx2, name)
 		res, err := be.allowN(ctx2, full, lim, n)
+		endRedisCheck(span, err)
 		cancel()
 		if err == nil {
 			return res

@@ -1,8 +1,9 @@
 // Package reqinfo carries what is known about the HTTP request behind a piece
-// of work: the client's IP (as TRUSTED_PROXIES resolves it), its user agent and
-// the request id. The HTTP layer puts it in the context once; the audit log
-// records it, the rate limiter keys anonymous budgets by its IP, and logs carry
-// its request id. It is a leaf package: it imports only the standard library.
+// of work: the client's IP (as TRUSTED_PROXIES resolves it), its user agent, the
+// request id and the trace id. The HTTP layer puts it in the context once; the
+// audit log records it, the rate limiter keys anonymous budgets by its IP, and
+// logs carry its request id. It is a leaf package: it imports only the standard
+// library.
 package reqinfo
 
 import "context"
@@ -16,6 +17,9 @@ type Info struct {
 	UserAgent string
 	// RequestID is the request's X-Request-ID, or one the server made.
 	RequestID string
+	// TraceID is the W3C trace id of the request's trace (32 lower-case hex
+	// digits, the incoming traceparent's or a new one) when tracing is on, else "".
+	TraceID string
 }
 
 type key struct{}

@@ -82,6 +82,7 @@ func newAuditRecord(ctx context.Context, ev audit.Event) (audit.Record, error) {
 		IP:          nonEmpty(audit.CleanText(info.IP)),
 		UserAgent:   nonEmpty(audit.CleanText(info.UserAgent)),
 		RequestID:   nonEmpty(audit.CleanText(info.RequestID)),
+		TraceID:     nonEmpty(audit.CleanText(info.TraceID)),
 		Metadata:    meta,
 	}, nil
 }

@@ -185,7 +185,7 @@ func likeEscape(s string) string {
 // auditEventColumns is the column list scanned by scanAuditEvent, selected
 // from auditEventFrom.
 const auditEventColumns = `id, workspace_id, actor_id, action, entity_type, entity_id, occurred_at,
-	ip, user_agent, request_id, metadata, s.position, s.prev_hash, s.hash`
+	ip, user_agent, request_id, metadata, trace_id, s.position, s.prev_hash, s.hash`
 
 // auditEventFrom is audit_events with each event's seal, if it has one (one
 // probe of audit_seals' event_id index per event read). Its columns other
@@ -198,7 +198,7 @@ func scanAuditEvent(row pgx.Row) (*AuditEvent, error) {
 	var e AuditEvent
 	var meta, prev, hash []byte
 	if err := row.Scan(&e.ID, &e.WorkspaceID, &e.ActorID, &e.Action, &e.EntityType, &e.EntityID,
-		&e.OccurredAt, &e.IP, &e.UserAgent, &e.RequestID, &meta, &e.ChainPosition, &prev, &hash); err != nil {
+		&e.OccurredAt, &e.IP, &e.UserAgent, &e.RequestID, &meta, &e.TraceID, &e.ChainPosition, &prev, &hash); err != nil {
 		return nil, err
 	}
 	e.Sealed = e.ChainPosition != nil

@@ -27,6 +27,7 @@ var auditRecordFields = []struct {
 	{"user_agent", func(r *audit.Record) any { return &r.UserAgent }},
 	{"request_id", func(r *audit.Record) any { return &r.RequestID }},
 	{"metadata", func(r *audit.Record) any { return (*recordMetadata)(&r.Metadata) }},
+	{"trace_id", func(r *audit.Record) any { return &r.TraceID }},
 }
 
 // auditRecordColumns returns the columns of auditRecordFields, each prefixed

@@ -98,7 +98,13 @@ func (f *auditFixture) ownedWorkspace(events int) (*store.User, string) {
 	owner := f.user("Owner")
 	ws := f.workspace(map[*store.User]store.Role{owner: store.RoleOwner})
 	for i := range events {
-		f.append(context.Background(), auditWsEvent(ws, owner, "task.created", fmt.Sprint(i), map[string]any{"title": fmt.Sprint("t", i)}), nil)
+		// Odd events were traced; the others have no trace id, as every event
+		// written before trace ids existed.
+		ctx := context.Background()
+		if i%2 == 1 {
+			ctx = reqinfo.With(ctx, reqinfo.Info{TraceID: fmt.Sprintf("4bf92f3577b34da6a3ce929d0e0e473%d", i)})
+		}
+		f.append(ctx, auditWsEvent(ws, owner, "task.created", fmt.Sprint(i), map[string]any{"title": fmt.Sprint("t", i)}), nil)
 	}
 	return owner, ws
 }
@@ -158,7 +164,8 @@ func TestAuditMetadataRoundTripVerifies(t *testing.T) {
 	f := newAuditFixture(t)
 	owner := f.user("Owner")
 	ws := f.workspace(map[*store.User]store.Role{owner: store.RoleOwner})
-	ctx := reqinfo.With(context.Background(), reqinfo.Info{IP: "203.0.113.7", UserAgent: "agent \xff\x00 bad", RequestID: "req-1"})
+	ctx := reqinfo.With(context.Background(), reqinfo.Info{IP: "203.0.113.7", UserAgent: "agent \xff\x00 bad", RequestID: "req-1",
+		TraceID: "4bf92f3577b34da6a3ce929d0e0e4736"})
 	metas := []map[string]any{
 		nil,
 		{},
@@ -208,6 +215,9 @@ func TestAuditMetadataRoundTripVerifies(t *testing.T) {
 	if e.IP == nil || *e.IP != "203.0.113.7" || e.RequestID == nil || *e.RequestID != "req-1" ||
 		e.UserAgent == nil || *e.UserAgent != "agent \uFFFD\uFFFD bad" {
 		t.Errorf("context = %v %v %v", e.IP, e.UserAgent, e.RequestID)
+	}
+	if e.TraceID == nil || *e.TraceID != "4bf92f3577b34da6a3ce929d0e0e4736" {
+		t.Errorf("trace id = %v", e.TraceID)
 	}
 	if e.EntityType != "task" || e.ActorID == nil || *e.ActorID != owner.ID || e.WorkspaceID == nil || *e.WorkspaceID != ws {
 		t.Errorf("event = %+v", e)
@@ -450,6 +460,9 @@ func TestAuditTamperDetected(t *testing.T) {
 		{"edit actor", []func([]string, int) tamperStmt{ev(`UPDATE audit_events SET actor_id = NULL WHERE id = $1`)}, 0, 0},
 		{"edit time", []func([]string, int) tamperStmt{ev(`UPDATE audit_events SET occurred_at = occurred_at + interval '1 microsecond' WHERE id = $1`)}, 3, 3},
 		{"move to another chain", []func([]string, int) tamperStmt{ev(`UPDATE audit_events SET chain_key = 'anonymous' WHERE id = $1`)}, 1, 1},
+		{"edit trace id", []func([]string, int) tamperStmt{ev(`UPDATE audit_events SET trace_id = '4bf92f3577b34da6a3ce929d0e0e4739' WHERE id = $1`)}, 3, 3},
+		{"remove trace id", []func([]string, int) tamperStmt{ev(`UPDATE audit_events SET trace_id = NULL WHERE id = $1`)}, 1, 1},
+		{"add trace id", []func([]string, int) tamperStmt{ev(`UPDATE audit_events SET trace_id = '4bf92f3577b34da6a3ce929d0e0e4739' WHERE id = $1`)}, 2, 2},
 		{"forged seal hash", []func([]string, int) tamperStmt{ev(`UPDATE audit_seals SET hash = sha256(hash) WHERE event_id = $1`)}, 1, 1},
 		{"forged seal link", []func([]string, int) tamperStmt{ev(`UPDATE audit_seals SET prev_hash = sha256(prev_hash) WHERE event_id = $1`)}, 2, 2},
 		{"delete middle event", []func([]string, int) tamperStmt{ev(`DELETE FROM audit_events WHERE id = $1`)}, 2, 2},

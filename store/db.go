@@ -34,6 +34,12 @@ func Open(ctx context.Context, url string, log *slog.Logger) (*DB, error) {
 	if err != nil {
 		return nil, err
 	}
+	return OpenConfig(ctx, cfg, log)
+}
+
+// OpenConfig is Open with the caller's pool configuration: PoolConfig's with a
+// tracer set, for example.
+func OpenConfig(ctx context.Context, cfg *pgxpool.Config, log *slog.Logger) (*DB, error) {
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("connect to Postgres: %w", err)

@@ -118,6 +118,8 @@ type AuditEvent struct {
 	PrevHash *string `json:"prevHash"`
 	// Hash is SHA-256 over PrevHash and the event's canonical encoding (hex).
 	Hash *string `json:"hash"`
+	// TraceID is the W3C trace id of the request, when it was traced.
+	TraceID *string `json:"traceId"`
 }
 
 // RawJSON is a JSON value kept as its compact text, as Postgres gave it: an

@@ -52,6 +52,10 @@ var serverVariables = map[string]bool{
 	"RATE_LIMIT_WINDOW": true, "RATE_LIMIT_LEASE": true, "MAX_QUERY_COST": true, "IDEMPOTENCY_TTL": true,
 	"IDEMPOTENCY_WAIT": true, "AUDIT_RETENTION": true, "SHUTDOWN_TIMEOUT": true, "LOG_LEVEL": true,
 	"PPROF_ADDR": true, "METRICS_TOKEN": true, "AUDIT_SIGNING_KEY": true,
+	// OpenTelemetry (tracing.ConfigFromEnv).
+	"OTEL_SDK_DISABLED": true, "OTEL_TRACES_EXPORTER": true, "OTEL_EXPORTER_OTLP_ENDPOINT": true,
+	"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": true, "OTEL_EXPORTER_OTLP_PROTOCOL": true,
+	"OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": true, "OTEL_TRACES_SAMPLER": true, "OTEL_TRACES_SAMPLER_ARG": true,
 }
 
 // ServerVariables returns the names of the environment variables the server
@@ -65,12 +69,15 @@ func ServerVariables() []string {
 }
 
 // CleanEnv returns the test process's environment without the variables the
-// server reads, for starting the Binary with only the settings a test gives it.
+// server reads, for starting the Binary with only the settings a test gives it:
+// those of ServerVariables, and every OTEL_* variable, which the OpenTelemetry
+// SDK reads itself (a developer's OTEL_EXPORTER_OTLP_HEADERS must not reach a
+// test's server).
 func CleanEnv() []string {
 	var env []string
 	for _, kv := range os.Environ() {
 		name, _, _ := strings.Cut(kv, "=")
-		if !serverVariables[name] {
+		if !serverVariables[name] && !strings.HasPrefix(name, "OTEL_") {
 			env = append(env, kv)
 		}
 	}
