@@ -27,6 +27,7 @@ import (
 	"taskflow/auth"
 	"taskflow/graph"
 	"taskflow/idempotency"
+	"taskflow/live"
 	"taskflow/ratelimit"
 	"taskflow/reqinfo"
 	"taskflow/resolvers"
@@ -88,6 +89,13 @@ type Options struct {
 	// under it, every root field one under that, and the request's trace id is
 	// in its log lines and audit events.
 	Tracing trace.TracerProvider
+	// Live is the instance's hub of subscriptions (package live), which the
+	// server runs and closes on SIGTERM; nil: one of the handler's own,
+	// whose tailer starts with the first subscription.
+	Live *live.Hub
+	// Streams bound the streaming transports (WebSocket, SSE): connections,
+	// keep-alive, idle and write timeouts.
+	Streams StreamLimits
 }
 
 // parserTokenLimit bounds the tokens of one document, so parse and validation
@@ -130,8 +138,11 @@ func newHandler(o Options, without []Guard) http.Handler {
 	if o.Hasher == nil {
 		o.Hasher = auth.NewHasher(auth.HasherOptions{Params: o.PasswordParams, Registerer: ops.reg})
 	}
+	if o.Live == nil {
+		o.Live = live.New(live.Options{DB: o.DB, Log: o.Log, Registerer: ops.reg})
+	}
 	if o.Resolvers == nil {
-		o.Resolvers = &resolvers.Resolver{DB: o.DB, Hasher: o.Hasher, AuditKeys: o.AuditKeys}
+		o.Resolvers = &resolvers.Resolver{DB: o.DB, Hasher: o.Hasher, AuditKeys: o.AuditKeys, Live: o.Live}
 	}
 	gql := handler.New(graph.NewExecutableSchema(graph.Config{Resolvers: o.Resolvers}))
 	if !rateLimit {
@@ -153,7 +164,17 @@ func newHandler(o Options, without []Guard) http.Handler {
 		tracer = o.Tracing.Tracer(tracerName)
 		gql.Use(rootFieldSpans{tracer})
 	}
-	gql.AddTransport(Transport{Limiter: o.Limiter, MaxBodyBytes: o.MaxBodyBytes, Tracer: tracer})
+	httpTransport := Transport{Limiter: o.Limiter, MaxBodyBytes: o.MaxBodyBytes, Tracer: tracer}
+	st := newStreams(o.Streams, o.DB, o.Log, o.Live)
+	readLimit := o.MaxBodyBytes
+	if readLimit <= 0 {
+		readLimit = DefaultMaxBodyBytes
+	}
+	// Subscriptions: graphql-ws (WebSocket) and Server-Sent Events, tried
+	// before the HTTP transport, which takes every other request.
+	gql.AddTransport(newWSTransport(st, o.CORS, readLimit))
+	gql.AddTransport(sseTransport{http: httpTransport, st: st})
+	gql.AddTransport(httpTransport)
 	gql.SetQueryCache(lru.New[*ast.QueryDocument](1000))
 	gql.SetParserTokenLimit(parserTokenLimit)
 	gql.Use(extension.Introspection{})
@@ -171,6 +192,7 @@ func newHandler(o Options, without []Guard) http.Handler {
 		gql.Use(o.Limiter.Extension())
 	}
 	gql.Use(storeAPQ) // after every check that may refuse the operation
+	gql.Use(liveExtension{db: o.DB, limiter: o.Limiter, present: presentError(o.Log)})
 	gql.SetErrorPresenter(presentError(o.Log))
 	gql.SetRecoverFunc(recoverPanic)
 	gql.Use(operationMetrics{ops.metrics})

@@ -6,6 +6,7 @@ import (
 	"crypto/ed25519"
 
 	"taskflow/auth"
+	"taskflow/live"
 	"taskflow/store"
 )
 
@@ -18,4 +19,6 @@ type Resolver struct {
 	// AuditKeys are the public keys that verify audit checkpoints, the one
 	// that signs new ones first (AUDIT_SIGNING_KEY).
 	AuditKeys []ed25519.PublicKey
+	// Live serves the subscriptions; nil refuses them.
+	Live *live.Hub
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -25,6 +26,9 @@ type DB struct {
 	// sealWake tells this instance's sealer that a unit of work committed
 	// audit events (see wakeSealer).
 	sealWake chan struct{}
+	// spineWakes are the channels of SpineWakeups, signalled with sealWake.
+	wakeMu     sync.Mutex
+	spineWakes []chan struct{}
 }
 
 // Open connects to Postgres at url ("" means libpq defaults and PG* variables, as
@@ -84,12 +88,14 @@ func New(pool *pgxpool.Pool, log *slog.Logger) *DB {
 }
 
 // wakeSealer tells the sealer of this instance that events were committed: a
-// send that never blocks (a wake-up already pending is enough).
+// send that never blocks (a wake-up already pending is enough); the other
+// readers of the spine (SpineWakeups) are told too.
 func (db *DB) wakeSealer() {
 	select {
 	case db.sealWake <- struct{}{}:
 	default:
 	}
+	db.wakeSpineReaders()
 }
 
 // Close closes the pool.

@@ -5,6 +5,7 @@ package apitest
 
 import (
 	"bytes"
+	"context"
 	"crypto/ed25519"
 	"encoding/json"
 	"fmt"
@@ -22,6 +23,7 @@ import (
 	"taskflow/audit"
 	"taskflow/auth"
 	"taskflow/httpapi"
+	"taskflow/live"
 	"taskflow/ratelimit"
 	"taskflow/store"
 	"taskflow/store/storetest"
@@ -38,6 +40,9 @@ type Env struct {
 	Client *client.Client
 	// Server is a real HTTP server on loopback serving Handler.
 	Server *httptest.Server
+	// Live is the handler's hub of subscriptions, its tailer running until
+	// the test ends.
+	Live *live.Hub
 }
 
 // Option changes the Options of the handler before it is built.
@@ -67,10 +72,22 @@ func newEnv(t testing.TB, newHandler func(httpapi.Options) http.Handler, opts []
 	for _, opt := range opts {
 		opt(&o)
 	}
+	if o.Live == nil {
+		o.Live = live.New(live.Options{DB: db, Log: o.Log})
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); o.Live.Run(ctx) }()
 	h := newHandler(o)
 	srv := httptest.NewServer(h)
-	t.Cleanup(srv.Close)
-	return &Env{DB: db, AuditKey: key, Handler: h, Client: client.New(h, client.Path("/query")), Server: srv}
+	t.Cleanup(func() {
+		o.Live.Close()
+		srv.CloseClientConnections()
+		srv.Close()
+		cancel()
+		<-done
+	})
+	return &Env{DB: db, AuditKey: key, Handler: h, Client: client.New(h, client.Path("/query")), Server: srv, Live: o.Live}
 }
 
 // Sealer returns an audit sealer of the Env's database that signs with
