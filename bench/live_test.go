@@ -175,7 +175,7 @@ func runLive(b *testing.B, subs, rate, seconds int) {
 		b.Fatal(err)
 	}
 	var projects []string
-	for i := range 100 {
+	for i := range 101 { // the last one: no subscriber
 		data, err := srv.post(client, tokens[0], `mutation($w: ID!, $n: String!) { createProject(input: {workspaceId: $w, name: $n}) { id } }`,
 			map[string]any{"w": ws.CreateWorkspace.ID, "n": fmt.Sprint("p", i)})
 		if err != nil {
@@ -187,8 +187,8 @@ func runLive(b *testing.B, subs, rate, seconds int) {
 	}
 
 	// Throughput with no subscription, warm.
-	createTasks(srv, client, tokens[0], projects, 16, 2*time.Second)
-	before := createTasks(srv, client, tokens[0], projects, 16, 5*time.Second)
+	createTasks(srv, client, tokens[0], projects[:100], 16, 2*time.Second)
+	before := createTasks(srv, client, tokens[0], projects[:100], 16, 5*time.Second)
 	runtimeRSS := srv.rss(b)
 
 	// Open the connections.
@@ -267,8 +267,12 @@ func runLive(b *testing.B, subs, rate, seconds int) {
 	measuring.Store(false)
 	lagAfter := srv.lagBuckets(b, client)
 
-	// createTask throughput with the subscriptions open (each change is
-	// delivered to the 10 subscribers of its project), then closed.
+	// createTask throughput with the subscriptions open, in a project none
+	// watches (the tailer still reads every event), then in the watched
+	// ones (each change is delivered to the 10 subscribers of its project),
+	// then with them closed.
+	unwatched := createTasks(srv, client, tokens[0], projects[100:], 16, 5*time.Second)
+	projects = projects[:100]
 	with := createTasks(srv, client, tokens[0], projects, 16, 5*time.Second)
 	for _, c := range conns {
 		_ = c.Conn.CloseNow()
@@ -300,10 +304,11 @@ func runLive(b *testing.B, subs, rate, seconds int) {
 	b.Logf("RSS %d MiB before, %d MiB with %d connections open: %.1f KiB each", runtimeRSS>>20, openRSS>>20, subs,
 		float64(openRSS-runtimeRSS)/float64(subs)/1024)
 	b.ReportMetric(with, "rps-with")
+	b.ReportMetric(unwatched, "rps-unwatched")
 	b.ReportMetric(before, "rps-before")
 	b.ReportMetric(after, "rps-after")
-	b.Logf("createTask rps at 16 in flight: %.0f before the subscriptions, %.0f with %d open, %.0f after they closed",
-		before, with, subs, after)
+	b.Logf("createTask rps at 16 in flight: %.0f before the subscriptions; with %d open: %.0f in a project none watches, "+
+		"%.0f in the watched ones (%d deliveries each); %.0f after they closed", before, subs, unwatched, with, subs/100, after)
 }
 
 // createTasks runs createTask at inFlight concurrency for d and returns the

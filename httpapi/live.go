@@ -51,8 +51,6 @@ const (
 	// is shutting down; reconnect, to another instance, and subscribe again
 	// with the last cursor.
 	CloseServiceRestart = 1012
-	// CloseTryAgainLater (1013): the instance is at its connection cap.
-	CloseTryAgainLater = 1013
 	// CloseUnauthorized (4401, graphql-ws's Unauthorized): the token of
 	// connection_init is not valid; the client must sign in again.
 	CloseUnauthorized = 4401
