@@ -132,36 +132,29 @@ func (db *DB) CreateTask(ctx context.Context, actor *User, in NewTask) (*Task, e
 	if err := checkAssignee(in.AssigneeID); err != nil {
 		return nil, err
 	}
-	if !validID(in.ProjectID) {
-		return nil, notFound("project")
+	assignee, err := canonicalPtr(in.AssigneeID)
+	if err != nil {
+		return nil, err
 	}
 	var task *Task
 	err = db.WithTx(ctx, func(ctx context.Context, tx Querier) error {
-		var workspaceID string
-		var archivedAt *time.Time
-		var role *Role
-		// FOR SHARE: the project can't be archived or deleted until we commit.
-		err := tx.QueryRow(ctx, `SELECT p.workspace_id, p.archived_at, m.role FROM projects p`+joinRole("p", "$2")+`
-			WHERE p.id = $1 FOR SHARE OF p`, in.ProjectID, actor.ID).Scan(&workspaceID, &archivedAt, &role)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return notFound("project")
-		}
+		ws, err := db.workspaceOf(ctx, tx, parentProject, in.ProjectID)
 		if err != nil {
-			return fmt.Errorf("create task: project: %w", err)
-		}
-		if _, err := checkRole(role, RoleMember, "project", "create tasks"); err != nil {
 			return err
 		}
-		if archivedAt != nil {
-			return errs.Errorf(errs.CodeConflict, "the project is archived and takes no new tasks")
-		}
-		task, err = scanTask(tx.QueryRow(ctx, `INSERT INTO tasks AS t (project_id, workspace_id, title, description,
-				status, priority, assignee_id, due_date, created_by)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING `+taskColumns,
-			in.ProjectID, workspaceID, title, in.Description, status, priority, in.AssigneeID, in.DueDate, actor.ID))
-		if err != nil {
-			return fmt.Errorf("create task: %w", mapError(err))
-		}
+		now := stamp(time.Now())
+		task = &Task{ID: newID(), ProjectID: mustCanonical(in.ProjectID), WorkspaceID: ws, Title: title,
+			Description: in.Description, Status: status, Priority: priority, AssigneeID: assignee,
+			DueDate: stampPtr(in.DueDate), CreatedByID: actor.ID, CreatedAt: now, UpdatedAt: now}
+		u := unitOfWorkFrom(ctx)
+		u.checkParent(parentProject, task.ProjectID, actor, RoleMember, "create tasks",
+			`CASE WHEN r.archived_at IS NOT NULL THEN 'archived' END`,
+			refusals{"archived": errs.Errorf(errs.CodeConflict, "the project is archived and takes no new tasks")})
+		u.write("insert task", `INSERT INTO tasks (id, project_id, workspace_id, title, description, status,
+				priority, assignee_id, due_date, created_by, created_at, updated_at)
+			SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12 WHERE taskflow_ok()`,
+			[]any{task.ID, task.ProjectID, task.WorkspaceID, task.Title, task.Description, task.Status, task.Priority,
+				task.AssigneeID, task.DueDate, task.CreatedByID, task.CreatedAt, task.UpdatedAt}, 1)
 		return db.appendAudit(ctx, tx, audit.Event{
 			WorkspaceID: &task.WorkspaceID, ActorID: &actor.ID, Action: "task.created",
 			EntityID: task.ID, Metadata: audit.Snapshot(task),
