@@ -13,16 +13,15 @@ import (
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/99designs/gqlgen/graphql/handler"
 	"github.com/99designs/gqlgen/graphql/handler/extension"
-	"github.com/99designs/gqlgen/graphql/handler/lru"
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
-	"github.com/vektah/gqlparser/v2/ast"
 
 	"taskflow/apq"
 	"taskflow/auth"
 	"taskflow/graph"
 	"taskflow/idempotency"
+	"taskflow/querydoc"
 	"taskflow/ratelimit"
 	"taskflow/reqinfo"
 	"taskflow/resolvers"
@@ -71,14 +70,13 @@ type Options struct {
 	// Redis is the deployment's Redis (REDIS_URL), nil when there is none; it
 	// holds the persisted queries shared by every instance.
 	Redis redis.UniversalClient
+	// DocumentCacheBytes bounds the validated documents kept for reuse, by
+	// their estimated weight in memory (zero: querydoc.DefaultCacheBytes).
+	DocumentCacheBytes int64
 	// PasswordParams are the argon2id parameters of new password hashes (zero:
 	// auth.DefaultPasswordParams).
 	PasswordParams auth.PasswordParams
 }
-
-// parserTokenLimit bounds the tokens of one document, so parse and validation
-// work stay small whatever the body holds.
-const parserTokenLimit = 15000
 
 // NewHandler returns the complete HTTP handler of TaskFlow.
 func NewHandler(o Options) http.Handler {
@@ -88,7 +86,12 @@ func NewHandler(o Options) http.Handler {
 	if o.Resolvers == nil {
 		o.Resolvers = &resolvers.Resolver{DB: o.DB, PasswordParams: o.PasswordParams}
 	}
-	gql := handler.New(graph.NewExecutableSchema(graph.Config{Resolvers: o.Resolvers}))
+	es := graph.NewExecutableSchema(graph.Config{Resolvers: o.Resolvers})
+	gql := handler.New(es)
+	// Every document is parsed and validated within querydoc's limits, in
+	// time linear in its size, and kept in a cache bounded by bytes; the
+	// executor takes the validated document from querydoc.Extension.
+	documents := querydoc.NewValidator(es.Schema(), querydoc.DefaultLimits)
 	ops := newOps(o)
 	if o.RateLimitOff {
 		o.Limiter = nil // also a limiter set by a test harness's defaults
@@ -105,11 +108,13 @@ func NewHandler(o Options) http.Handler {
 	}
 	resolveAPQ, storeAPQ := apq.Extensions(o.PersistedQueries, ops.reg)
 	gql.AddTransport(Transport{Limiter: o.Limiter, MaxBodyBytes: o.MaxBodyBytes})
-	gql.SetQueryCache(lru.New[*ast.QueryDocument](1000))
-	gql.SetParserTokenLimit(parserTokenLimit)
+	gql.SetQueryCache(querydoc.ExecutorCache{})
+	gql.SetParserTokenLimit(querydoc.DefaultLimits.Tokens)
+	gql.SetValidationRulesFn(documents.Rules)
 	gql.Use(extension.Introspection{})
 	gql.Use(resolveAPQ)
-	gql.Use(methodGuard{}) // before the limiter: a mutation by GET is refused uncharged
+	gql.Use(querydoc.Extension{Validator: documents, Cache: querydoc.NewCache(o.DocumentCacheBytes)}) // after resolveAPQ: needs the text
+	gql.Use(methodGuard{})                                                                            // before the limiter: a mutation by GET is refused uncharged
 	if o.Limiter != nil {
 		gql.Use(o.Limiter.Extension())
 	}
