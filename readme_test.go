@@ -11,10 +11,12 @@ import (
 	"github.com/vektah/gqlparser/v2/validator"
 
 	"taskflow/graph"
+	"taskflow/querydoc"
 )
 
 // TestReadmeExamplesAreValid checks every curl example of README.md against the
-// schema, so the examples cannot drift from the API.
+// schema and the server's document limits, so the examples cannot drift from
+// the API.
 func TestReadmeExamplesAreValid(t *testing.T) {
 	t.Parallel()
 	raw, err := os.ReadFile("README.md")
@@ -41,6 +43,7 @@ func TestReadmeExamplesAreValid(t *testing.T) {
 	}
 	spliced := regexp.MustCompile(`'\$([A-Z]+)'`)
 	schema := graph.NewExecutableSchema(graph.Config{}).Schema()
+	documents := querydoc.NewValidator(schema, querydoc.DefaultLimits)
 	seen := map[string]bool{}
 	for _, c := range calls {
 		body := spliced.ReplaceAllString(c, "$1")
@@ -59,6 +62,9 @@ func TestReadmeExamplesAreValid(t *testing.T) {
 		}
 		if _, err := validator.VariableValues(schema, doc.Operations[0], req.Variables); err != nil {
 			t.Errorf("example %q variables: %v", req.Query, err)
+		}
+		if _, _, errs := documents.Prepare(req.Query); errs != nil {
+			t.Errorf("example %q is refused by the server's document limits: %v", req.Query, errs)
 		}
 		for _, name := range []string{"register", "login", "createWorkspace", "createProject", "createTask", "tasks(", "auditEvents"} {
 			if strings.Contains(req.Query, name) {

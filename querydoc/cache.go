@@ -49,6 +49,10 @@ func NewCache(maxBytes int64) *Cache {
 	return &Cache{c: otter.Must(&otter.Options[string, cached]{
 		MaximumWeight: uint64(maxBytes),
 		Weigher:       func(_ string, v cached) uint32 { return v.weight },
+		// Evictions run in the Add that makes them due (otter defers them to
+		// a goroutine by default): the bound holds when Add returns, however
+		// fast documents arrive.
+		Executor: func(evict func()) { evict() },
 	})}
 }
 
