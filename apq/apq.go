@@ -82,7 +82,9 @@ func NewMemoryCache(maxBytes int64) graphql.Cache[string] {
 type memoryCache struct{ c *otter.Cache[string, string] }
 
 // Get returns the query text of hash.
-func (m memoryCache) Get(_ context.Context, hash string) (string, bool) { return m.c.GetIfPresent(hash) }
+func (m memoryCache) Get(_ context.Context, hash string) (string, bool) {
+	return m.c.GetIfPresent(hash)
+}
 
 // Add stores the query text of hash (the storer only adds texts of at most
 // MaxQueryBytes).

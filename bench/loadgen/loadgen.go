@@ -56,6 +56,9 @@ type Config struct {
 	CPUProfile string
 	// Fixture sizes (defaults: 200 users, 100 tasks, 3 comments each).
 	Users, Tasks, CommentsPerTask int
+	// ServerEnv is added to the environment of the server binary (Exec,
+	// StartBinary), after the harness's own variables, which it may override.
+	ServerEnv []string
 	// Progress receives a line per step (nil: nothing).
 	Progress io.Writer
 }
@@ -194,7 +197,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	rep.PoolConns = poolCfg.MaxConns
 
 	fmt.Fprintf(cfg.Progress, "fixtures: %d users, %d tasks with %d comments each\n", cfg.Users, cfg.Tasks, cfg.CommentsPerTask)
-	fix, err := Prepare(ctx, store.New(rawPool, log), fixtureSizes{cfg.Users, cfg.Tasks, cfg.CommentsPerTask})
+	fix, err := Prepare(ctx, store.New(rawPool, log), FixtureSizes{cfg.Users, cfg.Tasks, cfg.CommentsPerTask})
 	if err != nil {
 		return nil, err
 	}
