@@ -110,12 +110,16 @@ type Report struct {
 	// VictimCPU is the server's CPU per victim request (and background work).
 	VictimCPU time.Duration
 	Rows      []Row
-	// RSSAfter is the server's RSS when the last attack ended, RSSSettled
-	// Settle later.
-	RSSAfter, RSSSettled int64
-	Settle               time.Duration
+	// RSSAfter is the server's RSS when the attack SettledAfter (the last
+	// memory attack) ended, RSSSettled Settle later, and HWMBefore its VmHWM
+	// then: its peak RSS over the document and memory attacks.
+	SettledAfter                    string
+	RSSAfter, RSSSettled, HWMBefore int64
+	Settle                          time.Duration
 	// HWM is the server's VmHWM at the end: its peak RSS over the run.
 	HWM int64
+	// LoadAvg is the machine's load average at the start and the end.
+	LoadAvg string
 }
 
 // Row is the outcome of one attack.
@@ -170,7 +174,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	rep := &Report{Config: cfg, Machine: machine(), Started: time.Now(), Settle: cfg.Settle}
+	rep := &Report{Config: cfg, Machine: machine(), Started: time.Now(), Settle: cfg.Settle, LoadAvg: loadAvg()}
 	poolCfg, err := store.PoolConfig(cfg.DatabaseURL)
 	if err != nil {
 		return nil, err
@@ -207,20 +211,32 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		fmt.Fprintf(cfg.Progress, "%s: %d requests, %v, CPU %s/request, RSS peak %s, victim p99 %s\n",
 			a.name, row.Requests, row.Answers, row.CPU, mib(row.RSSPeak), row.Victim.P99)
 		rep.Rows = append(rep.Rows, row)
+		if a.settle {
+			rep.SettledAfter, rep.RSSAfter = a.name, h.rss("VmRSS:")
+			rep.HWMBefore = h.rss("VmHWM:")
+			fmt.Fprintf(cfg.Progress, "watching the server's RSS for %s\n", cfg.Settle)
+			select {
+			case <-time.After(cfg.Settle):
+			case <-ctx.Done():
+			}
+			rep.RSSSettled = h.rss("VmRSS:")
+		}
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
 	}
-	rep.RSSAfter = h.rss("VmRSS:")
-	fmt.Fprintf(cfg.Progress, "watching the server's RSS for %s\n", cfg.Settle)
-	select {
-	case <-time.After(cfg.Settle):
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-	rep.RSSSettled = h.rss("VmRSS:")
 	rep.HWM = h.rss("VmHWM:")
+	rep.LoadAvg += " → " + loadAvg()
 	return rep, nil
+}
+
+// loadAvg is the machine's load average over 1, 5 and 15 minutes.
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if f := strings.Fields(string(b)); err == nil && len(f) >= 3 {
+		return strings.Join(f[:3], " ")
+	}
+	return "?"
 }
 
 // phase runs one attack beside the victim loop and measures the server.
