@@ -1,6 +1,8 @@
 package querydoc
 
 import (
+	"slices"
+
 	"github.com/vektah/gqlparser/v2/ast"
 )
 
@@ -84,27 +86,17 @@ func Measure(doc *ast.QueryDocument, walkLimit int) Shape {
 	}
 	ops := make([]*definition, len(doc.Operations))
 	for i, op := range doc.Operations {
-		d := &definition{nodes: 1 + comments(op.Comment)}
-		m.variables(d, op.VariableDefinitions)
-		m.directives(d, op.Directives)
-		m.selectionSet(d, op.SelectionSet, 0)
-		ops[i] = d
+		ops[i] = m.definition(op.Comment, op.VariableDefinitions, op.Directives, op.SelectionSet)
 	}
 	frags := make([]*definition, len(doc.Fragments))
 	for i, f := range doc.Fragments {
-		d := &definition{nodes: 1 + comments(f.Comment)}
-		m.variables(d, f.VariableDefinition)
-		m.directives(d, f.Directives)
-		m.selectionSet(d, f.SelectionSet, 0)
-		frags[i] = d
+		frags[i] = m.definition(f.Comment, f.VariableDefinition, f.Directives, f.SelectionSet)
 		if _, dup := m.fragments[f.Name]; !dup {
-			m.fragments[f.Name] = d
+			m.fragments[f.Name] = frags[i]
 		}
 	}
-	for _, d := range ops {
-		m.shape.Nodes += d.nodes
-	}
-	for _, d := range frags {
+	all := append(slices.Clip(ops), frags...)
+	for _, d := range all {
 		m.shape.Nodes += d.nodes
 	}
 
@@ -120,20 +112,23 @@ func Measure(doc *ast.QueryDocument, walkLimit int) Shape {
 		}
 	}
 
-	n := 0
-	for _, d := range ops {
-		n++
-		if m.walk(d, n, walkLimit) {
-			return m.shape
-		}
-	}
-	for _, d := range frags {
-		n++
-		if m.walk(d, n, walkLimit) {
-			return m.shape
+	for n, d := range all {
+		if m.walk(d, n+1, walkLimit) {
+			break
 		}
 	}
 	return m.shape
+}
+
+// definition reads what an operation or fragment definition holds itself.
+func (m *measurer) definition(comment *ast.CommentGroup, vars ast.VariableDefinitionList, dirs ast.DirectiveList,
+	set ast.SelectionSet,
+) *definition {
+	d := &definition{nodes: 1 + comments(comment)}
+	m.variables(d, vars)
+	m.directives(d, dirs)
+	m.selectionSet(d, set, 0)
+	return d
 }
 
 // walk adds to Walk the nodes of d and of every fragment it reaches, each

@@ -75,15 +75,11 @@ func readYAML(t *testing.T, path string, v any) {
 	}
 }
 
-// TestSpecCasesGetGqlparsersErrors validates every document of the spec
-// tests both ways: Prepare (but for its "no operation provided", which is
-// gqlgen's) must give exactly gqlparser's errors (message,
-// locations, order): they are small, so a failing one is validated again by
-// gqlparser's rules, and a passing one must pass both. None may hit a limit.
-func TestSpecCasesGetGqlparsersErrors(t *testing.T) {
-	t.Parallel()
+// eachSpecCase calls f with each spec case whose query is a document: its
+// schema, the document parsed afresh, and gqlparser's errors on it.
+func eachSpecCase(t *testing.T, f func(c specCase, schema *ast.Schema, doc *ast.QueryDocument, want gqlerror.List)) {
+	t.Helper()
 	cases, schemas := specCases(t)
-	compared := 0
 	for _, c := range cases {
 		schema := schemas[c.Schema]
 		doc, err := parser.ParseQuery(&ast.Source{Input: c.Query})
@@ -92,12 +88,25 @@ func TestSpecCasesGetGqlparsersErrors(t *testing.T) {
 		}
 		want := validator.ValidateWithRules(schema, doc, rules.NewDefaultRules())
 		doc, _ = parser.ParseQuery(&ast.Source{Input: c.Query}) // afresh: validation annotates it
+		f(c, schema, doc, want)
+	}
+}
+
+// TestSpecCasesGetGqlparsersErrors validates every document of the spec
+// tests both ways: Prepare (but for its "no operation provided", which is
+// gqlgen's) must give exactly gqlparser's errors (message,
+// locations, order): they are small, so a failing one is validated again by
+// gqlparser's rules, and a passing one must pass both. None may hit a limit.
+func TestSpecCasesGetGqlparsersErrors(t *testing.T) {
+	t.Parallel()
+	compared := 0
+	eachSpecCase(t, func(c specCase, schema *ast.Schema, doc *ast.QueryDocument, want gqlerror.List) {
 		_, got := NewValidator(schema, DefaultLimits).Validate(c.Query, doc)
 		if diff := diffErrors(want, got); diff != "" {
 			t.Errorf("%s: %s\n%s", c.Name, diff, c.Query)
 		}
 		compared++
-	}
+	})
 	if compared < 400 {
 		t.Fatalf("only %d spec cases compared", compared)
 	}
@@ -111,16 +120,8 @@ func TestSpecCasesGetGqlparsersErrors(t *testing.T) {
 // (in a document without fragment cycles).
 func TestSpecCasesLinearRulesAgree(t *testing.T) {
 	t.Parallel()
-	cases, schemas := specCases(t)
 	overlapCases := 0
-	for _, c := range cases {
-		schema := schemas[c.Schema]
-		doc, err := parser.ParseQuery(&ast.Source{Input: c.Query})
-		if err != nil {
-			continue
-		}
-		want := validator.ValidateWithRules(schema, doc, rules.NewDefaultRules())
-		doc, _ = parser.ParseQuery(&ast.Source{Input: c.Query})
+	eachSpecCase(t, func(c specCase, schema *ast.Schema, doc *ast.QueryDocument, want gqlerror.List) {
 		shape := Measure(doc, 0)
 		got := NewValidator(schema, DefaultLimits).validate(doc, &shape)
 		wantRest, wantOverlap := splitOverlap(want)
@@ -137,7 +138,7 @@ func TestSpecCasesLinearRulesAgree(t *testing.T) {
 		if strings.HasPrefix(c.Name, "OverlappingFieldsCanBeMergedRule/") {
 			overlapCases++
 		}
-	}
+	})
 	if overlapCases < 40 {
 		t.Fatalf("only %d cases of OverlappingFieldsCanBeMerged compared", overlapCases)
 	}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -401,22 +400,8 @@ func (h *harness) serverCPU() time.Duration {
 	return time.Duration(utime+stime) * 10 * time.Millisecond
 }
 
-// rss reads a field of /proc/<pid>/status (VmRSS:, VmHWM:) in bytes.
-func (h *harness) rss(field string) int64 {
-	f, err := os.Open(fmt.Sprintf("/proc/%d/status", h.srv.PID()))
-	if err != nil {
-		return 0
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if rest, ok := strings.CutPrefix(sc.Text(), field); ok {
-			kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
-			return kb << 10
-		}
-	}
-	return 0
-}
+// rss reads a field of the server's /proc/<pid>/status (VmRSS:, VmHWM:).
+func (h *harness) rss(field string) int64 { return h.srv.ProcStatus(field) }
 
 // sampleRSS samples the server's VmRSS every 100 ms until ctx is done and
 // returns the highest.

@@ -23,9 +23,9 @@ import (
 
 func main() {
 	var cfg Config
-	admin := envOr("TEST_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable")
+	admin := loadgen.EnvOr("TEST_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable")
 	flag.StringVar(&admin, "pg", admin, "Postgres URL of a database from which the run's database is created (TEST_DATABASE_URL)")
-	flag.StringVar(&cfg.RedisURL, "redis", envOr("REDIS_URL", "redis://127.0.0.1:6379/0"), `the server's Redis ("": none)`)
+	flag.StringVar(&cfg.RedisURL, "redis", loadgen.EnvOr("REDIS_URL", "redis://127.0.0.1:6379/0"), `the server's Redis ("": none)`)
 	names := make([]string, len(attacks))
 	for i, a := range attacks {
 		names[i] = a.name
@@ -83,11 +83,4 @@ func main() {
 			os.Exit(1)
 		}
 	}
-}
-
-func envOr(name, def string) string {
-	if v := os.Getenv(name); v != "" {
-		return v
-	}
-	return def
 }

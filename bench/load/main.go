@@ -22,9 +22,9 @@ import (
 
 func main() {
 	var cfg loadgen.Config
-	admin := envOr("TEST_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable")
+	admin := loadgen.EnvOr("TEST_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable")
 	flag.StringVar(&admin, "pg", admin, "Postgres URL of a database from which the bench database is created (TEST_DATABASE_URL)")
-	flag.StringVar(&cfg.RedisURL, "redis", envOr("REDIS_URL", "redis://127.0.0.1:6379/0"), `Redis of the rate limiter ("" : in process)`)
+	flag.StringVar(&cfg.RedisURL, "redis", loadgen.EnvOr("REDIS_URL", "redis://127.0.0.1:6379/0"), `Redis of the rate limiter ("" : in process)`)
 	flag.IntVar(&cfg.Concurrency, "c", 16, "requests in flight")
 	flag.DurationVar(&cfg.Duration, "d", 5*time.Second, "length of each measured run")
 	flag.IntVar(&cfg.Requests, "n", 0, "at most this many requests per run (0: only -d bounds a run)")
@@ -82,11 +82,4 @@ func main() {
 	if !rep.Passed() {
 		os.Exit(3)
 	}
-}
-
-func envOr(name, def string) string {
-	if v := os.Getenv(name); v != "" {
-		return v
-	}
-	return def
 }

@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"net/url"
+	"os"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -52,4 +53,12 @@ func CreateDatabase(ctx context.Context, admin string, keep bool, progress io.Wr
 	}
 	db.Close()
 	return u.String(), drop, nil
+}
+
+// EnvOr returns the environment variable name, or def when it is empty.
+func EnvOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
 }

@@ -161,6 +161,12 @@ func (b *Binary) URL() string { return b.s.url }
 // PID is the server process's id.
 func (b *Binary) PID() int { return b.s.pid }
 
+// ProcStatus returns a field of the server's /proc/<pid>/status in bytes
+// ("VmRSS:", "VmHWM:"), 0 when it cannot be read.
+func (b *Binary) ProcStatus(field string) int64 {
+	return statusKB(fmt.Sprintf("/proc/%d/status", b.s.pid), field)
+}
+
 // Close stops the server (SIGINT, then SIGKILL after 10 s) and removes the
 // binary.
 func (b *Binary) Close() { b.s.close() }
