@@ -67,7 +67,11 @@ func overlapRule(shape *Shape, budget int) core.Rule {
 		}
 		report := func() {
 			for _, c := range o.conflicts[o.reported:] {
-				addError(core.Message("%s", c.message), core.At(c.field.Position))
+				if c.field == nil { // the budget, spent: no place to point at
+					addError(core.Message("%s", c.message))
+				} else {
+					addError(core.Message("%s", c.message), core.At(c.field.Position))
+				}
 			}
 			o.reported = len(o.conflicts)
 		}

@@ -251,3 +251,31 @@ func overlaps(s *ast.Schema, a, b *ast.Definition) bool {
 	}
 	return false
 }
+
+// TestOverlapBudget checks that fields on an interface, visited once per
+// object type beside them, spend the rule's budget, and that a document over
+// it is refused with an error instead of being walked on.
+func TestOverlapBudget(t *testing.T) {
+	t.Parallel()
+	// x on Pet joins both x on Dog and x on Cat: its subtree is merged twice,
+	// at every level.
+	q := "{ pet { " + strings.Repeat("... on Dog { x: friends { ", 6) + "name" + strings.Repeat(" } }", 6) +
+		" " + strings.Repeat("... on Cat { x: friends { ", 6) + "name" + strings.Repeat(" } }", 6) +
+		" " + strings.Repeat("x: friends { ", 6) + "name" + strings.Repeat(" }", 6) + " } }"
+	doc, err := parser.ParseQuery(&ast.Source{Input: q})
+	if err != nil {
+		t.Fatal(err)
+	}
+	shape := Measure(doc, 0)
+	run := func(budget int) gqlerror.List {
+		d, _ := parser.ParseQuery(&ast.Source{Input: q})
+		return validator.ValidateWithRules(mergeSchema, d, rules.NewRules(overlapRule(&shape, budget)))
+	}
+	if errs := run(1000); len(errs) != 0 {
+		t.Fatalf("within the budget: %v", errs)
+	}
+	errs := run(shape.Selections)
+	if len(errs) != 1 || !strings.Contains(errs[0].Message, "too many times to be validated") {
+		t.Fatalf("over the budget: %v", errs)
+	}
+}
