@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -305,13 +306,17 @@ func (h *harness) slowConns(ctx context.Context, o *outcome, n int, start, trick
 		o.mu.Unlock()
 		began := time.Now()
 		wg.Go(func() {
-			defer c.Close()
 			closed := make(chan struct{})
-			go func() { // the server's answer, if any, then its close
+			var ours atomic.Bool                   // the harness closes the connection
+			defer func() { c.Close(); <-closed }() // the reader has counted its answer
+			go func() {                            // the server's answer, if any, then its close
 				b, _ := io.ReadAll(c)
 				status := "closed"
 				if bytes.HasPrefix(b, []byte("HTTP/1.1 ")) && len(b) >= 12 {
 					status = string(b[9:12])
+				}
+				if ours.Load() && status == "closed" {
+					status = "still open"
 				}
 				o.mu.Lock()
 				o.answers[status]++
@@ -331,6 +336,7 @@ func (h *harness) slowConns(ctx context.Context, o *outcome, n int, start, trick
 					mu.Unlock()
 					return
 				case <-ctx.Done():
+					ours.Store(true)
 					mu.Lock()
 					open++
 					mu.Unlock()
