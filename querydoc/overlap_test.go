@@ -79,8 +79,8 @@ func TestOverlapAgreesWithGqlparserOnRandomDocuments(t *testing.T) {
 	}
 }
 
-// FuzzOverlapAgreesWithGqlparser is the same comparison from any seed (a
-// run of 200,000 documents found no disagreement):
+// FuzzOverlapAgreesWithGqlparser is the same comparison from any seed (runs
+// of 200,000 and 270,000 documents found no disagreement):
 //
 //	go test ./querydoc -run '^$' -fuzz FuzzOverlapAgreesWithGqlparser -fuzztime 5m
 func FuzzOverlapAgreesWithGqlparser(f *testing.F) {
