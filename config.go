@@ -1,6 +1,7 @@
 package main
 
 import (
+	"crypto/ed25519"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -13,11 +14,12 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"taskflow/audit"
 	"taskflow/httpapi"
 )
 
 // Config is TaskFlow's configuration, read from the environment at start (see the
-// configuration table of README.md).
+// table of docs/configuration.md, kept equal to it by a test).
 type Config struct {
 	// HTTPAddr is the listen address (HTTP_ADDR, default ":8080").
 	HTTPAddr string
@@ -52,6 +54,10 @@ type Config struct {
 	// AuditRetention is how long audit events are kept (AUDIT_RETENTION); 0 means
 	// forever, the default.
 	AuditRetention time.Duration
+	// AuditSigningKey signs audit checkpoints (AUDIT_SIGNING_KEY: the base64
+	// of an Ed25519 seed or PKCS#8 key, or a PKCS#8 PEM block); nil when unset,
+	// and run then generates one for local use.
+	AuditSigningKey ed25519.PrivateKey
 	// ShutdownTimeout bounds the wait for in-flight requests on SIGTERM
 	// (SHUTDOWN_TIMEOUT, 30s).
 	ShutdownTimeout time.Duration
@@ -195,6 +201,13 @@ func loadConfig(getenv func(string) string) (Config, error) {
 	duration("SHUTDOWN_TIMEOUT", &c.ShutdownTimeout, false)
 	if v, ok := get("AUDIT_RETENTION"); ok && !strings.EqualFold(v, "forever") {
 		duration("AUDIT_RETENTION", &c.AuditRetention, false)
+	}
+	if v, ok := get("AUDIT_SIGNING_KEY"); ok {
+		key, err := audit.ParseSigningKey(v)
+		if err != nil {
+			bad("AUDIT_SIGNING_KEY", "(hidden)", err.Error()+` (make one with: openssl genpkey -algorithm ed25519 -outform DER | base64 -w0)`)
+		}
+		c.AuditSigningKey = key
 	}
 	if v, ok := get("LOG_LEVEL"); ok {
 		if err := c.LogLevel.UnmarshalText([]byte(v)); err != nil {

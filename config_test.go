@@ -1,8 +1,15 @@
 package main
 
 import (
+	"bytes"
+	"crypto/ed25519"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/pem"
 	"log/slog"
 	"net/netip"
+	"os"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -26,7 +33,7 @@ func TestConfigDefaults(t *testing.T) {
 		c.RateLimitPoints != 1000 || c.RateLimitWindow != time.Minute || c.MaxQueryCost != 1000 ||
 		c.IdempotencyTTL != 24*time.Hour || c.IdempotencyWait != 5*time.Second ||
 		c.AuditRetention != 0 || c.ShutdownTimeout != 30*time.Second || c.LogLevel != slog.LevelInfo ||
-		c.PprofAddr != "" {
+		c.PprofAddr != "" || c.AuditSigningKey != nil {
 		t.Fatalf("defaults = %+v", c)
 	}
 }
@@ -74,6 +81,17 @@ func TestConfigFromEnvironment(t *testing.T) {
 	if err != nil || c.RateLimitLease >= 0 {
 		t.Fatalf("RATE_LIMIT_LEASE=0: %v %v", c.RateLimitLease, err)
 	}
+	// The audit signing key: the base64 of a seed, or a PKCS#8 PEM block.
+	seed := base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{7}, 32))
+	want := ed25519.NewKeyFromSeed(bytes.Repeat([]byte{7}, 32))
+	der, _ := x509.MarshalPKCS8PrivateKey(want)
+	for _, v := range []string{seed, string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der})),
+		base64.StdEncoding.EncodeToString(der)} {
+		c, err = loadConfig(env(map[string]string{"AUDIT_SIGNING_KEY": v}))
+		if err != nil || !want.Equal(c.AuditSigningKey) {
+			t.Fatalf("AUDIT_SIGNING_KEY=%.20q...: %v", v, err)
+		}
+	}
 	// "forever" is the default spelled out.
 	c, err = loadConfig(env(map[string]string{"AUDIT_RETENTION": "forever"}))
 	if err != nil || c.AuditRetention != 0 {
@@ -101,6 +119,7 @@ func TestConfigBadValues(t *testing.T) {
 		"LOG_LEVEL":              "chatty",
 		"PPROF_ADDR":             "6060",
 		"METRICS_TOKEN":          "secret",
+		"AUDIT_SIGNING_KEY":      "c2VjcmV0", // base64 of "secret": not a key
 	} {
 		_, err := loadConfig(env(map[string]string{name: value}))
 		if err == nil {
@@ -110,7 +129,7 @@ func TestConfigBadValues(t *testing.T) {
 		if !strings.Contains(err.Error(), name) {
 			t.Errorf("%s=%q: error %q does not name the variable", name, value, err)
 		}
-		if strings.Contains(err.Error(), "secret") {
+		if strings.Contains(err.Error(), "secret") || strings.Contains(err.Error(), "c2VjcmV0") {
 			t.Errorf("%s: error shows the password: %q", name, err)
 		}
 	}
@@ -205,6 +224,41 @@ func TestCleanEnvDropsEveryServerVariable(t *testing.T) {
 	for n := range dropped {
 		if !read[n] {
 			t.Errorf("apitest.CleanEnv drops %s, which loadConfig does not read", n)
+		}
+	}
+}
+
+// TestConfigurationTableMatchesConfig keeps the table of variables in
+// docs/configuration.md equal to what the server reads (loadConfig, and GOGC in
+// setGCPercent), in both directions.
+func TestConfigurationTableMatchesConfig(t *testing.T) {
+	t.Parallel()
+	doc, err := os.ReadFile("docs/configuration.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, _ := strings.Cut(string(doc), "\n## Variables TaskFlow reads\n")
+	section, _, _ = strings.Cut(section, "\n## ")
+	documented := map[string]bool{}
+	for _, m := range regexp.MustCompile("(?m)^\\| `([A-Z0-9_]+)` \\|").FindAllStringSubmatch(section, -1) {
+		documented[m[1]] = true
+	}
+	if len(documented) == 0 {
+		t.Fatal("no table under '## Variables TaskFlow reads' in docs/configuration.md")
+	}
+	read := map[string]bool{}
+	if _, err := loadConfig(func(name string) string { read[name] = true; return "" }); err != nil {
+		t.Fatal(err)
+	}
+	setGCPercent(func(name string) string { read[name] = true; return "100" }) // "100": leaves the runtime's target as it is
+	for n := range read {
+		if !documented[n] {
+			t.Errorf("the server reads %s, which docs/configuration.md does not list", n)
+		}
+	}
+	for n := range documented {
+		if !read[n] {
+			t.Errorf("docs/configuration.md lists %s, which the server does not read", n)
 		}
 	}
 }

@@ -1,11 +1,12 @@
 // Command taskflow is the TaskFlow GraphQL API server. It reads its configuration
-// from the environment (see config.go and README.md), connects to Postgres and
+// from the environment (see config.go and docs/configuration.md), connects to Postgres and
 // applies the migrations, serves HTTP until SIGTERM or SIGINT, then finishes the
 // requests in flight and exits 0.
 package main
 
 import (
 	"context"
+	"crypto/ed25519"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -27,6 +28,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/redis/go-redis/v9"
 
+	"taskflow/audit"
 	"taskflow/httpapi"
 	"taskflow/idempotency"
 	"taskflow/ratelimit"
@@ -138,6 +140,10 @@ func run(cfg Config, log *slog.Logger) error {
 	defer db.Close()
 	// Partitions ahead and AUDIT_RETENTION, now and every few hours.
 	go db.RunAuditMaintenance(ctx, cfg.AuditRetention, 6*time.Hour)
+	// The audit sealer of this instance: it chains what the units of work
+	// commit and signs checkpoints (one instance seals at a time).
+	auditKey := auditSigningKey(cfg.AuditSigningKey, log)
+	go (&store.AuditSealer{DB: db, Key: auditKey}).Run(ctx)
 	log.Info("connected to Postgres; migrations applied", "postgres", describePostgres(conn))
 
 	rdb := openRedis(ctx, cfg.RedisURL, log)
@@ -169,6 +175,7 @@ func run(cfg Config, log *slog.Logger) error {
 		Redis:           rdb, // persisted queries shared by every instance
 		IdempotencyTTL:  cfg.IdempotencyTTL,
 		IdempotencyWait: idempotencyWait(cfg.IdempotencyWait),
+		AuditKeys:       []ed25519.PublicKey{auditKey.Public().(ed25519.PublicKey)},
 	})
 	idempotency.NewPurger(idempotency.PurgerOptions{DB: db, Registerer: reg, Log: log}).Start(ctx)
 	srv := &http.Server{
@@ -339,4 +346,22 @@ func idempotencyWait(d time.Duration) time.Duration {
 		return -1
 	}
 	return d
+}
+
+// auditSigningKey returns the key of AUDIT_SIGNING_KEY, or, when it is unset,
+// a new one, logged with a warning: checkpoints it signs verify only while
+// this process runs, and instances that do not share one key cannot verify
+// each other's checkpoints.
+func auditSigningKey(key ed25519.PrivateKey, log *slog.Logger) ed25519.PrivateKey {
+	if key != nil {
+		pub := key.Public().(ed25519.PublicKey)
+		log.Info("audit checkpoints are signed with AUDIT_SIGNING_KEY", "key_id", audit.KeyID(pub), "public_key", audit.EncodePublicKey(pub))
+		return key
+	}
+	key = audit.GenerateSigningKey()
+	pub := key.Public().(ed25519.PublicKey)
+	log.Warn("AUDIT_SIGNING_KEY is unset: generated an audit signing key for this process only; "+
+		"set one key on every instance (for local use, this one)",
+		"key_id", audit.KeyID(pub), "public_key", audit.EncodePublicKey(pub), "AUDIT_SIGNING_KEY", audit.EncodeSigningKey(key))
+	return key
 }

@@ -3,10 +3,12 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"crypto/ed25519"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -17,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"taskflow/audit"
 	"taskflow/httpapi/apitest"
 	"taskflow/store/storetest"
 )
@@ -224,5 +227,29 @@ func TestGracefulShutdown(t *testing.T) {
 	go func() { done <- cmd.Wait() }()
 	if code := exitCode(t, <-done); code != 0 {
 		t.Fatalf("exit code %d after SIGTERM, want 0", code)
+	}
+}
+
+// With AUDIT_SIGNING_KEY unset the server generates a key and logs it, with
+// a warning, in the form the variable takes; a key that is set is used and
+// only its public half is logged.
+func TestAuditSigningKeyAtStart(t *testing.T) {
+	t.Parallel()
+	var buf bytes.Buffer
+	log := slog.New(slog.NewJSONHandler(&buf, nil))
+	key := auditSigningKey(nil, log)
+	var rec map[string]any
+	if err := json.Unmarshal(buf.Bytes(), &rec); err != nil {
+		t.Fatal(err)
+	}
+	back, err := audit.ParseSigningKey(fmt.Sprint(rec["AUDIT_SIGNING_KEY"]))
+	if rec["level"] != "WARN" || err != nil || !back.Equal(key) ||
+		rec["public_key"] != audit.EncodePublicKey(key.Public().(ed25519.PublicKey)) {
+		t.Fatalf("log line %s (%v)", buf.Bytes(), err)
+	}
+	buf.Reset()
+	if got := auditSigningKey(key, log); !got.Equal(key) || strings.Contains(buf.String(), audit.EncodeSigningKey(key)) ||
+		!strings.Contains(buf.String(), audit.KeyID(key.Public().(ed25519.PublicKey))) {
+		t.Fatalf("configured key: %s", buf.Bytes())
 	}
 }

@@ -14,8 +14,10 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"taskflow/promreg"
 	"time"
+
+	"taskflow/errs"
+	"taskflow/promreg"
 
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/99designs/gqlgen/graphql/handler/extension"
@@ -28,7 +30,7 @@ import (
 // Error messages and codes of the protocol, as Apollo Client expects them.
 const (
 	MessageNotFound = "PersistedQueryNotFound"
-	CodeNotFound    = "PERSISTED_QUERY_NOT_FOUND"
+	CodeNotFound    = string(errs.CodePersistedQueryNotFound)
 )
 
 // DefaultTTL is how long a query text stays in Redis after it was last used.

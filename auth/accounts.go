@@ -3,109 +3,121 @@ package auth
 import (
 	"context"
 	"sync"
-	"unicode/utf8"
 
 	"taskflow/errs"
 	"taskflow/store"
 )
 
-// Accounts signs users up, in and out. Passwords are hashed with argon2id here;
-// the store keeps the SQL and writes the audit events in the same transaction.
+// Accounts signs users up, in and out. Passwords are hashed with argon2id
+// through a Hasher, under its bound; the store keeps the SQL and writes the
+// audit events in the same transaction.
 type Accounts struct {
 	DB *store.DB
-	// Params are the argon2id parameters of new hashes; zero means
-	// DefaultPasswordParams.
-	Params PasswordParams
+	// Hasher makes and verifies the password hashes; nil means DefaultHasher.
+	Hasher *Hasher
 }
 
-// params returns the parameters of new hashes.
-func (a Accounts) params() PasswordParams {
-	if a.Params == (PasswordParams{}) {
-		return DefaultPasswordParams
-	}
-	return a.Params
-}
+// DefaultHasher returns the Hasher of the process with the default options
+// (DefaultPasswordParams, DefaultMaxConcurrent, DefaultHashWait, no metrics),
+// shared by every Accounts that has none of its own.
+var DefaultHasher = sync.OnceValue(func() *Hasher { return NewHasher(HasherOptions{}) })
 
-var (
-	dummyMu     sync.Mutex
-	dummyHashes = map[PasswordParams]string{}
-)
-
-// dummyHash returns a hash made with p, verified against when a login's e-mail
-// matches no account, so that an unknown e-mail costs as much time as a wrong
-// password.
-func dummyHash(p PasswordParams) string {
-	dummyMu.Lock()
-	defer dummyMu.Unlock()
-	h, ok := dummyHashes[p]
-	if !ok {
-		h = HashPassword("taskflow dummy password", p)
-		dummyHashes[p] = h
+// hasher returns the Hasher of a.
+func (a Accounts) hasher() *Hasher {
+	if a.Hasher == nil {
+		return DefaultHasher()
 	}
-	return h
-}
-
-// checkPassword returns a BAD_USER_INPUT error for a password that is too short or
-// too long.
-func checkPassword(password string) error {
-	n := utf8.RuneCountInString(password)
-	if n < MinPasswordLength {
-		return errs.Errorf(errs.CodeBadUserInput, "password must be at least %d characters", MinPasswordLength)
-	}
-	if n > MaxPasswordLength {
-		return errs.Errorf(errs.CodeBadUserInput, "password must be at most %d characters", MaxPasswordLength)
-	}
-	return nil
+	return a.Hasher
 }
 
 // Register creates an account (e-mail trimmed and lower-cased) and signs it in
-// with a new token. It returns BAD_USER_INPUT for a malformed e-mail, a password
-// shorter than 8 characters or an empty name, and CONFLICT if the e-mail is taken.
+// with a new token. It returns BAD_USER_INPUT for a malformed e-mail, a
+// password that CheckNewPassword refuses (extensions.rule names the rule) or an
+// empty name, CONFLICT if the e-mail is taken, and RATE_LIMITED (ErrHashingBusy)
+// when the password could not be hashed in time.
 func (a Accounts) Register(ctx context.Context, email, password, name string) (*store.AuthPayload, error) {
 	email, err := store.NormalizeEmail(email)
 	if err != nil {
 		return nil, err
 	}
-	if err := checkPassword(password); err != nil {
+	password, err = CheckNewPassword(password, email, name)
+	if err != nil {
+		return nil, err
+	}
+	hash, err := a.hasher().Hash(ctx, password)
+	if err != nil {
 		return nil, err
 	}
 	token := NewToken()
-	u, err := a.DB.CreateUser(ctx, email, name, HashPassword(password, a.params()), HashToken(token))
+	u, err := a.DB.CreateUser(ctx, email, name, hash, HashToken(token))
 	if err != nil {
 		return nil, err
 	}
 	return &store.AuthPayload{Token: token, User: u}, nil
 }
 
-// Login signs a user in with a new token and records user.logged_in; a password
-// hash made with other parameters than the current ones is replaced. An unknown
-// e-mail and a wrong password both return store.ErrBadCredentials after the same
-// work (one argon2id verification and one user.login_failed event, written in a
-// transaction of its own so that it outlives the failed mutation).
+// loginCandidates returns the forms a login's password is verified as, in
+// order: its NFKC form (how passwords are hashed since they are normalised),
+// then the password as typed when that differs (hashes made before). A
+// password too long to have ever been registered is verified as typed only,
+// and fails after the work of a wrong password.
+func loginCandidates(password string) []string {
+	if len(password) > maxPasswordBytes {
+		return []string{password}
+	}
+	if n := NormalizePassword(password); n != password {
+		return []string{n, password}
+	}
+	return []string{password}
+}
+
+// Login signs a user in with a new token and records user.logged_in. A
+// password hash made with other parameters than the hasher's, or from a
+// password that was not normalised, is replaced (when the hasher has room for
+// it in time; else at a later sign-in). An unknown e-mail and a wrong password
+// both return store.ErrBadCredentials after the same work (one argon2id
+// verification per form of the password, see loginCandidates, and one
+// user.login_failed event, written in a transaction of its own so that it
+// outlives the failed mutation). It returns RATE_LIMITED (ErrHashingBusy), and
+// records nothing, when the password could not be verified in time. Login
+// applies no password rule: existing passwords keep working.
 func (a Accounts) Login(ctx context.Context, email, password string) (*store.AuthPayload, error) {
+	h := a.hasher()
 	u, err := a.DB.UserByEmail(ctx, email)
 	if err != nil && errs.CodeOf(err) != errs.CodeNotFound {
 		return nil, err
 	}
-	hash, reason := dummyHash(a.params()), "unknown e-mail"
+	hash, reason := h.dummy, "unknown e-mail"
 	if u != nil {
 		hash, reason = u.PasswordHash, "wrong password"
 	}
-	ok, verr := VerifyPassword(password, hash)
-	if verr != nil {
-		// A stored hash we cannot read: spend the same time, then refuse.
-		_, _ = VerifyPassword(password, dummyHash(a.params()))
-		ok = false
+	matched := ""
+	for _, c := range loginCandidates(password) {
+		ok, err := h.Verify(ctx, c, hash)
+		if errs.CodeOf(err) == errs.CodeRateLimited {
+			return nil, err
+		}
+		if err != nil {
+			// A stored hash we cannot read: spend the same time, then refuse.
+			if _, err := h.Verify(ctx, c, h.dummy); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		if ok {
+			matched = c
+			break
+		}
 	}
-	if u == nil || !ok {
+	if u == nil || matched == "" {
 		if err := a.DB.RecordLoginFailure(ctx, u, reason); err != nil {
 			return nil, err
 		}
 		return nil, store.ErrBadCredentials
 	}
 	rehash := ""
-	if NeedsRehash(u.PasswordHash, a.params()) {
-		rehash = HashPassword(password, a.params())
+	if normalized := NormalizePassword(matched); matched != normalized || NeedsRehash(u.PasswordHash, h.params) {
+		rehash, _ = h.Hash(ctx, normalized) // busy: the old hash stays until a later sign-in
 	}
 	token := NewToken()
 	if err := a.DB.CreateSession(ctx, u, HashToken(token), rehash); err != nil {
@@ -114,8 +126,8 @@ func (a Accounts) Login(ctx context.Context, email, password string) (*store.Aut
 	return &store.AuthPayload{Token: token, User: u}, nil
 }
 
-// Logout revokes the token of the request. It returns UNAUTHENTICATED when the
-// request is anonymous.
+// Logout revokes the token of the request and records user.logged_out. It
+// returns UNAUTHENTICATED when the request is anonymous.
 func (a Accounts) Logout(ctx context.Context) error {
 	u := UserFrom(ctx)
 	tok := TokenFrom(ctx)

@@ -38,7 +38,8 @@ const (
 var errMalformedHash = errors.New("auth: malformed password hash")
 
 // HashPassword returns the argon2id hash of password with a fresh random salt, in
-// the PHC string format: $argon2id$v=19$m=..,t=..,p=..$salt$key (base64, no padding).
+// the PHC string format: $argon2id$v=19$m=..,t=..,p=..$salt$key (base64, no
+// padding). It is not bounded: requests hash through a Hasher.
 func HashPassword(password string, p PasswordParams) string {
 	salt := make([]byte, p.SaltLen)
 	if _, err := rand.Read(salt); err != nil {
@@ -51,13 +52,19 @@ func HashPassword(password string, p PasswordParams) string {
 
 // VerifyPassword reports whether password matches the PHC-encoded argon2id hash,
 // recomputing it with the hash's own parameters and comparing in constant time.
+// It is not bounded: requests verify through a Hasher.
 func VerifyPassword(password, encoded string) (bool, error) {
 	p, salt, key, err := decodeHash(encoded)
 	if err != nil {
 		return false, err
 	}
+	return verifyKey(password, p, salt, key), nil
+}
+
+// verifyKey reports whether password hashes to key with p and salt.
+func verifyKey(password string, p PasswordParams, salt, key []byte) bool {
 	got := argon2.IDKey([]byte(password), salt, p.Time, p.Memory, p.Threads, uint32(len(key)))
-	return subtle.ConstantTimeCompare(got, key) == 1, nil
+	return subtle.ConstantTimeCompare(got, key) == 1
 }
 
 // decodeHash parses a PHC argon2id string.

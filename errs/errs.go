@@ -13,9 +13,7 @@ import (
 // Code is a machine-readable error class, shown to clients as extensions.code.
 type Code string
 
-// The codes of the API contract that domain code returns. GraphQL's own
-// (GRAPHQL_PARSE_FAILED, GRAPHQL_VALIDATION_FAILED) come from gqlgen's errcode
-// package and PERSISTED_QUERY_NOT_FOUND from package apq.
+// The codes of the API contract (docs/api.md#errors).
 const (
 	// CodeUnauthenticated: no valid token where one is needed, or a bad login.
 	CodeUnauthenticated Code = "UNAUTHENTICATED"
@@ -35,9 +33,39 @@ const (
 	CodeRateLimited Code = "RATE_LIMITED"
 	// CodeQueryTooCostly: one operation is over a per-operation bound.
 	CodeQueryTooCostly Code = "QUERY_TOO_COSTLY"
+	// CodeGraphQLParseFailed: the body or the document cannot be parsed (the
+	// value of gqlgen's errcode.ParseFailed).
+	CodeGraphQLParseFailed Code = "GRAPHQL_PARSE_FAILED"
+	// CodeGraphQLValidationFailed: the document is not valid against the
+	// schema (the value of gqlgen's errcode.ValidationFailed).
+	CodeGraphQLValidationFailed Code = "GRAPHQL_VALIDATION_FAILED"
+	// CodePersistedQueryNotFound: an automatic persisted query's hash is not
+	// known; the client sends the text with it (the code Apollo clients expect).
+	CodePersistedQueryNotFound Code = "PERSISTED_QUERY_NOT_FOUND"
 	// CodeInternal: a bug; the message says nothing of internals.
 	CodeInternal Code = "INTERNAL"
 )
+
+// all lists every code of the contract, in the order docs/api.md gives them.
+var all = []Code{
+	CodeUnauthenticated, CodeForbidden, CodeNotFound, CodeBadUserInput, CodeConflict,
+	CodeIdempotencyKeyReused, CodeIdempotencyInProgress, CodeRateLimited, CodeQueryTooCostly,
+	CodeGraphQLParseFailed, CodeGraphQLValidationFailed, CodePersistedQueryNotFound, CodeInternal,
+}
+
+// All returns every code of the contract. The error presenter emits no other:
+// an error with any other code is shown as INTERNAL.
+func All() []Code { return append([]Code(nil), all...) }
+
+// Known reports whether code is one of All.
+func Known(code string) bool {
+	for _, c := range all {
+		if string(c) == code {
+			return true
+		}
+	}
+	return false
+}
 
 // Error is an error that is safe to show to a client: its Message is written
 // for the caller and Extensions are added to the GraphQL error's extensions.

@@ -33,6 +33,7 @@ type Config = graphql.Config[ResolverRoot, DirectiveRoot, ComplexityRoot]
 type ResolverRoot interface {
 	AuditEvent() AuditEventResolver
 	Comment() CommentResolver
+	Invitation() InvitationResolver
 	Member() MemberResolver
 	Mutation() MutationResolver
 	Project() ProjectResolver
@@ -46,19 +47,44 @@ type DirectiveRoot struct {
 }
 
 type ComplexityRoot struct {
+	AuditCheckpoint struct {
+		ChainKey  func(childComplexity int) int
+		HeadHash  func(childComplexity int) int
+		KeyID     func(childComplexity int) int
+		Message   func(childComplexity int) int
+		Position  func(childComplexity int) int
+		PublicKey func(childComplexity int) int
+		Signature func(childComplexity int) int
+		SignedAt  func(childComplexity int) int
+		Version   func(childComplexity int) int
+	}
+
+	AuditCheckpointVerification struct {
+		Extended       func(childComplexity int) int
+		KeyID          func(childComplexity int) int
+		Position       func(childComplexity int) int
+		Reason         func(childComplexity int) int
+		SignatureValid func(childComplexity int) int
+		Valid          func(childComplexity int) int
+	}
+
 	AuditEvent struct {
-		Action      func(childComplexity int) int
-		Actor       func(childComplexity int) int
-		ActorID     func(childComplexity int) int
-		EntityID    func(childComplexity int) int
-		EntityType  func(childComplexity int) int
-		ID          func(childComplexity int) int
-		IP          func(childComplexity int) int
-		Metadata    func(childComplexity int) int
-		OccurredAt  func(childComplexity int) int
-		RequestID   func(childComplexity int) int
-		UserAgent   func(childComplexity int) int
-		WorkspaceID func(childComplexity int) int
+		Action        func(childComplexity int) int
+		Actor         func(childComplexity int) int
+		ActorID       func(childComplexity int) int
+		ChainPosition func(childComplexity int) int
+		EntityID      func(childComplexity int) int
+		EntityType    func(childComplexity int) int
+		Hash          func(childComplexity int) int
+		ID            func(childComplexity int) int
+		IP            func(childComplexity int) int
+		Metadata      func(childComplexity int) int
+		OccurredAt    func(childComplexity int) int
+		PrevHash      func(childComplexity int) int
+		RequestID     func(childComplexity int) int
+		Sealed        func(childComplexity int) int
+		UserAgent     func(childComplexity int) int
+		WorkspaceID   func(childComplexity int) int
 	}
 
 	AuditEventConnection struct {
@@ -72,10 +98,21 @@ type ComplexityRoot struct {
 		Node   func(childComplexity int) int
 	}
 
+	AuditSigningKey struct {
+		Algorithm func(childComplexity int) int
+		Current   func(childComplexity int) int
+		KeyID     func(childComplexity int) int
+		PublicKey func(childComplexity int) int
+	}
+
 	AuditVerification struct {
 		CheckedEvents       func(childComplexity int) int
+		Checkpoint          func(childComplexity int) int
 		FirstInvalidEventID func(childComplexity int) int
 		HeadHash            func(childComplexity int) int
+		HeadPosition        func(childComplexity int) int
+		SealedEvents        func(childComplexity int) int
+		UnsealedEvents      func(childComplexity int) int
 		Valid               func(childComplexity int) int
 	}
 
@@ -104,6 +141,28 @@ type ComplexityRoot struct {
 		Node   func(childComplexity int) int
 	}
 
+	Invitation struct {
+		CreatedAt     func(childComplexity int) int
+		Email         func(childComplexity int) int
+		ExpiresAt     func(childComplexity int) int
+		ID            func(childComplexity int) int
+		InvitedBy     func(childComplexity int) int
+		Role          func(childComplexity int) int
+		WorkspaceID   func(childComplexity int) int
+		WorkspaceName func(childComplexity int) int
+	}
+
+	InvitationConnection struct {
+		Edges    func(childComplexity int) int
+		Nodes    func(childComplexity int) int
+		PageInfo func(childComplexity int) int
+	}
+
+	InvitationEdge struct {
+		Cursor func(childComplexity int) int
+		Node   func(childComplexity int) int
+	}
+
 	Member struct {
 		JoinedAt func(childComplexity int) int
 		Role     func(childComplexity int) int
@@ -111,22 +170,26 @@ type ComplexityRoot struct {
 	}
 
 	Mutation struct {
-		AddComment       func(childComplexity int, taskID string, body string, idempotencyKey *string) int
-		AddMember        func(childComplexity int, workspaceID string, email string, role store.Role, idempotencyKey *string) int
-		ArchiveProject   func(childComplexity int, id string, idempotencyKey *string) int
-		CreateProject    func(childComplexity int, input model.CreateProjectInput, idempotencyKey *string) int
-		CreateTask       func(childComplexity int, input model.CreateTaskInput, idempotencyKey *string) int
-		CreateWorkspace  func(childComplexity int, input model.CreateWorkspaceInput, idempotencyKey *string) int
-		DeleteComment    func(childComplexity int, id string, idempotencyKey *string) int
-		DeleteTask       func(childComplexity int, id string, idempotencyKey *string) int
-		Login            func(childComplexity int, email string, password string) int
-		Logout           func(childComplexity int) int
-		Register         func(childComplexity int, input model.RegisterInput) int
-		RemoveMember     func(childComplexity int, workspaceID string, userID string, idempotencyKey *string) int
-		UpdateComment    func(childComplexity int, id string, body string, idempotencyKey *string) int
-		UpdateMemberRole func(childComplexity int, workspaceID string, userID string, role store.Role, idempotencyKey *string) int
-		UpdateProject    func(childComplexity int, id string, input model.UpdateProjectInput, idempotencyKey *string) int
-		UpdateTask       func(childComplexity int, id string, input model.UpdateTaskInput, idempotencyKey *string) int
+		AcceptInvitation  func(childComplexity int, id string, idempotencyKey *string) int
+		AddComment        func(childComplexity int, taskID string, body string, idempotencyKey *string) int
+		AddMember         func(childComplexity int, workspaceID string, email string, role store.Role, idempotencyKey *string) int
+		ArchiveProject    func(childComplexity int, id string, idempotencyKey *string) int
+		CreateProject     func(childComplexity int, input model.CreateProjectInput, idempotencyKey *string) int
+		CreateTask        func(childComplexity int, input model.CreateTaskInput, idempotencyKey *string) int
+		CreateWorkspace   func(childComplexity int, input model.CreateWorkspaceInput, idempotencyKey *string) int
+		DeclineInvitation func(childComplexity int, id string, idempotencyKey *string) int
+		DeleteComment     func(childComplexity int, id string, idempotencyKey *string) int
+		DeleteTask        func(childComplexity int, id string, idempotencyKey *string) int
+		InviteMember      func(childComplexity int, workspaceID string, email string, role store.Role, idempotencyKey *string) int
+		Login             func(childComplexity int, email string, password string) int
+		Logout            func(childComplexity int) int
+		Register          func(childComplexity int, input model.RegisterInput) int
+		RemoveMember      func(childComplexity int, workspaceID string, userID string, idempotencyKey *string) int
+		RevokeInvitation  func(childComplexity int, id string, idempotencyKey *string) int
+		UpdateComment     func(childComplexity int, id string, body string, idempotencyKey *string) int
+		UpdateMemberRole  func(childComplexity int, workspaceID string, userID string, role store.Role, idempotencyKey *string) int
+		UpdateProject     func(childComplexity int, id string, input model.UpdateProjectInput, idempotencyKey *string) int
+		UpdateTask        func(childComplexity int, id string, input model.UpdateTaskInput, idempotencyKey *string) int
 	}
 
 	PageInfo struct {
@@ -158,14 +221,16 @@ type ComplexityRoot struct {
 	}
 
 	Query struct {
-		AuditEvents    func(childComplexity int, workspaceID string, filter *model.AuditEventFilter, first *int, after *string) int
-		Me             func(childComplexity int) int
-		Project        func(childComplexity int, id string) int
-		RateLimit      func(childComplexity int) int
-		SearchTasks    func(childComplexity int, workspaceID string, query string, first *int, after *string) int
-		Task           func(childComplexity int, id string) int
-		VerifyAuditLog func(childComplexity int, workspaceID string) int
-		Workspace      func(childComplexity int, id string) int
+		AuditCheckpoint  func(childComplexity int, workspaceID string) int
+		AuditEvents      func(childComplexity int, workspaceID string, filter *model.AuditEventFilter, first *int, after *string) int
+		AuditSigningKeys func(childComplexity int) int
+		Me               func(childComplexity int) int
+		Project          func(childComplexity int, id string) int
+		RateLimit        func(childComplexity int) int
+		SearchTasks      func(childComplexity int, workspaceID string, query string, first *int, after *string) int
+		Task             func(childComplexity int, id string) int
+		VerifyAuditLog   func(childComplexity int, workspaceID string, checkpoint *model.AuditCheckpointInput) int
+		Workspace        func(childComplexity int, id string) int
 	}
 
 	RateLimitStatus struct {
@@ -206,17 +271,19 @@ type ComplexityRoot struct {
 		CreatedAt   func(childComplexity int) int
 		Email       func(childComplexity int) int
 		ID          func(childComplexity int) int
+		Invitations func(childComplexity int, first *int, after *string) int
 		Name        func(childComplexity int) int
 		Workspaces  func(childComplexity int) int
 	}
 
 	Workspace struct {
-		CreatedAt  func(childComplexity int) int
-		ID         func(childComplexity int) int
-		Members    func(childComplexity int) int
-		Name       func(childComplexity int) int
-		Projects   func(childComplexity int, includeArchived *bool, first *int, after *string) int
-		ViewerRole func(childComplexity int) int
+		CreatedAt   func(childComplexity int) int
+		ID          func(childComplexity int) int
+		Invitations func(childComplexity int, first *int, after *string) int
+		Members     func(childComplexity int) int
+		Name        func(childComplexity int) int
+		Projects    func(childComplexity int, includeArchived *bool, first *int, after *string) int
+		ViewerRole  func(childComplexity int) int
 	}
 }
 
@@ -231,6 +298,9 @@ type CommentResolver interface {
 	Task(ctx context.Context, obj *store.Comment) (*store.Task, error)
 	Author(ctx context.Context, obj *store.Comment) (*store.User, error)
 }
+type InvitationResolver interface {
+	InvitedBy(ctx context.Context, obj *store.Invitation) (*store.User, error)
+}
 type MemberResolver interface {
 	User(ctx context.Context, obj *store.Member) (*store.User, error)
 }
@@ -240,6 +310,10 @@ type MutationResolver interface {
 	Logout(ctx context.Context) (bool, error)
 	CreateWorkspace(ctx context.Context, input model.CreateWorkspaceInput, idempotencyKey *string) (*store.Workspace, error)
 	AddMember(ctx context.Context, workspaceID string, email string, role store.Role, idempotencyKey *string) (*store.Member, error)
+	InviteMember(ctx context.Context, workspaceID string, email string, role store.Role, idempotencyKey *string) (*store.Invitation, error)
+	RevokeInvitation(ctx context.Context, id string, idempotencyKey *string) (bool, error)
+	AcceptInvitation(ctx context.Context, id string, idempotencyKey *string) (*store.Workspace, error)
+	DeclineInvitation(ctx context.Context, id string, idempotencyKey *string) (bool, error)
 	UpdateMemberRole(ctx context.Context, workspaceID string, userID string, role store.Role, idempotencyKey *string) (*store.Member, error)
 	RemoveMember(ctx context.Context, workspaceID string, userID string, idempotencyKey *string) (bool, error)
 	CreateProject(ctx context.Context, input model.CreateProjectInput, idempotencyKey *string) (*store.Project, error)
@@ -264,7 +338,9 @@ type QueryResolver interface {
 	Task(ctx context.Context, id string) (*store.Task, error)
 	SearchTasks(ctx context.Context, workspaceID string, query string, first *int, after *string) (*store.Connection[store.Task], error)
 	AuditEvents(ctx context.Context, workspaceID string, filter *model.AuditEventFilter, first *int, after *string) (*store.Connection[store.AuditEvent], error)
-	VerifyAuditLog(ctx context.Context, workspaceID string) (*store.AuditVerification, error)
+	VerifyAuditLog(ctx context.Context, workspaceID string, checkpoint *model.AuditCheckpointInput) (*store.AuditVerification, error)
+	AuditCheckpoint(ctx context.Context, workspaceID string) (*store.AuditCheckpoint, error)
+	AuditSigningKeys(ctx context.Context) ([]*store.AuditSigningKey, error)
 	RateLimit(ctx context.Context) (*ratelimit.Budget, error)
 }
 type TaskResolver interface {
@@ -279,10 +355,12 @@ type TaskResolver interface {
 type UserResolver interface {
 	Workspaces(ctx context.Context, obj *store.User) ([]*store.Workspace, error)
 	AuditEvents(ctx context.Context, obj *store.User, first *int, after *string) (*store.Connection[store.AuditEvent], error)
+	Invitations(ctx context.Context, obj *store.User, first *int, after *string) (*store.Connection[store.Invitation], error)
 }
 type WorkspaceResolver interface {
 	Members(ctx context.Context, obj *store.Workspace) ([]*store.Member, error)
 	Projects(ctx context.Context, obj *store.Workspace, includeArchived *bool, first *int, after *string) (*store.Connection[store.Project], error)
+	Invitations(ctx context.Context, obj *store.Workspace, first *int, after *string) (*store.Connection[store.Invitation], error)
 }
 
 // endregion ************************** generated!.gotpl **************************
@@ -303,6 +381,98 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 	_ = ec
 	switch typeName + "." + field {
 
+	case "AuditCheckpoint.chainKey":
+		if e.ComplexityRoot.AuditCheckpoint.ChainKey == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AuditCheckpoint.ChainKey(childComplexity), true
+	case "AuditCheckpoint.headHash":
+		if e.ComplexityRoot.AuditCheckpoint.HeadHash == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AuditCheckpoint.HeadHash(childComplexity), true
+	case "AuditCheckpoint.keyId":
+		if e.ComplexityRoot.AuditCheckpoint.KeyID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AuditCheckpoint.KeyID(childComplexity), true
+	case "AuditCheckpoint.message":
+		if e.ComplexityRoot.AuditCheckpoint.Message == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AuditCheckpoint.Message(childComplexity), true
+	case "AuditCheckpoint.position":
+		if e.ComplexityRoot.AuditCheckpoint.Position == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AuditCheckpoint.Position(childComplexity), true
+	case "AuditCheckpoint.publicKey":
+		if e.ComplexityRoot.AuditCheckpoint.PublicKey == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AuditCheckpoint.PublicKey(childComplexity), true
+	case "AuditCheckpoint.signature":
+		if e.ComplexityRoot.AuditCheckpoint.Signature == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AuditCheckpoint.Signature(childComplexity), true
+	case "AuditCheckpoint.signedAt":
+		if e.ComplexityRoot.AuditCheckpoint.SignedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AuditCheckpoint.SignedAt(childComplexity), true
+	case "AuditCheckpoint.version":
+		if e.ComplexityRoot.AuditCheckpoint.Version == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AuditCheckpoint.Version(childComplexity), true
+
+	case "AuditCheckpointVerification.extended":
+		if e.ComplexityRoot.AuditCheckpointVerification.Extended == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AuditCheckpointVerification.Extended(childComplexity), true
+	case "AuditCheckpointVerification.keyId":
+		if e.ComplexityRoot.AuditCheckpointVerification.KeyID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AuditCheckpointVerification.KeyID(childComplexity), true
+	case "AuditCheckpointVerification.position":
+		if e.ComplexityRoot.AuditCheckpointVerification.Position == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AuditCheckpointVerification.Position(childComplexity), true
+	case "AuditCheckpointVerification.reason":
+		if e.ComplexityRoot.AuditCheckpointVerification.Reason == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AuditCheckpointVerification.Reason(childComplexity), true
+	case "AuditCheckpointVerification.signatureValid":
+		if e.ComplexityRoot.AuditCheckpointVerification.SignatureValid == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AuditCheckpointVerification.SignatureValid(childComplexity), true
+	case "AuditCheckpointVerification.valid":
+		if e.ComplexityRoot.AuditCheckpointVerification.Valid == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AuditCheckpointVerification.Valid(childComplexity), true
+
 	case "AuditEvent.action":
 		if e.ComplexityRoot.AuditEvent.Action == nil {
 			break
@@ -321,6 +491,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.AuditEvent.ActorID(childComplexity), true
+	case "AuditEvent.chainPosition":
+		if e.ComplexityRoot.AuditEvent.ChainPosition == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AuditEvent.ChainPosition(childComplexity), true
 	case "AuditEvent.entityId":
 		if e.ComplexityRoot.AuditEvent.EntityID == nil {
 			break
@@ -333,6 +509,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.AuditEvent.EntityType(childComplexity), true
+	case "AuditEvent.hash":
+		if e.ComplexityRoot.AuditEvent.Hash == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AuditEvent.Hash(childComplexity), true
 	case "AuditEvent.id":
 		if e.ComplexityRoot.AuditEvent.ID == nil {
 			break
@@ -357,12 +539,24 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.AuditEvent.OccurredAt(childComplexity), true
+	case "AuditEvent.prevHash":
+		if e.ComplexityRoot.AuditEvent.PrevHash == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AuditEvent.PrevHash(childComplexity), true
 	case "AuditEvent.requestId":
 		if e.ComplexityRoot.AuditEvent.RequestID == nil {
 			break
 		}
 
 		return e.ComplexityRoot.AuditEvent.RequestID(childComplexity), true
+	case "AuditEvent.sealed":
+		if e.ComplexityRoot.AuditEvent.Sealed == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AuditEvent.Sealed(childComplexity), true
 	case "AuditEvent.userAgent":
 		if e.ComplexityRoot.AuditEvent.UserAgent == nil {
 			break
@@ -408,12 +602,43 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.AuditEventEdge.Node(childComplexity), true
 
+	case "AuditSigningKey.algorithm":
+		if e.ComplexityRoot.AuditSigningKey.Algorithm == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AuditSigningKey.Algorithm(childComplexity), true
+	case "AuditSigningKey.current":
+		if e.ComplexityRoot.AuditSigningKey.Current == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AuditSigningKey.Current(childComplexity), true
+	case "AuditSigningKey.keyId":
+		if e.ComplexityRoot.AuditSigningKey.KeyID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AuditSigningKey.KeyID(childComplexity), true
+	case "AuditSigningKey.publicKey":
+		if e.ComplexityRoot.AuditSigningKey.PublicKey == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AuditSigningKey.PublicKey(childComplexity), true
+
 	case "AuditVerification.checkedEvents":
 		if e.ComplexityRoot.AuditVerification.CheckedEvents == nil {
 			break
 		}
 
 		return e.ComplexityRoot.AuditVerification.CheckedEvents(childComplexity), true
+	case "AuditVerification.checkpoint":
+		if e.ComplexityRoot.AuditVerification.Checkpoint == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AuditVerification.Checkpoint(childComplexity), true
 	case "AuditVerification.firstInvalidEventId":
 		if e.ComplexityRoot.AuditVerification.FirstInvalidEventID == nil {
 			break
@@ -426,6 +651,24 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.AuditVerification.HeadHash(childComplexity), true
+	case "AuditVerification.headPosition":
+		if e.ComplexityRoot.AuditVerification.HeadPosition == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AuditVerification.HeadPosition(childComplexity), true
+	case "AuditVerification.sealedEvents":
+		if e.ComplexityRoot.AuditVerification.SealedEvents == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AuditVerification.SealedEvents(childComplexity), true
+	case "AuditVerification.unsealedEvents":
+		if e.ComplexityRoot.AuditVerification.UnsealedEvents == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AuditVerification.UnsealedEvents(childComplexity), true
 	case "AuditVerification.valid":
 		if e.ComplexityRoot.AuditVerification.Valid == nil {
 			break
@@ -515,6 +758,87 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.CommentEdge.Node(childComplexity), true
 
+	case "Invitation.createdAt":
+		if e.ComplexityRoot.Invitation.CreatedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Invitation.CreatedAt(childComplexity), true
+	case "Invitation.email":
+		if e.ComplexityRoot.Invitation.Email == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Invitation.Email(childComplexity), true
+	case "Invitation.expiresAt":
+		if e.ComplexityRoot.Invitation.ExpiresAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Invitation.ExpiresAt(childComplexity), true
+	case "Invitation.id":
+		if e.ComplexityRoot.Invitation.ID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Invitation.ID(childComplexity), true
+	case "Invitation.invitedBy":
+		if e.ComplexityRoot.Invitation.InvitedBy == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Invitation.InvitedBy(childComplexity), true
+	case "Invitation.role":
+		if e.ComplexityRoot.Invitation.Role == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Invitation.Role(childComplexity), true
+	case "Invitation.workspaceId":
+		if e.ComplexityRoot.Invitation.WorkspaceID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Invitation.WorkspaceID(childComplexity), true
+	case "Invitation.workspaceName":
+		if e.ComplexityRoot.Invitation.WorkspaceName == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Invitation.WorkspaceName(childComplexity), true
+
+	case "InvitationConnection.edges":
+		if e.ComplexityRoot.InvitationConnection.Edges == nil {
+			break
+		}
+
+		return e.ComplexityRoot.InvitationConnection.Edges(childComplexity), true
+	case "InvitationConnection.nodes":
+		if e.ComplexityRoot.InvitationConnection.Nodes == nil {
+			break
+		}
+
+		return e.ComplexityRoot.InvitationConnection.Nodes(childComplexity), true
+	case "InvitationConnection.pageInfo":
+		if e.ComplexityRoot.InvitationConnection.PageInfo == nil {
+			break
+		}
+
+		return e.ComplexityRoot.InvitationConnection.PageInfo(childComplexity), true
+
+	case "InvitationEdge.cursor":
+		if e.ComplexityRoot.InvitationEdge.Cursor == nil {
+			break
+		}
+
+		return e.ComplexityRoot.InvitationEdge.Cursor(childComplexity), true
+	case "InvitationEdge.node":
+		if e.ComplexityRoot.InvitationEdge.Node == nil {
+			break
+		}
+
+		return e.ComplexityRoot.InvitationEdge.Node(childComplexity), true
+
 	case "Member.joinedAt":
 		if e.ComplexityRoot.Member.JoinedAt == nil {
 			break
@@ -534,6 +858,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.Member.User(childComplexity), true
 
+	case "Mutation.acceptInvitation":
+		if e.ComplexityRoot.Mutation.AcceptInvitation == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_acceptInvitation_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.AcceptInvitation(childComplexity, args["id"].(string), args["idempotencyKey"].(*string)), true
 	case "Mutation.addComment":
 		if e.ComplexityRoot.Mutation.AddComment == nil {
 			break
@@ -600,6 +935,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.CreateWorkspace(childComplexity, args["input"].(model.CreateWorkspaceInput), args["idempotencyKey"].(*string)), true
+	case "Mutation.declineInvitation":
+		if e.ComplexityRoot.Mutation.DeclineInvitation == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_declineInvitation_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.DeclineInvitation(childComplexity, args["id"].(string), args["idempotencyKey"].(*string)), true
 	case "Mutation.deleteComment":
 		if e.ComplexityRoot.Mutation.DeleteComment == nil {
 			break
@@ -622,6 +968,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.DeleteTask(childComplexity, args["id"].(string), args["idempotencyKey"].(*string)), true
+	case "Mutation.inviteMember":
+		if e.ComplexityRoot.Mutation.InviteMember == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_inviteMember_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.InviteMember(childComplexity, args["workspaceId"].(string), args["email"].(string), args["role"].(store.Role), args["idempotencyKey"].(*string)), true
 	case "Mutation.login":
 		if e.ComplexityRoot.Mutation.Login == nil {
 			break
@@ -661,6 +1018,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.RemoveMember(childComplexity, args["workspaceId"].(string), args["userId"].(string), args["idempotencyKey"].(*string)), true
+	case "Mutation.revokeInvitation":
+		if e.ComplexityRoot.Mutation.RevokeInvitation == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_revokeInvitation_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.RevokeInvitation(childComplexity, args["id"].(string), args["idempotencyKey"].(*string)), true
 	case "Mutation.updateComment":
 		if e.ComplexityRoot.Mutation.UpdateComment == nil {
 			break
@@ -811,6 +1179,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.ProjectEdge.Node(childComplexity), true
 
+	case "Query.auditCheckpoint":
+		if e.ComplexityRoot.Query.AuditCheckpoint == nil {
+			break
+		}
+
+		args, err := ec.field_Query_auditCheckpoint_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Query.AuditCheckpoint(childComplexity, args["workspaceId"].(string)), true
 	case "Query.auditEvents":
 		if e.ComplexityRoot.Query.AuditEvents == nil {
 			break
@@ -822,6 +1201,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Query.AuditEvents(childComplexity, args["workspaceId"].(string), args["filter"].(*model.AuditEventFilter), args["first"].(*int), args["after"].(*string)), true
+	case "Query.auditSigningKeys":
+		if e.ComplexityRoot.Query.AuditSigningKeys == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Query.AuditSigningKeys(childComplexity), true
 
 	case "Query.me":
 		if e.ComplexityRoot.Query.Me == nil {
@@ -878,7 +1263,7 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 			return 0, false
 		}
 
-		return e.ComplexityRoot.Query.VerifyAuditLog(childComplexity, args["workspaceId"].(string)), true
+		return e.ComplexityRoot.Query.VerifyAuditLog(childComplexity, args["workspaceId"].(string), args["checkpoint"].(*model.AuditCheckpointInput)), true
 	case "Query.workspace":
 		if e.ComplexityRoot.Query.Workspace == nil {
 			break
@@ -1055,6 +1440,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.User.ID(childComplexity), true
+	case "User.invitations":
+		if e.ComplexityRoot.User.Invitations == nil {
+			break
+		}
+
+		args, err := ec.field_User_invitations_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.User.Invitations(childComplexity, args["first"].(*int), args["after"].(*string)), true
 	case "User.name":
 		if e.ComplexityRoot.User.Name == nil {
 			break
@@ -1080,6 +1476,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Workspace.ID(childComplexity), true
+	case "Workspace.invitations":
+		if e.ComplexityRoot.Workspace.Invitations == nil {
+			break
+		}
+
+		args, err := ec.field_Workspace_invitations_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Workspace.Invitations(childComplexity, args["first"].(*int), args["after"].(*string)), true
 	case "Workspace.members":
 		if e.ComplexityRoot.Workspace.Members == nil {
 			break
@@ -1119,6 +1526,7 @@ func (e *executableSchema) Exec(ctx context.Context) graphql.ResponseHandler {
 	ec := newExecutionContext(opCtx, e, make(chan graphql.DeferredResult))
 	inputUnmarshalers := func() *graphql.InputUnmarshalerIndex {
 		return graphql.NewInputUnmarshalerIndex(
+			graphql.NewInputUnmarshaler("AuditCheckpointInput", ec.unmarshalInputAuditCheckpointInput),
 			graphql.NewInputUnmarshaler("AuditEventFilter", ec.unmarshalInputAuditEventFilter),
 			graphql.NewInputUnmarshaler("CreateProjectInput", ec.unmarshalInputCreateProjectInput),
 			graphql.NewInputUnmarshaler("CreateTaskInput", ec.unmarshalInputCreateTaskInput),
@@ -1224,6 +1632,12 @@ type User {
   "Your own account events (user.*), newest first."
   auditEvents(first: Int = 50, after: String): AuditEventConnection!
     @listSize(slicingArgument: "first", sizedFields: ["edges", "nodes"])
+  """
+  Your open invitations to workspaces (to your e-mail, including those made before
+  your account existed), newest first; empty on anyone else.
+  """
+  invitations(first: Int = 20, after: String): InvitationConnection!
+    @listSize(slicingArgument: "first", sizedFields: ["edges", "nodes"])
 }
 `, BuiltIn: false},
 	{Name: "../schema/audit.graphqls", Input: `type AuditEvent {
@@ -1240,6 +1654,17 @@ type User {
   userAgent: String
   requestId: String
   metadata: JSON
+  """
+  True once the sealer chained the event into its workspace's hash chain, normally
+  within a second of its commit; chainPosition, hash and prevHash are null until then.
+  """
+  sealed: Boolean!
+  "The event's position in its hash chain, 1 for the first."
+  chainPosition: Int
+  "SHA-256 (hex) of prevHash followed by the event's canonical encoding."
+  hash: String
+  "The hash of the event before it in its chain (hex); null for the first."
+  prevHash: String
 }
 
 """
@@ -1267,10 +1692,85 @@ type AuditEventEdge {
 }
 
 type AuditVerification {
+  """
+  True when every seal recomputes, no event is missing from or slipped into the
+  chain, the head is its last seal, and the checkpoint given (if its signature is
+  good) is extended by the log.
+  """
   valid: Boolean!
+  "sealedEvents + unsealedEvents."
   checkedEvents: Int!
+  "The first event that failed, in chain order (an event that is gone is named by its seal)."
   firstInvalidEventId: ID
+  "The hash of the chain's newest seal (hex)."
   headHash: String
+  "Events whose seal was recomputed."
+  sealedEvents: Int!
+  "Committed events the sealer has not reached yet (normally sealed within a second)."
+  unsealedEvents: Int!
+  "The position of the chain's newest seal."
+  headPosition: Int
+  "The outcome for the checkpoint given to verifyAuditLog; null when none was."
+  checkpoint: AuditCheckpointVerification
+}
+
+"""
+A signed statement that the workspace's hash chain had the head headHash at
+position when it was signed (Ed25519, the key keyId). Keep the JSON of it:
+verifyAuditLog(checkpoint:) proves later that the log still extends it, and an
+auditor can check it offline with the public key (docs: audit checkpoints).
+"""
+type AuditCheckpoint {
+  "The version of the signed text: taskflow-audit-checkpoint/v1."
+  version: String!
+  "The chain: the workspace id."
+  chainKey: String!
+  position: Int!
+  "SHA-256 (hex) of the seal at position."
+  headHash: String!
+  signedAt: Time!
+  keyId: String!
+  "Standard base64 of the 32-byte Ed25519 public key."
+  publicKey: String!
+  "Standard base64 of the Ed25519 signature of message."
+  signature: String!
+  "The text signed: version, chainKey, position, headHash and signedAt (UTC, microseconds), one a line."
+  message: String!
+}
+
+"A checkpoint you kept, as auditCheckpoint returned it (publicKey and message are not needed)."
+input AuditCheckpointInput {
+  version: String
+  "Optional: the workspace of verifyAuditLog."
+  chainKey: String
+  position: Int!
+  headHash: String!
+  signedAt: Time!
+  keyId: String!
+  signature: String!
+}
+
+type AuditCheckpointVerification {
+  "signatureValid and extended."
+  valid: Boolean!
+  "A key this server trusts, the one keyId names, verifies the signature."
+  signatureValid: Boolean!
+  "The seal at position has the checkpoint's hash and the chain is intact from there to its head."
+  extended: Boolean!
+  position: Int!
+  keyId: String!
+  "Why valid is false; null when it is true."
+  reason: String
+}
+
+"An Ed25519 public key that verifies audit checkpoints."
+type AuditSigningKey {
+  keyId: String!
+  "Standard base64 of the 32-byte public key."
+  publicKey: String!
+  algorithm: String!
+  "True for the key that signs new checkpoints."
+  current: Boolean!
 }
 `, BuiltIn: false},
 	{Name: "../schema/ratelimit.graphqls", Input: `type RateLimitStatus {
@@ -1285,7 +1785,7 @@ type AuditVerification {
 }
 `, BuiltIn: false},
 	{Name: "../schema/schema.graphqls", Input: `# TaskFlow GraphQL schema: root types, scalars and the directives that declare
-# query cost next to the fields (see the Rate limits section of API.md).
+# query cost next to the fields (docs/api.md#rate-limits-and-query-cost).
 
 "RFC 3339 date-time with a time zone."
 scalar Time
@@ -1322,22 +1822,57 @@ type Query {
   "The workspace audit log (OWNER and ADMIN), newest first."
   auditEvents(workspaceId: ID!, filter: AuditEventFilter, first: Int = 50, after: String): AuditEventConnection!
     @listSize(slicingArgument: "first", sizedFields: ["edges", "nodes"])
-  "Walks the workspace's audit hash chain (OWNER and ADMIN)."
-  verifyAuditLog(workspaceId: ID!): AuditVerification!
+  """
+  Walks the workspace's audit hash chain (OWNER and ADMIN); with a checkpoint you
+  kept, also proves that the log still extends it.
+  """
+  verifyAuditLog(workspaceId: ID!, checkpoint: AuditCheckpointInput): AuditVerification!
+  "The newest signed checkpoint of the workspace's audit hash chain (OWNER and ADMIN); null before the first."
+  auditCheckpoint(workspaceId: ID!): AuditCheckpoint
+  "The public keys that verify audit checkpoints, the current one first. Anyone may read them."
+  auditSigningKeys: [AuditSigningKey!]!
   "The caller's query-cost budget after this operation."
   rateLimit: RateLimitStatus!
 }
 
 type Mutation {
-  "Creates an account and signs it in."
+  """
+  Creates an account and signs it in. The password must be 8 to 1024 characters
+  (Unicode code points after NFKC normalisation), not mostly the e-mail address or
+  name, not repetitive (aaaaaaaa, 12345678) and not a common or breached password:
+  BAD_USER_INPUT with extensions.rule (TOO_SHORT, TOO_LONG, PERSONAL, REPETITIVE,
+  COMMON) otherwise. Limited to 20 per hour per client IP (RATE_LIMITED, HTTP 429).
+  """
   register(input: RegisterInput!): AuthPayload!
   "Signs in; UNAUTHENTICATED for an unknown e-mail or a wrong password alike."
   login(email: String!, password: String!): AuthPayload!
-  "Revokes the token of this request."
+  "Revokes the token of this request and records user.logged_out."
   logout: Boolean!
 
   createWorkspace(input: CreateWorkspaceInput!, idempotencyKey: String): Workspace!
+  """
+  Deprecated: adds no one. Nobody becomes a member without accepting an
+  invitation, so after the checks it always made (NOT_FOUND, FORBIDDEN for a
+  weaker role, BAD_USER_INPUT, CONFLICT for an existing member) it answers
+  FORBIDDEN and changes nothing, whether or not an account has the e-mail.
+  """
   addMember(workspaceId: ID!, email: String!, role: Role!, idempotencyKey: String): Member!
+    @deprecated(reason: "Membership needs the invitee's consent: use inviteMember; the person joins when they accept. addMember now always fails (FORBIDDEN) and changes nothing.")
+  """
+  Invites an e-mail address to join the workspace with role (OWNER and ADMIN; only
+  an OWNER invites an OWNER). The answer is the same whether or not an account has
+  the e-mail; the account holder, now or once they register, sees the invitation in
+  me.invitations and accepts or declines it. It expires after 7 days. CONFLICT if a
+  member has the e-mail, an invitation of it is open already, or the workspace has
+  500 open invitations.
+  """
+  inviteMember(workspaceId: ID!, email: String!, role: Role!, idempotencyKey: String): Invitation!
+  "Withdraws an open invitation (OWNER and ADMIN; only an OWNER revokes an invitation as OWNER)."
+  revokeInvitation(id: ID!, idempotencyKey: String): Boolean!
+  "Joins the workspace of an invitation to you, with its role; returns the workspace. CONFLICT once it has expired."
+  acceptInvitation(id: ID!, idempotencyKey: String): Workspace!
+  "Refuses an invitation to you; the workspace's OWNERs and ADMINs see that you declined."
+  declineInvitation(id: ID!, idempotencyKey: String): Boolean!
   updateMemberRole(workspaceId: ID!, userId: ID!, role: Role!, idempotencyKey: String): Member!
   removeMember(workspaceId: ID!, userId: ID!, idempotencyKey: String): Boolean!
 
@@ -1463,12 +1998,50 @@ type Workspace {
   members: [Member!]! @listSize(assumedSize: 50)
   projects(includeArchived: Boolean = false, first: Int = 20, after: String): ProjectConnection!
     @listSize(slicingArgument: "first", sizedFields: ["edges", "nodes"])
+  """
+  Open invitations to this workspace, newest first (OWNER and ADMIN; null with
+  FORBIDDEN for a MEMBER or VIEWER). Answered, revoked and expired ones are not listed.
+  """
+  invitations(first: Int = 20, after: String): InvitationConnection
+    @listSize(slicingArgument: "first", sizedFields: ["edges", "nodes"])
 }
 
 type Member {
   user: User!
   role: Role!
   joinedAt: Time!
+}
+
+"""
+An invitation of an e-mail address to join a workspace with a role. It is open
+until the invitee accepts or declines it, an OWNER or ADMIN revokes it, or it
+expires; only the invitee and the workspace's OWNERs and ADMINs see it.
+"""
+type Invitation {
+  id: ID!
+  "The invited address, lower-cased: the account with this e-mail may answer."
+  email: String!
+  "The role the invitee gets on accepting."
+  role: Role!
+  workspaceId: ID!
+  "The workspace's name, for an invitee who cannot see the workspace before joining."
+  workspaceName: String!
+  "Who invited; null when that account no longer exists."
+  invitedBy: User
+  createdAt: Time!
+  "From this time on the invitation can no longer be accepted, declined or revoked."
+  expiresAt: Time!
+}
+
+type InvitationConnection {
+  edges: [InvitationEdge!]!
+  nodes: [Invitation!]!
+  pageInfo: PageInfo!
+}
+
+type InvitationEdge {
+  cursor: String!
+  node: Invitation!
 }
 
 input CreateProjectInput {
@@ -1513,6 +2086,48 @@ var parsedSchema = gqlparser.MustLoadSchema(sources...)
 // Each function is generated once per unique object type, deduplicating the
 // switch statements that were previously inlined in every fieldContext_* function.
 
+func (ec *executionContext) childFields_AuditCheckpoint(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "version":
+		return ec.fieldContext_AuditCheckpoint_version(ctx, field)
+	case "chainKey":
+		return ec.fieldContext_AuditCheckpoint_chainKey(ctx, field)
+	case "position":
+		return ec.fieldContext_AuditCheckpoint_position(ctx, field)
+	case "headHash":
+		return ec.fieldContext_AuditCheckpoint_headHash(ctx, field)
+	case "signedAt":
+		return ec.fieldContext_AuditCheckpoint_signedAt(ctx, field)
+	case "keyId":
+		return ec.fieldContext_AuditCheckpoint_keyId(ctx, field)
+	case "publicKey":
+		return ec.fieldContext_AuditCheckpoint_publicKey(ctx, field)
+	case "signature":
+		return ec.fieldContext_AuditCheckpoint_signature(ctx, field)
+	case "message":
+		return ec.fieldContext_AuditCheckpoint_message(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type AuditCheckpoint", field.Name)
+}
+
+func (ec *executionContext) childFields_AuditCheckpointVerification(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "valid":
+		return ec.fieldContext_AuditCheckpointVerification_valid(ctx, field)
+	case "signatureValid":
+		return ec.fieldContext_AuditCheckpointVerification_signatureValid(ctx, field)
+	case "extended":
+		return ec.fieldContext_AuditCheckpointVerification_extended(ctx, field)
+	case "position":
+		return ec.fieldContext_AuditCheckpointVerification_position(ctx, field)
+	case "keyId":
+		return ec.fieldContext_AuditCheckpointVerification_keyId(ctx, field)
+	case "reason":
+		return ec.fieldContext_AuditCheckpointVerification_reason(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type AuditCheckpointVerification", field.Name)
+}
+
 func (ec *executionContext) childFields_AuditEvent(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 	switch field.Name {
 	case "id":
@@ -1539,6 +2154,14 @@ func (ec *executionContext) childFields_AuditEvent(ctx context.Context, field gr
 		return ec.fieldContext_AuditEvent_requestId(ctx, field)
 	case "metadata":
 		return ec.fieldContext_AuditEvent_metadata(ctx, field)
+	case "sealed":
+		return ec.fieldContext_AuditEvent_sealed(ctx, field)
+	case "chainPosition":
+		return ec.fieldContext_AuditEvent_chainPosition(ctx, field)
+	case "hash":
+		return ec.fieldContext_AuditEvent_hash(ctx, field)
+	case "prevHash":
+		return ec.fieldContext_AuditEvent_prevHash(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type AuditEvent", field.Name)
 }
@@ -1565,6 +2188,20 @@ func (ec *executionContext) childFields_AuditEventEdge(ctx context.Context, fiel
 	return nil, fmt.Errorf("no field named %q was found under type AuditEventEdge", field.Name)
 }
 
+func (ec *executionContext) childFields_AuditSigningKey(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "keyId":
+		return ec.fieldContext_AuditSigningKey_keyId(ctx, field)
+	case "publicKey":
+		return ec.fieldContext_AuditSigningKey_publicKey(ctx, field)
+	case "algorithm":
+		return ec.fieldContext_AuditSigningKey_algorithm(ctx, field)
+	case "current":
+		return ec.fieldContext_AuditSigningKey_current(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type AuditSigningKey", field.Name)
+}
+
 func (ec *executionContext) childFields_AuditVerification(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 	switch field.Name {
 	case "valid":
@@ -1575,6 +2212,14 @@ func (ec *executionContext) childFields_AuditVerification(ctx context.Context, f
 		return ec.fieldContext_AuditVerification_firstInvalidEventId(ctx, field)
 	case "headHash":
 		return ec.fieldContext_AuditVerification_headHash(ctx, field)
+	case "sealedEvents":
+		return ec.fieldContext_AuditVerification_sealedEvents(ctx, field)
+	case "unsealedEvents":
+		return ec.fieldContext_AuditVerification_unsealedEvents(ctx, field)
+	case "headPosition":
+		return ec.fieldContext_AuditVerification_headPosition(ctx, field)
+	case "checkpoint":
+		return ec.fieldContext_AuditVerification_checkpoint(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type AuditVerification", field.Name)
 }
@@ -1627,6 +2272,50 @@ func (ec *executionContext) childFields_CommentEdge(ctx context.Context, field g
 		return ec.fieldContext_CommentEdge_node(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type CommentEdge", field.Name)
+}
+
+func (ec *executionContext) childFields_Invitation(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "id":
+		return ec.fieldContext_Invitation_id(ctx, field)
+	case "email":
+		return ec.fieldContext_Invitation_email(ctx, field)
+	case "role":
+		return ec.fieldContext_Invitation_role(ctx, field)
+	case "workspaceId":
+		return ec.fieldContext_Invitation_workspaceId(ctx, field)
+	case "workspaceName":
+		return ec.fieldContext_Invitation_workspaceName(ctx, field)
+	case "invitedBy":
+		return ec.fieldContext_Invitation_invitedBy(ctx, field)
+	case "createdAt":
+		return ec.fieldContext_Invitation_createdAt(ctx, field)
+	case "expiresAt":
+		return ec.fieldContext_Invitation_expiresAt(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type Invitation", field.Name)
+}
+
+func (ec *executionContext) childFields_InvitationConnection(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "edges":
+		return ec.fieldContext_InvitationConnection_edges(ctx, field)
+	case "nodes":
+		return ec.fieldContext_InvitationConnection_nodes(ctx, field)
+	case "pageInfo":
+		return ec.fieldContext_InvitationConnection_pageInfo(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type InvitationConnection", field.Name)
+}
+
+func (ec *executionContext) childFields_InvitationEdge(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "cursor":
+		return ec.fieldContext_InvitationEdge_cursor(ctx, field)
+	case "node":
+		return ec.fieldContext_InvitationEdge_node(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type InvitationEdge", field.Name)
 }
 
 func (ec *executionContext) childFields_Member(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -1777,6 +2466,8 @@ func (ec *executionContext) childFields_User(ctx context.Context, field graphql.
 		return ec.fieldContext_User_workspaces(ctx, field)
 	case "auditEvents":
 		return ec.fieldContext_User_auditEvents(ctx, field)
+	case "invitations":
+		return ec.fieldContext_User_invitations(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type User", field.Name)
 }
@@ -1795,6 +2486,8 @@ func (ec *executionContext) childFields_Workspace(ctx context.Context, field gra
 		return ec.fieldContext_Workspace_members(ctx, field)
 	case "projects":
 		return ec.fieldContext_Workspace_projects(ctx, field)
+	case "invitations":
+		return ec.fieldContext_Workspace_invitations(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Workspace", field.Name)
 }
@@ -1914,6 +2607,28 @@ func (ec *executionContext) childFields___Type(ctx context.Context, field graphq
 // endregion ************************** internal!.gotpl ***************************
 
 // region    ***************************** args.gotpl *****************************
+
+func (ec *executionContext) field_Mutation_acceptInvitation_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "id",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["id"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "idempotencyKey",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOString2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["idempotencyKey"] = arg1
+	return args, nil
+}
 
 func (ec *executionContext) field_Mutation_addComment_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
@@ -2071,6 +2786,28 @@ func (ec *executionContext) field_Mutation_createWorkspace_args(ctx context.Cont
 	return args, nil
 }
 
+func (ec *executionContext) field_Mutation_declineInvitation_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "id",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["id"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "idempotencyKey",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOString2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["idempotencyKey"] = arg1
+	return args, nil
+}
+
 func (ec *executionContext) field_Mutation_deleteComment_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -2112,6 +2849,44 @@ func (ec *executionContext) field_Mutation_deleteTask_args(ctx context.Context, 
 		return nil, err
 	}
 	args["idempotencyKey"] = arg1
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_inviteMember_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "workspaceId",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["workspaceId"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "email",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNString2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["email"] = arg1
+	arg2, err := graphql.ProcessArgField(ctx, rawArgs, "role",
+		func(ctx context.Context, v any) (store.Role, error) {
+			return ec.unmarshalNRole2taskflowᚋstoreᚐRole(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["role"] = arg2
+	arg3, err := graphql.ProcessArgField(ctx, rawArgs, "idempotencyKey",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOString2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["idempotencyKey"] = arg3
 	return args, nil
 }
 
@@ -2178,6 +2953,28 @@ func (ec *executionContext) field_Mutation_removeMember_args(ctx context.Context
 		return nil, err
 	}
 	args["idempotencyKey"] = arg2
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_revokeInvitation_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "id",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["id"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "idempotencyKey",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOString2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["idempotencyKey"] = arg1
 	return args, nil
 }
 
@@ -2353,6 +3150,20 @@ func (ec *executionContext) field_Query___type_args(ctx context.Context, rawArgs
 	return args, nil
 }
 
+func (ec *executionContext) field_Query_auditCheckpoint_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "workspaceId",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["workspaceId"] = arg0
+	return args, nil
+}
+
 func (ec *executionContext) field_Query_auditEvents_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -2468,6 +3279,14 @@ func (ec *executionContext) field_Query_verifyAuditLog_args(ctx context.Context,
 		return nil, err
 	}
 	args["workspaceId"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "checkpoint",
+		func(ctx context.Context, v any) (*model.AuditCheckpointInput, error) {
+			return ec.unmarshalOAuditCheckpointInput2ᚖtaskflowᚋgraphᚋmodelᚐAuditCheckpointInput(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["checkpoint"] = arg1
 	return args, nil
 }
 
@@ -2508,6 +3327,50 @@ func (ec *executionContext) field_Task_comments_args(ctx context.Context, rawArg
 }
 
 func (ec *executionContext) field_User_auditEvents_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "first",
+		func(ctx context.Context, v any) (*int, error) {
+			return ec.unmarshalOInt2ᚖint(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["first"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "after",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOString2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["after"] = arg1
+	return args, nil
+}
+
+func (ec *executionContext) field_User_invitations_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "first",
+		func(ctx context.Context, v any) (*int, error) {
+			return ec.unmarshalOInt2ᚖint(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["first"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "after",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOString2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["after"] = arg1
+	return args, nil
+}
+
+func (ec *executionContext) field_Workspace_invitations_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
 	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "first",
@@ -2632,6 +3495,351 @@ func (ec *executionContext) field___Type_inputFields_args(ctx context.Context, r
 // endregion ***************************** args.gotpl *****************************
 
 // region    **************************** field.gotpl *****************************
+
+func (ec *executionContext) _AuditCheckpoint_version(ctx context.Context, field graphql.CollectedField, obj *store.AuditCheckpoint) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AuditCheckpoint_version(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Version, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AuditCheckpoint_version(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AuditCheckpoint", field, false, false, "String")
+}
+
+func (ec *executionContext) _AuditCheckpoint_chainKey(ctx context.Context, field graphql.CollectedField, obj *store.AuditCheckpoint) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AuditCheckpoint_chainKey(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ChainKey, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AuditCheckpoint_chainKey(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AuditCheckpoint", field, false, false, "String")
+}
+
+func (ec *executionContext) _AuditCheckpoint_position(ctx context.Context, field graphql.CollectedField, obj *store.AuditCheckpoint) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AuditCheckpoint_position(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Position, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int64) graphql.Marshaler {
+			return ec.marshalNInt2int64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AuditCheckpoint_position(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AuditCheckpoint", field, false, false, "Int")
+}
+
+func (ec *executionContext) _AuditCheckpoint_headHash(ctx context.Context, field graphql.CollectedField, obj *store.AuditCheckpoint) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AuditCheckpoint_headHash(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.HeadHash, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AuditCheckpoint_headHash(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AuditCheckpoint", field, false, false, "String")
+}
+
+func (ec *executionContext) _AuditCheckpoint_signedAt(ctx context.Context, field graphql.CollectedField, obj *store.AuditCheckpoint) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AuditCheckpoint_signedAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.SignedAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AuditCheckpoint_signedAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AuditCheckpoint", field, false, false, "Time")
+}
+
+func (ec *executionContext) _AuditCheckpoint_keyId(ctx context.Context, field graphql.CollectedField, obj *store.AuditCheckpoint) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AuditCheckpoint_keyId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.KeyID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AuditCheckpoint_keyId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AuditCheckpoint", field, false, false, "String")
+}
+
+func (ec *executionContext) _AuditCheckpoint_publicKey(ctx context.Context, field graphql.CollectedField, obj *store.AuditCheckpoint) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AuditCheckpoint_publicKey(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.PublicKey, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AuditCheckpoint_publicKey(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AuditCheckpoint", field, false, false, "String")
+}
+
+func (ec *executionContext) _AuditCheckpoint_signature(ctx context.Context, field graphql.CollectedField, obj *store.AuditCheckpoint) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AuditCheckpoint_signature(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Signature, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AuditCheckpoint_signature(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AuditCheckpoint", field, false, false, "String")
+}
+
+func (ec *executionContext) _AuditCheckpoint_message(ctx context.Context, field graphql.CollectedField, obj *store.AuditCheckpoint) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AuditCheckpoint_message(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Message, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AuditCheckpoint_message(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AuditCheckpoint", field, false, false, "String")
+}
+
+func (ec *executionContext) _AuditCheckpointVerification_valid(ctx context.Context, field graphql.CollectedField, obj *store.AuditCheckpointVerification) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AuditCheckpointVerification_valid(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Valid, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AuditCheckpointVerification_valid(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AuditCheckpointVerification", field, false, false, "Boolean")
+}
+
+func (ec *executionContext) _AuditCheckpointVerification_signatureValid(ctx context.Context, field graphql.CollectedField, obj *store.AuditCheckpointVerification) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AuditCheckpointVerification_signatureValid(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.SignatureValid, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AuditCheckpointVerification_signatureValid(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AuditCheckpointVerification", field, false, false, "Boolean")
+}
+
+func (ec *executionContext) _AuditCheckpointVerification_extended(ctx context.Context, field graphql.CollectedField, obj *store.AuditCheckpointVerification) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AuditCheckpointVerification_extended(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Extended, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AuditCheckpointVerification_extended(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AuditCheckpointVerification", field, false, false, "Boolean")
+}
+
+func (ec *executionContext) _AuditCheckpointVerification_position(ctx context.Context, field graphql.CollectedField, obj *store.AuditCheckpointVerification) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AuditCheckpointVerification_position(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Position, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int64) graphql.Marshaler {
+			return ec.marshalNInt2int64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AuditCheckpointVerification_position(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AuditCheckpointVerification", field, false, false, "Int")
+}
+
+func (ec *executionContext) _AuditCheckpointVerification_keyId(ctx context.Context, field graphql.CollectedField, obj *store.AuditCheckpointVerification) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AuditCheckpointVerification_keyId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.KeyID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AuditCheckpointVerification_keyId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AuditCheckpointVerification", field, false, false, "String")
+}
+
+func (ec *executionContext) _AuditCheckpointVerification_reason(ctx context.Context, field graphql.CollectedField, obj *store.AuditCheckpointVerification) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AuditCheckpointVerification_reason(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Reason, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_AuditCheckpointVerification_reason(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AuditCheckpointVerification", field, false, false, "String")
+}
 
 func (ec *executionContext) _AuditEvent_id(ctx context.Context, field graphql.CollectedField, obj *store.AuditEvent) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
@@ -2918,6 +4126,98 @@ func (ec *executionContext) fieldContext_AuditEvent_metadata(_ context.Context, 
 	return graphql.NewScalarFieldContext("AuditEvent", field, false, false, "JSON")
 }
 
+func (ec *executionContext) _AuditEvent_sealed(ctx context.Context, field graphql.CollectedField, obj *store.AuditEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AuditEvent_sealed(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Sealed, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AuditEvent_sealed(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AuditEvent", field, false, false, "Boolean")
+}
+
+func (ec *executionContext) _AuditEvent_chainPosition(ctx context.Context, field graphql.CollectedField, obj *store.AuditEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AuditEvent_chainPosition(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ChainPosition, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *int64) graphql.Marshaler {
+			return ec.marshalOInt2ᚖint64(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_AuditEvent_chainPosition(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AuditEvent", field, false, false, "Int")
+}
+
+func (ec *executionContext) _AuditEvent_hash(ctx context.Context, field graphql.CollectedField, obj *store.AuditEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AuditEvent_hash(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Hash, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_AuditEvent_hash(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AuditEvent", field, false, false, "String")
+}
+
+func (ec *executionContext) _AuditEvent_prevHash(ctx context.Context, field graphql.CollectedField, obj *store.AuditEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AuditEvent_prevHash(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.PrevHash, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_AuditEvent_prevHash(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AuditEvent", field, false, false, "String")
+}
+
 func (ec *executionContext) _AuditEventConnection_edges(ctx context.Context, field graphql.CollectedField, obj *store.Connection[store.AuditEvent]) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -3069,6 +4369,98 @@ func (ec *executionContext) fieldContext_AuditEventEdge_node(_ context.Context, 
 	return fc, nil
 }
 
+func (ec *executionContext) _AuditSigningKey_keyId(ctx context.Context, field graphql.CollectedField, obj *store.AuditSigningKey) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AuditSigningKey_keyId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.KeyID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AuditSigningKey_keyId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AuditSigningKey", field, false, false, "String")
+}
+
+func (ec *executionContext) _AuditSigningKey_publicKey(ctx context.Context, field graphql.CollectedField, obj *store.AuditSigningKey) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AuditSigningKey_publicKey(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.PublicKey, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AuditSigningKey_publicKey(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AuditSigningKey", field, false, false, "String")
+}
+
+func (ec *executionContext) _AuditSigningKey_algorithm(ctx context.Context, field graphql.CollectedField, obj *store.AuditSigningKey) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AuditSigningKey_algorithm(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Algorithm, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AuditSigningKey_algorithm(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AuditSigningKey", field, false, false, "String")
+}
+
+func (ec *executionContext) _AuditSigningKey_current(ctx context.Context, field graphql.CollectedField, obj *store.AuditSigningKey) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AuditSigningKey_current(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Current, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AuditSigningKey_current(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AuditSigningKey", field, false, false, "Boolean")
+}
+
 func (ec *executionContext) _AuditVerification_valid(ctx context.Context, field graphql.CollectedField, obj *store.AuditVerification) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -3159,6 +4551,107 @@ func (ec *executionContext) _AuditVerification_headHash(ctx context.Context, fie
 }
 func (ec *executionContext) fieldContext_AuditVerification_headHash(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("AuditVerification", field, false, false, "String")
+}
+
+func (ec *executionContext) _AuditVerification_sealedEvents(ctx context.Context, field graphql.CollectedField, obj *store.AuditVerification) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AuditVerification_sealedEvents(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.SealedEvents, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AuditVerification_sealedEvents(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AuditVerification", field, false, false, "Int")
+}
+
+func (ec *executionContext) _AuditVerification_unsealedEvents(ctx context.Context, field graphql.CollectedField, obj *store.AuditVerification) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AuditVerification_unsealedEvents(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.UnsealedEvents, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AuditVerification_unsealedEvents(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AuditVerification", field, false, false, "Int")
+}
+
+func (ec *executionContext) _AuditVerification_headPosition(ctx context.Context, field graphql.CollectedField, obj *store.AuditVerification) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AuditVerification_headPosition(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.HeadPosition, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *int64) graphql.Marshaler {
+			return ec.marshalOInt2ᚖint64(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_AuditVerification_headPosition(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AuditVerification", field, false, false, "Int")
+}
+
+func (ec *executionContext) _AuditVerification_checkpoint(ctx context.Context, field graphql.CollectedField, obj *store.AuditVerification) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AuditVerification_checkpoint(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Checkpoint, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *store.AuditCheckpointVerification) graphql.Marshaler {
+			return ec.marshalOAuditCheckpointVerification2ᚖtaskflowᚋstoreᚐAuditCheckpointVerification(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_AuditVerification_checkpoint(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "AuditVerification",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_AuditCheckpointVerification(ctx, field)
+		},
+	}
+	return fc, nil
 }
 
 func (ec *executionContext) _AuthPayload_token(ctx context.Context, field graphql.CollectedField, obj *store.AuthPayload) (ret graphql.Marshaler) {
@@ -3523,6 +5016,350 @@ func (ec *executionContext) fieldContext_CommentEdge_node(_ context.Context, fie
 	return fc, nil
 }
 
+func (ec *executionContext) _Invitation_id(ctx context.Context, field graphql.CollectedField, obj *store.Invitation) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Invitation_id(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Invitation_id(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Invitation", field, false, false, "ID")
+}
+
+func (ec *executionContext) _Invitation_email(ctx context.Context, field graphql.CollectedField, obj *store.Invitation) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Invitation_email(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Email, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Invitation_email(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Invitation", field, false, false, "String")
+}
+
+func (ec *executionContext) _Invitation_role(ctx context.Context, field graphql.CollectedField, obj *store.Invitation) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Invitation_role(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Role, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v store.Role) graphql.Marshaler {
+			return ec.marshalNRole2taskflowᚋstoreᚐRole(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Invitation_role(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Invitation", field, false, false, "Role")
+}
+
+func (ec *executionContext) _Invitation_workspaceId(ctx context.Context, field graphql.CollectedField, obj *store.Invitation) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Invitation_workspaceId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.WorkspaceID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Invitation_workspaceId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Invitation", field, false, false, "ID")
+}
+
+func (ec *executionContext) _Invitation_workspaceName(ctx context.Context, field graphql.CollectedField, obj *store.Invitation) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Invitation_workspaceName(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.WorkspaceName, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Invitation_workspaceName(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Invitation", field, false, false, "String")
+}
+
+func (ec *executionContext) _Invitation_invitedBy(ctx context.Context, field graphql.CollectedField, obj *store.Invitation) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Invitation_invitedBy(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Invitation().InvitedBy(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *store.User) graphql.Marshaler {
+			return ec.marshalOUser2ᚖtaskflowᚋstoreᚐUser(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Invitation_invitedBy(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Invitation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_User(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Invitation_createdAt(ctx context.Context, field graphql.CollectedField, obj *store.Invitation) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Invitation_createdAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.CreatedAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Invitation_createdAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Invitation", field, false, false, "Time")
+}
+
+func (ec *executionContext) _Invitation_expiresAt(ctx context.Context, field graphql.CollectedField, obj *store.Invitation) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Invitation_expiresAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ExpiresAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Invitation_expiresAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Invitation", field, false, false, "Time")
+}
+
+func (ec *executionContext) _InvitationConnection_edges(ctx context.Context, field graphql.CollectedField, obj *store.Connection[store.Invitation]) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_InvitationConnection_edges(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Edges, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*store.Edge[store.Invitation]) graphql.Marshaler {
+			return ec.marshalNInvitationEdge2ᚕᚖtaskflowᚋstoreᚐEdgeᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_InvitationConnection_edges(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "InvitationConnection",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_InvitationEdge(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _InvitationConnection_nodes(ctx context.Context, field graphql.CollectedField, obj *store.Connection[store.Invitation]) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_InvitationConnection_nodes(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Nodes(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*store.Invitation) graphql.Marshaler {
+			return ec.marshalNInvitation2ᚕᚖtaskflowᚋstoreᚐInvitationᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_InvitationConnection_nodes(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "InvitationConnection",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Invitation(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _InvitationConnection_pageInfo(ctx context.Context, field graphql.CollectedField, obj *store.Connection[store.Invitation]) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_InvitationConnection_pageInfo(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.PageInfo, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v store.PageInfo) graphql.Marshaler {
+			return ec.marshalNPageInfo2taskflowᚋstoreᚐPageInfo(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_InvitationConnection_pageInfo(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "InvitationConnection",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_PageInfo(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _InvitationEdge_cursor(ctx context.Context, field graphql.CollectedField, obj *store.Edge[store.Invitation]) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_InvitationEdge_cursor(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Cursor, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_InvitationEdge_cursor(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("InvitationEdge", field, false, false, "String")
+}
+
+func (ec *executionContext) _InvitationEdge_node(ctx context.Context, field graphql.CollectedField, obj *store.Edge[store.Invitation]) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_InvitationEdge_node(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Node, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *store.Invitation) graphql.Marshaler {
+			return ec.marshalNInvitation2ᚖtaskflowᚋstoreᚐInvitation(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_InvitationEdge_node(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "InvitationEdge",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Invitation(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _Member_user(ctx context.Context, field graphql.CollectedField, obj *store.Member) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -3794,6 +5631,182 @@ func (ec *executionContext) fieldContext_Mutation_addMember(ctx context.Context,
 	}()
 	ctx = graphql.WithFieldContext(ctx, fc)
 	if fc.Args, err = ec.field_Mutation_addMember_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_inviteMember(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_inviteMember(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().InviteMember(ctx, fc.Args["workspaceId"].(string), fc.Args["email"].(string), fc.Args["role"].(store.Role), fc.Args["idempotencyKey"].(*string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *store.Invitation) graphql.Marshaler {
+			return ec.marshalNInvitation2ᚖtaskflowᚋstoreᚐInvitation(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_inviteMember(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Invitation(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_inviteMember_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_revokeInvitation(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_revokeInvitation(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().RevokeInvitation(ctx, fc.Args["id"].(string), fc.Args["idempotencyKey"].(*string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_revokeInvitation(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return nil, errors.New("field of type Boolean does not have child fields")
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_revokeInvitation_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_acceptInvitation(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_acceptInvitation(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().AcceptInvitation(ctx, fc.Args["id"].(string), fc.Args["idempotencyKey"].(*string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *store.Workspace) graphql.Marshaler {
+			return ec.marshalNWorkspace2ᚖtaskflowᚋstoreᚐWorkspace(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_acceptInvitation(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Workspace(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_acceptInvitation_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_declineInvitation(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_declineInvitation(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().DeclineInvitation(ctx, fc.Args["id"].(string), fc.Args["idempotencyKey"].(*string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_declineInvitation(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return nil, errors.New("field of type Boolean does not have child fields")
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_declineInvitation_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
 		ec.Error(ctx, err)
 		return fc, err
 	}
@@ -4980,7 +6993,7 @@ func (ec *executionContext) _Query_verifyAuditLog(ctx context.Context, field gra
 		},
 		func(ctx context.Context) (any, error) {
 			fc := graphql.GetFieldContext(ctx)
-			return ec.Resolvers.Query().VerifyAuditLog(ctx, fc.Args["workspaceId"].(string))
+			return ec.Resolvers.Query().VerifyAuditLog(ctx, fc.Args["workspaceId"].(string), fc.Args["checkpoint"].(*model.AuditCheckpointInput))
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *store.AuditVerification) graphql.Marshaler {
@@ -5010,6 +7023,82 @@ func (ec *executionContext) fieldContext_Query_verifyAuditLog(ctx context.Contex
 	if fc.Args, err = ec.field_Query_verifyAuditLog_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
 		ec.Error(ctx, err)
 		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Query_auditCheckpoint(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_auditCheckpoint(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Query().AuditCheckpoint(ctx, fc.Args["workspaceId"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *store.AuditCheckpoint) graphql.Marshaler {
+			return ec.marshalOAuditCheckpoint2ᚖtaskflowᚋstoreᚐAuditCheckpoint(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Query_auditCheckpoint(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_AuditCheckpoint(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Query_auditCheckpoint_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Query_auditSigningKeys(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_auditSigningKeys(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Query().AuditSigningKeys(ctx)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*store.AuditSigningKey) graphql.Marshaler {
+			return ec.marshalNAuditSigningKey2ᚕᚖtaskflowᚋstoreᚐAuditSigningKeyᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Query_auditSigningKeys(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_AuditSigningKey(ctx, field)
+		},
 	}
 	return fc, nil
 }
@@ -5857,6 +7946,50 @@ func (ec *executionContext) fieldContext_User_auditEvents(ctx context.Context, f
 	return fc, nil
 }
 
+func (ec *executionContext) _User_invitations(ctx context.Context, field graphql.CollectedField, obj *store.User) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_User_invitations(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.User().Invitations(ctx, obj, fc.Args["first"].(*int), fc.Args["after"].(*string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *store.Connection[store.Invitation]) graphql.Marshaler {
+			return ec.marshalNInvitationConnection2ᚖtaskflowᚋstoreᚐConnection(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_User_invitations(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "User",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_InvitationConnection(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_User_invitations_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _Workspace_id(ctx context.Context, field graphql.CollectedField, obj *store.Workspace) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -6019,6 +8152,50 @@ func (ec *executionContext) fieldContext_Workspace_projects(ctx context.Context,
 	}()
 	ctx = graphql.WithFieldContext(ctx, fc)
 	if fc.Args, err = ec.field_Workspace_projects_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Workspace_invitations(ctx context.Context, field graphql.CollectedField, obj *store.Workspace) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Workspace_invitations(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Workspace().Invitations(ctx, obj, fc.Args["first"].(*int), fc.Args["after"].(*string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *store.Connection[store.Invitation]) graphql.Marshaler {
+			return ec.marshalOInvitationConnection2ᚖtaskflowᚋstoreᚐConnection(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Workspace_invitations(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Workspace",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_InvitationConnection(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Workspace_invitations_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
 		ec.Error(ctx, err)
 		return fc, err
 	}
@@ -7098,6 +9275,90 @@ func (ec *executionContext) fieldContext___Type_isOneOf(_ context.Context, field
 
 // region    **************************** input.gotpl *****************************
 
+func (ec *executionContext) unmarshalInputAuditCheckpointInput(ctx context.Context, obj any) (model.AuditCheckpointInput, error) {
+	var it model.AuditCheckpointInput
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	fieldsInOrder := [...]string{"version", "chainKey", "position", "headHash", "signedAt", "keyId", "signature"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "version":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("version"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Version = graphql.OmittableOf(data)
+		case "chainKey":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("chainKey"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.ChainKey = graphql.OmittableOf(data)
+		case "position":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("position"))
+			data, err := ec.unmarshalNInt2int(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Position = data
+		case "headHash":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("headHash"))
+			data, err := ec.unmarshalNString2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.HeadHash = data
+		case "signedAt":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("signedAt"))
+			data, err := ec.unmarshalNTime2timeᚐTime(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.SignedAt = data
+		case "keyId":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("keyId"))
+			data, err := ec.unmarshalNString2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.KeyID = data
+		case "signature":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("signature"))
+			data, err := ec.unmarshalNString2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Signature = data
+		}
+	}
+	return it, nil
+}
+
+// UnmarshalAuditCheckpointInput unmarshals raw into the AuditCheckpointInput input type, using the
+// unmarshaler bound to ctx's request. Call it from a resolver to decode an input
+// object that was not passed as a field argument.
+//
+// ctx must come from a gqlgen request; outside one there is no unmarshaler to use
+// and the returned error says so.
+func UnmarshalAuditCheckpointInput(ctx context.Context, raw any) (model.AuditCheckpointInput, error) {
+	var out model.AuditCheckpointInput
+	err := graphql.UnmarshalNamedInputFromContext(ctx, "AuditCheckpointInput", raw, &out)
+	return out, err
+}
+
 func (ec *executionContext) unmarshalInputAuditEventFilter(ctx context.Context, obj any) (model.AuditEventFilter, error) {
 	var it model.AuditEventFilter
 	if obj == nil {
@@ -7554,6 +9815,137 @@ func UnmarshalUpdateTaskInput(ctx context.Context, raw any) (model.UpdateTaskInp
 
 // region    **************************** object.gotpl ****************************
 
+var auditCheckpointImplementors = []string{"AuditCheckpoint"}
+
+func (ec *executionContext) _AuditCheckpoint(ctx context.Context, sel ast.SelectionSet, obj *store.AuditCheckpoint) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, auditCheckpointImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("AuditCheckpoint")
+		case "version":
+			out.Values[i] = ec._AuditCheckpoint_version(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "chainKey":
+			out.Values[i] = ec._AuditCheckpoint_chainKey(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "position":
+			out.Values[i] = ec._AuditCheckpoint_position(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "headHash":
+			out.Values[i] = ec._AuditCheckpoint_headHash(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "signedAt":
+			out.Values[i] = ec._AuditCheckpoint_signedAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "keyId":
+			out.Values[i] = ec._AuditCheckpoint_keyId(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "publicKey":
+			out.Values[i] = ec._AuditCheckpoint_publicKey(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "signature":
+			out.Values[i] = ec._AuditCheckpoint_signature(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "message":
+			out.Values[i] = ec._AuditCheckpoint_message(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var auditCheckpointVerificationImplementors = []string{"AuditCheckpointVerification"}
+
+func (ec *executionContext) _AuditCheckpointVerification(ctx context.Context, sel ast.SelectionSet, obj *store.AuditCheckpointVerification) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, auditCheckpointVerificationImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("AuditCheckpointVerification")
+		case "valid":
+			out.Values[i] = ec._AuditCheckpointVerification_valid(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "signatureValid":
+			out.Values[i] = ec._AuditCheckpointVerification_signatureValid(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "extended":
+			out.Values[i] = ec._AuditCheckpointVerification_extended(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "position":
+			out.Values[i] = ec._AuditCheckpointVerification_position(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "keyId":
+			out.Values[i] = ec._AuditCheckpointVerification_keyId(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "reason":
+			out.Values[i] = ec._AuditCheckpointVerification_reason(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
 var auditEventImplementors = []string{"AuditEvent"}
 
 func (ec *executionContext) _AuditEvent(ctx context.Context, sel ast.SelectionSet, obj *store.AuditEvent) graphql.Marshaler {
@@ -7623,6 +10015,26 @@ func (ec *executionContext) _AuditEvent(ctx context.Context, sel ast.SelectionSe
 			}
 		case "metadata":
 			out.Values[i] = ec._AuditEvent_metadata(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "sealed":
+			out.Values[i] = ec._AuditEvent_sealed(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "chainPosition":
+			out.Values[i] = ec._AuditEvent_chainPosition(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "hash":
+			out.Values[i] = ec._AuditEvent_hash(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "prevHash":
+			out.Values[i] = ec._AuditEvent_prevHash(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
@@ -7724,6 +10136,54 @@ func (ec *executionContext) _AuditEventEdge(ctx context.Context, sel ast.Selecti
 	return out
 }
 
+var auditSigningKeyImplementors = []string{"AuditSigningKey"}
+
+func (ec *executionContext) _AuditSigningKey(ctx context.Context, sel ast.SelectionSet, obj *store.AuditSigningKey) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, auditSigningKeyImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("AuditSigningKey")
+		case "keyId":
+			out.Values[i] = ec._AuditSigningKey_keyId(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "publicKey":
+			out.Values[i] = ec._AuditSigningKey_publicKey(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "algorithm":
+			out.Values[i] = ec._AuditSigningKey_algorithm(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "current":
+			out.Values[i] = ec._AuditSigningKey_current(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
 var auditVerificationImplementors = []string{"AuditVerification"}
 
 func (ec *executionContext) _AuditVerification(ctx context.Context, sel ast.SelectionSet, obj *store.AuditVerification) graphql.Marshaler {
@@ -7752,6 +10212,26 @@ func (ec *executionContext) _AuditVerification(ctx context.Context, sel ast.Sele
 			}
 		case "headHash":
 			out.Values[i] = ec._AuditVerification_headHash(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "sealedEvents":
+			out.Values[i] = ec._AuditVerification_sealedEvents(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "unsealedEvents":
+			out.Values[i] = ec._AuditVerification_unsealedEvents(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "headPosition":
+			out.Values[i] = ec._AuditVerification_headPosition(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "checkpoint":
+			out.Values[i] = ec._AuditVerification_checkpoint(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
@@ -7951,6 +10431,156 @@ func (ec *executionContext) _CommentEdge(ctx context.Context, sel ast.SelectionS
 	return out
 }
 
+var invitationImplementors = []string{"Invitation"}
+
+func (ec *executionContext) _Invitation(ctx context.Context, sel ast.SelectionSet, obj *store.Invitation) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, invitationImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("Invitation")
+		case "id":
+			out.Values[i] = ec._Invitation_id(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "email":
+			out.Values[i] = ec._Invitation_email(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "role":
+			out.Values[i] = ec._Invitation_role(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "workspaceId":
+			out.Values[i] = ec._Invitation_workspaceId(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "workspaceName":
+			out.Values[i] = ec._Invitation_workspaceName(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "invitedBy":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, false,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Invitation_invitedBy(ctx, field, obj)
+				})
+		case "createdAt":
+			out.Values[i] = ec._Invitation_createdAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "expiresAt":
+			out.Values[i] = ec._Invitation_expiresAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var invitationConnectionImplementors = []string{"InvitationConnection"}
+
+func (ec *executionContext) _InvitationConnection(ctx context.Context, sel ast.SelectionSet, obj *store.Connection[store.Invitation]) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, invitationConnectionImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("InvitationConnection")
+		case "edges":
+			out.Values[i] = ec._InvitationConnection_edges(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "nodes":
+			out.Values[i] = ec._InvitationConnection_nodes(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "pageInfo":
+			out.Values[i] = ec._InvitationConnection_pageInfo(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var invitationEdgeImplementors = []string{"InvitationEdge"}
+
+func (ec *executionContext) _InvitationEdge(ctx context.Context, sel ast.SelectionSet, obj *store.Edge[store.Invitation]) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, invitationEdgeImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("InvitationEdge")
+		case "cursor":
+			out.Values[i] = ec._InvitationEdge_cursor(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "node":
+			out.Values[i] = ec._InvitationEdge_node(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
 var memberImplementors = []string{"Member"}
 
 func (ec *executionContext) _Member(ctx context.Context, sel ast.SelectionSet, obj *store.Member) graphql.Marshaler {
@@ -8045,6 +10675,34 @@ func (ec *executionContext) _Mutation(ctx context.Context, sel ast.SelectionSet)
 		case "addMember":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_addMember(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "inviteMember":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_inviteMember(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "revokeInvitation":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_revokeInvitation(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "acceptInvitation":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_acceptInvitation(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "declineInvitation":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_declineInvitation(ctx, field)
 			})
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
@@ -8398,6 +11056,18 @@ func (ec *executionContext) _Query(ctx context.Context, sel ast.SelectionSet) gr
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Query_verifyAuditLog(ctx, field)
 				})
+		case "auditCheckpoint":
+			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
+				true, false,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Query_auditCheckpoint(ctx, field)
+				})
+		case "auditSigningKeys":
+			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Query_auditSigningKeys(ctx, field)
+				})
 		case "rateLimit":
 			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
 				true, true,
@@ -8699,6 +11369,12 @@ func (ec *executionContext) _User(ctx context.Context, sel ast.SelectionSet, obj
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._User_auditEvents(ctx, field, obj)
 				})
+		case "invitations":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._User_invitations(ctx, field, obj)
+				})
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -8758,6 +11434,12 @@ func (ec *executionContext) _Workspace(ctx context.Context, sel ast.SelectionSet
 				true, true,
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Workspace_projects(ctx, field, obj)
+				})
+		case "invitations":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, false,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Workspace_invitations(ctx, field, obj)
 				})
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
@@ -9194,6 +11876,30 @@ func (ec *executionContext) marshalNAuditEventEdge2ᚖtaskflowᚋstoreᚐEdge(ct
 	return ec._AuditEventEdge(ctx, sel, v)
 }
 
+func (ec *executionContext) marshalNAuditSigningKey2ᚕᚖtaskflowᚋstoreᚐAuditSigningKeyᚄ(ctx context.Context, sel ast.SelectionSet, v []*store.AuditSigningKey) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNAuditSigningKey2ᚖtaskflowᚋstoreᚐAuditSigningKey(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNAuditSigningKey2ᚖtaskflowᚋstoreᚐAuditSigningKey(ctx context.Context, sel ast.SelectionSet, v *store.AuditSigningKey) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "AuditSigningKey!")
+		return graphql.Null
+	}
+	return ec._AuditSigningKey(ctx, sel, v)
+}
+
 func (ec *executionContext) marshalNAuditVerification2ᚖtaskflowᚋstoreᚐAuditVerification(ctx context.Context, sel ast.SelectionSet, v *store.AuditVerification) graphql.Marshaler {
 	if v == nil {
 		graphql.AddInvalidNullError(ctx, "AuditVerification!")
@@ -9321,6 +12027,76 @@ func (ec *executionContext) marshalNInt2int(ctx context.Context, sel ast.Selecti
 		graphql.AddInvalidNullFromMarshaler(ctx, "Int!")
 	}
 	return res
+}
+
+func (ec *executionContext) unmarshalNInt2int64(ctx context.Context, v any) (int64, error) {
+	res, err := graphql.UnmarshalInt64(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNInt2int64(ctx context.Context, sel ast.SelectionSet, v int64) graphql.Marshaler {
+	_ = sel
+	res := graphql.MarshalInt64(v)
+	if res == graphql.Null {
+		graphql.AddInvalidNullFromMarshaler(ctx, "Int!")
+	}
+	return res
+}
+
+func (ec *executionContext) marshalNInvitation2ᚕᚖtaskflowᚋstoreᚐInvitationᚄ(ctx context.Context, sel ast.SelectionSet, v []*store.Invitation) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNInvitation2ᚖtaskflowᚋstoreᚐInvitation(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNInvitation2ᚖtaskflowᚋstoreᚐInvitation(ctx context.Context, sel ast.SelectionSet, v *store.Invitation) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "Invitation!")
+		return graphql.Null
+	}
+	return ec._Invitation(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNInvitationConnection2ᚖtaskflowᚋstoreᚐConnection(ctx context.Context, sel ast.SelectionSet, v *store.Connection[store.Invitation]) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "InvitationConnection!")
+		return graphql.Null
+	}
+	return ec._InvitationConnection(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNInvitationEdge2ᚕᚖtaskflowᚋstoreᚐEdgeᚄ(ctx context.Context, sel ast.SelectionSet, v []*store.Edge[store.Invitation]) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNInvitationEdge2ᚖtaskflowᚋstoreᚐEdge(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNInvitationEdge2ᚖtaskflowᚋstoreᚐEdge(ctx context.Context, sel ast.SelectionSet, v *store.Edge[store.Invitation]) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "InvitationEdge!")
+		return graphql.Null
+	}
+	return ec._InvitationEdge(ctx, sel, v)
 }
 
 func (ec *executionContext) marshalNMember2ᚕᚖtaskflowᚋstoreᚐMemberᚄ(ctx context.Context, sel ast.SelectionSet, v []*store.Member) graphql.Marshaler {
@@ -9718,6 +12494,28 @@ func (ec *executionContext) marshalN__TypeKind2string(ctx context.Context, sel a
 	return res
 }
 
+func (ec *executionContext) marshalOAuditCheckpoint2ᚖtaskflowᚋstoreᚐAuditCheckpoint(ctx context.Context, sel ast.SelectionSet, v *store.AuditCheckpoint) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._AuditCheckpoint(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalOAuditCheckpointInput2ᚖtaskflowᚋgraphᚋmodelᚐAuditCheckpointInput(ctx context.Context, v any) (*model.AuditCheckpointInput, error) {
+	if v == nil {
+		return nil, nil
+	}
+	res, err := ec.unmarshalInputAuditCheckpointInput(ctx, v)
+	return &res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalOAuditCheckpointVerification2ᚖtaskflowᚋstoreᚐAuditCheckpointVerification(ctx context.Context, sel ast.SelectionSet, v *store.AuditCheckpointVerification) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._AuditCheckpointVerification(ctx, sel, v)
+}
+
 func (ec *executionContext) unmarshalOAuditEventFilter2ᚖtaskflowᚋgraphᚋmodelᚐAuditEventFilter(ctx context.Context, v any) (*model.AuditEventFilter, error) {
 	if v == nil {
 		return nil, nil
@@ -9790,6 +12588,31 @@ func (ec *executionContext) marshalOInt2ᚖint(ctx context.Context, sel ast.Sele
 	_ = ctx
 	res := graphql.MarshalInt(*v)
 	return res
+}
+
+func (ec *executionContext) unmarshalOInt2ᚖint64(ctx context.Context, v any) (*int64, error) {
+	if v == nil {
+		return nil, nil
+	}
+	res, err := graphql.UnmarshalInt64(v)
+	return &res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalOInt2ᚖint64(ctx context.Context, sel ast.SelectionSet, v *int64) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	_ = sel
+	_ = ctx
+	res := graphql.MarshalInt64(*v)
+	return res
+}
+
+func (ec *executionContext) marshalOInvitationConnection2ᚖtaskflowᚋstoreᚐConnection(ctx context.Context, sel ast.SelectionSet, v *store.Connection[store.Invitation]) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._InvitationConnection(ctx, sel, v)
 }
 
 func (ec *executionContext) unmarshalOJSON2taskflowᚋstoreᚐRawJSON(ctx context.Context, v any) (store.RawJSON, error) {

@@ -173,7 +173,7 @@ func TestPersistedQueryRefusals(t *testing.T) {
 
 	// A document the server refuses is not stored either.
 	bad := `{ nope }`
-	if r := postPQ(t, env, u.Token, bad, sha(bad), nil); r.Status != http.StatusBadRequest || r.Code() != "GRAPHQL_VALIDATION_FAILED" {
+	if r := postPQ(t, env, u.Token, bad, sha(bad), nil); r.Status != http.StatusOK || r.Code() != "GRAPHQL_VALIDATION_FAILED" {
 		t.Fatalf("invalid document: %d %s", r.Status, r.Raw)
 	}
 	wantNotFound(t, postPQ(t, env, u.Token, "", sha(bad), nil), http.StatusOK)

@@ -160,21 +160,62 @@ func TestAuditEveryAccountAndProjectAction(t *testing.T) {
 	res, evs = auditActionCall(t, env, aliceTok, `mutation { createWorkspace(input: {name: ""}) { id } }`, nil)
 	auditNone(t, "empty workspace name", res, evs, "BAD_USER_INPUT")
 
-	// member.added, member.role_changed, member.removed
+	// member.invited, member.joined, member.invitation_declined,
+	// member.invitation_revoked, member.role_changed, member.removed
 	bob := env.NewUser(t, "Bob")
 	carol := env.NewUser(t, "Carol")
-	add := `mutation($ws: ID!, $e: String!, $r: Role!) { addMember(workspaceId: $ws, email: $e, role: $r) { role } }`
-	res, evs = auditActionCall(t, env, aliceTok, add, map[string]any{"ws": ws, "e": bob.Email, "r": "VIEWER"})
-	e = auditOne(t, res, evs, "member.added", bob.ID, &alice, &ws)
-	if e.Metadata["role"] != "VIEWER" || e.Metadata["userId"] != bob.ID {
-		t.Errorf("member.added metadata = %v", e.Metadata)
+	invite := `mutation($ws: ID!, $e: String!, $r: Role!) { inviteMember(workspaceId: $ws, email: $e, role: $r) { id } }`
+	invited := func(res *apitest.Response) string {
+		t.Helper()
+		var iv struct{ InviteMember struct{ ID string } }
+		data(res, &iv)
+		return iv.InviteMember.ID
 	}
-	res, evs = auditActionCall(t, env, aliceTok, add, map[string]any{"ws": ws, "e": bob.Email, "r": "MEMBER"})
-	auditNone(t, "add an existing member", res, evs, "CONFLICT")
-	res, evs = auditActionCall(t, env, bob.Token, add, map[string]any{"ws": ws, "e": carol.Email, "r": "VIEWER"})
-	auditNone(t, "viewer adds a member", res, evs, "FORBIDDEN")
-	res, evs = auditActionCall(t, env, carol.Token, add, map[string]any{"ws": ws, "e": carol.Email, "r": "OWNER"})
-	auditNone(t, "stranger adds a member", res, evs, "NOT_FOUND")
+	res, evs = auditActionCall(t, env, aliceTok, invite, map[string]any{"ws": ws, "e": bob.Email, "r": "VIEWER"})
+	bobInv := invited(res)
+	e = auditOne(t, res, evs, "member.invited", bobInv, &alice, &ws)
+	if e.Metadata["role"] != "VIEWER" || e.Metadata["email"] != bob.Email || e.Metadata["workspaceId"] != ws || e.Metadata["userId"] != nil {
+		t.Errorf("member.invited metadata = %v", e.Metadata)
+	}
+	res, evs = auditActionCall(t, env, aliceTok, invite, map[string]any{"ws": ws, "e": bob.Email, "r": "MEMBER"})
+	auditNone(t, "invite an invited e-mail", res, evs, "CONFLICT")
+	res, evs = auditActionCall(t, env, carol.Token, invite, map[string]any{"ws": ws, "e": carol.Email, "r": "OWNER"})
+	auditNone(t, "stranger invites", res, evs, "NOT_FOUND")
+	accept := `mutation($id: ID!) { acceptInvitation(id: $id) { id } }`
+	res, evs = auditActionCall(t, env, carol.Token, accept, map[string]any{"id": bobInv})
+	auditNone(t, "accept another's invitation", res, evs, "NOT_FOUND")
+	res, evs = auditActionCall(t, env, bob.Token, accept, map[string]any{"id": bobInv})
+	e = auditOne(t, res, evs, "member.joined", bob.ID, &bob.ID, &ws)
+	if e.Metadata["role"] != "VIEWER" || e.Metadata["userId"] != bob.ID || e.Metadata["invitationId"] != bobInv || e.Metadata["invitedById"] != alice {
+		t.Errorf("member.joined metadata = %v", e.Metadata)
+	}
+	res, evs = auditActionCall(t, env, aliceTok, invite, map[string]any{"ws": ws, "e": bob.Email, "r": "MEMBER"})
+	auditNone(t, "invite a member", res, evs, "CONFLICT")
+	res, evs = auditActionCall(t, env, bob.Token, invite, map[string]any{"ws": ws, "e": carol.Email, "r": "VIEWER"})
+	auditNone(t, "viewer invites", res, evs, "FORBIDDEN")
+	res, evs = auditActionCall(t, env, aliceTok, `mutation($ws: ID!, $e: String!) { addMember(workspaceId: $ws, email: $e, role: VIEWER) { role } }`,
+		map[string]any{"ws": ws, "e": carol.Email})
+	auditNone(t, "addMember (deprecated)", res, evs, "FORBIDDEN")
+
+	res, evs = auditActionCall(t, env, aliceTok, invite, map[string]any{"ws": ws, "e": carol.Email, "r": "ADMIN"})
+	carolInv := invited(res)
+	auditOne(t, res, evs, "member.invited", carolInv, &alice, &ws)
+	res, evs = auditActionCall(t, env, carol.Token, `mutation($id: ID!) { declineInvitation(id: $id) }`, map[string]any{"id": carolInv})
+	e = auditOne(t, res, evs, "member.invitation_declined", carolInv, &carol.ID, &ws)
+	if e.Metadata["role"] != "ADMIN" || e.Metadata["email"] != carol.Email {
+		t.Errorf("member.invitation_declined metadata = %v", e.Metadata)
+	}
+	res, evs = auditActionCall(t, env, aliceTok, invite, map[string]any{"ws": ws, "e": carol.Email, "r": "MEMBER"})
+	carolInv = invited(res)
+	auditOne(t, res, evs, "member.invited", carolInv, &alice, &ws)
+	revoke := `mutation($id: ID!) { revokeInvitation(id: $id) }`
+	res, evs = auditActionCall(t, env, carol.Token, revoke, map[string]any{"id": carolInv})
+	auditNone(t, "invitee revokes", res, evs, "FORBIDDEN")
+	res, evs = auditActionCall(t, env, aliceTok, revoke, map[string]any{"id": carolInv})
+	e = auditOne(t, res, evs, "member.invitation_revoked", carolInv, &alice, &ws)
+	if e.Metadata["role"] != "MEMBER" || e.Metadata["email"] != carol.Email {
+		t.Errorf("member.invitation_revoked metadata = %v", e.Metadata)
+	}
 
 	role := `mutation($ws: ID!, $u: ID!, $r: Role!) { updateMemberRole(workspaceId: $ws, userId: $u, role: $r) { role } }`
 	res, evs = auditActionCall(t, env, aliceTok, role, map[string]any{"ws": ws, "u": bob.ID, "r": "MEMBER"})
@@ -214,15 +255,16 @@ func TestAuditEveryAccountAndProjectAction(t *testing.T) {
 	res, evs = auditActionCall(t, env, aliceTok, `mutation($ws: ID!, $u: ID!) { removeMember(workspaceId: $ws, userId: $u) }`, map[string]any{"ws": ws, "u": alice})
 	auditNone(t, "remove the last owner", res, evs, "CONFLICT")
 
-	// Bob left, but his events keep his id and he is still the actor.
+	// Bob left, but his events (joined, two on the project) keep his id and he
+	// is still the actor.
 	res = env.Post(t, aliceTok, `query($ws: ID!, $a: ID!) { auditEvents(workspaceId: $ws, filter: {actorId: $a}) { nodes { action actorId actor { id } } } }`,
 		map[string]any{"ws": ws, "a": bob.ID})
-	if res.Code() != "" || strings.Count(string(res.Raw), `"actor":{"id":"`+bob.ID+`"}`) != 2 {
+	if res.Code() != "" || strings.Count(string(res.Raw), `"actor":{"id":"`+bob.ID+`"}`) != 3 {
 		t.Errorf("events of a member who left: %s", res.Raw)
 	}
 	// The whole log of the workspace verifies, and counts every event above.
 	res = env.Post(t, aliceTok, `query($ws: ID!) { verifyAuditLog(workspaceId: $ws) { valid checkedEvents } }`, map[string]any{"ws": ws})
-	if !strings.Contains(string(res.Raw), `{"valid":true,"checkedEvents":7}`) {
+	if !strings.Contains(string(res.Raw), `{"valid":true,"checkedEvents":12}`) {
 		t.Errorf("verify: %s", res.Raw)
 	}
 	// Alice's account events through me.
@@ -256,8 +298,10 @@ func TestAuditEveryTaskAndCommentAction(t *testing.T) {
 	post(alice.Token, `mutation { createWorkspace(input: {name: "Acme"}) { id } }`, nil, &w)
 	ws := w.CreateWorkspace.ID
 	for u, role := range map[apitest.User]string{bob: "MEMBER", carol: "VIEWER"} {
-		post(alice.Token, `mutation($ws: ID!, $e: String!, $r: Role!) { addMember(workspaceId: $ws, email: $e, role: $r) { role } }`,
-			map[string]any{"ws": ws, "e": u.Email, "r": role}, nil)
+		var iv struct{ InviteMember struct{ ID string } }
+		post(alice.Token, `mutation($ws: ID!, $e: String!, $r: Role!) { inviteMember(workspaceId: $ws, email: $e, role: $r) { id } }`,
+			map[string]any{"ws": ws, "e": u.Email, "r": role}, &iv)
+		post(u.Token, `mutation($id: ID!) { acceptInvitation(id: $id) { id } }`, map[string]any{"id": iv.InviteMember.ID}, nil)
 	}
 	var p struct{ CreateProject struct{ ID string } }
 	post(bob.Token, `mutation($ws: ID!) { createProject(input: {workspaceId: $ws, name: "P"}) { id } }`, map[string]any{"ws": ws}, &p)
@@ -338,10 +382,11 @@ func TestAuditEveryTaskAndCommentAction(t *testing.T) {
 		t.Errorf("task.deleted metadata = %v", e.Metadata)
 	}
 
-	// workspace.created, 2 member.added, project.created and the 6 events above.
+	// workspace.created, 2 member.invited and member.joined, project.created and
+	// the 6 events above.
 	res = env.Post(t, alice.Token, `query($ws: ID!) { verifyAuditLog(workspaceId: $ws) { valid checkedEvents }
 		auditEvents(workspaceId: $ws, filter: {actions: ["task.*", "comment.*"]}) { nodes { action } } }`, map[string]any{"ws": ws})
-	if !strings.Contains(string(res.Raw), `{"valid":true,"checkedEvents":10}`) ||
+	if !strings.Contains(string(res.Raw), `{"valid":true,"checkedEvents":12}`) ||
 		!strings.Contains(string(res.Raw), `[{"action":"task.deleted"},{"action":"comment.deleted"},{"action":"comment.updated"},{"action":"comment.created"},{"action":"task.updated"},{"action":"task.created"}]`) {
 		t.Errorf("log: %s", res.Raw)
 	}

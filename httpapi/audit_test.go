@@ -3,10 +3,12 @@ package httpapi_test
 import (
 	"bufio"
 	"context"
+	"crypto/ed25519"
 	"encoding/csv"
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
 	"slices"
@@ -21,8 +23,9 @@ import (
 	"taskflow/store"
 )
 
-// auditEnv is an API with one workspace and a hash-chained log written by SQL
-// the way the store writes it (the domain mutations are tested elsewhere).
+// auditEnv is an API with one workspace and a log written by SQL the way the
+// store writes it, unchained (the domain mutations are tested elsewhere), with
+// the hash chain the sealer must make of it computed here on the side.
 type auditEnv struct {
 	*apitest.Env
 	owner, admin, member, viewer, stranger apitest.User
@@ -57,7 +60,8 @@ func (e *auditEnv) workspace(t *testing.T, members map[apitest.User]store.Role) 
 	return id
 }
 
-// event appends a hash-chained event to a workspace's chain and returns its id.
+// event inserts an event of a workspace, notes the hash its seal must have,
+// and returns its id.
 func (e *auditEnv) event(t *testing.T, ws string, actor apitest.User, action, entity string, meta map[string]any) string {
 	t.Helper()
 	e.at = e.at.Add(time.Minute)
@@ -75,15 +79,9 @@ func (e *auditEnv) event(t *testing.T, ws string, actor apitest.User, action, en
 	}
 	ctx := context.Background()
 	if _, err := e.DB.Pool.Exec(ctx, `INSERT INTO audit_events (id, chain_key, workspace_id, actor_id, action, entity_type,
-		entity_id, occurred_at, ip, user_agent, request_id, metadata, prev_hash, hash)
-		VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14)`, r.ID, r.ChainKey, r.WorkspaceID, r.ActorID, r.Action,
-		r.EntityType, r.EntityID, r.OccurredAt, r.IP, r.UserAgent, r.RequestID, r.Metadata, prev, hash); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := e.DB.Pool.Exec(ctx, `INSERT INTO audit_chain_heads (chain_key, head_hash, event_id, event_at, events)
-		VALUES ($1, $2, $3, $4, 1) ON CONFLICT (chain_key) DO UPDATE SET head_hash = excluded.head_hash,
-		event_id = excluded.event_id, event_at = excluded.event_at, events = audit_chain_heads.events + 1`,
-		ws, hash, r.ID, r.OccurredAt); err != nil {
+		entity_id, occurred_at, ip, user_agent, request_id, metadata)
+		VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12)`, r.ID, r.ChainKey, r.WorkspaceID, r.ActorID, r.Action,
+		r.EntityType, r.EntityID, r.OccurredAt, r.IP, r.UserAgent, r.RequestID, r.Metadata); err != nil {
 		t.Fatal(err)
 	}
 	e.prev[ws] = hash
@@ -261,41 +259,127 @@ func TestAuditEventsAPI(t *testing.T) {
 
 func auditPtr[T any](v T) *T { return &v }
 
-// verifyAuditLog through GraphQL: valid for an intact chain, OWNER/ADMIN only.
+// verifyAuditLog through GraphQL: valid for an intact chain, with the
+// sealer's hashes equal to the chain computed independently; the newest
+// checkpoint, verified back with its signature; OWNER/ADMIN only, the signing
+// keys for anyone.
 func TestVerifyAuditLogAPI(t *testing.T) {
 	t.Parallel()
 	e := newAuditEnv(t)
-	q := `query($ws: ID!) { verifyAuditLog(workspaceId: $ws) { valid checkedEvents firstInvalidEventId headHash } }`
+	q := `query($ws: ID!, $cp: AuditCheckpointInput) { verifyAuditLog(workspaceId: $ws, checkpoint: $cp) {
+		valid checkedEvents firstInvalidEventId headHash sealedEvents unsealedEvents headPosition
+		checkpoint { valid signatureValid extended position keyId reason } } }`
 	type verification struct {
 		VerifyAuditLog struct {
-			Valid               bool
-			CheckedEvents       int
-			FirstInvalidEventID *string
-			HeadHash            *string
+			Valid                        bool
+			CheckedEvents                int
+			FirstInvalidEventID          *string
+			HeadHash                     *string
+			SealedEvents, UnsealedEvents int
+			HeadPosition                 *int
+			Checkpoint                   *struct {
+				Valid, SignatureValid, Extended bool
+				Position                        int
+				KeyID                           string
+				Reason                          *string
+			}
 		}
 	}
-	run := func(u apitest.User, ws string) (verification, *apitest.Response) {
-		res := e.Post(t, u.Token, q, map[string]any{"ws": ws})
+	run := func(u apitest.User, ws string, cp map[string]any) (verification, *apitest.Response) {
+		res := e.Post(t, u.Token, q, map[string]any{"ws": ws, "cp": cp})
 		var v verification
 		_ = json.Unmarshal(res.Body.Data, &v)
 		return v, res
 	}
-	v, res := run(e.owner, e.ws)
-	if res.Code() != "" || !v.VerifyAuditLog.Valid || v.VerifyAuditLog.CheckedEvents != 0 || v.VerifyAuditLog.HeadHash != nil {
+	v, res := run(e.owner, e.ws, nil)
+	if res.Code() != "" || !v.VerifyAuditLog.Valid || v.VerifyAuditLog.CheckedEvents != 0 || v.VerifyAuditLog.HeadHash != nil ||
+		v.VerifyAuditLog.HeadPosition != nil || v.VerifyAuditLog.Checkpoint != nil {
 		t.Fatalf("empty log: %s", res.Raw)
 	}
 	for i := range 4 {
 		e.event(t, e.ws, e.owner, "project.created", fmt.Sprint(i), map[string]any{"n": 1.25 * float64(i)})
 	}
-	v, res = run(e.admin, e.ws)
-	if res.Code() != "" || !v.VerifyAuditLog.Valid || v.VerifyAuditLog.CheckedEvents != 4 || v.VerifyAuditLog.HeadHash == nil ||
-		*v.VerifyAuditLog.HeadHash != fmt.Sprintf("%x", e.prev[e.ws]) {
+	v, res = run(e.admin, e.ws, nil)
+	if res.Code() != "" || !v.VerifyAuditLog.Valid || v.VerifyAuditLog.UnsealedEvents != 4 || v.VerifyAuditLog.SealedEvents != 0 ||
+		v.VerifyAuditLog.CheckedEvents != 4 {
+		t.Fatalf("before the sealer: %s", res.Raw)
+	}
+	e.Seal(t)
+	v, res = run(e.admin, e.ws, nil)
+	if res.Code() != "" || !v.VerifyAuditLog.Valid || v.VerifyAuditLog.CheckedEvents != 4 || v.VerifyAuditLog.SealedEvents != 4 ||
+		v.VerifyAuditLog.UnsealedEvents != 0 || v.VerifyAuditLog.HeadHash == nil || v.VerifyAuditLog.HeadPosition == nil ||
+		*v.VerifyAuditLog.HeadPosition != 4 || *v.VerifyAuditLog.HeadHash != fmt.Sprintf("%x", e.prev[e.ws]) {
 		t.Fatalf("verify: %s", res.Raw)
 	}
 	for u, code := range map[*apitest.User]string{&e.member: "FORBIDDEN", &e.viewer: "FORBIDDEN", &e.stranger: "NOT_FOUND"} {
-		if _, res := run(*u, e.ws); res.Code() != code {
+		if _, res := run(*u, e.ws, nil); res.Code() != code {
 			t.Errorf("%s: %s", u.ID, res.Raw)
 		}
+	}
+
+	// The newest checkpoint, kept as JSON and presented back.
+	cpq := `query($ws: ID!) { auditCheckpoint(workspaceId: $ws) { version chainKey position headHash signedAt keyId publicKey signature message } }`
+	res = e.Post(t, e.owner.Token, cpq, map[string]any{"ws": e.ws})
+	if res.Code() != "" || !strings.Contains(string(res.Raw), `"auditCheckpoint":null`) {
+		t.Fatalf("checkpoint before any was signed: %s", res.Raw)
+	}
+	if _, err := e.Sealer().Checkpoint(context.Background(), e.ws); err != nil {
+		t.Fatal(err)
+	}
+	res = e.Post(t, e.owner.Token, cpq, map[string]any{"ws": e.ws})
+	var got struct{ AuditCheckpoint map[string]any }
+	if err := json.Unmarshal(res.Body.Data, &got); err != nil || res.Code() != "" || got.AuditCheckpoint == nil {
+		t.Fatalf("checkpoint: %s", res.Raw)
+	}
+	kept := got.AuditCheckpoint
+	var cp audit.Checkpoint
+	raw, _ := json.Marshal(kept)
+	if err := json.Unmarshal(raw, &cp); err != nil || cp.Position != 4 || cp.HeadHash != *v.VerifyAuditLog.HeadHash ||
+		cp.Verify(e.AuditKey.Public().(ed25519.PublicKey)) != nil || kept["version"] != audit.CheckpointVersion {
+		t.Fatalf("checkpoint %s: %v", raw, err)
+	}
+	delete(kept, "publicKey")
+	delete(kept, "message")
+	v, res = run(e.owner, e.ws, kept)
+	if c := v.VerifyAuditLog.Checkpoint; res.Code() != "" || !v.VerifyAuditLog.Valid || c == nil || !c.Valid || !c.Extended ||
+		!c.SignatureValid || c.Position != 4 || c.Reason != nil {
+		t.Fatalf("verify with the kept checkpoint: %s", res.Raw)
+	}
+	forged := maps.Clone(kept)
+	forged["position"] = 3
+	v, res = run(e.owner, e.ws, forged)
+	if c := v.VerifyAuditLog.Checkpoint; res.Code() != "" || !v.VerifyAuditLog.Valid || c == nil || c.Valid || c.SignatureValid || c.Reason == nil {
+		t.Fatalf("verify with an edited checkpoint: %s", res.Raw)
+	}
+	for name, bad := range map[string]map[string]any{
+		"bad hash":      {"headHash": "xyz"},
+		"other chain":   {"chainKey": e.other},
+		"other version": {"version": "taskflow-audit-checkpoint/v9"},
+		"position 0":    {"position": 0},
+		"long key id":   {"keyId": strings.Repeat("k", 1000)},
+	} {
+		cp := maps.Clone(kept)
+		maps.Copy(cp, bad)
+		if _, res := run(e.owner, e.ws, cp); res.Code() != "BAD_USER_INPUT" {
+			t.Errorf("%s: %s", name, res.Raw)
+		}
+	}
+	if res := e.Post(t, e.member.Token, cpq, map[string]any{"ws": e.ws}); res.Code() != "FORBIDDEN" {
+		t.Errorf("member reads the checkpoint: %s", res.Raw)
+	}
+
+	// The signing keys are public.
+	res = e.Post(t, "", `{ auditSigningKeys { keyId publicKey algorithm current } }`, nil)
+	var keys struct {
+		AuditSigningKeys []struct {
+			KeyID, PublicKey, Algorithm string
+			Current                     bool
+		}
+	}
+	if err := json.Unmarshal(res.Body.Data, &keys); err != nil || res.Code() != "" || len(keys.AuditSigningKeys) != 1 ||
+		keys.AuditSigningKeys[0].KeyID != cp.KeyID || !keys.AuditSigningKeys[0].Current || keys.AuditSigningKeys[0].Algorithm != "Ed25519" ||
+		keys.AuditSigningKeys[0].PublicKey != audit.EncodePublicKey(e.AuditKey.Public().(ed25519.PublicKey)) {
+		t.Fatalf("signing keys: %s", res.Raw)
 	}
 }
 
@@ -309,12 +393,10 @@ func TestMeAuditEventsAPI(t *testing.T) {
 		for _, action := range []string{"user.registered", "user.logged_in"} {
 			e.at = e.at.Add(time.Minute)
 			r := audit.Record{ID: uuid.NewString(), ChainKey: chain, ActorID: &u.ID, Action: action, EntityType: "user", EntityID: u.ID, OccurredAt: e.at, Metadata: map[string]any{}}
-			h, _ := audit.Hash(e.prev[chain], r)
-			if _, err := e.DB.Pool.Exec(ctx, `INSERT INTO audit_events (id, chain_key, actor_id, action, entity_type, entity_id, occurred_at, prev_hash, hash)
-				VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9)`, r.ID, chain, u.ID, action, "user", u.ID, e.at, e.prev[chain], h); err != nil {
+			if _, err := e.DB.Pool.Exec(ctx, `INSERT INTO audit_events (id, chain_key, actor_id, action, entity_type, entity_id, occurred_at)
+				VALUES ($1,$2,$3,$4,$5,$6,$7)`, r.ID, chain, u.ID, action, "user", u.ID, e.at); err != nil {
 				t.Fatal(err)
 			}
-			e.prev[chain] = h
 		}
 	}
 	// The owner reaches their own User as the actor of an event (and as me).
@@ -415,6 +497,9 @@ func TestAuditExport(t *testing.T) {
 	}
 	e.event(t, e.other, e.stranger, "task.created", "x", nil)
 	slices.Reverse(ids)
+	e.Seal(t)
+	late := e.event(t, e.ws, e.owner, "task.deleted", "late", nil) // not sealed yet
+	ids = append([]string{late}, ids...)
 
 	// NDJSON, everything.
 	res := e.export(t, e.admin.Token, url.Values{"workspaceId": {e.ws}, "format": {"ndjson"}})
@@ -430,6 +515,10 @@ func TestAuditExport(t *testing.T) {
 		}
 		if *ev.WorkspaceID != e.ws || ev.ActorID == nil || ev.IP == nil || ev.RequestID == nil {
 			t.Fatalf("event %+v", ev)
+		}
+		if sealed := ev.ID != late; ev.Sealed != sealed || (ev.ChainPosition != nil) != sealed || (ev.Hash != nil) != sealed ||
+			sealed && *ev.ChainPosition != int64(700-len(got)+1) {
+			t.Fatalf("event %d of the export: %+v", len(got), ev)
 		}
 		got = append(got, ev.ID)
 	}
@@ -448,13 +537,14 @@ func TestAuditExport(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(records[0], []string{"id", "occurredAt", "workspaceId", "actorId", "action", "entityType", "entityId", "ip", "userAgent", "requestId", "metadata"}) {
+	if !slices.Equal(records[0], []string{"id", "occurredAt", "workspaceId", "actorId", "action", "entityType", "entityId", "ip", "userAgent",
+		"requestId", "metadata", "sealed", "chainPosition", "prevHash", "hash"}) {
 		t.Fatalf("header %v", records[0])
 	}
 	var want []string
 	for i := 699; i >= 0; i-- {
 		if i%4 <= 1 && i%5 == 2 {
-			want = append(want, ids[699-i])
+			want = append(want, ids[1+699-i]) // ids[0] is the late event
 		}
 	}
 	var csvIDs []string
@@ -469,6 +559,9 @@ func TestAuditExport(t *testing.T) {
 		var meta map[string]any
 		if err := json.Unmarshal([]byte(r[10]), &meta); err != nil || meta["s"] != "a,\"b\"\nc" {
 			t.Errorf("metadata cell %q: %v", r[10], err)
+		}
+		if r[11] != "true" || r[12] == "" || len(r[13]) != 64 || len(r[14]) != 64 {
+			t.Errorf("seal cells %q", r[11:])
 		}
 	}
 	if !slices.Equal(csvIDs, want) || len(want) == 0 {

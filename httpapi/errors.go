@@ -11,13 +11,28 @@ import (
 
 	"taskflow/errs"
 	"taskflow/reqinfo"
+	"taskflow/store"
 )
 
 // presentError is the one error presenter: a domain *errs.Error becomes its code
 // and message (with its extensions); errors gqlgen made itself (parse,
 // validation, argument coercion) keep their message with a code; anything else is
 // logged with the request id and shown as INTERNAL with nothing of its internals.
+// It emits only the contract's codes (errs.All): an error with another code is
+// a bug, logged and shown as INTERNAL.
 func presentError(log *slog.Logger) graphql.ErrorPresenterFunc {
+	present := presentKnown(log)
+	return func(ctx context.Context, err error) *gqlerror.Error {
+		gqlErr := present(ctx, err)
+		if code, _ := gqlErr.Extensions["code"].(string); !errs.Known(code) {
+			return internalError(ctx, log, err, gqlErr)
+		}
+		return gqlErr
+	}
+}
+
+// presentKnown is presentError before its check of the code.
+func presentKnown(log *slog.Logger) graphql.ErrorPresenterFunc {
 	return func(ctx context.Context, err error) *gqlerror.Error {
 		gqlErr := graphql.DefaultErrorPresenter(ctx, err)
 		var domain *errs.Error
@@ -47,15 +62,39 @@ func presentError(log *slog.Logger) graphql.ErrorPresenterFunc {
 			gqlErr.Extensions = map[string]any{"code": string(errs.CodeBadUserInput)}
 			return gqlErr
 		}
-		log.ErrorContext(ctx, "internal error", "err", err, "request_id", reqinfo.From(ctx).RequestID,
-			"path", gqlErr.Path.String())
-		return &gqlerror.Error{
-			Message:    "internal error",
-			Path:       gqlErr.Path,
-			Locations:  gqlErr.Locations,
-			Extensions: map[string]any{"code": string(errs.CodeInternal)},
+		if e := inputRefusedByPostgres(ctx, log, err); e != nil {
+			gqlErr.Message = e.Message
+			gqlErr.Extensions = map[string]any{"code": string(e.Code)}
+			return gqlErr
 		}
+		return internalError(ctx, log, err, gqlErr)
 	}
+}
+
+// internalError logs err with the request id and returns the INTERNAL error
+// shown in its place, at gqlErr's path and locations.
+func internalError(ctx context.Context, log *slog.Logger, err error, gqlErr *gqlerror.Error) *gqlerror.Error {
+	log.ErrorContext(ctx, "internal error", "err", err, "request_id", reqinfo.From(ctx).RequestID,
+		"path", gqlErr.Path.String())
+	return &gqlerror.Error{
+		Message:    "internal error",
+		Path:       gqlErr.Path,
+		Locations:  gqlErr.Locations,
+		Extensions: map[string]any{"code": string(errs.CodeInternal)},
+	}
+}
+
+// inputRefusedByPostgres is the safety net under the input checks: the
+// BAD_USER_INPUT error of a value Postgres refused (store.InputError), logged
+// as a warning because a check where input enters should have caught it; nil
+// for any other error.
+func inputRefusedByPostgres(ctx context.Context, log *slog.Logger, err error) *errs.Error {
+	e, state := store.InputError(err)
+	if e != nil {
+		log.WarnContext(ctx, "bad input reached Postgres", "sqlstate", state, "err", err,
+			"request_id", reqinfo.From(ctx).RequestID)
+	}
+	return e
 }
 
 // isArgumentError reports whether err was raised while coercing an argument of

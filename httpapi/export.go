@@ -7,6 +7,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -21,7 +22,7 @@ const exportFlushEvery = 256
 
 // auditExportColumns are the CSV columns of the audit export, in order.
 var auditExportColumns = []string{"id", "occurredAt", "workspaceId", "actorId", "action", "entityType",
-	"entityId", "ip", "userAgent", "requestId", "metadata"}
+	"entityId", "ip", "userAgent", "requestId", "metadata", "sealed", "chainPosition", "prevHash", "hash"}
 
 // auditExport serves GET /audit/export?workspaceId=..&format=ndjson|csv with the
 // filters of auditEvents as query parameters (actions comma-separated, actorId,
@@ -29,8 +30,9 @@ var auditExportColumns = []string{"id", "occurredAt", "workspaceId", "actorId", 
 // event newest first, one row in memory at a time, flushing every few hundred
 // rows. The access rule is auditEvents': OWNER and ADMIN of the workspace.
 // Errors found before the first byte (no user 401, role 403, workspace 404, bad
-// parameters 400) are a JSON body {"errors":[{"message", "extensions":{"code"}}]};
-// a failure while streaming ends the response early (logged).
+// parameters 400, a NUL or invalid UTF-8 in any parameter among them) are a
+// JSON body {"errors":[{"message", "extensions":{"code"}}]}; a failure while
+// streaming ends the response early (logged).
 func auditExport(db *store.DB, log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
@@ -45,6 +47,10 @@ func auditExport(db *store.DB, log *slog.Logger) http.Handler {
 			return
 		}
 		q := r.URL.Query()
+		if err := queryParamsFault(q); err != nil {
+			writeExportError(w, log, r, err)
+			return
+		}
 		workspaceID := q.Get("workspaceId")
 		format := strings.ToLower(q.Get("format"))
 		if format == "" {
@@ -175,7 +181,9 @@ func exportFileName(s string) string {
 	}, s)
 }
 
-// ndjsonExport writes one JSON object per line, with the fields of AuditEvent.
+// ndjsonExport writes one JSON object per line, with the fields of AuditEvent
+// (sealed, chainPosition, prevHash and hash included: examples/auditverify
+// checks the chain from them).
 type ndjsonExport struct {
 	enc *json.Encoder
 	f   http.Flusher
@@ -201,9 +209,13 @@ func (x *csvExport) write(e *store.AuditEvent) error {
 	if err != nil {
 		return err
 	}
+	pos := ""
+	if e.ChainPosition != nil {
+		pos = strconv.FormatInt(*e.ChainPosition, 10)
+	}
 	return x.w.Write([]string{e.ID, e.OccurredAt.UTC().Format(time.RFC3339Nano), exportStr(e.WorkspaceID), exportStr(e.ActorID),
 		e.Action, e.EntityType, csvCell(e.EntityID), csvCell(exportStr(e.IP)), csvCell(exportStr(e.UserAgent)),
-		csvCell(exportStr(e.RequestID)), string(meta)})
+		csvCell(exportStr(e.RequestID)), string(meta), strconv.FormatBool(e.Sealed), pos, exportStr(e.PrevHash), exportStr(e.Hash)})
 }
 
 func (x *csvExport) flush() error {
@@ -235,7 +247,9 @@ func csvCell(s string) string {
 // code means; an unknown error is logged and answered as INTERNAL.
 func writeExportError(w http.ResponseWriter, log *slog.Logger, r *http.Request, err error) {
 	var e *errs.Error
-	if !errors.As(err, &e) {
+	if pgErr := inputRefusedByPostgres(r.Context(), log, err); pgErr != nil {
+		e = pgErr
+	} else if !errors.As(err, &e) {
 		if !errors.Is(err, context.Canceled) {
 			log.ErrorContext(r.Context(), "internal error", "err", err, "request_id", reqinfo.From(r.Context()).RequestID)
 		}

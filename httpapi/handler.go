@@ -5,9 +5,11 @@
 package httpapi
 
 import (
+	"crypto/ed25519"
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/99designs/gqlgen/graphql"
@@ -18,6 +20,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"taskflow/apq"
+	"taskflow/audit"
 	"taskflow/auth"
 	"taskflow/graph"
 	"taskflow/idempotency"
@@ -37,18 +40,12 @@ type Options struct {
 	// zero means the default (24h, 5s); a negative wait means no waiting.
 	IdempotencyTTL  time.Duration
 	IdempotencyWait time.Duration
-	// NoIdempotency leaves the idempotency middleware out; only the load
-	// harness sets it, to measure what idempotency costs (bench/load -compare).
-	NoIdempotency bool
 	// Resolvers replaces the resolver root (tests of middleware that stand in a
 	// resolver); nil means the real resolvers.
 	Resolvers graph.ResolverRoot
 	// Limiter checks every operation's cost and the endpoint limits; nil is an
 	// in-process limiter with the contract's defaults.
 	Limiter *ratelimit.Limiter
-	// RateLimitOff turns rate limiting off entirely, for the benchmark that
-	// measures what it costs; never set it in a server.
-	RateLimitOff bool
 	// MaxBodyBytes bounds a request body; zero is DefaultMaxBodyBytes (1 MiB).
 	MaxBodyBytes int64
 	// Registry holds the Prometheus metrics served at /metrics; other packages
@@ -74,17 +71,56 @@ type Options struct {
 	// their estimated weight in memory (zero: querydoc.DefaultCacheBytes).
 	DocumentCacheBytes int64
 	// PasswordParams are the argon2id parameters of new password hashes (zero:
-	// auth.DefaultPasswordParams).
+	// auth.DefaultPasswordParams), for the Hasher the handler makes.
 	PasswordParams auth.PasswordParams
+	// Hasher makes and verifies password hashes under a bound on how many run
+	// at once; nil means one of the handler's own with PasswordParams and the
+	// default bound and wait, its metrics in Registry.
+	Hasher *auth.Hasher
+	// AuditKeys are the public keys that verify audit checkpoints, the one
+	// that signs new ones first (AUDIT_SIGNING_KEY); none: no checkpoint
+	// verifies.
+	AuditKeys []ed25519.PublicKey
 }
 
-// NewHandler returns the complete HTTP handler of TaskFlow.
-func NewHandler(o Options) http.Handler {
+// NewHandler returns the complete HTTP handler of TaskFlow, with every guard:
+// it has no way to leave one out.
+func NewHandler(o Options) http.Handler { return newHandler(o, nil) }
+
+// Guard names a protection that NewHandler always installs and that
+// NewUnguardedHandler can leave out.
+type Guard string
+
+// The guards.
+const (
+	// GuardRateLimit is the rate limiter: cost budgets, MAX_QUERY_COST, the
+	// login and searchTasks limits, and the RateLimit headers and
+	// extensions.cost that report them (Options.Limiter is not used).
+	GuardRateLimit Guard = "rate limit"
+	// GuardIdempotency is the idempotency middleware: idempotency keys, and
+	// the unit of work each root mutation field runs in.
+	GuardIdempotency Guard = "idempotency"
+)
+
+// NewUnguardedHandler returns NewHandler's handler without the guards named:
+// without GuardRateLimit nothing limits a client, without GuardIdempotency a
+// retried mutation runs again. It exists only to measure what a guard costs
+// (bench/: the "off" variants and the load harness's -guards-off); a server
+// uses NewHandler.
+func NewUnguardedHandler(o Options, without ...Guard) http.Handler { return newHandler(o, without) }
+
+// newHandler builds the handler without the guards named.
+func newHandler(o Options, without []Guard) http.Handler {
+	rateLimit, idem := !slices.Contains(without, GuardRateLimit), !slices.Contains(without, GuardIdempotency)
 	if o.Log == nil {
 		o.Log = slog.Default()
 	}
+	ops := newOps(o)
+	if o.Hasher == nil {
+		o.Hasher = auth.NewHasher(auth.HasherOptions{Params: o.PasswordParams, Registerer: ops.reg})
+	}
 	if o.Resolvers == nil {
-		o.Resolvers = &resolvers.Resolver{DB: o.DB, PasswordParams: o.PasswordParams}
+		o.Resolvers = &resolvers.Resolver{DB: o.DB, Hasher: o.Hasher, AuditKeys: o.AuditKeys}
 	}
 	es := graph.NewExecutableSchema(graph.Config{Resolvers: o.Resolvers})
 	gql := handler.New(es)
@@ -92,9 +128,8 @@ func NewHandler(o Options) http.Handler {
 	// time linear in its size, and kept in a cache bounded by bytes; the
 	// executor takes the validated document from querydoc.Extension.
 	documents := querydoc.NewValidator(es.Schema(), querydoc.DefaultLimits)
-	ops := newOps(o)
-	if o.RateLimitOff {
-		o.Limiter = nil // also a limiter set by a test harness's defaults
+	if !rateLimit {
+		o.Limiter = nil
 	} else if o.Limiter == nil {
 		// Never fails without a REDIS_URL.
 		o.Limiter, _ = ratelimit.New(ratelimit.Options{Log: o.Log, Registerer: ops.reg})
@@ -114,7 +149,15 @@ func NewHandler(o Options) http.Handler {
 	gql.Use(extension.Introspection{})
 	gql.Use(resolveAPQ)
 	gql.Use(querydoc.Extension{Validator: documents, Cache: querydoc.NewCache(o.DocumentCacheBytes)}) // after resolveAPQ: needs the text
-	gql.Use(methodGuard{})                                                                            // before the limiter: a mutation by GET is refused uncharged
+	// The checks that refuse the operation for what it is, before the limiter
+	// charges it: a mutation by GET, a string the database cannot store, keys
+	// that cannot be honoured (idempotency).
+	gql.Use(methodGuard{})
+	gql.Use(inputGuard{})
+	if idem {
+		gql.Use(idempotency.New(idempotency.Options{DB: o.DB, TTL: o.IdempotencyTTL, Wait: o.IdempotencyWait,
+			Registerer: ops.reg, Log: o.Log}))
+	}
 	if o.Limiter != nil {
 		gql.Use(o.Limiter.Extension())
 	}
@@ -122,10 +165,6 @@ func NewHandler(o Options) http.Handler {
 	gql.SetErrorPresenter(presentError(o.Log))
 	gql.SetRecoverFunc(recoverPanic)
 	gql.Use(operationMetrics{ops.metrics})
-	if !o.NoIdempotency {
-		gql.Use(idempotency.New(idempotency.Options{DB: o.DB, TTL: o.IdempotencyTTL, Wait: o.IdempotencyWait,
-			Registerer: ops.reg, Log: o.Log}))
-	}
 
 	mux := http.NewServeMux()
 	mux.Handle("/query", o.CORS.handler(auth.Middleware(o.DB, authFailure(o.Log))(
@@ -137,6 +176,11 @@ func NewHandler(o Options) http.Handler {
 
 // requestContext gives every request an id (the client's X-Request-ID when it
 // sends a sane one), echoes it in the response, and records the audit context.
+// The User-Agent is recorded cleaned (audit.CleanText: invalid UTF-8 and NUL
+// become U+FFFD, at most audit.MaxTextLen bytes), never refused: it is the
+// client software's, not the user's, and what it says is informative only, so
+// a broken one should not lock its users out. Every consumer (audit log, logs)
+// sees the cleaned value.
 func requestContext(proxies Proxies, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id := r.Header.Get("X-Request-ID")
@@ -146,7 +190,7 @@ func requestContext(proxies Proxies, next http.Handler) http.Handler {
 		w.Header().Set("X-Request-ID", id)
 		ctx := reqinfo.With(r.Context(), reqinfo.Info{
 			IP:        proxies.ClientIP(r),
-			UserAgent: r.UserAgent(),
+			UserAgent: audit.CleanText(r.UserAgent()),
 			RequestID: id,
 		})
 		next.ServeHTTP(w, r.WithContext(ctx))

@@ -11,11 +11,13 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/dunglas/httpsfv"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
@@ -76,24 +78,41 @@ func get(t *testing.T, env *apitest.Env, query string, vars map[string]any, head
 	return env.Do(t, req)
 }
 
-// rateLimitHeader parses `"cost";r=<left>;t=<seconds>`.
+// rateLimitHeader parses the RateLimit header, `"cost";r=<left>;t=<seconds>`,
+// with a structured-field library (RFC 9651), and checks that RateLimit-Policy
+// parses too: the transport formats both by hand (docs/decisions).
 func rateLimitHeader(t *testing.T, r *apitest.Response) (left, reset int) {
 	t.Helper()
-	h := r.Header.Get("RateLimit")
-	var err1, err2 error
-	for _, part := range strings.Split(h, ";")[1:] {
-		k, v, _ := strings.Cut(part, "=")
-		switch k {
-		case "r":
-			left, err1 = strconv.Atoi(v)
-		case "t":
-			reset, err2 = strconv.Atoi(v)
+	p := costItem(t, r, "RateLimit-Policy", "q", "w")
+	if p["q"] <= 0 || p["w"] <= 0 {
+		t.Fatalf("RateLimit-Policy %q", r.Header.Get("RateLimit-Policy"))
+	}
+	v := costItem(t, r, "RateLimit", "r", "t")
+	return int(v["r"]), int(v["t"])
+}
+
+// costItem parses the header name of r as a List of one Item, the String
+// "cost", with exactly the integer parameters params, and returns them.
+func costItem(t *testing.T, r *apitest.Response, name string, params ...string) map[string]int64 {
+	t.Helper()
+	list, err := httpsfv.UnmarshalList(r.Header.Values(name))
+	if err != nil || len(list) != 1 {
+		t.Fatalf("%s %q: %v", name, r.Header.Values(name), err)
+	}
+	item, ok := list[0].(httpsfv.Item)
+	if !ok || item.Value != "cost" || !slices.Equal(item.Params.Names(), params) {
+		t.Fatalf("%s %q", name, r.Header.Get(name))
+	}
+	out := map[string]int64{}
+	for _, k := range params {
+		v, _ := item.Params.Get(k)
+		n, ok := v.(int64)
+		if !ok || n < 0 {
+			t.Fatalf("%s %q: %s is not a non-negative integer", name, r.Header.Get(name), k)
 		}
+		out[k] = n
 	}
-	if !strings.HasPrefix(h, `"cost";`) || err1 != nil || err2 != nil {
-		t.Fatalf("RateLimit header %q", h)
-	}
-	return left, reset
+	return out
 }
 
 // costExt returns extensions.cost.requestedQueryCost and throttleStatus.
@@ -157,7 +176,7 @@ func TestHeadersExtensionsAndRateLimitField(t *testing.T) {
 
 	// Errors carry the headers and the cost too.
 	r = env.Post(t, u.Token, `{ me {`, nil)
-	if r.Status != http.StatusBadRequest || r.Code() != "GRAPHQL_PARSE_FAILED" || r.Header.Get("RateLimit") == "" {
+	if r.Status != http.StatusOK || r.Code() != "GRAPHQL_PARSE_FAILED" || r.Header.Get("RateLimit") == "" {
 		t.Fatalf("parse error: %d %v %s", r.Status, r.Header, r.Raw)
 	}
 	if cost, _ := costExt(t, r); cost != 0 {
@@ -207,7 +226,7 @@ func TestQueryTooCostlyChargesNothing(t *testing.T) {
 	env, _ := limited(t, ratelimit.Config{MaxCost: 100}, nil, "")
 	u := env.NewUser(t, "ann")
 	r := env.Post(t, u.Token, `{ me { workspaces { members { user { id } } } } }`, nil)
-	if r.Status != http.StatusBadRequest || r.Code() != "QUERY_TOO_COSTLY" || r.Body.Data != nil {
+	if r.Status != http.StatusOK || r.Code() != "QUERY_TOO_COSTLY" || r.Body.Data != nil {
 		t.Fatalf("costly query: %d %s", r.Status, r.Raw)
 	}
 	ext := r.Body.Errors[0]["extensions"].(map[string]any)
@@ -220,13 +239,18 @@ func TestQueryTooCostlyChargesNothing(t *testing.T) {
 	// Huge first, literal or variable, is never under-charged.
 	for _, vars := range []map[string]any{nil, {"n": 1000000}} {
 		q := `query($n: Int = 1000000) { searchTasks(workspaceId: "1", query: "x", first: $n) { nodes { id } } }`
-		if r := env.Post(t, u.Token, q, vars); r.Status != http.StatusBadRequest || r.Code() != "QUERY_TOO_COSTLY" {
+		if r := env.Post(t, u.Token, q, vars); r.Status != http.StatusOK || r.Code() != "QUERY_TOO_COSTLY" {
 			t.Fatalf("huge first: %d %s", r.Status, r.Raw)
 		}
 	}
-	// An operation bigger than the whole budget is a 400 too, not a 429.
+	// With application/graphql-response+json the refusal is a 400 (no data).
+	if r := env.Post(t, u.Token, `{ me { workspaces { members { user { id } } } } }`, nil,
+		"Accept", "application/graphql-response+json"); r.Status != http.StatusBadRequest || r.Code() != "QUERY_TOO_COSTLY" {
+		t.Fatalf("costly query, graphql-response: %d %s", r.Status, r.Raw)
+	}
+	// An operation bigger than the whole budget is QUERY_TOO_COSTLY too, not a 429.
 	env2, _ := limited(t, ratelimit.Config{Points: 10, MaxCost: 1000}, nil, "")
-	if r := env2.Post(t, "", `{ me { workspaces { members { id: role } } } }`, nil); r.Status != http.StatusBadRequest ||
+	if r := env2.Post(t, "", `{ me { workspaces { members { id: role } } } }`, nil); r.Status != http.StatusOK ||
 		r.Code() != "QUERY_TOO_COSTLY" {
 		t.Fatalf("over the budget: %d %s", r.Status, r.Raw)
 	}
@@ -300,12 +324,12 @@ func TestFragmentDoublingIsRefusedFast(t *testing.T) {
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, env.Server.URL+"/query", bytes.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	r := env.Do(t, req)
-	if r.Status != http.StatusBadRequest || r.Code() != "QUERY_TOO_COSTLY" {
+	if r.Status != http.StatusOK || r.Code() != "QUERY_TOO_COSTLY" {
 		t.Fatalf("doubling: %d %s", r.Status, r.Raw)
 	}
 	// And a cycle is a validation error.
 	r = post(t, env, `{"query":"{ ...A } fragment A on Query { ...B } fragment B on Query { ...A }"}`)
-	if r.Status != http.StatusBadRequest || r.Code() != "GRAPHQL_VALIDATION_FAILED" {
+	if r.Status != http.StatusOK || r.Code() != "GRAPHQL_VALIDATION_FAILED" {
 		t.Fatalf("cycle: %d %s", r.Status, r.Raw)
 	}
 }
@@ -422,6 +446,39 @@ func TestLoginLimits(t *testing.T) {
 	}
 	if r := env.Post(t, "", login, map[string]any{"e": "other@example.com"}); r.Status != http.StatusTooManyRequests {
 		t.Fatalf("11th attempt from one IP: %d %s", r.Status, r.Raw)
+	}
+}
+
+func TestRegisterLimitPerIP(t *testing.T) {
+	t.Parallel()
+	if def, _ := ratelimit.New(ratelimit.Options{Log: quiet}); def.Config().RegisterPerIP != (ratelimit.Limit{Points: 20, Window: time.Hour}) {
+		t.Fatalf("default register limit %+v, want 20 per hour", def.Config().RegisterPerIP)
+	}
+	env, _ := limited(t, ratelimit.Config{RegisterPerIP: ratelimit.Limit{Points: 3, Window: time.Hour}}, nil, "")
+	reg := `mutation($e: String!, $p: String!) { register(input: {email: $e, password: $p, name: "N"}) { token } }`
+	// Counted whatever the outcome: a refused password counts too.
+	if r := env.Post(t, "", reg, map[string]any{"e": "weak@example.com", "p": "password"}); r.Status != http.StatusOK || r.Code() != "BAD_USER_INPUT" {
+		t.Fatalf("weak password: %d %s", r.Status, r.Raw)
+	}
+	// Two aliased registers count twice.
+	two := `mutation { a: register(input: {email: "a@example.com", password: "correct horse", name: "A"}) { token }
+		b: register(input: {email: "b@example.com", password: "correct horse", name: "B"}) { token } }`
+	if r := env.Post(t, "", two, nil); r.Status != http.StatusOK || r.Code() != "" {
+		t.Fatalf("two registers: %d %s", r.Status, r.Raw)
+	}
+	r := env.Post(t, "", reg, map[string]any{"e": "c@example.com", "p": "correct horse"})
+	retry, err := strconv.Atoi(r.Header.Get("Retry-After"))
+	if r.Status != http.StatusTooManyRequests || r.Code() != "RATE_LIMITED" || err != nil || retry < 1 || retry > 20*60 {
+		t.Fatalf("4th register from one IP: %d %v %s", r.Status, r.Header, r.Raw)
+	}
+	var users int
+	if err := env.DB.Pool.QueryRow(t.Context(), `SELECT count(*) FROM users`).Scan(&users); err != nil || users != 2 {
+		t.Fatalf("%d users, want 2 (%v)", users, err)
+	}
+	// Signing in is limited apart.
+	login := `mutation { login(email: "a@example.com", password: "correct horse") { token } }`
+	if r := env.Post(t, "", login, nil); r.Status != http.StatusOK || r.Code() != "" {
+		t.Fatalf("login after the register limit: %d %s", r.Status, r.Raw)
 	}
 }
 

@@ -36,26 +36,40 @@ const DefaultMaxBodyBytes = 1 << 20
 // with an application/json body {query, variables, operationName, extensions},
 // and GET ?query=&variables=&operationName=&extensions= for queries only.
 //
-// Statuses:
-//   - 200: the operation ran (errors of fields included), or, for
-//     application/json, any other GraphQL error not listed here;
-//   - 400: the body or document cannot be parsed (GRAPHQL_PARSE_FAILED,
-//     including malformed JSON, a missing query (and no persisted query),
-//     invalid UTF-8 and batched
-//     array bodies, which are not supported so a batch cannot bypass the
-//     limits), the document is invalid (GRAPHQL_VALIDATION_FAILED, 400 for both
-//     media types), or the operation costs more than MAX_QUERY_COST
-//     (QUERY_TOO_COSTLY);
+// Statuses follow the GraphQL over HTTP draft that graphql-http's audit
+// checks (docs/graphql-over-http.md):
+//   - 200: the operation ran (errors of fields included); and, for
+//     application/json only, every other answer to a well-formed request: a
+//     document that cannot be parsed (GRAPHQL_PARSE_FAILED), fails validation
+//     or variable coercion (GRAPHQL_VALIDATION_FAILED), costs more than
+//     MAX_QUERY_COST (QUERY_TOO_COSTLY, a validation rule of the server's), or
+//     is refused by a request-level check (BAD_USER_INPUT); the draft: "The
+//     server SHOULD use the 200 status code for every response to a
+//     well-formed GraphQL-over-HTTP request" with that media type;
+//   - 400: with application/graphql-response+json, those same errors (a
+//     response without data must not be 2xx there); with either media type,
+//     a body that is not a well-formed GraphQL-over-HTTP request
+//     (GRAPHQL_PARSE_FAILED: malformed JSON, not an object, a missing query
+//     and no persisted query, variables or extensions that are not objects,
+//     invalid UTF-8, batched array bodies, which are not supported so a batch
+//     cannot bypass the limits) or a malformed persistedQuery extension (hash
+//     not matching the text, version other than 1);
 //   - automatic persisted queries (package apq): PERSISTED_QUERY_NOT_FOUND is
 //     200 for application/json (what Apollo Client expects) and 404 for
-//     application/graphql-response+json (a response without data must not be
-//     2xx there); a malformed persistedQuery extension (hash not matching the
-//     text, version other than 1) is 400;
+//     application/graphql-response+json;
 //   - 405 with Allow: a mutation by GET (Allow: POST, refused before anything is
 //     charged) or another method (Allow: GET, POST);
 //   - 413: a body over MaxBodyBytes; 415: a POST that is not application/json;
-//   - 429 with Retry-After and Cache-Control: no-store: RATE_LIMITED, with the
-//     body {"errors":[...]} and no data.
+//   - 429 with Retry-After and Cache-Control: no-store: RATE_LIMITED, for both
+//     media types, with the body {"errors":[...]} and no data: refused by a
+//     limit before execution, or refused as a whole during it (a password hash
+//     that found no room under the hashing bound in time: no data, every error
+//     RATE_LIMITED). The draft lets a server "forbid individual requests by a
+//     client ... for any reason" with "the relevant 4xx or 5xx status code"; a
+//     budget refuses the caller for a time, not the document, and only 429
+//     (RFC 6585) makes Retry-After mean something to HTTP clients, retry
+//     libraries and proxies: a 200 would look like a success to all of them,
+//     and be retried at once.
 //
 // The response is application/graphql-response+json when the client's Accept
 // prefers it, else application/json. Every GraphQL response carries the
@@ -135,6 +149,10 @@ func (t Transport) Do(w http.ResponseWriter, r *http.Request, exec graphql.Graph
 	resp := responses(ctx)
 	o := t.outcome(ctx, rc)
 	t.setRateLimitHeaders(w, o)
+	if retry, ok := refusedBusy(resp); ok {
+		writeTooMany(w, retry, resp.Errors)
+		return
+	}
 	var cost *costStatus
 	if o != nil {
 		c := t.costExtension(o)
@@ -216,11 +234,7 @@ func (t Transport) writeErrors(ctx context.Context, w http.ResponseWriter, exec 
 	o := t.outcome(ctx, rc)
 	t.setRateLimitHeaders(w, o)
 	if o != nil && o.Limited != "" {
-		w.Header().Set("Retry-After", strconv.Itoa(o.RetryAfterSeconds()))
-		w.Header().Set("Cache-Control", "no-store")
-		writeJSON(w, http.StatusTooManyRequests, struct {
-			Errors gqlerror.List `json:"errors"`
-		}{presented.Errors})
+		writeTooMany(w, o.RetryAfterSeconds(), presented.Errors)
 		return
 	}
 	ext := presented.Extensions
@@ -234,6 +248,36 @@ func (t Transport) writeErrors(ctx context.Context, w http.ResponseWriter, exec 
 		Errors     gqlerror.List  `json:"errors"`
 		Extensions map[string]any `json:"extensions,omitempty"`
 	}{presented.Errors, ext})
+}
+
+// writeTooMany answers 429 with Retry-After (whole seconds), Cache-Control:
+// no-store and the body {"errors": list}.
+func writeTooMany(w http.ResponseWriter, retryAfter int, list gqlerror.List) {
+	w.Header().Set("Retry-After", strconv.Itoa(retryAfter))
+	w.Header().Set("Cache-Control", "no-store")
+	writeJSON(w, http.StatusTooManyRequests, struct {
+		Errors gqlerror.List `json:"errors"`
+	}{list})
+}
+
+// refusedBusy reports whether an executed operation was refused as a whole
+// with RATE_LIMITED by its resolvers (a password hash that found no room in
+// time): no data, and every error RATE_LIMITED. It returns the largest
+// retryAfter of the errors, at least 1.
+func refusedBusy(resp *graphql.Response) (int, bool) {
+	if len(resp.Errors) == 0 || len(resp.Data) != 0 && string(resp.Data) != "null" {
+		return 0, false
+	}
+	retry := 1
+	for _, e := range resp.Errors {
+		if code, _ := e.Extensions["code"].(string); code != string(errs.CodeRateLimited) {
+			return 0, false
+		}
+		if n, ok := e.Extensions["retryAfter"].(int); ok {
+			retry = max(retry, n)
+		}
+	}
+	return retry, true
 }
 
 // outcome is the limiter's decision on the operation, or the caller's budget
@@ -284,7 +328,8 @@ func (t Transport) costExtension(o *ratelimit.Outcome) costStatus {
 	}}
 }
 
-// statusFor maps the errors that stopped an operation before execution.
+// statusFor maps the errors that stopped a well-formed request's operation
+// before execution (see Transport for why).
 func statusFor(media string, list gqlerror.List) int {
 	for _, e := range list {
 		switch code, _ := e.Extensions["code"].(string); code {
@@ -298,8 +343,6 @@ func statusFor(media string, list gqlerror.List) int {
 			return http.StatusOK
 		case string(errs.CodeRateLimited):
 			return http.StatusTooManyRequests
-		case errcode.ParseFailed, errcode.ValidationFailed, string(errs.CodeQueryTooCostly):
-			return http.StatusBadRequest
 		}
 	}
 	if media == mediaGraphQLResponse {

@@ -3,12 +3,14 @@ package idempotency
 import (
 	"bytes"
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/vektah/gqlparser/v2"
 	"github.com/vektah/gqlparser/v2/ast"
 	"github.com/vektah/gqlparser/v2/validator"
 
+	"taskflow/errs"
 	"taskflow/graph"
 )
 
@@ -119,11 +121,39 @@ func TestValidKey(t *testing.T) {
 			t.Errorf("%q accepted", k)
 		}
 	}
-	if k, err := headerKey([]string{`"quoted \"key\""`}); err != nil || k != `quoted "key"` {
-		t.Errorf("sf-string header: %q %v", k, err)
+}
+
+func TestHeaderKeyGrammar(t *testing.T) {
+	t.Parallel()
+	long := strings.Repeat("k", 255)
+	for in, want := range map[string]string{
+		"5b1c0e0e-3f7a-4c1e-9a53-0d6c2f1d8e2a": "5b1c0e0e-3f7a-4c1e-9a53-0d6c2f1d8e2a", // bare, as always
+		"a;x=1":                                "a;x=1",                                // bare keys are literal
+		`~!#$%&'()*+-./:;<=>?@[\]^_{|}`:        `~!#$%&'()*+-./:;<=>?@[\]^_{|}`,
+		long:                                   long,
+		`"abc"`:                                "abc",
+		`"a\"b"`:                               `a"b`,
+		`"a\\b"`:                               `a\b`,
+		`"with spaces"`:                        "with spaces",
+		`"abc";x=1`:                            "abc", // parameters are ignored (RFC 9651)
+		`"abc";x;y="z"`:                        "abc",
+		`"` + long + `"`:                       long,
+	} {
+		if got, err := headerKey([]string{in}); err != nil || got != want {
+			t.Errorf("%s: %q %v, want %q", in, got, err, want)
+		}
 	}
-	if _, err := headerKey([]string{"a", "b"}); err == nil {
-		t.Error("two header values accepted")
+	for _, in := range []string{
+		`"a"b"`, `"a\"b`, `"abc"x`, `"a\x"`, `"é"`, `""`, `"abc";`, `"abc";X=1`, `"a", "b"`, `"` + long + `k"`,
+		"", "abc def", "k1, k2", "k1,k2", `a"b`, "é", long + "k", "tab\tkey",
+	} {
+		_, err := headerKey([]string{in})
+		if errs.CodeOf(err) != errs.CodeBadUserInput {
+			t.Errorf("%s: %v, want BAD_USER_INPUT", in, err)
+		}
+	}
+	if _, err := headerKey([]string{"a", "b"}); errs.CodeOf(err) != errs.CodeBadUserInput {
+		t.Errorf("two header lines: %v", err)
 	}
 }
 

@@ -29,6 +29,7 @@ import (
 	"time"
 
 	"github.com/99designs/gqlgen/graphql"
+	"github.com/dunglas/httpsfv"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/vektah/gqlparser/v2/ast"
 	"github.com/vektah/gqlparser/v2/gqlerror"
@@ -188,31 +189,93 @@ func jsonSafe(t reflect.Type, seen map[reflect.Type]bool) error {
 	return nil
 }
 
-// MutateOperationContext refuses, before anything runs, an Idempotency-Key header
-// that is malformed or that cannot name one call: the operation has several
-// mutation fields and one of those that take a key has no idempotencyKey argument.
+// MutateOperationContext refuses, before anything runs (and before the rate
+// limiter charges it), an operation whose keys cannot be honoured:
+//   - a malformed key, in the Idempotency-Key header or in any idempotencyKey
+//     argument (BAD_USER_INPUT);
+//   - any key on an anonymous call (UNAUTHENTICATED): keys are per user, and
+//     register and login take none;
+//   - an Idempotency-Key header that names no call, because no mutation field
+//     of the operation takes a key (logout, login, register), or cannot name
+//     one, because the operation has several mutation fields and one of those
+//     that take a key has no idempotencyKey argument (BAD_USER_INPUT);
+//   - one key for several mutation fields (BAD_USER_INPUT naming the key and
+//     the fields): the first would commit, and the second be refused as a
+//     reuse, or replay the first, in an answer that says otherwise.
 func (m *Middleware) MutateOperationContext(ctx context.Context, oc *graphql.OperationContext) *gqlerror.Error {
 	if oc.Operation == nil || oc.Operation.Operation != ast.Mutation {
 		return nil
 	}
-	values := oc.Headers.Values(HeaderKey)
-	if len(values) == 0 {
-		return nil
-	}
-	if _, err := headerKey(values); err != nil {
-		return badInput(err.Error())
+	header := ""
+	if values := oc.Headers.Values(HeaderKey); len(values) > 0 {
+		k, err := headerKey(values)
+		if err != nil {
+			return badInput(err.Error())
+		}
+		header = k
 	}
 	fields := graphql.CollectFields(oc, oc.Operation.SelectionSet, []string{"Mutation"})
-	if len(fields) < 2 {
-		return nil
-	}
+	keyed := 0                     // fields that take a key
+	byHeader := 0                  // of those, the ones the header is the key of
+	var keys []string              // the keys given, in order
+	users := map[string][]string{} // key → response names of the fields it is given to
 	for _, f := range fields {
-		if _, keyed := m.results[f.Name]; keyed && !argGiven(f.Field, oc.Variables) {
-			return badInput("the " + HeaderKey + " header is for an operation with a single mutation field; " +
-				"give each mutation its own idempotencyKey argument")
+		if _, ok := m.results[f.Name]; !ok {
+			continue
+		}
+		keyed++
+		k, given, err := argKey(f.Field, oc.Variables)
+		if err != nil {
+			return badInput(err.Error())
+		}
+		if !given {
+			if header == "" {
+				continue
+			}
+			k = header
+			byHeader++
+		}
+		if users[k] == nil {
+			keys = append(keys, k)
+		}
+		users[k] = append(users[k], f.Alias)
+	}
+	if (header != "" || len(keys) > 0) && auth.UserFrom(ctx) == nil {
+		return &gqlerror.Error{
+			Message:    "idempotency keys are per user: sign in to send one (register and login take no key); nothing was run",
+			Extensions: map[string]any{"code": string(errs.CodeUnauthenticated)},
+		}
+	}
+	if header != "" && keyed == 0 && len(fields) > 0 {
+		what := "mutation " + names(fields) + " takes"
+		if len(fields) > 1 {
+			what = "mutations " + names(fields) + " take"
+		}
+		return badInput(what + " no idempotency key: send it without the " + HeaderKey + " header; nothing was run")
+	}
+	if header != "" && len(fields) > 1 && byHeader > 0 {
+		return badInput("the " + HeaderKey + " header is for an operation with a single mutation field; " +
+			"give each mutation its own idempotencyKey argument; nothing was run")
+	}
+	for _, k := range keys {
+		if len(users[k]) > 1 {
+			err := badInput(fmt.Sprintf("the idempotency key %q is given to several mutation fields (%s): "+
+				"a key is for one call, give each its own; nothing was run", k, strings.Join(users[k], ", ")))
+			err.Extensions["key"] = k
+			err.Extensions["fields"] = users[k]
+			return err
 		}
 	}
 	return nil
+}
+
+// names lists the response names of fields, as "a, b".
+func names(fields []graphql.CollectedField) string {
+	out := make([]string, len(fields))
+	for i, f := range fields {
+		out[i] = f.Alias
+	}
+	return strings.Join(out, ", ")
 }
 
 // badInput is a request-level BAD_USER_INPUT error.
@@ -220,42 +283,78 @@ func badInput(msg string) *gqlerror.Error {
 	return &gqlerror.Error{Message: msg, Extensions: map[string]any{"code": string(errs.CodeBadUserInput)}}
 }
 
-// argGiven reports whether the field's idempotencyKey argument has a non-null value.
-func argGiven(f *ast.Field, vars map[string]any) bool {
+// argKey returns the field's idempotencyKey argument, whether it was given
+// (a null is not), and an error for a key that is not valid.
+func argKey(f *ast.Field, vars map[string]any) (string, bool, error) {
 	a := f.Arguments.ForName(keyArg)
 	if a == nil {
-		return false
+		return "", false, nil
 	}
 	v, err := a.Value.Value(vars)
-	return err == nil && v != nil
+	if err != nil || v == nil {
+		return "", false, nil
+	}
+	k, _ := v.(string)
+	return k, true, validKey(k)
 }
 
-// headerKey returns the key of the Idempotency-Key header values: exactly one
-// value, either a bare key or an sf-string ("...") as in the IETF draft.
+// headerKey returns the key of the Idempotency-Key header values, which must
+// be exactly one field line in one of two forms:
+//
+//   - an sf-string Item of RFC 9651 (the IETF draft's form), parsed by
+//     httpsfv: `"5b1c0e0e-..."`, with \" and \\ escapes; parameters
+//     (`"k";x=1`) are ignored, as RFC 9651 says a recipient must do with
+//     parameters it does not know;
+//   - a bare key, which TaskFlow has always accepted (a UUID is no sf-token:
+//     it may start with a digit): 1 to 255 visible ASCII characters (0x21 to
+//     0x7E) other than `"` and `,`, taken literally. No space: a value with
+//     one is most likely two header lines a proxy joined ("k1, k2").
+//
+// The key itself is then checked as an argument's is (validKey).
 func headerKey(values []string) (string, error) {
 	if len(values) != 1 {
-		return "", errors.New("send one " + HeaderKey + " header")
+		return "", errs.Errorf(errs.CodeBadUserInput, "send one %s header", HeaderKey)
 	}
-	k := values[0]
-	if len(k) >= 2 && k[0] == '"' && k[len(k)-1] == '"' {
-		var b strings.Builder
-		for i := 1; i < len(k)-1; i++ {
-			if k[i] == '\\' && i+1 < len(k)-1 {
-				i++
-			}
-			b.WriteByte(k[i])
+	v := values[0]
+	if !strings.HasPrefix(v, `"`) {
+		if !bareKey(v) {
+			return "", errs.Errorf(errs.CodeBadUserInput, "the %s header must be a quoted string "+
+				`("..." as in RFC 9651) or a bare key of 1 to 255 visible ASCII characters without spaces, quotes or commas`,
+				HeaderKey)
 		}
-		k = b.String()
+		return v, nil
 	}
+	item, err := httpsfv.UnmarshalItem(values)
+	if err != nil {
+		return "", errs.Errorf(errs.CodeBadUserInput, "the %s header is not a valid quoted string (RFC 9651 sf-string): "+
+			`escape " and \ inside it with \`, HeaderKey)
+	}
+	k, _ := item.Value.(string) // a value that starts with " can only be a string
 	if err := validKey(k); err != nil {
 		return "", err
 	}
 	return k, nil
 }
 
+// bareKey reports whether v is a bare Idempotency-Key value (see headerKey).
+func bareKey(v string) bool {
+	if v == "" || len(v) > maxKeyLen {
+		return false
+	}
+	for i := 0; i < len(v); i++ {
+		if c := v[i]; c < 0x21 || c > 0x7e || c == '"' || c == ',' {
+			return false
+		}
+	}
+	return true
+}
+
+// maxKeyLen is the longest key, in bytes.
+const maxKeyLen = 255
+
 // validKey checks that a key is 1..255 printable ASCII characters.
 func validKey(k string) error {
-	if k == "" || len(k) > 255 {
+	if k == "" || len(k) > maxKeyLen {
 		return errs.Errorf(errs.CodeBadUserInput, "an idempotency key must be 1 to 255 printable ASCII characters")
 	}
 	for i := 0; i < len(k); i++ {

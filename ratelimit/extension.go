@@ -170,8 +170,8 @@ func (l *Limiter) MaxCost() int64 { return int64(min(l.cfg.MaxCost, l.cfg.Points
 
 // Extension returns the gqlgen extension that checks every operation after
 // parse and validation and before execution: QUERY_TOO_COSTLY over the
-// maximum (nothing charged), then the login and searchTasks limits, then the
-// cost budget; RATE_LIMITED when one of them is exhausted.
+// maximum (nothing charged), then the login, register and searchTasks limits,
+// then the cost budget; RATE_LIMITED when one of them is exhausted.
 func (l *Limiter) Extension() graphql.HandlerExtension { return extension{l} }
 
 type extension struct{ l *Limiter }
@@ -251,8 +251,9 @@ type check struct {
 }
 
 // endpointChecks lists the endpoint limits the operation uses: login per IP
-// and per e-mail (each login field counts, aliases included), searchTasks per
-// user (or IP when anonymous).
+// and per e-mail (each login field counts, aliases included), register per IP
+// (each register field counts, whatever its outcome), searchTasks per user (or
+// IP when anonymous).
 func (l *Limiter) endpointChecks(ctx context.Context, rc *graphql.OperationContext) []check {
 	var out []check
 	switch rc.Operation.Operation {
@@ -278,9 +279,11 @@ func (l *Limiter) endpointChecks(ctx context.Context, rc *graphql.OperationConte
 				out = append(out, check{LimitLoginEmail, "email:" + hex.EncodeToString(sum[:16]), l.cfg.LoginPerEmail, n})
 			}
 		}
+		if n := countAll(rc.Operation.SelectionSet, "register"); n > 0 {
+			out = append(out, check{LimitRegisterIP, "ip:" + reqinfo.From(ctx).IP, l.cfg.RegisterPerIP, n})
+		}
 	case ast.Query:
-		n := countRoot(rc.Operation.SelectionSet, "searchTasks", func(*ast.Field) string { return "" })[""]
-		if n > 0 {
+		if n := countAll(rc.Operation.SelectionSet, "searchTasks"); n > 0 {
 			out = append(out, check{LimitSearch, identity(ctx, ""), l.cfg.Search, n})
 		}
 	}
@@ -324,6 +327,11 @@ func countRoot(set ast.SelectionSet, name string, key func(*ast.Field) string) m
 		return out
 	}
 	return walk(set)
+}
+
+// countAll counts the root fields called name (see countRoot).
+func countAll(set ast.SelectionSet, name string) int64 {
+	return countRoot(set, name, func(*ast.Field) string { return "" })[""]
 }
 
 // mayHave is false when set is plain fields none of which is called name (the

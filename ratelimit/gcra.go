@@ -2,7 +2,6 @@ package ratelimit
 
 import (
 	"context"
-	"math"
 	"sync"
 	"time"
 
@@ -30,13 +29,41 @@ type Result struct {
 	ResetAfter time.Duration
 }
 
-// remainingFrom derives the points left from the time until the budget is full.
+// resolution is the precision of every duration the limiter answers: Redis'
+// clock (TIME) counts microseconds, and the scripts compute in float seconds
+// since 2017, whose last digits (tens of nanoseconds at today's dates) are
+// rounding noise. Answers of every backend are rounded to it, so the same
+// operations give the same numbers in process and in Redis.
+const resolution = time.Microsecond
+
+// exact rounds a duration of an answer to the resolution.
+func exact(d time.Duration) time.Duration { return d.Round(resolution) }
+
+// remainingFrom derives the points left from the time until the budget is
+// full: the whole points back, a point counting as back when less than the
+// resolution of it is missing. Without that slack the first charge of a fresh
+// budget, which is exactly on a point's boundary, would lose a point to the
+// rounding of one backend and not another (998 in Redis, 999 in process, after
+// a 1-point query on a budget of 1000). Integer arithmetic, meant for
+// emission intervals far above the resolution (the contract's is 60 ms).
 func remainingFrom(l Limit, resetAfter time.Duration) int {
 	if resetAfter <= 0 {
 		return l.Points
 	}
-	r := int(math.Floor(float64(l.Window-resetAfter) / float64(l.emission())))
-	return min(max(r, 0), l.Points)
+	r := (l.Window - resetAfter + resolution) / l.emission()
+	return int(min(max(r, 0), time.Duration(l.Points)))
+}
+
+// answer is the Result of a check with its durations rounded to the
+// resolution and the points left derived from them, the same way for every
+// backend.
+func answer(l Limit, allowed bool, retryAfter, resetAfter time.Duration) Result {
+	res := Result{Allowed: allowed, ResetAfter: max(exact(resetAfter), 0)}
+	if !allowed {
+		res.RetryAfter = max(exact(retryAfter), resolution)
+	}
+	res.Remaining = remainingFrom(l, res.ResetAfter)
+	return res
 }
 
 // backend is one GCRA implementation.
@@ -77,14 +104,12 @@ func (m *memoryStore) allowN(_ context.Context, key string, l Limit, n int) (Res
 	newTat := tat.Add(increment)
 	allowAt := newTat.Add(-l.Window)
 	if now.Before(allowAt) {
-		reset := tat.Sub(now)
-		return Result{Remaining: remainingFrom(l, reset), RetryAfter: allowAt.Sub(now), ResetAfter: reset}, nil
+		return answer(l, false, allowAt.Sub(now), tat.Sub(now)), nil
 	}
 	if newTat.After(now) {
 		m.tat[key] = newTat
 	}
-	reset := newTat.Sub(now)
-	return Result{Allowed: true, Remaining: remainingFrom(l, reset), ResetAfter: reset}, nil
+	return answer(l, true, 0, newTat.Sub(now)), nil
 }
 
 // redisStore is GCRA in Redis through redis_rate: one atomic script per check.
@@ -98,12 +123,7 @@ func (s *redisStore) allowN(ctx context.Context, key string, l Limit, n int) (Re
 	if err != nil {
 		return Result{}, err
 	}
-	out := Result{Allowed: res.Allowed > 0 || n == 0, ResetAfter: max(res.ResetAfter, 0)}
-	if !out.Allowed {
-		out.RetryAfter = max(res.RetryAfter, time.Millisecond)
-	}
-	out.Remaining = remainingFrom(l, out.ResetAfter)
-	return out, nil
+	return answer(l, res.Allowed > 0 || n == 0, res.RetryAfter, res.ResetAfter), nil
 }
 
 var _ backend = (*redisStore)(nil)

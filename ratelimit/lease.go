@@ -112,8 +112,7 @@ func newLeaseStore(rdb redis.Scripter, prefix string, share float64, period time
 // spent here had been charged on its own, that is the leases' unspent points
 // left out.
 func (ls *lease) result(l Limit, now time.Time) Result {
-	reset := max(ls.tat.Add(-time.Duration(ls.unused)*l.emission()).Sub(now), 0)
-	return Result{Allowed: true, Remaining: remainingFrom(l, reset), ResetAfter: reset}
+	return answer(l, true, 0, ls.tat.Add(-time.Duration(ls.unused)*l.emission()).Sub(now))
 }
 
 // local answers the check from this instance's lease when it holds enough of
@@ -187,7 +186,7 @@ func (s *leaseStore) allowN(ctx context.Context, key string, l Limit, n int) (Re
 		ls.expires = now.Add(s.period)
 		if !allowed {
 			s.mu.Unlock()
-			return Result{Remaining: remainingFrom(l, reset), RetryAfter: max(retry, time.Millisecond), ResetAfter: reset}, nil
+			return answer(l, false, retry, reset), nil
 		}
 		if granted > 0 {
 			ls.unused += granted
@@ -221,7 +220,8 @@ func (s *leaseStore) run(ctx context.Context, key string, l Limit, n, refund, wa
 	return a == 1, int(g), seconds(retryS), max(seconds(resetS), 0), nil
 }
 
-func seconds(f float64) time.Duration { return time.Duration(f * float64(time.Second)) }
+// seconds converts a script's duration to the resolution.
+func seconds(f float64) time.Duration { return exact(time.Duration(f * float64(time.Second))) }
 
 // sweeping starts the sweep that gives back the leases of budgets gone quiet.
 func (s *leaseStore) sweeping() {

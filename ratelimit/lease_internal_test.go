@@ -41,3 +41,28 @@ func TestLeaseAnswersFollowGiveBacks(t *testing.T) {
 		}
 	}
 }
+
+// The points left are the whole points back, with a microsecond of slack for
+// the rounding of the Redis scripts, and never more than the budget.
+func TestRemainingFrom(t *testing.T) {
+	t.Parallel()
+	l := Limit{Points: 1000, Window: time.Minute} // a point every 60 ms
+	for _, c := range []struct {
+		reset time.Duration
+		want  int
+	}{
+		{0, 1000},
+		{-time.Second, 1000},
+		{60 * time.Millisecond, 999},
+		{60*time.Millisecond + 2, 999},                  // Redis' 60.000002 ms for one point
+		{60*time.Millisecond + time.Microsecond, 999},   // the slack
+		{60*time.Millisecond + 2*time.Microsecond, 998}, // more than the slack
+		{120*time.Millisecond - time.Millisecond, 998},  // a millisecond short of two points
+		{time.Minute, 0},
+		{2 * time.Minute, 0},
+	} {
+		if got := remainingFrom(l, c.reset); got != c.want {
+			t.Errorf("reset %v: %d, want %d", c.reset, got, c.want)
+		}
+	}
+}

@@ -1,9 +1,10 @@
 // Package ratelimit is TaskFlow's rate limiting: the query cost (package cost, read from
 // the schema's @cost/@listSize directives), GCRA budgets in Redis (or in process)
-// with a fail-open policy, the endpoint limits of login and searchTasks, and the
-// gqlgen extension that checks them all after parse and validation, before
-// execution. The HTTP transport (package httpapi) turns its answers into 429/400
-// responses and RateLimit headers.
+// with a fail-open policy, the endpoint limits of login, register and
+// searchTasks, and the gqlgen extension that checks them all after parse and
+// validation, before execution. The HTTP transport (package httpapi) turns its
+// answers into responses (429 for RATE_LIMITED; QUERY_TOO_COSTLY as a
+// validation failure) and RateLimit headers.
 package ratelimit
 
 import (
@@ -24,6 +25,7 @@ const (
 	LimitCost       = "cost"
 	LimitLoginIP    = "login_ip"
 	LimitLoginEmail = "login_email"
+	LimitRegisterIP = "register_ip"
 	LimitSearch     = "search"
 )
 
@@ -41,14 +43,22 @@ type Config struct {
 	// a time and spend without a round trip (RATE_LIMIT_LEASE, default 0.1);
 	// negative turns leases off: every operation is checked in Redis. See
 	// leaseStore for what leases keep of the contract. Endpoint limits (login,
-	// searchTasks) are always checked per operation.
+	// register, searchTasks) are always checked per operation.
 	Lease float64
 	// LeasePeriod is how long a lease lasts (default 1s).
 	LeasePeriod time.Duration
-	// LoginPerIP, LoginPerEmail and Search are the endpoint limits; zero values
-	// are the contract's 10/10min, 5/10min and 60/1min.
-	LoginPerIP, LoginPerEmail, Search Limit
+	// LoginPerIP, LoginPerEmail, RegisterPerIP and Search are the endpoint
+	// limits; zero values are the contract's 10/10min, 5/10min, 20/1h and
+	// 60/1min.
+	LoginPerIP, LoginPerEmail, RegisterPerIP, Search Limit
 }
+
+// DefaultRegisterPerIP is the contract's register limit: 20 accounts per hour
+// per client IP, refilled continuously (one every 3 minutes), so that a
+// classroom or an office behind one NAT address can sign up 20 people at once
+// and 20 more within the hour, while one address cannot create more than 480
+// accounts a day.
+var DefaultRegisterPerIP = Limit{Points: 20, Window: time.Hour}
 
 func (c Config) withDefaults() Config {
 	if c.Points <= 0 {
@@ -71,6 +81,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.LoginPerEmail.Points <= 0 {
 		c.LoginPerEmail = Limit{Points: 5, Window: 10 * time.Minute}
+	}
+	if c.RegisterPerIP.Points <= 0 {
+		c.RegisterPerIP = DefaultRegisterPerIP
 	}
 	if c.Search.Points <= 0 {
 		c.Search = Limit{Points: 60, Window: time.Minute}

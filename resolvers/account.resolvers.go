@@ -22,6 +22,11 @@ func (r *userResolver) AuditEvents(ctx context.Context, obj *store.User, first *
 	return r.DB.UserAuditEvents(ctx, auth.UserFrom(ctx), obj.ID, first, after)
 }
 
+// Invitations is the resolver for the invitations field.
+func (r *userResolver) Invitations(ctx context.Context, obj *store.User, first *int, after *string) (*store.Connection[store.Invitation], error) {
+	return r.loaders(ctx).InvitationsOf(ctx, obj.ID, first, after)
+}
+
 // User returns graph.UserResolver implementation.
 func (r *Resolver) User() graph.UserResolver { return &userResolver{r} }
 

@@ -27,5 +27,5 @@ func projectPatch(in model.UpdateProjectInput) (store.ProjectPatch, error) {
 
 // accounts returns the accounts service of the resolver.
 func (r *Resolver) accounts() auth.Accounts {
-	return auth.Accounts{DB: r.DB, Params: r.PasswordParams}
+	return auth.Accounts{DB: r.DB, Hasher: r.Hasher}
 }

@@ -131,7 +131,7 @@ func TestRegisterValidationAndConflict(t *testing.T) {
 		t.Fatalf("users + user.registered events = %d, want 2 (refused registrations leave nothing)", n)
 	}
 	// Exactly 8 characters is enough.
-	register(t, env, uniqueEmail("eight"), "12345678", "Eight")
+	register(t, env, uniqueEmail("eight"), "k3v!9qzp", "Eight")
 }
 
 func TestLoginSameErrorForUnknownEmailAndWrongPassword(t *testing.T) {
@@ -239,6 +239,97 @@ func TestLogoutRevokesOnlyThisToken(t *testing.T) {
 	}
 	// Anonymous logout.
 	wantErrCode(t, post(t, env, "", `mutation { logout }`, nil), "UNAUTHENTICATED")
+	// One user.logged_out, about and by the user, with nothing of the token.
+	var meta string
+	var actor *string
+	if err := env.DB.Pool.QueryRow(context.Background(), `SELECT metadata::text, actor_id::text FROM audit_events
+		WHERE action = 'user.logged_out' AND entity_id = $1 AND workspace_id IS NULL`, p.User.ID).Scan(&meta, &actor); err != nil {
+		t.Fatal(err)
+	}
+	if meta != "{}" || actor == nil || *actor != p.User.ID || countEvents(t, env, "", "user.logged_out", p.User.ID) != 1 {
+		t.Fatalf("user.logged_out: metadata %s, actor %v", meta, actor)
+	}
+}
+
+// register refuses a weak password with BAD_USER_INPUT naming the rule, in a
+// message without the password, and creates nothing.
+func TestRegisterRefusesWeakPasswords(t *testing.T) {
+	t.Parallel()
+	env := apitest.New(t)
+	email := strings.ToLower(uniqueEmail("grace.hopper"))
+	for password, rule := range map[string]string{
+		"short":      "TOO_SHORT",
+		email:        "PERSONAL",
+		"Hopper1906": "PERSONAL",
+		"        ":   "REPETITIVE",
+		"12345678":   "REPETITIVE",
+		"password":   "COMMON",
+		"ｉｌｏｖｅｙｏｕ":   "COMMON",
+	} {
+		r := post(t, env, "", registerMutation, map[string]any{"e": email, "p": password, "n": "Grace Hopper"})
+		ext, _ := r.Body.Errors[0]["extensions"].(map[string]any)
+		msg, _ := r.Body.Errors[0]["message"].(string)
+		if r.Code() != "BAD_USER_INPUT" || ext["rule"] != rule || ext["field"] != "password" || string(r.Body.Data) != "null" {
+			t.Errorf("%q: %s, want rule %s", password, r.Raw, rule)
+		}
+		if strings.Contains(msg, email) || strings.TrimSpace(password) != "" && strings.Contains(msg, password) && password != "password" {
+			t.Errorf("%q: message %q echoes the input", password, msg)
+		}
+	}
+	var n int
+	if err := env.DB.Pool.QueryRow(context.Background(), `SELECT (SELECT count(*) FROM users) + (SELECT count(*) FROM audit_events)`).Scan(&n); err != nil || n != 0 {
+		t.Fatalf("refused registrations left %d rows (%v)", n, err)
+	}
+}
+
+// Passwords are NFKC-normalised before they are hashed, so the same password
+// typed in full-width or half-width letters signs in; a hash made before
+// normalisation from a password that changes under it still signs in, and is
+// replaced by the hash of the normalised password; an existing password that
+// the rules of new passwords would refuse still signs in.
+func TestLoginNormalisesPasswords(t *testing.T) {
+	t.Parallel()
+	env := apitest.New(t)
+	ctx := context.Background()
+	const wide, narrow = "ｃｏｒｒｅｃｔ ｈｏｒｓｅ", "correct horse"
+	email := uniqueEmail("hal")
+	register(t, env, email, wide, "Hal")
+	for _, p := range []string{narrow, wide} {
+		mustData(t, post(t, env, "", loginMutation, map[string]any{"e": email, "p": p}), nil)
+	}
+
+	// Accounts from before normalisation, inserted with their hash as it was made.
+	insert := func(name, hash string) (email, id string) {
+		email = strings.ToLower(uniqueEmail(name))
+		if err := env.DB.Pool.QueryRow(ctx, `INSERT INTO users (email, name, password_hash) VALUES ($1, $2, $3) RETURNING id`,
+			email, name, hash).Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		return email, id
+	}
+	oldEmail, oldID := insert("ida", auth.HashPassword(wide, auth.FastPasswordParams))
+	wantErrCode(t, post(t, env, "", loginMutation, map[string]any{"e": oldEmail, "p": narrow}), "UNAUTHENTICATED")
+	mustData(t, post(t, env, "", loginMutation, map[string]any{"e": oldEmail, "p": wide}), nil)
+	var now, meta string
+	if err := env.DB.Pool.QueryRow(ctx, `SELECT password_hash FROM users WHERE id = $1`, oldID).Scan(&now); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := auth.VerifyPassword(narrow, now); !ok || err != nil {
+		t.Fatalf("the hash was not replaced by the normalised password's: %v %v", ok, err)
+	}
+	if err := env.DB.Pool.QueryRow(ctx, `SELECT metadata::text FROM audit_events WHERE action = 'user.logged_in' AND entity_id = $1`,
+		oldID).Scan(&meta); err != nil || meta != `{"passwordRehashed": true}` {
+		t.Fatalf("user.logged_in metadata %s (%v)", meta, err)
+	}
+	for _, p := range []string{narrow, wide} {
+		mustData(t, post(t, env, "", loginMutation, map[string]any{"e": oldEmail, "p": p}), nil)
+	}
+
+	weakEmail, weakID := insert("jay", auth.HashPassword("password", auth.FastPasswordParams))
+	mustData(t, post(t, env, "", loginMutation, map[string]any{"e": weakEmail, "p": "password"}), nil)
+	if got := countEvents(t, env, "", "user.logged_in", weakID); got != 1 {
+		t.Fatalf("%d user.logged_in events for an existing weak password", got)
+	}
 }
 
 func TestMeAnonymousIsNull(t *testing.T) {

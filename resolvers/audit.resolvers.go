@@ -7,25 +7,15 @@ package resolvers
 
 import (
 	"context"
-
-	"taskflow/errs"
 	"taskflow/graph"
 	"taskflow/store"
 )
 
 // Actor is the resolver for the actor field.
 func (r *auditEventResolver) Actor(ctx context.Context, obj *store.AuditEvent) (*store.User, error) {
-	if obj.ActorID == nil {
-		r.loaders(ctx).users.Skip(ctx)
-		return nil, nil
-	}
 	// The actor stays readable after leaving the workspace; an account that is
 	// gone is null.
-	u, err := r.loaders(ctx).users.Load(ctx, *obj.ActorID)
-	if errs.CodeOf(err) == errs.CodeNotFound {
-		return nil, nil
-	}
-	return u, err
+	return r.loaders(ctx).OptionalUser(ctx, obj.ActorID)
 }
 
 // AuditEvent returns graph.AuditEventResolver implementation.

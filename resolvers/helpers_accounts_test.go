@@ -44,11 +44,21 @@ func mkWorkspace(t *testing.T, env *apitest.Env, owner apitest.User) string {
 	return d.CreateWorkspace.ID
 }
 
-// joinWorkspace makes u a member of ws with role, acting as owner.
+// joinWorkspace makes u a member of ws with role: owner invites u's e-mail and
+// u accepts.
 func joinWorkspace(t *testing.T, env *apitest.Env, owner apitest.User, ws string, u apitest.User, role string) {
 	t.Helper()
-	mustData(t, post(t, env, owner.Token, `mutation($w: ID!, $e: String!, $r: Role!) { addMember(workspaceId: $w, email: $e, role: $r) { role } }`,
-		map[string]any{"w": ws, "e": u.Email, "r": role}), nil)
+	id := invite(t, env, owner, ws, u.Email, role)
+	mustData(t, post(t, env, u.Token, acceptMutation, map[string]any{"id": id}), nil)
+}
+
+// invite invites email to ws with role, acting as inviter, and returns the
+// invitation's id.
+func invite(t *testing.T, env *apitest.Env, inviter apitest.User, ws, email, role string) string {
+	t.Helper()
+	var d struct{ InviteMember struct{ ID string } }
+	mustData(t, post(t, env, inviter.Token, inviteMutation, map[string]any{"w": ws, "e": email, "r": role}), &d)
+	return d.InviteMember.ID
 }
 
 // mkProject creates a project in ws as u and returns its id.

@@ -34,6 +34,9 @@ type accountLoaders struct {
 	projects     *loader[string, *store.Project]
 	workspacesOf *loader[string, []*store.Workspace]
 	projectLists *loader[projectListKey, *store.ProjectConnection]
+	// invitations loads pages of workspaces' open invitations and of the
+	// viewer's own, batched like projectLists.
+	invitations *loader[store.InvitationPageKey, *store.InvitationConnection]
 }
 
 // projectListKey names one page of a workspace's projects.
@@ -72,6 +75,9 @@ func newAccountLoaders(db *store.DB) *accountLoaders {
 	}, loaderWait)
 	l.projectLists = newLoader(func(ctx context.Context, keys []projectListKey) ([]*store.ProjectConnection, []error) {
 		return projectLists(ctx, db, l.viewerID(ctx), keys)
+	}, loaderWait)
+	l.invitations = newLoader(func(ctx context.Context, keys []store.InvitationPageKey) ([]*store.InvitationConnection, []error) {
+		return db.InvitationPages(ctx, l.Viewer(ctx), keys)
 	}, loaderWait)
 	return l
 }
@@ -180,12 +186,27 @@ func (l *accountLoaders) ClearAccountCache() {
 	l.projects.ClearAll()
 	l.workspacesOf.ClearAll()
 	l.projectLists.ClearAll()
+	l.invitations.ClearAll()
 }
 
 // User returns the user with this id, or a NOT_FOUND error. Users are reached
 // only through things the caller may already see, so any user is returned.
 func (l *accountLoaders) User(ctx context.Context, id string) (*store.User, error) {
 	return l.users.Load(ctx, id)
+}
+
+// OptionalUser returns the user with this id, or nil for a nil id or an
+// account that no longer exists (an audit event's actor, an inviter).
+func (l *accountLoaders) OptionalUser(ctx context.Context, id *string) (*store.User, error) {
+	if id == nil {
+		l.users.Skip(ctx)
+		return nil, nil
+	}
+	u, err := l.users.Load(ctx, *id)
+	if errs.CodeOf(err) == errs.CodeNotFound {
+		return nil, nil
+	}
+	return u, err
 }
 
 // Workspace returns the workspace with this id with the viewer's role, or a
@@ -241,6 +262,40 @@ func (l *accountLoaders) Projects(ctx context.Context, workspaceID string, inclu
 		k.After = *after
 	}
 	return l.projectLists.Load(ctx, k)
+}
+
+// Invitations returns a page of a workspace's open invitations, newest first.
+// It returns BAD_USER_INPUT for first outside 1..100 or a cursor of another
+// list, NOT_FOUND if the viewer is not a member of the workspace, and
+// FORBIDDEN for a MEMBER or VIEWER. Pages of several workspaces are fetched
+// together.
+func (l *accountLoaders) Invitations(ctx context.Context, workspaceID string, first *int, after *string) (*store.InvitationConnection, error) {
+	if l.Viewer(ctx) == nil {
+		return nil, errs.ErrUnauthenticated
+	}
+	k, err := store.NewInvitationPageKey(workspaceID, first, after)
+	if err != nil {
+		return nil, err
+	}
+	return l.invitations.Load(ctx, k)
+}
+
+// InvitationsOf returns a page of the open invitations of userID's e-mail,
+// newest first, if userID is the viewer, and an empty page for anyone else
+// (a User is reached through other users' workspaces too, and the field must
+// not fail there). It returns BAD_USER_INPUT for first outside 1..100 or a
+// cursor of another list.
+func (l *accountLoaders) InvitationsOf(ctx context.Context, userID string, first *int, after *string) (*store.InvitationConnection, error) {
+	k, err := store.NewInvitationPageKey("", first, after)
+	if err != nil {
+		l.invitations.Skip(ctx)
+		return nil, err
+	}
+	if v := l.Viewer(ctx); v == nil || v.ID != userID {
+		l.invitations.Skip(ctx)
+		return &store.InvitationConnection{Edges: []*store.InvitationEdge{}}, nil
+	}
+	return l.invitations.Load(ctx, k)
 }
 
 // defaultPageSize is the first of a connection when the schema gives none.

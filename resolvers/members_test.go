@@ -16,7 +16,6 @@ var roles = []string{"OWNER", "ADMIN", "MEMBER", "VIEWER"}
 func atLeastAdmin(r string) bool { return r == "OWNER" || r == "ADMIN" }
 
 const (
-	addMemberMutation    = `mutation($w: ID!, $e: String!, $r: Role!) { addMember(workspaceId: $w, email: $e, role: $r) { role user { id email } joinedAt } }`
 	updateRoleMutation   = `mutation($w: ID!, $u: ID!, $r: Role!) { updateMemberRole(workspaceId: $w, userId: $u, role: $r) { role user { id } } }`
 	removeMemberMutation = `mutation($w: ID!, $u: ID!) { removeMember(workspaceId: $w, userId: $u) }`
 )
@@ -47,36 +46,36 @@ func matrixWorkspace(t *testing.T, env *apitest.Env, actorRole, targetRole strin
 	return ws, actor, target
 }
 
-func TestAddMemberRoleRules(t *testing.T) {
+func TestInviteMemberRoleRules(t *testing.T) {
 	t.Parallel()
 	env := apitest.New(t)
 	for _, a := range roles {
 		for _, r := range roles {
-			t.Run(a+" adds "+r, func(t *testing.T) {
+			t.Run(a+" invites "+r, func(t *testing.T) {
 				t.Parallel()
 				ws, actor, target := matrixWorkspace(t, env, a, "")
 				before := workspaceEvents(t, env, ws)
-				res := post(t, env, actor.Token, addMemberMutation, map[string]any{"w": ws, "e": strings.ToUpper(target.Email), "r": r})
+				res := post(t, env, actor.Token, inviteMutation, map[string]any{"w": ws, "e": strings.ToUpper(target.Email), "r": r})
 				allowed := atLeastAdmin(a) && (r != "OWNER" || a == "OWNER")
 				if !allowed {
 					wantErrCode(t, res, "FORBIDDEN")
-					if roleOf(t, env, ws, target.ID) != "" || workspaceEvents(t, env, ws) != before {
-						t.Fatal("a refused addMember changed something")
+					if openInvitations(t, env, ws) != 0 || workspaceEvents(t, env, ws) != before {
+						t.Fatal("a refused inviteMember changed something")
 					}
 					return
 				}
 				var d struct {
-					AddMember struct {
-						Role string
-						User struct{ ID, Email string }
-					}
+					InviteMember struct{ ID, Email, Role, WorkspaceID string }
 				}
 				mustData(t, res, &d)
-				if d.AddMember.Role != r || d.AddMember.User.ID != target.ID {
-					t.Fatalf("addMember = %+v", d.AddMember)
+				if d.InviteMember.Role != r || d.InviteMember.Email != target.Email || d.InviteMember.WorkspaceID != ws {
+					t.Fatalf("inviteMember = %+v", d.InviteMember)
 				}
-				if roleOf(t, env, ws, target.ID) != r || countEvents(t, env, ws, "member.added", target.ID) != 1 {
-					t.Fatal("member or member.added event missing")
+				if openInvitations(t, env, ws) != 1 || countEvents(t, env, ws, "member.invited", d.InviteMember.ID) != 1 {
+					t.Fatal("invitation or member.invited event missing")
+				}
+				if roleOf(t, env, ws, target.ID) != "" {
+					t.Fatal("an invitation made the invitee a member before they accepted")
 				}
 			})
 		}
@@ -265,16 +264,15 @@ func TestMemberErrors(t *testing.T) {
 	stranger := env.NewUser(t, "Stranger")
 	before := workspaceEvents(t, env, ws)
 
-	// Unknown e-mail, malformed e-mail, existing member.
-	wantErrCode(t, post(t, env, owner.Token, addMemberMutation, map[string]any{"w": ws, "e": "nobody-at-all@example.com", "r": "MEMBER"}), "NOT_FOUND")
-	wantErrCode(t, post(t, env, owner.Token, addMemberMutation, map[string]any{"w": ws, "e": "not an e-mail", "r": "MEMBER"}), "BAD_USER_INPUT")
-	wantErrCode(t, post(t, env, owner.Token, addMemberMutation, map[string]any{"w": ws, "e": " " + strings.ToUpper(member.Email), "r": "VIEWER"}), "CONFLICT")
-	if roleOf(t, env, ws, member.ID) != "MEMBER" {
-		t.Fatal("CONFLICT changed the member's role")
+	// Malformed e-mail, existing member (in any case and spacing).
+	wantErrCode(t, post(t, env, owner.Token, inviteMutation, map[string]any{"w": ws, "e": "not an e-mail", "r": "MEMBER"}), "BAD_USER_INPUT")
+	wantErrCode(t, post(t, env, owner.Token, inviteMutation, map[string]any{"w": ws, "e": " " + strings.ToUpper(member.Email), "r": "VIEWER"}), "CONFLICT")
+	if roleOf(t, env, ws, member.ID) != "MEMBER" || openInvitations(t, env, ws) != 0 {
+		t.Fatal("CONFLICT changed something")
 	}
 	// A non-member, an unknown workspace and a malformed id all look the same.
 	for _, w := range []string{ws, "00000000-0000-0000-0000-000000000000", "not-a-uuid"} {
-		wantErrCode(t, post(t, env, stranger.Token, addMemberMutation, map[string]any{"w": w, "e": stranger.Email, "r": "MEMBER"}), "NOT_FOUND")
+		wantErrCode(t, post(t, env, stranger.Token, inviteMutation, map[string]any{"w": w, "e": stranger.Email, "r": "MEMBER"}), "NOT_FOUND")
 		wantErrCode(t, post(t, env, stranger.Token, updateRoleMutation, map[string]any{"w": w, "u": member.ID, "r": "VIEWER"}), "NOT_FOUND")
 		wantErrCode(t, post(t, env, stranger.Token, removeMemberMutation, map[string]any{"w": w, "u": member.ID}), "NOT_FOUND")
 		wantErrCode(t, post(t, env, stranger.Token, `query($w: ID!) { workspace(id: $w) { id } }`, map[string]any{"w": w}), "NOT_FOUND")
@@ -285,7 +283,7 @@ func TestMemberErrors(t *testing.T) {
 		wantErrCode(t, post(t, env, owner.Token, removeMemberMutation, map[string]any{"w": ws, "u": u}), "NOT_FOUND")
 	}
 	// Anonymous.
-	wantErrCode(t, post(t, env, "", addMemberMutation, map[string]any{"w": ws, "e": stranger.Email, "r": "MEMBER"}), "UNAUTHENTICATED")
+	wantErrCode(t, post(t, env, "", inviteMutation, map[string]any{"w": ws, "e": stranger.Email, "r": "MEMBER"}), "UNAUTHENTICATED")
 	wantErrCode(t, post(t, env, "", updateRoleMutation, map[string]any{"w": ws, "u": member.ID, "r": "VIEWER"}), "UNAUTHENTICATED")
 	wantErrCode(t, post(t, env, "", removeMemberMutation, map[string]any{"w": ws, "u": member.ID}), "UNAUTHENTICATED")
 	wantErrCode(t, post(t, env, "", `query($w: ID!) { workspace(id: $w) { id } }`, map[string]any{"w": ws}), "UNAUTHENTICATED")

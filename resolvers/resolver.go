@@ -3,6 +3,8 @@
 package resolvers
 
 import (
+	"crypto/ed25519"
+
 	"taskflow/auth"
 	"taskflow/store"
 )
@@ -10,7 +12,10 @@ import (
 // Resolver is the root resolver; it holds the dependencies resolvers share.
 type Resolver struct {
 	DB *store.DB
-	// PasswordParams are the argon2id parameters of new password hashes (zero:
-	// auth.DefaultPasswordParams).
-	PasswordParams auth.PasswordParams
+	// Hasher makes and verifies password hashes under the process's bound on
+	// concurrent hashes (nil: auth.DefaultHasher).
+	Hasher *auth.Hasher
+	// AuditKeys are the public keys that verify audit checkpoints, the one
+	// that signs new ones first (AUDIT_SIGNING_KEY).
+	AuditKeys []ed25519.PublicKey
 }

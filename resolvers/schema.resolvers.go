@@ -56,6 +56,34 @@ func (r *mutationResolver) AddMember(ctx context.Context, workspaceID string, em
 	return m, err
 }
 
+// InviteMember is the resolver for the inviteMember field.
+func (r *mutationResolver) InviteMember(ctx context.Context, workspaceID string, email string, role store.Role, idempotencyKey *string) (*store.Invitation, error) {
+	inv, err := r.DB.InviteMember(ctx, auth.UserFrom(ctx), workspaceID, email, role)
+	r.loaders(ctx).ClearAccountCache()
+	return inv, err
+}
+
+// RevokeInvitation is the resolver for the revokeInvitation field.
+func (r *mutationResolver) RevokeInvitation(ctx context.Context, id string, idempotencyKey *string) (bool, error) {
+	err := r.DB.RevokeInvitation(ctx, auth.UserFrom(ctx), id)
+	r.loaders(ctx).ClearAccountCache()
+	return err == nil, err
+}
+
+// AcceptInvitation is the resolver for the acceptInvitation field.
+func (r *mutationResolver) AcceptInvitation(ctx context.Context, id string, idempotencyKey *string) (*store.Workspace, error) {
+	ws, err := r.DB.AcceptInvitation(ctx, auth.UserFrom(ctx), id)
+	r.loaders(ctx).ClearAccountCache()
+	return ws, err
+}
+
+// DeclineInvitation is the resolver for the declineInvitation field.
+func (r *mutationResolver) DeclineInvitation(ctx context.Context, id string, idempotencyKey *string) (bool, error) {
+	err := r.DB.DeclineInvitation(ctx, auth.UserFrom(ctx), id)
+	r.loaders(ctx).ClearAccountCache()
+	return err == nil, err
+}
+
 // UpdateMemberRole is the resolver for the updateMemberRole field.
 func (r *mutationResolver) UpdateMemberRole(ctx context.Context, workspaceID string, userID string, role store.Role, idempotencyKey *string) (*store.Member, error) {
 	m, err := r.DB.UpdateMemberRole(ctx, auth.UserFrom(ctx), workspaceID, userID, role)
@@ -199,8 +227,18 @@ func (r *queryResolver) AuditEvents(ctx context.Context, workspaceID string, fil
 }
 
 // VerifyAuditLog is the resolver for the verifyAuditLog field.
-func (r *queryResolver) VerifyAuditLog(ctx context.Context, workspaceID string) (*store.AuditVerification, error) {
-	return r.DB.VerifyAuditLog(ctx, auth.UserFrom(ctx), workspaceID)
+func (r *queryResolver) VerifyAuditLog(ctx context.Context, workspaceID string, checkpoint *model.AuditCheckpointInput) (*store.AuditVerification, error) {
+	return r.DB.VerifyAuditLog(ctx, auth.UserFrom(ctx), workspaceID, auditCheckpoint(checkpoint), r.AuditKeys)
+}
+
+// AuditCheckpoint is the resolver for the auditCheckpoint field.
+func (r *queryResolver) AuditCheckpoint(ctx context.Context, workspaceID string) (*store.AuditCheckpoint, error) {
+	return r.DB.AuditCheckpoint(ctx, auth.UserFrom(ctx), workspaceID)
+}
+
+// AuditSigningKeys is the resolver for the auditSigningKeys field.
+func (r *queryResolver) AuditSigningKeys(ctx context.Context) ([]*store.AuditSigningKey, error) {
+	return store.AuditSigningKeys(r.AuditKeys), nil
 }
 
 // RateLimit is the resolver for the rateLimit field.

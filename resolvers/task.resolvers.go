@@ -7,7 +7,6 @@ package resolvers
 
 import (
 	"context"
-
 	"taskflow/errs"
 	"taskflow/graph"
 	"taskflow/store"

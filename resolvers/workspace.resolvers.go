@@ -11,6 +11,11 @@ import (
 	"taskflow/store"
 )
 
+// InvitedBy is the resolver for the invitedBy field.
+func (r *invitationResolver) InvitedBy(ctx context.Context, obj *store.Invitation) (*store.User, error) {
+	return r.loaders(ctx).OptionalUser(ctx, obj.InvitedByID)
+}
+
 // User is the resolver for the user field.
 func (r *memberResolver) User(ctx context.Context, obj *store.Member) (*store.User, error) {
 	return r.loaders(ctx).User(ctx, obj.UserID)
@@ -41,6 +46,14 @@ func (r *workspaceResolver) Projects(ctx context.Context, obj *store.Workspace, 
 	return r.loaders(ctx).Projects(ctx, obj.ID, includeArchived != nil && *includeArchived, first, after)
 }
 
+// Invitations is the resolver for the invitations field.
+func (r *workspaceResolver) Invitations(ctx context.Context, obj *store.Workspace, first *int, after *string) (*store.Connection[store.Invitation], error) {
+	return r.loaders(ctx).Invitations(ctx, obj.ID, first, after)
+}
+
+// Invitation returns graph.InvitationResolver implementation.
+func (r *Resolver) Invitation() graph.InvitationResolver { return &invitationResolver{r} }
+
 // Member returns graph.MemberResolver implementation.
 func (r *Resolver) Member() graph.MemberResolver { return &memberResolver{r} }
 
@@ -51,7 +64,8 @@ func (r *Resolver) Project() graph.ProjectResolver { return &projectResolver{r} 
 func (r *Resolver) Workspace() graph.WorkspaceResolver { return &workspaceResolver{r} }
 
 type (
-	memberResolver    struct{ *Resolver }
-	projectResolver   struct{ *Resolver }
-	workspaceResolver struct{ *Resolver }
+	invitationResolver struct{ *Resolver }
+	memberResolver     struct{ *Resolver }
+	projectResolver    struct{ *Resolver }
+	workspaceResolver  struct{ *Resolver }
 )

@@ -11,7 +11,9 @@ import (
 )
 
 // Bad input gets a clear client error, never a 5xx, and writes nothing:
-// oversized bodies, deep queries, huge variables, invalid UTF-8. What the
+// oversized bodies, deep queries, huge variables, invalid UTF-8, NUL
+// characters (in any field of a multi-field mutation), a key shared by two
+// fields. What the
 // transport refuses is an HTTP 4xx; an argument refused by the domain during
 // execution (a title too long) is BAD_USER_INPUT in an HTTP 200 answer, as
 // GraphQL over HTTP has it for application/json.
@@ -24,14 +26,6 @@ func TestBadInputWritesNothing(t *testing.T) {
 	_, token := newUser(t, pool, "ann")
 	project := newProject(t, in, token)
 
-	rows := func() string {
-		return fmt.Sprint(
-			count(t, pool, `SELECT count(*) FROM tasks`),
-			count(t, pool, `SELECT count(*) FROM audit_events`),
-			count(t, pool, `SELECT count(*) FROM idempotency_keys`),
-			count(t, pool, `SELECT count(*) FROM projects`),
-			count(t, pool, `SELECT count(*) FROM workspaces`))
-	}
 	body := func(query string, vars map[string]any) []byte {
 		b, err := json.Marshal(map[string]any{"query": query, "variables": vars})
 		if err != nil {
@@ -69,6 +63,9 @@ func TestBadInputWritesNothing(t *testing.T) {
 	hugeList := make([]int, 100000)
 	validBody := body(createTask, keyed("ok"))
 	invalidUTF8 := bytes.Replace(validBody, []byte(`"ok"`), []byte("\"o\xffk\""), 1)
+	// A NUL anywhere refuses the whole operation, before its first field runs.
+	twoTasks := `mutation($in: CreateTaskInput!, $t: String!) { a: createTask(input: $in) { id }
+		b: createTask(input: {projectId: "` + project + `", title: $t}) { id } }`
 
 	cases := []struct {
 		name        string
@@ -83,17 +80,25 @@ func TestBadInputWritesNothing(t *testing.T) {
 			map[string]any{"in": map[string]any{"projectId": project, "title": "t", "description": strings.Repeat("é", 200<<10)}, "key": "bad"}), 0, "BAD_USER_INPUT"},
 		{"deeply nested variable", "application/json", body(createTask, keyed(nested)), 0, ""},
 		{"a huge list for a string", "application/json", body(createTask, keyed(hugeList)), 0, ""},
-		{"deep selection", "application/json", body(deep(200), keyed("deep")), 400, "QUERY_TOO_COSTLY"},
-		{"deeper than the parser allows", "application/json", body(deep(3000), keyed("deep")), 400, ""},
-		{"a thousand aliased mutations", "application/json", body(aliases(1000), keyed("alias")), 400, ""},
+		{"deep selection", "application/json", body(deep(200), keyed("deep")), 200, "QUERY_TOO_COSTLY"},
+		{"deeper than the parser allows", "application/json", body(deep(3000), keyed("deep")), 200, ""},
+		{"a thousand aliased mutations", "application/json", body(aliases(1000), keyed("alias")), 200, ""},
 		{"invalid UTF-8", "application/json", invalidUTF8, 400, ""},
+		{"a NUL in a variable", "application/json", body(createTask, keyed("o\x00k")), 200, "BAD_USER_INPUT"},
+		{"a NUL in the second field", "application/json", body(twoTasks, map[string]any{"in": keyed("ok")["in"], "t": "\x00"}),
+			200, "BAD_USER_INPUT"},
+		{"a NUL in a literal", "application/json", body(`mutation { createWorkspace(input: {name: "\u0000"}) { id } }`, nil),
+			200, "BAD_USER_INPUT"},
+		{"one key for two fields", "application/json", body(`mutation($in: CreateTaskInput!) {
+			a: createTask(input: $in, idempotencyKey: "bad") { id } b: createTask(input: $in, idempotencyKey: "bad") { id } }`,
+			keyed("ok")), 200, "BAD_USER_INPUT"},
 		{"invalid UTF-8 in the query", "application/json",
 			bytes.Replace(validBody, []byte("createTask(input"), []byte("createTask\xc3(input"), 1), 400, ""},
 		{"not JSON", "application/json", []byte(`{"query": "mutation {`), 400, ""},
 		{"not an object", "application/json", []byte(`["mutation { createWorkspace(input: {name: \"x\"}) { id } }"]`), 400, ""},
 		{"not JSON at all", "text/plain", []byte(`mutation { createWorkspace(input: {name: "x"}) { id } }`), 415, ""},
 	}
-	before := rows()
+	before := storetest.Snapshot(t, pool)
 	for _, c := range cases {
 		r, err := in.postRaw(token, c.contentType, c.body)
 		if err != nil {
@@ -115,9 +120,7 @@ func TestBadInputWritesNothing(t *testing.T) {
 		}
 		t.Logf("%s: HTTP %d %s", c.name, r.Status, code)
 	}
-	if after := rows(); after != before {
-		t.Errorf("rows (tasks, audit events, idempotency keys, projects, workspaces) %s before, %s after", before, after)
-	}
+	storetest.AssertUnchanged(t, pool, before, "bad input")
 	// The key "bad" was never used up: it still runs.
 	if r := in.mustPost(t, token, createTask, keyed("good")); r.Header.Get("Idempotent-Replayed") != "" {
 		t.Fatalf("the key was used up by bad input: %s", r)

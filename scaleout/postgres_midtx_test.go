@@ -10,15 +10,15 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// heldBackend polls until a backend of the test database waits for an advisory
-// lock, and returns its pid (a readiness poll, not a timing assertion).
+// heldBackend polls until a backend of the test database waits for the lock
+// on audit_events, and returns its pid (a readiness poll, not a timing
+// assertion).
 func heldBackend(t testing.TB, pool *pgxpool.Pool) int32 {
 	t.Helper()
 	for range 800 {
 		var pid int32
 		err := pool.QueryRow(context.Background(), `SELECT l.pid FROM pg_locks l
-			JOIN pg_database d ON d.oid = l.database
-			WHERE l.locktype = 'advisory' AND NOT l.granted AND d.datname = current_database()
+			WHERE l.locktype = 'relation' AND NOT l.granted AND l.relation = 'audit_events'::regclass
 			LIMIT 1`).Scan(&pid)
 		if err == nil {
 			return pid
@@ -28,13 +28,13 @@ func heldBackend(t testing.TB, pool *pgxpool.Pool) int32 {
 		}
 		time.Sleep(25 * time.Millisecond)
 	}
-	t.Fatal("no backend ever waits for the audit chain lock")
+	t.Fatal("no backend ever waits for the lock on audit_events")
 	return 0
 }
 
 // Postgres cut while a keyed createTask is inside its transaction (its task
-// inserted, its key claimed and its result stored, waiting for the workspace's
-// audit chain lock right before COMMIT): the client gets INTERNAL at once, while
+// inserted, its key claimed, its last batch waiting for the insert of its
+// audit event right before COMMIT): the client gets INTERNAL at once, while
 // Postgres would still make the orphaned transaction wait, and nothing of the
 // mutation is committed. When Postgres is reachable again, the same request
 // with the same key runs exactly once (one task, one audit event, one key), a
@@ -48,10 +48,6 @@ func TestPostgresCutMidTransaction(t *testing.T) {
 
 	_, token := newUser(t, pool, "ann")
 	project := newProject(t, in, token)
-	var workspace string
-	if err := pool.QueryRow(ctx, `SELECT workspace_id FROM projects WHERE id = $1`, project).Scan(&workspace); err != nil {
-		t.Fatal(err)
-	}
 	read := `query($id: ID!) { project(id: $id) { name tasks { nodes { id } } } }`
 	for i := range 10 { // warm the pool
 		in.mustPost(t, token, createTask, taskVars(project, i))
@@ -63,14 +59,17 @@ func TestPostgresCutMidTransaction(t *testing.T) {
 	httpClient.CloseIdleConnections()
 	goroutinesBefore := in.metric(t, "go_goroutines")
 
-	// Hold the workspace's audit chain lock (store/audit.go) so that the
-	// mutation stops inside its transaction, right before COMMIT.
+	// Hold a lock on audit_events that its inserts wait for, so that the
+	// mutation stops inside its transaction at its last batch, right before
+	// COMMIT.
 	holder, err := pool.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer holder.Rollback(ctx)
-	if _, err := holder.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('audit:' || $1, 0))`, workspace); err != nil {
+	// (The owner gave up UPDATE on the log; the grant that allows the lock
+	// lasts as long as the holder's transaction.)
+	if _, err := holder.Exec(ctx, `GRANT UPDATE ON audit_events TO CURRENT_USER; LOCK TABLE audit_events IN SHARE MODE`); err != nil {
 		t.Fatal(err)
 	}
 	vars := taskVars(project, 100)

@@ -120,3 +120,34 @@ func TestRecordLoginFailureOutlivesTheUnitOfWork(t *testing.T) {
 		t.Fatalf("%d login_failed events after the rollback, want 1", n)
 	}
 }
+
+// Revoking a token records one user.logged_out; revoking it again (two
+// logouts racing with one token), or revoking another user's token, changes
+// and records nothing.
+func TestRevokeTokenRecordsOneLogout(t *testing.T) {
+	t.Parallel()
+	db := storetest.DB(t)
+	ctx := context.Background()
+	u, other := mkUser(t, db, "erin@example.com"), mkUser(t, db, "finn@example.com")
+	hash := []byte("0123456789abcdef0123456789abcdef")
+	if _, err := db.Pool.Exec(ctx, `INSERT INTO tokens (token_hash, user_id, expires_at) VALUES ($1, $2, now() + interval '1 day')`, hash, u.ID); err != nil {
+		t.Fatal(err)
+	}
+	for _, who := range []*store.User{other, u, u} {
+		if err := db.RevokeToken(ctx, who, hash); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var n int
+	var meta string
+	if err := db.Pool.QueryRow(ctx, `SELECT count(*), min(metadata::text) FROM audit_events
+		WHERE action = 'user.logged_out' AND entity_id = $1 AND actor_id::text = $1`, u.ID).Scan(&n, &meta); err != nil {
+		t.Fatal(err)
+	}
+	if n != 1 || meta != "{}" {
+		t.Fatalf("%d user.logged_out events (metadata %s), want 1 with {}", n, meta)
+	}
+	if err := db.Pool.QueryRow(ctx, `SELECT count(*) FROM audit_events`).Scan(&n); err != nil || n != 1 {
+		t.Fatalf("%d events in all, want 1 (%v)", n, err)
+	}
+}

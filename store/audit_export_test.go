@@ -40,3 +40,6 @@ func AuditPartitionNames(ctx context.Context, db *DB) ([]string, error) {
 
 // AuditPartitionName is auditPartitionName of the month of t.
 func AuditPartitionName(t time.Time) string { return auditPartitionName(monthStart(t)) }
+
+// SealWake is the channel on which db's units of work wake its sealer.
+func SealWake(db *DB) <-chan struct{} { return db.sealWake }

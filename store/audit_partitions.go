@@ -133,11 +133,13 @@ func auditPartitions(ctx context.Context, q Querier) ([]string, []time.Time, err
 
 // DropExpiredAuditPartitions drops the monthly partitions of audit_events whose
 // whole month ended before now minus retention, and returns their names;
-// retention 0 keeps everything. Before a partition goes, the last hash and the
-// number of events it held of each chain are added to audit_chain_anchors, so
-// that VerifyChain still checks what remains. DETACH and DROP are DDL (they need
-// the table's owner): the append-only triggers do not fire for them. The DEFAULT
-// partition is never dropped.
+// retention 0 keeps everything. Before a partition goes, the newest seal of
+// each chain among its events (position and hash) becomes the chain's anchor
+// in audit_chain_anchors, so that VerifyChain still checks what remains; the
+// seals themselves stay (they hold hashes and ids, no content). A partition
+// that holds events the sealer has not reached yet is kept until it has.
+// DETACH and DROP are DDL (they need the table's owner): the append-only
+// triggers do not fire for them. The DEFAULT partition is never dropped.
 func (db *DB) DropExpiredAuditPartitions(ctx context.Context, retention time.Duration, now time.Time) ([]string, error) {
 	if retention <= 0 {
 		return nil, nil
@@ -153,6 +155,7 @@ func (db *DB) DropExpiredAuditPartitions(ctx context.Context, retention time.Dur
 		if end.After(cutoff) {
 			break
 		}
+		unsealed := false
 		err := pgx.BeginFunc(ctx, db.Pool, func(tx pgx.Tx) error {
 			if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, auditPartitionLockID); err != nil {
 				return err
@@ -162,18 +165,23 @@ func (db *DB) DropExpiredAuditPartitions(ctx context.Context, retention time.Dur
 				return err
 			}
 			ident := pgx.Identifier{name}.Sanitize()
+			if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM audit_seal_cursor c CROSS JOIN LATERAL
+				(SELECT 1 FROM `+ident+` e WHERE (e.tx_id, e.seq) > (c.tx_id, c.seq) LIMIT 1) x WHERE c.id = 1)`).
+				Scan(&unsealed); err != nil || unsealed {
+				return err
+			}
 			// Detach first: it takes the parent's lock, so no chain walk or
 			// append sees the partition half-gone.
 			if _, err := tx.Exec(ctx, `ALTER TABLE audit_events DETACH PARTITION `+ident); err != nil {
 				return err
 			}
 			if _, err := tx.Exec(ctx, `INSERT INTO audit_chain_anchors (chain_key, hash, event_id, event_at, events)
-				SELECT l.chain_key, l.hash, l.id, l.occurred_at, c.n
-				FROM (SELECT DISTINCT ON (chain_key) chain_key, hash, id, occurred_at FROM `+ident+`
-				      ORDER BY chain_key, occurred_at DESC, id DESC) l
-				JOIN (SELECT chain_key, count(*) AS n FROM `+ident+` GROUP BY chain_key) c USING (chain_key)
+				SELECT DISTINCT ON (s.chain_key) s.chain_key, s.hash, s.event_id, s.occurred_at, s.position
+				FROM audit_seals s JOIN `+ident+` e ON e.id = s.event_id AND e.occurred_at = s.occurred_at
+				ORDER BY s.chain_key, s.position DESC
 				ON CONFLICT (chain_key) DO UPDATE SET hash = excluded.hash, event_id = excluded.event_id,
-					event_at = excluded.event_at, events = audit_chain_anchors.events + excluded.events`); err != nil {
+					event_at = excluded.event_at, events = excluded.events
+				WHERE excluded.events > audit_chain_anchors.events`); err != nil {
 				return err
 			}
 			_, err := tx.Exec(ctx, `DROP TABLE `+ident)
@@ -181,6 +189,10 @@ func (db *DB) DropExpiredAuditPartitions(ctx context.Context, retention time.Dur
 		})
 		if err != nil {
 			return dropped, fmt.Errorf("audit retention: drop %s: %w", name, err)
+		}
+		if unsealed {
+			db.log.WarnContext(ctx, "audit partition kept past retention: it holds events not sealed yet", "partition", name)
+			break
 		}
 		db.log.InfoContext(ctx, "audit partition dropped by retention", "partition", name, "retention", retention.String())
 		dropped = append(dropped, name)

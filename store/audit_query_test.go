@@ -203,6 +203,8 @@ func TestAuditEventsBadInputAndCursorBinding(t *testing.T) {
 		{Actions: []string{"*.created"}},
 		{Actions: []string{"ta*sk"}},
 		{Actions: []string{"task.**"}},
+		{Actions: slices.Repeat([]string{"task.*"}, store.MaxAuditFilterActions+1)},
+		{Actions: []string{strings.Repeat("t", store.MaxAuditFilterActionLength+1)}},
 	} {
 		if _, err := w.f.db.AuditEvents(ctx, w.admin, w.ws, bad, nil, nil); code(err) != errs.CodeBadUserInput {
 			t.Errorf("filter %v: %v", bad.Actions, err)
@@ -271,7 +273,11 @@ func TestAuditAccessRules(t *testing.T) {
 			_, err := f.db.AuditEvents(ctx, u, ws, store.AuditFilter{}, nil, nil)
 			return err
 		},
-		"verify": func(u *store.User, ws string) error { _, err := f.db.VerifyAuditLog(ctx, u, ws); return err },
+		"verify": func(u *store.User, ws string) error { _, err := f.db.VerifyAuditLog(ctx, u, ws, nil, nil); return err },
+		"checkpoint": func(u *store.User, ws string) error {
+			_, err := f.db.AuditCheckpoint(ctx, u, ws)
+			return err
+		},
 		"export": func(u *store.User, ws string) error {
 			return f.db.EachAuditEvent(ctx, u, ws, store.AuditFilter{}, func(*store.AuditEvent) error { return nil })
 		},
@@ -372,7 +378,7 @@ func TestAuditPaginationDuringConcurrentInserts(t *testing.T) {
 	if !slices.Equal(gotIDs, want) {
 		t.Fatalf("paged %d events, want the %d that existed", len(gotIDs), len(want))
 	}
-	if v, err := f.db.VerifyAuditLog(ctx, owner, ws); err != nil || !v.Valid {
+	if v, err := f.db.VerifyAuditLog(ctx, owner, ws, nil, nil); err != nil || !v.Valid {
 		t.Fatalf("verify = %+v, %v", v, err)
 	}
 }

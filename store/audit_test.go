@@ -91,6 +91,24 @@ func (f *auditFixture) tryAppend(ctx context.Context, ev audit.Event, at func() 
 	return store.AppendAuditAt(ctx, f.db, ev, at)
 }
 
+// ownedWorkspace inserts an owner and a workspace with events task.created
+// events (entities "0", "1", ...; metadata {"title": "t<i>"}), unsealed.
+func (f *auditFixture) ownedWorkspace(events int) (*store.User, string) {
+	f.t.Helper()
+	owner := f.user("Owner")
+	ws := f.workspace(map[*store.User]store.Role{owner: store.RoleOwner})
+	for i := range events {
+		f.append(context.Background(), auditWsEvent(ws, owner, "task.created", fmt.Sprint(i), map[string]any{"title": fmt.Sprint("t", i)}), nil)
+	}
+	return owner, ws
+}
+
+// seal seals every committed event of the fixture's database.
+func (f *auditFixture) seal() {
+	f.t.Helper()
+	storetest.Seal(f.t, f.db)
+}
+
 // superuser returns a pool on the same database as the postgres superuser.
 func (f *auditFixture) superuser() *pgxpool.Pool {
 	f.t.Helper()
@@ -153,6 +171,7 @@ func TestAuditMetadataRoundTripVerifies(t *testing.T) {
 	for i, m := range metas {
 		f.append(ctx, auditWsEvent(ws, owner, "task.updated", fmt.Sprint("e", i), m), nil)
 	}
+	f.seal()
 	v, err := f.db.VerifyChain(ctx, ws)
 	if err != nil {
 		t.Fatal(err)
@@ -195,15 +214,15 @@ func TestAuditMetadataRoundTripVerifies(t *testing.T) {
 	}
 }
 
-// Concurrent appends to one chain serialise: prev_hash links follow
-// (occurred_at, id) order, times strictly increase, the head counts them all.
+// Concurrent appends to one chain do not wait for each other, and the sealer
+// chains them all: positions 1..n with no gap, each seal linked to the one
+// before it, every event sealed once, even with a clock that goes backwards.
 func TestAuditChainOrderUnderConcurrency(t *testing.T) {
 	t.Parallel()
 	f := newAuditFixture(t)
 	owner := f.user("Owner")
 	ws := f.workspace(map[*store.User]store.Role{owner: store.RoleOwner})
 	ctx := context.Background()
-	// A clock that goes backwards must not break the order.
 	var tick atomic.Int64
 	base := time.Now()
 	clock := func() time.Time { return base.Add(-time.Duration(tick.Add(1)) * time.Millisecond) }
@@ -224,30 +243,37 @@ func TestAuditChainOrderUnderConcurrency(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	rows, _ := f.db.Pool.Query(ctx, `SELECT occurred_at, prev_hash, hash FROM audit_events WHERE chain_key = $1 ORDER BY occurred_at, id`, ws)
-	var prevAt time.Time
+	f.seal()
+	rows, _ := f.db.Pool.Query(ctx, `SELECT position, event_id::text, prev_hash, hash FROM audit_seals WHERE chain_key = $1 ORDER BY position`, ws)
 	var prevHash []byte
+	seen := map[string]bool{}
 	count := 0
 	for rows.Next() {
-		var at time.Time
+		var pos int64
+		var id string
 		var p, h []byte
-		if err := rows.Scan(&at, &p, &h); err != nil {
+		if err := rows.Scan(&pos, &id, &p, &h); err != nil {
 			t.Fatal(err)
 		}
-		if count > 0 && !at.After(prevAt) {
-			t.Fatalf("event %d at %v is not after %v", count, at, prevAt)
+		if pos != int64(count+1) || seen[id] {
+			t.Fatalf("seal %d at position %d of event %s (seen: %v)", count, pos, id, seen[id])
 		}
 		if string(p) != string(prevHash) {
-			t.Fatalf("event %d does not link to the one before it", count)
+			t.Fatalf("seal %d does not link to the one before it", pos)
 		}
-		prevAt, prevHash = at, h
+		seen[id], prevHash = true, h
 		count++
 	}
 	if err := rows.Err(); err != nil || count != n {
-		t.Fatalf("%d events, %v", count, err)
+		t.Fatalf("%d seals, %v", count, err)
+	}
+	for _, id := range f.chainIDs(ws) {
+		if !seen[id] {
+			t.Fatalf("event %s has no seal", id)
+		}
 	}
 	v, err := f.db.VerifyChain(ctx, ws)
-	if err != nil || !v.Valid || v.CheckedEvents != n {
+	if err != nil || !v.Valid || v.CheckedEvents != n || v.SealedEvents != n || v.UnsealedEvents != 0 || v.HeadPosition == nil || *v.HeadPosition != n {
 		t.Fatalf("verify = %+v, %v", v, err)
 	}
 }
@@ -274,13 +300,15 @@ func TestAuditRolledBackAppendLeavesNothing(t *testing.T) {
 		t.Fatalf("%d events after a rolled-back append", len(ids))
 	}
 	f.append(ctx, auditWsEvent(ws, owner, "task.created", "3", nil), nil)
-	if v, err := f.db.VerifyChain(ctx, ws); err != nil || !v.Valid || v.CheckedEvents != 2 {
+	f.seal()
+	if v, err := f.db.VerifyChain(ctx, ws); err != nil || !v.Valid || v.CheckedEvents != 2 || v.SealedEvents != 2 {
 		t.Fatalf("verify = %+v, %v", v, err)
 	}
 }
 
-// Events can't be changed or deleted through the server's role: UPDATE, DELETE
-// and TRUNCATE fail on the table and on its partitions.
+// Events, seals and checkpoints can't be changed or deleted through the
+// server's role: UPDATE, DELETE and TRUNCATE fail on the tables and on the
+// partitions of the events.
 func TestAuditAppendOnlyForServerRole(t *testing.T) {
 	t.Parallel()
 	f := newAuditFixture(t)
@@ -288,6 +316,29 @@ func TestAuditAppendOnlyForServerRole(t *testing.T) {
 	ws := f.workspace(map[*store.User]store.Role{owner: store.RoleOwner})
 	ctx := context.Background()
 	f.append(ctx, auditWsEvent(ws, owner, "task.created", "1", nil), nil)
+	sealer := &store.AuditSealer{DB: f.db, Key: audit.GenerateSigningKey()}
+	storetest.SealAll(t, sealer)
+	if cp, err := sealer.Checkpoint(ctx, ws); err != nil || cp == nil {
+		t.Fatalf("checkpoint: %v %v", cp, err)
+	}
+	for table, update := range map[string]string{
+		"audit_seals":       `UPDATE audit_seals SET hash = sha256(hash)`,
+		"audit_checkpoints": `UPDATE audit_checkpoints SET signature = sha256(signature)`,
+	} {
+		for _, stmt := range []string{update, `DELETE FROM ` + table, `TRUNCATE ` + table} {
+			if _, err := f.db.Pool.Exec(ctx, stmt); err == nil {
+				t.Errorf("%s succeeded", stmt)
+			}
+		}
+		if _, err := f.db.Pool.Exec(ctx, `GRANT UPDATE, DELETE, TRUNCATE ON `+table+` TO CURRENT_USER`); err != nil {
+			t.Fatal(err)
+		}
+		for _, stmt := range []string{update, `DELETE FROM ` + table, `TRUNCATE ` + table} {
+			if _, err := f.db.Pool.Exec(ctx, stmt); err == nil || !strings.Contains(err.Error(), "append-only") {
+				t.Errorf("%s with grants: %v, want the append-only trigger", stmt, err)
+			}
+		}
+	}
 	var part string
 	if err := f.db.Pool.QueryRow(ctx, `SELECT tableoid::regclass::text FROM audit_events LIMIT 1`).Scan(&part); err != nil {
 		t.Fatal(err)
@@ -327,64 +378,113 @@ func TestAuditAppendOnlyForServerRole(t *testing.T) {
 	}
 }
 
+// tamperer is a superuser pool that changes audit rows with the triggers off.
+type tamperer struct{ su *pgxpool.Pool }
+
+// run runs the statements in one transaction with triggers off; each must
+// change one row.
+func (x tamperer) run(t *testing.T, stmts ...tamperStmt) {
+	t.Helper()
+	ctx := context.Background()
+	err := pgx.BeginFunc(ctx, x.su, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SET LOCAL session_replication_role = replica`); err != nil {
+			return err
+		}
+		for _, s := range stmts {
+			tag, err := tx.Exec(ctx, s.sql, s.args...)
+			if err == nil && tag.RowsAffected() != 1 {
+				err = fmt.Errorf("%s: %d rows changed", s.sql, tag.RowsAffected())
+			}
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// tamperStmt is one statement of a tampering.
+type tamperStmt struct {
+	sql  string
+	args []any
+}
+
+// sealedChain is a workspace with five sealed events, ids in chain order.
+func sealedChain(t *testing.T) (*auditFixture, string, []string) {
+	t.Helper()
+	ctx := context.Background()
+	f := newAuditFixture(t)
+	_, ws := f.ownedWorkspace(5)
+	f.seal()
+	rows, _ := f.db.Pool.Query(ctx, `SELECT event_id::text FROM audit_seals WHERE chain_key = $1 ORDER BY position`, ws)
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil || len(ids) != 5 {
+		t.Fatalf("%d seals, %v", len(ids), err)
+	}
+	if v, err := f.db.VerifyChain(ctx, ws); err != nil || !v.Valid || v.CheckedEvents != 5 || v.SealedEvents != 5 {
+		t.Fatalf("before tampering: %+v, %v", v, err)
+	}
+	return f, ws, ids
+}
+
 // A superuser who edits or deletes rows with triggers disabled is caught by the
-// chain walk, at the right event.
+// chain walk, at the right event: edited events, forged or missing seals,
+// missing events, events moved to another chain or slipped in with no seal.
 func TestAuditTamperDetected(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	setup := func(t *testing.T) (*auditFixture, string, []string, *pgxpool.Pool) {
-		f := newAuditFixture(t)
-		owner := f.user("Owner")
-		ws := f.workspace(map[*store.User]store.Role{owner: store.RoleOwner})
-		for i := range 5 {
-			f.append(ctx, auditWsEvent(ws, owner, "task.created", fmt.Sprint(i), map[string]any{"title": fmt.Sprint("t", i)}), nil)
-		}
-		ids := f.chainIDs(ws)
-		if v, err := f.db.VerifyChain(ctx, ws); err != nil || !v.Valid || v.CheckedEvents != 5 {
-			t.Fatalf("before tampering: %+v, %v", v, err)
-		}
-		return f, ws, ids, f.superuser()
-	}
-	tamper := func(t *testing.T, su *pgxpool.Pool, sql string, args ...any) {
-		t.Helper()
-		err := pgx.BeginFunc(ctx, su, func(tx pgx.Tx) error {
-			if _, err := tx.Exec(ctx, `SET LOCAL session_replication_role = replica`); err != nil {
-				return err
-			}
-			tag, err := tx.Exec(ctx, sql, args...)
-			if err == nil && tag.RowsAffected() != 1 {
-				err = fmt.Errorf("%d rows changed", tag.RowsAffected())
-			}
-			return err
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
+	stray := "0190c0de-0000-7000-8000-000000000001"
+	ev := func(sql string) func(ids []string, v int) tamperStmt {
+		return func(ids []string, v int) tamperStmt { return tamperStmt{sql, []any{ids[v]}} }
 	}
 	for _, c := range []struct {
 		name    string
-		sql     string
-		victim  int // index of the changed row
-		invalid int // index of the event reported
+		stmts   []func(ids []string, v int) tamperStmt
+		victim  int // index of the changed event
+		invalid int // index of the event reported; -1: the stray
 	}{
-		{"edit metadata", `UPDATE audit_events SET metadata = '{"title":"forged"}' WHERE id = $1`, 2, 2},
-		{"edit actor", `UPDATE audit_events SET actor_id = NULL WHERE id = $1`, 0, 0},
-		{"edit time", `UPDATE audit_events SET occurred_at = occurred_at + interval '1 microsecond' WHERE id = $1`, 3, 3},
-		{"rehash edited row", `UPDATE audit_events SET action = 'task.deleted', hash = sha256(hash) WHERE id = $1`, 1, 1},
-		{"delete middle", `DELETE FROM audit_events WHERE id = $1`, 2, 3},
-		{"delete first", `DELETE FROM audit_events WHERE id = $1`, 0, 1},
-		{"delete newest", `DELETE FROM audit_events WHERE id = $1`, 4, 4},
+		{"edit metadata", []func([]string, int) tamperStmt{ev(`UPDATE audit_events SET metadata = '{"title":"forged"}' WHERE id = $1`)}, 2, 2},
+		{"edit actor", []func([]string, int) tamperStmt{ev(`UPDATE audit_events SET actor_id = NULL WHERE id = $1`)}, 0, 0},
+		{"edit time", []func([]string, int) tamperStmt{ev(`UPDATE audit_events SET occurred_at = occurred_at + interval '1 microsecond' WHERE id = $1`)}, 3, 3},
+		{"move to another chain", []func([]string, int) tamperStmt{ev(`UPDATE audit_events SET chain_key = 'anonymous' WHERE id = $1`)}, 1, 1},
+		{"forged seal hash", []func([]string, int) tamperStmt{ev(`UPDATE audit_seals SET hash = sha256(hash) WHERE event_id = $1`)}, 1, 1},
+		{"forged seal link", []func([]string, int) tamperStmt{ev(`UPDATE audit_seals SET prev_hash = sha256(prev_hash) WHERE event_id = $1`)}, 2, 2},
+		{"delete middle event", []func([]string, int) tamperStmt{ev(`DELETE FROM audit_events WHERE id = $1`)}, 2, 2},
+		{"delete middle event and seal", []func([]string, int) tamperStmt{ev(`DELETE FROM audit_events WHERE id = $1`),
+			ev(`DELETE FROM audit_seals WHERE event_id = $1`)}, 2, 3},
+		{"delete first event", []func([]string, int) tamperStmt{ev(`DELETE FROM audit_events WHERE id = $1`)}, 0, 0},
+		{"delete first event and seal", []func([]string, int) tamperStmt{ev(`DELETE FROM audit_events WHERE id = $1`),
+			ev(`DELETE FROM audit_seals WHERE event_id = $1`)}, 0, 1},
+		{"delete newest event", []func([]string, int) tamperStmt{ev(`DELETE FROM audit_events WHERE id = $1`)}, 4, 4},
+		{"delete newest event and seal", []func([]string, int) tamperStmt{ev(`DELETE FROM audit_events WHERE id = $1`),
+			ev(`DELETE FROM audit_seals WHERE event_id = $1`)}, 4, 4},
+		{"slip in an event", []func([]string, int) tamperStmt{func(ids []string, v int) tamperStmt {
+			return tamperStmt{`INSERT INTO audit_events (id, chain_key, workspace_id, action, entity_type, entity_id, occurred_at, tx_id, seq)
+				SELECT $1, chain_key, workspace_id, 'task.deleted', 'task', 'x', occurred_at, '3', 1 FROM audit_events WHERE id = $2`,
+				[]any{stray, ids[v]}}
+		}}, 2, -1},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			f, ws, ids, su := setup(t)
-			tamper(t, su, c.sql, ids[c.victim])
+			f, ws, ids := sealedChain(t)
+			var stmts []tamperStmt
+			for _, s := range c.stmts {
+				stmts = append(stmts, s(ids, c.victim))
+			}
+			tamperer{f.superuser()}.run(t, stmts...)
+			want := stray
+			if c.invalid >= 0 {
+				want = ids[c.invalid]
+			}
 			v, err := f.db.VerifyChain(ctx, ws)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if v.Valid || v.FirstInvalidEventID == nil || *v.FirstInvalidEventID != ids[c.invalid] {
-				t.Fatalf("verify = %+v, want invalid at event %d (%s)", v, c.invalid, ids[c.invalid])
+			if v.Valid || v.FirstInvalidEventID == nil || *v.FirstInvalidEventID != want {
+				t.Fatalf("verify = %+v, want invalid at %s", v, want)
 			}
 		})
 	}
@@ -409,6 +509,11 @@ func TestAuditRetentionDropsOldPartitions(t *testing.T) {
 	for i := range 2 {
 		f.append(ctx, auditWsEvent(ws, owner, "task.created", fmt.Sprint("new", i), nil), nil)
 	}
+	// Events the sealer has not reached keep their partition past retention.
+	if dropped, err := f.db.DropExpiredAuditPartitions(ctx, 365*24*time.Hour, time.Now()); err != nil || len(dropped) != 0 {
+		t.Fatalf("a partition of unsealed events was dropped: %v, %v", dropped, err)
+	}
+	f.seal()
 	var oldPart string
 	if err := f.db.Pool.QueryRow(ctx, `SELECT DISTINCT tableoid::regclass::text FROM audit_events WHERE entity_id = 'old0'`).Scan(&oldPart); err != nil {
 		t.Fatal(err)
@@ -439,16 +544,28 @@ func TestAuditRetentionDropsOldPartitions(t *testing.T) {
 		t.Fatalf("%d events left, want 2", len(ids))
 	}
 	v, err := f.db.VerifyChain(ctx, ws)
-	if err != nil || !v.Valid || v.CheckedEvents != 2 {
+	if err != nil || !v.Valid || v.CheckedEvents != 2 || v.SealedEvents != 2 || v.HeadPosition == nil || *v.HeadPosition != 5 {
 		t.Fatalf("verify after retention = %+v, %v", v, err)
+	}
+	// The seals of the dropped events stay; a seal missing after the anchor
+	// is still found.
+	var anchor int64
+	if err := f.db.Pool.QueryRow(ctx, `SELECT events FROM audit_chain_anchors WHERE chain_key = $1`, ws).Scan(&anchor); err != nil || anchor != 3 {
+		t.Fatalf("anchor at %d (%v), want position 3", anchor, err)
 	}
 	// The current months are never dropped by a retention of a day.
 	if dropped, err := f.db.DropExpiredAuditPartitions(ctx, 24*time.Hour, time.Now()); err != nil || len(dropped) != 0 {
 		t.Fatalf("dropped current partitions: %v, %v", dropped, err)
 	}
 	f.append(ctx, auditWsEvent(ws, owner, "task.created", "after", nil), nil)
+	f.seal()
 	if v, err := f.db.VerifyChain(ctx, ws); err != nil || !v.Valid || v.CheckedEvents != 3 {
 		t.Fatalf("verify = %+v, %v", v, err)
+	}
+	ids := f.chainIDs(ws)
+	tamperer{f.superuser()}.run(t, tamperStmt{`DELETE FROM audit_seals WHERE event_id = $1`, []any{ids[0]}})
+	if v, err := f.db.VerifyChain(ctx, ws); err != nil || v.Valid || v.FirstInvalidEventID == nil || *v.FirstInvalidEventID != ids[1] {
+		t.Fatalf("verify with the seal after the anchor gone = %+v, %v", v, err)
 	}
 }
 
@@ -491,6 +608,13 @@ func TestAuditEnsurePartitions(t *testing.T) {
 		if !slices.Contains(names, n) {
 			t.Errorf("missing %s", n)
 		}
+	}
+	// New partitions carry the spine's defaults and index.
+	var spine int
+	if err := f.db.Pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM pg_indexes WHERE tablename = 'audit_events_p209906' AND indexdef LIKE '%(tx_id, seq)%')
+		+ (SELECT count(*) FROM information_schema.columns WHERE table_name = 'audit_events_p209906'
+			AND column_name IN ('tx_id', 'seq') AND column_default IS NOT NULL)`).Scan(&spine); err != nil || spine != 3 {
+		t.Errorf("the new partition has %d of the spine index and two defaults (%v)", spine, err)
 	}
 	// New partitions carry the grants and triggers of the table.
 	for _, stmt := range []string{`DELETE FROM audit_events_p209906`, `TRUNCATE audit_events_p209906`, `UPDATE audit_events_p209906 SET action = 'a.b'`} {

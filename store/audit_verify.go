@@ -3,121 +3,302 @@ package store
 import (
 	"bytes"
 	"context"
+	"crypto/ed25519"
 	"encoding/hex"
 	"fmt"
-	"time"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 
 	"taskflow/audit"
+	"taskflow/errs"
 )
 
-// VerifyAuditLog walks the workspace's hash chain in order and recomputes every
-// event's hash over the previous one; see VerifyChain. It returns
-// UNAUTHENTICATED for no user, NOT_FOUND if the workspace does not exist or user
-// is not a member, and FORBIDDEN for a MEMBER or VIEWER.
-func (db *DB) VerifyAuditLog(ctx context.Context, user *User, workspaceID string) (*AuditVerification, error) {
+// VerifyAuditLog walks the workspace's hash chain and, when cp is not nil,
+// checks that checkpoint against it with the public keys this server trusts
+// (keys); see VerifyChainAgainst. A checkpoint with no chain key is taken to
+// be the workspace's. It returns UNAUTHENTICATED for no user, NOT_FOUND if
+// the workspace does not exist or user is not a member, FORBIDDEN for a
+// MEMBER or VIEWER, and BAD_USER_INPUT for a malformed checkpoint or one of
+// another chain.
+func (db *DB) VerifyAuditLog(ctx context.Context, user *User, workspaceID string, cp *audit.Checkpoint, keys []ed25519.PublicKey) (*AuditVerification, error) {
 	if err := db.requireAuditReader(ctx, workspaceID, user); err != nil {
 		return nil, err
 	}
-	return db.VerifyChain(ctx, workspaceID)
+	chain, err := canonicalUUID(&workspaceID)
+	if err != nil {
+		return nil, notFound("workspace")
+	}
+	if cp != nil {
+		c := *cp
+		if len(c.Version) > 64 || len(c.ChainKey) > 64 || len(c.KeyID) > 64 || len(c.HeadHash) > 64 || len(c.Signature) > 128 {
+			return nil, errs.Errorf(errs.CodeBadUserInput, "checkpoint: a field is longer than any checkpoint's")
+		}
+		if c.ChainKey == "" {
+			c.ChainKey = *chain
+		}
+		if c.ChainKey != *chain {
+			return nil, errs.Errorf(errs.CodeBadUserInput, "checkpoint: it is a checkpoint of chain %q, not of this workspace", c.ChainKey)
+		}
+		if _, err := c.Message(); err != nil {
+			return nil, errs.Errorf(errs.CodeBadUserInput, "checkpoint: %v", err)
+		}
+		cp = &c
+	}
+	return db.VerifyChainAgainst(ctx, *chain, cp, keys)
 }
 
-// VerifyChain walks the hash chain named chainKey (a workspace id, or
-// "user:<id>") oldest first, streaming the rows in one snapshot, and checks that
-// each event's prev_hash is the hash of the event before it (or of the last
-// event retention dropped), that its hash is the hash of its canonical encoding
-// over prev_hash, and that the last event and the number of events are those the
-// chain's head recorded. The first event that fails is reported: an edited event
-// itself, the event after a deleted one, or the head's event when the newest
-// events were deleted.
+// VerifyChain is VerifyChainAgainst with no checkpoint.
 func (db *DB) VerifyChain(ctx context.Context, chainKey string) (*AuditVerification, error) {
+	return db.VerifyChainAgainst(ctx, chainKey, nil, nil)
+}
+
+// VerifyChainAgainst walks the hash chain named chainKey (a workspace id,
+// "user:<id>" or "anonymous") in one snapshot. It walks the seals by position
+// from the retention anchor on, each joined with its event, and checks that
+// positions follow each other, that each seal's prev_hash is the hash before
+// it (the anchor's for the first), that its event exists and that its hash is
+// the hash of the event's canonical encoding over prev_hash; then that the
+// head is the last seal, and that every event of the chain is sealed or
+// waiting for the sealer (past its cursor). The first failure is reported:
+// an edited event or a forged seal (the event), a deleted event (its id, from
+// its seal), a deleted seal (the event after it), the head's event when the
+// newest seals are gone, an event no seal covers.
+//
+// With a checkpoint cp it also checks cp's signature with the key of keys
+// that cp names, and that the seal at cp's position has cp's hash in an
+// intact chain: a checkpoint with a good signature that the log does not
+// extend makes the log invalid (events it covered were removed or
+// rewritten, head included).
+func (db *DB) VerifyChainAgainst(ctx context.Context, chainKey string, cp *audit.Checkpoint, keys []ed25519.PublicKey) (*AuditVerification, error) {
 	out := &AuditVerification{Valid: true}
+	w := &chainWalk{out: out}
+	if cp != nil {
+		out.Checkpoint = &AuditCheckpointVerification{Position: cp.Position, KeyID: cp.KeyID}
+		w.cp, w.cpReason = cp, checkSignature(cp, keys)
+		out.Checkpoint.SignatureValid = w.cpReason == ""
+		w.cpHash, _ = hex.DecodeString(cp.HeadHash)
+	}
 	err := pgx.BeginTxFunc(ctx, db.Pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
-		var head struct {
-			hash   []byte
-			id     string
-			events int64
-		}
-		err := tx.QueryRow(ctx, `SELECT head_hash, event_id, events FROM audit_chain_heads WHERE chain_key = $1`, chainKey).
-			Scan(&head.hash, &head.id, &head.events)
-		hasHead := err == nil
-		if err != nil && !auditNoRows(err) {
+		if err := w.readEnds(ctx, tx, chainKey); err != nil {
 			return err
 		}
-		var expected []byte
-		var dropped int64
-		err = tx.QueryRow(ctx, `SELECT hash, events FROM audit_chain_anchors WHERE chain_key = $1`, chainKey).Scan(&expected, &dropped)
-		if err != nil && !auditNoRows(err) {
+		if err := w.walk(ctx, tx, chainKey); err != nil {
 			return err
 		}
-		invalid := func(id string) {
-			if out.Valid {
-				out.Valid = false
-				out.FirstInvalidEventID = &id
-			}
-		}
-		rows, err := tx.Query(ctx, `SELECT id, chain_key, workspace_id, actor_id, action, entity_type, entity_id,
-			occurred_at, ip, user_agent, request_id, metadata, prev_hash, hash
-			FROM audit_events WHERE chain_key = $1 ORDER BY occurred_at, id`, chainKey)
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		var (
-			r          audit.Record
-			at         time.Time
-			meta       []byte
-			prev, hash []byte
-			lastID     string
-		)
-		for rows.Next() {
-			if err := rows.Scan(&r.ID, &r.ChainKey, &r.WorkspaceID, &r.ActorID, &r.Action, &r.EntityType, &r.EntityID,
-				&at, &r.IP, &r.UserAgent, &r.RequestID, &meta, &prev, &hash); err != nil {
-				return err
-			}
-			out.CheckedEvents++
-			lastID = r.ID
-			r.OccurredAt = at
-			if !out.Valid {
-				continue
-			}
-			if !bytes.Equal(prev, expected) {
-				invalid(r.ID)
-				continue
-			}
-			r.Metadata, err = audit.DecodeMetadata(meta)
-			if err != nil {
-				invalid(r.ID)
-				continue
-			}
-			sum, err := audit.Hash(prev, r)
-			if err != nil || !bytes.Equal(sum, hash) {
-				invalid(r.ID)
-				continue
-			}
-			expected = hash
-		}
-		if err := rows.Err(); err != nil {
-			return err
-		}
-		switch {
-		case !out.Valid:
-		case !hasHead && out.CheckedEvents > 0:
-			// Events with no head: the chain's end is not vouched for.
-			invalid(lastID)
-		case hasHead && (!bytes.Equal(expected, head.hash) || int64(out.CheckedEvents)+dropped != head.events):
-			// The newest events are missing (or the head was changed).
-			invalid(head.id)
-		}
-		if hasHead {
-			h := hex.EncodeToString(head.hash)
-			out.HeadHash = &h
-		}
-		return nil
+		return w.finish(ctx, tx, chainKey)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("verify audit log: %w", err)
 	}
+	out.CheckedEvents = out.SealedEvents + out.UnsealedEvents
 	return out, nil
+}
+
+// checkSignature returns why cp's signature does not verify with the key of
+// keys it names, or "" when it does.
+func checkSignature(cp *audit.Checkpoint, keys []ed25519.PublicKey) string {
+	for _, k := range keys {
+		if audit.KeyID(k) == cp.KeyID {
+			if err := cp.Verify(k); err != nil {
+				return err.Error()
+			}
+			return ""
+		}
+	}
+	return fmt.Sprintf("key %q is not one this server trusts (see auditSigningKeys)", cp.KeyID)
+}
+
+// chainWalk is the state of one verification.
+type chainWalk struct {
+	out *AuditVerification
+	// The head, the anchor and the sealer's cursor, read first.
+	hasHead            bool
+	headHash           []byte
+	headEvent          string
+	headPos            int64
+	anchorHash         []byte
+	anchorPos          int64
+	cursor             SpineCursor
+	tipPos             int64
+	tipHash            []byte
+	tipEvent           string
+	cp                 *audit.Checkpoint
+	cpReason           string
+	cpHash, cpSealHash []byte
+	cpEvent            string
+}
+
+// invalid marks the log invalid at event id, unless it already is.
+func (w *chainWalk) invalid(id string) {
+	if w.out.Valid {
+		w.out.Valid = false
+		w.out.FirstInvalidEventID = &id
+	}
+}
+
+// readEnds reads the chain's head and anchor and the sealer's cursor in one
+// round trip.
+func (w *chainWalk) readEnds(ctx context.Context, tx pgx.Tx, chainKey string) error {
+	b := &pgx.Batch{}
+	b.Queue(`SELECT head_hash, event_id::text, events FROM audit_chain_heads WHERE chain_key = $1`, chainKey).
+		QueryRow(func(row pgx.Row) error {
+			err := row.Scan(&w.headHash, &w.headEvent, &w.headPos)
+			w.hasHead = err == nil
+			if auditNoRows(err) {
+				return nil
+			}
+			return err
+		})
+	b.Queue(`SELECT hash, events FROM audit_chain_anchors WHERE chain_key = $1`, chainKey).
+		QueryRow(func(row pgx.Row) error {
+			if err := row.Scan(&w.anchorHash, &w.anchorPos); err != nil && !auditNoRows(err) {
+				return err
+			}
+			return nil
+		})
+	b.Queue(`SELECT tx_id, seq FROM audit_seal_cursor WHERE id = 1`).
+		QueryRow(func(row pgx.Row) error { return row.Scan(&w.cursor.TxID, &w.cursor.Seq) })
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		return err
+	}
+	w.tipPos, w.tipHash = w.anchorPos, w.anchorHash
+	if w.hasHead {
+		w.out.HeadHash = hexHash(w.headHash)
+		w.out.HeadPosition = &w.headPos
+	}
+	return nil
+}
+
+// walk streams the chain's seals from the anchor (or from the checkpoint,
+// when that is older) by position, each with its event.
+func (w *chainWalk) walk(ctx context.Context, tx pgx.Tx, chainKey string) error {
+	start := w.anchorPos + 1
+	if w.cp != nil && w.cp.Position < start {
+		start = w.cp.Position
+	}
+	rows, err := tx.Query(ctx, `SELECT s.position, s.prev_hash, s.hash, s.event_id::text, `+
+		auditRecordColumns("e.")+`
+		FROM audit_seals s LEFT JOIN audit_events e
+			ON e.occurred_at = s.occurred_at AND e.id = s.event_id AND e.chain_key = s.chain_key
+		WHERE s.chain_key = $1 AND s.position >= $2 ORDER BY s.position`, chainKey, start)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	var (
+		pos        int64
+		prev, hash []byte
+		id         string
+		r          audit.Record
+		last       = start - 1
+		expected   = w.anchorHash
+		first      = true
+	)
+	for rows.Next() {
+		rec, found := auditRecordDests(&r, rows.RawValues(), 4)
+		if err := rows.Scan(append([]any{&pos, &prev, &hash, &id}, rec...)...); err != nil {
+			return err
+		}
+		// A seal at or before the anchor is of an event retention dropped:
+		// only its place in the chain is checked.
+		retained := pos <= w.anchorPos
+		switch {
+		case pos != last+1:
+			w.invalid(id) // a seal is missing before this one
+		case !(retained && first) && !bytes.Equal(prev, expected):
+			w.invalid(id)
+		case retained && pos == w.anchorPos && !bytes.Equal(hash, w.anchorHash):
+			w.invalid(id)
+		case retained:
+		case !found:
+			w.invalid(id) // the event is gone (or was moved)
+		default:
+			if sum, err := audit.Hash(prev, r); err != nil || !bytes.Equal(sum, hash) {
+				w.invalid(id)
+			}
+		}
+		if !retained && found {
+			w.out.SealedEvents++
+		}
+		if w.cp != nil && pos == w.cp.Position {
+			w.cpSealHash, w.cpEvent = bytes.Clone(hash), id
+		}
+		last, expected, first = pos, bytes.Clone(hash), false
+		w.tipPos, w.tipHash, w.tipEvent = pos, expected, id
+	}
+	return rows.Err()
+}
+
+// finish counts the events waiting for the sealer, looks for an event that
+// no seal covers, checks the head and the checkpoint.
+func (w *chainWalk) finish(ctx context.Context, tx pgx.Tx, chainKey string) error {
+	// Events past the sealer's cursor wait for it; every other event of the
+	// chain must have a seal (a row with no tx_id or seq is never read by the
+	// sealer, so it counts as not waiting).
+	const pending = `coalesce((e.tx_id, e.seq) > ($2::xid8, $3::bigint), false)`
+	var stray *string
+	b := &pgx.Batch{}
+	b.Queue(`SELECT count(*) FROM audit_events e WHERE e.chain_key = $1 AND `+pending, chainKey, w.cursor.TxID, w.cursor.Seq).
+		QueryRow(func(row pgx.Row) error { return row.Scan(&w.out.UnsealedEvents) })
+	b.Queue(`SELECT e.id::text FROM audit_events e WHERE e.chain_key = $1 AND NOT `+pending+`
+		AND NOT EXISTS (SELECT 1 FROM audit_seals s WHERE s.event_id = e.id)
+		ORDER BY e.occurred_at, e.id LIMIT 1`, chainKey, w.cursor.TxID, w.cursor.Seq).
+		QueryRow(func(row pgx.Row) error {
+			if err := row.Scan(&stray); err != nil && !auditNoRows(err) {
+				return err
+			}
+			return nil
+		})
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		return err
+	}
+	switch {
+	case !w.out.Valid:
+	case !w.hasHead && w.tipPos > w.anchorPos:
+		w.invalid(w.tipEvent) // seals with no head: the chain's end is not vouched for
+	case w.hasHead && (w.headPos != w.tipPos || !bytes.Equal(w.headHash, w.tipHash)):
+		w.invalid(w.headEvent) // the newest seals are missing, or the head was changed
+	case stray != nil:
+		w.invalid(*stray)
+	}
+	w.checkpoint()
+	return nil
+}
+
+// checkpoint records whether the log extends the checkpoint presented.
+func (w *chainWalk) checkpoint() {
+	cv := w.out.Checkpoint
+	if cv == nil {
+		return
+	}
+	reason := w.cpReason
+	intact := w.out.Valid
+	switch {
+	case w.cpSealHash == nil:
+		reason = join(reason, fmt.Sprintf("the log has no seal at position %d (it ends at %d): events the checkpoint covers are gone",
+			w.cp.Position, w.tipPos))
+	case !bytes.Equal(w.cpSealHash, w.cpHash):
+		reason = join(reason, fmt.Sprintf("the seal at position %d does not have the checkpoint's hash: the log was rewritten", w.cp.Position))
+	case !intact:
+		reason = join(reason, "the chain is broken (see firstInvalidEventId)")
+	default:
+		cv.Extended = true
+	}
+	cv.Valid = cv.SignatureValid && cv.Extended
+	if !cv.Valid {
+		cv.Reason = &reason
+	}
+	if cv.SignatureValid && !cv.Extended && intact {
+		// A genuine checkpoint the log does not extend: tampering.
+		w.out.Valid = false
+		if w.cpEvent != "" {
+			w.out.FirstInvalidEventID = &w.cpEvent
+		}
+	}
+}
+
+// join joins two reasons with "; ", skipping an empty one.
+func join(a, b string) string {
+	return strings.TrimPrefix(strings.Join([]string{a, b}, "; "), "; ")
 }

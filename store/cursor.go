@@ -43,7 +43,7 @@ func decodeCursor(after *string, scope string) (*cursor, error) {
 	if err := json.Unmarshal(b, &c); err != nil || c.At.IsZero() {
 		return nil, errs.Errorf(errs.CodeBadUserInput, "after: malformed cursor")
 	}
-	if _, err := uuid.Parse(c.ID); err != nil {
+	if !validID(c.ID) {
 		return nil, errs.Errorf(errs.CodeBadUserInput, "after: malformed cursor")
 	}
 	if c.Scope != scope {
@@ -103,7 +103,13 @@ func connection[T any](items []*T, p Page, scope string, key func(*T) (time.Time
 }
 
 // validID reports whether s is a well-formed id; ids that are not cannot exist.
+// It takes the forms of uuid.Parse that Postgres's uuid type also reads
+// (hyphenated, in braces, 32 hex digits), not urn:uuid:..., which Postgres
+// refuses (22P02).
 func validID(s string) bool {
+	if len(s) == len("urn:uuid:")+36 {
+		return false
+	}
 	_, err := uuid.Parse(s)
 	return err == nil
 }

@@ -7,12 +7,13 @@ import (
 	"log/slog"
 	"strings"
 	"sync/atomic"
-	"taskflow/audit"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"taskflow/audit"
 )
 
 // DB is TaskFlow's Postgres store. Every domain operation is a method of DB; each one
@@ -21,6 +22,9 @@ import (
 type DB struct {
 	Pool *pgxpool.Pool
 	log  *slog.Logger
+	// sealWake tells this instance's sealer that a unit of work committed
+	// audit events (see wakeSealer).
+	sealWake chan struct{}
 }
 
 // Open connects to Postgres at url ("" means libpq defaults and PG* variables, as
@@ -42,10 +46,7 @@ func Open(ctx context.Context, url string, log *slog.Logger) (*DB, error) {
 		pool.Close()
 		return nil, err
 	}
-	if log == nil {
-		log = slog.Default()
-	}
-	return &DB{Pool: pool, log: log}, nil
+	return New(pool, log), nil
 }
 
 // DefaultPoolMaxConns is the size of the connection pool unless DATABASE_URL
@@ -73,7 +74,16 @@ func New(pool *pgxpool.Pool, log *slog.Logger) *DB {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &DB{Pool: pool, log: log}
+	return &DB{Pool: pool, log: log, sealWake: make(chan struct{}, 1)}
+}
+
+// wakeSealer tells the sealer of this instance that events were committed: a
+// send that never blocks (a wake-up already pending is enough).
+func (db *DB) wakeSealer() {
+	select {
+	case db.sealWake <- struct{}{}:
+	default:
+	}
 }
 
 // Close closes the pool.
@@ -101,12 +111,12 @@ type txKey struct{}
 type unitOfWork struct {
 	tx    *pipelinedTx
 	ended atomic.Bool
-	// audits are the audit events of the unit of work, appended to their chains
-	// just before it commits (see appendAudit).
-	audits []audit.Event
+	// audits are the audit events of the unit of work, inserted in the batch
+	// that ends it (see appendAudit).
+	audits []audit.Record
 	// deferred are writes whose result nothing in the unit of work reads, sent
-	// just before it commits in the same round trip as the first audit event's
-	// chain lock (see SaveIdempotencyResult).
+	// in the batch that ends the unit of work, with its audit events (see
+	// SaveIdempotencyResult).
 	deferred []deferredExec
 	// claim is the idempotency key the unit of work holds, if any.
 	claim *idempotencyClaim
@@ -174,8 +184,11 @@ func (db *DB) WithTx(ctx context.Context, fn func(ctx context.Context, tx Querie
 // commits when fn returns nil or rolls back otherwise. It is the one transaction of a
 // mutation: the effect, its audit event and its idempotency record all join it.
 // BEGIN is sent with the transaction's first statement, in one round trip (see
-// pipelinedTx). The audit events recorded during fn are appended, in order,
-// after fn returned nil and right before the commit.
+// pipelinedTx). The deferred writes and the audit events recorded during fn
+// are sent in one batch after fn returned nil, right before the commit; the
+// events are plain inserts that take no lock, and all of them occurred at the
+// time of that batch. After a commit that recorded events, the sealer of this
+// instance is woken.
 // Commit and rollback use a context detached from the request's cancellation.
 func (db *DB) UnitOfWork(ctx context.Context, fn func(ctx context.Context) error) (err error) {
 	tx := &pipelinedTx{pool: db.Pool}
@@ -195,30 +208,26 @@ func (db *DB) UnitOfWork(ctx context.Context, fn func(ctx context.Context) error
 		}
 		if cErr := tx.Commit(detached); cErr != nil {
 			err = mapError(fmt.Errorf("commit: %w", cErr))
+		} else if len(u.audits) > 0 {
+			db.wakeSealer()
 		}
 	}()
 	if err := fn(context.WithValue(ctx, txKey{}, u)); err != nil {
 		return mapError(err)
 	}
-	// The audit events go last: appending one takes its chain's lock until the
-	// transaction ends, so the lock is held for the append and the commit only,
-	// not for the rest of the mutation (its idempotency record included). The
-	// deferred writes go in the round trip that takes the first lock.
-	if len(u.audits) == 0 && len(u.deferred) > 0 {
-		b := &pgx.Batch{}
-		queue(b, u.deferred)
-		if err := tx.SendBatch(ctx, b).Close(); err != nil {
-			return mapError(err)
-		}
+	if len(u.audits) == 0 && len(u.deferred) == 0 {
+		return nil
 	}
-	for i, ev := range u.audits {
-		var pre []deferredExec
-		if i == 0 {
-			pre = u.deferred
-		}
-		if err := appendAuditWith(ctx, tx, ev, time.Now, pre); err != nil {
-			return mapError(err)
-		}
+	b := &pgx.Batch{}
+	queue(b, u.deferred)
+	at := time.Now()
+	for i := range u.audits {
+		r := &u.audits[i]
+		r.OccurredAt = at.UTC().Truncate(time.Microsecond)
+		b.Queue(insertAuditSQL, auditRecordRefs(r)...)
+	}
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		return mapError(err)
 	}
 	return nil
 }

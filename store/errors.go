@@ -26,8 +26,10 @@ func forbidden(action string) *errs.Error {
 
 // constraintErrors maps Postgres constraint names to the domain errors they mean.
 var constraintErrors = map[string]*errs.Error{
-	"users_email_key":            errs.Errorf(errs.CodeConflict, "an account with this e-mail already exists"),
-	"members_pkey":               errs.Errorf(errs.CodeConflict, "the user is already a member of this workspace"),
+	"users_email_key": errs.Errorf(errs.CodeConflict, "an account with this e-mail already exists"),
+	"members_pkey":    errs.Errorf(errs.CodeConflict, "the user is already a member of this workspace"),
+	"invitations_workspace_email_key": errs.Errorf(errs.CodeConflict,
+		"an invitation of this e-mail to the workspace is open already: revoke it first to invite with another role"),
 	"tasks_assignee_member_fkey": errs.Errorf(errs.CodeBadUserInput, "the assignee must be a member of the workspace"),
 }
 
@@ -41,4 +43,45 @@ func mapError(err error) error {
 		}
 	}
 	return err
+}
+
+// Messages of the Postgres errors that only a client's value can cause.
+var (
+	errBadCharacter = errs.Errorf(errs.CodeBadUserInput,
+		"a text value contains a character that cannot be stored (NUL or invalid UTF-8)")
+	errValueRefused = errs.Errorf(errs.CodeBadUserInput,
+		"a value is malformed, out of range or too large to be stored")
+)
+
+// inputStates are the SQLSTATEs with which Postgres refuses a value it was
+// given, rather than a statement: what a client's argument can cause and a bug
+// in the statement cannot. Division by zero and the like (also class 22) are
+// not here: they are bugs.
+var inputStates = map[string]*errs.Error{
+	"22021": errBadCharacter, // character_not_in_repertoire: NUL or invalid UTF-8 in text
+	"22P05": errBadCharacter, // untranslatable_character: \u0000 in jsonb
+	"22P02": errValueRefused, // invalid_text_representation: e.g. not a uuid
+	"22001": errValueRefused, // string_data_right_truncation
+	"22003": errValueRefused, // numeric_value_out_of_range
+	"22007": errValueRefused, // invalid_datetime_format
+	"22008": errValueRefused, // datetime_field_overflow: a time Postgres cannot hold
+	"22025": errValueRefused, // invalid_escape_sequence: a LIKE pattern
+	"54000": errValueRefused, // program_limit_exceeded: index row or tsvector too large
+}
+
+// InputError is the safety net under the checks where input enters: when err
+// is Postgres refusing a value (a bad character, a malformed or out-of-range
+// value, a value too large to store) it returns the BAD_USER_INPUT error that
+// means, and the SQLSTATE; for any other error, nil and "". The statement
+// failed, so its transaction commits nothing. The HTTP layer calls it before
+// it would answer INTERNAL; reaching it means a check at the entry is missing,
+// so it is worth a log line.
+func InputError(err error) (*errs.Error, string) {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		if e, ok := inputStates[pgErr.Code]; ok {
+			return e, pgErr.Code
+		}
+	}
+	return nil, ""
 }

@@ -252,8 +252,8 @@ func inProgress(wait time.Duration) *errs.Error {
 // SaveIdempotencyResult stores the JSON root result of the mutation whose
 // unit of work (carried by ctx) claimed (userID, key) with ClaimIdempotencyKey:
 // the key's record (field, fingerprint, result, expiry) is written when the
-// unit of work ends, in the round trip that takes its first audit chain's lock
-// (nothing in between reads it), replacing an expired record. It fails when
+// unit of work ends, in the batch that inserts its audit events (nothing in
+// between reads it), replacing an expired record. It fails when
 // the unit of work did not claim that key; a record that appeared meanwhile
 // (only a claim by an older version of TaskFlow, which did not take the lock,
 // can do that) fails the unit of work when it ends, which rolls it back.

@@ -89,59 +89,6 @@ var errLastOwner = errs.Errorf(errs.CodeConflict, "the last OWNER of a workspace
 // errOwnerOnly is returned when a non-OWNER tries to make or unmake an OWNER.
 var errOwnerOnly = errs.Errorf(errs.CodeForbidden, "only an OWNER can make or unmake an OWNER")
 
-// AddMember adds the user with this e-mail to the workspace with role and records
-// member.added. The actor must be an OWNER or ADMIN, and an OWNER to add an OWNER.
-// It returns UNAUTHENTICATED for no actor, NOT_FOUND if the actor is not a member
-// of the workspace or no account has the e-mail, FORBIDDEN for a weaker role,
-// BAD_USER_INPUT for a malformed e-mail or role, and CONFLICT if the user is
-// already a member.
-func (db *DB) AddMember(ctx context.Context, actor *User, workspaceID, email string, role Role) (*Member, error) {
-	if actor == nil {
-		return nil, errs.ErrUnauthenticated
-	}
-	if !role.IsValid() {
-		return nil, errs.Errorf(errs.CodeBadUserInput, "role: not a valid role")
-	}
-	var out *Member
-	err := db.WithTx(ctx, func(ctx context.Context, tx Querier) error {
-		if err := lockWorkspace(ctx, tx, workspaceID); err != nil {
-			return err
-		}
-		actorRole, err := db.requireRole(ctx, workspaceID, actor, RoleAdmin, "workspace", "manage members")
-		if err != nil {
-			return err
-		}
-		if role == RoleOwner && actorRole != RoleOwner {
-			return errOwnerOnly
-		}
-		e, err := NormalizeEmail(email)
-		if err != nil {
-			return err
-		}
-		u, err := db.UserByEmail(ctx, e)
-		if err != nil {
-			return err
-		}
-		m := Member{WorkspaceID: workspaceID, UserID: u.ID, Role: role}
-		if err := tx.QueryRow(ctx, `INSERT INTO members (workspace_id, user_id, role) VALUES ($1, $2, $3) RETURNING joined_at`,
-			workspaceID, u.ID, role).Scan(&m.JoinedAt); err != nil {
-			return mapError(err)
-		}
-		meta := audit.Snapshot(&m)
-		meta["email"] = u.Email
-		if err := db.appendAudit(ctx, tx, audit.Event{WorkspaceID: &workspaceID, ActorID: &actor.ID,
-			Action: "member.added", EntityID: u.ID, Metadata: meta}); err != nil {
-			return err
-		}
-		out = &m
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
-}
-
 // UpdateMemberRole changes a member's role and records member.role_changed with
 // metadata.changes.role; setting the role a member already has changes nothing
 // and records nothing. The actor must be an OWNER or ADMIN, and an OWNER when the

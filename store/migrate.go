@@ -17,7 +17,7 @@ import (
 //go:embed migrations/*.sql
 var migrationFS embed.FS
 
-// migrationLockID is the pg_advisory_lock key that serialises migrations between
+// migrationLockID is the advisory lock key that serialises migrations between
 // instances starting at the same time.
 const migrationLockID = 7_261_015_001
 
@@ -50,22 +50,23 @@ func MigrationsHash() (string, error) {
 	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
-// Migrate applies every embedded migration that has not been applied yet, each in
-// its own transaction, while holding a session-level advisory lock so that several
-// instances starting together apply each migration exactly once. It then creates
-// the audit log's partitions for this month and the next (EnsureAuditPartitions).
+// Migrate applies every embedded migration that has not been applied yet, in
+// order, each in its own transaction that first takes a transaction-level
+// advisory lock (pg_advisory_xact_lock), so that several instances starting
+// together apply each migration exactly once: the others wait for the lock,
+// then find the migration recorded in schema_migrations and skip it. No lock
+// outlives its transaction: nothing is left held on a connection when an
+// unlock fails or the context ends, and no two statements rely on running in
+// one server session (docs/decisions/2026-12-01-migrations-stay-hand-written.md).
+// It then creates the audit log's partitions for this month and the next
+// (EnsureAuditPartitions).
 func Migrate(ctx context.Context, pool *pgxpool.Pool) error {
-	conn, err := pool.Acquire(ctx)
+	err := underMigrationLock(ctx, pool, func(tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
+			name text PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())`)
+		return err
+	})
 	if err != nil {
-		return fmt.Errorf("migrate: %w", err)
-	}
-	defer conn.Release()
-	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock($1)`, migrationLockID); err != nil {
-		return fmt.Errorf("migrate: lock: %w", err)
-	}
-	defer conn.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock($1)`, migrationLockID) //nolint:errcheck
-	if _, err := conn.Exec(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
-		name text PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())`); err != nil {
 		return fmt.Errorf("migrate: %w", err)
 	}
 	names, err := migrationFiles()
@@ -77,7 +78,7 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool) error {
 		if err != nil {
 			return err
 		}
-		err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+		err = underMigrationLock(ctx, pool, func(tx pgx.Tx) error {
 			tag, err := tx.Exec(ctx, `INSERT INTO schema_migrations (name) VALUES ($1) ON CONFLICT DO NOTHING`, name)
 			if err != nil || tag.RowsAffected() == 0 {
 				return err
@@ -90,5 +91,16 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool) error {
 		}
 	}
 	// The audit log's monthly partitions exist before any row needs them.
-	return ensureAuditPartitions(ctx, conn, time.Now(), nil)
+	return ensureAuditPartitions(ctx, pool, time.Now(), nil)
+}
+
+// underMigrationLock runs f in a transaction that holds the migrations'
+// advisory lock from its first statement to its end.
+func underMigrationLock(ctx context.Context, pool *pgxpool.Pool, f func(pgx.Tx) error) error {
+	return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, migrationLockID); err != nil {
+			return fmt.Errorf("lock: %w", err)
+		}
+		return f(tx)
+	})
 }

@@ -12,8 +12,6 @@ import (
 	"unicode/utf8"
 
 	"taskflow/errs"
-
-	"github.com/google/uuid"
 )
 
 // MaxSearchQueryLength is the longest search query accepted, in characters.
@@ -58,7 +56,7 @@ func decodeSearchCursor(after *string, scope string) (*searchCursor, error) {
 	if err := json.Unmarshal(b, &c); err != nil || c.At.IsZero() {
 		return nil, errs.Errorf(errs.CodeBadUserInput, "after: malformed cursor")
 	}
-	if _, err := uuid.Parse(c.ID); err != nil {
+	if !validID(c.ID) {
 		return nil, errs.Errorf(errs.CodeBadUserInput, "after: malformed cursor")
 	}
 	if c.Scope != scope {

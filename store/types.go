@@ -40,6 +40,20 @@ type Member struct {
 	JoinedAt    time.Time `json:"joinedAt" audit:"ignore"`
 }
 
+// Invitation is an open invitation of an e-mail address to join a workspace
+// with a role. WorkspaceName is read with it, for an invitee who cannot see the
+// workspace yet; InvitedByID is nil once the inviter's account is gone.
+type Invitation struct {
+	ID            string    `json:"id" audit:"track"`
+	WorkspaceID   string    `json:"workspaceId" audit:"track"`
+	WorkspaceName string    `json:"workspaceName" audit:"ignore"`
+	Email         string    `json:"email" audit:"track"`
+	Role          Role      `json:"role" audit:"track"`
+	InvitedByID   *string   `json:"invitedById" audit:"track"`
+	CreatedAt     time.Time `json:"createdAt" audit:"ignore"`
+	ExpiresAt     time.Time `json:"expiresAt" audit:"track"`
+}
+
 // Project groups tasks in a workspace.
 type Project struct {
 	ID          string     `json:"id" audit:"track"`
@@ -94,6 +108,16 @@ type AuditEvent struct {
 	UserAgent   *string   `json:"userAgent"`
 	RequestID   *string   `json:"requestId"`
 	Metadata    RawJSON   `json:"metadata"`
+	// Sealed reports that the sealer chained the event; until it did,
+	// ChainPosition, PrevHash and Hash are nil.
+	Sealed bool `json:"sealed"`
+	// ChainPosition is the event's position in its hash chain (1 is the first).
+	ChainPosition *int64 `json:"chainPosition"`
+	// PrevHash is the hash the event's hash covers before it (hex): the hash
+	// of the event before it, nil for the first of its chain.
+	PrevHash *string `json:"prevHash"`
+	// Hash is SHA-256 over PrevHash and the event's canonical encoding (hex).
+	Hash *string `json:"hash"`
 }
 
 // RawJSON is a JSON value kept as its compact text, as Postgres gave it: an
@@ -138,10 +162,43 @@ func (r *RawJSON) UnmarshalJSON(b []byte) error {
 
 // AuditVerification is the outcome of walking a workspace's hash chain.
 type AuditVerification struct {
-	Valid               bool    `json:"valid"`
-	CheckedEvents       int     `json:"checkedEvents"`
+	// Valid reports that every seal recomputes, no event is missing from
+	// or added to the chain, the head is the last seal, and a checkpoint
+	// presented with a good signature is extended.
+	Valid bool `json:"valid"`
+	// CheckedEvents is SealedEvents + UnsealedEvents: every event of the
+	// chain that was looked at.
+	CheckedEvents int `json:"checkedEvents"`
+	// FirstInvalidEventID is the first event that failed, in chain order.
 	FirstInvalidEventID *string `json:"firstInvalidEventId"`
-	HeadHash            *string `json:"headHash"`
+	// HeadHash is the hash of the chain's newest seal (hex).
+	HeadHash *string `json:"headHash"`
+	// SealedEvents is the number of events whose seal was recomputed.
+	SealedEvents int `json:"sealedEvents"`
+	// UnsealedEvents is the number of committed events the sealer has not
+	// reached yet.
+	UnsealedEvents int `json:"unsealedEvents"`
+	// HeadPosition is the position of the chain's newest seal.
+	HeadPosition *int64 `json:"headPosition"`
+	// Checkpoint is the outcome for the checkpoint presented, if one was.
+	Checkpoint *AuditCheckpointVerification `json:"checkpoint"`
+}
+
+// AuditCheckpointVerification is the outcome of checking a checkpoint a
+// customer kept against the current log.
+type AuditCheckpointVerification struct {
+	// Valid is SignatureValid and Extended.
+	Valid bool `json:"valid"`
+	// SignatureValid reports that a key this server trusts, the one the
+	// checkpoint names, verifies its signature.
+	SignatureValid bool `json:"signatureValid"`
+	// Extended reports that the seal at the checkpoint's position has the
+	// checkpoint's hash and that the chain is intact from there to its head.
+	Extended bool   `json:"extended"`
+	Position int64  `json:"position"`
+	KeyID    string `json:"keyId"`
+	// Reason says why Valid is false; nil when it is true.
+	Reason *string `json:"reason"`
 }
 
 // PageInfo tells whether a connection has more items after EndCursor.
@@ -292,6 +349,10 @@ type (
 	CommentConnection = Connection[Comment]
 	// CommentEdge is a comment with its cursor.
 	CommentEdge = Edge[Comment]
+	// InvitationConnection is a page of invitations.
+	InvitationConnection = Connection[Invitation]
+	// InvitationEdge is an invitation with its cursor.
+	InvitationEdge = Edge[Invitation]
 	// AuditEventConnection is a page of audit events.
 	AuditEventConnection = Connection[AuditEvent]
 	// AuditEventEdge is an audit event with its cursor.

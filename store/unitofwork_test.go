@@ -35,8 +35,8 @@ func TestContextOutlivingUnitOfWorkHasNoTx(t *testing.T) {
 	}
 }
 
-// An idempotency result is written when the unit of work ends, with an audit
-// event in the same round trip as the chain's lock or without one, and a result
+// An idempotency result is written when the unit of work ends, in the batch
+// that inserts its audit event or without one, and a result
 // that cannot be stored rolls the whole unit of work back.
 func TestIdempotencyResultWrittenAtCommit(t *testing.T) {
 	t.Parallel()

@@ -198,19 +198,22 @@ func (db *DB) CreateUser(ctx context.Context, email, name, passwordHash string, 
 
 // CreateSession stores the hash of a new token for a user whose password was
 // just verified and records user.logged_in. A non-empty newPasswordHash replaces
-// the stored password hash (a rehash with current parameters).
+// the stored password hash (a rehash with current parameters), which the
+// event notes as {"passwordRehashed": true}.
 func (db *DB) CreateSession(ctx context.Context, u *User, tokenHash []byte, newPasswordHash string) error {
 	return db.WithTx(ctx, func(ctx context.Context, tx Querier) error {
 		if err := insertToken(ctx, tx, u.ID, tokenHash); err != nil {
 			return err
 		}
+		meta := map[string]any{}
 		if newPasswordHash != "" {
 			if _, err := tx.Exec(ctx, `UPDATE users SET password_hash = $2 WHERE id = $1`, u.ID, newPasswordHash); err != nil {
 				return fmt.Errorf("rehash password: %w", err)
 			}
+			meta["passwordRehashed"] = true
 		}
 		return db.appendAudit(ctx, tx, audit.Event{ActorID: &u.ID, Action: "user.logged_in", EntityID: u.ID,
-			Metadata: map[string]any{}})
+			Metadata: meta})
 	})
 }
 
@@ -236,19 +239,28 @@ func (db *DB) RecordLoginFailure(ctx context.Context, u *User, reason string) er
 	if err := tx.Commit(detached); err != nil {
 		return fmt.Errorf("commit: %w", err)
 	}
+	db.wakeSealer()
 	return nil
 }
 
 // RevokeToken revokes the token with this SHA-256 if it belongs to u and is not
-// revoked yet. It returns UNAUTHENTICATED for no user.
+// revoked yet, and records user.logged_out (no token, hash or expiry in it) in
+// the same transaction; a token that was already revoked changes nothing and
+// records nothing. It returns UNAUTHENTICATED for no user.
 func (db *DB) RevokeToken(ctx context.Context, u *User, tokenHash []byte) error {
 	if u == nil {
 		return errs.ErrUnauthenticated
 	}
-	_, err := db.q(ctx).Exec(ctx, `UPDATE tokens SET revoked_at = now()
-		WHERE token_hash = $1 AND user_id = $2 AND revoked_at IS NULL`, tokenHash, u.ID)
-	if err != nil {
-		return fmt.Errorf("revoke token: %w", err)
-	}
-	return nil
+	return db.WithTx(ctx, func(ctx context.Context, tx Querier) error {
+		tag, err := tx.Exec(ctx, `UPDATE tokens SET revoked_at = now()
+			WHERE token_hash = $1 AND user_id = $2 AND revoked_at IS NULL`, tokenHash, u.ID)
+		if err != nil {
+			return fmt.Errorf("revoke token: %w", err)
+		}
+		if tag.RowsAffected() == 0 {
+			return nil
+		}
+		return db.appendAudit(ctx, tx, audit.Event{ActorID: &u.ID, Action: "user.logged_out", EntityID: u.ID,
+			Metadata: map[string]any{}})
+	})
 }

@@ -21,8 +21,8 @@ type Statement struct {
 }
 
 // Recorder is a pgx tracer that records the statements of the server's pool
-// while it is on (during one request the harness sends alone). The raw-SQL
-// baseline replays exactly these statements.
+// while it is on (during one request the harness sends alone). The replay
+// contender (Config.Replay) runs exactly these statements.
 type Recorder struct {
 	mu    sync.Mutex
 	on    bool

@@ -17,15 +17,27 @@ var searchWords = []string{"deploy", "invoice", "login", "search", "report", "ba
 // Fixtures is the data the scenarios read and write: one workspace whose
 // members are all ADMIN (so every user may read the audit log), a "board"
 // project of tasks with assignees and comments (read by the page scenario), an
-// "inbox" project that createTask fills, and the audit events all of that wrote.
+// "inbox" project that createTask fills, and the audit events all of that
+// wrote; and more workspaces, each with an inbox, for createTaskSpread.
 type Fixtures struct {
-	Users       []FixtureUser
+	Users []FixtureUser
+	// Searchers are the users searchTasks is spread over, enough that none
+	// reaches the endpoint limit of searchTasks in a run (see searchers).
+	Searchers   []FixtureUser
 	WorkspaceID string
 	BoardID     string // project read by the page scenario
 	InboxID     string // project createTask writes to
 	TaskIDs     []string
+	// Spread are the workspaces of createTaskSpread, one per client; every
+	// user is an ADMIN of each.
+	Spread []SpreadWorkspace
 	// Known holds every fixture id, so raw replays know which UUIDs to keep.
 	Known map[string]bool
+}
+
+// SpreadWorkspace is a workspace of createTaskSpread and its inbox project.
+type SpreadWorkspace struct {
+	WorkspaceID, InboxID string
 }
 
 // FixtureUser is a signed-in member of the fixture workspace.
@@ -57,6 +69,49 @@ func EarlierKeys(ctx context.Context, db *store.DB, perUser int) error {
 // FixtureSizes are the amounts of fixture data.
 type FixtureSizes struct {
 	Users, Tasks, CommentsPerTask int
+	// Spread is the number of createTaskSpread's workspaces.
+	Spread int
+	// Searchers is the number of users searchTasks is spread over.
+	Searchers int
+}
+
+// signedUp creates n users with tokens by SQL (no argon2 on the way), e-mail
+// <prefix><i>@example.com and name "<name> <i>", in one statement.
+func signedUp(ctx context.Context, db *store.DB, prefix, name string, n int) ([]FixtureUser, error) {
+	emails, names, hashes, tokens := make([]string, n), make([]string, n), make([][]byte, n), make([]string, n)
+	for i := range n {
+		emails[i], names[i] = fmt.Sprintf("%s%d@example.com", prefix, i), fmt.Sprintf("%s %d", name, i)
+		tokens[i] = auth.NewToken()
+		hashes[i] = auth.HashToken(tokens[i])
+	}
+	rows, err := db.Pool.Query(ctx, `WITH u AS (
+			INSERT INTO users (email, name, password_hash) SELECT e, n, 'x' FROM unnest($1::text[], $2::text[]) AS x(e, n)
+			RETURNING id, email)
+		INSERT INTO tokens (token_hash, user_id, expires_at)
+			SELECT t.h, u.id, now() + interval '1 day' FROM u JOIN unnest($1::text[], $3::bytea[]) AS t(e, h) ON t.e = u.email
+		RETURNING user_id, token_hash`, emails, names, hashes)
+	if err != nil {
+		return nil, fmt.Errorf("fixture users: %w", err)
+	}
+	byHash := map[string]string{}
+	for rows.Next() {
+		var id string
+		var hash []byte
+		if err := rows.Scan(&id, &hash); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("fixture users: %w", err)
+		}
+		byHash[string(hash)] = id
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("fixture users: %w", err)
+	}
+	out := make([]FixtureUser, n)
+	for i := range n {
+		out[i] = FixtureUser{ID: byHash[string(hashes[i])], Token: tokens[i]}
+	}
+	return out, nil
 }
 
 // Prepare writes the fixtures into the migrated database of db: users and tokens
@@ -64,17 +119,12 @@ type FixtureSizes struct {
 // through the store, so they come with their audit events.
 func Prepare(ctx context.Context, db *store.DB, sz FixtureSizes) (*Fixtures, error) {
 	f := &Fixtures{Known: map[string]bool{}}
-	for i := range sz.Users {
-		tok := auth.NewToken()
-		var id string
-		err := db.Pool.QueryRow(ctx, `WITH u AS (INSERT INTO users (email, name, password_hash) VALUES ($1, $2, 'x') RETURNING id)
-			INSERT INTO tokens (token_hash, user_id, expires_at) SELECT $3, id, now() + interval '1 day' FROM u RETURNING user_id`,
-			fmt.Sprintf("load%d@example.com", i), fmt.Sprintf("Load User %d", i), auth.HashToken(tok)).Scan(&id)
-		if err != nil {
-			return nil, fmt.Errorf("fixture user: %w", err)
-		}
-		f.Users = append(f.Users, FixtureUser{ID: id, Token: tok})
-		f.Known[id] = true
+	var err error
+	if f.Users, err = signedUp(ctx, db, "load", "Load User", sz.Users); err != nil {
+		return nil, err
+	}
+	for _, u := range f.Users {
+		f.Known[u.ID] = true
 	}
 	if err := EarlierKeys(ctx, db, priorKeysPerUser); err != nil {
 		return nil, err
@@ -90,8 +140,14 @@ func Prepare(ctx context.Context, db *store.DB, sz FixtureSizes) (*Fixtures, err
 	for _, u := range f.Users[1:] {
 		ids = append(ids, u.ID)
 	}
-	if _, err := db.Pool.Exec(ctx, `INSERT INTO members (workspace_id, user_id, role) SELECT $1, unnest($2::uuid[]), 'ADMIN'`, ws.ID, ids); err != nil {
-		return nil, fmt.Errorf("fixture members: %w", err)
+	if f.Searchers, err = signedUp(ctx, db, "search", "Searcher", sz.Searchers); err != nil {
+		return nil, err
+	}
+	for _, u := range f.Searchers {
+		ids = append(ids, u.ID)
+	}
+	if err := admins(ctx, db, ws.ID, ids); err != nil {
+		return nil, err
 	}
 	board, err := db.CreateProject(ctx, owner, ws.ID, "Board", nil)
 	if err != nil {
@@ -103,6 +159,21 @@ func Prepare(ctx context.Context, db *store.DB, sz FixtureSizes) (*Fixtures, err
 	}
 	f.BoardID, f.InboxID = board.ID, inbox.ID
 	f.Known[board.ID], f.Known[inbox.ID] = true, true
+	for i := range sz.Spread {
+		ws, err := db.CreateWorkspace(ctx, owner, fmt.Sprintf("Spread %d", i))
+		if err != nil {
+			return nil, fmt.Errorf("fixture workspace: %w", err)
+		}
+		if err := admins(ctx, db, ws.ID, ids); err != nil {
+			return nil, err
+		}
+		inbox, err := db.CreateProject(ctx, owner, ws.ID, "Inbox", nil)
+		if err != nil {
+			return nil, fmt.Errorf("fixture project: %w", err)
+		}
+		f.Spread = append(f.Spread, SpreadWorkspace{WorkspaceID: ws.ID, InboxID: inbox.ID})
+		f.Known[ws.ID], f.Known[inbox.ID] = true, true
+	}
 
 	var mu sync.Mutex
 	g, gctx := errgroup.WithContext(ctx)
@@ -134,4 +205,12 @@ func Prepare(ctx context.Context, db *store.DB, sz FixtureSizes) (*Fixtures, err
 		return nil, err
 	}
 	return f, nil
+}
+
+// admins makes users ADMIN members of workspace ws.
+func admins(ctx context.Context, db *store.DB, ws string, users []string) error {
+	if _, err := db.Pool.Exec(ctx, `INSERT INTO members (workspace_id, user_id, role) SELECT $1, unnest($2::uuid[]), 'ADMIN'`, ws, users); err != nil {
+		return fmt.Errorf("fixture members: %w", err)
+	}
+	return nil
 }

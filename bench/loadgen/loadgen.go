@@ -1,8 +1,11 @@
 // Package loadgen is TaskFlow's load harness: it prepares fixtures in a
-// database of its own, drives the GraphQL API over real HTTP at fixed
-// concurrency, and replays the very SQL statements each request made directly
-// with pgx as the baseline, then reports throughput and latency percentiles of
-// both (see bench/README.md; the command is bench/load).
+// database of its own and measures, scenario by scenario and side by side in
+// one run, TaskFlow's GraphQL API over real HTTP, the least raw SQL the same
+// work needs, and PostGraphile 5 serving the same tables (bench/peer), each at
+// fixed concurrency after a warm-up, with the server's and the Postgres
+// backends' CPU time per request; then it reports throughput, latency
+// percentiles, CPU and the ratios between them (see bench/README.md; the
+// command is bench/load).
 package loadgen
 
 import (
@@ -23,8 +26,29 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"taskflow/bench/peer"
 	"taskflow/httpapi"
 	"taskflow/store"
+)
+
+// The contenders, in report order.
+const (
+	TaskFlow     = "TaskFlow"
+	RawSQL       = "raw SQL"
+	PostGraphile = "PostGraphile"
+	// Replay is TaskFlow's own statements of one request, captured and
+	// replayed with pgx (Config.Replay).
+	Replay = "TaskFlow's SQL"
+)
+
+// The application_name of each pool's Postgres connections: the CPU meter
+// finds a contender's backends by it.
+const (
+	appTaskFlow = "taskflow"
+	appTwin     = "taskflow-twin" // the in-process twin when the server is a subprocess
+	appRaw      = "raw-sql"
+	appReplay   = "taskflow-replay"
+	appHarness  = "loadgen" // fixtures, ANALYZE, pg_stat_activity
 )
 
 // Config is one run of the harness.
@@ -35,22 +59,38 @@ type Config struct {
 	RedisURL string
 	// Concurrency is the number of requests in flight (default 16).
 	Concurrency int
-	// Duration bounds each measured run (default 5s); Requests, when > 0, bounds
-	// it too (whichever comes first).
+	// Duration bounds each measured run (default 8s); Requests, when > 0, bounds
+	// it and each warm-up too (whichever comes first).
 	Duration time.Duration
 	Requests int
+	// Warmup is the length of the warm-up of each contender before its
+	// measured run (default 3s).
+	Warmup time.Duration
 	// Scenarios are the names to run; empty: all.
 	Scenarios []string
 	// Exec runs the server as a subprocess of the real binary (built into a
-	// temporary directory) instead of in this process; its RSS is then the
-	// server's own. Statements are captured by an in-process twin either way.
+	// temporary directory) instead of in this process; its RSS and CPU time
+	// are then the server's own. Statements are captured by an in-process twin
+	// either way.
 	Exec bool
+	// Peer also measures PostGraphile (bench/peer: installed with npm on
+	// first use, started over the run's database).
+	Peer bool
+	// PeerDir is bench/peer (default: found from the module root).
+	PeerDir string
+	// Replay also measures TaskFlow's own statements of each request,
+	// captured and replayed with pgx: how much of TaskFlow's time its SQL is.
+	Replay bool
 	// Compare also runs createTask and task(id) against a server with the rate
 	// limiter and idempotency off, against the same server with them on.
 	Compare bool
 	// GuardsOff runs the scenarios against an in-process server with the rate
 	// limiter and idempotency off (not with Exec), to profile what they cost.
 	GuardsOff bool
+	// Seal runs an audit sealer next to the in-process server (the binary of
+	// Exec runs its own) and reports, for TaskFlow in the write scenarios, how
+	// fast it sealed against how fast events were written, and its lag.
+	Seal bool
 	// CPUProfile, when set, is a path prefix: the in-process server runs of each
 	// scenario are profiled into <prefix>.<scenario>.pprof.
 	CPUProfile string
@@ -68,7 +108,10 @@ func (c *Config) defaults() {
 		c.Concurrency = 16
 	}
 	if c.Duration <= 0 {
-		c.Duration = 5 * time.Second
+		c.Duration = 8 * time.Second
+	}
+	if c.Warmup <= 0 {
+		c.Warmup = 3 * time.Second
 	}
 	if c.Users <= 0 {
 		c.Users = 200
@@ -91,23 +134,74 @@ type Stats struct {
 	Elapsed          time.Duration
 	RPS              float64
 	P50, P95, P99    time.Duration
+	// ServerCPU and PostgresCPU are the CPU time the server process and the
+	// contender's Postgres backends used during the run; -1: not measured.
+	ServerCPU, PostgresCPU time.Duration
 }
 
-// Result is one scenario: the server, its raw-SQL baseline and their ratio.
+// PerRequest returns cpu per request, or -1 when cpu was not measured.
+func (s Stats) PerRequest(cpu time.Duration) time.Duration {
+	if cpu < 0 || s.Requests == 0 {
+		return -1
+	}
+	return cpu / time.Duration(s.Requests)
+}
+
+// Row is one contender's run of a scenario.
+type Row struct {
+	Contender string
+	Stats
+}
+
+// Result is one scenario: a row per contender that has an equivalent of it.
 type Result struct {
 	Scenario   string
-	Server     Stats
-	Raw        Stats
-	Statements []string
-	Ratio      float64
+	Rows       []Row
+	Statements []string // TaskFlow's statements of one request
+	RawSQL     []string // the raw SQL contender's statements
 	Target     float64
 	// Unavailable says why the scenario could not run (it then fails).
 	Unavailable string
 }
 
-// Pass reports whether the scenario met its target and had no errors.
+// Row returns the row of contender, if it ran.
+func (r Result) Row(contender string) (Row, bool) {
+	for _, row := range r.Rows {
+		if row.Contender == contender {
+			return row, true
+		}
+	}
+	return Row{}, false
+}
+
+// Ratio is a's throughput over b's; 0 when either did not run.
+func (r Result) Ratio(a, b string) float64 {
+	ra, oka := r.Row(a)
+	rb, okb := r.Row(b)
+	if !oka || !okb || rb.RPS == 0 {
+		return 0
+	}
+	return ra.RPS / rb.RPS
+}
+
+// Valid reports whether the scenario ran and every answer of every
+// contender was a success.
+func (r Result) Valid() bool {
+	if r.Unavailable != "" {
+		return false
+	}
+	for _, row := range r.Rows {
+		if row.Errors > 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// Pass reports whether the scenario is valid and met its target (TaskFlow's
+// throughput over raw SQL's), if it has one.
 func (r Result) Pass() bool {
-	return r.Unavailable == "" && r.Server.Errors == 0 && r.Raw.Errors == 0 && r.Ratio >= r.Target
+	return r.Valid() && (r.Target == 0 || r.Ratio(TaskFlow, RawSQL) >= r.Target)
 }
 
 // comparePairs is how many pairs of rounds a comparison runs.
@@ -173,12 +267,24 @@ type Report struct {
 	// this process, which then holds the server and the load generator.
 	RSSPeak    int64
 	RSSOfWhat  string
+	PeerRSS    int64 // PostGraphile's node process, peak resident set
 	PoolConns  int32
 	GoMaxProcs int
+	// Seal is what the audit sealer did in the write scenarios (Config.Seal).
+	Seal []SealStats
 }
 
-// Run prepares the fixtures, runs every scenario against the server and its
-// raw-SQL baseline, and returns the report.
+// contender is one way of doing the scenarios' work.
+type contender struct {
+	name  string
+	meter cpuMeter
+	// work returns what does request i of worker w of sc, given TaskFlow's
+	// statements of one request; nil when the contender has no equivalent.
+	work func(sc Scenario, stmts []Statement) func(ctx context.Context, w, i int) error
+}
+
+// Run prepares the fixtures, runs every scenario with every contender, and
+// returns the report.
 func Run(ctx context.Context, cfg Config) (*Report, error) {
 	cfg.defaults()
 	rep := &Report{Config: cfg, Started: time.Now(), LoadAvg: loadAvg()}
@@ -189,15 +295,22 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	rawPool, err := pgxpool.NewWithConfig(ctx, poolCfg.Copy())
+	rep.PoolConns = poolCfg.MaxConns
+	ctl, err := newPool(ctx, poolCfg, appHarness, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer ctl.Close()
+	rawPool, err := newPool(ctx, poolCfg, appRaw, nil)
 	if err != nil {
 		return nil, err
 	}
 	defer rawPool.Close()
-	rep.PoolConns = poolCfg.MaxConns
 
-	fmt.Fprintf(cfg.Progress, "fixtures: %d users, %d tasks with %d comments each\n", cfg.Users, cfg.Tasks, cfg.CommentsPerTask)
-	fix, err := Prepare(ctx, store.New(rawPool, log), FixtureSizes{cfg.Users, cfg.Tasks, cfg.CommentsPerTask})
+	sizes := FixtureSizes{cfg.Users, cfg.Tasks, cfg.CommentsPerTask, cfg.Concurrency, searchers(cfg)}
+	fmt.Fprintf(cfg.Progress, "fixtures: %d users (and %d searchers), %d tasks with %d comments each, %d more workspaces\n",
+		sizes.Users, sizes.Searchers, sizes.Tasks, sizes.CommentsPerTask, sizes.Spread)
+	fix, err := Prepare(ctx, store.New(ctl, log), sizes)
 	if err != nil {
 		return nil, err
 	}
@@ -206,7 +319,11 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if cfg.GuardsOff && cfg.Exec {
 		return nil, errors.New("loadgen: GuardsOff is for the in-process server, not with Exec")
 	}
-	twin, err := startInproc(ctx, cfg, poolCfg, rec, !cfg.GuardsOff, log)
+	twinApp := appTaskFlow
+	if cfg.Exec || cfg.Seal {
+		twinApp = appTwin
+	}
+	twin, err := startInproc(ctx, cfg, poolCfg, rec, !cfg.GuardsOff, log, twinApp)
 	if err != nil {
 		return nil, err
 	}
@@ -222,89 +339,111 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	} else {
 		rep.RSSOfWhat = "harness process holding server and load generator (VmHWM)"
 	}
+	if cfg.Seal && !cfg.Exec {
+		// A server of its own with the sealer, on an untraced pool: the
+		// twin's recorder must not capture the sealer's statements.
+		if target, err = startInproc(ctx, cfg, poolCfg, nil, !cfg.GuardsOff, log, appTaskFlow); err != nil {
+			return nil, err
+		}
+		defer target.close()
+		sealCtx, stopSealer := context.WithCancel(ctx)
+		defer stopSealer()
+		go (&store.AuditSealer{DB: target.db}).Run(sealCtx)
+	}
 	client := newClient(cfg.Concurrency)
 
-	for _, sc := range selected(cfg.Scenarios) {
-		// Fresh planner statistics first: the scenarios before this one may
-		// have grown a table (createTask adds thousands of tasks and audit
-		// events in seconds) faster than autovacuum re-analyzes it, and a plan
-		// chosen for the table as it was (a sort of the whole audit partition
-		// instead of an ordered index scan) measures neither a production
-		// database nor the server. Both the server and the raw replay get them.
-		if _, err := rawPool.Exec(ctx, "ANALYZE"); err != nil {
-			return nil, fmt.Errorf("analyze: %w", err)
+	contenders := []contender{
+		{name: TaskFlow, meter: cpuMeter{pool: ctl, serverPID: target.pid, appName: appTaskFlow},
+			work: func(sc Scenario, _ []Statement) func(context.Context, int, int) error {
+				return taskflowRequests(client, target.url, sc, fix)
+			}},
+		{name: RawSQL, meter: cpuMeter{pool: ctl, appName: appRaw},
+			work: func(sc Scenario, _ []Statement) func(context.Context, int, int) error {
+				return func(ctx context.Context, w, i int) error { return sc.raw.run(ctx, rawPool, fix, w, i) }
+			}},
+	}
+	if cfg.Peer {
+		fmt.Fprintf(cfg.Progress, "starting PostGraphile (bench/peer)\n")
+		srv, err := startPeer(ctx, cfg, ctl, int(poolCfg.MaxConns))
+		if err != nil {
+			return nil, err
 		}
-		fmt.Fprintf(cfg.Progress, "%s: warm-up and statement capture\n", sc.Name)
-		stmts, err := warmUp(ctx, client, target, twin, rec, sc, fix)
+		defer srv.Close()
+		defer func() { rep.PeerRSS = statusKB(fmt.Sprintf("/proc/%d/status", srv.PID), "VmHWM:") }()
+		contenders = append(contenders, contender{name: PostGraphile,
+			meter: cpuMeter{pool: ctl, serverPID: srv.PID, appName: peer.ApplicationName},
+			work: func(sc Scenario, _ []Statement) func(context.Context, int, int) error {
+				if sc.peer == nil {
+					return nil
+				}
+				return func(ctx context.Context, w, i int) error {
+					return post(ctx, client, srv.URL, "", sc.peer(fix, w, i), sc.Want)
+				}
+			}})
+	}
+	if cfg.Replay {
+		replayPool, err := newPool(ctx, poolCfg, appReplay, nil)
+		if err != nil {
+			return nil, err
+		}
+		defer replayPool.Close()
+		contenders = append(contenders, contender{name: Replay, meter: cpuMeter{pool: ctl, appName: appReplay},
+			work: func(sc Scenario, stmts []Statement) func(context.Context, int, int) error {
+				if sc.PerWorker {
+					return nil
+				}
+				rp := &replayer{stmts: stmts, known: fix.Known, fresh: sc.Fresh}
+				return func(ctx context.Context, w, i int) error { return rp.run(ctx, replayPool) }
+			}})
+	}
+
+	for _, sc := range selected(cfg.Scenarios) {
+		fmt.Fprintf(cfg.Progress, "%s: statement capture\n", sc.Name)
+		stmts, err := capture(ctx, client, target, twin, rec, sc, fix)
 		if err != nil {
 			// Reported as a failed row, not skipped in silence.
 			fmt.Fprintf(cfg.Progress, "%s: %v\n", sc.Name, err)
 			rep.Results = append(rep.Results, Result{Scenario: sc.Name, Target: sc.Target, Unavailable: err.Error()})
 			continue
 		}
-		res := Result{Scenario: sc.Name, Target: sc.Target, Statements: describeStatements(stmts)}
-
-		stop := startProfile(cfg.CPUProfile, sc.Name, !cfg.Exec)
-		fmt.Fprintf(cfg.Progress, "%s: server, %d statements per request\n", sc.Name, len(stmts))
-		res.Server = measure(ctx, cfg, func(ctx context.Context, i int) error {
-			return send(ctx, client, target.url, sc, fix, i)
-		})
-		stop()
-		fmt.Fprintf(cfg.Progress, "%s: raw SQL\n", sc.Name)
-		rp := &replayer{stmts: stmts, known: fix.Known, fresh: sc.Fresh}
-		res.Raw = measure(ctx, cfg, func(ctx context.Context, i int) error { return rp.run(ctx, rawPool) })
-		if res.Raw.RPS > 0 {
-			res.Ratio = res.Server.RPS / res.Raw.RPS
+		res := Result{Scenario: sc.Name, Target: sc.Target, Statements: describeStatements(stmts), RawSQL: sc.raw.SQL}
+		for _, c := range contenders {
+			do := c.work(sc, stmts)
+			if do == nil {
+				continue
+			}
+			fmt.Fprintf(cfg.Progress, "%s: %s\n", sc.Name, c.name)
+			profile := c.name == TaskFlow && !cfg.Exec
+			sealing := cfg.Seal && c.name == TaskFlow && sc.Fresh
+			stopSampling := func() []oldestSample { return nil }
+			if sealing {
+				stopSampling = oldestSampler(ctx, ctl)
+			}
+			s, err := runContender(ctx, cfg, ctl, client, c.meter, do, sc.Name, profile)
+			if err != nil {
+				return nil, err
+			}
+			if samples := stopSampling(); sealing {
+				// The measured run only, not its warm-up.
+				end := time.Now()
+				st, err := sealStats(ctx, ctl, sc.Name, end.Add(-s.Elapsed), end, samples)
+				if err != nil {
+					return nil, err
+				}
+				if st.Events > 0 { // a storm of replays writes nothing
+					fmt.Fprintf(cfg.Progress, "  %d events sealed, lag p99 %s\n", st.Events, ms(st.LagP99))
+					rep.Seal = append(rep.Seal, st)
+				}
+			}
+			fmt.Fprintf(cfg.Progress, "  %.0f req/s, %d failed\n", s.RPS, s.Errors)
+			res.Rows = append(res.Rows, Row{Contender: c.name, Stats: s})
 		}
 		rep.Results = append(rep.Results, res)
 	}
 
 	if cfg.Compare {
-		off, err := startInproc(ctx, cfg, poolCfg, nil, false, log)
-		if err != nil {
+		if err := compare(ctx, cfg, poolCfg, log, client, fix, rep); err != nil {
 			return nil, err
-		}
-		defer off.close()
-		on, err := startInproc(ctx, cfg, poolCfg, nil, true, log)
-		if err != nil {
-			return nil, err
-		}
-		defer on.close()
-		for _, name := range []string{"createTask", "task"} {
-			sc, _ := ScenarioNamed(name)
-			fmt.Fprintf(cfg.Progress, "%s: limiter and idempotency off vs on\n", name)
-			c := Comparison{Scenario: name}
-			// Twelve pairs of rounds, the pairs in turn off-on and on-off
-			// (ABBA), so that a drift of the machine's speed, or of the
-			// database as it grows, hits both sides alike.
-			round := cfg
-			round.Duration = cfg.Duration / 4
-			if round.Requests > 0 {
-				round.Requests = max(1, cfg.Requests/4)
-			}
-			run := func(isOn bool) {
-				url := off.url
-				if isOn {
-					url = on.url
-				}
-				s := measure(ctx, round, func(ctx context.Context, i int) error {
-					return send(ctx, client, url, sc, fix, i)
-				})
-				if isOn {
-					c.On = merge(c.On, s)
-					c.OnRounds = append(c.OnRounds, s.RPS)
-				} else {
-					c.Off = merge(c.Off, s)
-					c.OffRounds = append(c.OffRounds, s.RPS)
-				}
-				fmt.Fprintf(cfg.Progress, "  on=%v: %.0f rps\n", isOn, s.RPS)
-			}
-			for pair := range comparePairs {
-				onFirst := pair%2 == 1
-				run(onFirst)
-				run(!onFirst)
-			}
-			rep.Comparisons = append(rep.Comparisons, c)
 		}
 	}
 
@@ -318,21 +457,128 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	return rep, nil
 }
 
-// warmUp sends a few requests of sc to the target (and its twin), then one to
+// runContender warms the contender up for cfg.Warmup, refreshes the planner's
+// statistics (ANALYZE), then measures it for cfg.Duration with its CPU meter
+// read before and after. Failed requests of the warm-up count as failures of
+// the run too.
+func runContender(ctx context.Context, cfg Config, ctl *pgxpool.Pool, client *http.Client, meter cpuMeter,
+	do func(context.Context, int, int) error, scenario string, profile bool) (Stats, error) {
+	// Every contender starts on fresh HTTP connections: one left idle since
+	// the contender's last run may be closed by its server as it is reused.
+	client.CloseIdleConnections()
+	warm := cfg
+	warm.Duration = cfg.Warmup
+	w := measure(ctx, warm, do)
+	// Fresh planner statistics: the runs before this one may have grown a
+	// table (createTask adds thousands of tasks and audit events in seconds)
+	// faster than autovacuum re-analyzes it, and a plan chosen for the table
+	// as it was (a sort of the whole audit partition instead of an ordered
+	// index scan) measures neither a production database nor the contender.
+	if _, err := ctl.Exec(ctx, "ANALYZE"); err != nil {
+		return Stats{}, fmt.Errorf("analyze: %w", err)
+	}
+	stop := startProfile(cfg.CPUProfile, scenario, profile)
+	before := meter.snapshot(ctx)
+	s := measure(ctx, cfg, do)
+	after := meter.snapshot(ctx)
+	stop()
+	s.ServerCPU, s.PostgresCPU = cpuUsed(before, after)
+	if w.Errors > 0 {
+		if s.Errors == 0 {
+			s.FirstError = "warm-up: " + w.FirstError
+		}
+		s.Errors += w.Errors
+	}
+	return s, nil
+}
+
+// compare runs createTask and task(id) against two in-process servers on the
+// same database, one with the rate limiter and idempotency off and one with
+// both on, in pairs of adjacent rounds.
+func compare(ctx context.Context, cfg Config, poolCfg *pgxpool.Config, log *slog.Logger, client *http.Client, fix *Fixtures, rep *Report) error {
+	off, err := startInproc(ctx, cfg, poolCfg, nil, false, log, appTwin)
+	if err != nil {
+		return err
+	}
+	defer off.close()
+	on, err := startInproc(ctx, cfg, poolCfg, nil, true, log, appTwin)
+	if err != nil {
+		return err
+	}
+	defer on.close()
+	for _, name := range []string{"createTask", "task"} {
+		sc, _ := ScenarioNamed(name)
+		fmt.Fprintf(cfg.Progress, "%s: limiter and idempotency off vs on\n", name)
+		c := Comparison{Scenario: name}
+		// Twelve pairs of rounds, the pairs in turn off-on and on-off
+		// (ABBA), so that a drift of the machine's speed, or of the
+		// database as it grows, hits both sides alike.
+		round := cfg
+		round.Duration = cfg.Duration / 4
+		if round.Requests > 0 {
+			round.Requests = max(1, cfg.Requests/4)
+		}
+		run := func(isOn bool) {
+			url := off.url
+			if isOn {
+				url = on.url
+			}
+			s := measure(ctx, round, taskflowRequests(client, url, sc, fix))
+			if isOn {
+				c.On = merge(c.On, s)
+				c.OnRounds = append(c.OnRounds, s.RPS)
+			} else {
+				c.Off = merge(c.Off, s)
+				c.OffRounds = append(c.OffRounds, s.RPS)
+			}
+			fmt.Fprintf(cfg.Progress, "  on=%v: %.0f rps\n", isOn, s.RPS)
+		}
+		for pair := range comparePairs {
+			onFirst := pair%2 == 1
+			run(onFirst)
+			run(!onFirst)
+		}
+		rep.Comparisons = append(rep.Comparisons, c)
+	}
+	return nil
+}
+
+// startPeer installs PostGraphile if needed, creates its schema and starts it
+// over the run's database.
+func startPeer(ctx context.Context, cfg Config, ctl *pgxpool.Pool, poolSize int) (*peer.Server, error) {
+	dir := cfg.PeerDir
+	if dir == "" {
+		root, err := moduleRoot(ctx)
+		if err != nil {
+			return nil, err
+		}
+		dir = filepath.Join(root, "bench", "peer")
+	}
+	if err := peer.Install(ctx, dir, cfg.Progress); err != nil {
+		return nil, err
+	}
+	if err := peer.Prepare(ctx, ctl); err != nil {
+		return nil, err
+	}
+	return peer.Start(ctx, dir, cfg.DatabaseURL, poolSize)
+}
+
+// capture sends a few requests of sc to the target (and its twin), then one to
 // the twin alone while rec records the statements it runs.
-func warmUp(ctx context.Context, client *http.Client, target, twin *server, rec *Recorder, sc Scenario, fix *Fixtures) ([]Statement, error) {
+func capture(ctx context.Context, client *http.Client, target, twin *server, rec *Recorder, sc Scenario, fix *Fixtures) ([]Statement, error) {
+	send := func(url string, i int) error { return taskflowRequests(client, url, sc, fix)(ctx, 0, i) }
 	for i := range 3 {
-		if err := send(ctx, client, target.url, sc, fix, -1-i); err != nil {
+		if err := send(target.url, i); err != nil {
 			return nil, fmt.Errorf("warm-up: %w", err)
 		}
 		if target != twin {
-			if err := send(ctx, client, twin.url, sc, fix, -1-i); err != nil {
+			if err := send(twin.url, i); err != nil {
 				return nil, fmt.Errorf("warm-up: %w", err)
 			}
 		}
 	}
 	rec.Start()
-	err := send(ctx, client, twin.url, sc, fix, -10)
+	err := send(twin.url, 10)
 	stmts := rec.Stop()
 	if err != nil {
 		return nil, fmt.Errorf("capture: %w", err)
@@ -353,11 +599,12 @@ func selected(names []string) []Scenario {
 	return out
 }
 
-// measure runs fn from cfg.Concurrency goroutines until cfg.Duration passed or
+// measure runs fn from cfg.Concurrency goroutines (workers w = 0, 1, ...;
+// request i counts over all of them) until cfg.Duration passed or
 // cfg.Requests were sent. Requests in flight at the deadline finish and count:
 // cutting them off would leave cancelled statements behind in Postgres (and
 // backends queued on a lock with nobody to answer) that slow the next run.
-func measure(ctx context.Context, cfg Config, fn func(ctx context.Context, i int) error) Stats {
+func measure(ctx context.Context, cfg Config, fn func(ctx context.Context, w, i int) error) Stats {
 	var next atomic.Int64
 	var mu sync.Mutex
 	var all []time.Duration
@@ -366,7 +613,7 @@ func measure(ctx context.Context, cfg Config, fn func(ctx context.Context, i int
 	start := time.Now()
 	deadline := start.Add(cfg.Duration)
 	var wg sync.WaitGroup
-	for range cfg.Concurrency {
+	for w := range cfg.Concurrency {
 		wg.Go(func() {
 			var lat []time.Duration
 			for ctx.Err() == nil && time.Now().Before(deadline) {
@@ -375,7 +622,7 @@ func measure(ctx context.Context, cfg Config, fn func(ctx context.Context, i int
 					break
 				}
 				t0 := time.Now()
-				err := fn(ctx, i)
+				err := fn(ctx, w, i)
 				lat = append(lat, time.Since(t0))
 				if err != nil {
 					mu.Lock()
@@ -392,7 +639,7 @@ func measure(ctx context.Context, cfg Config, fn func(ctx context.Context, i int
 		})
 	}
 	wg.Wait()
-	s := Stats{Requests: len(all), Errors: errs, FirstError: firstErr, Elapsed: time.Since(start)}
+	s := Stats{Requests: len(all), Errors: errs, FirstError: firstErr, Elapsed: time.Since(start), ServerCPU: -1, PostgresCPU: -1}
 	s.finish(all)
 	return s
 }
@@ -420,7 +667,7 @@ func merge(a, b Stats) Stats {
 		return time.Duration((int64(x)*int64(a.Requests) + int64(y)*int64(b.Requests)) / int64(n))
 	}
 	out := Stats{Requests: n, Errors: a.Errors + b.Errors, FirstError: a.FirstError, Elapsed: a.Elapsed + b.Elapsed,
-		P50: w(a.P50, b.P50), P95: w(a.P95, b.P95), P99: w(a.P99, b.P99)}
+		P50: w(a.P50, b.P50), P95: w(a.P95, b.P95), P99: w(a.P99, b.P99), ServerCPU: -1, PostgresCPU: -1}
 	if out.FirstError == "" {
 		out.FirstError = b.FirstError
 	}
@@ -435,18 +682,26 @@ func newClient(concurrency int) *http.Client {
 	return &http.Client{Transport: t, Timeout: 30 * time.Second}
 }
 
-// send posts request i of sc and checks that it succeeded.
-func send(ctx context.Context, client *http.Client, url string, sc Scenario, f *Fixtures, i int) error {
-	if i < 0 {
-		i = -i
+// taskflowRequests returns what sends TaskFlow request i of worker w of sc to
+// the server at url and checks the answer.
+func taskflowRequests(client *http.Client, url string, sc Scenario, f *Fixtures) func(ctx context.Context, w, i int) error {
+	return func(ctx context.Context, w, i int) error {
+		u, body := sc.request(f, w, i)
+		return post(ctx, client, url+"/query", u.Token, body, sc.Want)
 	}
-	u, body := sc.request(f, i)
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url+"/query", bytes.NewReader(body))
+}
+
+// post sends a GraphQL request (with a bearer token unless token is "") and
+// checks that it succeeded: HTTP 200, no errors, and want in the answer.
+func post(ctx context.Context, client *http.Client, url, token string, body []byte, want string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
 	if err != nil {
 		return err
 	}
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Authorization", "Bearer "+u.Token)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
 	res, err := client.Do(req)
 	if err != nil {
 		return err
@@ -456,7 +711,7 @@ func send(ctx context.Context, client *http.Client, url string, sc Scenario, f *
 	if err != nil {
 		return err
 	}
-	if res.StatusCode != http.StatusOK || bytes.Contains(out, []byte(`"errors"`)) {
+	if res.StatusCode != http.StatusOK || bytes.Contains(out, []byte(`"errors"`)) || !bytes.Contains(out, []byte(want)) {
 		return fmt.Errorf("HTTP %d: %.200s", res.StatusCode, out)
 	}
 	return nil

@@ -3,25 +3,33 @@ package loadgen
 import (
 	"bytes"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"taskflow/bench/peer"
 	"taskflow/store/storetest"
 )
 
-// TestHarnessSmoke runs every scenario, its raw-SQL replay and the off/on
+// TestHarnessSmoke runs every scenario with every contender (PostGraphile
+// when bench/peer is installed: the test fetches nothing) and the off/on
 // comparison for a handful of requests, so that the harness keeps working as
-// the server changes. It asserts that everything ran without errors, not how
-// fast (speed is what the harness itself reports).
+// the server changes. It asserts that everything ran without errors and that
+// the CPU meters found their processes, not how fast (speed is what the
+// harness itself reports).
 func TestHarnessSmoke(t *testing.T) {
 	t.Parallel()
+	withPeer := peer.Installed("../peer")
+	if !withPeer {
+		t.Log("bench/peer is not installed (bench/peer/install.sh): the smoke test runs without PostGraphile")
+	}
 	rep, err := Run(t.Context(), Config{
 		DatabaseURL: storetest.URL(t),
 		RedisURL:    "redis://127.0.0.1:6379/0",
-		Concurrency: 2, Requests: 6, Duration: 20 * time.Second,
+		Concurrency: 2, Requests: 6, Duration: 20 * time.Second, Warmup: 20 * time.Second,
 		Users: 3, Tasks: 4, CommentsPerTask: 2,
-		Compare: true,
+		Compare: true, Replay: true, Peer: withPeer, PeerDir: "../peer", Seal: true,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -29,19 +37,40 @@ func TestHarnessSmoke(t *testing.T) {
 	if len(rep.Results) != len(Scenarios) {
 		t.Fatalf("%d results, want %d", len(rep.Results), len(Scenarios))
 	}
-	for _, res := range rep.Results {
+	for i, res := range rep.Results {
 		if res.Unavailable != "" {
 			t.Errorf("%s could not run: %s", res.Scenario, res.Unavailable)
 			continue
 		}
-		for what, s := range map[string]Stats{"server": res.Server, "raw": res.Raw} {
-			if s.Requests != 6 || s.Errors != 0 {
-				t.Errorf("%s %s: %d requests, %d errors (first: %s); want 6 and 0", res.Scenario, what, s.Requests, s.Errors, s.FirstError)
+		want := []string{TaskFlow, RawSQL}
+		if withPeer && Scenarios[i].peer != nil {
+			want = append(want, PostGraphile)
+		}
+		if !Scenarios[i].PerWorker {
+			want = append(want, Replay)
+		}
+		var got []string
+		for _, row := range res.Rows {
+			got = append(got, row.Contender)
+			if row.Requests != 6 || row.Errors != 0 {
+				t.Errorf("%s, %s: %d requests, %d errors (first: %s); want 6 and 0", res.Scenario, row.Contender, row.Requests, row.Errors, row.FirstError)
 			}
+			if row.PostgresCPU < 0 {
+				t.Errorf("%s, %s: the CPU meter found none of its Postgres backends", res.Scenario, row.Contender)
+			}
+			if hasServer := row.Contender == PostGraphile; hasServer != (row.ServerCPU >= 0) {
+				t.Errorf("%s, %s: server CPU %v (measured for PostGraphile's node only: TaskFlow runs in process here)", res.Scenario, row.Contender, row.ServerCPU)
+			}
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("%s: contenders %v, want %v", res.Scenario, got, want)
 		}
 		if len(res.Statements) < 2 {
 			t.Errorf("%s: captured %d statements, want the token lookup and the operation's", res.Scenario, len(res.Statements))
 		}
+	}
+	if !rep.Valid() {
+		t.Error("the run is marked invalid")
 	}
 	if len(rep.Comparisons) != 2 {
 		t.Fatalf("%d comparisons, want 2", len(rep.Comparisons))
@@ -55,12 +84,25 @@ func TestHarnessSmoke(t *testing.T) {
 				len(c.OffRounds), len(c.OnRounds), len(c.PairCosts()), comparePairs)
 		}
 	}
+	var sealed []string
+	for _, st := range rep.Seal {
+		sealed = append(sealed, st.Scenario)
+		if st.Events < 1 || st.LagMax <= 0 {
+			t.Errorf("sealing in %s: %+v", st.Scenario, st)
+		}
+	}
+	if !slices.Contains(sealed, "createTask") {
+		t.Errorf("sealing measured in %v, want createTask among them", sealed)
+	}
 	var b bytes.Buffer
 	rep.Markdown(&b)
 	for _, s := range Scenarios {
 		if !strings.Contains(b.String(), "| "+s.Name+" |") {
 			t.Errorf("the table has no row for %s:\n%s", s.Name, b.String())
 		}
+	}
+	if !strings.Contains(b.String(), "One busy workspace") {
+		t.Errorf("the report has no one-workspace ratio:\n%s", b.String())
 	}
 }
 

@@ -3,6 +3,7 @@ package loadgen
 import (
 	"fmt"
 	"log/slog"
+	"net/http"
 	"time"
 
 	"taskflow/auth"
@@ -18,14 +19,14 @@ import (
 // scenarios spread requests over enough users to stay under them.
 const unlimitedPoints = 1_000_000_000
 
-// handlerOptions are the options of an in-process server: the production
-// settings, with the rate limiter and idempotency on or off (guards). It
-// returns a function that releases what the options hold.
-func handlerOptions(cfg Config, db *store.DB, log *slog.Logger, guards bool) (httpapi.Options, func(), error) {
+// newHandler returns the handler of an in-process server: the production
+// settings, with the rate limiter and idempotency on or, without guards, off
+// (httpapi.NewUnguardedHandler). It returns a function that releases what the
+// handler holds.
+func newHandler(cfg Config, db *store.DB, log *slog.Logger, guards bool) (http.Handler, func(), error) {
 	o := httpapi.Options{DB: db, Log: log, PasswordParams: auth.DefaultPasswordParams}
 	if !guards {
-		o.RateLimitOff, o.NoIdempotency = true, true
-		return o, func() {}, nil
+		return httpapi.NewUnguardedHandler(o, httpapi.GuardRateLimit, httpapi.GuardIdempotency), func() {}, nil
 	}
 	l, err := ratelimit.New(ratelimit.Options{
 		Config:    ratelimit.Config{Points: unlimitedPoints, RedisURL: cfg.RedisURL},
@@ -33,8 +34,8 @@ func handlerOptions(cfg Config, db *store.DB, log *slog.Logger, guards bool) (ht
 		Log:       log,
 	})
 	if err != nil {
-		return o, nil, err
+		return nil, nil, err
 	}
 	o.Limiter = l
-	return o, l.Close, nil
+	return httpapi.NewHandler(o), l.Close, nil
 }

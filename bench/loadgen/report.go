@@ -3,6 +3,7 @@ package loadgen
 import (
 	"fmt"
 	"io"
+	"strings"
 	"time"
 )
 
@@ -16,22 +17,49 @@ const GuardCostLimit = 0.15
 // Markdown writes the report as markdown tables.
 func (r *Report) Markdown(w io.Writer) {
 	c := r.Config
-	mode := "in-process server (real HTTP on loopback)"
+	mode := "in-process server (real HTTP on loopback; its CPU can't be told from the load generator's)"
 	if c.Exec {
 		mode = "server binary as a subprocess (real HTTP on loopback)"
 	}
-	fmt.Fprintf(w, "Run of %s: concurrency %d, %s per run, %s; GOMAXPROCS %d, pool max %d connections; load average %s.\n\n",
-		r.Started.UTC().Format(time.RFC3339), c.Concurrency, c.Duration, mode, r.GoMaxProcs, r.PoolConns, r.LoadAvg)
-	fmt.Fprintf(w, "| scenario | server rps | p50 | p95 | p99 | raw-SQL rps | raw p50 | raw p99 | ratio | target | pass |\n")
-	fmt.Fprintf(w, "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |\n")
+	fmt.Fprintf(w, "Run of %s: concurrency %d, %s per run after a %s warm-up, ANALYZE before each; %s; GOMAXPROCS %d, pool max %d connections; load average %s.\n\n",
+		r.Started.UTC().Format(time.RFC3339), c.Concurrency, c.Duration, c.Warmup, mode, r.GoMaxProcs, r.PoolConns, r.LoadAvg)
+	fmt.Fprintf(w, "CPU per request: the server process's (TaskFlow's binary, PostGraphile's node; /proc/<pid>/stat) and its Postgres backends' (those with its application_name; /proc/<pid>/schedstat), read before and after the measured run.\n\n")
+	fmt.Fprintf(w, "| scenario | contender | req/s | p50 | p99 | server CPU | Postgres CPU | × raw SQL | × PostGraphile | failed |\n")
+	fmt.Fprintf(w, "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
 	for _, res := range r.Results {
-		target := "—"
-		if res.Target > 0 {
-			target = fmt.Sprintf("≥ %.1fx", res.Target)
+		if res.Unavailable != "" {
+			fmt.Fprintf(w, "| %s | — | | | | | | | | could not run |\n", res.Scenario)
+			continue
 		}
-		fmt.Fprintf(w, "| %s | %.0f | %s | %s | %s | %.0f | %s | %s | %.2fx | %s | %s |\n",
-			res.Scenario, res.Server.RPS, ms(res.Server.P50), ms(res.Server.P95), ms(res.Server.P99),
-			res.Raw.RPS, ms(res.Raw.P50), ms(res.Raw.P99), res.Ratio, target, passFail(res.Pass()))
+		for i, row := range res.Rows {
+			name := res.Scenario
+			if i > 0 {
+				name = ""
+			}
+			fmt.Fprintf(w, "| %s | %s | %.0f | %s | %s | %s | %s | %s | %s | %d |\n", name, row.Contender, row.RPS,
+				ms(row.P50), ms(row.P99), us(row.PerRequest(row.ServerCPU)), us(row.PerRequest(row.PostgresCPU)),
+				ratio(res, row.Contender, RawSQL), ratio(res, row.Contender, PostGraphile), row.Errors)
+		}
+	}
+	if one, spread := r.result("createTask"), r.result("createTaskSpread"); one != nil && spread != nil {
+		fmt.Fprintf(w, "\nOne busy workspace: createTask in one workspace over the same spread over %d workspaces (req/s):", c.Concurrency)
+		sep := ""
+		for _, row := range one.Rows {
+			if s, ok := spread.Row(row.Contender); ok && s.RPS > 0 {
+				fmt.Fprintf(w, "%s %s %.2fx", sep, row.Contender, row.RPS/s.RPS)
+				sep = ","
+			}
+		}
+		fmt.Fprintf(w, ".\n")
+	}
+	for _, res := range r.Results {
+		if res.Target > 0 {
+			fmt.Fprintf(w, "\nTarget: %s, TaskFlow ≥ %.2fx raw SQL: %.2fx, %s.\n", res.Scenario, res.Target,
+				res.Ratio(TaskFlow, RawSQL), passFail(res.Pass()))
+		}
+	}
+	if !r.Valid() {
+		fmt.Fprintf(w, "\n**INVALID RUN: some answers were not a success (see Errors below).**\n")
 	}
 	if len(r.Comparisons) > 0 {
 		fmt.Fprintf(w, "\nRate limiter + idempotency, off vs on (in-process servers on the same database, %d pairs of adjacent rounds; the cost is the median of the pairs' costs):\n\n", comparePairs)
@@ -45,20 +73,24 @@ func (r *Report) Markdown(w io.Writer) {
 				100*lo, 100*hi, 100*cmp.Cost(), passFail(pass))
 		}
 	}
+	r.sealMarkdown(w)
 	if r.RSSPeak > 0 {
-		fmt.Fprintf(w, "\nPeak RSS: %.0f MB, %s; target < 150 MB: %s.\n", float64(r.RSSPeak)/(1<<20), r.RSSOfWhat,
+		fmt.Fprintf(w, "\nPeak RSS: %.0f MB, %s; target < 150 MB: %s.", float64(r.RSSPeak)/(1<<20), r.RSSOfWhat,
 			passFail(r.RSSPeak < RSSLimit))
+		if r.PeerRSS > 0 {
+			fmt.Fprintf(w, " PostGraphile's node: %.0f MB.", float64(r.PeerRSS)/(1<<20))
+		}
+		fmt.Fprintf(w, "\n")
 	}
 	var errs []string
 	for _, res := range r.Results {
 		if res.Unavailable != "" {
 			errs = append(errs, fmt.Sprintf("%s could not run: %s", res.Scenario, res.Unavailable))
 		}
-		if res.Server.Errors > 0 {
-			errs = append(errs, fmt.Sprintf("%s server: %d errors, first: %s", res.Scenario, res.Server.Errors, res.Server.FirstError))
-		}
-		if res.Raw.Errors > 0 {
-			errs = append(errs, fmt.Sprintf("%s raw: %d errors, first: %s", res.Scenario, res.Raw.Errors, res.Raw.FirstError))
+		for _, row := range res.Rows {
+			if row.Errors > 0 {
+				errs = append(errs, fmt.Sprintf("%s, %s: %d failed, first: %s", res.Scenario, row.Contender, row.Errors, row.FirstError))
+			}
 		}
 	}
 	for _, cmp := range r.Comparisons {
@@ -76,15 +108,45 @@ func (r *Report) Markdown(w io.Writer) {
 	}
 }
 
-// Statements writes the statements each scenario's request ran (the raw-SQL
-// baseline replays them).
+// Statements writes the statements of each scenario: those TaskFlow's
+// request ran (the replay runs them) and the raw SQL contender's.
 func (r *Report) Statements(w io.Writer) {
 	for _, res := range r.Results {
-		fmt.Fprintf(w, "%s (%d statements):\n", res.Scenario, len(res.Statements))
+		fmt.Fprintf(w, "%s, TaskFlow (%d statements):\n", res.Scenario, len(res.Statements))
 		for _, s := range res.Statements {
 			fmt.Fprintf(w, "  %.150s\n", s)
 		}
+		fmt.Fprintf(w, "%s, raw SQL (one round trip):\n", res.Scenario)
+		for _, s := range res.RawSQL {
+			fmt.Fprintf(w, "  %s\n", strings.Join(strings.Fields(s), " "))
+		}
 	}
+}
+
+// result returns the result of scenario, nil if it did not run.
+func (r *Report) result(scenario string) *Result {
+	for i := range r.Results {
+		if r.Results[i].Scenario == scenario {
+			return &r.Results[i]
+		}
+	}
+	return nil
+}
+
+// Valid reports whether every answer of the run was a success (a run with a
+// failed request measured something else than the work).
+func (r *Report) Valid() bool {
+	for _, res := range r.Results {
+		if !res.Valid() {
+			return false
+		}
+	}
+	for _, c := range r.Comparisons {
+		if c.Off.Errors+c.On.Errors > 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // Passed reports whether every target was met.
@@ -103,6 +165,24 @@ func (r *Report) Passed() bool {
 }
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d)/float64(time.Millisecond)) }
+
+// us formats a CPU time per request in µs; — when not measured.
+func us(d time.Duration) string {
+	if d < 0 {
+		return "—"
+	}
+	return fmt.Sprintf("%.0f µs", float64(d)/float64(time.Microsecond))
+}
+
+// ratio formats contender's throughput over other's; — for itself or when
+// either did not run.
+func ratio(res Result, contender, other string) string {
+	x := res.Ratio(contender, other)
+	if contender == other || x == 0 {
+		return "—"
+	}
+	return fmt.Sprintf("%.2fx", x)
+}
 
 func passFail(ok bool) string {
 	if ok {

@@ -10,40 +10,44 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"taskflow/httpapi"
 	"taskflow/store"
 )
 
 // server is a TaskFlow instance the harness sends requests to.
 type server struct {
 	url   string
-	pid   int // of the subprocess; 0 in process
+	pid   int       // of the subprocess; 0 in process
+	db    *store.DB // in process: the server's store
 	close func()
 }
 
 // startInproc serves the real handler on a loopback listener in this process,
-// on a pool of its own (traced by rec when rec is not nil). guards turns the
-// rate limiter and idempotency on.
-func startInproc(ctx context.Context, cfg Config, poolCfg *pgxpool.Config, rec *Recorder, guards bool, log *slog.Logger) (*server, error) {
-	pc := poolCfg.Copy()
+// on a pool of its own whose connections are named app (traced by rec when
+// rec is not nil). guards turns the rate limiter and idempotency on.
+func startInproc(ctx context.Context, cfg Config, poolCfg *pgxpool.Config, rec *Recorder, guards bool, log *slog.Logger, app string) (*server, error) {
+	var tracer pgx.QueryTracer
 	if rec != nil {
-		pc.ConnConfig.Tracer = rec
+		tracer = rec
 	}
-	pool, err := pgxpool.NewWithConfig(ctx, pc)
+	pool, err := newPool(ctx, poolCfg, app, tracer)
 	if err != nil {
 		return nil, err
 	}
-	o, closeOpts, err := handlerOptions(cfg, store.New(pool, log), log, guards)
+	db := store.New(pool, log)
+	h, closeHandler, err := newHandler(cfg, db, log, guards)
 	if err != nil {
 		pool.Close()
 		return nil, err
@@ -53,13 +57,36 @@ func startInproc(ctx context.Context, cfg Config, poolCfg *pgxpool.Config, rec *
 		pool.Close()
 		return nil, err
 	}
-	srv := &http.Server{Handler: httpapi.NewHandler(o), ReadHeaderTimeout: 5 * time.Second}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
-	return &server{url: "http://" + ln.Addr().String(), close: func() {
+	return &server{url: "http://" + ln.Addr().String(), db: db, close: func() {
 		_ = srv.Close()
-		closeOpts()
+		closeHandler()
 		pool.Close()
 	}}, nil
+}
+
+// newPool opens a pool of poolCfg whose connections have application_name
+// app (by which the CPU meter finds their backends) and tracer, if not nil.
+func newPool(ctx context.Context, poolCfg *pgxpool.Config, app string, tracer pgx.QueryTracer) (*pgxpool.Pool, error) {
+	pc := poolCfg.Copy()
+	pc.ConnConfig.RuntimeParams["application_name"] = app
+	if tracer != nil {
+		pc.ConnConfig.Tracer = tracer
+	}
+	return pgxpool.NewWithConfig(ctx, pc)
+}
+
+// withApplicationName returns the connection string dsn (a URL or key=value
+// pairs) with application_name set to app.
+func withApplicationName(dsn, app string) string {
+	if u, err := url.Parse(dsn); err == nil && (u.Scheme == "postgres" || u.Scheme == "postgresql") {
+		q := u.Query()
+		q.Set("application_name", app)
+		u.RawQuery = q.Encode()
+		return u.String()
+	}
+	return dsn + " application_name=" + app
 }
 
 // startExec builds the server binary into a temporary directory and starts it
@@ -86,7 +113,7 @@ func startExec(ctx context.Context, cfg Config) (*server, error) {
 		// other process can take it between a check and the listen.
 		"HTTP_ADDR=127.0.0.1:0",
 		"LOG_LEVEL=info", // the "listening" line, and access lines as in production
-		"DATABASE_URL="+cfg.DatabaseURL,
+		"DATABASE_URL="+withApplicationName(cfg.DatabaseURL, appTaskFlow),
 		"REDIS_URL="+cfg.RedisURL,
 		// The limiter runs on every request but never refuses one: the harness
 		// measures its cost, not its budget.
@@ -101,6 +128,8 @@ func startExec(ctx context.Context, cfg Config) (*server, error) {
 	}
 	defer logFile.Close()
 	cmd.Stdout, cmd.Stderr = logFile, logFile
+	// Killed with the harness, if the harness dies without stopping it.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}

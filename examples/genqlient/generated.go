@@ -221,7 +221,11 @@ func (v *RegisterRegisterAuthPayloadUser) GetName() string { return v.Name }
 
 // RegisterResponse is returned by Register on success.
 type RegisterResponse struct {
-	// Creates an account and signs it in.
+	// Creates an account and signs it in. The password must be 8 to 1024 characters
+	// (Unicode code points after NFKC normalisation), not mostly the e-mail address or
+	// name, not repetitive (aaaaaaaa, 12345678) and not a common or breached password:
+	// BAD_USER_INPUT with extensions.rule (TOO_SHORT, TOO_LONG, PERSONAL, REPETITIVE,
+	// COMMON) otherwise. Limited to 20 per hour per client IP (RATE_LIMITED, HTTP 429).
 	Register RegisterRegisterAuthPayload `json:"register"`
 }
 

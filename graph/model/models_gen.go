@@ -9,6 +9,18 @@ import (
 	"github.com/99designs/gqlgen/graphql"
 )
 
+// A checkpoint you kept, as auditCheckpoint returned it (publicKey and message are not needed).
+type AuditCheckpointInput struct {
+	Version graphql.Omittable[*string] `json:"version,omitempty"`
+	// Optional: the workspace of verifyAuditLog.
+	ChainKey  graphql.Omittable[*string] `json:"chainKey,omitempty"`
+	Position  int                        `json:"position"`
+	HeadHash  string                     `json:"headHash"`
+	SignedAt  time.Time                  `json:"signedAt"`
+	KeyID     string                     `json:"keyId"`
+	Signature string                     `json:"signature"`
+}
+
 // AuditEventFilter narrows auditEvents; filters combine with AND. actions takes exact
 // actions or a prefix with * (task.*); since is inclusive, until exclusive.
 type AuditEventFilter struct {

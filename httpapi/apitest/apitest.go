@@ -5,6 +5,7 @@ package apitest
 
 import (
 	"bytes"
+	"crypto/ed25519"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/99designs/gqlgen/client"
 
+	"taskflow/audit"
 	"taskflow/auth"
 	"taskflow/httpapi"
 	"taskflow/ratelimit"
@@ -27,8 +29,11 @@ import (
 
 // Env is one test's TaskFlow.
 type Env struct {
-	DB      *store.DB
-	Handler http.Handler
+	DB *store.DB
+	// AuditKey signs the audit checkpoints of Sealer; the handler trusts its
+	// public key.
+	AuditKey ed25519.PrivateKey
+	Handler  http.Handler
 	// Client is a gqlgen test client on Handler (no network).
 	Client *client.Client
 	// Server is a real HTTP server on loopback serving Handler.
@@ -41,16 +46,42 @@ type Option func(*httpapi.Options)
 // New returns an Env on a fresh database.
 func New(t testing.TB, opts ...Option) *Env {
 	t.Helper()
+	return newEnv(t, httpapi.NewHandler, opts)
+}
+
+// NewUnguarded returns an Env whose handler leaves out the guards named
+// (httpapi.NewUnguardedHandler), for benchmarks that measure what they cost.
+func NewUnguarded(t testing.TB, without []httpapi.Guard, opts ...Option) *Env {
+	t.Helper()
+	return newEnv(t, func(o httpapi.Options) http.Handler { return httpapi.NewUnguardedHandler(o, without...) }, opts)
+}
+
+// newEnv builds the Env with the handler newHandler makes.
+func newEnv(t testing.TB, newHandler func(httpapi.Options) http.Handler, opts []Option) *Env {
+	t.Helper()
 	db := storetest.DB(t)
+	key := audit.GenerateSigningKey()
 	o := httpapi.Options{DB: db, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		PasswordParams: auth.FastPasswordParams, Limiter: Unlimited()}
+		PasswordParams: auth.FastPasswordParams, Limiter: Unlimited(),
+		AuditKeys: []ed25519.PublicKey{key.Public().(ed25519.PublicKey)}}
 	for _, opt := range opts {
 		opt(&o)
 	}
-	h := httpapi.NewHandler(o)
+	h := newHandler(o)
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
-	return &Env{DB: db, Handler: h, Client: client.New(h, client.Path("/query")), Server: srv}
+	return &Env{DB: db, AuditKey: key, Handler: h, Client: client.New(h, client.Path("/query")), Server: srv}
+}
+
+// Sealer returns an audit sealer of the Env's database that signs with
+// AuditKey (tests run its rounds; no sealer runs on its own).
+func (e *Env) Sealer() *store.AuditSealer { return &store.AuditSealer{DB: e.DB, Key: e.AuditKey} }
+
+// Seal seals every committed audit event (storetest.SealAll) and signs no
+// checkpoint (Sealer().Checkpoint signs one).
+func (e *Env) Seal(t testing.TB) {
+	t.Helper()
+	storetest.Seal(t, e.DB)
 }
 
 // Unlimited returns an in-process rate limiter whose budgets no test reaches:
@@ -59,7 +90,7 @@ func New(t testing.TB, opts ...Option) *Env {
 func Unlimited() *ratelimit.Limiter {
 	huge := ratelimit.Limit{Points: 1 << 30, Window: time.Minute}
 	l, err := ratelimit.New(ratelimit.Options{Config: ratelimit.Config{
-		Points: huge.Points, MaxCost: huge.Points, LoginPerIP: huge, LoginPerEmail: huge, Search: huge,
+		Points: huge.Points, MaxCost: huge.Points, LoginPerIP: huge, LoginPerEmail: huge, RegisterPerIP: huge, Search: huge,
 	}, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		panic(err) // only a REDIS_URL can fail, and there is none

@@ -51,7 +51,7 @@ var serverVariables = map[string]bool{
 	"CORS_ALLOW_CREDENTIALS": true, "TRUSTED_PROXIES": true, "RATE_LIMIT_POINTS": true,
 	"RATE_LIMIT_WINDOW": true, "RATE_LIMIT_LEASE": true, "MAX_QUERY_COST": true, "IDEMPOTENCY_TTL": true,
 	"IDEMPOTENCY_WAIT": true, "AUDIT_RETENTION": true, "SHUTDOWN_TIMEOUT": true, "LOG_LEVEL": true,
-	"PPROF_ADDR": true, "METRICS_TOKEN": true,
+	"PPROF_ADDR": true, "METRICS_TOKEN": true, "AUDIT_SIGNING_KEY": true,
 }
 
 // ServerVariables returns the names of the environment variables the server

@@ -1,6 +1,6 @@
 // Package cost computes the query cost of a GraphQL operation from the
 // schema's @cost and @listSize directives (the Rate limits section of the
-// contract). It depends on gqlparser only, so it fuzzes fast.
+// contract, docs/api.md#rate-limits-and-query-cost). It depends on gqlparser only, so it fuzzes fast.
 package cost
 
 import (
@@ -12,7 +12,7 @@ import (
 	"github.com/vektah/gqlparser/v2/ast"
 )
 
-// Cost constants of the contract (API.md, Rate limits).
+// Cost constants of the contract (docs/api.md#rate-limits-and-query-cost).
 const (
 	// MutationFieldCost is what a mutation field costs before its selection.
 	MutationFieldCost = 10

@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"os"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" database/sql driver pgtestdb uses
@@ -100,4 +101,35 @@ func Pool(t testing.TB) *pgxpool.Pool {
 func DB(t testing.TB) *store.DB {
 	t.Helper()
 	return store.New(Pool(t), nil)
+}
+
+// SealAll runs rounds of sealer until every committed audit event of db's
+// database is sealed (or fails the test after a minute: the spine's horizon is
+// the whole cluster's, so another database's long transaction delays it).
+func SealAll(t testing.TB, sealer *store.AuditSealer) {
+	t.Helper()
+	ctx := context.Background()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		if _, err := sealer.Round(ctx); err != nil {
+			t.Fatalf("seal: %v", err)
+		}
+		b, err := sealer.DB.AuditSealBacklog(ctx)
+		if err != nil {
+			t.Fatalf("seal: %v", err)
+		}
+		if b.Events == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("seal: %d events still unsealed after a minute", b.Events)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// Seal is SealAll with a sealer on db that signs no checkpoints.
+func Seal(t testing.TB, db *store.DB) {
+	t.Helper()
+	SealAll(t, &store.AuditSealer{DB: db})
 }

@@ -1,0 +1,188 @@
+package auth
+
+import (
+	"context"
+	"errors"
+	"math"
+	"runtime"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
+	"taskflow/errs"
+)
+
+// metricValue returns the value of a gauge or counter.
+func metricValue(t *testing.T, m prometheus.Metric) float64 {
+	t.Helper()
+	var d dto.Metric
+	if err := m.Write(&d); err != nil {
+		t.Fatal(err)
+	}
+	if d.Gauge != nil {
+		return d.Gauge.GetValue()
+	}
+	return d.Counter.GetValue()
+}
+
+// waitFor polls until cond holds, for at most the time the test binary has
+// left (a safety net, not a timed assertion).
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for !cond() {
+		if d, ok := t.Deadline(); ok && time.Until(d) < 5*time.Second {
+			t.Fatalf("never: %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// hold takes the whole bound of h until the returned release is called.
+func hold(t *testing.T, h *Hasher) (release func()) {
+	t.Helper()
+	held, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		if err := h.Run(context.Background(), math.MaxUint32, func() { close(held); <-done }); err != nil {
+			t.Error(err)
+			close(held)
+		}
+	}()
+	<-held
+	var once sync.Once
+	release = func() { once.Do(func() { close(done) }) }
+	t.Cleanup(release)
+	return release
+}
+
+// Of 10 concurrent runs, never more than MaxConcurrent are inside at once;
+// the others wait in line and all run once there is room.
+func TestHasherBoundsConcurrentRuns(t *testing.T) {
+	t.Parallel()
+	h := NewHasher(HasherOptions{Params: FastPasswordParams, MaxConcurrent: 3, Wait: time.Hour})
+	var inside, most atomic.Int64
+	release := make(chan struct{})
+	var wg sync.WaitGroup
+	for range 10 {
+		wg.Go(func() {
+			err := h.Run(context.Background(), FastPasswordParams.Memory, func() {
+				n := inside.Add(1)
+				for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+				}
+				<-release
+				inside.Add(-1)
+			})
+			if err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	waitFor(t, "3 in flight and 7 waiting", func() bool {
+		if n := most.Load(); n > 3 {
+			t.Fatalf("%d runs at once, want 3", n)
+		}
+		return metricValue(t, h.metrics.inFlight) == 3 && metricValue(t, h.metrics.waiting) == 7
+	})
+	if got := most.Load(); got != 3 {
+		t.Fatalf("%d runs at once, want 3", got)
+	}
+	close(release)
+	wg.Wait()
+	if most.Load() != 3 || metricValue(t, h.metrics.ok) != 10 || metricValue(t, h.metrics.inFlight) != 0 {
+		t.Fatalf("most %d, ok %v, in flight %v", most.Load(), metricValue(t, h.metrics.ok), metricValue(t, h.metrics.inFlight))
+	}
+}
+
+// A hash that finds no room within Wait (or whose request ends first) is
+// refused with the retryable RATE_LIMITED error and hashes nothing.
+func TestHasherBusyAfterWait(t *testing.T) {
+	t.Parallel()
+	h := NewHasher(HasherOptions{Params: FastPasswordParams, MaxConcurrent: 1, Wait: 10 * time.Millisecond})
+	release := hold(t, h)
+	wantBusy := func(what string, err error) {
+		t.Helper()
+		var e *errs.Error
+		if !errors.As(err, &e) || e.Code != errs.CodeRateLimited || e.Extensions["retryAfter"] != 1 {
+			t.Fatalf("%s: %#v, want RATE_LIMITED with retryAfter 1", what, err)
+		}
+	}
+	_, err := h.Hash(context.Background(), "correct horse")
+	wantBusy("hash", err)
+	_, err = h.Verify(context.Background(), "correct horse", h.dummy)
+	wantBusy("verify", err)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err = h.Hash(ctx, "correct horse")
+	wantBusy("hash of an ended request", err)
+	if got := metricValue(t, h.metrics.busy); got != 3 {
+		t.Fatalf("busy = %v, want 3", got)
+	}
+	release()
+	hash, err := h.Hash(context.Background(), "correct horse")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := h.Verify(context.Background(), "correct horse", hash); !ok || err != nil {
+		t.Fatalf("verify: %v %v", ok, err)
+	}
+}
+
+// A hash weighs the memory of its own parameters: verifying a hash made with
+// more memory than the bound takes all of it, and waits while any is held.
+func TestHasherWeighsHashesByMemory(t *testing.T) {
+	t.Parallel()
+	h := NewHasher(HasherOptions{Params: FastPasswordParams, MaxConcurrent: 2, Wait: 10 * time.Millisecond})
+	big := HashPassword("correct horse", PasswordParams{Memory: 1024, Time: 1, Threads: 1, SaltLen: 16, KeyLen: 32})
+	held, done := make(chan struct{}), make(chan struct{})
+	go func() { _ = h.Run(context.Background(), FastPasswordParams.Memory, func() { close(held); <-done }) }()
+	<-held
+	if _, err := h.Verify(context.Background(), "correct horse", big); errs.CodeOf(err) != errs.CodeRateLimited {
+		t.Fatalf("verify of a big hash beside a small one: %v", err)
+	}
+	if _, err := h.Hash(context.Background(), "correct horse"); err != nil {
+		t.Fatalf("a second small hash: %v", err)
+	}
+	close(done)
+	if ok, err := h.Verify(context.Background(), "correct horse", big); !ok || err != nil {
+		t.Fatalf("verify of a big hash alone: %v %v", ok, err)
+	}
+}
+
+// The dummy hash has the hasher's parameters (a verification against it
+// costs what a real one does) and matches nothing.
+func TestHasherDummyHash(t *testing.T) {
+	t.Parallel()
+	h := NewHasher(HasherOptions{Params: FastPasswordParams})
+	if NeedsRehash(h.dummy, FastPasswordParams) {
+		t.Fatalf("dummy %q does not have the hasher's parameters", h.dummy)
+	}
+	for _, p := range []string{"", "taskflow dummy password", "correct horse"} {
+		if ok, err := h.Verify(context.Background(), p, h.dummy); ok || err != nil {
+			t.Fatalf("dummy verifies %q: %v %v", p, ok, err)
+		}
+	}
+	if NewHasher(HasherOptions{Params: FastPasswordParams}).dummy == h.dummy {
+		t.Fatal("two hashers share a dummy hash")
+	}
+}
+
+// The default bound follows the CPUs and the memory limit.
+func TestDefaultMaxConcurrent(t *testing.T) {
+	if got := DefaultMaxConcurrent(DefaultPasswordParams); got < 1 {
+		t.Fatalf("DefaultMaxConcurrent = %d", got)
+	}
+	// Not parallel: it changes the process's memory limit for a moment.
+	old := debug.SetMemoryLimit(100 << 20)
+	defer debug.SetMemoryLimit(old)
+	if got := DefaultMaxConcurrent(DefaultPasswordParams); got != 1 {
+		t.Fatalf("with a 100 MiB memory limit: %d hashes of 19 MiB, want 1 (a quarter of the limit)", got)
+	}
+	debug.SetMemoryLimit(1 << 30)
+	if got, want := DefaultMaxConcurrent(PasswordParams{Memory: 1024, Threads: 1}), min(runtime.GOMAXPROCS(0), 256); got != want {
+		t.Fatalf("with a 1 GiB limit and 1 MiB hashes: %d, want %d", got, want)
+	}
+}

@@ -1,0 +1,114 @@
+package main
+
+import (
+	"bytes"
+	"crypto/ed25519"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"taskflow/audit"
+	"taskflow/httpapi/apitest"
+)
+
+// TestRun checks a real export and checkpoint offline: it passes for the log
+// as the server wrote it, and fails for an edited event, a log cut before the
+// checkpoint, another key and an edited checkpoint.
+func TestRun(t *testing.T) {
+	t.Parallel()
+	env := apitest.New(t)
+	owner := env.SignUp(t, "Owner")
+	var ws struct{ CreateWorkspace struct{ ID string } }
+	post := func(query string, vars map[string]any, out any) {
+		t.Helper()
+		res := env.Post(t, owner.Token, query, vars)
+		if res.Code() != "" || json.Unmarshal(res.Body.Data, out) != nil {
+			t.Fatalf("%s: %s", query, res.Raw)
+		}
+	}
+	post(`mutation { createWorkspace(input: {name: "Audited"}) { id } }`, nil, &ws)
+	wsID := ws.CreateWorkspace.ID
+	var p struct{ CreateProject struct{ ID string } }
+	post(`mutation($ws: ID!) { createProject(input: {workspaceId: $ws, name: "P"}) { id } }`, map[string]any{"ws": wsID}, &p)
+	for i := range 3 {
+		var task struct{ CreateTask struct{ ID string } }
+		post(`mutation($p: ID!, $t: String!) { createTask(input: {projectId: $p, title: $t}) { id } }`,
+			map[string]any{"p": p.CreateProject.ID, "t": fmt.Sprintf("task \"%d\" ✓", i)}, &task)
+	}
+	env.Seal(t)
+	if _, err := env.Sealer().Checkpoint(t.Context(), wsID); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	var cp map[string]any
+	post(`query($ws: ID!) { auditCheckpoint(workspaceId: $ws) { version chainKey position headHash signedAt keyId publicKey signature message } }`,
+		map[string]any{"ws": wsID}, &cp)
+	cpJSON, _ := json.Marshal(cp["auditCheckpoint"])
+	write := func(name string, b []byte) string {
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	cpPath := write("checkpoint.json", cpJSON)
+	pub := audit.EncodePublicKey(env.AuditKey.Public().(ed25519.PublicKey))
+	export := func() []byte {
+		req, _ := http.NewRequest(http.MethodGet, env.Server.URL+"/audit/export?format=ndjson&workspaceId="+wsID, nil)
+		req.Header.Set("Authorization", "Bearer "+owner.Token)
+		res, err := env.Server.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		if res.StatusCode != 200 {
+			t.Fatalf("export: %d %s", res.StatusCode, b)
+		}
+		return b
+	}
+	check := func(name string, exp []byte, args []string, want int, says string) {
+		t.Helper()
+		var out bytes.Buffer
+		code, err := run(append([]string{"-export", write(name+".ndjson", exp)}, args...), &out)
+		if code != want || err != nil || !strings.Contains(out.String(), says) {
+			t.Errorf("%s: exit %d (%v), want %d saying %q:\n%s", name, code, err, want, says, out.String())
+		}
+	}
+	good := export()
+	// Newest first: workspace.created, project.created, three task.created.
+	if n := bytes.Count(good, []byte("\n")); n != 5 {
+		t.Fatalf("export of %d events:\n%s", n, good)
+	}
+	check("intact", good, []string{"-checkpoint", cpPath, "-key", pub}, 0, "5 events: 5 sealed (positions 1 to 5), 0 not sealed yet; checkpoint at position 5")
+	check("no checkpoint", good, nil, 0, "OK")
+	keyFile := write("key.pub", []byte(pub+"\n"))
+	check("key in a file", good, []string{"-checkpoint", cpPath, "-key", "@" + keyFile}, 0, "OK")
+
+	lines := strings.SplitAfter(strings.TrimSuffix(string(good), "\n"), "\n")
+	edited := strings.Replace(string(good), `task \"1\" ✓`, `task \"1\" ✗`, 1)
+	check("edited event", []byte(edited), []string{"-checkpoint", cpPath, "-key", pub}, 1, "its hash is not the hash of its content")
+	check("cut before the checkpoint", []byte(strings.Join(lines[1:], "")), []string{"-checkpoint", cpPath, "-key", pub}, 1,
+		"checkpoint at position 5, but the log ends at 4")
+	check("middle event gone", []byte(lines[0]+strings.Join(lines[2:], "")), nil, 1, "positions jump from 3 to 5")
+	other := audit.EncodePublicKey(audit.GenerateSigningKey().Public().(ed25519.PublicKey))
+	check("another key", good, []string{"-checkpoint", cpPath, "-key", other}, 1, "checkpoint: checkpoint was signed by key")
+	forged := bytes.Replace(cpJSON, []byte(`"position":5`), []byte(`"position":4`), 1)
+	check("edited checkpoint", good, []string{"-checkpoint", write("forged.json", forged), "-key", pub}, 1, "signature does not verify")
+
+	// Events after the checkpoint: the log still extends it.
+	var task struct{ CreateTask struct{ ID string } }
+	post(`mutation($p: ID!) { createTask(input: {projectId: $p, title: "later"}) { id } }`, map[string]any{"p": p.CreateProject.ID}, &task)
+	check("later, unsealed", export(), []string{"-checkpoint", cpPath, "-key", pub}, 0, "1 not sealed yet")
+	env.Seal(t)
+	check("later, sealed", export(), []string{"-checkpoint", cpPath, "-key", pub}, 0, "6 sealed (positions 1 to 6)")
+
+	if code, err := run([]string{"-checkpoint", cpPath}, io.Discard); code != 2 || err == nil {
+		t.Errorf("no export: %d %v", code, err)
+	}
+}

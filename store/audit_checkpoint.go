@@ -1,0 +1,88 @@
+package store
+
+import (
+	"context"
+	"crypto/ed25519"
+	"encoding/base64"
+	"encoding/hex"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"taskflow/audit"
+)
+
+// AuditCheckpoint is a signed checkpoint of a chain's head as the API returns
+// it: the fields of audit.Checkpoint (what a customer keeps and later
+// presents), the public key that verifies it and the text it signs.
+type AuditCheckpoint struct {
+	audit.Checkpoint
+	// PublicKey is the standard base64 of the Ed25519 public key named by
+	// KeyID.
+	PublicKey string `json:"publicKey"`
+	// Message is the text the signature covers (audit.CheckpointMessage).
+	Message string `json:"message"`
+}
+
+// AuditSigningKey is an Ed25519 public key that verifies checkpoints.
+type AuditSigningKey struct {
+	KeyID     string `json:"keyId"`
+	PublicKey string `json:"publicKey"`
+	Algorithm string `json:"algorithm"`
+	// Current reports that the key signs new checkpoints.
+	Current bool `json:"current"`
+}
+
+// AuditSigningKeys returns the keys of pubs as the API lists them, the first
+// one current (the one that signs); the list is public.
+func AuditSigningKeys(pubs []ed25519.PublicKey) []*AuditSigningKey {
+	out := make([]*AuditSigningKey, len(pubs))
+	for i, p := range pubs {
+		out[i] = &AuditSigningKey{KeyID: audit.KeyID(p), PublicKey: audit.EncodePublicKey(p), Algorithm: "Ed25519", Current: i == 0}
+	}
+	return out
+}
+
+// auditCheckpointColumns are the columns scanAuditCheckpoint reads.
+const auditCheckpointColumns = `chain_key, position, head_hash, signed_at, key_id, public_key, signature`
+
+// scanAuditCheckpoint reads a checkpoint row of auditCheckpointColumns.
+func scanAuditCheckpoint(row pgx.Row) (*AuditCheckpoint, error) {
+	var cp AuditCheckpoint
+	var hash, pub, sig []byte
+	if err := row.Scan(&cp.ChainKey, &cp.Position, &hash, &cp.SignedAt, &cp.KeyID, &pub, &sig); err != nil {
+		return nil, err
+	}
+	cp.Version = audit.CheckpointVersion
+	cp.SignedAt = cp.SignedAt.UTC()
+	cp.HeadHash = hex.EncodeToString(hash)
+	cp.Signature = base64.StdEncoding.EncodeToString(sig)
+	cp.PublicKey = base64.StdEncoding.EncodeToString(pub)
+	cp.Message = string(audit.CheckpointMessage(cp.ChainKey, cp.Position, hash, cp.SignedAt))
+	return &cp, nil
+}
+
+// AuditCheckpoint returns the newest signed checkpoint of the workspace's
+// chain, or nil when none was signed yet. It returns UNAUTHENTICATED for no
+// user, NOT_FOUND if the workspace does not exist or user is not a member,
+// and FORBIDDEN for a MEMBER or VIEWER.
+func (db *DB) AuditCheckpoint(ctx context.Context, user *User, workspaceID string) (*AuditCheckpoint, error) {
+	if err := db.requireAuditReader(ctx, workspaceID, user); err != nil {
+		return nil, err
+	}
+	return db.LatestAuditCheckpoint(ctx, workspaceID)
+}
+
+// LatestAuditCheckpoint returns the newest signed checkpoint of the chain
+// chainKey, or nil when none was signed yet.
+func (db *DB) LatestAuditCheckpoint(ctx context.Context, chainKey string) (*AuditCheckpoint, error) {
+	cp, err := scanAuditCheckpoint(db.q(ctx).QueryRow(ctx, `SELECT `+auditCheckpointColumns+` FROM audit_checkpoints
+		WHERE chain_key = $1 ORDER BY position DESC, signed_at DESC LIMIT 1`, chainKey))
+	if auditNoRows(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("audit checkpoint: %w", err)
+	}
+	return cp, nil
+}

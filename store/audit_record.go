@@ -1,0 +1,97 @@
+package store
+
+import (
+	"fmt"
+	"strings"
+
+	"taskflow/audit"
+)
+
+// auditRecordFields maps the columns of audit_events to the fields of
+// audit.Record they hold. The insert of a unit of work, the sealer's read of
+// the spine and the verification's walk all go through it, so that a field
+// added to the record (and to the hash) is one line here.
+var auditRecordFields = []struct {
+	column string
+	field  func(r *audit.Record) any
+}{
+	{"id", func(r *audit.Record) any { return &r.ID }},
+	{"chain_key", func(r *audit.Record) any { return &r.ChainKey }},
+	{"workspace_id", func(r *audit.Record) any { return &r.WorkspaceID }},
+	{"actor_id", func(r *audit.Record) any { return &r.ActorID }},
+	{"action", func(r *audit.Record) any { return &r.Action }},
+	{"entity_type", func(r *audit.Record) any { return &r.EntityType }},
+	{"entity_id", func(r *audit.Record) any { return &r.EntityID }},
+	{"occurred_at", func(r *audit.Record) any { return &r.OccurredAt }},
+	{"ip", func(r *audit.Record) any { return &r.IP }},
+	{"user_agent", func(r *audit.Record) any { return &r.UserAgent }},
+	{"request_id", func(r *audit.Record) any { return &r.RequestID }},
+	{"metadata", func(r *audit.Record) any { return (*recordMetadata)(&r.Metadata) }},
+}
+
+// auditRecordColumns returns the columns of auditRecordFields, each prefixed
+// with prefix (a table alias and a dot, or "").
+func auditRecordColumns(prefix string) string {
+	cols := make([]string, len(auditRecordFields))
+	for i, f := range auditRecordFields {
+		cols[i] = prefix + f.column
+	}
+	return strings.Join(cols, ", ")
+}
+
+// auditRecordRefs returns pointers to r's fields in the order of
+// auditRecordColumns: the destinations of a scan, and the arguments of an
+// insert (pgx follows the pointers; a nil *string is NULL).
+func auditRecordRefs(r *audit.Record) []any {
+	refs := make([]any, len(auditRecordFields))
+	for i, f := range auditRecordFields {
+		refs[i] = f.field(r)
+	}
+	return refs
+}
+
+// auditRecordDests returns the scan destinations of the record columns of a
+// row whose raw values are raw, those columns starting at raw[at]: r's fields,
+// or nil (skip) for each of them when the record's id is NULL, as in a row of
+// an outer join that found no event. present reports which.
+func auditRecordDests(r *audit.Record, raw [][]byte, at int) (dests []any, present bool) {
+	if len(raw) > at && raw[at] != nil {
+		return auditRecordRefs(r), true
+	}
+	return make([]any, len(auditRecordFields)), false
+}
+
+// insertAuditSQL inserts one unchained event: tx_id and seq take their
+// defaults (the inserting transaction's id, the next number), hash stays NULL
+// until the sealer seals it.
+var insertAuditSQL = func() string {
+	marks := make([]string, len(auditRecordFields))
+	for i := range marks {
+		marks[i] = fmt.Sprintf("$%d", i+1)
+	}
+	return `INSERT INTO audit_events (` + auditRecordColumns("") + `) VALUES (` + strings.Join(marks, ", ") + `)`
+}()
+
+// recordMetadata is an audit.Record's metadata as a scan destination: the
+// jsonb text decoded with numbers kept as written (audit.DecodeMetadata), so
+// that it hashes as it did when it was appended.
+type recordMetadata map[string]any
+
+// Scan decodes the jsonb text.
+func (m *recordMetadata) Scan(src any) error {
+	var b []byte
+	switch v := src.(type) {
+	case []byte:
+		b = v
+	case string:
+		b = []byte(v)
+	default:
+		return fmt.Errorf("audit: metadata: unexpected %T", src)
+	}
+	out, err := audit.DecodeMetadata(b)
+	if err != nil {
+		return err
+	}
+	*m = out
+	return nil
+}

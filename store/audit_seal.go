@@ -1,0 +1,476 @@
+package store
+
+import (
+	"context"
+	"crypto/ed25519"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"taskflow/audit"
+)
+
+// Defaults of AuditSealer.
+const (
+	// DefaultSealBatch is the most events one round seals.
+	DefaultSealBatch = 1000
+	// DefaultSealIdle is how often an idle sealer looks for events committed
+	// by other instances (its own instance wakes it at once).
+	DefaultSealIdle = 100 * time.Millisecond
+	// DefaultCheckpointEvery is the least time between two checkpoints of a
+	// chain.
+	DefaultCheckpointEvery = 10 * time.Second
+)
+
+// AuditSealer chains committed audit events into their hash chains, in spine
+// order, shortly after they commit: the request path only inserts them. Every
+// instance runs one (Run); the sealing transaction locks the one cursor row
+// with SKIP LOCKED, so one sealer advances at a time and the others skip the
+// round, and no lock outlives a transaction (PgBouncer in transaction mode
+// stays possible). With a Key it also signs checkpoints of the chains it
+// advanced, at most every CheckpointEvery per chain.
+type AuditSealer struct {
+	DB *DB
+	// Key signs checkpoints; nil signs none.
+	Key ed25519.PrivateKey
+	// CheckpointEvery is the least time between two checkpoints of a chain
+	// (zero: DefaultCheckpointEvery).
+	CheckpointEvery time.Duration
+	// Batch is the most events a round seals (zero: DefaultSealBatch).
+	Batch int
+	// Idle is the poll interval when no wake-up comes (zero: DefaultSealIdle).
+	Idle time.Duration
+
+	// lastSweep is when this sealer last looked for chains whose newest
+	// seals no checkpoint covers.
+	lastSweep time.Time
+}
+
+// SealRound is what one round of a sealer did.
+type SealRound struct {
+	// Busy reports that another sealer held the cursor: nothing was done.
+	Busy bool
+	// Events is the number of events sealed, in Chains chains.
+	Events, Chains int
+	// Checkpoints is the number of checkpoints signed.
+	Checkpoints int
+	// Full reports that the round sealed a whole batch: more may be waiting.
+	Full bool
+	// Cursor is the sealer's cursor after the round; zero when the round
+	// only looked (nothing was waiting).
+	Cursor SpineCursor
+	// MaxLag is the longest time from an event's occurrence to its seal in
+	// the round.
+	MaxLag time.Duration
+}
+
+// chainHead is a chain's head as the sealer keeps it.
+type chainHead struct {
+	hash          []byte
+	eventID       string
+	eventAt       time.Time
+	position      int64
+	checkpointPos int64
+	checkpointAt  pgtype.Timestamptz
+	// changed marks a head to write back.
+	changed bool
+}
+
+func (s *AuditSealer) batch() int {
+	if s.Batch > 0 {
+		return min(s.Batch, MaxSpineRead)
+	}
+	return DefaultSealBatch
+}
+
+func (s *AuditSealer) every() time.Duration {
+	if s.CheckpointEvery > 0 {
+		return s.CheckpointEvery
+	}
+	return DefaultCheckpointEvery
+}
+
+func (s *AuditSealer) idle() time.Duration {
+	if s.Idle > 0 {
+		return s.Idle
+	}
+	return DefaultSealIdle
+}
+
+// Run seals until ctx ends: a round at once after a full one, else after a
+// wake-up from this instance's units of work or after Idle. Errors are logged
+// and retried after a backoff that grows to 30 s.
+func (s *AuditSealer) Run(ctx context.Context) {
+	timer := time.NewTimer(s.idle())
+	defer timer.Stop()
+	backoff := time.Duration(0)
+	for ctx.Err() == nil {
+		r, err := s.Round(ctx)
+		wait := s.idle()
+		switch {
+		case err != nil && ctx.Err() == nil:
+			backoff = min(max(2*backoff, time.Second), 30*time.Second)
+			wait = backoff
+			s.DB.log.ErrorContext(ctx, "audit sealer", "err", err, "retry_in", backoff.String())
+		case err == nil:
+			backoff = 0
+			if r.Full {
+				continue
+			}
+		}
+		wake := s.DB.sealWake
+		if err != nil {
+			wake = nil // an error waits out its backoff
+		}
+		timer.Reset(wait)
+		select {
+		case <-ctx.Done():
+			return
+		case <-wake:
+		case <-timer.C:
+		}
+	}
+}
+
+// spinePendingSQL tells whether committed events wait past the sealer's
+// cursor, without a lock or a transaction id: an idle sealer's poll writes
+// nothing.
+// (LATERAL, ORDER BY and LIMIT make it one probe of the spine index of each
+// partition; a plain join with the cursor row scans the whole table.)
+const spinePendingSQL = `SELECT EXISTS (SELECT 1 FROM audit_seal_cursor c CROSS JOIN LATERAL
+	(SELECT 1 FROM audit_events e WHERE (e.tx_id, e.seq) > (c.tx_id, c.seq)
+		AND e.tx_id < pg_snapshot_xmin(pg_current_snapshot()) ORDER BY e.tx_id, e.seq LIMIT 1) x
+	WHERE c.id = 1)`
+
+// SealBacklog is what waits for the sealer.
+type SealBacklog struct {
+	// Events is the number of events past the sealer's cursor (committed,
+	// or in transactions still open).
+	Events int
+	// Oldest is the earliest occurrence among them (zero when none).
+	Oldest time.Time
+}
+
+// AuditSealBacklog returns the events the sealer has not reached yet: its lag,
+// for monitoring and for tests that wait for it.
+func (db *DB) AuditSealBacklog(ctx context.Context) (SealBacklog, error) {
+	var b SealBacklog
+	var oldest pgtype.Timestamptz
+	err := db.Pool.QueryRow(ctx, `SELECT count(*), min(x.occurred_at) FROM audit_seal_cursor c CROSS JOIN LATERAL
+		(SELECT e.occurred_at FROM audit_events e WHERE (e.tx_id, e.seq) > (c.tx_id, c.seq)) x WHERE c.id = 1`).
+		Scan(&b.Events, &oldest)
+	if err != nil {
+		return b, fmt.Errorf("audit seal backlog: %w", err)
+	}
+	b.Oldest = oldest.Time
+	return b, nil
+}
+
+// Round runs one sealing transaction: it locks the cursor (or returns Busy
+// when another sealer holds it), reads up to Batch committed events past it
+// (ReadSpine), hashes each over its chain's head, inserts the seals, moves the
+// heads and the cursor, signs the checkpoints that are due, and commits. When
+// no event waits and no checkpoint sweep is due, it only looks (one read, no
+// transaction). A round that fails or is cut off changes nothing; the next
+// one starts from the same cursor.
+func (s *AuditSealer) Round(ctx context.Context) (SealRound, error) {
+	var out SealRound
+	if s.Key == nil || time.Since(s.lastSweep) < s.every() {
+		var pending bool
+		if err := s.DB.Pool.QueryRow(ctx, spinePendingSQL).Scan(&pending); err != nil {
+			return out, fmt.Errorf("audit seal: %w", err)
+		}
+		if !pending {
+			return out, nil
+		}
+	}
+	err := pgx.BeginFunc(ctx, s.DB.Pool, func(tx pgx.Tx) error {
+		var cur SpineCursor
+		err := tx.QueryRow(ctx, `SELECT tx_id, seq FROM audit_seal_cursor WHERE id = 1 FOR UPDATE SKIP LOCKED`).
+			Scan(&cur.TxID, &cur.Seq)
+		if errors.Is(err, pgx.ErrNoRows) {
+			out.Busy = true
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("lock the seal cursor: %w", err)
+		}
+		out.Cursor = cur
+		read, err := readSpine(ctx, tx, cur, SpineFilter{}, s.batch())
+		if err != nil {
+			return err
+		}
+		now := time.Now().UTC().Truncate(time.Microsecond)
+		sweep := s.Key != nil && now.Sub(s.lastSweep) >= s.every()
+		if len(read.Events) == 0 && !sweep {
+			return nil
+		}
+		heads, err := s.readHeads(ctx, tx, read.Events)
+		if err != nil {
+			return err
+		}
+		w := &sealWrites{sealedAt: now}
+		for _, ev := range read.Events {
+			h := heads[ev.Record.ChainKey]
+			hash, err := audit.Hash(h.hash, ev.Record)
+			if err != nil {
+				return fmt.Errorf("seal event %s: %w", ev.Record.ID, err)
+			}
+			w.seal(ev.Record, h, hash)
+			h.hash, h.eventID, h.eventAt = hash, ev.Record.ID, ev.Record.OccurredAt
+			h.position++
+			h.changed = true
+			out.MaxLag = max(out.MaxLag, now.Sub(ev.Record.OccurredAt))
+		}
+		if sweep {
+			if err := s.sweep(ctx, tx, heads, now); err != nil {
+				return err
+			}
+			s.lastSweep = now
+		}
+		for key, h := range heads {
+			if s.Key != nil && h.checkpointPos < h.position &&
+				(!h.checkpointAt.Valid || now.Sub(h.checkpointAt.Time) >= s.every()) {
+				w.checkpoint(s.Key, key, h, now)
+				out.Checkpoints++
+			}
+			if h.changed {
+				w.head(key, h)
+			}
+		}
+		if len(read.Events) > 0 {
+			out.Events, out.Chains, out.Full = len(read.Events), len(w.heads.key), len(read.Events) == s.batch()
+			out.Cursor = read.Next
+			w.cursor = &read.Next
+		}
+		return w.send(ctx, tx)
+	})
+	if err != nil {
+		return SealRound{}, fmt.Errorf("audit seal: %w", err)
+	}
+	return out, nil
+}
+
+// readHeads returns the heads of the chains of events (a chain without one
+// starts at position 0 with no hash).
+func (s *AuditSealer) readHeads(ctx context.Context, tx pgx.Tx, events []SpineEvent) (map[string]*chainHead, error) {
+	heads := map[string]*chainHead{}
+	var keys []string
+	for _, ev := range events {
+		if heads[ev.Record.ChainKey] == nil {
+			heads[ev.Record.ChainKey] = &chainHead{}
+			keys = append(keys, ev.Record.ChainKey)
+		}
+	}
+	if len(keys) == 0 {
+		return heads, nil
+	}
+	rows, err := tx.Query(ctx, `SELECT chain_key, head_hash, event_id::text, event_at, events, checkpoint_position, checkpoint_at
+		FROM audit_chain_heads WHERE chain_key = ANY($1::text[])`, keys)
+	if err != nil {
+		return nil, fmt.Errorf("read chain heads: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var key string
+		var h chainHead
+		if err := rows.Scan(&key, &h.hash, &h.eventID, &h.eventAt, &h.position, &h.checkpointPos, &h.checkpointAt); err != nil {
+			return nil, fmt.Errorf("read chain heads: %w", err)
+		}
+		heads[key] = &h
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read chain heads: %w", err)
+	}
+	return heads, nil
+}
+
+// sweep adds to heads the chains that no checkpoint covers
+// to their head and whose last checkpoint is due, up to a batch of them, so
+// that a chain that went quiet right after a checkpoint gets one of its head.
+func (s *AuditSealer) sweep(ctx context.Context, tx pgx.Tx, heads map[string]*chainHead, now time.Time) error {
+	rows, err := tx.Query(ctx, `SELECT chain_key, head_hash, event_id::text, event_at, events, checkpoint_position, checkpoint_at
+		FROM audit_chain_heads WHERE checkpoint_position < events AND (checkpoint_at IS NULL OR checkpoint_at <= $1)
+		LIMIT `+fmt.Sprint(s.batch()), now.Add(-s.every()))
+	if err != nil {
+		return fmt.Errorf("checkpoint sweep: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var key string
+		h := &chainHead{}
+		if err := rows.Scan(&key, &h.hash, &h.eventID, &h.eventAt, &h.position, &h.checkpointPos, &h.checkpointAt); err != nil {
+			return fmt.Errorf("checkpoint sweep: %w", err)
+		}
+		if heads[key] == nil { // a chain of this round's events is newer there
+			heads[key] = h
+		}
+	}
+	return rows.Err()
+}
+
+// sealWrites are the rows a round writes, as columns for unnest.
+type sealWrites struct {
+	sealedAt time.Time
+	seals    struct {
+		chain, event   []string
+		position       []int64
+		at             []time.Time
+		prevHash, hash [][]byte
+	}
+	heads struct {
+		key, eventID   []string
+		hash           [][]byte
+		at             []time.Time
+		position, cpos []int64
+		cat            []pgtype.Timestamptz
+	}
+	checkpoints struct {
+		chain, keyID   []string
+		position       []int64
+		hash, pub, sig [][]byte
+		signedAt       []time.Time
+	}
+	// marks are the checkpoints of heads whose seals did not move (swept).
+	marks struct {
+		key      []string
+		position []int64
+		at       []time.Time
+	}
+	cursor *SpineCursor
+}
+
+// seal adds the seal of r after head h with hash.
+func (w *sealWrites) seal(r audit.Record, h *chainHead, hash []byte) {
+	w.seals.chain = append(w.seals.chain, r.ChainKey)
+	w.seals.position = append(w.seals.position, h.position+1)
+	w.seals.event = append(w.seals.event, r.ID)
+	w.seals.at = append(w.seals.at, r.OccurredAt)
+	w.seals.prevHash = append(w.seals.prevHash, h.hash)
+	w.seals.hash = append(w.seals.hash, hash)
+}
+
+// head adds the upsert of a chain's head.
+func (w *sealWrites) head(key string, h *chainHead) {
+	w.heads.key = append(w.heads.key, key)
+	w.heads.hash = append(w.heads.hash, h.hash)
+	w.heads.eventID = append(w.heads.eventID, h.eventID)
+	w.heads.at = append(w.heads.at, h.eventAt)
+	w.heads.position = append(w.heads.position, h.position)
+	w.heads.cpos = append(w.heads.cpos, h.checkpointPos)
+	w.heads.cat = append(w.heads.cat, h.checkpointAt)
+}
+
+// checkpoint signs the head h of chain key at now, adds the checkpoint and
+// records it in h.
+func (w *sealWrites) checkpoint(key ed25519.PrivateKey, chain string, h *chainHead, now time.Time) {
+	cp := audit.SignCheckpoint(key, chain, h.position, h.hash, now)
+	sig, _ := base64.StdEncoding.DecodeString(cp.Signature)
+	w.checkpoints.chain = append(w.checkpoints.chain, chain)
+	w.checkpoints.position = append(w.checkpoints.position, h.position)
+	w.checkpoints.hash = append(w.checkpoints.hash, h.hash)
+	w.checkpoints.signedAt = append(w.checkpoints.signedAt, cp.SignedAt)
+	w.checkpoints.keyID = append(w.checkpoints.keyID, cp.KeyID)
+	w.checkpoints.pub = append(w.checkpoints.pub, key.Public().(ed25519.PublicKey))
+	w.checkpoints.sig = append(w.checkpoints.sig, sig)
+	h.checkpointPos, h.checkpointAt = h.position, pgtype.Timestamptz{Time: now, Valid: true}
+	if !h.changed {
+		w.marks.key = append(w.marks.key, chain)
+		w.marks.position = append(w.marks.position, h.position)
+		w.marks.at = append(w.marks.at, now)
+	}
+}
+
+// send writes everything in one round trip.
+func (w *sealWrites) send(ctx context.Context, tx pgx.Tx) error {
+	b := &pgx.Batch{}
+	if n := len(w.seals.chain); n > 0 {
+		b.Queue(`INSERT INTO audit_seals (chain_key, position, event_id, occurred_at, prev_hash, hash, sealed_at)
+			SELECT c, p, e::uuid, o, ph, h, $7 FROM unnest($1::text[], $2::bigint[], $3::text[], $4::timestamptz[],
+				$5::bytea[], $6::bytea[]) AS u(c, p, e, o, ph, h)`,
+			w.seals.chain, w.seals.position, w.seals.event, w.seals.at, w.seals.prevHash, w.seals.hash, w.sealedAt)
+	}
+	if len(w.heads.key) > 0 {
+		b.Queue(`INSERT INTO audit_chain_heads (chain_key, head_hash, event_id, event_at, events, checkpoint_position, checkpoint_at)
+			SELECT k, h, e::uuid, a, p, cp, ca FROM unnest($1::text[], $2::bytea[], $3::text[], $4::timestamptz[],
+				$5::bigint[], $6::bigint[], $7::timestamptz[]) AS u(k, h, e, a, p, cp, ca)
+			ON CONFLICT (chain_key) DO UPDATE SET head_hash = excluded.head_hash, event_id = excluded.event_id,
+				event_at = excluded.event_at, events = excluded.events,
+				checkpoint_position = excluded.checkpoint_position, checkpoint_at = excluded.checkpoint_at`,
+			w.heads.key, w.heads.hash, w.heads.eventID, w.heads.at, w.heads.position, w.heads.cpos, w.heads.cat)
+	}
+	if len(w.checkpoints.chain) > 0 {
+		b.Queue(`INSERT INTO audit_checkpoints (chain_key, position, head_hash, signed_at, key_id, public_key, signature)
+			SELECT * FROM unnest($1::text[], $2::bigint[], $3::bytea[], $4::timestamptz[], $5::text[], $6::bytea[], $7::bytea[])
+			ON CONFLICT DO NOTHING`,
+			w.checkpoints.chain, w.checkpoints.position, w.checkpoints.hash, w.checkpoints.signedAt,
+			w.checkpoints.keyID, w.checkpoints.pub, w.checkpoints.sig)
+	}
+	if len(w.marks.key) > 0 {
+		b.Queue(`UPDATE audit_chain_heads h SET checkpoint_position = u.p, checkpoint_at = u.a
+			FROM unnest($1::text[], $2::bigint[], $3::timestamptz[]) AS u(k, p, a)
+			WHERE h.chain_key = u.k AND h.checkpoint_position < u.p`,
+			w.marks.key, w.marks.position, w.marks.at)
+	}
+	if w.cursor != nil {
+		b.Queue(`UPDATE audit_seal_cursor SET tx_id = $1, seq = $2, moved_at = now() WHERE id = 1`, w.cursor.TxID, w.cursor.Seq)
+	}
+	if b.Len() == 0 {
+		return nil
+	}
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		return fmt.Errorf("write seals: %w", err)
+	}
+	return nil
+}
+
+// Checkpoint signs the head of chainKey now, whatever the time since its last
+// checkpoint, and returns it; nil when the chain has no seal yet. It waits
+// for a round in progress instead of skipping, and needs a Key.
+func (s *AuditSealer) Checkpoint(ctx context.Context, chainKey string) (*AuditCheckpoint, error) {
+	if s.Key == nil {
+		return nil, errors.New("audit checkpoint: the sealer has no signing key")
+	}
+	var out *AuditCheckpoint
+	err := pgx.BeginFunc(ctx, s.DB.Pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT 1 FROM audit_seal_cursor WHERE id = 1 FOR UPDATE`); err != nil {
+			return err
+		}
+		h := &chainHead{}
+		err := tx.QueryRow(ctx, `SELECT head_hash, events FROM audit_chain_heads WHERE chain_key = $1`, chainKey).
+			Scan(&h.hash, &h.position)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		now := time.Now().UTC().Truncate(time.Microsecond)
+		w := &sealWrites{}
+		w.checkpoint(s.Key, chainKey, h, now)
+		if err := w.send(ctx, tx); err != nil {
+			return err
+		}
+		out, err = scanAuditCheckpoint(tx.QueryRow(ctx, `SELECT `+auditCheckpointColumns+` FROM audit_checkpoints
+			WHERE chain_key = $1 AND position = $2 AND key_id = $3`, chainKey, h.position, w.checkpoints.keyID[0]))
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("audit checkpoint: %w", err)
+	}
+	return out, nil
+}
+
+// hexHash returns the lower-case hex of a hash, or nil for none.
+func hexHash(b []byte) *string {
+	if b == nil {
+		return nil
+	}
+	s := hex.EncodeToString(b)
+	return &s
+}
