@@ -95,24 +95,26 @@ func rolesAtLeast(min Role) []string {
 	return out
 }
 
-// parent names a table under whose rows things are created: its SQL name and
-// the column that holds a row's workspace.
+// parent names a table under whose rows things are created: its SQL name, the
+// column that holds a row's workspace, and the lock a create takes on the row
+// until it commits (KEY SHARE: the row cannot be deleted; SHARE: nor changed,
+// when a column of it decides, as a project's archived_at does).
 type parent struct {
-	table, workspaceColumn, kind string
+	table, workspaceColumn, kind, lock string
 }
 
 // The parents of the things TaskFlow creates.
 var (
-	parentWorkspace = parent{"workspaces", "id", "workspace"}
-	parentProject   = parent{"projects", "workspace_id", "project"}
-	parentTask      = parent{"tasks", "workspace_id", "task"}
+	parentWorkspace = parent{"workspaces", "id", "workspace", "FOR KEY SHARE"}
+	parentProject   = parent{"projects", "workspace_id", "project", "FOR SHARE"}
+	parentTask      = parent{"tasks", "workspace_id", "task", "FOR KEY SHARE"}
 )
 
 // checkParent queues the check that actor may write under the row id of p: it
 // exists and actor's role in its workspace is at least min (else NOT_FOUND, or
 // FORBIDDEN naming action), and refuse (an SQL expression over the row as r,
-// NULL to go on or a key of more) does not refuse. The row is locked FOR SHARE
-// until the unit of work ends, so it cannot be deleted or archived under the
+// NULL to go on or a key of more) does not refuse. The row is locked (p.lock)
+// until the unit of work ends, so it cannot be deleted (or archived) under the
 // write. args are appended after the id, the actor's id and the roles ($4 on).
 func (u *unitOfWork) checkParent(p parent, id string, actor *User, min Role, action, refuse string, more refusals, args ...any) {
 	if refuse == "" {
@@ -126,13 +128,13 @@ func (u *unitOfWork) checkParent(p parent, id string, actor *User, min Role, act
 			WHEN NOT (r.role = ANY($3::text[])) THEN 'forbidden' ELSE `+refuse+` END)
 		FROM (SELECT 1) one LEFT JOIN LATERAL (SELECT x.*, m.role FROM `+p.table+` x
 			LEFT JOIN members m ON m.workspace_id = x.`+p.workspaceColumn+` AND m.user_id = $2
-			WHERE x.id = $1 FOR SHARE OF x) r ON true`,
+			WHERE x.id = $1 `+p.lock+` OF x) r ON true`,
 		append([]any{id, actor.ID, rolesAtLeast(min)}, args...), r)
 }
 
-// table describes an entity's table for lockRow and deleteRow: its kind (in
-// errors), its SQL name and alias, the columns scan reads (after any extra
-// destinations' columns), and how a row names its audit event.
+// table describes an entity's table for lockRow, updateRow and deleteRow: its
+// kind (in errors), its SQL name and alias, the columns scan reads (then the
+// columns of its extra destinations), and how a row names its audit event.
 type table[T any] struct {
 	kind, name, alias, columns string
 	// lock is the row lock of an update: FOR UPDATE, or FOR NO KEY UPDATE
@@ -156,7 +158,7 @@ func lockRow[T any](ctx context.Context, tx Querier, tb table[T], actor *User, i
 		return nil, "", notFound(tb.kind)
 	}
 	var role *Role
-	row, err := tb.scan(tx.QueryRow(ctx, `SELECT m.role, `+tb.columns+` FROM `+tb.name+` `+tb.alias+
+	row, err := tb.scan(tx.QueryRow(ctx, `SELECT `+tb.columns+`, m.role FROM `+tb.name+` `+tb.alias+
 		joinRole(tb.alias, "$2")+` WHERE `+tb.alias+`.id = $1 `+tb.lock+` OF `+tb.alias, id, actor.ID), &role)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, "", notFound(tb.kind)
@@ -302,4 +304,43 @@ func canonicalPtr(id *string) (*string, error) {
 		return nil, errs.Errorf(errs.CodeBadUserInput, "the assignee must be a member of the workspace")
 	}
 	return &c, nil
+}
+
+// updateRow changes the row id of tb as actor, in two round trips: the row is
+// read and locked with lockRow's checks (its errors), change returns it as it
+// will be (an error refuses the change; it sets the time of the change, which
+// now gives), and when that differs from the row before (audit.Changes), set
+// returns the UPDATE that stores it (guarded: ... AND taskflow_ok()), sent
+// with action's event (metadata.changes) and the commit. A change that changes
+// nothing writes and records nothing and returns the row as it was.
+func updateRow[T any](ctx context.Context, db *DB, tb table[T], actor *User, id string, min Role, what, action string,
+	change func(before *T, role Role, now time.Time) (*T, error), set func(after *T) (sql string, args []any)) (*T, error) {
+	var out *T
+	err := db.WithTx(ctx, func(ctx context.Context, tx Querier) error {
+		before, role, err := lockRow(ctx, tx, tb, actor, id, min, what)
+		if err != nil {
+			return err
+		}
+		after, err := change(before, role, stamp(time.Now()))
+		if err != nil {
+			return err
+		}
+		changes := audit.Changes(before, after)
+		if len(changes) == 0 {
+			out = before
+			return nil
+		}
+		sql, args := set(after)
+		if err := db.exec(ctx, tx, "update "+tb.kind, sql, args, 1); err != nil {
+			return err
+		}
+		ws, rowID := tb.event(after)
+		out = after
+		return db.appendAudit(ctx, tx, audit.Event{WorkspaceID: &ws, ActorID: &actor.ID, Action: action,
+			EntityID: rowID, Metadata: map[string]any{"changes": changes}})
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
 }
