@@ -9,11 +9,10 @@ import (
 	"sync/atomic"
 	"time"
 
-	lru "github.com/hashicorp/golang-lru/v2"
-
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/maypok86/otter/v2"
 
 	"taskflow/audit"
 )
@@ -29,7 +28,9 @@ type DB struct {
 	sealWake chan struct{}
 	// workspaces remembers the workspace of projects and tasks (see
 	// workspaceOf): a row never moves to another workspace.
-	workspaces *lru.Cache[string, string]
+	workspaces *otter.Cache[string, string]
+	// sessions remembers what bearer tokens mean (see UserByTokenHash).
+	sessions *otter.Cache[string, *User]
 }
 
 // Open connects to Postgres at url ("" means libpq defaults and PG* variables, as
@@ -85,11 +86,9 @@ func New(pool *pgxpool.Pool, log *slog.Logger) *DB {
 	if log == nil {
 		log = slog.Default()
 	}
-	workspaces, err := lru.New[string, string](workspaceCacheSize)
-	if err != nil {
-		panic(err) // only for a size below 1
-	}
-	return &DB{Pool: pool, log: log, sealWake: make(chan struct{}, 1), workspaces: workspaces}
+	return &DB{Pool: pool, log: log, sealWake: make(chan struct{}, 1), sessions: newSessionCache(),
+		workspaces: otter.Must(&otter.Options[string, string]{MaximumSize: workspaceCacheSize,
+			Executor: func(evict func()) { evict() }})}
 }
 
 // wakeSealer tells the sealer of this instance that events were committed: a
@@ -131,6 +130,17 @@ type unitOfWork struct {
 	audits []audit.Record
 	// claim is the idempotency key the unit of work holds, if any.
 	claim *idempotencyClaim
+	// committed run, in order, once the unit of work committed.
+	committed []func()
+}
+
+// onCommit runs fn once the unit of work of ctx committed (at once outside one).
+func (db *DB) onCommit(ctx context.Context, fn func()) {
+	if u := unitOfWorkFrom(ctx); u != nil {
+		u.committed = append(u.committed, fn)
+		return
+	}
+	fn()
 }
 
 // unitOfWorkFrom returns the unit of work carried by ctx while it runs, or nil.
@@ -214,6 +224,9 @@ func (db *DB) UnitOfWork(ctx context.Context, fn func(ctx context.Context) error
 	}
 	if len(u.audits) > 0 {
 		db.wakeSealer()
+	}
+	for _, fn := range u.committed {
+		fn()
 	}
 	return nil
 }

@@ -256,7 +256,7 @@ func (db *DB) workspaceOf(ctx context.Context, tx Querier, p parent, id string) 
 		return canon, nil
 	}
 	key := p.table + ":" + canon
-	if ws, ok := db.workspaces.Get(key); ok {
+	if ws, ok := db.workspaces.GetIfPresent(key); ok {
 		return ws, nil
 	}
 	var ws string
@@ -267,7 +267,7 @@ func (db *DB) workspaceOf(ctx context.Context, tx Querier, p parent, id string) 
 	if err != nil {
 		return "", fmt.Errorf("workspace of %s: %w", p.kind, err)
 	}
-	db.workspaces.Add(key, ws)
+	db.workspaces.Set(key, ws)
 	return ws, nil
 }
 
