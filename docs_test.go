@@ -16,6 +16,7 @@ import (
 	"github.com/vektah/gqlparser/v2/validator"
 
 	"taskflow/graph"
+	"taskflow/querydoc"
 )
 
 // gqlExamples returns the gql '<json>' calls of a markdown file (one or more
@@ -47,11 +48,13 @@ func gqlExamples(t *testing.T, path string) []string {
 }
 
 // TestDocExamplesAreValid checks every curl example of README.md and
-// docs/tour.md against the schema, so the examples cannot drift from the API,
-// and that the tour shows every kind of call.
+// docs/tour.md against the schema and the server's document limits, so the
+// examples cannot drift from the API, and that the tour shows every kind of
+// call.
 func TestDocExamplesAreValid(t *testing.T) {
 	t.Parallel()
 	schema := graph.NewExecutableSchema(graph.Config{}).Schema()
+	documents := querydoc.NewValidator(schema, querydoc.DefaultLimits)
 	want := map[string][]string{
 		"README.md":    {"register", "createWorkspace"},
 		"docs/tour.md": {"register", "login", "createWorkspace", "createProject", "createTask", "tasks(", "auditEvents"},
@@ -78,6 +81,9 @@ func TestDocExamplesAreValid(t *testing.T) {
 			}
 			if _, err := validator.VariableValues(schema, doc.Operations[0], req.Variables); err != nil {
 				t.Errorf("%s: example %q variables: %v", path, req.Query, err)
+			}
+			if _, _, errs := documents.Prepare(req.Query); errs != nil {
+				t.Errorf("%s: example %q is refused by the server's document limits: %v", path, req.Query, errs)
 			}
 			for _, name := range names {
 				if strings.Contains(req.Query, name) {

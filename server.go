@@ -17,6 +17,7 @@ import (
 	"path/filepath"
 	"runtime/debug"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -52,6 +53,44 @@ func setGCPercent(getenv func(string) string) {
 	}
 }
 
+// memoryLimitPercent is the share of the container's memory limit that the
+// server takes as the Go runtime's soft memory limit unless GOMEMLIMIT sets
+// one: with GOGC at 200 the heap may grow to three times the live heap
+// between collections, and near the limit the collector runs sooner instead,
+// so that garbage does not take the container past its limit. The rest is
+// for what the runtime does not count (stacks of idle connections' goroutines
+// are counted; cgo and mmaps are not) and the collector's lag.
+const memoryLimitPercent = 80
+
+// cgroupMemoryFiles are where the memory limit of the server's container is
+// read: cgroup v2, then v1.
+var cgroupMemoryFiles = []string{"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"}
+
+// setMemoryLimit sets the soft memory limit to memoryLimitPercent of the
+// container's memory limit (read through readFile) unless GOMEMLIMIT (read
+// through getenv) sets one or no limit is found. It returns the limit it set,
+// or 0.
+func setMemoryLimit(getenv func(string) string, readFile func(string) ([]byte, error)) int64 {
+	if getenv("GOMEMLIMIT") != "" {
+		return 0
+	}
+	for _, path := range cgroupMemoryFiles {
+		b, err := readFile(path)
+		if err != nil {
+			continue
+		}
+		n, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+		// "max" (v2) or a number near MaxInt64 (v1): no limit.
+		if err != nil || n <= 0 || n >= 1<<50 {
+			return 0
+		}
+		limit := n / 100 * memoryLimitPercent
+		debug.SetMemoryLimit(limit)
+		return limit
+	}
+	return 0
+}
+
 func main() {
 	cfg, err := loadConfig(os.Getenv)
 	if err != nil {
@@ -61,6 +100,9 @@ func main() {
 	log := slog.New(httpapi.LogHandler(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: cfg.LogLevel})))
 	slog.SetDefault(log)
 	setGCPercent(os.Getenv)
+	if limit := setMemoryLimit(os.Getenv, os.ReadFile); limit > 0 {
+		log.Info("soft memory limit set from the container's", "gomemlimit_bytes", limit, "percent", memoryLimitPercent)
+	}
 	if err := run(cfg, log); err != nil {
 		var plain *startupError
 		if errors.As(err, &plain) {

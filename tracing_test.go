@@ -24,6 +24,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
 
+	"taskflow/ratelimit/ratelimittest"
 	"taskflow/store/storetest"
 )
 
@@ -220,8 +221,11 @@ func TestTracesExportedOverOTLP(t *testing.T) {
 	recv := &otlpReceiver{}
 	collector := httptest.NewServer(recv)
 	defer collector.Close()
+	// A Redis of the test's own: the shared one keeps the register budget of
+	// 127.0.0.1 (20 an hour) across test runs.
+	rs := ratelimittest.StartRedis(t)
 	s := startTraced(t, "OTEL_EXPORTER_OTLP_ENDPOINT="+collector.URL,
-		"REDIS_URL=redis://127.0.0.1:6379/0", "RATE_LIMIT_LEASE=0") // a Redis round trip per operation
+		"REDIS_URL=redis://"+rs.Addr()+"/0", "RATE_LIMIT_LEASE=0") // a Redis round trip per operation
 
 	const traceID, parentID = "0af7651916cd43dd8448eb211c80319c", "b7ad6b7169203331"
 	const email = "traced@example.com" // the database is the test's own

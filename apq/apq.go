@@ -4,7 +4,10 @@
 // every instance shares it) and in process otherwise. A query text is stored
 // only once the operation it carries has been parsed, validated and admitted
 // (method guard, rate limits), so the cache never holds a document the server
-// would refuse; a text whose hash does not match is refused and never stored.
+// would refuse; a text whose hash does not match is refused and never stored,
+// and a text longer than MaxQueryBytes is executed but not stored. Both caches
+// are bounded: in process by bytes, in Redis by the TTL (and Redis's
+// maxmemory policy, see the operations notes).
 package apq
 
 import (
@@ -18,7 +21,7 @@ import (
 
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/99designs/gqlgen/graphql/handler/extension"
-	"github.com/99designs/gqlgen/graphql/handler/lru"
+	"github.com/maypok86/otter/v2"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 	"github.com/vektah/gqlparser/v2/gqlerror"
@@ -33,8 +36,20 @@ const (
 // DefaultTTL is how long a query text stays in Redis after it was last used.
 const DefaultTTL = 24 * time.Hour
 
-// DefaultMemorySize is how many query texts the in-process cache keeps.
-const DefaultMemorySize = 1000
+// DefaultMemoryBytes bounds the query texts the in-process cache keeps, with
+// their hashes: about 2,000 texts of an application query (2 KB).
+const DefaultMemoryBytes = 4 << 20
+
+// MaxQueryBytes is the longest query text stored under its hash, in process
+// or in Redis. A longer one is executed but not stored: its client sends it
+// again with the hash each time (the protocol's answer to a miss), so no
+// client can park megabytes of text in the cache with one request. Real
+// queries are a few kilobytes; GraphiQL's introspection query is 2.5 KB.
+const MaxQueryBytes = 64 << 10
+
+// memoryEntryBytes is what an entry of the in-process cache takes besides its
+// hash and text (the entry, its node in the cache, the string headers).
+const memoryEntryBytes = 160
 
 // ValidHash reports whether h is a SHA-256 in lowercase hex, the only form a
 // client computes and the only form the cache is asked about.
@@ -50,14 +65,32 @@ func ValidHash(h string) bool {
 	return true
 }
 
-// NewMemoryCache returns an in-process LRU cache of size query texts (zero:
-// DefaultMemorySize), correct for a single instance.
-func NewMemoryCache(size int) graphql.Cache[string] {
-	if size <= 0 {
-		size = DefaultMemorySize
+// NewMemoryCache returns an in-process cache of query texts bounded by their
+// bytes with their hashes (zero: DefaultMemoryBytes), correct for a single
+// instance. It is otter's W-TinyLFU cache: texts registered once by a flood
+// of requests do not push out the ones clients keep asking for.
+func NewMemoryCache(maxBytes int64) graphql.Cache[string] {
+	if maxBytes <= 0 {
+		maxBytes = DefaultMemoryBytes
 	}
-	return lru.New[string](size)
+	return memoryCache{c: otter.Must(&otter.Options[string, string]{
+		MaximumWeight: uint64(maxBytes),
+		Weigher:       func(hash, query string) uint32 { return uint32(len(hash) + len(query) + memoryEntryBytes) },
+		Executor:      func(evict func()) { evict() }, // the bound holds when Add returns
+	})}
 }
+
+// memoryCache is the in-process cache of query texts.
+type memoryCache struct{ c *otter.Cache[string, string] }
+
+// Get returns the query text of hash.
+func (m memoryCache) Get(_ context.Context, hash string) (string, bool) {
+	return m.c.GetIfPresent(hash)
+}
+
+// Add stores the query text of hash (the storer only adds texts of at most
+// MaxQueryBytes).
+func (m memoryCache) Add(_ context.Context, hash, query string) { m.c.Set(hash, query) }
 
 // RedisCache is a graphql.Cache[string] of query texts in Redis, shared by every
 // instance on the same Redis and key prefix. Every hit renews the TTL. Redis
@@ -247,9 +280,10 @@ func (storer) ExtensionName() string { return "AutomaticPersistedQueryStore" }
 // Validate accepts any schema.
 func (storer) Validate(graphql.ExecutableSchema) error { return nil }
 
-// MutateOperationContext stores the text the operation was sent with, if any.
+// MutateOperationContext stores the text the operation was sent with, if any
+// and if it is at most MaxQueryBytes long.
 func (s storer) MutateOperationContext(ctx context.Context, rc *graphql.OperationContext) *gqlerror.Error {
-	if st := stateOf(rc); st != nil && st.query != "" {
+	if st := stateOf(rc); st != nil && st.query != "" && len(st.query) <= MaxQueryBytes {
 		s.cache.Add(ctx, st.hash, st.query)
 		st.query = ""
 		s.requests.WithLabelValues("registered").Inc()

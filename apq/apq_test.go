@@ -1,6 +1,7 @@
 package apq_test
 
 import (
+	"fmt"
 	"io"
 	"log/slog"
 	"strings"
@@ -63,17 +64,27 @@ func TestRedisCache(t *testing.T) {
 	}
 }
 
-func TestMemoryCache(t *testing.T) {
+func TestMemoryCacheIsBoundedByBytes(t *testing.T) {
 	t.Parallel()
-	c := apq.NewMemoryCache(2)
-	a, b, d := strings.Repeat("a", 64), strings.Repeat("b", 64), strings.Repeat("d", 64)
-	c.Add(t.Context(), a, "A")
-	c.Add(t.Context(), b, "B")
-	c.Add(t.Context(), d, "D")
-	if _, ok := c.Get(t.Context(), a); ok {
-		t.Fatal("the least recently used entry was kept beyond the size")
+	const maxBytes = 64 << 10
+	c := apq.NewMemoryCache(maxBytes)
+	text := strings.Repeat("x", 1000)
+	var hashes []string
+	for i := range 200 { // 200 KB of texts into a cache of 64 KiB
+		h := fmt.Sprintf("%064x", i)
+		hashes = append(hashes, h)
+		c.Add(t.Context(), h, text)
 	}
-	if q, ok := c.Get(t.Context(), d); !ok || q != "D" {
-		t.Fatalf("Get = %q %v", q, ok)
+	kept := 0
+	for _, h := range hashes {
+		if q, ok := c.Get(t.Context(), h); ok {
+			if q != text {
+				t.Fatalf("Get = %q", q)
+			}
+			kept++
+		}
+	}
+	if kept*len(text) > maxBytes || kept < 10 {
+		t.Fatalf("kept %d texts of %d bytes in a cache of %d bytes", kept, len(text), maxBytes)
 	}
 }

@@ -15,11 +15,9 @@ import (
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/99designs/gqlgen/graphql/handler"
 	"github.com/99designs/gqlgen/graphql/handler/extension"
-	"github.com/99designs/gqlgen/graphql/handler/lru"
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
-	"github.com/vektah/gqlparser/v2/ast"
 	"go.opentelemetry.io/otel/trace"
 
 	"taskflow/apq"
@@ -28,6 +26,7 @@ import (
 	"taskflow/graph"
 	"taskflow/idempotency"
 	"taskflow/live"
+	"taskflow/querydoc"
 	"taskflow/ratelimit"
 	"taskflow/reqinfo"
 	"taskflow/resolvers"
@@ -71,6 +70,9 @@ type Options struct {
 	// Redis is the deployment's Redis (REDIS_URL), nil when there is none; it
 	// holds the persisted queries shared by every instance.
 	Redis redis.UniversalClient
+	// DocumentCacheBytes bounds the validated documents kept for reuse, by
+	// their estimated weight in memory (zero: querydoc.DefaultCacheBytes).
+	DocumentCacheBytes int64
 	// PasswordParams are the argon2id parameters of new password hashes (zero:
 	// auth.DefaultPasswordParams), for the Hasher the handler makes.
 	PasswordParams auth.PasswordParams
@@ -97,10 +99,6 @@ type Options struct {
 	// keep-alive, idle and write timeouts.
 	Streams StreamLimits
 }
-
-// parserTokenLimit bounds the tokens of one document, so parse and validation
-// work stay small whatever the body holds.
-const parserTokenLimit = 15000
 
 // NewHandler returns the complete HTTP handler of TaskFlow, with every guard:
 // it has no way to leave one out.
@@ -144,7 +142,12 @@ func newHandler(o Options, without []Guard) http.Handler {
 	if o.Resolvers == nil {
 		o.Resolvers = &resolvers.Resolver{DB: o.DB, Hasher: o.Hasher, AuditKeys: o.AuditKeys, Live: o.Live}
 	}
-	gql := handler.New(graph.NewExecutableSchema(graph.Config{Resolvers: o.Resolvers}))
+	es := graph.NewExecutableSchema(graph.Config{Resolvers: o.Resolvers})
+	gql := handler.New(es)
+	// Every document is parsed and validated within querydoc's limits, in
+	// time linear in its size, and kept in a cache bounded by bytes; the
+	// executor takes the validated document from querydoc.Extension.
+	documents := querydoc.NewValidator(es.Schema(), querydoc.DefaultLimits)
 	if !rateLimit {
 		o.Limiter = nil
 	} else if o.Limiter == nil {
@@ -175,10 +178,12 @@ func newHandler(o Options, without []Guard) http.Handler {
 	gql.AddTransport(newWSTransport(st, o.CORS, readLimit))
 	gql.AddTransport(sseTransport{http: httpTransport, st: st})
 	gql.AddTransport(httpTransport)
-	gql.SetQueryCache(lru.New[*ast.QueryDocument](1000))
-	gql.SetParserTokenLimit(parserTokenLimit)
+	gql.SetQueryCache(querydoc.ExecutorCache{})
+	gql.SetParserTokenLimit(querydoc.DefaultLimits.Tokens)
+	gql.SetValidationRulesFn(documents.Rules)
 	gql.Use(extension.Introspection{})
 	gql.Use(resolveAPQ)
+	gql.Use(querydoc.Extension{Validator: documents, Cache: querydoc.NewCache(o.DocumentCacheBytes)}) // after resolveAPQ: needs the text
 	// The checks that refuse the operation for what it is, before the limiter
 	// charges it: a mutation by GET, a string the database cannot store, keys
 	// that cannot be honoured (idempotency).

@@ -9,10 +9,9 @@ import (
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	"github.com/vektah/gqlparser/v2/ast"
-	"github.com/vektah/gqlparser/v2/parser"
 
 	"taskflow/promreg"
+	"taskflow/querydoc"
 )
 
 // maxOperationNames bounds the distinct operation names the metrics keep apart.
@@ -143,15 +142,14 @@ func operationOf(ctx context.Context) (name, typ string) {
 		return name, string(oc.Operation.Operation)
 	}
 	// Parse or validation failed: keep the requested name when it is a GraphQL
-	// name, else the name of the document's only operation when it parses.
+	// name, else the name of the document's only operation when it parsed
+	// (the document querydoc parsed within its limits: never parsed again).
 	if validName(oc.OperationName) {
 		return oc.OperationName, "unknown"
 	}
-	if oc.OperationName == "" && oc.RawQuery != "" {
-		if doc, err := parser.ParseQuery(&ast.Source{Input: oc.RawQuery}); err == nil && len(doc.Operations) == 1 {
-			if name := doc.Operations[0].Name; name != "" {
-				return name, string(doc.Operations[0].Operation)
-			}
+	if doc := querydoc.Parsed(oc); oc.OperationName == "" && doc != nil && len(doc.Operations) == 1 {
+		if name := doc.Operations[0].Name; name != "" {
+			return name, string(doc.Operations[0].Operation)
 		}
 	}
 	return "unknown", "unknown"

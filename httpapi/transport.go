@@ -20,6 +20,7 @@ import (
 
 	"taskflow/apq"
 	"taskflow/errs"
+	"taskflow/querydoc"
 	"taskflow/ratelimit"
 )
 
@@ -138,6 +139,9 @@ func (t Transport) Do(w http.ResponseWriter, r *http.Request, exec graphql.Graph
 		ctx = ratelimit.WithOutcome(ctx)
 	}
 	rc, opErrs := exec.CreateOperationContext(ctx, params)
+	if all := querydoc.Errors(rc); all != nil {
+		opErrs = all // gqlgen reports only the first error of an extension
+	}
 	if opErrs != nil {
 		status := statusFor(media, opErrs)
 		if apq.Refused(rc) {

@@ -440,21 +440,17 @@ func (m *Middleware) InterceptField(ctx context.Context, next graphql.Resolver) 
 // first statement ran in it, so it rolls back.
 var errReplayed = errors.New("idempotency: replayed")
 
-// runAhead runs the call in a unit of work whose key claim goes in the round
-// trip of the mutation's first statement (store.ClaimIdempotencyKeyAhead), so
-// a first run costs no round trip more than the same call without a key. When
-// the key has a record, the resolver's first statement ran but its result was
-// dropped and nothing after it ran; the unit of work rolls back and the record
-// is replayed. It returns store.ErrIdempotencyKeyBusy when a running
-// transaction holds the key.
+// runAhead runs the call in a unit of work whose key claim goes in its first
+// round trip (store.ClaimIdempotencyKeyAhead), so a first run costs no round
+// trip more than the same call without a key: for a create, that is the one
+// round trip of the whole unit of work. When the key has a record, nothing of
+// the call applies (its writes are guarded by the claim, migration 0009), the
+// unit of work ends without effect and the record is replayed. It returns
+// store.ErrIdempotencyKeyBusy when a running transaction holds the key.
 func (m *Middleware) runAhead(ctx context.Context, next graphql.Resolver, userID, key, field string, fp []byte,
 	resultType reflect.Type) (res any, replayed bool, err error) {
-	err = m.db.UnitOfWork(ctx, func(ctx context.Context) error {
-		claim, err := m.db.ClaimIdempotencyKeyAhead(ctx, userID, key, field, fp, m.ttl, m.wait)
-		if err != nil {
-			return err
-		}
-		out, runErr := next(ctx)
+	var claim *store.PendingClaim
+	settle := func(ctx context.Context) error {
 		rec, err := claim.Result(ctx)
 		if err != nil {
 			return err
@@ -465,12 +461,30 @@ func (m *Middleware) runAhead(ctx context.Context, next graphql.Resolver, userID
 			}
 			return errReplayed
 		}
-		if runErr != nil {
-			return runErr
+		return nil
+	}
+	err = m.db.UnitOfWork(ctx, func(ctx context.Context) error {
+		var err error
+		if claim, err = m.db.ClaimIdempotencyKeyAhead(ctx, userID, key, field, fp, m.ttl, m.wait); err != nil {
+			return err
+		}
+		out, runErr := next(ctx)
+		if runErr != nil || claim.Refused() {
+			// The claim decides: a repeat replays whatever its resolver met.
+			if err := settle(ctx); err != nil {
+				return err
+			}
+			if runErr != nil {
+				return runErr
+			}
 		}
 		res = out
 		return m.save(ctx, userID, key, field, res)
 	})
+	if err != nil && !errors.Is(err, errReplayed) && claim != nil && claim.Refused() {
+		// The round trip that ended the unit of work found the key taken.
+		err = settle(ctx)
+	}
 	if errors.Is(err, errReplayed) {
 		return res, true, nil
 	}

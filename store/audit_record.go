@@ -12,22 +12,22 @@ import (
 // the spine and the verification's walk all go through it, so that a field
 // added to the record (and to the hash) is one line here.
 var auditRecordFields = []struct {
-	column string
-	field  func(r *audit.Record) any
+	column, sqlType string
+	field           func(r *audit.Record) any
 }{
-	{"id", func(r *audit.Record) any { return &r.ID }},
-	{"chain_key", func(r *audit.Record) any { return &r.ChainKey }},
-	{"workspace_id", func(r *audit.Record) any { return &r.WorkspaceID }},
-	{"actor_id", func(r *audit.Record) any { return &r.ActorID }},
-	{"action", func(r *audit.Record) any { return &r.Action }},
-	{"entity_type", func(r *audit.Record) any { return &r.EntityType }},
-	{"entity_id", func(r *audit.Record) any { return &r.EntityID }},
-	{"occurred_at", func(r *audit.Record) any { return &r.OccurredAt }},
-	{"ip", func(r *audit.Record) any { return &r.IP }},
-	{"user_agent", func(r *audit.Record) any { return &r.UserAgent }},
-	{"request_id", func(r *audit.Record) any { return &r.RequestID }},
-	{"metadata", func(r *audit.Record) any { return (*recordMetadata)(&r.Metadata) }},
-	{"trace_id", func(r *audit.Record) any { return &r.TraceID }},
+	{"id", "uuid", func(r *audit.Record) any { return &r.ID }},
+	{"chain_key", "text", func(r *audit.Record) any { return &r.ChainKey }},
+	{"workspace_id", "uuid", func(r *audit.Record) any { return &r.WorkspaceID }},
+	{"actor_id", "uuid", func(r *audit.Record) any { return &r.ActorID }},
+	{"action", "text", func(r *audit.Record) any { return &r.Action }},
+	{"entity_type", "text", func(r *audit.Record) any { return &r.EntityType }},
+	{"entity_id", "text", func(r *audit.Record) any { return &r.EntityID }},
+	{"occurred_at", "timestamptz", func(r *audit.Record) any { return &r.OccurredAt }},
+	{"ip", "text", func(r *audit.Record) any { return &r.IP }},
+	{"user_agent", "text", func(r *audit.Record) any { return &r.UserAgent }},
+	{"request_id", "text", func(r *audit.Record) any { return &r.RequestID }},
+	{"metadata", "jsonb", func(r *audit.Record) any { return (*recordMetadata)(&r.Metadata) }},
+	{"trace_id", "text", func(r *audit.Record) any { return &r.TraceID }},
 }
 
 // auditRecordColumns returns the columns of auditRecordFields, each prefixed
@@ -64,13 +64,15 @@ func auditRecordDests(r *audit.Record, raw [][]byte, at int) (dests []any, prese
 
 // insertAuditSQL inserts one unchained event: tx_id and seq take their
 // defaults (the inserting transaction's id, the next number), hash stays NULL
-// until the sealer seals it.
+// until the sealer seals it. It is guarded: nothing is inserted in a unit of
+// work that an idempotency claim refused (taskflow_ok, migration 0009).
 var insertAuditSQL = func() string {
 	marks := make([]string, len(auditRecordFields))
-	for i := range marks {
-		marks[i] = fmt.Sprintf("$%d", i+1)
+	for i, f := range auditRecordFields {
+		marks[i] = fmt.Sprintf("$%d::%s", i+1, f.sqlType)
 	}
-	return `INSERT INTO audit_events (` + auditRecordColumns("") + `) VALUES (` + strings.Join(marks, ", ") + `)`
+	return `INSERT INTO audit_events (` + auditRecordColumns("") + `) SELECT ` + strings.Join(marks, ", ") +
+		` WHERE taskflow_ok()`
 }()
 
 // recordMetadata is an audit.Record's metadata as a scan destination: the

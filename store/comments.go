@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -23,10 +22,10 @@ const DefaultCommentPageSize = 20
 // commentColumns is the column list scanned by scanComment (table alias c).
 const commentColumns = `c.id, c.task_id, c.workspace_id, c.author_id, c.body, c.created_at, c.updated_at`
 
-// scanComment scans the leading extra destinations, then the columns of commentColumns.
-func scanComment(row pgx.Row, leading ...any) (*Comment, error) {
+// scanComment scans the columns of commentColumns, then the extra destinations.
+func scanComment(row pgx.Row, extra ...any) (*Comment, error) {
 	var c Comment
-	dest := append(leading, &c.ID, &c.TaskID, &c.WorkspaceID, &c.AuthorID, &c.Body, &c.CreatedAt, &c.UpdatedAt)
+	dest := append([]any{&c.ID, &c.TaskID, &c.WorkspaceID, &c.AuthorID, &c.Body, &c.CreatedAt, &c.UpdatedAt}, extra...)
 	if err := row.Scan(dest...); err != nil {
 		return nil, err
 	}
@@ -57,29 +56,20 @@ func (db *DB) AddComment(ctx context.Context, actor *User, taskID, body string) 
 	if err != nil {
 		return nil, err
 	}
-	if !validID(taskID) {
-		return nil, notFound("task")
-	}
 	var c *Comment
 	err = db.WithTx(ctx, func(ctx context.Context, tx Querier) error {
-		var workspaceID string
-		var role *Role
-		err := tx.QueryRow(ctx, `SELECT t.workspace_id, m.role FROM tasks t`+joinRole("t", "$2")+`
-			WHERE t.id = $1 FOR KEY SHARE OF t`, taskID, actor.ID).Scan(&workspaceID, &role)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return notFound("task")
-		}
+		ws, err := db.workspaceOf(ctx, tx, parentTask, taskID)
 		if err != nil {
-			return fmt.Errorf("add comment: task: %w", err)
-		}
-		if _, err := checkRole(role, RoleMember, "task", "comment on tasks"); err != nil {
 			return err
 		}
-		c, err = scanComment(tx.QueryRow(ctx, `INSERT INTO comments AS c (task_id, workspace_id, author_id, body)
-			VALUES ($1, $2, $3, $4) RETURNING `+commentColumns, taskID, workspaceID, actor.ID, body))
-		if err != nil {
-			return fmt.Errorf("add comment: %w", mapError(err))
-		}
+		now := stamp(time.Now())
+		c = &Comment{ID: newID(), TaskID: mustCanonical(taskID), WorkspaceID: ws, AuthorID: actor.ID, Body: body,
+			CreatedAt: now, UpdatedAt: now}
+		u := unitOfWorkFrom(ctx)
+		u.checkParent(parentTask, c.TaskID, actor, RoleMember, "comment on tasks", "", nil)
+		u.write("insert comment", `INSERT INTO comments (id, task_id, workspace_id, author_id, body, created_at, updated_at)
+			SELECT $1, $2, $3, $4, $5, $6, $7 WHERE taskflow_ok()`,
+			[]any{c.ID, c.TaskID, c.WorkspaceID, c.AuthorID, c.Body, c.CreatedAt, c.UpdatedAt}, 1)
 		return db.appendAudit(ctx, tx, audit.Event{
 			WorkspaceID: &c.WorkspaceID, ActorID: &actor.ID, Action: "comment.created",
 			EntityID: c.ID, Metadata: audit.Snapshot(c),
@@ -91,34 +81,20 @@ func (db *DB) AddComment(ctx context.Context, actor *User, taskID, body string) 
 	return c, nil
 }
 
-// lockComment reads a comment FOR UPDATE in tx and checks that actor may change
-// it: its author with a role of MEMBER or more, or an ADMIN or OWNER. It returns
-// NOT_FOUND if the comment does not exist or actor is not a member of its
-// workspace, and FORBIDDEN (naming action) otherwise.
-func (db *DB) lockComment(ctx context.Context, tx Querier, actor *User, id, action string) (*Comment, error) {
-	if !validID(id) {
-		return nil, notFound("comment")
+// commentsTable is the comments table for the write helpers.
+var commentsTable = table[Comment]{kind: "comment", name: "comments", alias: "c", columns: commentColumns,
+	lock: "FOR UPDATE", scan: scanComment, event: func(c *Comment) (string, string) { return c.WorkspaceID, c.ID }}
+
+// mayChangeComment lets a comment's author (with a role of MEMBER or more,
+// which lockRow checked) or an ADMIN or OWNER change it: FORBIDDEN (naming
+// action) for anyone else.
+func mayChangeComment(actor *User, action string) func(c *Comment, role Role) error {
+	return func(c *Comment, role Role) error {
+		if c.AuthorID != actor.ID && !role.AtLeast(RoleAdmin) {
+			return errs.Errorf(errs.CodeForbidden, "only the comment's author or an ADMIN or OWNER may %s", action)
+		}
+		return nil
 	}
-	if actor == nil {
-		return nil, errs.ErrUnauthenticated
-	}
-	var member *Role
-	c, err := scanComment(tx.QueryRow(ctx, `SELECT m.role, `+commentColumns+` FROM comments c`+joinRole("c", "$2")+`
-		WHERE c.id = $1 FOR UPDATE OF c`, id, actor.ID), &member)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, notFound("comment")
-	}
-	if err != nil {
-		return nil, fmt.Errorf("lock comment: %w", err)
-	}
-	role, err := checkRole(member, RoleMember, "comment", action)
-	if err != nil {
-		return nil, err
-	}
-	if c.AuthorID != actor.ID && !role.AtLeast(RoleAdmin) {
-		return nil, errs.Errorf(errs.CodeForbidden, "only the comment's author or an ADMIN or OWNER may %s", action)
-	}
-	return c, nil
 }
 
 // UpdateComment replaces a comment's body as actor and records comment.updated.
@@ -134,30 +110,17 @@ func (db *DB) UpdateComment(ctx context.Context, actor *User, id, body string) (
 	if err != nil {
 		return nil, err
 	}
-	var c *Comment
-	err = db.WithTx(ctx, func(ctx context.Context, tx Querier) error {
-		before, err := db.lockComment(ctx, tx, actor, id, "edit this comment")
-		if err != nil {
-			return err
-		}
-		if before.Body == body {
-			c = before
-			return nil
-		}
-		c, err = scanComment(tx.QueryRow(ctx, `UPDATE comments AS c SET body = $2, updated_at = clock_timestamp()
-			WHERE c.id = $1 RETURNING `+commentColumns, id, body))
-		if err != nil {
-			return fmt.Errorf("update comment: %w", err)
-		}
-		return db.appendAudit(ctx, tx, audit.Event{
-			WorkspaceID: &c.WorkspaceID, ActorID: &actor.ID, Action: "comment.updated",
-			EntityID: c.ID, Metadata: map[string]any{"changes": audit.Changes(before, c)},
+	allow := mayChangeComment(actor, "edit this comment")
+	return updateRow(ctx, db, commentsTable, actor, id, RoleMember, "edit this comment", "comment.updated",
+		func(before *Comment, role Role, now time.Time) (*Comment, error) {
+			after := *before
+			after.Body, after.UpdatedAt = body, now
+			return &after, allow(before, role)
+		},
+		func(c *Comment) (string, []any) {
+			return `UPDATE comments SET body = $2, updated_at = $3 WHERE id = $1 AND taskflow_ok()`,
+				[]any{c.ID, c.Body, c.UpdatedAt}
 		})
-	})
-	if err != nil {
-		return nil, err
-	}
-	return c, nil
 }
 
 // DeleteComment deletes a comment as actor and records comment.deleted with its
@@ -168,19 +131,8 @@ func (db *DB) DeleteComment(ctx context.Context, actor *User, id string) error {
 	if actor == nil {
 		return errs.ErrUnauthenticated
 	}
-	return db.WithTx(ctx, func(ctx context.Context, tx Querier) error {
-		c, err := db.lockComment(ctx, tx, actor, id, "delete this comment")
-		if err != nil {
-			return err
-		}
-		if _, err := tx.Exec(ctx, `DELETE FROM comments WHERE id = $1`, id); err != nil {
-			return fmt.Errorf("delete comment: %w", err)
-		}
-		return db.appendAudit(ctx, tx, audit.Event{
-			WorkspaceID: &c.WorkspaceID, ActorID: &actor.ID, Action: "comment.deleted",
-			EntityID: c.ID, Metadata: audit.Snapshot(c),
-		})
-	})
+	return deleteRow(ctx, db, commentsTable, actor, id, RoleMember, "delete this comment", "comment.deleted",
+		mayChangeComment(actor, "delete this comment"))
 }
 
 // CommentPageKey names one page of a task's comments: the task, the page size and
@@ -236,7 +188,7 @@ func (db *DB) CommentPages(ctx context.Context, keys []CommentPageKey) ([]*Comme
 		}
 		limits[i] = int32(p.First + 1)
 	}
-	rows, err := db.q(ctx).Query(ctx, `SELECT k.ord, `+commentColumns+`
+	rows, err := db.q(ctx).Query(ctx, `SELECT `+commentColumns+`, k.ord
 		FROM unnest($1::text[]::uuid[], $2::timestamptz[], $3::text[]::uuid[], $4::int[])
 			WITH ORDINALITY AS k(task_id, at, id, lim, ord)
 		CROSS JOIN LATERAL (

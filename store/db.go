@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/maypok86/otter/v2"
 
 	"taskflow/audit"
 )
@@ -29,6 +30,11 @@ type DB struct {
 	// spineWakes are the channels of SpineWakeups, signalled with sealWake.
 	wakeMu     sync.Mutex
 	spineWakes []chan struct{}
+	// workspaces remembers the workspace of projects and tasks (see
+	// workspaceOf): a row never moves to another workspace.
+	workspaces *otter.Cache[string, string]
+	// sessions remembers what bearer tokens mean (see UserByTokenHash).
+	sessions *otter.Cache[string, *User]
 }
 
 // Open connects to Postgres at url ("" means libpq defaults and PG* variables, as
@@ -84,7 +90,9 @@ func New(pool *pgxpool.Pool, log *slog.Logger) *DB {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &DB{Pool: pool, log: log, sealWake: make(chan struct{}, 1)}
+	return &DB{Pool: pool, log: log, sealWake: make(chan struct{}, 1), sessions: newSessionCache(),
+		workspaces: otter.Must(&otter.Options[string, string]{MaximumSize: workspaceCacheSize,
+			Executor: func(evict func()) { evict() }})}
 }
 
 // wakeSealer tells the sealer of this instance that events were committed: a
@@ -123,23 +131,22 @@ type txKey struct{}
 type unitOfWork struct {
 	tx    *pipelinedTx
 	ended atomic.Bool
-	// audits are the audit events of the unit of work, inserted in the batch
-	// that ends it (see appendAudit).
+	// audits are the audit events of the unit of work, inserted in the round
+	// trip that commits it (see appendAudit).
 	audits []audit.Record
-	// deferred are writes whose result nothing in the unit of work reads, sent
-	// in the batch that ends the unit of work, with its audit events (see
-	// SaveIdempotencyResult).
-	deferred []deferredExec
 	// claim is the idempotency key the unit of work holds, if any.
 	claim *idempotencyClaim
+	// committed run, in order, once the unit of work committed.
+	committed []func()
 }
 
-// deferredExec is a write sent at the end of a unit of work; check judges its
-// command tag (nil accepts any).
-type deferredExec struct {
-	sql   string
-	args  []any
-	check func(pgconn.CommandTag) error
+// onCommit runs fn once the unit of work of ctx committed (at once outside one).
+func (db *DB) onCommit(ctx context.Context, fn func()) {
+	if u := unitOfWorkFrom(ctx); u != nil {
+		u.committed = append(u.committed, fn)
+		return
+	}
+	fn()
 }
 
 // unitOfWorkFrom returns the unit of work carried by ctx while it runs, or nil.
@@ -149,16 +156,6 @@ func unitOfWorkFrom(ctx context.Context) *unitOfWork {
 		return nil
 	}
 	return u
-}
-
-// queue adds the deferred writes to b, in order.
-func queue(b *pgx.Batch, ds []deferredExec) {
-	for _, d := range ds {
-		q := b.Queue(d.sql, d.args...)
-		if d.check != nil {
-			q.Exec(d.check)
-		}
-	}
 }
 
 // TxFrom returns the unit-of-work transaction carried by ctx, or nil. A context
@@ -195,12 +192,13 @@ func (db *DB) WithTx(ctx context.Context, fn func(ctx context.Context, tx Querie
 // UnitOfWork begins a new transaction, runs fn with a context that carries it, and
 // commits when fn returns nil or rolls back otherwise. It is the one transaction of a
 // mutation: the effect, its audit event and its idempotency record all join it.
-// BEGIN is sent with the transaction's first statement, in one round trip (see
-// pipelinedTx). The deferred writes and the audit events recorded during fn
-// are sent in one batch after fn returned nil, right before the commit; the
-// events are plain inserts that take no lock, and all of them occurred at the
-// time of that batch. After a commit that recorded events, the sealer of this
-// instance is woken.
+// Statements go to Postgres in as few round trips as they allow (see
+// pipelinedTx): BEGIN with the first statement, deferred checks and writes with
+// the next statement whose answer is needed, and whatever is left, with the
+// audit events recorded during fn (all occurring at the time of that round
+// trip, inserted unchained: they take no lock) and COMMIT, in one round trip
+// after fn returned nil. After a commit that recorded events, the sealer of
+// this instance is woken.
 // Commit and rollback use a context detached from the request's cancellation.
 func (db *DB) UnitOfWork(ctx context.Context, fn func(ctx context.Context) error) (err error) {
 	tx := &pipelinedTx{pool: db.Pool}
@@ -216,30 +214,25 @@ func (db *DB) UnitOfWork(ctx context.Context, fn func(ctx context.Context) error
 			if rbErr := tx.Rollback(detached); rbErr != nil && !errors.Is(rbErr, pgx.ErrTxClosed) {
 				db.log.ErrorContext(ctx, "rollback failed", "err", rbErr)
 			}
-			return
-		}
-		if cErr := tx.Commit(detached); cErr != nil {
-			err = mapError(fmt.Errorf("commit: %w", cErr))
-		} else if len(u.audits) > 0 {
-			db.wakeSealer()
 		}
 	}()
 	if err := fn(context.WithValue(ctx, txKey{}, u)); err != nil {
 		return mapError(err)
 	}
-	if len(u.audits) == 0 && len(u.deferred) == 0 {
-		return nil
-	}
-	b := &pgx.Batch{}
-	queue(b, u.deferred)
-	at := time.Now()
+	at := time.Now().UTC().Truncate(time.Microsecond)
 	for i := range u.audits {
 		r := &u.audits[i]
-		r.OccurredAt = at.UTC().Truncate(time.Microsecond)
-		b.Queue(insertAuditSQL, auditRecordRefs(r)...)
+		r.OccurredAt = at
+		tx.queueDeferred(deferred{sql: insertAuditSQL, args: auditRecordRefs(r)})
 	}
-	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+	if err := tx.Commit(detached); err != nil {
 		return mapError(err)
+	}
+	if len(u.audits) > 0 {
+		db.wakeSealer()
+	}
+	for _, fn := range u.committed {
+		fn()
 	}
 	return nil
 }

@@ -142,7 +142,7 @@ func (db *DB) ClaimIdempotencyKeyAhead(ctx context.Context, userID, key, field s
 	if u == nil {
 		return nil, ErrNoUnitOfWork
 	}
-	if u.tx.tx != nil || u.tx.claim != nil || u.tx.err != nil || u.claim != nil {
+	if u.tx.begun || u.tx.done || u.tx.claim != nil || u.tx.err != nil || u.claim != nil {
 		return nil, errors.New("idempotency: a claim made ahead must come before the unit of work's first statement")
 	}
 	p := &PendingClaim{u: u, wait: wait, c: idempotencyClaim{userID: userID, key: key, field: field,
@@ -152,14 +152,20 @@ func (db *DB) ClaimIdempotencyKeyAhead(ctx context.Context, userID, key, field s
 }
 
 // queue adds the claim to the first round trip: the key's lock (if the lock
-// is taken, its lock_timeout becomes the wait, so the first statement does not
-// wait on the holder's rows for longer), then its record, read after the lock
-// in a statement of its own as in ClaimIdempotencyKey.
+// is taken, its lock_timeout becomes the wait, so the statements after it do
+// not wait on the holder's rows for longer), then its record, read after the
+// lock in a statement of its own as in ClaimIdempotencyKey. When the key is not
+// claimed (busy, or it has a live record) both set taskflow.refused, so the
+// deferred writes of the unit of work, all guarded by taskflow_ok(), apply
+// nothing (migration 0009).
 func (p *PendingClaim) queue(b *pgx.Batch) {
 	b.Queue(`SELECT CASE WHEN pg_try_advisory_xact_lock(hashtextextended($1, 0)) THEN true
-			ELSE set_config('lock_timeout', $2, true) IS NULL END`,
+			ELSE (SELECT false FROM (SELECT set_config('lock_timeout', $2, true),
+				set_config('taskflow.refused', 'busy', true)) s) END`,
 		lockName(p.c.userID, p.c.key), strconv.FormatInt(max(p.wait.Milliseconds(), 1), 10))
-	b.Queue(recordSQL, p.c.userID, p.c.key)
+	b.Queue(`SELECT field, fingerprint, result, expires_at <= now(),
+			CASE WHEN expires_at > now() THEN set_config('taskflow.refused', 'replay', true) END
+		FROM idempotency_keys WHERE user_id = $1 AND key = $2`, p.c.userID, p.c.key)
 }
 
 // read reads the claim's answers from the first round trip and settles it; it
@@ -171,7 +177,7 @@ func (p *PendingClaim) read(br pgx.BatchResults) error {
 		p.err = fmt.Errorf("claim idempotency key: %w", err)
 		return p.err
 	}
-	live, err := scanLiveRecord(br.QueryRow())
+	live, err := scanLiveRecord(br.QueryRow(), new(*string))
 	switch {
 	case err != nil:
 		p.err = fmt.Errorf("claim idempotency key: %w", err)
@@ -187,8 +193,9 @@ func (p *PendingClaim) read(br pgx.BatchResults) error {
 	return nil
 }
 
-// Result returns the claim's outcome, sending it (with BEGIN, in a round trip of
-// its own) if the unit of work has sent nothing yet: (nil, nil) when the unit
+// Result returns the claim's outcome, sending it (with BEGIN and the deferred
+// statements, in a round trip of its own) if the unit of work has sent
+// nothing yet: (nil, nil) when the unit
 // of work holds the key, and the mutation's result is stored with
 // SaveIdempotencyResult; the committed record of the key when it was used and
 // has not expired (the caller compares field and fingerprint, then replays or
@@ -196,7 +203,7 @@ func (p *PendingClaim) read(br pgx.BatchResults) error {
 // Unless it returns (nil, nil), the unit of work must roll back.
 func (p *PendingClaim) Result(ctx context.Context) (*IdempotencyRecord, error) {
 	if !p.sent {
-		if err := p.u.tx.begin(ctx); err != nil && !p.sent {
+		if err := p.u.tx.flush(ctx); err != nil && !p.sent {
 			return nil, err
 		}
 	}
@@ -211,6 +218,11 @@ func (p *PendingClaim) Result(ctx context.Context) (*IdempotencyRecord, error) {
 	return nil, nil
 }
 
+// Refused reports whether the claim was sent and did not claim its key: the
+// key has a record, or a running transaction holds it. The unit of work then
+// applied nothing and failed; Result (without a round trip) says which.
+func (p *PendingClaim) Refused() bool { return p.sent && p.err == nil && (p.rec != nil || p.busy) }
+
 // lockName names the advisory lock of a user's idempotency key.
 func lockName(userID, key string) string { return "idempotency:" + userID + ":" + key }
 
@@ -218,12 +230,12 @@ func lockName(userID, key string) string { return "idempotency:" + userID + ":" 
 const recordSQL = `SELECT field, fingerprint, result, expires_at <= now()
 	FROM idempotency_keys WHERE user_id = $1 AND key = $2`
 
-// scanLiveRecord scans the row of recordSQL: the record, or nil when the key
-// has none or it expired.
-func scanLiveRecord(row pgx.Row) (*IdempotencyRecord, error) {
+// scanLiveRecord scans the row of recordSQL (and the columns of extra after
+// it): the record, or nil when the key has none or it expired.
+func scanLiveRecord(row pgx.Row, extra ...any) (*IdempotencyRecord, error) {
 	var rec IdempotencyRecord
 	var expired bool
-	err := row.Scan(&rec.Field, &rec.Fingerprint, &rec.Result, &expired)
+	err := row.Scan(append([]any{&rec.Field, &rec.Fingerprint, &rec.Result, &expired}, extra...)...)
 	if errors.Is(err, pgx.ErrNoRows) || err == nil && expired {
 		return nil, nil
 	}
@@ -250,11 +262,12 @@ func inProgress(wait time.Duration) *errs.Error {
 }
 
 // SaveIdempotencyResult stores the JSON root result of the mutation whose
-// unit of work (carried by ctx) claimed (userID, key) with ClaimIdempotencyKey:
-// the key's record (field, fingerprint, result, expiry) is written when the
-// unit of work ends, in the batch that inserts its audit events (nothing in
-// between reads it), replacing an expired record. It fails when
-// the unit of work did not claim that key; a record that appeared meanwhile
+// unit of work (carried by ctx) claimed (userID, key) with ClaimIdempotencyKey
+// or ClaimIdempotencyKeyAhead: the key's record (field, fingerprint, result,
+// expiry) is written when the unit of work ends, in the round trip that
+// commits it (nothing in between reads it), replacing an expired record, and
+// only if the claim claimed (a claim ahead not sent yet goes in that round
+// trip too). It fails when the unit of work did not claim that key; a record that appeared meanwhile
 // (only a claim by an older version of TaskFlow, which did not take the lock,
 // can do that) fails the unit of work when it ends, which rolls it back.
 func (db *DB) SaveIdempotencyResult(ctx context.Context, userID, key string, result []byte) error {
@@ -263,22 +276,31 @@ func (db *DB) SaveIdempotencyResult(ctx context.Context, userID, key string, res
 		return ErrNoUnitOfWork
 	}
 	c := u.claim
+	if c == nil && u.tx.claim != nil {
+		// A claim made ahead and not sent yet: it goes in the same round trip
+		// as the record, before it, and the record's insert is guarded by it
+		// (taskflow_ok): the record is written only if the claim claims.
+		c = &u.tx.claim.c
+	}
 	if c == nil || c.userID != userID || c.key != key {
 		return fmt.Errorf("save idempotency result: key not claimed")
 	}
-	u.deferred = append(u.deferred, deferredExec{
+	tx := u.tx
+	u.tx.queueDeferred(deferred{
 		sql: `INSERT INTO idempotency_keys (user_id, key, field, fingerprint, result, expires_at)
-			VALUES ($1, $2, $3, $4, $5, now() + $6 * interval '1 millisecond')
+			SELECT $1::uuid, $2::text, $3::text, $4::bytea, $5::jsonb, now() + $6::bigint * interval '1 millisecond'
+			WHERE taskflow_ok()
 			ON CONFLICT (user_id, key) DO UPDATE SET field = excluded.field,
 				fingerprint = excluded.fingerprint, result = excluded.result,
 				created_at = now(), expires_at = excluded.expires_at
 			WHERE idempotency_keys.expires_at <= now()`,
 		args: []any{c.userID, c.key, c.field, c.fingerprint, result, c.ttlMS},
-		check: func(tag pgconn.CommandTag) error {
-			if tag.RowsAffected() != 1 {
-				return fmt.Errorf("save idempotency result: the key %q was written by another transaction", key)
+		read: func(br pgx.BatchResults) error {
+			tag, err := br.Exec()
+			if err == nil && tag.RowsAffected() != 1 && tx.err == nil {
+				err = fmt.Errorf("save idempotency result: the key %q was written by another transaction", key)
 			}
-			return nil
+			return err
 		},
 	})
 	return nil

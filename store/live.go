@@ -12,7 +12,6 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"taskflow/audit"
-	"taskflow/errs"
 )
 
 // This file holds what live subscriptions (package live) read from the
@@ -118,13 +117,17 @@ func (db *DB) LiveAccess(ctx context.Context, userID string, tokenHash []byte, w
 }
 
 // TokenValid reports whether the token with this SHA-256 is known, not
-// revoked and not expired.
+// revoked and not expired, read from the database (not from what
+// UserByTokenHash remembers: a subscription checks it after a logout event,
+// which another instance's memory may not know of yet).
 func (db *DB) TokenValid(ctx context.Context, tokenHash []byte) (bool, error) {
-	_, err := db.UserByTokenHash(ctx, tokenHash)
-	if errs.CodeOf(err) == errs.CodeNotFound {
-		return false, nil
+	var ok bool
+	err := db.Pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM tokens WHERE token_hash = $1
+		AND revoked_at IS NULL AND expires_at > now())`, tokenHash).Scan(&ok)
+	if err != nil {
+		return false, fmt.Errorf("token: %w", err)
 	}
-	return err == nil, err
+	return ok, nil
 }
 
 // SpineRoute names the task (and project) an event of a task or a comment is

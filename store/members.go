@@ -132,9 +132,9 @@ func (db *DB) UpdateMemberRole(ctx context.Context, actor *User, workspaceID, us
 				return errLastOwner
 			}
 		}
-		if _, err := tx.Exec(ctx, `UPDATE members SET role = $3 WHERE workspace_id = $1 AND user_id = $2`,
-			workspaceID, before.UserID, role); err != nil {
-			return fmt.Errorf("update member role: %w", err)
+		if err := db.exec(ctx, tx, "update member role", `UPDATE members SET role = $3
+			WHERE workspace_id = $1 AND user_id = $2 AND taskflow_ok()`, []any{workspaceID, before.UserID, role}, 1); err != nil {
+			return err
 		}
 		after := *before
 		after.Role = role
@@ -195,9 +195,9 @@ func (db *DB) RemoveMember(ctx context.Context, actor *User, workspaceID, userID
 			workspaceID, m.UserID).Scan(&unassigned); err != nil {
 			return fmt.Errorf("count assigned tasks: %w", err)
 		}
-		if _, err := tx.Exec(ctx, `DELETE FROM members WHERE workspace_id = $1 AND user_id = $2`,
-			workspaceID, m.UserID); err != nil {
-			return fmt.Errorf("remove member: %w", err)
+		if err := db.exec(ctx, tx, "remove member", `DELETE FROM members WHERE workspace_id = $1 AND user_id = $2
+			AND taskflow_ok()`, []any{workspaceID, m.UserID}, 1); err != nil {
+			return err
 		}
 		meta := audit.Snapshot(m)
 		meta["unassignedTasks"] = unassigned

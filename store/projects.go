@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -101,30 +100,30 @@ func (db *DB) CreateProject(ctx context.Context, actor *User, workspaceID, name 
 	if actor == nil {
 		return nil, errs.ErrUnauthenticated
 	}
+	name, err := cleanName("name", name, MaxNameLength)
+	if err != nil {
+		return nil, err
+	}
+	desc, err := cleanDescription(description)
+	if err != nil {
+		return nil, err
+	}
 	var out *Project
-	err := db.WithTx(ctx, func(ctx context.Context, tx Querier) error {
-		if _, err := db.requireRole(ctx, workspaceID, actor, RoleMember, "workspace", "create projects"); err != nil {
-			return err
-		}
-		name, err := cleanName("name", name, MaxNameLength)
+	err = db.WithTx(ctx, func(ctx context.Context, tx Querier) error {
+		ws, err := db.workspaceOf(ctx, tx, parentWorkspace, workspaceID)
 		if err != nil {
 			return err
 		}
-		desc, err := cleanDescription(description)
-		if err != nil {
-			return err
-		}
-		p, err := scanProject(tx.QueryRow(ctx, `INSERT INTO projects AS p (workspace_id, name, description)
-			VALUES ($1, $2, $3) RETURNING `+projectColumns, workspaceID, name, desc))
-		if err != nil {
-			return fmt.Errorf("insert project: %w", err)
-		}
-		if err := db.appendAudit(ctx, tx, audit.Event{WorkspaceID: &workspaceID, ActorID: &actor.ID,
-			Action: "project.created", EntityID: p.ID, Metadata: audit.Snapshot(p)}); err != nil {
-			return err
-		}
+		now := stamp(time.Now())
+		p := &Project{ID: newID(), WorkspaceID: ws, Name: name, Description: desc, CreatedAt: now, UpdatedAt: now}
+		u := unitOfWorkFrom(ctx)
+		u.checkParent(parentWorkspace, ws, actor, RoleMember, "create projects", "", nil)
+		u.write("insert project", `INSERT INTO projects (id, workspace_id, name, description, created_at, updated_at)
+			SELECT $1, $2, $3, $4, $5, $6 WHERE taskflow_ok()`,
+			[]any{p.ID, p.WorkspaceID, p.Name, p.Description, p.CreatedAt, p.UpdatedAt}, 1)
 		out = p
-		return nil
+		return db.appendAudit(ctx, tx, audit.Event{WorkspaceID: &ws, ActorID: &actor.ID,
+			Action: "project.created", EntityID: p.ID, Metadata: audit.Snapshot(p)})
 	})
 	if err != nil {
 		return nil, err
@@ -132,31 +131,11 @@ func (db *DB) CreateProject(ctx context.Context, actor *User, workspaceID, name 
 	return out, nil
 }
 
-// lockProject returns the project locked for the rest of tx, after checking that
-// actor has at least role min in its workspace. It returns NOT_FOUND if the
-// project does not exist or the actor is not a member of its workspace, and
-// FORBIDDEN (naming action) for a weaker role.
-func (db *DB) lockProject(ctx context.Context, tx Querier, actor *User, id string, min Role, action string) (*Project, error) {
-	if !validID(id) {
-		return nil, notFound("project")
-	}
-	if actor == nil {
-		return nil, errs.ErrUnauthenticated
-	}
-	var role *Role
-	p, err := scanProject(tx.QueryRow(ctx, `SELECT `+projectColumns+`, m.role FROM projects p`+joinRole("p", "$2")+`
-		WHERE p.id = $1 FOR NO KEY UPDATE OF p`, id, actor.ID), &role)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, notFound("project")
-	}
-	if err != nil {
-		return nil, fmt.Errorf("lock project: %w", err)
-	}
-	if _, err := checkRole(role, min, "project", action); err != nil {
-		return nil, err
-	}
-	return p, nil
-}
+// projectsTable is the projects table for the write helpers: an update takes
+// FOR NO KEY UPDATE, so tasks can still be added while a project is renamed
+// (their foreign key needs KEY SHARE).
+var projectsTable = table[Project]{kind: "project", name: "projects", alias: "p", columns: projectColumns,
+	lock: "FOR NO KEY UPDATE", scan: scanProject, event: func(p *Project) (string, string) { return p.WorkspaceID, p.ID }}
 
 // ProjectPatch is a change to a project: nil fields stay as they are.
 type ProjectPatch struct {
@@ -177,44 +156,27 @@ func (db *DB) UpdateProject(ctx context.Context, actor *User, id string, patch P
 	if actor == nil {
 		return nil, errs.ErrUnauthenticated
 	}
-	var out *Project
-	err := db.WithTx(ctx, func(ctx context.Context, tx Querier) error {
-		before, err := db.lockProject(ctx, tx, actor, id, RoleMember, "edit projects")
-		if err != nil {
-			return err
-		}
-		after := *before
-		if patch.Name != nil {
-			if after.Name, err = cleanName("name", *patch.Name, MaxNameLength); err != nil {
-				return err
+	return updateRow(ctx, db, projectsTable, actor, id, RoleMember, "edit projects", "project.updated",
+		func(before *Project, _ Role, now time.Time) (*Project, error) {
+			after := *before
+			var err error
+			if patch.Name != nil {
+				if after.Name, err = cleanName("name", *patch.Name, MaxNameLength); err != nil {
+					return nil, err
+				}
 			}
-		}
-		if patch.SetDescription {
-			if after.Description, err = cleanDescription(patch.Description); err != nil {
-				return err
+			if patch.SetDescription {
+				if after.Description, err = cleanDescription(patch.Description); err != nil {
+					return nil, err
+				}
 			}
-		}
-		changes := audit.Changes(before, &after)
-		if len(changes) == 0 {
-			out = before
-			return nil
-		}
-		p, err := scanProject(tx.QueryRow(ctx, `UPDATE projects AS p SET name = $2, description = $3, updated_at = clock_timestamp()
-			WHERE p.id = $1 RETURNING `+projectColumns, before.ID, after.Name, after.Description))
-		if err != nil {
-			return fmt.Errorf("update project: %w", err)
-		}
-		if err := db.appendAudit(ctx, tx, audit.Event{WorkspaceID: &p.WorkspaceID, ActorID: &actor.ID,
-			Action: "project.updated", EntityID: p.ID, Metadata: map[string]any{"changes": changes}}); err != nil {
-			return err
-		}
-		out = p
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
+			after.UpdatedAt = now
+			return &after, nil
+		},
+		func(p *Project) (string, []any) {
+			return `UPDATE projects SET name = $2, description = $3, updated_at = $4 WHERE id = $1 AND taskflow_ok()`,
+				[]any{p.ID, p.Name, p.Description, p.UpdatedAt}
+		})
 }
 
 // ArchiveProject archives a project and records project.archived with
@@ -226,32 +188,18 @@ func (db *DB) ArchiveProject(ctx context.Context, actor *User, id string) (*Proj
 	if actor == nil {
 		return nil, errs.ErrUnauthenticated
 	}
-	var out *Project
-	err := db.WithTx(ctx, func(ctx context.Context, tx Querier) error {
-		before, err := db.lockProject(ctx, tx, actor, id, RoleAdmin, "archive projects")
-		if err != nil {
-			return err
-		}
-		if before.Archived() {
-			out = before
-			return nil
-		}
-		p, err := scanProject(tx.QueryRow(ctx, `UPDATE projects AS p SET archived_at = t.ts, updated_at = t.ts
-			FROM (SELECT clock_timestamp() AS ts) t WHERE p.id = $1 RETURNING `+projectColumns, before.ID))
-		if err != nil {
-			return fmt.Errorf("archive project: %w", err)
-		}
-		if err := db.appendAudit(ctx, tx, audit.Event{WorkspaceID: &p.WorkspaceID, ActorID: &actor.ID,
-			Action: "project.archived", EntityID: p.ID, Metadata: map[string]any{"changes": audit.Changes(before, p)}}); err != nil {
-			return err
-		}
-		out = p
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
+	return updateRow(ctx, db, projectsTable, actor, id, RoleAdmin, "archive projects", "project.archived",
+		func(before *Project, _ Role, now time.Time) (*Project, error) {
+			after := *before
+			if !before.Archived() {
+				after.ArchivedAt, after.UpdatedAt = &now, now
+			}
+			return &after, nil
+		},
+		func(p *Project) (string, []any) {
+			return `UPDATE projects SET archived_at = $2, updated_at = $3 WHERE id = $1 AND taskflow_ok()`,
+				[]any{p.ID, p.ArchivedAt, p.UpdatedAt}
+		})
 }
 
 // ProjectList asks for one page of a workspace's projects (see Projects).

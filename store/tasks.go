@@ -132,36 +132,29 @@ func (db *DB) CreateTask(ctx context.Context, actor *User, in NewTask) (*Task, e
 	if err := checkAssignee(in.AssigneeID); err != nil {
 		return nil, err
 	}
-	if !validID(in.ProjectID) {
-		return nil, notFound("project")
+	assignee, err := canonicalPtr(in.AssigneeID)
+	if err != nil {
+		return nil, err
 	}
 	var task *Task
 	err = db.WithTx(ctx, func(ctx context.Context, tx Querier) error {
-		var workspaceID string
-		var archivedAt *time.Time
-		var role *Role
-		// FOR SHARE: the project can't be archived or deleted until we commit.
-		err := tx.QueryRow(ctx, `SELECT p.workspace_id, p.archived_at, m.role FROM projects p`+joinRole("p", "$2")+`
-			WHERE p.id = $1 FOR SHARE OF p`, in.ProjectID, actor.ID).Scan(&workspaceID, &archivedAt, &role)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return notFound("project")
-		}
+		ws, err := db.workspaceOf(ctx, tx, parentProject, in.ProjectID)
 		if err != nil {
-			return fmt.Errorf("create task: project: %w", err)
-		}
-		if _, err := checkRole(role, RoleMember, "project", "create tasks"); err != nil {
 			return err
 		}
-		if archivedAt != nil {
-			return errs.Errorf(errs.CodeConflict, "the project is archived and takes no new tasks")
-		}
-		task, err = scanTask(tx.QueryRow(ctx, `INSERT INTO tasks AS t (project_id, workspace_id, title, description,
-				status, priority, assignee_id, due_date, created_by)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING `+taskColumns,
-			in.ProjectID, workspaceID, title, in.Description, status, priority, in.AssigneeID, in.DueDate, actor.ID))
-		if err != nil {
-			return fmt.Errorf("create task: %w", mapError(err))
-		}
+		now := stamp(time.Now())
+		task = &Task{ID: newID(), ProjectID: mustCanonical(in.ProjectID), WorkspaceID: ws, Title: title,
+			Description: in.Description, Status: status, Priority: priority, AssigneeID: assignee,
+			DueDate: stampPtr(in.DueDate), CreatedByID: actor.ID, CreatedAt: now, UpdatedAt: now}
+		u := unitOfWorkFrom(ctx)
+		u.checkParent(parentProject, task.ProjectID, actor, RoleMember, "create tasks",
+			`CASE WHEN r.archived_at IS NOT NULL THEN 'archived' END`,
+			refusals{"archived": errs.Errorf(errs.CodeConflict, "the project is archived and takes no new tasks")})
+		u.write("insert task", `INSERT INTO tasks (id, project_id, workspace_id, title, description, status,
+				priority, assignee_id, due_date, created_by, created_at, updated_at)
+			SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12 WHERE taskflow_ok()`,
+			[]any{task.ID, task.ProjectID, task.WorkspaceID, task.Title, task.Description, task.Status, task.Priority,
+				task.AssigneeID, task.DueDate, task.CreatedByID, task.CreatedAt, task.UpdatedAt}, 1)
 		return db.appendAudit(ctx, tx, audit.Event{
 			WorkspaceID: &task.WorkspaceID, ActorID: &actor.ID, Action: "task.created",
 			EntityID: task.ID, Metadata: audit.Snapshot(task),
@@ -173,30 +166,9 @@ func (db *DB) CreateTask(ctx context.Context, actor *User, in NewTask) (*Task, e
 	return task, nil
 }
 
-// lockTask reads a task FOR UPDATE in tx and checks actor's role in its workspace.
-// It returns NOT_FOUND if the task does not exist or actor is not a member of its
-// workspace, FORBIDDEN (naming action) if actor's role is below min.
-func (db *DB) lockTask(ctx context.Context, tx Querier, actor *User, id string, min Role, action string) (*Task, error) {
-	if !validID(id) {
-		return nil, notFound("task")
-	}
-	if actor == nil {
-		return nil, errs.ErrUnauthenticated
-	}
-	var role *Role
-	t, err := scanTask(tx.QueryRow(ctx, `SELECT `+taskColumns+`, m.role FROM tasks t`+joinRole("t", "$2")+`
-		WHERE t.id = $1 FOR UPDATE OF t`, id, actor.ID), &role)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, notFound("task")
-	}
-	if err != nil {
-		return nil, fmt.Errorf("lock task: %w", err)
-	}
-	if _, err := checkRole(role, min, "task", action); err != nil {
-		return nil, err
-	}
-	return t, nil
-}
+// tasksTable is the tasks table for the write helpers.
+var tasksTable = table[Task]{kind: "task", name: "tasks", alias: "t", columns: taskColumns, lock: "FOR UPDATE",
+	scan: scanTask, event: func(t *Task) (string, string) { return t.WorkspaceID, t.ID }}
 
 // apply returns the task with the patch applied, or a BAD_USER_INPUT error.
 func (p TaskPatch) apply(t Task) (Task, error) {
@@ -232,10 +204,14 @@ func (p TaskPatch) apply(t Task) (Task, error) {
 		if err := checkAssignee(p.AssigneeID.Value); err != nil {
 			return t, err
 		}
-		t.AssigneeID = p.AssigneeID.Value
+		assignee, err := canonicalPtr(p.AssigneeID.Value)
+		if err != nil {
+			return t, err
+		}
+		t.AssigneeID = assignee
 	}
 	if p.DueDate.Set {
-		t.DueDate = p.DueDate.Value
+		t.DueDate = stampPtr(p.DueDate.Value)
 	}
 	return t, nil
 }
@@ -253,37 +229,17 @@ func (db *DB) UpdateTask(ctx context.Context, actor *User, id string, patch Task
 	if _, err := patch.apply(Task{}); err != nil {
 		return nil, err // invalid whatever the task is
 	}
-	var task *Task
-	err := db.WithTx(ctx, func(ctx context.Context, tx Querier) error {
-		before, err := db.lockTask(ctx, tx, actor, id, RoleMember, "edit tasks")
-		if err != nil {
-			return err
-		}
-		after, err := patch.apply(*before)
-		if err != nil {
-			return err
-		}
-		changes := audit.Changes(before, &after)
-		if len(changes) == 0 {
-			task = before
-			return nil
-		}
-		task, err = scanTask(tx.QueryRow(ctx, `UPDATE tasks AS t SET title = $2, description = $3, status = $4,
-				priority = $5, assignee_id = $6, due_date = $7, updated_at = clock_timestamp()
-			WHERE t.id = $1 RETURNING `+taskColumns,
-			id, after.Title, after.Description, after.Status, after.Priority, after.AssigneeID, after.DueDate))
-		if err != nil {
-			return fmt.Errorf("update task: %w", mapError(err))
-		}
-		return db.appendAudit(ctx, tx, audit.Event{
-			WorkspaceID: &task.WorkspaceID, ActorID: &actor.ID, Action: "task.updated",
-			EntityID: task.ID, Metadata: map[string]any{"changes": audit.Changes(before, task)},
+	return updateRow(ctx, db, tasksTable, actor, id, RoleMember, "edit tasks", "task.updated",
+		func(before *Task, _ Role, now time.Time) (*Task, error) {
+			after, err := patch.apply(*before)
+			after.UpdatedAt = now
+			return &after, err
+		},
+		func(t *Task) (string, []any) {
+			return `UPDATE tasks SET title = $2, description = $3, status = $4, priority = $5, assignee_id = $6,
+					due_date = $7, updated_at = $8 WHERE id = $1 AND taskflow_ok()`,
+				[]any{t.ID, t.Title, t.Description, t.Status, t.Priority, t.AssigneeID, t.DueDate, t.UpdatedAt}
 		})
-	})
-	if err != nil {
-		return nil, err
-	}
-	return task, nil
 }
 
 // DeleteTask deletes a task and its comments as actor (MEMBER or more) and
@@ -294,19 +250,7 @@ func (db *DB) DeleteTask(ctx context.Context, actor *User, id string) error {
 	if actor == nil {
 		return errs.ErrUnauthenticated
 	}
-	return db.WithTx(ctx, func(ctx context.Context, tx Querier) error {
-		task, err := db.lockTask(ctx, tx, actor, id, RoleMember, "delete tasks")
-		if err != nil {
-			return err
-		}
-		if _, err := tx.Exec(ctx, `DELETE FROM tasks WHERE id = $1`, id); err != nil {
-			return fmt.Errorf("delete task: %w", err)
-		}
-		return db.appendAudit(ctx, tx, audit.Event{
-			WorkspaceID: &task.WorkspaceID, ActorID: &actor.ID, Action: "task.deleted",
-			EntityID: task.ID, Metadata: audit.Snapshot(task),
-		})
-	})
+	return deleteRow(ctx, db, tasksTable, actor, id, RoleMember, "delete tasks", "task.deleted", nil)
 }
 
 // Task returns a task that viewer can see. It returns a NOT_FOUND error if the

@@ -3,98 +3,193 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// pipelinedTx is the transaction of a unit of work. BEGIN is not a round trip of
-// its own: the transaction begins (pgx's Batch.BeginTx) in the same pipeline as
-// its first statement, which saves every mutation a round trip. A unit of work
-// that sends nothing begins nothing. An idempotency claim made ahead
-// (ClaimIdempotencyKeyAhead) goes in that round trip too, between BEGIN and the
-// first statement.
+// pipelinedTx is the transaction of a unit of work, sent in as few round trips
+// as its statements allow (docs/decisions/2026-12-01-one-round-trip.md):
+//
+//   - BEGIN is not a round trip of its own: it goes in the pipeline of the
+//     first statement, with the idempotency claim made ahead, if any
+//     (ClaimIdempotencyKeyAhead);
+//   - deferred statements (checks and guarded writes, queued by defer) wait
+//     for the next statement whose answer is needed now, or for the commit;
+//   - COMMIT goes in the pipeline of the last statements.
+//
+// A mutation whose statements need no answer before the commit (a create)
+// is one round trip: BEGIN, claim, checks, writes, audit events, the
+// idempotency record and COMMIT. One that must read a row first (an update)
+// is two. A unit of work that sends nothing begins nothing.
+//
+// The transaction is managed on a connection of its own (acquired by the
+// first round trip, released when it ends) with BEGIN and COMMIT sent as
+// statements, so that COMMIT can share a pipeline.
 type pipelinedTx struct {
 	pool *pgxpool.Pool
-	// tx is the transaction once the first round trip began it.
-	tx   pgx.Tx
-	done bool
+	// conn is the connection once the first round trip acquired it.
+	conn *pgxpool.Conn
+	// begun is set once BEGIN ran on conn; failed once a statement failed in
+	// the transaction (only ROLLBACK can end it then).
+	begun, failed bool
+	done          bool
 	// claim, until the first round trip has sent it, is the claim that goes
 	// ahead of the first statement.
 	claim *PendingClaim
 	// err, once set, fails every later statement: the claim sent ahead did not
-	// claim its key, so nothing after the first statement may run.
+	// claim its key, so nothing after it may apply.
 	err error
+	// pending are the deferred statements, sent before the next statement or
+	// with COMMIT.
+	pending []deferred
 }
 
-// open sends the transaction's first round trip, BEGIN, the claim made ahead
-// (if any) and the queries of b (nil for none), and returns the results of b's
-// queries once BEGIN's and the claim's answers are read. On an error the
-// results are closed already; when BEGIN itself failed (or nothing was sent)
-// the transaction is not begun, and the next statement tries again. When the
-// claim did not claim its key (or failed), b's queries ran (the rollback that
-// must follow undoes them) but their results are dropped, and open and every
-// later statement fail with errClaimSettled (or the claim's error).
-func (t *pipelinedTx) open(ctx context.Context, b *pgx.Batch) (pgx.BatchResults, error) {
-	first := &pgx.Batch{}
-	first.BeginTx(pgx.TxOptions{})
-	if t.claim != nil {
-		t.claim.queue(first)
+// deferred is a statement whose answer nobody waits for: a check or a guarded
+// write. read reads its answer from the pipeline (nil: Exec, any command tag).
+type deferred struct {
+	sql  string
+	args []any
+	read func(pgx.BatchResults) error
+}
+
+// queueDeferred queues a statement to go with the next round trip.
+func (t *pipelinedTx) queueDeferred(d deferred) { t.pending = append(t.pending, d) }
+
+// idle reports whether the next statement can go to Postgres as it is: the
+// transaction has begun and nothing waits to go before it.
+func (t *pipelinedTx) idle() bool { return t.begun && t.claim == nil && len(t.pending) == 0 }
+
+// send sends, in one pipeline, what must precede the next statement (BEGIN,
+// the claim made ahead, the deferred statements), then the queries of b (nil
+// for none) or, when commit is set, COMMIT, and reads the answers up to b's.
+// It returns the results positioned at b's first query (closed already when b
+// is nil or on an error). When the claim did not claim its key, b's queries
+// ran but their results are dropped (the transaction must not commit them)
+// and send fails with errClaimSettled. A deferred statement that failed (a
+// check's refusal, a constraint) fails send with its error; the transaction
+// is then aborted.
+func (t *pipelinedTx) send(ctx context.Context, b *pgx.Batch, commit bool) (pgx.BatchResults, error) {
+	batch := &pgx.Batch{}
+	if !t.begun {
+		batch.Queue("BEGIN")
+	}
+	claim := t.claim
+	t.claim = nil
+	if claim != nil {
+		claim.queue(batch)
+	}
+	pending := t.pending
+	t.pending = nil
+	for _, d := range pending {
+		batch.Queue(d.sql, d.args...)
 	}
 	if b != nil {
-		first.QueuedQueries = append(first.QueuedQueries, b.QueuedQueries...)
+		batch.QueuedQueries = append(batch.QueuedQueries, b.QueuedQueries...)
 	}
-	br := t.pool.SendBatch(ctx, first)
-	t.tx = br.Tx()
-	if _, err := br.Exec(); err != nil {
+	if commit {
+		batch.Queue("COMMIT")
+	}
+	if t.conn == nil {
+		conn, err := t.pool.Acquire(ctx)
+		if err != nil {
+			return nil, err
+		}
+		t.conn = conn
+	}
+	br := t.conn.SendBatch(ctx, batch)
+	fail := func(err error) (pgx.BatchResults, error) {
 		_ = br.Close()
-		// A transaction whose BEGIN failed is closed; rolling it back returns
-		// its connection to the pool.
-		if rbErr := t.tx.Rollback(context.WithoutCancel(ctx)); errors.Is(rbErr, pgx.ErrTxClosed) {
-			t.tx = nil
+		if t.begun {
+			t.failed = true
 		}
 		return nil, err
 	}
-	if c := t.claim; c != nil {
-		t.claim = nil
-		if err := c.read(br); err != nil {
-			_ = br.Close()
-			t.err = err
+	if !t.begun {
+		if _, err := br.Exec(); err != nil {
+			return fail(err)
+		}
+		t.begun = true
+	}
+	var settled error
+	if claim != nil {
+		if err := claim.read(br); err != nil {
+			if !errors.Is(err, errClaimSettled) {
+				return fail(err)
+			}
+			// The deferred writes are guarded (taskflow_ok) and apply nothing;
+			// read on, so that a commit in this pipeline is read too.
+			settled, t.err = err, err
+		}
+	}
+	for _, d := range pending {
+		var err error
+		if d.read != nil {
+			err = d.read(br)
+		} else {
+			_, err = br.Exec()
+		}
+		if err != nil {
+			return fail(err)
+		}
+	}
+	if commit {
+		tag, err := br.Exec()
+		if err != nil {
+			return fail(err)
+		}
+		t.begun = false // ended by its COMMIT (or by Postgres, rolled back)
+		if err := br.Close(); err != nil {
 			return nil, err
 		}
+		if tag.String() != "COMMIT" {
+			return nil, fmt.Errorf("commit: the transaction rolled back (%s)", tag)
+		}
+		return nil, settled
+	}
+	if settled != nil || b == nil {
+		if err := br.Close(); err != nil && settled == nil {
+			return nil, t.failedIf(err)
+		}
+		return nil, settled
 	}
 	return br, nil
 }
 
-// begin sends BEGIN in a round trip of its own, unless the transaction has
-// begun.
-func (t *pipelinedTx) begin(ctx context.Context) error {
+// flush sends what must precede the next statement, unless nothing must.
+func (t *pipelinedTx) flush(ctx context.Context) error {
 	if t.err != nil {
 		return t.err
 	}
-	if t.tx != nil {
+	if t.idle() {
 		return nil
 	}
-	br, err := t.open(ctx, nil)
-	if err != nil {
-		return err
+	_, err := t.send(ctx, nil, false)
+	return err
+}
+
+// usable returns the error that fails a statement now, if any.
+func (t *pipelinedTx) usable() error {
+	switch {
+	case t.done:
+		return pgx.ErrTxClosed
+	case t.err != nil:
+		return t.err
 	}
-	return br.Close()
+	return nil
 }
 
 // Exec runs sql in the transaction.
 func (t *pipelinedTx) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
-	if t.done {
-		return pgconn.CommandTag{}, pgx.ErrTxClosed
+	if err := t.usable(); err != nil {
+		return pgconn.CommandTag{}, err
 	}
-	if t.err != nil {
-		return pgconn.CommandTag{}, t.err
-	}
-	if t.tx == nil && len(args) > 0 {
+	if !t.idle() && len(args) > 0 {
 		b := &pgx.Batch{}
 		b.Queue(sql, args...)
-		br, err := t.open(ctx, b)
+		br, err := t.send(ctx, b, false)
 		if err != nil {
 			return pgconn.CommandTag{}, err
 		}
@@ -102,105 +197,140 @@ func (t *pipelinedTx) Exec(ctx context.Context, sql string, args ...any) (pgconn
 		if cErr := br.Close(); err == nil {
 			err = cErr
 		}
-		return tag, err
+		return tag, t.failedIf(err)
 	}
 	// Without arguments pgx uses the simple protocol, which allows several
-	// statements in sql; a batch does not. Such a first statement waits for
-	// BEGIN's round trip.
-	if err := t.begin(ctx); err != nil {
+	// statements in sql; a batch does not. Such a statement waits for what
+	// must go before it.
+	if err := t.flush(ctx); err != nil {
 		return pgconn.CommandTag{}, err
 	}
-	return t.tx.Exec(ctx, sql, args...)
+	tag, err := t.conn.Exec(ctx, sql, args...)
+	return tag, t.failedIf(err)
 }
 
-// Query runs sql in the transaction. A first statement that is a Query waits
-// for BEGIN's round trip (its rows outlive the call).
+// Query runs sql in the transaction. Its rows outlive the call, so what must
+// go before it is sent first, in a round trip of its own.
 func (t *pipelinedTx) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
-	if t.done {
-		return nil, pgx.ErrTxClosed
-	}
-	if err := t.begin(ctx); err != nil {
+	if err := t.usable(); err != nil {
 		return nil, err
 	}
-	return t.tx.Query(ctx, sql, args...)
+	if err := t.flush(ctx); err != nil {
+		return nil, err
+	}
+	rows, err := t.conn.Query(ctx, sql, args...)
+	return rows, t.failedIf(err)
 }
 
 // QueryRow runs sql in the transaction.
 func (t *pipelinedTx) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
-	if t.done {
-		return errRow{pgx.ErrTxClosed}
+	if err := t.usable(); err != nil {
+		return errRow{err}
 	}
-	if t.err != nil {
-		return errRow{t.err}
-	}
-	if t.tx != nil {
-		return t.tx.QueryRow(ctx, sql, args...)
+	if t.idle() {
+		return failingRow{t, t.conn.QueryRow(ctx, sql, args...)}
 	}
 	b := &pgx.Batch{}
 	b.Queue(sql, args...)
-	br, err := t.open(ctx, b)
+	br, err := t.send(ctx, b, false)
 	if err != nil {
 		return errRow{err}
 	}
-	return openingRow{br}
+	return openingRow{t, br}
 }
 
 // SendBatch sends b in the transaction.
 func (t *pipelinedTx) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
-	if t.done {
-		return pgx.FailedBatchResults(b, pgx.ErrTxClosed)
+	if err := t.usable(); err != nil {
+		return pgx.FailedBatchResults(b, err)
 	}
-	if t.err != nil {
-		return pgx.FailedBatchResults(b, t.err)
+	if t.idle() {
+		return t.conn.SendBatch(ctx, b)
 	}
-	if t.tx != nil {
-		return t.tx.SendBatch(ctx, b)
-	}
-	br, err := t.open(ctx, b)
+	br, err := t.send(ctx, b, false)
 	if err != nil {
 		return pgx.FailedBatchResults(b, err)
 	}
 	return br
 }
 
-// Commit commits the transaction (nothing to do when no statement was sent)
-// and returns its connection to the pool. It returns pgx.ErrTxClosed when the
-// transaction had ended, and pgx.ErrTxCommitRollback when Postgres rolled back
-// instead because a statement had failed. A transaction its claim stopped
-// (the key was not claimed, or the claim failed) rolls back instead, and
-// Commit returns what stopped it.
-func (t *pipelinedTx) Commit(ctx context.Context) error {
-	if t.err != nil {
-		if err := t.end(ctx, false); err != nil {
-			return err
-		}
-		return t.err
+// failedIf marks the transaction failed when err is Postgres's answer to a
+// statement, which aborts a transaction, and returns err.
+func (t *pipelinedTx) failedIf(err error) error {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		t.failed = true
 	}
-	return t.end(ctx, true)
+	return err
 }
 
-// Rollback rolls the transaction back and returns its connection to the pool.
-// It returns pgx.ErrTxClosed when the transaction had ended.
-func (t *pipelinedTx) Rollback(ctx context.Context) error { return t.end(ctx, false) }
+// Commit sends the deferred statements and COMMIT in one round trip (nothing
+// when the unit of work sent and deferred nothing) and returns the connection
+// to the pool. It returns pgx.ErrTxClosed when the transaction had ended. A
+// transaction its claim stopped (the key was not claimed, or the claim
+// failed) commits nothing of its writes, and Commit returns what stopped it;
+// one with a failed statement rolls back, and Commit returns the failure.
+func (t *pipelinedTx) Commit(ctx context.Context) error {
+	if t.done {
+		return pgx.ErrTxClosed
+	}
+	if t.err != nil || t.failed {
+		rbErr := t.Rollback(ctx)
+		if t.err != nil {
+			return t.err
+		}
+		if rbErr != nil {
+			return rbErr
+		}
+		return errors.New("commit: a statement of the transaction failed")
+	}
+	if !t.begun && t.claim == nil && len(t.pending) == 0 {
+		t.done = true
+		t.release()
+		return nil
+	}
+	_, err := t.send(ctx, nil, true)
+	if t.begun || t.failed {
+		// The pipeline stopped before its COMMIT: roll back what began.
+		_ = t.Rollback(ctx)
+		return err
+	}
+	t.done = true
+	t.release()
+	return err
+}
 
-// end commits (commit) or rolls back the transaction, if it began.
-func (t *pipelinedTx) end(ctx context.Context, commit bool) error {
+// Rollback rolls the transaction back (if it began) and returns its connection
+// to the pool. It returns pgx.ErrTxClosed when the transaction had ended.
+func (t *pipelinedTx) Rollback(ctx context.Context) error {
 	if t.done {
 		return pgx.ErrTxClosed
 	}
 	t.done = true
-	switch {
-	case t.tx == nil:
-		return nil
-	case commit:
-		return t.tx.Commit(ctx)
+	t.pending = nil
+	var err error
+	if t.begun {
+		_, err = t.conn.Exec(ctx, "ROLLBACK")
 	}
-	return t.tx.Rollback(ctx)
+	t.release()
+	return err
 }
 
-// openingRow is the row of a transaction's first statement, read from the
-// batch that began the transaction.
-type openingRow struct{ br pgx.BatchResults }
+// release returns the connection to the pool; pgxpool closes one that is
+// still in a transaction instead of reusing it.
+func (t *pipelinedTx) release() {
+	if t.conn != nil {
+		t.conn.Release()
+		t.conn = nil
+	}
+	t.begun = false
+}
+
+// openingRow is the row of a statement sent with what had to go before it.
+type openingRow struct {
+	t  *pipelinedTx
+	br pgx.BatchResults
+}
 
 // Scan reads the row, then the end of the batch.
 func (r openingRow) Scan(dest ...any) error {
@@ -208,8 +338,17 @@ func (r openingRow) Scan(dest ...any) error {
 	if cErr := r.br.Close(); cErr != nil && (err == nil || errors.Is(err, pgx.ErrNoRows)) {
 		err = cErr
 	}
-	return err
+	return r.t.failedIf(err)
 }
+
+// failingRow is a row of the transaction whose error marks it failed.
+type failingRow struct {
+	t   *pipelinedTx
+	row pgx.Row
+}
+
+// Scan reads the row.
+func (r failingRow) Scan(dest ...any) error { return r.t.failedIf(r.row.Scan(dest...)) }
 
 // errRow is a row that fails with err.
 type errRow struct{ err error }

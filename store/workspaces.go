@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -91,14 +92,15 @@ func (db *DB) CreateWorkspace(ctx context.Context, actor *User, name string) (*W
 	}
 	var ws *Workspace
 	err = db.WithTx(ctx, func(ctx context.Context, tx Querier) error {
-		w := Workspace{Name: name, ViewerRole: RoleOwner}
-		if err := tx.QueryRow(ctx, `INSERT INTO workspaces (name) VALUES ($1) RETURNING id, created_at`, name).
-			Scan(&w.ID, &w.CreatedAt); err != nil {
-			return fmt.Errorf("insert workspace: %w", err)
+		// One round trip with the commit: the workspace, its owner and the event.
+		w := Workspace{ID: newID(), Name: name, CreatedAt: stamp(time.Now()), ViewerRole: RoleOwner}
+		if err := db.exec(ctx, tx, "insert workspace", `INSERT INTO workspaces (id, name, created_at)
+			SELECT $1, $2, $3 WHERE taskflow_ok()`, []any{w.ID, w.Name, w.CreatedAt}, 1); err != nil {
+			return err
 		}
-		if _, err := tx.Exec(ctx, `INSERT INTO members (workspace_id, user_id, role, joined_at) VALUES ($1, $2, 'OWNER', $3)`,
-			w.ID, actor.ID, w.CreatedAt); err != nil {
-			return fmt.Errorf("insert owner: %w", err)
+		if err := db.exec(ctx, tx, "insert owner", `INSERT INTO members (workspace_id, user_id, role, joined_at)
+			SELECT $1, $2, 'OWNER', $3 WHERE taskflow_ok()`, []any{w.ID, actor.ID, w.CreatedAt}, 1); err != nil {
+			return err
 		}
 		meta := audit.Snapshot(&w)
 		meta["ownerId"] = actor.ID

@@ -17,25 +17,20 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"log/slog"
-	"net/url"
 	"os"
 	"os/signal"
 	"strings"
 	"syscall"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"taskflow/bench/loadgen"
-	"taskflow/store"
 )
 
 func main() {
 	var cfg loadgen.Config
-	admin := envOr("TEST_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable")
+	admin := loadgen.EnvOr("TEST_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable")
 	flag.StringVar(&admin, "pg", admin, "Postgres URL of a database from which the bench database is created (TEST_DATABASE_URL)")
-	flag.StringVar(&cfg.RedisURL, "redis", envOr("REDIS_URL", "redis://127.0.0.1:6379/0"), `Redis of the rate limiter ("" : in process)`)
+	flag.StringVar(&cfg.RedisURL, "redis", loadgen.EnvOr("REDIS_URL", "redis://127.0.0.1:6379/0"), `Redis of the rate limiter ("" : in process)`)
 	flag.IntVar(&cfg.Concurrency, "c", 16, "requests in flight")
 	flag.DurationVar(&cfg.Duration, "d", 8*time.Second, "length of each measured run")
 	flag.DurationVar(&cfg.Warmup, "warmup", 3*time.Second, "length of each contender's warm-up before its measured run")
@@ -66,7 +61,7 @@ func main() {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	dbURL, drop, err := createDatabase(ctx, admin, *keep)
+	dbURL, drop, err := loadgen.CreateDatabase(ctx, admin, *keep, os.Stderr)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "load: %v\n", err)
 		os.Exit(1)
@@ -108,51 +103,4 @@ func scenarioNames() []string {
 		out = append(out, s.Name)
 	}
 	return out
-}
-
-// createDatabase creates taskflow_bench_<time> next to the database of admin,
-// migrates it, and returns its URL and a function that drops it.
-func createDatabase(ctx context.Context, admin string, keep bool) (string, func(), error) {
-	conn, err := pgx.Connect(ctx, admin)
-	if err != nil {
-		return "", nil, fmt.Errorf("connect to %s: %w", admin, err)
-	}
-	name := fmt.Sprintf("taskflow_bench_%d", time.Now().UnixNano())
-	if _, err := conn.Exec(ctx, "CREATE DATABASE "+name); err != nil {
-		conn.Close(ctx)
-		return "", nil, err
-	}
-	u, err := url.Parse(admin)
-	if err != nil {
-		return "", nil, err
-	}
-	u.Path = "/" + name
-	q := u.Query()
-	q.Set("sslmode", q.Get("sslmode")) // so that parameters can be appended with &
-	if q.Get("sslmode") == "" {
-		q.Set("sslmode", "prefer")
-	}
-	u.RawQuery = q.Encode()
-	drop := func() {
-		if keep {
-			fmt.Fprintf(os.Stderr, "kept database %s\n", name)
-		} else if _, err := conn.Exec(context.Background(), "DROP DATABASE "+name+" WITH (FORCE)"); err != nil {
-			fmt.Fprintf(os.Stderr, "load: drop %s: %v\n", name, err)
-		}
-		conn.Close(context.Background())
-	}
-	db, err := store.Open(ctx, u.String(), slog.New(slog.DiscardHandler))
-	if err != nil {
-		drop()
-		return "", nil, err
-	}
-	db.Close()
-	return u.String(), drop, nil
-}
-
-func envOr(name, def string) string {
-	if v := os.Getenv(name); v != "" {
-		return v
-	}
-	return def
 }

@@ -66,8 +66,8 @@ func EarlierKeys(ctx context.Context, db *store.DB, perUser int) error {
 	return nil
 }
 
-// fixtureSizes are the amounts of fixture data.
-type fixtureSizes struct {
+// FixtureSizes are the amounts of fixture data.
+type FixtureSizes struct {
 	Users, Tasks, CommentsPerTask int
 	// Spread is the number of createTaskSpread's workspaces.
 	Spread int
@@ -117,7 +117,7 @@ func signedUp(ctx context.Context, db *store.DB, prefix, name string, n int) ([]
 // Prepare writes the fixtures into the migrated database of db: users and tokens
 // by SQL (no argon2 on the way), the workspace, projects, tasks and comments
 // through the store, so they come with their audit events.
-func Prepare(ctx context.Context, db *store.DB, sz fixtureSizes) (*Fixtures, error) {
+func Prepare(ctx context.Context, db *store.DB, sz FixtureSizes) (*Fixtures, error) {
 	f := &Fixtures{Known: map[string]bool{}}
 	var err error
 	if f.Users, err = signedUp(ctx, db, "load", "Load User", sz.Users); err != nil {

@@ -96,6 +96,9 @@ type Config struct {
 	CPUProfile string
 	// Fixture sizes (defaults: 200 users, 100 tasks, 3 comments each).
 	Users, Tasks, CommentsPerTask int
+	// ServerEnv is added to the environment of the server binary (Exec,
+	// StartBinary), after the harness's own variables, which it may override.
+	ServerEnv []string
 	// Progress receives a line per step (nil: nothing).
 	Progress io.Writer
 }
@@ -304,7 +307,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	defer rawPool.Close()
 
-	sizes := fixtureSizes{cfg.Users, cfg.Tasks, cfg.CommentsPerTask, cfg.Concurrency, searchers(cfg)}
+	sizes := FixtureSizes{cfg.Users, cfg.Tasks, cfg.CommentsPerTask, cfg.Concurrency, searchers(cfg)}
 	fmt.Fprintf(cfg.Progress, "fixtures: %d users (and %d searchers), %d tasks with %d comments each, %d more workspaces\n",
 		sizes.Users, sizes.Searchers, sizes.Tasks, sizes.CommentsPerTask, sizes.Spread)
 	fix, err := Prepare(ctx, store.New(ctl, log), sizes)

@@ -119,6 +119,7 @@ func startExec(ctx context.Context, cfg Config) (*server, error) {
 		// measures its cost, not its budget.
 		"RATE_LIMIT_POINTS=1000000000",
 	)
+	cmd.Env = append(cmd.Env, cfg.ServerEnv...)
 	// The server logs as in production (JSON access lines at info), into a file
 	// shown only when it fails to start.
 	logFile, err := os.Create(filepath.Join(dir, "server.log"))
@@ -168,6 +169,36 @@ func startExec(ctx context.Context, cfg Config) (*server, error) {
 		time.Sleep(100 * time.Millisecond)
 	}
 }
+
+// Binary is the real server binary running as a subprocess (StartBinary).
+type Binary struct{ s *server }
+
+// StartBinary builds the server binary and starts it with cfg's database and
+// Redis (and cfg.ServerEnv) on a free loopback port, as Run does with Exec,
+// and returns once /healthz answers 200.
+func StartBinary(ctx context.Context, cfg Config) (*Binary, error) {
+	s, err := startExec(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &Binary{s: s}, nil
+}
+
+// URL is the server's base URL (http://127.0.0.1:port).
+func (b *Binary) URL() string { return b.s.url }
+
+// PID is the server process's id.
+func (b *Binary) PID() int { return b.s.pid }
+
+// ProcStatus returns a field of the server's /proc/<pid>/status in bytes
+// ("VmRSS:", "VmHWM:"), 0 when it cannot be read.
+func (b *Binary) ProcStatus(field string) int64 {
+	return statusKB(fmt.Sprintf("/proc/%d/status", b.s.pid), field)
+}
+
+// Close stops the server (SIGINT, then SIGKILL after 10 s) and removes the
+// binary.
+func (b *Binary) Close() { b.s.close() }
 
 // listeningAddr returns the address of the server's "listening" log line in
 // the log file at path, or "" before it is written.

@@ -1,0 +1,124 @@
+package querydoc
+
+import (
+	"context"
+
+	"github.com/99designs/gqlgen/graphql"
+	"github.com/vektah/gqlparser/v2/ast"
+	"github.com/vektah/gqlparser/v2/gqlerror"
+)
+
+// Extension is the gqlgen handler extension that parses and validates the
+// document of every operation with Validator, through Cache. Install it after
+// the extension that resolves persisted queries (it needs the query text),
+// and give the executor ExecutorCache (handler.Server.SetQueryCache): the
+// executor then takes the document Extension validated instead of parsing and
+// validating it again with its own, unbounded, pipeline.
+//
+// gqlgen lets an extension refuse an operation with one error; when a
+// document has several, the transport shows them all by asking Errors.
+type Extension struct {
+	Validator *Validator
+	Cache     *Cache
+}
+
+var (
+	_ graphql.HandlerExtension          = Extension{}
+	_ graphql.OperationParameterMutator = Extension{}
+)
+
+// statsKey is where Extension leaves its outcome in the operation's stats.
+const statsKey = "taskflow.querydoc"
+
+// prepared is the outcome of Extension for one operation.
+type prepared struct {
+	query  string
+	doc    *ast.QueryDocument // validated
+	parsed *ast.QueryDocument // parsed, valid or not
+	errs   gqlerror.List
+}
+
+// ExtensionName names the extension.
+func (Extension) ExtensionName() string { return "QueryDocument" }
+
+// Validate accepts any schema.
+func (Extension) Validate(graphql.ExecutableSchema) error { return nil }
+
+// MutateOperationParameters validates the operation's document, or takes it
+// from the cache, and leaves it for ExecutorCache; it refuses a document
+// that does not parse, is over a limit or is invalid.
+func (e Extension) MutateOperationParameters(ctx context.Context, p *graphql.RawParams) *gqlerror.Error {
+	if p.Query == "" || !graphql.HasOperationContext(ctx) {
+		return nil // gqlgen answers a missing query itself
+	}
+	rc := graphql.GetOperationContext(ctx)
+	if doc, ok := e.Cache.Get(p.Query); ok {
+		rc.Stats.SetExtension(statsKey, &prepared{query: p.Query, doc: doc, parsed: doc})
+		return nil
+	}
+	doc, problems := e.Validator.Parse(p.Query)
+	var shape Shape
+	if problems == nil {
+		shape, problems = e.Validator.Validate(p.Query, doc)
+	}
+	if problems != nil {
+		rc.Stats.SetExtension(statsKey, &prepared{parsed: doc, errs: problems})
+		// What gqlgen sets once the extensions have run, for those that
+		// report on the refused operation (metrics, access log).
+		rc.RawQuery, rc.OperationName, rc.Extensions, rc.Headers = p.Query, p.OperationName, p.Extensions, p.Headers
+		return problems[0]
+	}
+	e.Cache.Add(p.Query, doc, shape)
+	rc.Stats.SetExtension(statsKey, &prepared{query: p.Query, doc: doc, parsed: doc})
+	return nil
+}
+
+// Errors returns all the errors Extension refused rc's document with (gqlgen
+// reports only the first), or nil.
+func Errors(rc *graphql.OperationContext) gqlerror.List {
+	if p := preparedOf(rc); p != nil {
+		return p.errs
+	}
+	return nil
+}
+
+// Parsed returns rc's document as Extension parsed it, valid or not, or nil
+// when it did not parse (or Extension did not see it): what reports on a
+// refused operation may read, instead of parsing the text again.
+func Parsed(rc *graphql.OperationContext) *ast.QueryDocument {
+	if p := preparedOf(rc); p != nil {
+		return p.parsed
+	}
+	return nil
+}
+
+func preparedOf(rc *graphql.OperationContext) *prepared {
+	if rc == nil {
+		return nil
+	}
+	p, _ := rc.Stats.GetExtension(statsKey).(*prepared)
+	return p
+}
+
+// ExecutorCache is the query cache to give gqlgen's executor: it hands over
+// the document Extension validated for the operation. It never keeps a
+// document itself: documents enter Cache only through Extension, which knows
+// their weight.
+type ExecutorCache struct{}
+
+var _ graphql.Cache[*ast.QueryDocument] = ExecutorCache{}
+
+// Get returns the document Extension validated for query in this operation.
+func (ExecutorCache) Get(ctx context.Context, query string) (*ast.QueryDocument, bool) {
+	if !graphql.HasOperationContext(ctx) {
+		return nil, false
+	}
+	p := preparedOf(graphql.GetOperationContext(ctx))
+	if p == nil || p.doc == nil || p.query != query {
+		return nil, false
+	}
+	return p.doc, true
+}
+
+// Add does nothing.
+func (ExecutorCache) Add(context.Context, string, *ast.QueryDocument) {}

@@ -1,0 +1,346 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"taskflow/audit"
+	"taskflow/errs"
+)
+
+// The write path. Every change is a unit of work (UnitOfWork) whose
+// statements go to Postgres in as few round trips as they allow: a check and
+// the writes it guards are deferred, so that a create is one round trip with
+// its audit event, its idempotency record and COMMIT, and an update or delete
+// is two (the row is read and locked first: what changes, and the event that
+// says so, depend on it). docs/decisions/2026-12-01-one-round-trip.md says why
+// and what it costs.
+//
+// The helpers below are the whole vocabulary an entity needs:
+//
+//   - checkParent: the actor may write under a row (a project for a task, a
+//     task for a comment, a workspace for a project), checked by Postgres in
+//     the round trip of the write, with the row share-locked until COMMIT;
+//   - lockRow: read a row for update with the actor's role (an update or
+//     delete reads it first);
+//   - write: a deferred, guarded statement that must change so many rows;
+//   - appendAudit: the event of the change, inserted with the commit;
+//   - deleteRow: lock, check, delete and record, for the entities whose
+//     deletion is nothing more.
+
+// refusals maps the refusals a check's SQL can give (the text it passes to
+// taskflow_check, migration 0009) to the errors they mean.
+type refusals map[string]error
+
+// refusalCode is the SQLSTATE taskflow_check raises.
+const refusalCode = "TF000"
+
+// refusal returns the error err means when it is a refusal of a check with
+// refusals r, and err otherwise.
+func (r refusals) refusal(err error) error {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == refusalCode {
+		if e, ok := r[pgErr.Message]; ok {
+			return e
+		}
+		return fmt.Errorf("check refused with %q, which its caller does not know", pgErr.Message)
+	}
+	return err
+}
+
+// check queues a check: sql calls taskflow_check once, with NULL to let the
+// unit of work go on or a key of r to refuse it (the transaction then aborts,
+// nothing after the check applies, and the unit of work fails with r's error).
+// It is sent with the writes it guards.
+func (u *unitOfWork) check(sql string, args []any, r refusals) {
+	u.tx.queueDeferred(deferred{sql: sql, args: args, read: func(br pgx.BatchResults) error {
+		_, err := br.Exec()
+		return r.refusal(err)
+	}})
+}
+
+// write queues a write that must change rows rows (-1: any number). Its SQL
+// must apply nothing unless taskflow_ok() (an INSERT ... SELECT ... WHERE
+// taskflow_ok(), an UPDATE or DELETE ... AND taskflow_ok()), so that a unit of
+// work an idempotency claim refused changes nothing (migration 0009).
+func (u *unitOfWork) write(what, sql string, args []any, rows int64) {
+	tx := u.tx
+	u.tx.queueDeferred(deferred{sql: sql, args: args, read: func(br pgx.BatchResults) error {
+		tag, err := br.Exec()
+		if err != nil {
+			return fmt.Errorf("%s: %w", what, err)
+		}
+		if rows >= 0 && tag.RowsAffected() != rows && tx.err == nil {
+			return fmt.Errorf("%s: %d rows changed, want %d", what, tag.RowsAffected(), rows)
+		}
+		return nil
+	}})
+}
+
+// rolesAtLeast returns the roles at least min, as checks compare m.role
+// with them: the ranking of roles stays in Go (Role.AtLeast).
+func rolesAtLeast(min Role) []string {
+	var out []string
+	for _, r := range []Role{RoleOwner, RoleAdmin, RoleMember, RoleViewer} {
+		if r.AtLeast(min) {
+			out = append(out, string(r))
+		}
+	}
+	return out
+}
+
+// parent names a table under whose rows things are created: its SQL name, the
+// column that holds a row's workspace, and the lock a create takes on the row
+// until it commits (KEY SHARE: the row cannot be deleted; SHARE: nor changed,
+// when a column of it decides, as a project's archived_at does).
+type parent struct {
+	table, workspaceColumn, kind, lock string
+}
+
+// The parents of the things TaskFlow creates.
+var (
+	parentWorkspace = parent{"workspaces", "id", "workspace", "FOR KEY SHARE"}
+	parentProject   = parent{"projects", "workspace_id", "project", "FOR SHARE"}
+	parentTask      = parent{"tasks", "workspace_id", "task", "FOR KEY SHARE"}
+)
+
+// checkParent queues the check that actor may write under the row id of p: it
+// exists and actor's role in its workspace is at least min (else NOT_FOUND, or
+// FORBIDDEN naming action), and refuse (an SQL expression over the row as r,
+// NULL to go on or a key of more) does not refuse. The row is locked (p.lock)
+// until the unit of work ends, so it cannot be deleted (or archived) under the
+// write. args are appended after the id, the actor's id and the roles ($4 on).
+func (u *unitOfWork) checkParent(p parent, id string, actor *User, min Role, action, refuse string, more refusals, args ...any) {
+	if refuse == "" {
+		refuse = "NULL"
+	}
+	r := refusals{"not_found": notFound(p.kind), "forbidden": forbidden(action)}
+	for k, v := range more {
+		r[k] = v
+	}
+	u.check(`SELECT taskflow_check(CASE WHEN r.role IS NULL THEN 'not_found'
+			WHEN NOT (r.role = ANY($3::text[])) THEN 'forbidden' ELSE `+refuse+` END)
+		FROM (SELECT 1) one LEFT JOIN LATERAL (SELECT x.*, m.role FROM `+p.table+` x
+			LEFT JOIN members m ON m.workspace_id = x.`+p.workspaceColumn+` AND m.user_id = $2
+			WHERE x.id = $1 `+p.lock+` OF x) r ON true`,
+		append([]any{id, actor.ID, rolesAtLeast(min)}, args...), r)
+}
+
+// table describes an entity's table for lockRow, updateRow and deleteRow: its
+// kind (in errors), its SQL name and alias, the columns scan reads (then the
+// columns of its extra destinations), and how a row names its audit event.
+type table[T any] struct {
+	kind, name, alias, columns string
+	// lock is the row lock of an update: FOR UPDATE, or FOR NO KEY UPDATE
+	// when nothing references the row's key while it is changed.
+	lock string
+	scan func(row pgx.Row, extra ...any) (*T, error)
+	// event returns the row's workspace and id, for its audit events.
+	event func(*T) (workspaceID, id string)
+}
+
+// lockRow reads the row id of tb locked for update for the rest of the unit of
+// work, with actor's role in its workspace, and checks that role is at least
+// min. It returns NOT_FOUND if the row does not exist, the id is malformed or
+// actor is not a member of its workspace, and FORBIDDEN (naming action) for a
+// weaker role; the role is returned for checks of its own (an author's rights).
+func lockRow[T any](ctx context.Context, tx Querier, tb table[T], actor *User, id string, min Role, action string) (*T, Role, error) {
+	if actor == nil {
+		return nil, "", errs.ErrUnauthenticated
+	}
+	if !validID(id) {
+		return nil, "", notFound(tb.kind)
+	}
+	var role *Role
+	row, err := tb.scan(tx.QueryRow(ctx, `SELECT `+tb.columns+`, m.role FROM `+tb.name+` `+tb.alias+
+		joinRole(tb.alias, "$2")+` WHERE `+tb.alias+`.id = $1 `+tb.lock+` OF `+tb.alias, id, actor.ID), &role)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, "", notFound(tb.kind)
+	}
+	if err != nil {
+		return nil, "", fmt.Errorf("lock %s: %w", tb.kind, err)
+	}
+	r, err := checkRole(role, min, tb.kind, action)
+	if err != nil {
+		return nil, "", err
+	}
+	return row, r, nil
+}
+
+// deleteRow deletes the row id of tb as actor and records action (e.g.
+// "task.deleted") with the row's fields, after lockRow's checks and allow's
+// (nil: none), in two round trips. It returns lockRow's errors and allow's.
+func deleteRow[T any](ctx context.Context, db *DB, tb table[T], actor *User, id string, min Role, what, action string,
+	allow func(row *T, role Role) error) error {
+	return db.WithTx(ctx, func(ctx context.Context, tx Querier) error {
+		row, role, err := lockRow(ctx, tx, tb, actor, id, min, what)
+		if err != nil {
+			return err
+		}
+		if allow != nil {
+			if err := allow(row, role); err != nil {
+				return err
+			}
+		}
+		ws, rowID := tb.event(row)
+		if err := db.exec(ctx, tx, "delete "+tb.kind, `DELETE FROM `+tb.name+` WHERE id = $1 AND taskflow_ok()`,
+			[]any{rowID}, 1); err != nil {
+			return err
+		}
+		return db.appendAudit(ctx, tx, audit.Event{WorkspaceID: &ws, ActorID: &actor.ID, Action: action,
+			EntityID: rowID, Metadata: audit.Snapshot(row)})
+	})
+}
+
+// exec runs a guarded write (see unitOfWork.write) that must change rows
+// rows (-1: any number): deferred in the unit of work of ctx, at once in tx
+// outside one.
+func (db *DB) exec(ctx context.Context, tx Querier, what, sql string, args []any, rows int64) error {
+	if u := unitOfWorkFrom(ctx); u != nil && u.tx == tx {
+		u.write(what, sql, args, rows)
+		return nil
+	}
+	tag, err := tx.Exec(ctx, sql, args...)
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	if rows >= 0 && tag.RowsAffected() != rows {
+		return fmt.Errorf("%s: %d rows changed, want %d", what, tag.RowsAffected(), rows)
+	}
+	return nil
+}
+
+// newID returns the id of a row created in Go: a UUIDv7, so that ids of rows
+// created together sort together in their indexes.
+func newID() string { return uuid.Must(uuid.NewV7()).String() }
+
+// stamp returns t as Postgres stores it: in UTC, to the microsecond (pgx
+// truncates the nanoseconds when it sends a time). The rows a create makes
+// are known before Postgres stores them, so they must be what it will give
+// back.
+func stamp(t time.Time) time.Time { return t.UTC().Truncate(time.Microsecond) }
+
+// stampPtr is stamp of *t, nil for nil.
+func stampPtr(t *time.Time) *time.Time {
+	if t == nil {
+		return nil
+	}
+	s := stamp(*t)
+	return &s
+}
+
+// workspaceCacheSize bounds workspaceOf's memory: 16,384 pairs of ids, about
+// 2.5 MB.
+const workspaceCacheSize = 16384
+
+// workspaceOf returns the workspace of the row id of p (a project or a task; a
+// workspace is its own), from memory when this instance saw it before, else
+// read in tx (a statement of the unit of work, which BEGIN and the claim ahead
+// join). A project or task never moves to another workspace, so what is
+// remembered stays true; one that is deleted is refused by the check of the
+// write that needs its workspace. It returns NOT_FOUND for a row that does
+// not exist or a malformed id: whether the caller may see it is for that
+// check to say, with the same error.
+func (db *DB) workspaceOf(ctx context.Context, tx Querier, p parent, id string) (string, error) {
+	canon, err := canonicalID(id)
+	if err != nil {
+		return "", notFound(p.kind)
+	}
+	if p == parentWorkspace {
+		return canon, nil
+	}
+	key := p.table + ":" + canon
+	if ws, ok := db.workspaces.GetIfPresent(key); ok {
+		return ws, nil
+	}
+	var ws string
+	err = tx.QueryRow(ctx, `SELECT `+p.workspaceColumn+` FROM `+p.table+` WHERE id = $1`, canon).Scan(&ws)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", notFound(p.kind)
+	}
+	if err != nil {
+		return "", fmt.Errorf("workspace of %s: %w", p.kind, err)
+	}
+	db.workspaces.Set(key, ws)
+	return ws, nil
+}
+
+// canonicalID returns the canonical form (lower case, hyphenated) of an id
+// validID accepts, as Postgres gives a uuid back.
+func canonicalID(id string) (string, error) {
+	if !validID(id) {
+		return "", errors.New("not an id")
+	}
+	u, err := uuid.Parse(id)
+	if err != nil {
+		return "", err
+	}
+	return u.String(), nil
+}
+
+// mustCanonical is canonicalID of an id checked already.
+func mustCanonical(id string) string {
+	c, err := canonicalID(id)
+	if err != nil {
+		panic(fmt.Sprintf("store: %q was checked as an id", id))
+	}
+	return c
+}
+
+// canonicalPtr is canonicalID of *id (nil for nil), with a BAD_USER_INPUT
+// error for a malformed one.
+func canonicalPtr(id *string) (*string, error) {
+	if id == nil {
+		return nil, nil
+	}
+	c, err := canonicalID(*id)
+	if err != nil {
+		return nil, errs.Errorf(errs.CodeBadUserInput, "the assignee must be a member of the workspace")
+	}
+	return &c, nil
+}
+
+// updateRow changes the row id of tb as actor, in two round trips: the row is
+// read and locked with lockRow's checks (its errors), change returns it as it
+// will be (an error refuses the change; it sets the time of the change, which
+// now gives), and when that differs from the row before (audit.Changes), set
+// returns the UPDATE that stores it (guarded: ... AND taskflow_ok()), sent
+// with action's event (metadata.changes) and the commit. A change that changes
+// nothing writes and records nothing and returns the row as it was.
+func updateRow[T any](ctx context.Context, db *DB, tb table[T], actor *User, id string, min Role, what, action string,
+	change func(before *T, role Role, now time.Time) (*T, error), set func(after *T) (sql string, args []any)) (*T, error) {
+	var out *T
+	err := db.WithTx(ctx, func(ctx context.Context, tx Querier) error {
+		before, role, err := lockRow(ctx, tx, tb, actor, id, min, what)
+		if err != nil {
+			return err
+		}
+		after, err := change(before, role, stamp(time.Now()))
+		if err != nil {
+			return err
+		}
+		changes := audit.Changes(before, after)
+		if len(changes) == 0 {
+			out = before
+			return nil
+		}
+		sql, args := set(after)
+		if err := db.exec(ctx, tx, "update "+tb.kind, sql, args, 1); err != nil {
+			return err
+		}
+		ws, rowID := tb.event(after)
+		out = after
+		return db.appendAudit(ctx, tx, audit.Event{WorkspaceID: &ws, ActorID: &actor.ID, Action: action,
+			EntityID: rowID, Metadata: map[string]any{"changes": changes}})
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
