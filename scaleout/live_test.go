@@ -176,6 +176,25 @@ func TestLiveAcrossInstancesThroughSIGKILL(t *testing.T) {
 	if it, err := liveNext(t, mws); err != nil || it.Code != "NOT_FOUND" {
 		t.Fatalf("removed member's stream: %+v %v", it, err)
 	}
+
+	// Logout across instances: subscribed on B (which just read the token:
+	// its token cache says valid), logged out through C.
+	carlID, carlToken := newUser(t, pool, "carl")
+	if _, err := pool.Exec(t.Context(), `INSERT INTO members (workspace_id, user_id, role) VALUES ($1, $2, 'MEMBER')`, ws1, carlID); err != nil {
+		t.Fatal(err)
+	}
+	cws := liveDial(t, b, carlToken, project, last.Cursor)
+	probe = c.mustPost(t, token, createTask, taskVars(project, tasks+1)).field("createTask")["id"]
+	for it, err := liveNext(t, cws); it.TaskID != probe; it, err = liveNext(t, cws) {
+		if err != nil || it.Code != "" {
+			t.Fatalf("carl's stream before the logout: %v %s", err, it.Code)
+		}
+	}
+	b.mustPost(t, carlToken, `{ me { id } }`, nil) // B's token cache holds the token now
+	c.mustPost(t, carlToken, `mutation { logout }`, nil)
+	if it, err := liveNext(t, cws); err != nil || it.Code != "UNAUTHENTICATED" {
+		t.Fatalf("logged-out stream on another instance: %+v %v", it, err)
+	}
 }
 
 // assertSpineOrder checks that the items' cursors only go forward.
