@@ -92,6 +92,12 @@ func TestLiveWithNpmClients(t *testing.T) {
 	}
 }
 
+// liveBrowserRun is what e2e/node/playground-live.mjs reports.
+type liveBrowserRun struct {
+	browserRun
+	CreatedTaskIDs []string `json:"createdTaskIds"`
+}
+
 // An admin starts the playground's live audit tab in Chromium, a change is
 // made in another window, and the event shows up in the result pane.
 func TestPlaygroundLiveAuditInChromium(t *testing.T) {
@@ -100,24 +106,7 @@ func TestPlaygroundLiveAuditInChromium(t *testing.T) {
 	require(t, err == nil, "chromium ("+chromiumPath()+", Debian package chromium)")
 	nodeModules(t)
 	f := newLiveFixture(t)
-	shot := screenshotPath(t)
-	out := runNode(t, 3*time.Minute, []string{"CHROMIUM=" + chromiumPath()},
-		"playground-live.mjs", f.env.Server.URL, f.owner.Token, f.workspace, f.project, shot)
-	var run struct {
-		browserRun
-		CreatedTaskIDs []string `json:"createdTaskIds"`
-	}
-	if err := json.Unmarshal(out, &run); err != nil {
-		t.Fatalf("playground-live.mjs printed %q: %v", out, err)
-	}
-	if run.Screenshot != "" {
-		t.Logf("screenshot: %s", run.Screenshot)
-		copyArtifact(t, run.Screenshot)
-	}
-	if run.Error != "" {
-		t.Fatalf("browser run stopped after %v: %s\nconsole errors: %v\npage errors: %v\nfailed requests: %v",
-			run.Steps, run.Error, run.ConsoleErrors, run.PageErrors, run.FailedRequests)
-	}
+	run := runBrowser[liveBrowserRun](t, "playground-live.mjs", f.env.Server.URL, f.owner.Token, f.workspace, f.project)
 	if !strings.Contains(run.ChosenTab, "LiveAudit") {
 		t.Fatalf("tabs %q: no live audit tab", run.Tabs)
 	}
