@@ -110,6 +110,32 @@ func (t Transport) Do(w http.ResponseWriter, r *http.Request, exec graphql.Graph
 	w.Header().Add("Vary", "Accept")
 	start := graphql.Now()
 
+	// The caller's turn through reading, parsing, validating and pricing (see
+	// ratelimit.Limiter.Turn): ended once the operation is prepared.
+	endTurn := func() {}
+	if t.Limiter != nil {
+		end, err := t.Limiter.Turn(ctx)
+		if err != nil {
+			gerr := &gqlerror.Error{Message: "too many of your requests are in flight on this server; retry later",
+				Extensions: map[string]any{"code": string(errs.CodeRateLimited), "retryAfter": 1}}
+			if errs.CodeOf(err) != errs.CodeRateLimited {
+				// The client went away while it waited: nobody reads this.
+				gerr.Message = "the request ended before its turn"
+			}
+			writeTooMany(w, 1, gqlerror.List{gerr})
+			return
+		}
+		endTurn = end
+	}
+	turnEnded := false
+	endTurnOnce := func() {
+		if !turnEnded {
+			turnEnded = true
+			endTurn()
+		}
+	}
+	defer endTurnOnce()
+
 	var params *graphql.RawParams
 	var reqErr *requestError
 	switch r.Method {
@@ -137,6 +163,7 @@ func (t Transport) Do(w http.ResponseWriter, r *http.Request, exec graphql.Graph
 		ctx = ratelimit.WithOutcome(ctx)
 	}
 	rc, opErrs := exec.CreateOperationContext(ctx, params)
+	endTurnOnce()
 	if all := querydoc.Errors(rc); all != nil {
 		opErrs = all // gqlgen reports only the first error of an extension
 	}
