@@ -26,6 +26,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/redis/go-redis/v9"
 
+	"taskflow/blobs"
 	"taskflow/httpapi"
 	"taskflow/idempotency"
 	"taskflow/ratelimit"
@@ -116,6 +117,21 @@ func run(cfg Config, log *slog.Logger) error {
 	}
 	defer limiter.Close()
 
+	bs, err := blobs.Open(ctx, blobs.Options{URL: cfg.BlobURL, DB: db, MaxUploadSize: cfg.MaxUploadSize,
+		Quota: cfg.WorkspaceStorageQuota, SweepGrace: cfg.BlobSweepGrace, Log: log})
+	if err != nil {
+		return err
+	}
+	defer bs.Close()
+	if cfg.BlobURL == "" {
+		log.Warn("BLOB_URL is unset: attachments are kept in a local directory, right for a single instance only",
+			"blobs", bs.Where())
+	} else {
+		log.Info("attachments kept in the blob store", "blobs", bs.Where())
+	}
+	// Unfinished uploads and unused blobs, after BLOB_SWEEP_GRACE.
+	go bs.RunSweeper(ctx)
+
 	h := httpapi.NewHandler(httpapi.Options{
 		Limiter:         limiter,
 		DB:              db,
@@ -127,6 +143,7 @@ func run(cfg Config, log *slog.Logger) error {
 		Redis:           rdb, // persisted queries shared by every instance
 		IdempotencyTTL:  cfg.IdempotencyTTL,
 		IdempotencyWait: idempotencyWait(cfg.IdempotencyWait),
+		Blobs:           bs,
 	})
 	idempotency.NewPurger(idempotency.PurgerOptions{DB: db, Registerer: reg, Log: log}).Start(ctx)
 	srv := &http.Server{

@@ -22,6 +22,7 @@ import (
 
 	"taskflow/apq"
 	"taskflow/auth"
+	"taskflow/blobs"
 	"taskflow/graph"
 	"taskflow/idempotency"
 	"taskflow/ratelimit"
@@ -73,6 +74,10 @@ type Options struct {
 	// at once; nil means one of the handler's own with PasswordParams and the
 	// default bound and wait, its metrics in Registry.
 	Hasher *auth.Hasher
+	// Blobs keeps the bytes of attachments: it takes the files of multipart
+	// requests and serves GET /attachments/{id}. Nil: no files (multipart
+	// requests are 415, no download route).
+	Blobs *blobs.Store
 }
 
 // parserTokenLimit bounds the tokens of one document, so parse and validation
@@ -116,7 +121,7 @@ func newHandler(o Options, without []Guard) http.Handler {
 		o.Hasher = auth.NewHasher(auth.HasherOptions{Params: o.PasswordParams, Registerer: ops.reg})
 	}
 	if o.Resolvers == nil {
-		o.Resolvers = &resolvers.Resolver{DB: o.DB, Hasher: o.Hasher}
+		o.Resolvers = &resolvers.Resolver{DB: o.DB, Hasher: o.Hasher, Blobs: o.Blobs}
 	}
 	gql := handler.New(graph.NewExecutableSchema(graph.Config{Resolvers: o.Resolvers}))
 	if !rateLimit {
@@ -133,7 +138,7 @@ func newHandler(o Options, without []Guard) http.Handler {
 		}
 	}
 	resolveAPQ, storeAPQ := apq.Extensions(o.PersistedQueries, ops.reg)
-	gql.AddTransport(Transport{Limiter: o.Limiter, MaxBodyBytes: o.MaxBodyBytes})
+	gql.AddTransport(Transport{Limiter: o.Limiter, MaxBodyBytes: o.MaxBodyBytes, Blobs: o.Blobs, Log: o.Log})
 	gql.SetQueryCache(lru.New[*ast.QueryDocument](1000))
 	gql.SetParserTokenLimit(parserTokenLimit)
 	gql.Use(extension.Introspection{})
@@ -155,6 +160,9 @@ func newHandler(o Options, without []Guard) http.Handler {
 	mux.Handle("/query", o.CORS.handler(auth.Middleware(o.DB, authFailure(o.Log))(
 		resolvers.LoaderMiddleware(o.DB, idempotency.ResponseHeaders(gql)))))
 	mux.Handle("/audit/export", auth.Middleware(o.DB, writeAuthError)(auditExport(o.DB, o.Log)))
+	if o.Blobs != nil {
+		mux.Handle("/attachments/{id}", o.CORS.handler(auth.Middleware(o.DB, writeAuthError)(download(o.DB, o.Blobs, o.Log))))
+	}
 	ops.routes(mux)
 	return requestContext(o.TrustedProxies, ops.wrap(mux))
 }

@@ -4,6 +4,8 @@ package resolvers
 
 import (
 	"taskflow/auth"
+	"taskflow/blobs"
+	"taskflow/errs"
 	"taskflow/store"
 )
 
@@ -13,4 +15,11 @@ type Resolver struct {
 	// Hasher makes and verifies password hashes under the process's bound on
 	// concurrent hashes (nil: auth.DefaultHasher).
 	Hasher *auth.Hasher
+	// Blobs keeps the bytes of attachments; nil: attachments cannot be added
+	// and have no download link (handlers built without a blob store).
+	Blobs *blobs.Store
 }
+
+// errNoBlobStore answers what needs a blob store when there is none: a
+// handler built without one, which a server never is.
+var errNoBlobStore = errs.Errorf(errs.CodeInternal, "this server keeps no attachments")

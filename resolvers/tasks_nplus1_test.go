@@ -66,10 +66,13 @@ func countedEnv(t *testing.T) (*apitest.Env, *statementCounter) {
 	}
 	t.Cleanup(pool.Close)
 	db := store.New(pool, nil)
-	h := httpapi.NewHandler(httpapi.Options{DB: db, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Limiter: apitest.Unlimited()})
+	bs := apitest.OpenBlobs(t, db, nil)
+	counter.reset()
+	h := httpapi.NewHandler(httpapi.Options{DB: db, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Limiter: apitest.Unlimited(),
+		Blobs: bs})
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
-	return &apitest.Env{DB: db, Handler: h, Client: client.New(h), Server: srv}, counter
+	return &apitest.Env{DB: db, Blobs: bs, Handler: h, Client: client.New(h), Server: srv}, counter
 }
 
 // maxStatements is the bound on the statements of the page query below, whatever

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -19,6 +20,7 @@ import (
 	"github.com/99designs/gqlgen/client"
 
 	"taskflow/auth"
+	"taskflow/blobs"
 	"taskflow/httpapi"
 	"taskflow/ratelimit"
 	"taskflow/store"
@@ -27,7 +29,9 @@ import (
 
 // Env is one test's TaskFlow.
 type Env struct {
-	DB      *store.DB
+	DB *store.DB
+	// Blobs is the blob store of attachments, in a temporary directory.
+	Blobs   *blobs.Store
 	Handler http.Handler
 	// Client is a gqlgen test client on Handler (no network).
 	Client *client.Client
@@ -60,10 +64,36 @@ func newEnv(t testing.TB, newHandler func(httpapi.Options) http.Handler, opts []
 	for _, opt := range opts {
 		opt(&o)
 	}
+	if o.Blobs == nil {
+		o.Blobs = OpenBlobs(t, db, nil)
+	}
 	h := newHandler(o)
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
-	return &Env{DB: db, Handler: h, Client: client.New(h, client.Path("/query")), Server: srv}
+	return &Env{DB: db, Blobs: o.Blobs, Handler: h, Client: client.New(h, client.Path("/query")), Server: srv}
+}
+
+// OpenBlobs opens a blob store of db in a temporary directory of the test,
+// with the options set changes (nil: the defaults).
+func OpenBlobs(t testing.TB, db *store.DB, set func(*blobs.Options)) *blobs.Store {
+	t.Helper()
+	o := blobs.Options{URL: "file://" + filepath.ToSlash(t.TempDir()) + "?no_tmp_dir=true&metadata=skip", DB: db,
+		Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	if set != nil {
+		set(&o)
+	}
+	bs, err := blobs.Open(t.Context(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { bs.Close() })
+	return bs
+}
+
+// WithBlobs returns an Option that gives the Env a blob store of its own, in
+// a temporary directory, with the options set changes.
+func WithBlobs(t testing.TB, set func(*blobs.Options)) Option {
+	return func(o *httpapi.Options) { o.Blobs = OpenBlobs(t, o.DB, set) }
 }
 
 // Unlimited returns an in-process rate limiter whose budgets no test reaches:

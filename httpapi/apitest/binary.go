@@ -38,11 +38,33 @@ func Binary(t testing.TB) string {
 	return binPath
 }
 
-// RemoveBinary deletes what Binary built; call it from TestMain after m.Run.
+// RemoveBinary deletes what Binary built, and the data directory of CleanEnv;
+// call it from TestMain after m.Run.
 func RemoveBinary() {
 	if binDir != "" {
 		os.RemoveAll(binDir)
 	}
+	if dataDir != "" {
+		os.RemoveAll(dataDir)
+	}
+}
+
+var (
+	dataOnce sync.Once
+	dataDir  string
+)
+
+// userDataDir returns a directory made once per test process, which CleanEnv
+// gives the server as XDG_DATA_HOME: a server started without BLOB_URL keeps
+// its attachments there, not in the home directory of whoever runs the tests.
+func userDataDir() string {
+	dataOnce.Do(func() {
+		d, err := os.MkdirTemp("", "taskflow-data-")
+		if err == nil {
+			dataDir = d
+		}
+	})
+	return dataDir
 }
 
 // serverVariables are the environment variables the server reads (config.go).
@@ -51,7 +73,8 @@ var serverVariables = map[string]bool{
 	"CORS_ALLOW_CREDENTIALS": true, "TRUSTED_PROXIES": true, "RATE_LIMIT_POINTS": true,
 	"RATE_LIMIT_WINDOW": true, "RATE_LIMIT_LEASE": true, "MAX_QUERY_COST": true, "IDEMPOTENCY_TTL": true,
 	"IDEMPOTENCY_WAIT": true, "AUDIT_RETENTION": true, "SHUTDOWN_TIMEOUT": true, "LOG_LEVEL": true,
-	"PPROF_ADDR": true, "METRICS_TOKEN": true,
+	"PPROF_ADDR": true, "METRICS_TOKEN": true, "BLOB_URL": true, "MAX_UPLOAD_SIZE": true,
+	"WORKSPACE_STORAGE_QUOTA": true, "BLOB_SWEEP_GRACE": true,
 }
 
 // ServerVariables returns the names of the environment variables the server
@@ -65,14 +88,19 @@ func ServerVariables() []string {
 }
 
 // CleanEnv returns the test process's environment without the variables the
-// server reads, for starting the Binary with only the settings a test gives it.
+// server reads, for starting the Binary with only the settings a test gives it,
+// and with XDG_DATA_HOME set to a directory of the test process (removed by
+// RemoveBinary), where a server without BLOB_URL keeps attachments.
 func CleanEnv() []string {
 	var env []string
 	for _, kv := range os.Environ() {
 		name, _, _ := strings.Cut(kv, "=")
-		if !serverVariables[name] {
+		if !serverVariables[name] && name != "XDG_DATA_HOME" {
 			env = append(env, kv)
 		}
+	}
+	if d := userDataDir(); d != "" {
+		env = append(env, "XDG_DATA_HOME="+d)
 	}
 	return env
 }
