@@ -1,7 +1,7 @@
 // Package blobs keeps the bytes of attachments in a blob store behind
 // gocloud.dev/blob: a local directory by default, or S3 (and S3-compatible
-// stores) by URL; GCS and Azure in binaries built with the tags gcsblob and
-// azureblob (see drivers.go for why). It streams uploads into the store while
+// stores) and Azure by URL; GCS in binaries built with the tag gcsblob (see
+// drivers.go for why). It streams uploads into the store while
 // hashing them (Stage), discards what no attachment adopted (Release), opens
 // blobs for downloads, signs download links, and sweeps garbage (Sweep).
 //
@@ -356,10 +356,6 @@ func driverAdvice(rawURL string) string {
 	case "gs":
 		if !hasGCS {
 			return " (this binary was built without Google Cloud Storage: build it with `go build -tags gcsblob`)"
-		}
-	case "azblob":
-		if !hasAzure {
-			return " (this binary was built without Azure Blob Storage: build it with `go build -tags azureblob`)"
 		}
 	}
 	return ""

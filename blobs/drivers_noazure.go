@@ -1,6 +1,0 @@
-//go:build !azureblob
-
-package blobs
-
-// hasAzure reports whether this binary opens azblob:// URLs.
-const hasAzure = false
