@@ -1,16 +1,13 @@
 package bench
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"runtime"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -54,10 +51,10 @@ func BenchmarkUploadMemory(b *testing.B) {
 			o.Blobs = apitest.OpenBlobs(b, o.DB, func(bo *blobs.Options) { bo.Quota = -1 })
 		})
 		owner := env.NewUser(b, "owner")
-		task := benchTask(b, env, owner)
+		task := env.NewTask(b, owner, "OWNER")
 		measureUploads(b, clients, size, func(i int) error {
 			body, ctype, n := apitest.Multipart(`mutation($t: ID!, $f: Upload!) { addAttachment(taskId: $t, file: $f) { id } }`,
-				map[string]any{"t": task, "f": nil}, apitest.File{Path: "f", Name: "f", Size: size, Body: numbered(i, size)})
+				map[string]any{"t": task, "f": nil}, apitest.File{Path: "f", Name: "f", Size: size, Body: apitest.Pattern(i, size)})
 			return post(env.Server.URL+"/query", body, ctype, n, "Bearer "+owner.Token)
 		})
 	})
@@ -74,26 +71,11 @@ func BenchmarkUploadMemory(b *testing.B) {
 			defer srv.Close()
 			measureUploads(b, clients, size, func(i int) error {
 				body, ctype, n := apitest.Multipart(`mutation($f: Upload!) { f(file: $f) }`, map[string]any{"f": nil},
-					apitest.File{Path: "f", Name: "f", Size: size, Body: numbered(i, size)})
+					apitest.File{Path: "f", Name: "f", Size: size, Body: apitest.Pattern(i, size)})
 				return post(srv.URL, body, ctype, n, "")
 			})
 		})
 	}
-}
-
-// benchTask makes a workspace, a project and a task of owner through SQL.
-func benchTask(b *testing.B, env *apitest.Env, owner apitest.User) string {
-	b.Helper()
-	var task string
-	err := env.DB.Pool.QueryRow(context.Background(), `WITH w AS (INSERT INTO workspaces (name) VALUES ('w') RETURNING id),
-		m AS (INSERT INTO members (workspace_id, user_id, role) SELECT id, $1, 'OWNER' FROM w),
-		p AS (INSERT INTO projects (workspace_id, name) SELECT id, 'p' FROM w RETURNING id, workspace_id)
-		INSERT INTO tasks (project_id, workspace_id, title, created_by) SELECT id, workspace_id, 't', $1 FROM p RETURNING id`,
-		owner.ID).Scan(&task)
-	if err != nil {
-		b.Fatal(err)
-	}
-	return task
 }
 
 // measureUploads runs clients uploads at once, b.N times, and reports the
@@ -101,8 +83,11 @@ func benchTask(b *testing.B, env *apitest.Env, owner apitest.User) string {
 func measureUploads(b *testing.B, clients int, size int64, upload func(i int) error) {
 	b.Helper()
 	runtime.GC()
-	idle := vm(b, "VmRSS")
-	if err := os.WriteFile("/proc/self/clear_refs", []byte("5"), 0); err != nil {
+	idle, err := apitest.ProcStatus("self", "VmRSS")
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := apitest.ResetPeakRSS("self"); err != nil {
 		b.Skipf("cannot reset the peak RSS: %v", err)
 	}
 	b.SetBytes(int64(clients) * size)
@@ -120,31 +105,12 @@ func measureUploads(b *testing.B, clients int, size int64, upload func(i int) er
 			}
 		}
 	}
-	peak := vm(b, "VmHWM")
-	b.ReportMetric(float64(idle)/(1<<20), "idle-MiB")
-	b.ReportMetric(float64(peak-idle)/(1<<20), "peak-over-idle-MiB")
-}
-
-// vm returns a field of /proc/self/status in bytes.
-func vm(b *testing.B, field string) int64 {
-	b.Helper()
-	f, err := os.Open("/proc/self/status")
+	peak, err := apitest.ProcStatus("self", "VmHWM")
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), field+":"); ok {
-			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
-			if err != nil {
-				b.Fatal(err)
-			}
-			return kb << 10
-		}
-	}
-	b.Fatalf("no %s", field)
-	return 0
+	b.ReportMetric(float64(idle)/(1<<20), "idle-MiB")
+	b.ReportMetric(float64(peak-idle)/(1<<20), "peak-over-idle-MiB")
 }
 
 // post sends a multipart body and fails on anything but a 200 without errors.
@@ -169,22 +135,6 @@ func post(url string, body io.Reader, ctype string, n int64, authorization strin
 		return fmt.Errorf("HTTP %d %s", res.StatusCode, out)
 	}
 	return nil
-}
-
-// numbered is n bytes that differ from client to client.
-func numbered(i int, n int64) io.Reader {
-	return io.LimitReader(io.MultiReader(strings.NewReader(strconv.Itoa(i)), &filler{}), n)
-}
-
-// filler yields 0, 1, ... 250, 0, ...
-type filler struct{ b byte }
-
-func (f *filler) Read(p []byte) (int, error) {
-	for k := range p {
-		p[k] = f.b
-		f.b = (f.b + 1) % 251
-	}
-	return len(p), nil
 }
 
 // copyingExecutor stands in for gqlgen's executor: it runs every operation

@@ -41,15 +41,7 @@ func TestApolloUploadClient(t *testing.T) {
 	env := apitest.New(t)
 	member := env.NewUser(t, "member")
 	ctx := context.Background()
-	var task string
-	err := env.DB.Pool.QueryRow(ctx, `WITH w AS (INSERT INTO workspaces (name) VALUES ('w') RETURNING id),
-		m AS (INSERT INTO members (workspace_id, user_id, role) SELECT id, $1, 'MEMBER' FROM w),
-		p AS (INSERT INTO projects (workspace_id, name) SELECT id, 'p' FROM w RETURNING id, workspace_id)
-		INSERT INTO tasks (project_id, workspace_id, title, created_by) SELECT id, workspace_id, 't', $1 FROM p RETURNING id`,
-		member.ID).Scan(&task)
-	if err != nil {
-		t.Fatal(err)
-	}
+	task := env.NewTask(t, member, "MEMBER")
 	out := runNode(t, 2*time.Minute, []string{"TOKEN=" + member.Token, "TASK=" + task}, "upload.mjs", env.Server.URL+"/query")
 	var r uploadResult
 	if err := json.Unmarshal(out, &r); err != nil {

@@ -1,9 +1,7 @@
 package scaleout_test
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -33,16 +31,7 @@ func (in *instance) upload(token, task string, f apitest.File) (*response, error
 	req.Header.Set("Content-Type", ctype)
 	req.Header.Set("GraphQL-Preflight", "1")
 	req.Header.Set("Authorization", "Bearer "+token)
-	res, err := httpClient.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer res.Body.Close()
-	r := &response{Status: res.StatusCode, Header: res.Header}
-	if r.Raw, err = io.ReadAll(res.Body); err != nil {
-		return nil, err
-	}
-	return r, json.Unmarshal(r.Raw, &r.Body)
+	return do(req)
 }
 
 // newTask creates a task through the API and returns its id.
@@ -69,22 +58,6 @@ func filesIn(t testing.TB, dir string) []string {
 	return out
 }
 
-// pattern is a reader of n bytes that are not all alike.
-func pattern(n int64) io.Reader {
-	return io.LimitReader(&counting{}, n)
-}
-
-// counting yields 0, 1, 2, ... 250, 0, 1, ...
-type counting struct{ i byte }
-
-func (c *counting) Read(p []byte) (int, error) {
-	for k := range p {
-		p[k] = c.i
-		c.i = (c.i + 1) % 251
-	}
-	return len(p), nil
-}
-
 // A server SIGKILLed after an upload's bytes are in the blob store and before
 // its attachment commits leaves no attachment and a registered object; the
 // server started again keeps every committed attachment's bytes and its
@@ -100,7 +73,7 @@ func TestSIGKILLBetweenBlobAndRow(t *testing.T) {
 	in.start()
 	_, token := newUser(t, pool, "ann")
 	task := newTask(t, in, token)
-	kept, err := in.upload(token, task, apitest.File{Path: "f", Name: "kept.bin", Size: 200 << 10, Body: pattern(200 << 10)})
+	kept, err := in.upload(token, task, apitest.File{Path: "f", Name: "kept.bin", Size: 200 << 10, Body: apitest.Pattern(0, 200<<10)})
 	if err != nil || kept.code() != "" {
 		t.Fatalf("upload: %v %v", kept, err)
 	}
@@ -122,7 +95,7 @@ func TestSIGKILLBetweenBlobAndRow(t *testing.T) {
 	sent := make(chan struct{})
 	go func() {
 		defer close(sent)
-		_, _ = in.upload(token, task, apitest.File{Path: "f", Name: "lost.bin", Size: 1 << 20, Body: pattern(1 << 20)})
+		_, _ = in.upload(token, task, apitest.File{Path: "f", Name: "lost.bin", Size: 1 << 20, Body: apitest.Pattern(0, 1<<20)})
 	}()
 	waited := false
 	for range 2000 { // a readiness poll, not a timing assertion
@@ -218,28 +191,6 @@ func collectStrings(rows interface {
 	return out, rows.Err()
 }
 
-// procStatus returns a field of /proc/<pid>/status in bytes (VmRSS, VmHWM).
-func procStatus(t testing.TB, pid int, field string) int64 {
-	t.Helper()
-	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		t.Skipf("no /proc: %v", err)
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), field+":"); ok {
-			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return kb << 10
-		}
-	}
-	t.Fatalf("/proc/%d/status has no %s", pid, field)
-	return 0
-}
-
 // Ten concurrent uploads of 25 MiB (the default MAX_UPLOAD_SIZE) keep the
 // server's peak resident memory within 50 MiB of its idle RSS: files stream
 // into the blob store, never whole in memory. The peak is the kernel's
@@ -256,12 +207,15 @@ func TestUploadsStreamWithinMemoryBound(t *testing.T) {
 	_, token := newUser(t, pool, "ann")
 	task := newTask(t, in, token)
 	// Warm up: the paths of an upload have run once.
-	if r, err := in.upload(token, task, apitest.File{Path: "f", Name: "warm", Size: 1 << 20, Body: pattern(1 << 20)}); err != nil || r.code() != "" {
+	if r, err := in.upload(token, task, apitest.File{Path: "f", Name: "warm", Size: 1 << 20, Body: apitest.Pattern(0, 1<<20)}); err != nil || r.code() != "" {
 		t.Fatalf("warm-up: %v %v", r, err)
 	}
-	pid := in.cmd.Process.Pid
-	idle := procStatus(t, pid, "VmRSS")
-	if err := os.WriteFile(fmt.Sprintf("/proc/%d/clear_refs", pid), []byte("5"), 0); err != nil {
+	pid := strconv.Itoa(in.cmd.Process.Pid)
+	idle, err := apitest.ProcStatus(pid, "VmRSS")
+	if err != nil {
+		t.Skipf("no /proc: %v", err)
+	}
+	if err := apitest.ResetPeakRSS(pid); err != nil {
 		t.Skipf("cannot reset the peak RSS of the server: %v", err)
 	}
 	const n, size = 10, 25 << 20
@@ -270,7 +224,7 @@ func TestUploadsStreamWithinMemoryBound(t *testing.T) {
 	for i := range n {
 		wg.Go(func() {
 			r, err := in.upload(token, task, apitest.File{Path: "f", Name: fmt.Sprintf("big-%d", i), Size: size,
-				Body: io.MultiReader(strings.NewReader(strconv.Itoa(i)), pattern(size-int64(len(strconv.Itoa(i)))))})
+				Body: apitest.Pattern(i, size)})
 			if err == nil && r.code() != "" {
 				err = fmt.Errorf("%s", r.Raw)
 			}
@@ -284,7 +238,10 @@ func TestUploadsStreamWithinMemoryBound(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	peak := procStatus(t, pid, "VmHWM")
+	peak, err := apitest.ProcStatus(pid, "VmHWM")
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Logf("idle RSS %.1f MiB, peak RSS during %d concurrent uploads of %d MiB: %.1f MiB (+%.1f MiB)",
 		float64(idle)/(1<<20), n, size>>20, float64(peak)/(1<<20), float64(peak-idle)/(1<<20))
 	if peak-idle > 50<<20 {

@@ -171,6 +171,13 @@ func (e *Env) Post(t testing.TB, token, query string, vars map[string]any, heade
 		t.Fatal(err)
 	}
 	req.Header.Set("Content-Type", "application/json")
+	return e.send(t, req, token, headers)
+}
+
+// send sends req with the token ("" for anonymous) and the headers (name,
+// value, name, value...), and decodes the answer.
+func (e *Env) send(t testing.TB, req *http.Request, token string, headers []string) *Response {
+	t.Helper()
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}

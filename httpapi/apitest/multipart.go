@@ -73,11 +73,5 @@ func (e *Env) Upload(t testing.TB, token, query string, vars map[string]any, fil
 	req.ContentLength = n
 	req.Header.Set("Content-Type", ctype)
 	req.Header.Set("GraphQL-Preflight", "1")
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	for i := 0; i+1 < len(headers); i += 2 {
-		req.Header.Set(headers[i], headers[i+1])
-	}
-	return e.Do(t, req)
+	return e.send(t, req, token, headers)
 }
