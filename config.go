@@ -72,7 +72,8 @@ type Config struct {
 	// s3://bucket?region=...; empty means blobs.DefaultDir.
 	BlobURL string
 	// MaxUploadSize bounds the files of one request together
-	// (MAX_UPLOAD_SIZE, 25 MiB).
+	// (MAX_UPLOAD_SIZE, 25 MiB, or what RATE_LIMIT_POINTS pays for when that
+	// is less).
 	MaxUploadSize int64
 	// WorkspaceStorageQuota bounds the distinct attached files of a workspace
 	// (WORKSPACE_STORAGE_QUOTA, 1 GiB); negative means none ("0").
@@ -241,9 +242,14 @@ func loadConfig(getenv func(string) string) (Config, error) {
 	}
 	byteSize("MAX_UPLOAD_SIZE", &c.MaxUploadSize, 1, maxUploadSizeLimit)
 	if points := ratelimit.UploadCost(c.MaxUploadSize); points > int64(c.RateLimitPoints) {
-		bad("MAX_UPLOAD_SIZE", humanize.IBytes(uint64(c.MaxUploadSize)), fmt.Sprintf("an upload that large costs %d points "+
-			"(one per %s), more than RATE_LIMIT_POINTS=%d: no one could send it", points,
-			humanize.IBytes(ratelimit.UploadPointBytes), c.RateLimitPoints))
+		if _, set := get("MAX_UPLOAD_SIZE"); set {
+			bad("MAX_UPLOAD_SIZE", humanize.IBytes(uint64(c.MaxUploadSize)), fmt.Sprintf("an upload that large costs %d points "+
+				"(one per %s), more than RATE_LIMIT_POINTS=%d: no one could send it", points,
+				humanize.IBytes(ratelimit.UploadPointBytes), c.RateLimitPoints))
+		} else {
+			// The default shrinks to what a small budget can pay for.
+			c.MaxUploadSize = int64(c.RateLimitPoints) * ratelimit.UploadPointBytes
+		}
 	}
 	if v, ok := get("WORKSPACE_STORAGE_QUOTA"); ok && (v == "0" || strings.EqualFold(v, "none")) {
 		c.WorkspaceStorageQuota = -1

@@ -28,7 +28,8 @@ func TestConfigDefaults(t *testing.T) {
 		c.RateLimitPoints != 1000 || c.RateLimitWindow != time.Minute || c.MaxQueryCost != 1000 ||
 		c.IdempotencyTTL != 24*time.Hour || c.IdempotencyWait != 5*time.Second ||
 		c.AuditRetention != 0 || c.ShutdownTimeout != 30*time.Second || c.LogLevel != slog.LevelInfo ||
-		c.PprofAddr != "" {
+		c.PprofAddr != "" || c.BlobURL != "" || c.MaxUploadSize != 25<<20 || c.WorkspaceStorageQuota != 1<<30 ||
+		c.BlobSweepGrace != time.Hour {
 		t.Fatalf("defaults = %+v", c)
 	}
 }
@@ -36,26 +37,34 @@ func TestConfigDefaults(t *testing.T) {
 func TestConfigFromEnvironment(t *testing.T) {
 	t.Parallel()
 	c, err := loadConfig(env(map[string]string{
-		"HTTP_ADDR":              "127.0.0.1:9000",
-		"DATABASE_URL":           "postgres://app:secret@db.internal:5433/taskflow?sslmode=require",
-		"REDIS_URL":              "redis://cache.internal:6380/2",
-		"CORS_ALLOWED_ORIGINS":   "https://app.example.com, http://localhost:3000",
-		"CORS_ALLOW_CREDENTIALS": "true",
-		"TRUSTED_PROXIES":        "10.0.0.0/8, 192.168.1.7",
-		"RATE_LIMIT_POINTS":      "5000",
-		"RATE_LIMIT_WINDOW":      "30s",
-		"MAX_QUERY_COST":         "250",
-		"RATE_LIMIT_LEASE":       "0.25",
-		"IDEMPOTENCY_TTL":        "7d",
-		"IDEMPOTENCY_WAIT":       "0s",
-		"AUDIT_RETENTION":        "365d",
-		"SHUTDOWN_TIMEOUT":       "5s",
-		"LOG_LEVEL":              "debug",
-		"PPROF_ADDR":             "127.0.0.1:6060",
-		"METRICS_TOKEN":          "0123456789abcdef0123",
+		"HTTP_ADDR":               "127.0.0.1:9000",
+		"DATABASE_URL":            "postgres://app:secret@db.internal:5433/taskflow?sslmode=require",
+		"REDIS_URL":               "redis://cache.internal:6380/2",
+		"CORS_ALLOWED_ORIGINS":    "https://app.example.com, http://localhost:3000",
+		"CORS_ALLOW_CREDENTIALS":  "true",
+		"TRUSTED_PROXIES":         "10.0.0.0/8, 192.168.1.7",
+		"RATE_LIMIT_POINTS":       "5000",
+		"RATE_LIMIT_WINDOW":       "30s",
+		"MAX_QUERY_COST":          "250",
+		"RATE_LIMIT_LEASE":        "0.25",
+		"IDEMPOTENCY_TTL":         "7d",
+		"IDEMPOTENCY_WAIT":        "0s",
+		"AUDIT_RETENTION":         "365d",
+		"SHUTDOWN_TIMEOUT":        "5s",
+		"LOG_LEVEL":               "debug",
+		"PPROF_ADDR":              "127.0.0.1:6060",
+		"METRICS_TOKEN":           "0123456789abcdef0123",
+		"BLOB_URL":                "s3://attachments?region=eu-west-1",
+		"MAX_UPLOAD_SIZE":         "10MiB",
+		"WORKSPACE_STORAGE_QUOTA": "5 GB",
+		"BLOB_SWEEP_GRACE":        "2s",
 	}))
 	if err != nil {
 		t.Fatal(err)
+	}
+	if c.BlobURL != "s3://attachments?region=eu-west-1" || c.MaxUploadSize != 10<<20 || c.WorkspaceStorageQuota != 5e9 ||
+		c.BlobSweepGrace != 2*time.Second {
+		t.Fatalf("attachments config = %+v", c)
 	}
 	if c.HTTPAddr != "127.0.0.1:9000" || c.DatabaseURL != "postgres://app:secret@db.internal:5433/taskflow?sslmode=require" ||
 		c.RedisURL != "redis://cache.internal:6380/2" || c.RateLimitPoints != 5000 || c.RateLimitWindow != 30*time.Second ||
@@ -76,6 +85,11 @@ func TestConfigFromEnvironment(t *testing.T) {
 	if err != nil || c.RateLimitLease >= 0 {
 		t.Fatalf("RATE_LIMIT_LEASE=0: %v %v", c.RateLimitLease, err)
 	}
+	// 0 is no quota.
+	c, err = loadConfig(env(map[string]string{"WORKSPACE_STORAGE_QUOTA": "0"}))
+	if err != nil || c.WorkspaceStorageQuota >= 0 {
+		t.Fatalf("WORKSPACE_STORAGE_QUOTA=0: %v %v", c.WorkspaceStorageQuota, err)
+	}
 	// "forever" is the default spelled out.
 	c, err = loadConfig(env(map[string]string{"AUDIT_RETENTION": "forever"}))
 	if err != nil || c.AuditRetention != 0 {
@@ -86,23 +100,27 @@ func TestConfigFromEnvironment(t *testing.T) {
 func TestConfigBadValues(t *testing.T) {
 	t.Parallel()
 	for name, value := range map[string]string{
-		"HTTP_ADDR":              "8080",
-		"DATABASE_URL":           "postgres://app:secret@db:notaport/x",
-		"REDIS_URL":              "http://cache:6379",
-		"CORS_ALLOWED_ORIGINS":   "app.example.com",
-		"CORS_ALLOW_CREDENTIALS": "maybe",
-		"TRUSTED_PROXIES":        "10.0.0.0/33",
-		"RATE_LIMIT_POINTS":      "lots",
-		"RATE_LIMIT_WINDOW":      "0s",
-		"MAX_QUERY_COST":         "-5",
-		"RATE_LIMIT_LEASE":       "0.9",
-		"IDEMPOTENCY_TTL":        "1 day",
-		"IDEMPOTENCY_WAIT":       "-1s",
-		"AUDIT_RETENTION":        "never",
-		"SHUTDOWN_TIMEOUT":       "soon",
-		"LOG_LEVEL":              "chatty",
-		"PPROF_ADDR":             "6060",
-		"METRICS_TOKEN":          "secret",
+		"HTTP_ADDR":               "8080",
+		"DATABASE_URL":            "postgres://app:secret@db:notaport/x",
+		"REDIS_URL":               "http://cache:6379",
+		"CORS_ALLOWED_ORIGINS":    "app.example.com",
+		"CORS_ALLOW_CREDENTIALS":  "maybe",
+		"TRUSTED_PROXIES":         "10.0.0.0/33",
+		"RATE_LIMIT_POINTS":       "lots",
+		"RATE_LIMIT_WINDOW":       "0s",
+		"MAX_QUERY_COST":          "-5",
+		"RATE_LIMIT_LEASE":        "0.9",
+		"IDEMPOTENCY_TTL":         "1 day",
+		"IDEMPOTENCY_WAIT":        "-1s",
+		"AUDIT_RETENTION":         "never",
+		"SHUTDOWN_TIMEOUT":        "soon",
+		"LOG_LEVEL":               "chatty",
+		"PPROF_ADDR":              "6060",
+		"METRICS_TOKEN":           "secret",
+		"BLOB_URL":                "/var/lib/taskflow",
+		"MAX_UPLOAD_SIZE":         "3GiB",
+		"WORKSPACE_STORAGE_QUOTA": "lots",
+		"BLOB_SWEEP_GRACE":        "0s",
 	} {
 		_, err := loadConfig(env(map[string]string{name: value}))
 		if err == nil {
@@ -115,6 +133,22 @@ func TestConfigBadValues(t *testing.T) {
 		if strings.Contains(err.Error(), "secret") {
 			t.Errorf("%s: error shows the password: %q", name, err)
 		}
+	}
+}
+
+// An upload of MAX_UPLOAD_SIZE must fit in the cost budget (a point per 64
+// KiB): set to 25 MiB (400 points) with a budget of 100 points, it is refused;
+// left unset, it shrinks to what the budget pays for (6.25 MiB), so that a
+// configuration with a small budget still starts.
+func TestConfigUploadFitsTheBudget(t *testing.T) {
+	t.Parallel()
+	_, err := loadConfig(env(map[string]string{"RATE_LIMIT_POINTS": "100", "MAX_UPLOAD_SIZE": "25MiB"}))
+	if err == nil || !strings.Contains(err.Error(), "MAX_UPLOAD_SIZE") || !strings.Contains(err.Error(), "400 points") {
+		t.Fatalf("RATE_LIMIT_POINTS=100 with MAX_UPLOAD_SIZE=25MiB: %v", err)
+	}
+	c, err := loadConfig(env(map[string]string{"RATE_LIMIT_POINTS": "100"}))
+	if err != nil || c.MaxUploadSize != 100<<16 {
+		t.Fatalf("RATE_LIMIT_POINTS=100, MAX_UPLOAD_SIZE unset: %d, %v", c.MaxUploadSize, err)
 	}
 }
 
