@@ -576,3 +576,18 @@ func TestAttachmentAuditEvents(t *testing.T) {
 		t.Fatalf("events %v, want %v", got, want)
 	}
 }
+
+// A file name outside ASCII is kept (NFC, control characters cut) and comes
+// back in Content-Disposition as RFC 2231's filename*.
+func TestAttachmentUnicodeFilename(t *testing.T) {
+	t.Parallel()
+	e := newFilesEnv(t)
+	a := attached(t, e.upload(t, e.member, e.task, "re\u0301sume\u0301\t 2026.pdf", []byte("%PDF-1.7\n"), ""))
+	if a.Filename != "résumé 2026.pdf" || a.ContentType != "application/pdf" {
+		t.Fatalf("filename %q, type %q", a.Filename, a.ContentType)
+	}
+	res, _ := e.get(t, "", a.DownloadURL)
+	if got := res.Header.Get("Content-Disposition"); got != `attachment; filename*=utf-8''r%C3%A9sum%C3%A9%202026.pdf` {
+		t.Fatalf("Content-Disposition %q", got)
+	}
+}

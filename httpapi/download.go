@@ -68,7 +68,11 @@ func download(db *store.DB, bs *blobs.Store, log *slog.Logger) http.Handler {
 		_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(transferTimeout))
 		h := w.Header()
 		h.Set("Content-Type", a.ContentType)
-		h.Set("Content-Disposition", mime.FormatMediaType("attachment", map[string]string{"filename": a.Filename}))
+		disposition := mime.FormatMediaType("attachment", map[string]string{"filename": a.Filename})
+		if disposition == "" { // a name mime cannot encode: a download all the same
+			disposition = "attachment"
+		}
+		h.Set("Content-Disposition", disposition)
 		h.Set("X-Content-Type-Options", "nosniff")
 		h.Set("Content-Security-Policy", "sandbox; default-src 'none'")
 		h.Set("ETag", `"`+a.SHA256+`"`)
