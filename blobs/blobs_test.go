@@ -38,9 +38,17 @@ func newSetup(t *testing.T) *setup {
 	}
 	t.Cleanup(func() { bs.Close() })
 	s := &setup{db: db, bs: bs, owner: &store.User{}}
+	s.fixture(t)
+	return s
+}
+
+// fixture makes the workspace, its owner and the task.
+func (s *setup) fixture(t *testing.T) {
+	t.Helper()
+	db := s.db
 	ctx := context.Background()
 	var ws, project string
-	err = db.Pool.QueryRow(ctx, `WITH u AS (INSERT INTO users (email, name, password_hash) VALUES ('o@example.com', 'O', 'x') RETURNING id),
+	err := db.Pool.QueryRow(ctx, `WITH u AS (INSERT INTO users (email, name, password_hash) VALUES ('o@example.com', 'O', 'x') RETURNING id),
 		w AS (INSERT INTO workspaces (name) VALUES ('w') RETURNING id),
 		m AS (INSERT INTO members (workspace_id, user_id, role) SELECT w.id, u.id, 'OWNER' FROM w, u RETURNING 1)
 		SELECT (SELECT id FROM u), (SELECT id FROM w), (SELECT count(*) FROM m)::text`).Scan(&s.owner.ID, &ws, new(string))
@@ -54,7 +62,6 @@ func newSetup(t *testing.T) *setup {
 		project, ws, s.owner.ID).Scan(&s.task); err != nil {
 		t.Fatal(err)
 	}
-	return s
 }
 
 // objects returns the keys of the store's objects.
