@@ -10,7 +10,7 @@ import (
 )
 
 // The life of an object in the blob store, as the database records it (see
-// migration 0007): registered (blob_uploads) from before its first byte until
+// migration 0010): registered (blob_uploads) from before its first byte until
 // the transaction of the first attachment of its content deletes the
 // registration and inserts its attachment_blobs row; referenced while that row
 // exists; garbage otherwise. Only the sweeper and the uploader delete objects,
