@@ -84,13 +84,13 @@ func (u Upload) IdempotencyFingerprint() any {
 const attachmentColumns = `a.id, a.task_id, a.workspace_id, a.filename, a.content_type, a.size, a.sha256,
 	a.uploader_id, a.created_at`
 
-// scanAttachment scans the leading extra destinations, then the columns of
-// attachmentColumns, then the trailing ones.
-func scanAttachment(row pgx.Row, leading []any, trailing ...any) (*Attachment, error) {
+// scanAttachment scans the columns of attachmentColumns, followed by extra
+// destinations.
+func scanAttachment(row pgx.Row, extra ...any) (*Attachment, error) {
 	var a Attachment
-	dest := append(leading, &a.ID, &a.TaskID, &a.WorkspaceID, &a.Filename, &a.ContentType, &a.Size, &a.SHA256,
-		&a.UploaderID, &a.CreatedAt)
-	if err := row.Scan(append(dest, trailing...)...); err != nil {
+	dest := append([]any{&a.ID, &a.TaskID, &a.WorkspaceID, &a.Filename, &a.ContentType, &a.Size, &a.SHA256,
+		&a.UploaderID, &a.CreatedAt}, extra...)
+	if err := row.Scan(dest...); err != nil {
 		return nil, err
 	}
 	return &a, nil
@@ -179,7 +179,7 @@ func (db *DB) AddAttachment(ctx context.Context, actor *User, taskID string, fil
 				content_type, size, uploader_id)
 			SELECT $1, $2, b.sha256, $4, b.content_type, b.size, $5 FROM attachment_blobs b
 			WHERE b.workspace_id = $2 AND b.sha256 = $3
-			RETURNING `+attachmentColumns, taskID, workspaceID, f.SHA256, f.Filename, actor.ID), nil)
+			RETURNING `+attachmentColumns, taskID, workspaceID, f.SHA256, f.Filename, actor.ID))
 		if err != nil {
 			return fmt.Errorf("add attachment: %w", mapError(err))
 		}
@@ -234,8 +234,8 @@ func (db *DB) lockAttachment(ctx context.Context, tx Querier, actor *User, id st
 		return nil, errs.ErrUnauthenticated
 	}
 	var member *Role
-	a, err := scanAttachment(tx.QueryRow(ctx, `SELECT m.role, `+attachmentColumns+` FROM attachments a`+joinRole("a", "$2")+`
-		WHERE a.id = $1 FOR UPDATE OF a`, id, actor.ID), []any{&member})
+	a, err := scanAttachment(tx.QueryRow(ctx, `SELECT `+attachmentColumns+`, m.role FROM attachments a`+joinRole("a", "$2")+`
+		WHERE a.id = $1 FOR UPDATE OF a`, id, actor.ID), &member)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, notFound("attachment")
 	}
@@ -290,7 +290,7 @@ func (db *DB) AttachmentForDownload(ctx context.Context, userID, id string) (*At
 	a, err := scanAttachment(db.q(ctx).QueryRow(ctx, `SELECT `+attachmentColumns+`, b.key FROM attachments a
 		JOIN members m ON m.workspace_id = a.workspace_id AND m.user_id = $2
 		JOIN attachment_blobs b ON b.workspace_id = a.workspace_id AND b.sha256 = a.sha256
-		WHERE a.id = $1`, id, userID), nil, &key)
+		WHERE a.id = $1`, id, userID), &key)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, "", notFound("attachment")
 	}
@@ -313,7 +313,7 @@ type AttachmentPageKey struct {
 var attachmentList = childList[Attachment]{
 	table: "attachments", alias: "a", columns: attachmentColumns, pageSize: DefaultAttachmentPageSize,
 	scope: func(taskID string) string { return "attachments:" + taskID },
-	scan:  func(row pgx.Row, ord *int64) (*Attachment, error) { return scanAttachment(row, []any{ord}) },
+	scan:  func(row pgx.Row, ord *int64) (*Attachment, error) { return scanAttachment(row, ord) },
 	key:   attachmentKey,
 }
 

@@ -23,10 +23,10 @@ const DefaultCommentPageSize = 20
 // commentColumns is the column list scanned by scanComment (table alias c).
 const commentColumns = `c.id, c.task_id, c.workspace_id, c.author_id, c.body, c.created_at, c.updated_at`
 
-// scanComment scans the leading extra destinations, then the columns of commentColumns.
-func scanComment(row pgx.Row, leading ...any) (*Comment, error) {
+// scanComment scans the columns of commentColumns, followed by extra destinations.
+func scanComment(row pgx.Row, extra ...any) (*Comment, error) {
 	var c Comment
-	dest := append(leading, &c.ID, &c.TaskID, &c.WorkspaceID, &c.AuthorID, &c.Body, &c.CreatedAt, &c.UpdatedAt)
+	dest := append([]any{&c.ID, &c.TaskID, &c.WorkspaceID, &c.AuthorID, &c.Body, &c.CreatedAt, &c.UpdatedAt}, extra...)
 	if err := row.Scan(dest...); err != nil {
 		return nil, err
 	}
@@ -103,7 +103,7 @@ func (db *DB) lockComment(ctx context.Context, tx Querier, actor *User, id, acti
 		return nil, errs.ErrUnauthenticated
 	}
 	var member *Role
-	c, err := scanComment(tx.QueryRow(ctx, `SELECT m.role, `+commentColumns+` FROM comments c`+joinRole("c", "$2")+`
+	c, err := scanComment(tx.QueryRow(ctx, `SELECT `+commentColumns+`, m.role FROM comments c`+joinRole("c", "$2")+`
 		WHERE c.id = $1 FOR UPDATE OF c`, id, actor.ID), &member)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, notFound("comment")

@@ -21,13 +21,13 @@ type childPageKey struct {
 type childList[T any] struct {
 	// table is the table, alias its alias in columns.
 	table, alias string
-	// columns are the columns scan reads after the page's ordinal.
+	// columns are the columns scan reads before the page's ordinal.
 	columns string
 	// pageSize is the page size when first is not given.
 	pageSize int
 	// scope is the cursor scope of a task's list.
 	scope func(taskID string) string
-	// scan reads the ordinal of the page into ord, then the columns.
+	// scan reads the columns, then the ordinal of the page into ord.
 	scan func(row pgx.Row, ord *int64) (*T, error)
 	// key returns an item's position in the list.
 	key func(*T) (time.Time, string)
@@ -73,7 +73,7 @@ func (l childList[T]) pages(ctx context.Context, q Querier, keys []childPageKey)
 		limits[i] = int32(p.First + 1)
 	}
 	a := l.alias
-	rows, err := q.Query(ctx, `SELECT k.ord, `+l.columns+`
+	rows, err := q.Query(ctx, `SELECT `+l.columns+`, k.ord
 		FROM unnest($1::text[]::uuid[], $2::timestamptz[], $3::text[]::uuid[], $4::int[])
 			WITH ORDINALITY AS k(task_id, at, id, lim, ord)
 		CROSS JOIN LATERAL (
