@@ -23,7 +23,7 @@ const DefaultCommentPageSize = 20
 // commentColumns is the column list scanned by scanComment (table alias c).
 const commentColumns = `c.id, c.task_id, c.workspace_id, c.author_id, c.body, c.created_at, c.updated_at`
 
-// scanComment scans the columns of commentColumns, followed by extra destinations.
+// scanComment scans the columns of commentColumns, then the extra destinations.
 func scanComment(row pgx.Row, extra ...any) (*Comment, error) {
 	var c Comment
 	dest := append([]any{&c.ID, &c.TaskID, &c.WorkspaceID, &c.AuthorID, &c.Body, &c.CreatedAt, &c.UpdatedAt}, extra...)
