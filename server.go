@@ -29,6 +29,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"taskflow/audit"
+	"taskflow/blobs"
 	"taskflow/httpapi"
 	"taskflow/idempotency"
 	"taskflow/ratelimit"
@@ -193,6 +194,21 @@ func run(cfg Config, log *slog.Logger) error {
 	}
 	defer limiter.Close()
 
+	bs, err := blobs.Open(ctx, blobs.Options{URL: cfg.BlobURL, DB: db, MaxUploadSize: cfg.MaxUploadSize,
+		Quota: cfg.WorkspaceStorageQuota, SweepGrace: cfg.BlobSweepGrace, Log: log})
+	if err != nil {
+		return err
+	}
+	defer bs.Close()
+	if cfg.BlobURL == "" {
+		log.Warn("BLOB_URL is unset: attachments are kept in a local directory, right for a single instance only",
+			"blobs", bs.Where())
+	} else {
+		log.Info("attachments kept in the blob store", "blobs", bs.Where())
+	}
+	// Unfinished uploads and unused blobs, after BLOB_SWEEP_GRACE.
+	go bs.RunSweeper(ctx)
+
 	h := httpapi.NewHandler(httpapi.Options{
 		Limiter:         limiter,
 		DB:              db,
@@ -206,6 +222,7 @@ func run(cfg Config, log *slog.Logger) error {
 		IdempotencyWait: idempotencyWait(cfg.IdempotencyWait),
 		AuditKeys:       []ed25519.PublicKey{auditKey.Public().(ed25519.PublicKey)},
 		Tracing:         tp.TracerProvider(),
+		Blobs:           bs,
 	})
 	idempotency.NewPurger(idempotency.PurgerOptions{DB: db, Registerer: reg, Log: log}).Start(ctx)
 	srv := &http.Server{

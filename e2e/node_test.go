@@ -41,7 +41,7 @@ func nodeModules(t *testing.T) {
 	require(t, err == nil, "node")
 	npmOnce.Do(func() {
 		installed := true
-		for _, pkg := range []string{"playwright-core", "graphql-http", "graphql"} {
+		for _, pkg := range []string{"playwright-core", "graphql-http", "graphql", "@apollo/client", "apollo-upload-client"} {
 			if _, err := os.Stat(filepath.Join(nodeDir, "node_modules", pkg, "package.json")); err != nil {
 				installed = false
 			}

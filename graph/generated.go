@@ -31,6 +31,7 @@ func NewExecutableSchema(cfg Config) graphql.ExecutableSchema {
 type Config = graphql.Config[ResolverRoot, DirectiveRoot, ComplexityRoot]
 
 type ResolverRoot interface {
+	Attachment() AttachmentResolver
 	AuditEvent() AuditEventResolver
 	Comment() CommentResolver
 	Invitation() InvitationResolver
@@ -47,6 +48,29 @@ type DirectiveRoot struct {
 }
 
 type ComplexityRoot struct {
+	Attachment struct {
+		ContentType func(childComplexity int) int
+		CreatedAt   func(childComplexity int) int
+		DownloadURL func(childComplexity int) int
+		Filename    func(childComplexity int) int
+		ID          func(childComplexity int) int
+		SHA256      func(childComplexity int) int
+		Size        func(childComplexity int) int
+		Task        func(childComplexity int) int
+		Uploader    func(childComplexity int) int
+	}
+
+	AttachmentConnection struct {
+		Edges    func(childComplexity int) int
+		Nodes    func(childComplexity int) int
+		PageInfo func(childComplexity int) int
+	}
+
+	AttachmentEdge struct {
+		Cursor func(childComplexity int) int
+		Node   func(childComplexity int) int
+	}
+
 	AuditCheckpoint struct {
 		ChainKey  func(childComplexity int) int
 		HeadHash  func(childComplexity int) int
@@ -172,6 +196,7 @@ type ComplexityRoot struct {
 
 	Mutation struct {
 		AcceptInvitation  func(childComplexity int, id string, idempotencyKey *string) int
+		AddAttachment     func(childComplexity int, taskID string, file store.Upload, idempotencyKey *string) int
 		AddComment        func(childComplexity int, taskID string, body string, idempotencyKey *string) int
 		AddMember         func(childComplexity int, workspaceID string, email string, role store.Role, idempotencyKey *string) int
 		ArchiveProject    func(childComplexity int, id string, idempotencyKey *string) int
@@ -179,6 +204,7 @@ type ComplexityRoot struct {
 		CreateTask        func(childComplexity int, input model.CreateTaskInput, idempotencyKey *string) int
 		CreateWorkspace   func(childComplexity int, input model.CreateWorkspaceInput, idempotencyKey *string) int
 		DeclineInvitation func(childComplexity int, id string, idempotencyKey *string) int
+		DeleteAttachment  func(childComplexity int, id string, idempotencyKey *string) int
 		DeleteComment     func(childComplexity int, id string, idempotencyKey *string) int
 		DeleteTask        func(childComplexity int, id string, idempotencyKey *string) int
 		InviteMember      func(childComplexity int, workspaceID string, email string, role store.Role, idempotencyKey *string) int
@@ -243,6 +269,7 @@ type ComplexityRoot struct {
 
 	Task struct {
 		Assignee    func(childComplexity int) int
+		Attachments func(childComplexity int, first *int, after *string) int
 		Comments    func(childComplexity int, first *int, after *string) int
 		CreatedAt   func(childComplexity int) int
 		CreatedBy   func(childComplexity int) int
@@ -292,6 +319,13 @@ type ComplexityRoot struct {
 
 // region    ************************** generated!.gotpl **************************
 
+type AttachmentResolver interface {
+	Task(ctx context.Context, obj *store.Attachment) (*store.Task, error)
+
+	Uploader(ctx context.Context, obj *store.Attachment) (*store.User, error)
+
+	DownloadURL(ctx context.Context, obj *store.Attachment) (string, error)
+}
 type AuditEventResolver interface {
 	Actor(ctx context.Context, obj *store.AuditEvent) (*store.User, error)
 }
@@ -326,6 +360,8 @@ type MutationResolver interface {
 	AddComment(ctx context.Context, taskID string, body string, idempotencyKey *string) (*store.Comment, error)
 	UpdateComment(ctx context.Context, id string, body string, idempotencyKey *string) (*store.Comment, error)
 	DeleteComment(ctx context.Context, id string, idempotencyKey *string) (bool, error)
+	AddAttachment(ctx context.Context, taskID string, file store.Upload, idempotencyKey *string) (*store.Attachment, error)
+	DeleteAttachment(ctx context.Context, id string, idempotencyKey *string) (bool, error)
 }
 type ProjectResolver interface {
 	Workspace(ctx context.Context, obj *store.Project) (*store.Workspace, error)
@@ -352,6 +388,7 @@ type TaskResolver interface {
 	CreatedBy(ctx context.Context, obj *store.Task) (*store.User, error)
 
 	Comments(ctx context.Context, obj *store.Task, first *int, after *string) (*store.Connection[store.Comment], error)
+	Attachments(ctx context.Context, obj *store.Task, first *int, after *string) (*store.Connection[store.Attachment], error)
 }
 type UserResolver interface {
 	Workspaces(ctx context.Context, obj *store.User) ([]*store.Workspace, error)
@@ -381,6 +418,93 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 	ec := newExecutionContext(nil, e, nil)
 	_ = ec
 	switch typeName + "." + field {
+
+	case "Attachment.contentType":
+		if e.ComplexityRoot.Attachment.ContentType == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Attachment.ContentType(childComplexity), true
+	case "Attachment.createdAt":
+		if e.ComplexityRoot.Attachment.CreatedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Attachment.CreatedAt(childComplexity), true
+	case "Attachment.downloadUrl":
+		if e.ComplexityRoot.Attachment.DownloadURL == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Attachment.DownloadURL(childComplexity), true
+	case "Attachment.filename":
+		if e.ComplexityRoot.Attachment.Filename == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Attachment.Filename(childComplexity), true
+	case "Attachment.id":
+		if e.ComplexityRoot.Attachment.ID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Attachment.ID(childComplexity), true
+	case "Attachment.sha256":
+		if e.ComplexityRoot.Attachment.SHA256 == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Attachment.SHA256(childComplexity), true
+	case "Attachment.size":
+		if e.ComplexityRoot.Attachment.Size == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Attachment.Size(childComplexity), true
+	case "Attachment.task":
+		if e.ComplexityRoot.Attachment.Task == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Attachment.Task(childComplexity), true
+	case "Attachment.uploader":
+		if e.ComplexityRoot.Attachment.Uploader == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Attachment.Uploader(childComplexity), true
+
+	case "AttachmentConnection.edges":
+		if e.ComplexityRoot.AttachmentConnection.Edges == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AttachmentConnection.Edges(childComplexity), true
+	case "AttachmentConnection.nodes":
+		if e.ComplexityRoot.AttachmentConnection.Nodes == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AttachmentConnection.Nodes(childComplexity), true
+	case "AttachmentConnection.pageInfo":
+		if e.ComplexityRoot.AttachmentConnection.PageInfo == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AttachmentConnection.PageInfo(childComplexity), true
+
+	case "AttachmentEdge.cursor":
+		if e.ComplexityRoot.AttachmentEdge.Cursor == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AttachmentEdge.Cursor(childComplexity), true
+	case "AttachmentEdge.node":
+		if e.ComplexityRoot.AttachmentEdge.Node == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AttachmentEdge.Node(childComplexity), true
 
 	case "AuditCheckpoint.chainKey":
 		if e.ComplexityRoot.AuditCheckpoint.ChainKey == nil {
@@ -876,6 +1000,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.AcceptInvitation(childComplexity, args["id"].(string), args["idempotencyKey"].(*string)), true
+	case "Mutation.addAttachment":
+		if e.ComplexityRoot.Mutation.AddAttachment == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_addAttachment_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.AddAttachment(childComplexity, args["taskId"].(string), args["file"].(store.Upload), args["idempotencyKey"].(*string)), true
 	case "Mutation.addComment":
 		if e.ComplexityRoot.Mutation.AddComment == nil {
 			break
@@ -953,6 +1088,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.DeclineInvitation(childComplexity, args["id"].(string), args["idempotencyKey"].(*string)), true
+	case "Mutation.deleteAttachment":
+		if e.ComplexityRoot.Mutation.DeleteAttachment == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_deleteAttachment_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.DeleteAttachment(childComplexity, args["id"].(string), args["idempotencyKey"].(*string)), true
 	case "Mutation.deleteComment":
 		if e.ComplexityRoot.Mutation.DeleteComment == nil {
 			break
@@ -1314,6 +1460,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Task.Assignee(childComplexity), true
+	case "Task.attachments":
+		if e.ComplexityRoot.Task.Attachments == nil {
+			break
+		}
+
+		args, err := ec.field_Task_attachments_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Task.Attachments(childComplexity, args["first"].(*int), args["after"].(*string)), true
 	case "Task.comments":
 		if e.ComplexityRoot.Task.Comments == nil {
 			break
@@ -1647,6 +1804,45 @@ type User {
     @listSize(slicingArgument: "first", sizedFields: ["edges", "nodes"])
 }
 `, BuiltIn: false},
+	{Name: "../schema/attachment.graphqls", Input: `"A file attached to a task."
+type Attachment {
+  id: ID!
+  task: Task!
+  "The name the uploader's client sent, without its directory, at most 255 bytes."
+  filename: String!
+  """
+  The media type sniffed from the bytes, never the one the client sent
+  (image/png, application/pdf, text/plain; charset=utf-8, application/octet-stream
+  when unknown).
+  """
+  contentType: String!
+  "Size in bytes."
+  size: Int!
+  "SHA-256 of the bytes, 64 lower-case hex digits; also the download's ETag."
+  sha256: String!
+  uploader: User!
+  createdAt: Time!
+  """
+  A link to the bytes, signed for you: GET it without an Authorization header (an
+  <a href> or <img src> works), relative to the server's origin. Valid for 15
+  minutes at least; ask for it again afterwards. GET /attachments/{id} with your
+  Authorization header works too. Either way only members of the workspace get the
+  file (404 otherwise), as an attachment download with ranges and an ETag.
+  """
+  downloadUrl: String!
+}
+
+type AttachmentConnection {
+  edges: [AttachmentEdge!]!
+  nodes: [Attachment!]!
+  pageInfo: PageInfo!
+}
+
+type AttachmentEdge {
+  cursor: String!
+  node: Attachment!
+}
+`, BuiltIn: false},
 	{Name: "../schema/audit.graphqls", Input: `type AuditEvent {
   id: ID!
   workspaceId: ID
@@ -1800,6 +1996,13 @@ type AuditSigningKey {
 scalar Time
 "Arbitrary JSON value."
 scalar JSON
+"""
+A file: a part of a multipart/form-data request, as the GraphQL multipart request
+specification says (Apollo Client's upload link, urql, gqlgen). The variables hold
+null in its place and the form's map part names it; any other value is
+BAD_USER_INPUT. See docs/api.md#attachments.
+"""
+scalar Upload
 
 """
 cost overrides the default cost of a field: 1 for a field that returns an object or
@@ -1896,6 +2099,19 @@ type Mutation {
   addComment(taskId: ID!, body: String!, idempotencyKey: String): Comment!
   updateComment(id: ID!, body: String!, idempotencyKey: String): Comment!
   deleteComment(id: ID!, idempotencyKey: String): Boolean!
+
+  """
+  Attaches a file to a task (MEMBER and above). Send it as a multipart request with
+  the header GraphQL-Preflight: 1 (or Apollo-Require-Preflight); the files of one
+  request hold at most MAX_UPLOAD_SIZE (default 25 MiB) together (HTTP 413 above).
+  The stored type is sniffed from the bytes. CONFLICT with extensions quota, used and
+  size (bytes) when the workspace's distinct files would exceed its storage quota.
+  With an idempotency key, a retry with the same bytes, name and task returns the
+  first attachment and stores nothing; other bytes are IDEMPOTENCY_KEY_REUSED.
+  """
+  addAttachment(taskId: ID!, file: Upload!, idempotencyKey: String): Attachment!
+  "Deletes an attachment (its uploader while MEMBER or more, or an ADMIN or OWNER)."
+  deleteAttachment(id: ID!, idempotencyKey: String): Boolean!
 }
 
 "Cursor pagination state of a connection."
@@ -1953,6 +2169,9 @@ type Task {
   createdAt: Time!
   updatedAt: Time!
   comments(first: Int = 20, after: String): CommentConnection!
+    @listSize(slicingArgument: "first", sizedFields: ["edges", "nodes"])
+  "The task's files, newest first."
+  attachments(first: Int = 20, after: String): AttachmentConnection!
     @listSize(slicingArgument: "first", sizedFields: ["edges", "nodes"])
 }
 
@@ -2094,6 +2313,52 @@ var parsedSchema = gqlparser.MustLoadSchema(sources...)
 // childFields_* functions provide shared child field context lookups.
 // Each function is generated once per unique object type, deduplicating the
 // switch statements that were previously inlined in every fieldContext_* function.
+
+func (ec *executionContext) childFields_Attachment(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "id":
+		return ec.fieldContext_Attachment_id(ctx, field)
+	case "task":
+		return ec.fieldContext_Attachment_task(ctx, field)
+	case "filename":
+		return ec.fieldContext_Attachment_filename(ctx, field)
+	case "contentType":
+		return ec.fieldContext_Attachment_contentType(ctx, field)
+	case "size":
+		return ec.fieldContext_Attachment_size(ctx, field)
+	case "sha256":
+		return ec.fieldContext_Attachment_sha256(ctx, field)
+	case "uploader":
+		return ec.fieldContext_Attachment_uploader(ctx, field)
+	case "createdAt":
+		return ec.fieldContext_Attachment_createdAt(ctx, field)
+	case "downloadUrl":
+		return ec.fieldContext_Attachment_downloadUrl(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type Attachment", field.Name)
+}
+
+func (ec *executionContext) childFields_AttachmentConnection(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "edges":
+		return ec.fieldContext_AttachmentConnection_edges(ctx, field)
+	case "nodes":
+		return ec.fieldContext_AttachmentConnection_nodes(ctx, field)
+	case "pageInfo":
+		return ec.fieldContext_AttachmentConnection_pageInfo(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type AttachmentConnection", field.Name)
+}
+
+func (ec *executionContext) childFields_AttachmentEdge(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "cursor":
+		return ec.fieldContext_AttachmentEdge_cursor(ctx, field)
+	case "node":
+		return ec.fieldContext_AttachmentEdge_node(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type AttachmentEdge", field.Name)
+}
 
 func (ec *executionContext) childFields_AuditCheckpoint(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 	switch field.Name {
@@ -2437,6 +2702,8 @@ func (ec *executionContext) childFields_Task(ctx context.Context, field graphql.
 		return ec.fieldContext_Task_updatedAt(ctx, field)
 	case "comments":
 		return ec.fieldContext_Task_comments(ctx, field)
+	case "attachments":
+		return ec.fieldContext_Task_attachments(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Task", field.Name)
 }
@@ -2641,6 +2908,36 @@ func (ec *executionContext) field_Mutation_acceptInvitation_args(ctx context.Con
 	return args, nil
 }
 
+func (ec *executionContext) field_Mutation_addAttachment_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "taskId",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["taskId"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "file",
+		func(ctx context.Context, v any) (store.Upload, error) {
+			return ec.unmarshalNUpload2taskflowᚋstoreᚐUpload(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["file"] = arg1
+	arg2, err := graphql.ProcessArgField(ctx, rawArgs, "idempotencyKey",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOString2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["idempotencyKey"] = arg2
+	return args, nil
+}
+
 func (ec *executionContext) field_Mutation_addComment_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -2798,6 +3095,28 @@ func (ec *executionContext) field_Mutation_createWorkspace_args(ctx context.Cont
 }
 
 func (ec *executionContext) field_Mutation_declineInvitation_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "id",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["id"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "idempotencyKey",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOString2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["idempotencyKey"] = arg1
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_deleteAttachment_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
 	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "id",
@@ -3315,6 +3634,28 @@ func (ec *executionContext) field_Query_workspace_args(ctx context.Context, rawA
 	return args, nil
 }
 
+func (ec *executionContext) field_Task_attachments_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "first",
+		func(ctx context.Context, v any) (*int, error) {
+			return ec.unmarshalOInt2ᚖint(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["first"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "after",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOString2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["after"] = arg1
+	return args, nil
+}
+
 func (ec *executionContext) field_Task_comments_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -3506,6 +3847,382 @@ func (ec *executionContext) field___Type_inputFields_args(ctx context.Context, r
 // endregion ***************************** args.gotpl *****************************
 
 // region    **************************** field.gotpl *****************************
+
+func (ec *executionContext) _Attachment_id(ctx context.Context, field graphql.CollectedField, obj *store.Attachment) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Attachment_id(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Attachment_id(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Attachment", field, false, false, "ID")
+}
+
+func (ec *executionContext) _Attachment_task(ctx context.Context, field graphql.CollectedField, obj *store.Attachment) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Attachment_task(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Attachment().Task(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *store.Task) graphql.Marshaler {
+			return ec.marshalNTask2ᚖtaskflowᚋstoreᚐTask(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Attachment_task(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Attachment",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Task(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Attachment_filename(ctx context.Context, field graphql.CollectedField, obj *store.Attachment) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Attachment_filename(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Filename, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Attachment_filename(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Attachment", field, false, false, "String")
+}
+
+func (ec *executionContext) _Attachment_contentType(ctx context.Context, field graphql.CollectedField, obj *store.Attachment) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Attachment_contentType(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ContentType, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Attachment_contentType(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Attachment", field, false, false, "String")
+}
+
+func (ec *executionContext) _Attachment_size(ctx context.Context, field graphql.CollectedField, obj *store.Attachment) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Attachment_size(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Size, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int64) graphql.Marshaler {
+			return ec.marshalNInt2int64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Attachment_size(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Attachment", field, false, false, "Int")
+}
+
+func (ec *executionContext) _Attachment_sha256(ctx context.Context, field graphql.CollectedField, obj *store.Attachment) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Attachment_sha256(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.SHA256, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Attachment_sha256(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Attachment", field, false, false, "String")
+}
+
+func (ec *executionContext) _Attachment_uploader(ctx context.Context, field graphql.CollectedField, obj *store.Attachment) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Attachment_uploader(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Attachment().Uploader(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *store.User) graphql.Marshaler {
+			return ec.marshalNUser2ᚖtaskflowᚋstoreᚐUser(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Attachment_uploader(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Attachment",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_User(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Attachment_createdAt(ctx context.Context, field graphql.CollectedField, obj *store.Attachment) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Attachment_createdAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.CreatedAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Attachment_createdAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Attachment", field, false, false, "Time")
+}
+
+func (ec *executionContext) _Attachment_downloadUrl(ctx context.Context, field graphql.CollectedField, obj *store.Attachment) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Attachment_downloadUrl(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Attachment().DownloadURL(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Attachment_downloadUrl(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Attachment", field, true, true, "String")
+}
+
+func (ec *executionContext) _AttachmentConnection_edges(ctx context.Context, field graphql.CollectedField, obj *store.Connection[store.Attachment]) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AttachmentConnection_edges(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Edges, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*store.Edge[store.Attachment]) graphql.Marshaler {
+			return ec.marshalNAttachmentEdge2ᚕᚖtaskflowᚋstoreᚐEdgeᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AttachmentConnection_edges(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "AttachmentConnection",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_AttachmentEdge(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _AttachmentConnection_nodes(ctx context.Context, field graphql.CollectedField, obj *store.Connection[store.Attachment]) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AttachmentConnection_nodes(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Nodes(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*store.Attachment) graphql.Marshaler {
+			return ec.marshalNAttachment2ᚕᚖtaskflowᚋstoreᚐAttachmentᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AttachmentConnection_nodes(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "AttachmentConnection",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Attachment(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _AttachmentConnection_pageInfo(ctx context.Context, field graphql.CollectedField, obj *store.Connection[store.Attachment]) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AttachmentConnection_pageInfo(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.PageInfo, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v store.PageInfo) graphql.Marshaler {
+			return ec.marshalNPageInfo2taskflowᚋstoreᚐPageInfo(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AttachmentConnection_pageInfo(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "AttachmentConnection",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_PageInfo(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _AttachmentEdge_cursor(ctx context.Context, field graphql.CollectedField, obj *store.Edge[store.Attachment]) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AttachmentEdge_cursor(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Cursor, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AttachmentEdge_cursor(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AttachmentEdge", field, false, false, "String")
+}
+
+func (ec *executionContext) _AttachmentEdge_node(ctx context.Context, field graphql.CollectedField, obj *store.Edge[store.Attachment]) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AttachmentEdge_node(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Node, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *store.Attachment) graphql.Marshaler {
+			return ec.marshalNAttachment2ᚖtaskflowᚋstoreᚐAttachment(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AttachmentEdge_node(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "AttachmentEdge",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Attachment(ctx, field)
+		},
+	}
+	return fc, nil
+}
 
 func (ec *executionContext) _AuditCheckpoint_version(ctx context.Context, field graphql.CollectedField, obj *store.AuditCheckpoint) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
@@ -6331,6 +7048,94 @@ func (ec *executionContext) fieldContext_Mutation_deleteComment(ctx context.Cont
 	return fc, nil
 }
 
+func (ec *executionContext) _Mutation_addAttachment(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_addAttachment(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().AddAttachment(ctx, fc.Args["taskId"].(string), fc.Args["file"].(store.Upload), fc.Args["idempotencyKey"].(*string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *store.Attachment) graphql.Marshaler {
+			return ec.marshalNAttachment2ᚖtaskflowᚋstoreᚐAttachment(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_addAttachment(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Attachment(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_addAttachment_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_deleteAttachment(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_deleteAttachment(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().DeleteAttachment(ctx, fc.Args["id"].(string), fc.Args["idempotencyKey"].(*string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_deleteAttachment(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return nil, errors.New("field of type Boolean does not have child fields")
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_deleteAttachment_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _PageInfo_hasNextPage(ctx context.Context, field graphql.CollectedField, obj *store.PageInfo) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -7655,6 +8460,50 @@ func (ec *executionContext) fieldContext_Task_comments(ctx context.Context, fiel
 	}()
 	ctx = graphql.WithFieldContext(ctx, fc)
 	if fc.Args, err = ec.field_Task_comments_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Task_attachments(ctx context.Context, field graphql.CollectedField, obj *store.Task) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Task_attachments(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Task().Attachments(ctx, obj, fc.Args["first"].(*int), fc.Args["after"].(*string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *store.Connection[store.Attachment]) graphql.Marshaler {
+			return ec.marshalNAttachmentConnection2ᚖtaskflowᚋstoreᚐConnection(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Task_attachments(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Task",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_AttachmentConnection(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Task_attachments_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
 		ec.Error(ctx, err)
 		return fc, err
 	}
@@ -9849,6 +10698,163 @@ func UnmarshalUpdateTaskInput(ctx context.Context, raw any) (model.UpdateTaskInp
 
 // region    **************************** object.gotpl ****************************
 
+var attachmentImplementors = []string{"Attachment"}
+
+func (ec *executionContext) _Attachment(ctx context.Context, sel ast.SelectionSet, obj *store.Attachment) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, attachmentImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("Attachment")
+		case "id":
+			out.Values[i] = ec._Attachment_id(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "task":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Attachment_task(ctx, field, obj)
+				})
+		case "filename":
+			out.Values[i] = ec._Attachment_filename(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "contentType":
+			out.Values[i] = ec._Attachment_contentType(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "size":
+			out.Values[i] = ec._Attachment_size(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "sha256":
+			out.Values[i] = ec._Attachment_sha256(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "uploader":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Attachment_uploader(ctx, field, obj)
+				})
+		case "createdAt":
+			out.Values[i] = ec._Attachment_createdAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "downloadUrl":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Attachment_downloadUrl(ctx, field, obj)
+				})
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var attachmentConnectionImplementors = []string{"AttachmentConnection"}
+
+func (ec *executionContext) _AttachmentConnection(ctx context.Context, sel ast.SelectionSet, obj *store.Connection[store.Attachment]) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, attachmentConnectionImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("AttachmentConnection")
+		case "edges":
+			out.Values[i] = ec._AttachmentConnection_edges(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "nodes":
+			out.Values[i] = ec._AttachmentConnection_nodes(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "pageInfo":
+			out.Values[i] = ec._AttachmentConnection_pageInfo(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var attachmentEdgeImplementors = []string{"AttachmentEdge"}
+
+func (ec *executionContext) _AttachmentEdge(ctx context.Context, sel ast.SelectionSet, obj *store.Edge[store.Attachment]) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, attachmentEdgeImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("AttachmentEdge")
+		case "cursor":
+			out.Values[i] = ec._AttachmentEdge_cursor(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "node":
+			out.Values[i] = ec._AttachmentEdge_node(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
 var auditCheckpointImplementors = []string{"AuditCheckpoint"}
 
 func (ec *executionContext) _AuditCheckpoint(ctx context.Context, sel ast.SelectionSet, obj *store.AuditCheckpoint) graphql.Marshaler {
@@ -10823,6 +11829,20 @@ func (ec *executionContext) _Mutation(ctx context.Context, sel ast.SelectionSet)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
+		case "addAttachment":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_addAttachment(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "deleteAttachment":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_deleteAttachment(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -11266,6 +12286,12 @@ func (ec *executionContext) _Task(ctx context.Context, sel ast.SelectionSet, obj
 				true, true,
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Task_comments(ctx, field, obj)
+				})
+		case "attachments":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Task_attachments(ctx, field, obj)
 				})
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
@@ -11859,6 +12885,62 @@ func (ec *executionContext) ___Type(ctx context.Context, sel ast.SelectionSet, o
 
 // region    ***************************** type.gotpl *****************************
 
+func (ec *executionContext) marshalNAttachment2ᚕᚖtaskflowᚋstoreᚐAttachmentᚄ(ctx context.Context, sel ast.SelectionSet, v []*store.Attachment) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNAttachment2ᚖtaskflowᚋstoreᚐAttachment(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNAttachment2ᚖtaskflowᚋstoreᚐAttachment(ctx context.Context, sel ast.SelectionSet, v *store.Attachment) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "Attachment!")
+		return graphql.Null
+	}
+	return ec._Attachment(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNAttachmentConnection2ᚖtaskflowᚋstoreᚐConnection(ctx context.Context, sel ast.SelectionSet, v *store.Connection[store.Attachment]) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "AttachmentConnection!")
+		return graphql.Null
+	}
+	return ec._AttachmentConnection(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNAttachmentEdge2ᚕᚖtaskflowᚋstoreᚐEdgeᚄ(ctx context.Context, sel ast.SelectionSet, v []*store.Edge[store.Attachment]) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNAttachmentEdge2ᚖtaskflowᚋstoreᚐEdge(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNAttachmentEdge2ᚖtaskflowᚋstoreᚐEdge(ctx context.Context, sel ast.SelectionSet, v *store.Edge[store.Attachment]) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "AttachmentEdge!")
+		return graphql.Null
+	}
+	return ec._AttachmentEdge(ctx, sel, v)
+}
+
 func (ec *executionContext) marshalNAuditEvent2ᚕᚖtaskflowᚋstoreᚐAuditEventᚄ(ctx context.Context, sel ast.SelectionSet, v []*store.AuditEvent) graphql.Marshaler {
 	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
@@ -12357,6 +13439,16 @@ func (ec *executionContext) unmarshalNUpdateProjectInput2taskflowᚋgraphᚋmode
 func (ec *executionContext) unmarshalNUpdateTaskInput2taskflowᚋgraphᚋmodelᚐUpdateTaskInput(ctx context.Context, v any) (model.UpdateTaskInput, error) {
 	res, err := ec.unmarshalInputUpdateTaskInput(ctx, v)
 	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) unmarshalNUpload2taskflowᚋstoreᚐUpload(ctx context.Context, v any) (store.Upload, error) {
+	var res store.Upload
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNUpload2taskflowᚋstoreᚐUpload(ctx context.Context, sel ast.SelectionSet, v store.Upload) graphql.Marshaler {
+	return v
 }
 
 func (ec *executionContext) marshalNUser2ᚖtaskflowᚋstoreᚐUser(ctx context.Context, sel ast.SelectionSet, v *store.User) graphql.Marshaler {

@@ -14,11 +14,12 @@ import (
 
 // mutationFixture is what one row of mutationAudits runs against, made for
 // that row alone: owner (signed up through register with fixturePassword)
-// owns ws, member is a MEMBER of it and wrote comment on task in project;
-// outsider is in no workspace; tag makes e-mail addresses unique.
+// owns ws, member is a MEMBER of it and wrote comment and attached attachment
+// on task in project; outsider is in no workspace; tag makes e-mail addresses
+// unique.
 type mutationFixture struct {
-	owner, member, outsider    apitest.User
-	ws, project, task, comment string
+	owner, member, outsider                apitest.User
+	ws, project, task, comment, attachment string
 	// invitation is the owner's open invitation of outsider to ws.
 	invitation string
 	tag        string
@@ -68,6 +69,8 @@ type mutationRow struct {
 	as    func(f *mutationFixture) apitest.User
 	query string
 	vars  func(f *mutationFixture) map[string]any
+	// files are the files of a multipart call (nil: a JSON call).
+	files func(f *mutationFixture) []apitest.File
 	// events are the events of one call, in order; none means the mutation
 	// deliberately writes none.
 	events []wantEvent
@@ -188,6 +191,19 @@ var mutationAudits = map[string]mutationRow{
 		vars:   func(f *mutationFixture) map[string]any { return map[string]any{"id": f.comment} },
 		events: []wantEvent{{action: "comment.deleted", entity: fixed(func(f *mutationFixture) string { return f.comment })}},
 	},
+	"addAttachment": {
+		as: member, query: `mutation($t: ID!, $f: Upload!) { addAttachment(taskId: $t, file: $f) { id } }`,
+		vars: func(f *mutationFixture) map[string]any { return map[string]any{"t": f.task, "f": nil} },
+		files: func(f *mutationFixture) []apitest.File {
+			return []apitest.File{apitest.BytesFile("f", "second.txt", []byte("second"))}
+		},
+		events: []wantEvent{{action: "attachment.added", entity: answered("addAttachment", "id")}},
+	},
+	"deleteAttachment": {
+		as: member, query: `mutation($id: ID!) { deleteAttachment(id: $id) }`,
+		vars:   func(f *mutationFixture) map[string]any { return map[string]any{"id": f.attachment} },
+		events: []wantEvent{{action: "attachment.deleted", entity: fixed(func(f *mutationFixture) string { return f.attachment })}},
+	},
 }
 
 // newMutationFixture makes a row's fixture through the API.
@@ -216,6 +232,13 @@ func newMutationFixture(t *testing.T, env *apitest.Env) *mutationFixture {
 		map[string]any{"p": f.project}, "createTask", "id")
 	f.comment = id(f.member.Token, `mutation($t: ID!) { addComment(taskId: $t, body: "C") { id } }`,
 		map[string]any{"t": f.task}, "addComment", "id")
+	res := env.Upload(t, f.member.Token, `mutation($t: ID!, $f: Upload!) { addAttachment(taskId: $t, file: $f) { id } }`,
+		map[string]any{"t": f.task, "f": nil}, []apitest.File{apitest.BytesFile("f", "first.txt", []byte("first"))})
+	var data map[string]any
+	if err := json.Unmarshal(res.Body.Data, &data); err != nil || res.Code() != "" {
+		t.Fatalf("fixture: %s", res.Raw)
+	}
+	f.attachment = answered("addAttachment", "id")(f, data)
 	return f
 }
 
@@ -262,7 +285,11 @@ func TestEveryMutationWritesItsAuditEvents(t *testing.T) {
 			if row.vars != nil {
 				vars = row.vars(f)
 			}
-			res, evs := auditActionCall(t, env, caller.Token, row.query, vars)
+			var files []apitest.File
+			if row.files != nil {
+				files = row.files(f)
+			}
+			res, evs := auditActionCall(t, env, caller.Token, row.query, vars, files...)
 			if row.refused != "" {
 				if res.Code() != row.refused || len(evs) != 0 {
 					t.Fatalf("%s: want %s and no event, got %d events: %s", name, row.refused, len(evs), res.Raw)

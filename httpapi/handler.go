@@ -23,6 +23,7 @@ import (
 	"taskflow/apq"
 	"taskflow/audit"
 	"taskflow/auth"
+	"taskflow/blobs"
 	"taskflow/graph"
 	"taskflow/idempotency"
 	"taskflow/querydoc"
@@ -90,6 +91,10 @@ type Options struct {
 	// under it, every root field one under that, and the request's trace id is
 	// in its log lines and audit events.
 	Tracing trace.TracerProvider
+	// Blobs keeps the bytes of attachments: it takes the files of multipart
+	// requests and serves GET /attachments/{id}. Nil: no files (multipart
+	// requests are 415, no download route).
+	Blobs *blobs.Store
 }
 
 // NewHandler returns the complete HTTP handler of TaskFlow, with every guard:
@@ -129,7 +134,7 @@ func newHandler(o Options, without []Guard) http.Handler {
 		o.Hasher = auth.NewHasher(auth.HasherOptions{Params: o.PasswordParams, Registerer: ops.reg})
 	}
 	if o.Resolvers == nil {
-		o.Resolvers = &resolvers.Resolver{DB: o.DB, Hasher: o.Hasher, AuditKeys: o.AuditKeys}
+		o.Resolvers = &resolvers.Resolver{DB: o.DB, Hasher: o.Hasher, AuditKeys: o.AuditKeys, Blobs: o.Blobs}
 	}
 	es := graph.NewExecutableSchema(graph.Config{Resolvers: o.Resolvers})
 	gql := handler.New(es)
@@ -156,7 +161,7 @@ func newHandler(o Options, without []Guard) http.Handler {
 		tracer = o.Tracing.Tracer(tracerName)
 		gql.Use(rootFieldSpans{tracer})
 	}
-	gql.AddTransport(Transport{Limiter: o.Limiter, MaxBodyBytes: o.MaxBodyBytes, Tracer: tracer})
+	gql.AddTransport(Transport{Limiter: o.Limiter, MaxBodyBytes: o.MaxBodyBytes, Tracer: tracer, Blobs: o.Blobs, Log: o.Log})
 	gql.SetQueryCache(querydoc.ExecutorCache{})
 	gql.SetParserTokenLimit(querydoc.DefaultLimits.Tokens)
 	gql.SetValidationRulesFn(documents.Rules)
@@ -184,6 +189,9 @@ func newHandler(o Options, without []Guard) http.Handler {
 	mux.Handle("/query", o.CORS.handler(auth.Middleware(o.DB, authFailure(o.Log))(
 		resolvers.LoaderMiddleware(o.DB, idempotency.ResponseHeaders(gql)))))
 	mux.Handle("/audit/export", auth.Middleware(o.DB, writeAuthError)(auditExport(o.DB, o.Log)))
+	if o.Blobs != nil {
+		mux.Handle("/attachments/{id}", o.CORS.handler(auth.Middleware(o.DB, writeAuthError)(download(o.DB, o.Blobs, o.Log))))
+	}
 	ops.routes(mux)
 	return tracing.Handler(o.Tracing, requestContext(o.TrustedProxies, ops.wrap(mux)))
 }
