@@ -17,6 +17,7 @@ import (
 	"taskflow/audit"
 	"taskflow/httpapi"
 	"taskflow/tracing"
+	"taskflow/webhook"
 )
 
 // Config is TaskFlow's configuration, read from the environment at start (see the
@@ -70,11 +71,28 @@ type Config struct {
 	// MetricsToken, when set (METRICS_TOKEN), is the bearer token /metrics
 	// requires; empty, the default, leaves /metrics open.
 	MetricsToken string
+	// Webhooks configures webhook deliveries (WEBHOOK_*).
+	Webhooks WebhookConfig
 	// Tracing is the OpenTelemetry tracing configuration of the standard OTEL_*
 	// variables (package tracing): off unless an OTLP endpoint is set. The SDK
 	// reads the other OTEL_* variables (service name, resource attributes,
 	// exporter headers, timeout, compression, batching) itself.
 	Tracing tracing.Config
+}
+
+// WebhookConfig is the configuration of webhook deliveries.
+type WebhookConfig struct {
+	// AllowHTTP accepts http:// endpoint URLs (WEBHOOK_ALLOW_HTTP, false).
+	AllowHTTP bool
+	// AllowPrivate accepts endpoints on loopback, private, link-local and
+	// metadata addresses (WEBHOOK_ALLOW_PRIVATE, false).
+	AllowPrivate bool
+	// Timeout bounds one delivery attempt (WEBHOOK_TIMEOUT, 15s).
+	Timeout time.Duration
+	// RetryBase is the wait before the first retry (WEBHOOK_RETRY_BASE, 15s).
+	RetryBase time.Duration
+	// Workers is how many attempts an instance makes at once (WEBHOOK_WORKERS, 16).
+	Workers int
 }
 
 // loadConfig reads the configuration through getenv (os.Getenv in main) and
@@ -89,6 +107,7 @@ func loadConfig(getenv func(string) string) (Config, error) {
 		IdempotencyWait: 5 * time.Second,
 		ShutdownTimeout: 30 * time.Second,
 		LogLevel:        slog.LevelInfo,
+		Webhooks:        WebhookConfig{Timeout: webhook.DefaultTimeout, RetryBase: webhook.DefaultRetryBase, Workers: webhook.DefaultWorkers},
 	}
 	var errs []error
 	bad := func(name, value, why string) {
@@ -215,6 +234,21 @@ func loadConfig(getenv func(string) string) (Config, error) {
 		}
 		c.AuditSigningKey = key
 	}
+	boolean := func(name string, dst *bool) {
+		if v, ok := get(name); ok {
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				bad(name, v, "not true or false")
+				return
+			}
+			*dst = b
+		}
+	}
+	boolean("WEBHOOK_ALLOW_HTTP", &c.Webhooks.AllowHTTP)
+	boolean("WEBHOOK_ALLOW_PRIVATE", &c.Webhooks.AllowPrivate)
+	duration("WEBHOOK_TIMEOUT", &c.Webhooks.Timeout, false)
+	duration("WEBHOOK_RETRY_BASE", &c.Webhooks.RetryBase, false)
+	positiveInt("WEBHOOK_WORKERS", &c.Webhooks.Workers)
 	c.Tracing = tracing.ConfigFromEnv(get, bad)
 	if v, ok := get("LOG_LEVEL"); ok {
 		if err := c.LogLevel.UnmarshalText([]byte(v)); err != nil {

@@ -106,46 +106,28 @@ func (s *AuditSealer) idle() time.Duration {
 // wake-up from this instance's units of work or after Idle. Errors are logged
 // and retried after a backoff that grows to 30 s.
 func (s *AuditSealer) Run(ctx context.Context) {
-	timer := time.NewTimer(s.idle())
-	defer timer.Stop()
-	backoff := time.Duration(0)
-	for ctx.Err() == nil {
+	runSpineConsumer(ctx, s.DB, "audit sealer", s.DB.sealWake, s.idle(), func(ctx context.Context) (bool, error) {
 		r, err := s.Round(ctx)
-		wait := s.idle()
-		switch {
-		case err != nil && ctx.Err() == nil:
-			backoff = min(max(2*backoff, time.Second), 30*time.Second)
-			wait = backoff
-			s.DB.log.ErrorContext(ctx, "audit sealer", "err", err, "retry_in", backoff.String())
-		case err == nil:
-			backoff = 0
-			if r.Full {
-				continue
-			}
-		}
-		wake := s.DB.sealWake
-		if err != nil {
-			wake = nil // an error waits out its backoff
-		}
-		timer.Reset(wait)
-		select {
-		case <-ctx.Done():
-			return
-		case <-wake:
-		case <-timer.C:
-		}
-	}
+		return r.Full, err
+	})
 }
 
 // spinePendingSQL tells whether committed events wait past the sealer's
 // cursor, without a lock or a transaction id: an idle sealer's poll writes
 // nothing.
+var spinePendingSQL = spinePendingSQLFor("audit_seal_cursor")
+
+// spinePendingSQLFor returns the statement that tells whether committed
+// events wait past the cursor of a spine consumer, kept in row 1 of the table
+// cursorTable (tx_id, seq).
 // (LATERAL, ORDER BY and LIMIT make it one probe of the spine index of each
 // partition; a plain join with the cursor row scans the whole table.)
-const spinePendingSQL = `SELECT EXISTS (SELECT 1 FROM audit_seal_cursor c CROSS JOIN LATERAL
+func spinePendingSQLFor(cursorTable string) string {
+	return `SELECT EXISTS (SELECT 1 FROM ` + cursorTable + ` c CROSS JOIN LATERAL
 	(SELECT 1 FROM audit_events e WHERE (e.tx_id, e.seq) > (c.tx_id, c.seq)
 		AND e.tx_id < pg_snapshot_xmin(pg_current_snapshot()) ORDER BY e.tx_id, e.seq LIMIT 1) x
 	WHERE c.id = 1)`
+}
 
 // SealBacklog is what waits for the sealer.
 type SealBacklog struct {

@@ -6,14 +6,17 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
 
 	"taskflow/audit"
+	"taskflow/egress"
 )
 
 // DB is TaskFlow's Postgres store. Every domain operation is a method of DB; each one
@@ -22,9 +25,19 @@ import (
 type DB struct {
 	Pool *pgxpool.Pool
 	log  *slog.Logger
+	// Egress says which webhook URLs may be registered (WEBHOOK_ALLOW_HTTP,
+	// WEBHOOK_ALLOW_PRIVATE); the zero value allows https to public
+	// addresses only. Set it before the DB is used.
+	Egress egress.Policy
 	// sealWake tells this instance's sealer that a unit of work committed
-	// audit events (see wakeSealer).
-	sealWake chan struct{}
+	// audit events (see wakeSealer); dispatchWake tells its webhook
+	// dispatcher the same.
+	sealWake, dispatchWake chan struct{}
+
+	// riverOnce makes riverClient, the insert-only River client (river.go).
+	riverOnce   sync.Once
+	riverClient *river.Client[pgx.Tx]
+	riverErr    error
 }
 
 // Open connects to Postgres at url ("" means libpq defaults and PG* variables, as
@@ -80,15 +93,18 @@ func New(pool *pgxpool.Pool, log *slog.Logger) *DB {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &DB{Pool: pool, log: log, sealWake: make(chan struct{}, 1)}
+	return &DB{Pool: pool, log: log, sealWake: make(chan struct{}, 1), dispatchWake: make(chan struct{}, 1)}
 }
 
-// wakeSealer tells the sealer of this instance that events were committed: a
-// send that never blocks (a wake-up already pending is enough).
+// wakeSealer tells the sealer and the webhook dispatcher of this instance
+// that events were committed: sends that never block (a wake-up already
+// pending is enough).
 func (db *DB) wakeSealer() {
-	select {
-	case db.sealWake <- struct{}{}:
-	default:
+	for _, c := range []chan struct{}{db.sealWake, db.dispatchWake} {
+		select {
+		case c <- struct{}{}:
+		default:
+		}
 	}
 }
 
