@@ -50,12 +50,18 @@ func (w *worker) Timeout(*river.Job[store.WebhookDeliveryArgs]) time.Duration {
 }
 
 // NextRetry is when River runs the job again after a failed attempt: the
-// time Work recorded as the delivery's next attempt.
+// time Work recorded as the delivery's next attempt (or now, if that has
+// passed already: River would take a time in the past for a bug and use its
+// own schedule).
 func (w *worker) NextRetry(job *river.Job[store.WebhookDeliveryArgs]) time.Time {
+	now := time.Now()
 	if at, ok := w.next.LoadAndDelete(job.ID); ok {
-		return at.(time.Time)
+		if t := at.(time.Time); t.After(now) {
+			return t
+		}
+		return now
 	}
-	return time.Now().Add(RetryWait(w.retryBase, job.Attempt, job.ID))
+	return now.Add(RetryWait(w.retryBase, job.Attempt, job.ID))
 }
 
 // Work claims the delivery, makes one attempt and records it. It returns nil
