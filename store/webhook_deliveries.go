@@ -275,47 +275,26 @@ func (e *WebhookInFlightError) Error() string {
 // than lease). It returns ErrWebhookGone when there is nothing to attempt and
 // a *WebhookInFlightError while another attempt holds the delivery.
 func (db *DB) ClaimWebhookAttempt(ctx context.Context, deliveryID string, lease time.Duration) (*WebhookAttempt, error) {
+	// The usual case in one statement: a PENDING delivery, not held, of an
+	// enabled endpoint (or a ping).
 	var a WebhookAttempt
-	var status WebhookDeliveryStatus
-	var enabled bool
-	var inFlight *time.Time
 	var key, prev []byte
-	disabled := false
-	err := pgx.BeginFunc(ctx, db.Pool, func(tx pgx.Tx) error {
-		err := tx.QueryRow(ctx, `SELECT d.endpoint_id, d.workspace_id, d.event_id, d.action, d.payload, d.status,
-				CASE WHEN d.in_flight_until > now() THEN d.in_flight_until END, e.url, e.enabled, e.secret,
-				CASE WHEN e.previous_until > now() THEN e.previous_secret END
+	err := db.Pool.QueryRow(ctx, `WITH c AS (
+			SELECT d.id, e.url, e.secret, CASE WHEN e.previous_until > now() THEN e.previous_secret END AS prev
 			FROM webhook_deliveries d JOIN webhook_endpoints e ON e.id = d.endpoint_id
-			WHERE d.id = $1 FOR NO KEY UPDATE OF d`, deliveryID).
-			Scan(&a.EndpointID, &a.WorkspaceID, &a.EventID, &a.Action, &a.Payload, &status, &inFlight, &a.URL, &enabled, &key, &prev)
-		switch {
-		case errors.Is(err, pgx.ErrNoRows):
-			return ErrWebhookGone
-		case err != nil:
-			return err
-		case status != WebhookPending:
-			return ErrWebhookGone
-		case inFlight != nil:
-			return &WebhookInFlightError{Until: *inFlight}
-		case !enabled && a.Action != "webhook.pinged":
-			if _, err := tx.Exec(ctx, `UPDATE webhook_deliveries SET status = 'FAILED', next_attempt_at = NULL,
-				last_error = 'the endpoint is disabled' WHERE id = $1`, deliveryID); err != nil {
-				return err
-			}
-			disabled = true
-			return nil
-		}
-		return tx.QueryRow(ctx, `UPDATE webhook_deliveries SET attempts = attempts + 1,
+			WHERE d.id = $1 AND d.status = 'PENDING' AND (d.in_flight_until IS NULL OR d.in_flight_until <= now())
+				AND (e.enabled OR d.action = 'webhook.pinged')
+			FOR NO KEY UPDATE OF d)
+		UPDATE webhook_deliveries d SET attempts = d.attempts + 1,
 			in_flight_until = now() + $2 * interval '1 microsecond', next_attempt_at = NULL
-			WHERE id = $1 RETURNING attempts`, deliveryID, lease.Microseconds()).Scan(&a.Attempt)
-	})
-	if err == nil && disabled {
-		return nil, ErrWebhookGone
+		FROM c WHERE d.id = c.id
+		RETURNING d.endpoint_id, d.workspace_id, d.event_id, d.action, d.payload, d.attempts, c.url, c.secret, c.prev`,
+		deliveryID, lease.Microseconds()).
+		Scan(&a.EndpointID, &a.WorkspaceID, &a.EventID, &a.Action, &a.Payload, &a.Attempt, &a.URL, &key, &prev)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, db.unclaimable(ctx, deliveryID)
 	}
 	if err != nil {
-		if errors.Is(err, ErrWebhookGone) || errors.As(err, new(*WebhookInFlightError)) {
-			return nil, err
-		}
 		return nil, fmt.Errorf("claim webhook attempt: %w", err)
 	}
 	a.DeliveryID = deliveryID
@@ -324,6 +303,31 @@ func (db *DB) ClaimWebhookAttempt(ctx context.Context, deliveryID string, lease 
 		a.Keys = append(a.Keys, prev)
 	}
 	return &a, nil
+}
+
+// unclaimable says why a delivery could not be claimed: ErrWebhookGone (and
+// a PENDING delivery of a disabled endpoint becomes FAILED), or a
+// *WebhookInFlightError.
+func (db *DB) unclaimable(ctx context.Context, deliveryID string) error {
+	var status WebhookDeliveryStatus
+	var inFlight *time.Time
+	err := db.Pool.QueryRow(ctx, `SELECT d.status, CASE WHEN d.in_flight_until > now() THEN d.in_flight_until END
+		FROM webhook_deliveries d WHERE d.id = $1`, deliveryID).Scan(&status, &inFlight)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows), err == nil && status != WebhookPending:
+		return ErrWebhookGone
+	case err != nil:
+		return fmt.Errorf("claim webhook attempt: %w", err)
+	case inFlight != nil:
+		return &WebhookInFlightError{Until: *inFlight}
+	}
+	// PENDING and free: its endpoint is disabled.
+	if _, err := db.Pool.Exec(ctx, `UPDATE webhook_deliveries SET status = 'FAILED', next_attempt_at = NULL,
+		last_error = 'the endpoint is disabled' WHERE id = $1 AND status = 'PENDING'
+		AND (in_flight_until IS NULL OR in_flight_until <= now())`, deliveryID); err != nil {
+		return fmt.Errorf("claim webhook attempt: %w", err)
+	}
+	return ErrWebhookGone
 }
 
 // WebhookOutcome is how an attempt ended.
@@ -366,6 +370,18 @@ func (db *DB) RecordWebhookAttempt(ctx context.Context, deliveryID string, o Web
 		e := audit.CleanText(o.Error)
 		errText = &e
 	}
+	if o.Succeeded {
+		// One statement: the delivery, and the end of the endpoint's streak.
+		_, err := db.Pool.Exec(ctx, `WITH d AS (UPDATE webhook_deliveries SET status = 'SUCCEEDED', last_attempt_at = now(),
+				last_status_code = $2, last_latency_ms = $3, last_error = NULL, next_attempt_at = NULL, in_flight_until = NULL
+			WHERE id = $1 RETURNING endpoint_id)
+			UPDATE webhook_endpoints e SET failing_since = NULL FROM d WHERE e.id = d.endpoint_id AND e.failing_since IS NOT NULL`,
+			deliveryID, code, float64(o.Latency.Microseconds())/1000)
+		if err != nil {
+			return fmt.Errorf("record webhook attempt: %w", err)
+		}
+		return nil
+	}
 	return db.UnitOfWork(ctx, func(ctx context.Context) error {
 		tx := TxFrom(ctx)
 		var endpointID string
@@ -378,10 +394,6 @@ func (db *DB) RecordWebhookAttempt(ctx context.Context, deliveryID string, o Web
 		}
 		if err != nil {
 			return fmt.Errorf("record webhook attempt: %w", err)
-		}
-		if o.Succeeded {
-			_, err := tx.Exec(ctx, `UPDATE webhook_endpoints SET failing_since = NULL WHERE id = $1 AND failing_since IS NOT NULL`, endpointID)
-			return err
 		}
 		var since time.Time
 		var enabled bool

@@ -20,6 +20,10 @@ const (
 	// DefaultDispatchIdle is how often an idle dispatcher looks for events
 	// committed by other instances (its own instance wakes it at once).
 	DefaultDispatchIdle = 100 * time.Millisecond
+	// DefaultDispatchGap is the least time between two rounds that found
+	// events (unless the first was full): under a write load, one round
+	// takes the events of many commits instead of one transaction each.
+	DefaultDispatchGap = 50 * time.Millisecond
 )
 
 // WebhookPayloadVersion is the version of the JSON envelope of deliveries.
@@ -77,6 +81,9 @@ type WebhookDispatcher struct {
 	Batch int
 	// Idle is the poll interval when no wake-up comes (zero: DefaultDispatchIdle).
 	Idle time.Duration
+	// Gap is the least time between two rounds that found events (zero:
+	// DefaultDispatchGap).
+	Gap time.Duration
 }
 
 // DispatchRound is what one round of a dispatcher did.
@@ -109,8 +116,18 @@ func (d *WebhookDispatcher) idle() time.Duration {
 // after a wake-up from this instance's units of work or after Idle. Errors
 // are logged and retried after a backoff that grows to 30 s.
 func (d *WebhookDispatcher) Run(ctx context.Context) {
+	gap := d.Gap
+	if gap <= 0 {
+		gap = DefaultDispatchGap
+	}
 	runSpineConsumer(ctx, d.DB, "webhook dispatcher", d.DB.dispatchWake, d.idle(), func(ctx context.Context) (bool, error) {
 		r, err := d.Round(ctx)
+		if err == nil && r.Events > 0 && !r.Full {
+			select {
+			case <-ctx.Done():
+			case <-time.After(gap):
+			}
+		}
 		return r.Full, err
 	})
 }

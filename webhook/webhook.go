@@ -121,8 +121,10 @@ func Start(ctx context.Context, o Options) (*Service, error) {
 		Workers:           workers,
 		PollOnly:          true,
 		FetchPollInterval: PollInterval,
-		FetchCooldown:     min(PollInterval, 100*time.Millisecond),
-		JobTimeout:        jobTimeout,
+		// A fetch at most every 20 ms: a fetch takes up to Workers jobs, so
+		// River's default 100 ms capped one instance at 160 deliveries/s.
+		FetchCooldown: 20 * time.Millisecond,
+		JobTimeout:    jobTimeout,
 		// A job still running after this is taken for one whose instance
 		// died, and is retried; its attempt ended long before (jobTimeout).
 		RescueStuckJobsAfter: jobTimeout + river.JobStuckThresholdDefault + leaseMargin,
