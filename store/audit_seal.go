@@ -129,6 +129,21 @@ func spinePendingSQLFor(cursorTable string) string {
 	WHERE c.id = 1)`
 }
 
+// lockSpineCursor locks row 1 of cursorTable, a spine consumer's cursor, for
+// the rest of tx and returns it, or reports busy when another transaction
+// holds it (SKIP LOCKED: one consumer advances at a time, the others skip
+// their round).
+func lockSpineCursor(ctx context.Context, tx pgx.Tx, cursorTable string) (cur SpineCursor, busy bool, err error) {
+	err = tx.QueryRow(ctx, `SELECT tx_id, seq FROM `+cursorTable+` WHERE id = 1 FOR UPDATE SKIP LOCKED`).Scan(&cur.TxID, &cur.Seq)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return cur, true, nil
+	}
+	if err != nil {
+		return cur, false, fmt.Errorf("lock %s: %w", cursorTable, err)
+	}
+	return cur, false, nil
+}
+
 // SealBacklog is what waits for the sealer.
 type SealBacklog struct {
 	// Events is the number of events past the sealer's cursor (committed,
@@ -172,15 +187,10 @@ func (s *AuditSealer) Round(ctx context.Context) (SealRound, error) {
 		}
 	}
 	err := pgx.BeginFunc(ctx, s.DB.Pool, func(tx pgx.Tx) error {
-		var cur SpineCursor
-		err := tx.QueryRow(ctx, `SELECT tx_id, seq FROM audit_seal_cursor WHERE id = 1 FOR UPDATE SKIP LOCKED`).
-			Scan(&cur.TxID, &cur.Seq)
-		if errors.Is(err, pgx.ErrNoRows) {
-			out.Busy = true
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("lock the seal cursor: %w", err)
+		cur, busy, err := lockSpineCursor(ctx, tx, "audit_seal_cursor")
+		if busy || err != nil {
+			out.Busy = busy
+			return err
 		}
 		out.Cursor = cur
 		read, err := readSpine(ctx, tx, cur, SpineFilter{}, s.batch())

@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
 
@@ -207,15 +206,10 @@ func (d *WebhookDispatcher) Round(ctx context.Context) (DispatchRound, error) {
 		return out, nil
 	}
 	err := pgx.BeginFunc(ctx, d.DB.Pool, func(tx pgx.Tx) error {
-		var cur SpineCursor
-		err := tx.QueryRow(ctx, `SELECT tx_id, seq FROM webhook_dispatch_cursor WHERE id = 1 FOR UPDATE SKIP LOCKED`).
-			Scan(&cur.TxID, &cur.Seq)
-		if errors.Is(err, pgx.ErrNoRows) {
-			out.Busy = true
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("lock the dispatch cursor: %w", err)
+		cur, busy, err := lockSpineCursor(ctx, tx, "webhook_dispatch_cursor")
+		if busy || err != nil {
+			out.Busy = busy
+			return err
 		}
 		endpoints, chains, err := dispatchEndpoints(ctx, tx)
 		if err != nil {

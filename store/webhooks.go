@@ -394,6 +394,19 @@ func (db *DB) RotateWebhookSecret(ctx context.Context, actor *User, id string) (
 // for no actor, NOT_FOUND if the endpoint does not exist or is in a workspace
 // the actor is not a member of, and FORBIDDEN for a weaker role.
 func (db *DB) DeleteWebhookEndpoint(ctx context.Context, actor *User, id string) error {
+	return db.onWebhookEndpoint(ctx, actor, id, "webhook.deleted", func(ctx context.Context, tx Querier, e *WebhookEndpoint) (map[string]any, error) {
+		if _, err := tx.Exec(ctx, `DELETE FROM webhook_endpoints WHERE id = $1`, e.ID); err != nil {
+			return nil, fmt.Errorf("delete webhook endpoint: %w", err)
+		}
+		return audit.Snapshot(e), nil
+	})
+}
+
+// onWebhookEndpoint runs do on the endpoint locked by actor (an OWNER or
+// ADMIN; the errors of lockWebhookEndpoint otherwise) and records action
+// about it with the metadata do returns.
+func (db *DB) onWebhookEndpoint(ctx context.Context, actor *User, id, action string,
+	do func(ctx context.Context, tx Querier, e *WebhookEndpoint) (map[string]any, error)) error {
 	if actor == nil {
 		return errs.ErrUnauthenticated
 	}
@@ -402,11 +415,12 @@ func (db *DB) DeleteWebhookEndpoint(ctx context.Context, actor *User, id string)
 		if err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx, `DELETE FROM webhook_endpoints WHERE id = $1`, e.ID); err != nil {
-			return fmt.Errorf("delete webhook endpoint: %w", err)
+		meta, err := do(ctx, tx, e)
+		if err != nil {
+			return err
 		}
 		return db.appendAudit(ctx, tx, audit.Event{WorkspaceID: &e.WorkspaceID, ActorID: &actor.ID,
-			Action: "webhook.deleted", EntityID: e.ID, Metadata: audit.Snapshot(e)})
+			Action: action, EntityID: e.ID, Metadata: meta})
 	})
 }
 
@@ -417,16 +431,8 @@ func (db *DB) DeleteWebhookEndpoint(ctx context.Context, actor *User, id string)
 // does not exist or is in a workspace the actor is not a member of, and
 // FORBIDDEN for a weaker role.
 func (db *DB) PingWebhookEndpoint(ctx context.Context, actor *User, id string) error {
-	if actor == nil {
-		return errs.ErrUnauthenticated
-	}
-	return db.WithTx(ctx, func(ctx context.Context, tx Querier) error {
-		e, err := lockWebhookEndpoint(ctx, tx, actor, id)
-		if err != nil {
-			return err
-		}
-		return db.appendAudit(ctx, tx, audit.Event{WorkspaceID: &e.WorkspaceID, ActorID: &actor.ID,
-			Action: "webhook.pinged", EntityID: e.ID, Metadata: map[string]any{"url": e.URL}})
+	return db.onWebhookEndpoint(ctx, actor, id, "webhook.pinged", func(_ context.Context, _ Querier, e *WebhookEndpoint) (map[string]any, error) {
+		return map[string]any{"url": e.URL}, nil
 	})
 }
 
