@@ -22,6 +22,7 @@ import (
 	"taskflow/httpapi"
 	"taskflow/ratelimit"
 	"taskflow/tracing"
+	"taskflow/webhook"
 )
 
 // Config is TaskFlow's configuration, read from the environment at start (see the
@@ -75,6 +76,8 @@ type Config struct {
 	// MetricsToken, when set (METRICS_TOKEN), is the bearer token /metrics
 	// requires; empty, the default, leaves /metrics open.
 	MetricsToken string
+	// Webhooks configures webhook deliveries (WEBHOOK_*).
+	Webhooks WebhookConfig
 	// Tracing is the OpenTelemetry tracing configuration of the standard OTEL_*
 	// variables (package tracing): off unless an OTLP endpoint is set. The SDK
 	// reads the other OTEL_* variables (service name, resource attributes,
@@ -98,6 +101,21 @@ type Config struct {
 // maxUploadSizeLimit is the largest MAX_UPLOAD_SIZE: sizes are GraphQL Ints.
 const maxUploadSizeLimit = 1<<31 - 1
 
+// WebhookConfig is the configuration of webhook deliveries.
+type WebhookConfig struct {
+	// AllowHTTP accepts http:// endpoint URLs (WEBHOOK_ALLOW_HTTP, false).
+	AllowHTTP bool
+	// AllowPrivate accepts endpoints on loopback, private, link-local and
+	// metadata addresses (WEBHOOK_ALLOW_PRIVATE, false).
+	AllowPrivate bool
+	// Timeout bounds one delivery attempt (WEBHOOK_TIMEOUT, 15s).
+	Timeout time.Duration
+	// RetryBase is the wait before the first retry (WEBHOOK_RETRY_BASE, 15s).
+	RetryBase time.Duration
+	// Workers is how many attempts an instance makes at once (WEBHOOK_WORKERS, 16).
+	Workers int
+}
+
 // loadConfig reads the configuration through getenv (os.Getenv in main) and
 // validates it. Every bad value is reported, each naming its variable.
 func loadConfig(getenv func(string) string) (Config, error) {
@@ -113,6 +131,7 @@ func loadConfig(getenv func(string) string) (Config, error) {
 		MaxUploadSize:         blobs.DefaultMaxUploadSize,
 		WorkspaceStorageQuota: blobs.DefaultQuota,
 		BlobSweepGrace:        blobs.DefaultSweepGrace,
+		Webhooks:              WebhookConfig{Timeout: webhook.DefaultTimeout, RetryBase: webhook.DefaultRetryBase, Workers: webhook.DefaultWorkers},
 	}
 	var errs []error
 	bad := func(name, value, why string) {
@@ -239,6 +258,21 @@ func loadConfig(getenv func(string) string) (Config, error) {
 		}
 		c.AuditSigningKey = key
 	}
+	boolean := func(name string, dst *bool) {
+		if v, ok := get(name); ok {
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				bad(name, v, "not true or false")
+				return
+			}
+			*dst = b
+		}
+	}
+	boolean("WEBHOOK_ALLOW_HTTP", &c.Webhooks.AllowHTTP)
+	boolean("WEBHOOK_ALLOW_PRIVATE", &c.Webhooks.AllowPrivate)
+	duration("WEBHOOK_TIMEOUT", &c.Webhooks.Timeout, false)
+	duration("WEBHOOK_RETRY_BASE", &c.Webhooks.RetryBase, false)
+	positiveInt("WEBHOOK_WORKERS", &c.Webhooks.Workers)
 	c.Tracing = tracing.ConfigFromEnv(get, bad)
 	if v, ok := get("BLOB_URL"); ok {
 		if u, err := url.Parse(v); err != nil || u.Scheme == "" {

@@ -30,11 +30,13 @@ import (
 
 	"taskflow/audit"
 	"taskflow/blobs"
+	"taskflow/egress"
 	"taskflow/httpapi"
 	"taskflow/idempotency"
 	"taskflow/ratelimit"
 	"taskflow/store"
 	"taskflow/tracing"
+	"taskflow/webhook"
 )
 
 // postgresConnectTimeout bounds the first connection attempt at start.
@@ -165,6 +167,7 @@ func run(cfg Config, log *slog.Logger) error {
 		return err
 	}
 	defer db.Close()
+	db.Egress = egress.Policy{AllowHTTP: cfg.Webhooks.AllowHTTP, AllowPrivate: cfg.Webhooks.AllowPrivate}
 	// Partitions ahead and AUDIT_RETENTION, now and every few hours.
 	go db.RunAuditMaintenance(ctx, cfg.AuditRetention, 6*time.Hour)
 	// The audit sealer of this instance: it chains what the units of work
@@ -183,6 +186,25 @@ func run(cfg Config, log *slog.Logger) error {
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+
+	// Webhooks: this instance's dispatcher and River workers; the attempts in
+	// flight finish within what is left of SHUTDOWN_TIMEOUT at the end.
+	hooks, err := webhook.Start(ctx, webhook.Options{DB: db, Log: log, Registerer: reg, Tracing: tp.TracerProvider(),
+		Timeout: cfg.Webhooks.Timeout, RetryBase: cfg.Webhooks.RetryBase, Workers: cfg.Webhooks.Workers})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		by := shutdownBy
+		if by.IsZero() {
+			by = time.Now().Add(cfg.ShutdownTimeout)
+		}
+		stopCtx, cancel := context.WithDeadline(context.Background(), by)
+		defer cancel()
+		if err := hooks.Stop(stopCtx); err != nil {
+			log.Warn("webhook attempts in flight were cut off; they will be retried", "err", err)
+		}
+	}()
 
 	limiter, err := ratelimit.New(ratelimit.Options{
 		Config: ratelimit.Config{Points: cfg.RateLimitPoints, Window: cfg.RateLimitWindow, MaxCost: cfg.MaxQueryCost,

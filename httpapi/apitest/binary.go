@@ -74,6 +74,9 @@ var serverVariables = map[string]bool{
 	"RATE_LIMIT_WINDOW": true, "RATE_LIMIT_LEASE": true, "MAX_QUERY_COST": true, "IDEMPOTENCY_TTL": true,
 	"IDEMPOTENCY_WAIT": true, "AUDIT_RETENTION": true, "SHUTDOWN_TIMEOUT": true, "LOG_LEVEL": true,
 	"PPROF_ADDR": true, "METRICS_TOKEN": true, "AUDIT_SIGNING_KEY": true,
+	// Webhooks.
+	"WEBHOOK_ALLOW_HTTP": true, "WEBHOOK_ALLOW_PRIVATE": true, "WEBHOOK_TIMEOUT": true, "WEBHOOK_RETRY_BASE": true,
+	"WEBHOOK_WORKERS": true,
 	// OpenTelemetry (tracing.ConfigFromEnv).
 	"OTEL_SDK_DISABLED": true, "OTEL_TRACES_EXPORTER": true, "OTEL_EXPORTER_OTLP_ENDPOINT": true,
 	"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": true, "OTEL_EXPORTER_OTLP_PROTOCOL": true,
