@@ -222,35 +222,9 @@ func checkQuota(ctx context.Context, tx Querier, workspaceID string, f *Uploaded
 	return nil
 }
 
-// lockAttachment reads an attachment FOR UPDATE in tx and checks that actor
-// may delete it: its uploader with a role of MEMBER or more, or an ADMIN or
-// OWNER. It returns NOT_FOUND if the attachment does not exist or actor is not
-// a member of its workspace, and FORBIDDEN otherwise.
-func (db *DB) lockAttachment(ctx context.Context, tx Querier, actor *User, id string) (*Attachment, error) {
-	if !validID(id) {
-		return nil, notFound("attachment")
-	}
-	if actor == nil {
-		return nil, errs.ErrUnauthenticated
-	}
-	var member *Role
-	a, err := scanAttachment(tx.QueryRow(ctx, `SELECT `+attachmentColumns+`, m.role FROM attachments a`+joinRole("a", "$2")+`
-		WHERE a.id = $1 FOR UPDATE OF a`, id, actor.ID), &member)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, notFound("attachment")
-	}
-	if err != nil {
-		return nil, fmt.Errorf("lock attachment: %w", err)
-	}
-	role, err := checkRole(member, RoleMember, "attachment", "delete this attachment")
-	if err != nil {
-		return nil, err
-	}
-	if a.UploaderID != actor.ID && !role.AtLeast(RoleAdmin) {
-		return nil, errs.Errorf(errs.CodeForbidden, "only the attachment's uploader or an ADMIN or OWNER may delete it")
-	}
-	return a, nil
-}
+// attachmentsTable is the attachments table for the write helpers.
+var attachmentsTable = table[Attachment]{kind: "attachment", name: "attachments", alias: "a", columns: attachmentColumns,
+	lock: "FOR UPDATE", scan: scanAttachment, event: func(a *Attachment) (string, string) { return a.WorkspaceID, a.ID }}
 
 // DeleteAttachment deletes an attachment as actor and records
 // attachment.deleted with its fields. Only the uploader (while MEMBER or more)
@@ -263,19 +237,13 @@ func (db *DB) DeleteAttachment(ctx context.Context, actor *User, id string) erro
 	if actor == nil {
 		return errs.ErrUnauthenticated
 	}
-	return db.WithTx(ctx, func(ctx context.Context, tx Querier) error {
-		a, err := db.lockAttachment(ctx, tx, actor, id)
-		if err != nil {
-			return err
-		}
-		if _, err := tx.Exec(ctx, `DELETE FROM attachments WHERE id = $1`, id); err != nil {
-			return fmt.Errorf("delete attachment: %w", err)
-		}
-		return db.appendAudit(ctx, tx, audit.Event{
-			WorkspaceID: &a.WorkspaceID, ActorID: &actor.ID, Action: "attachment.deleted",
-			EntityID: a.ID, Metadata: audit.Snapshot(a),
+	return deleteRow(ctx, db, attachmentsTable, actor, id, RoleMember, "delete this attachment", "attachment.deleted",
+		func(a *Attachment, role Role) error {
+			if a.UploaderID != actor.ID && !role.AtLeast(RoleAdmin) {
+				return errs.Errorf(errs.CodeForbidden, "only the attachment's uploader or an ADMIN or OWNER may delete it")
+			}
+			return nil
 		})
-	})
 }
 
 // AttachmentForDownload returns an attachment that the user userID may read

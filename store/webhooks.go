@@ -197,23 +197,14 @@ func (db *DB) CreateWebhookEndpoint(ctx context.Context, actor *User, in Webhook
 // NOT_FOUND if the endpoint does not exist or the actor is not a member of
 // its workspace, and FORBIDDEN for a weaker role.
 func lockWebhookEndpoint(ctx context.Context, tx Querier, actor *User, id string) (*WebhookEndpoint, error) {
-	if !validID(id) {
-		return nil, notFound("webhook endpoint")
-	}
-	var role *Role
-	e, err := scanWebhookEndpoint(tx.QueryRow(ctx, `SELECT `+webhookEndpointColumns+`, m.role FROM webhook_endpoints e`+
-		joinRole("e", "$2")+` WHERE e.id = $1 FOR NO KEY UPDATE OF e`, id, actor.ID), &role)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, notFound("webhook endpoint")
-	}
-	if err != nil {
-		return nil, fmt.Errorf("lock webhook endpoint: %w", err)
-	}
-	if _, err := checkRole(role, RoleAdmin, "webhook endpoint", webhookAdminAction); err != nil {
-		return nil, err
-	}
-	return e, nil
+	e, _, err := lockRow(ctx, tx, webhookEndpointsTable, actor, id, RoleAdmin, webhookAdminAction)
+	return e, err
 }
+
+// webhookEndpointsTable is the webhook_endpoints table for the write helpers.
+var webhookEndpointsTable = table[WebhookEndpoint]{kind: "webhook endpoint", name: "webhook_endpoints", alias: "e",
+	columns: webhookEndpointColumns, lock: "FOR NO KEY UPDATE", scan: scanWebhookEndpoint,
+	event: func(e *WebhookEndpoint) (string, string) { return e.WorkspaceID, e.ID }}
 
 // WebhookEndpointPatch is a change to an endpoint: nil fields stay as they are.
 type WebhookEndpointPatch struct {
@@ -394,12 +385,10 @@ func (db *DB) RotateWebhookSecret(ctx context.Context, actor *User, id string) (
 // for no actor, NOT_FOUND if the endpoint does not exist or is in a workspace
 // the actor is not a member of, and FORBIDDEN for a weaker role.
 func (db *DB) DeleteWebhookEndpoint(ctx context.Context, actor *User, id string) error {
-	return db.onWebhookEndpoint(ctx, actor, id, "webhook.deleted", func(ctx context.Context, tx Querier, e *WebhookEndpoint) (map[string]any, error) {
-		if _, err := tx.Exec(ctx, `DELETE FROM webhook_endpoints WHERE id = $1`, e.ID); err != nil {
-			return nil, fmt.Errorf("delete webhook endpoint: %w", err)
-		}
-		return audit.Snapshot(e), nil
-	})
+	if actor == nil {
+		return errs.ErrUnauthenticated
+	}
+	return deleteRow(ctx, db, webhookEndpointsTable, actor, id, RoleAdmin, webhookAdminAction, "webhook.deleted", nil)
 }
 
 // onWebhookEndpoint runs do on the endpoint locked by actor (an OWNER or
