@@ -5,19 +5,25 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
+	"net/url"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/dustin/go-humanize"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"taskflow/audit"
+	"taskflow/blobs"
 	"taskflow/httpapi"
 	"taskflow/live"
+	"taskflow/ratelimit"
 	"taskflow/tracing"
+	"taskflow/webhook"
 )
 
 // Config is TaskFlow's configuration, read from the environment at start (see the
@@ -83,25 +89,62 @@ type Config struct {
 	// SubscriptionIdleTimeout closes a WebSocket connection that has had no
 	// subscription for that long (SUBSCRIPTION_IDLE_TIMEOUT, 5m).
 	SubscriptionIdleTimeout time.Duration
+	// Webhooks configures webhook deliveries (WEBHOOK_*).
+	Webhooks WebhookConfig
 	// Tracing is the OpenTelemetry tracing configuration of the standard OTEL_*
 	// variables (package tracing): off unless an OTLP endpoint is set. The SDK
 	// reads the other OTEL_* variables (service name, resource attributes,
 	// exporter headers, timeout, compression, batching) itself.
 	Tracing tracing.Config
+	// BlobURL is where attachments are kept (BLOB_URL): file:///dir,
+	// s3://bucket?region=...; empty means blobs.DefaultDir.
+	BlobURL string
+	// MaxUploadSize bounds the files of one request together
+	// (MAX_UPLOAD_SIZE, 25 MiB, or what RATE_LIMIT_POINTS pays for when that
+	// is less).
+	MaxUploadSize int64
+	// WorkspaceStorageQuota bounds the distinct attached files of a workspace
+	// (WORKSPACE_STORAGE_QUOTA, 1 GiB); negative means none ("0").
+	WorkspaceStorageQuota int64
+	// BlobSweepGrace is how long unfinished uploads and unused blobs are kept
+	// before the sweeper deletes them (BLOB_SWEEP_GRACE, 1h).
+	BlobSweepGrace time.Duration
+}
+
+// maxUploadSizeLimit is the largest MAX_UPLOAD_SIZE: sizes are GraphQL Ints.
+const maxUploadSizeLimit = 1<<31 - 1
+
+// WebhookConfig is the configuration of webhook deliveries.
+type WebhookConfig struct {
+	// AllowHTTP accepts http:// endpoint URLs (WEBHOOK_ALLOW_HTTP, false).
+	AllowHTTP bool
+	// AllowPrivate accepts endpoints on loopback, private, link-local and
+	// metadata addresses (WEBHOOK_ALLOW_PRIVATE, false).
+	AllowPrivate bool
+	// Timeout bounds one delivery attempt (WEBHOOK_TIMEOUT, 15s).
+	Timeout time.Duration
+	// RetryBase is the wait before the first retry (WEBHOOK_RETRY_BASE, 15s).
+	RetryBase time.Duration
+	// Workers is how many attempts an instance makes at once (WEBHOOK_WORKERS, 16).
+	Workers int
 }
 
 // loadConfig reads the configuration through getenv (os.Getenv in main) and
 // validates it. Every bad value is reported, each naming its variable.
 func loadConfig(getenv func(string) string) (Config, error) {
 	c := Config{
-		HTTPAddr:        ":8080",
-		RateLimitPoints: 1000,
-		RateLimitWindow: time.Minute,
-		MaxQueryCost:    1000,
-		IdempotencyTTL:  24 * time.Hour,
-		IdempotencyWait: 5 * time.Second,
-		ShutdownTimeout: 30 * time.Second,
-		LogLevel:        slog.LevelInfo,
+		HTTPAddr:              ":8080",
+		RateLimitPoints:       1000,
+		RateLimitWindow:       time.Minute,
+		MaxQueryCost:          1000,
+		IdempotencyTTL:        24 * time.Hour,
+		IdempotencyWait:       5 * time.Second,
+		ShutdownTimeout:       30 * time.Second,
+		LogLevel:              slog.LevelInfo,
+		MaxUploadSize:         blobs.DefaultMaxUploadSize,
+		WorkspaceStorageQuota: blobs.DefaultQuota,
+		BlobSweepGrace:        blobs.DefaultSweepGrace,
+		Webhooks:              WebhookConfig{Timeout: webhook.DefaultTimeout, RetryBase: webhook.DefaultRetryBase, Workers: webhook.DefaultWorkers},
 
 		SubscriptionMaxPerUser:     live.DefaultMaxPerUser,
 		SubscriptionMaxConnections: httpapi.DefaultMaxStreams,
@@ -237,7 +280,59 @@ func loadConfig(getenv func(string) string) (Config, error) {
 		}
 		c.AuditSigningKey = key
 	}
+	boolean := func(name string, dst *bool) {
+		if v, ok := get(name); ok {
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				bad(name, v, "not true or false")
+				return
+			}
+			*dst = b
+		}
+	}
+	boolean("WEBHOOK_ALLOW_HTTP", &c.Webhooks.AllowHTTP)
+	boolean("WEBHOOK_ALLOW_PRIVATE", &c.Webhooks.AllowPrivate)
+	duration("WEBHOOK_TIMEOUT", &c.Webhooks.Timeout, false)
+	duration("WEBHOOK_RETRY_BASE", &c.Webhooks.RetryBase, false)
+	positiveInt("WEBHOOK_WORKERS", &c.Webhooks.Workers)
 	c.Tracing = tracing.ConfigFromEnv(get, bad)
+	if v, ok := get("BLOB_URL"); ok {
+		if u, err := url.Parse(v); err != nil || u.Scheme == "" {
+			bad("BLOB_URL", redactURL(v), "not a URL like file:///var/lib/taskflow/blobs or s3://bucket?region=eu-west-1")
+		} else {
+			c.BlobURL = v
+		}
+	}
+	byteSize := func(name string, dst *int64, lo, hi uint64) {
+		if v, ok := get(name); ok {
+			n, err := humanize.ParseBytes(v)
+			switch {
+			case err != nil:
+				bad(name, v, "not a size like 25MiB, 1GiB or 26214400 (bytes)")
+			case n < lo || n > hi:
+				bad(name, v, fmt.Sprintf("must be from %s to %s", humanize.IBytes(lo), humanize.IBytes(hi)))
+			default:
+				*dst = int64(n)
+			}
+		}
+	}
+	byteSize("MAX_UPLOAD_SIZE", &c.MaxUploadSize, 1, maxUploadSizeLimit)
+	if points := ratelimit.UploadCost(c.MaxUploadSize); points > int64(c.RateLimitPoints) {
+		if _, set := get("MAX_UPLOAD_SIZE"); set {
+			bad("MAX_UPLOAD_SIZE", humanize.IBytes(uint64(c.MaxUploadSize)), fmt.Sprintf("an upload that large costs %d points "+
+				"(one per %s), more than RATE_LIMIT_POINTS=%d: no one could send it", points,
+				humanize.IBytes(ratelimit.UploadPointBytes), c.RateLimitPoints))
+		} else {
+			// The default shrinks to what a small budget can pay for.
+			c.MaxUploadSize = int64(c.RateLimitPoints) * ratelimit.UploadPointBytes
+		}
+	}
+	if v, ok := get("WORKSPACE_STORAGE_QUOTA"); ok && (v == "0" || strings.EqualFold(v, "none")) {
+		c.WorkspaceStorageQuota = -1
+	} else {
+		byteSize("WORKSPACE_STORAGE_QUOTA", &c.WorkspaceStorageQuota, 1, math.MaxInt64)
+	}
+	duration("BLOB_SWEEP_GRACE", &c.BlobSweepGrace, false)
 	if v, ok := get("LOG_LEVEL"); ok {
 		if err := c.LogLevel.UnmarshalText([]byte(v)); err != nil {
 			bad("LOG_LEVEL", v, "not one of debug, info, warn, error")

@@ -33,7 +33,9 @@ func TestConfigDefaults(t *testing.T) {
 		c.RateLimitPoints != 1000 || c.RateLimitWindow != time.Minute || c.MaxQueryCost != 1000 ||
 		c.IdempotencyTTL != 24*time.Hour || c.IdempotencyWait != 5*time.Second ||
 		c.AuditRetention != 0 || c.ShutdownTimeout != 30*time.Second || c.LogLevel != slog.LevelInfo ||
-		c.PprofAddr != "" || c.AuditSigningKey != nil || c.Tracing.Enabled {
+		c.PprofAddr != "" || c.AuditSigningKey != nil || c.Tracing.Enabled ||
+		c.BlobURL != "" || c.MaxUploadSize != 25<<20 || c.WorkspaceStorageQuota != 1<<30 ||
+		c.BlobSweepGrace != time.Hour {
 		t.Fatalf("defaults = %+v", c)
 	}
 }
@@ -60,12 +62,20 @@ func TestConfigFromEnvironment(t *testing.T) {
 		"METRICS_TOKEN":               "0123456789abcdef0123",
 		"OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4317",
 		"OTEL_EXPORTER_OTLP_PROTOCOL": "grpc",
+		"BLOB_URL":                    "s3://attachments?region=eu-west-1",
+		"MAX_UPLOAD_SIZE":             "10MiB",
+		"WORKSPACE_STORAGE_QUOTA":     "5 GB",
+		"BLOB_SWEEP_GRACE":            "2s",
 	}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !c.Tracing.Enabled || c.Tracing.Protocol != "grpc" {
 		t.Fatalf("tracing = %+v", c.Tracing)
+	}
+	if c.BlobURL != "s3://attachments?region=eu-west-1" || c.MaxUploadSize != 10<<20 || c.WorkspaceStorageQuota != 5e9 ||
+		c.BlobSweepGrace != 2*time.Second {
+		t.Fatalf("attachments config = %+v", c)
 	}
 	if c.HTTPAddr != "127.0.0.1:9000" || c.DatabaseURL != "postgres://app:secret@db.internal:5433/taskflow?sslmode=require" ||
 		c.RedisURL != "redis://cache.internal:6380/2" || c.RateLimitPoints != 5000 || c.RateLimitWindow != 30*time.Second ||
@@ -96,6 +106,11 @@ func TestConfigFromEnvironment(t *testing.T) {
 		if err != nil || !want.Equal(c.AuditSigningKey) {
 			t.Fatalf("AUDIT_SIGNING_KEY=%.20q...: %v", v, err)
 		}
+	}
+	// 0 is no quota.
+	c, err = loadConfig(env(map[string]string{"WORKSPACE_STORAGE_QUOTA": "0"}))
+	if err != nil || c.WorkspaceStorageQuota >= 0 {
+		t.Fatalf("WORKSPACE_STORAGE_QUOTA=0: %v %v", c.WorkspaceStorageQuota, err)
 	}
 	// "forever" is the default spelled out.
 	c, err = loadConfig(env(map[string]string{"AUDIT_RETENTION": "forever"}))
@@ -132,6 +147,10 @@ func TestConfigBadValues(t *testing.T) {
 		"OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": "http",
 		"OTEL_TRACES_SAMPLER":                "jaeger_remote",
 		"AUDIT_SIGNING_KEY":                  "c2VjcmV0", // base64 of "secret": not a key
+		"BLOB_URL":                           "/var/lib/taskflow",
+		"MAX_UPLOAD_SIZE":                    "3GiB",
+		"WORKSPACE_STORAGE_QUOTA":            "lots",
+		"BLOB_SWEEP_GRACE":                   "0s",
 	} {
 		_, err := loadConfig(env(map[string]string{name: value}))
 		if err == nil {
@@ -144,6 +163,22 @@ func TestConfigBadValues(t *testing.T) {
 		if strings.Contains(err.Error(), "secret") || strings.Contains(err.Error(), "c2VjcmV0") {
 			t.Errorf("%s: error shows the password: %q", name, err)
 		}
+	}
+}
+
+// An upload of MAX_UPLOAD_SIZE must fit in the cost budget (a point per 64
+// KiB): set to 25 MiB (400 points) with a budget of 100 points, it is refused;
+// left unset, it shrinks to what the budget pays for (6.25 MiB), so that a
+// configuration with a small budget still starts.
+func TestConfigUploadFitsTheBudget(t *testing.T) {
+	t.Parallel()
+	_, err := loadConfig(env(map[string]string{"RATE_LIMIT_POINTS": "100", "MAX_UPLOAD_SIZE": "25MiB"}))
+	if err == nil || !strings.Contains(err.Error(), "MAX_UPLOAD_SIZE") || !strings.Contains(err.Error(), "400 points") {
+		t.Fatalf("RATE_LIMIT_POINTS=100 with MAX_UPLOAD_SIZE=25MiB: %v", err)
+	}
+	c, err := loadConfig(env(map[string]string{"RATE_LIMIT_POINTS": "100"}))
+	if err != nil || c.MaxUploadSize != 100<<16 {
+		t.Fatalf("RATE_LIMIT_POINTS=100, MAX_UPLOAD_SIZE unset: %d, %v", c.MaxUploadSize, err)
 	}
 }
 

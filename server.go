@@ -29,12 +29,15 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"taskflow/audit"
+	"taskflow/blobs"
+	"taskflow/egress"
 	"taskflow/httpapi"
 	"taskflow/idempotency"
 	"taskflow/live"
 	"taskflow/ratelimit"
 	"taskflow/store"
 	"taskflow/tracing"
+	"taskflow/webhook"
 )
 
 // postgresConnectTimeout bounds the first connection attempt at start.
@@ -165,6 +168,7 @@ func run(cfg Config, log *slog.Logger) error {
 		return err
 	}
 	defer db.Close()
+	db.Egress = egress.Policy{AllowHTTP: cfg.Webhooks.AllowHTTP, AllowPrivate: cfg.Webhooks.AllowPrivate}
 	// Partitions ahead and AUDIT_RETENTION, now and every few hours.
 	go db.RunAuditMaintenance(ctx, cfg.AuditRetention, 6*time.Hour)
 	// The audit sealer of this instance: it chains what the units of work
@@ -184,6 +188,25 @@ func run(cfg Config, log *slog.Logger) error {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
+	// Webhooks: this instance's dispatcher and River workers; the attempts in
+	// flight finish within what is left of SHUTDOWN_TIMEOUT at the end.
+	hooks, err := webhook.Start(ctx, webhook.Options{DB: db, Log: log, Registerer: reg, Tracing: tp.TracerProvider(),
+		Timeout: cfg.Webhooks.Timeout, RetryBase: cfg.Webhooks.RetryBase, Workers: cfg.Webhooks.Workers})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		by := shutdownBy
+		if by.IsZero() {
+			by = time.Now().Add(cfg.ShutdownTimeout)
+		}
+		stopCtx, cancel := context.WithDeadline(context.Background(), by)
+		defer cancel()
+		if err := hooks.Stop(stopCtx); err != nil {
+			log.Warn("webhook attempts in flight were cut off; they will be retried", "err", err)
+		}
+	}()
+
 	limiter, err := ratelimit.New(ratelimit.Options{
 		Config: ratelimit.Config{Points: cfg.RateLimitPoints, Window: cfg.RateLimitWindow, MaxCost: cfg.MaxQueryCost,
 			Lease: cfg.RateLimitLease},
@@ -198,6 +221,21 @@ func run(cfg Config, log *slog.Logger) error {
 	// ends the streams before the server shuts down.
 	hub := live.New(live.Options{DB: db, Log: log, Redis: rdb, MaxPerUser: cfg.SubscriptionMaxPerUser, Registerer: reg})
 	go hub.Run(ctx)
+	bs, err := blobs.Open(ctx, blobs.Options{URL: cfg.BlobURL, DB: db, MaxUploadSize: cfg.MaxUploadSize,
+		Quota: cfg.WorkspaceStorageQuota, SweepGrace: cfg.BlobSweepGrace, Log: log})
+	if err != nil {
+		return err
+	}
+	defer bs.Close()
+	if cfg.BlobURL == "" {
+		log.Warn("BLOB_URL is unset: attachments are kept in a local directory, right for a single instance only",
+			"blobs", bs.Where())
+	} else {
+		log.Info("attachments kept in the blob store", "blobs", bs.Where())
+	}
+	// Unfinished uploads and unused blobs, after BLOB_SWEEP_GRACE.
+	go bs.RunSweeper(ctx)
+
 	h := httpapi.NewHandler(httpapi.Options{
 		Limiter:         limiter,
 		DB:              db,
@@ -214,6 +252,7 @@ func run(cfg Config, log *slog.Logger) error {
 		Live:            hub,
 		Streams: httpapi.StreamLimits{MaxConnections: cfg.SubscriptionMaxConnections,
 			KeepAlive: cfg.SubscriptionKeepAlive, Idle: cfg.SubscriptionIdleTimeout},
+		Blobs: bs,
 	})
 	idempotency.NewPurger(idempotency.PurgerOptions{DB: db, Registerer: reg, Log: log}).Start(ctx)
 	srv := &http.Server{

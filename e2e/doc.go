@@ -1,6 +1,7 @@
 // Package e2e holds TaskFlow's end-to-end tests through real clients: the
-// playground driven in Debian's Chromium by playwright-core, and the
-// graphql-http GraphQL-over-HTTP audit. Their Node.js side lives in e2e/node
+// playground driven in Debian's Chromium by playwright-core, the graphql-http
+// GraphQL-over-HTTP audit, and file uploads by Apollo Client with
+// apollo-upload-client. Their Node.js side lives in e2e/node
 // (package.json and package-lock.json; `npm ci` there installs it, and the
 // tests run it themselves when node_modules is missing).
 //

@@ -24,11 +24,16 @@ var auditRequestSeq atomic.Int64
 
 // auditActionCall runs one operation over real HTTP with its own request id and user
 // agent, and returns the answer and the audit events that request wrote.
-func auditActionCall(t *testing.T, env *apitest.Env, token, query string, vars map[string]any) (*apitest.Response, []auditLoggedEvent) {
+func auditActionCall(t *testing.T, env *apitest.Env, token, query string, vars map[string]any, files ...apitest.File) (*apitest.Response, []auditLoggedEvent) {
 	t.Helper()
 	rid := fmt.Sprintf("audit-req-%d-%s", auditRequestSeq.Add(1), strings.ReplaceAll(t.Name(), "/", "-"))
 	ua := "audit-test-agent/1.0 (" + rid + ")"
-	res := env.Post(t, token, query, vars, "X-Request-ID", rid, "User-Agent", ua)
+	var res *apitest.Response
+	if len(files) > 0 {
+		res = env.Upload(t, token, query, vars, files, "X-Request-ID", rid, "User-Agent", ua)
+	} else {
+		res = env.Post(t, token, query, vars, "X-Request-ID", rid, "User-Agent", ua)
+	}
 	if got := res.Header.Get("X-Request-ID"); got != rid {
 		t.Fatalf("X-Request-ID = %q, want %q", got, rid)
 	}

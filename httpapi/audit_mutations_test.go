@@ -10,18 +10,23 @@ import (
 
 	"taskflow/httpapi/apitest"
 	"taskflow/schema"
+	"taskflow/store/storetest"
 )
 
 // mutationFixture is what one row of mutationAudits runs against, made for
 // that row alone: owner (signed up through register with fixturePassword)
-// owns ws, member is a MEMBER of it and wrote comment on task in project;
-// outsider is in no workspace; tag makes e-mail addresses unique.
+// owns ws, member is a MEMBER of it and wrote comment and attached attachment
+// on task in project; outsider is in no workspace; tag makes e-mail addresses
+// unique.
 type mutationFixture struct {
-	owner, member, outsider    apitest.User
-	ws, project, task, comment string
+	owner, member, outsider                apitest.User
+	ws, project, task, comment, attachment string
 	// invitation is the owner's open invitation of outsider to ws.
 	invitation string
-	tag        string
+	// webhook is an enabled webhook endpoint of ws with one delivery,
+	// delivery; offWebhook a disabled one.
+	webhook, offWebhook, delivery string
+	tag                           string
 }
 
 // fixturePassword is the owner's password: no event may contain it.
@@ -68,6 +73,8 @@ type mutationRow struct {
 	as    func(f *mutationFixture) apitest.User
 	query string
 	vars  func(f *mutationFixture) map[string]any
+	// files are the files of a multipart call (nil: a JSON call).
+	files func(f *mutationFixture) []apitest.File
 	// events are the events of one call, in order; none means the mutation
 	// deliberately writes none.
 	events []wantEvent
@@ -82,6 +89,16 @@ func outsider(f *mutationFixture) apitest.User { return f.outsider }
 
 // invitationVars are the variables {id: the fixture's invitation}.
 func invitationVars(f *mutationFixture) map[string]any { return map[string]any{"id": f.invitation} }
+
+// webhookVars are the variables {id: the fixture's enabled webhook endpoint}.
+func webhookVars(f *mutationFixture) map[string]any { return map[string]any{"id": f.webhook} }
+
+// theWebhook is the fixture's enabled webhook endpoint.
+func theWebhook(f *mutationFixture) string { return f.webhook }
+
+// fixtureWebhookURL is a public address no test sends to (TEST-NET-3): the
+// fixture runs no webhook worker.
+const fixtureWebhookURL = "https://203.0.113.10/hook"
 
 // mutationAudits has one row per field of the schema's Mutation type:
 // TestEveryMutationWritesItsAuditEvents fails for a mutation without a row.
@@ -183,10 +200,58 @@ var mutationAudits = map[string]mutationRow{
 		vars:   func(f *mutationFixture) map[string]any { return map[string]any{"id": f.comment} },
 		events: []wantEvent{{action: "comment.updated", entity: fixed(func(f *mutationFixture) string { return f.comment })}},
 	},
+	"createWebhookEndpoint": {
+		as: owner, query: `mutation($ws: ID!, $u: String!) { createWebhookEndpoint(input: {workspaceId: $ws, url: $u, actions: ["task.*"]}) { endpoint { id } secret } }`,
+		vars:   func(f *mutationFixture) map[string]any { return map[string]any{"ws": f.ws, "u": fixtureWebhookURL} },
+		events: []wantEvent{{action: "webhook.created", entity: answered("createWebhookEndpoint", "endpoint", "id")}},
+	},
+	"updateWebhookEndpoint": {
+		as: owner, query: `mutation($id: ID!) { updateWebhookEndpoint(id: $id, input: {description: "CI"}) { id } }`, vars: webhookVars,
+		events: []wantEvent{{action: "webhook.updated", entity: fixed(theWebhook)}},
+	},
+	"enableWebhookEndpoint": {
+		as: owner, query: `mutation($id: ID!) { enableWebhookEndpoint(id: $id) { id } }`,
+		vars:   func(f *mutationFixture) map[string]any { return map[string]any{"id": f.offWebhook} },
+		events: []wantEvent{{action: "webhook.enabled", entity: fixed(func(f *mutationFixture) string { return f.offWebhook })}},
+	},
+	"disableWebhookEndpoint": {
+		as: owner, query: `mutation($id: ID!) { disableWebhookEndpoint(id: $id, reason: "maintenance") { id } }`, vars: webhookVars,
+		events: []wantEvent{{action: "webhook.disabled", entity: fixed(theWebhook)}},
+	},
+	"deleteWebhookEndpoint": {
+		as: owner, query: `mutation($id: ID!) { deleteWebhookEndpoint(id: $id) }`, vars: webhookVars,
+		events: []wantEvent{{action: "webhook.deleted", entity: fixed(theWebhook)}},
+	},
+	"rotateWebhookSecret": {
+		as: owner, query: `mutation($id: ID!) { rotateWebhookSecret(id: $id) { endpoint { id } secret } }`, vars: webhookVars,
+		events: []wantEvent{{action: "webhook.secret_rotated", entity: fixed(theWebhook)}},
+	},
+	"pingWebhookEndpoint": {
+		as: owner, query: `mutation($id: ID!) { pingWebhookEndpoint(id: $id) }`, vars: webhookVars,
+		events: []wantEvent{{action: "webhook.pinged", entity: fixed(theWebhook)}},
+	},
+	"redeliverWebhook": {
+		as: owner, query: `mutation($id: ID!) { redeliverWebhook(deliveryId: $id) { id status } }`,
+		vars:   func(f *mutationFixture) map[string]any { return map[string]any{"id": f.delivery} },
+		events: []wantEvent{{action: "webhook.redelivered", entity: fixed(theWebhook)}},
+	},
 	"deleteComment": {
 		as: member, query: `mutation($id: ID!) { deleteComment(id: $id) }`,
 		vars:   func(f *mutationFixture) map[string]any { return map[string]any{"id": f.comment} },
 		events: []wantEvent{{action: "comment.deleted", entity: fixed(func(f *mutationFixture) string { return f.comment })}},
+	},
+	"addAttachment": {
+		as: member, query: `mutation($t: ID!, $f: Upload!) { addAttachment(taskId: $t, file: $f) { id } }`,
+		vars: func(f *mutationFixture) map[string]any { return map[string]any{"t": f.task, "f": nil} },
+		files: func(f *mutationFixture) []apitest.File {
+			return []apitest.File{apitest.BytesFile("f", "second.txt", []byte("second"))}
+		},
+		events: []wantEvent{{action: "attachment.added", entity: answered("addAttachment", "id")}},
+	},
+	"deleteAttachment": {
+		as: member, query: `mutation($id: ID!) { deleteAttachment(id: $id) }`,
+		vars:   func(f *mutationFixture) map[string]any { return map[string]any{"id": f.attachment} },
+		events: []wantEvent{{action: "attachment.deleted", entity: fixed(func(f *mutationFixture) string { return f.attachment })}},
 	},
 }
 
@@ -216,6 +281,23 @@ func newMutationFixture(t *testing.T, env *apitest.Env) *mutationFixture {
 		map[string]any{"p": f.project}, "createTask", "id")
 	f.comment = id(f.member.Token, `mutation($t: ID!) { addComment(taskId: $t, body: "C") { id } }`,
 		map[string]any{"t": f.task}, "addComment", "id")
+	res := env.Upload(t, f.member.Token, `mutation($t: ID!, $f: Upload!) { addAttachment(taskId: $t, file: $f) { id } }`,
+		map[string]any{"t": f.task, "f": nil}, []apitest.File{apitest.BytesFile("f", "first.txt", []byte("first"))})
+	var data map[string]any
+	if err := json.Unmarshal(res.Body.Data, &data); err != nil || res.Code() != "" {
+		t.Fatalf("fixture: %s", res.Raw)
+	}
+	f.attachment = answered("addAttachment", "id")(f, data)
+	hook := `mutation($ws: ID!, $u: String!) { createWebhookEndpoint(input: {workspaceId: $ws, url: $u}) { endpoint { id } } }`
+	hookVars := map[string]any{"ws": f.ws, "u": fixtureWebhookURL}
+	f.webhook = id(f.owner.Token, hook, hookVars, "createWebhookEndpoint", "endpoint", "id")
+	f.offWebhook = id(f.owner.Token, hook, hookVars, "createWebhookEndpoint", "endpoint", "id")
+	id(f.owner.Token, `mutation($id: ID!) { disableWebhookEndpoint(id: $id) { id } }`, map[string]any{"id": f.offWebhook}, "disableWebhookEndpoint", "id")
+	id(f.owner.Token, `mutation($id: ID!) { pingWebhookEndpoint(id: $id) }`, map[string]any{"id": f.webhook})
+	storetest.DispatchAll(t, env.DB)
+	if err := env.DB.Pool.QueryRow(t.Context(), `SELECT id FROM webhook_deliveries WHERE endpoint_id = $1`, f.webhook).Scan(&f.delivery); err != nil {
+		t.Fatalf("fixture: the ping's delivery: %v", err)
+	}
 	return f
 }
 
@@ -262,7 +344,11 @@ func TestEveryMutationWritesItsAuditEvents(t *testing.T) {
 			if row.vars != nil {
 				vars = row.vars(f)
 			}
-			res, evs := auditActionCall(t, env, caller.Token, row.query, vars)
+			var files []apitest.File
+			if row.files != nil {
+				files = row.files(f)
+			}
+			res, evs := auditActionCall(t, env, caller.Token, row.query, vars, files...)
 			if row.refused != "" {
 				if res.Code() != row.refused || len(evs) != 0 {
 					t.Fatalf("%s: want %s and no event, got %d events: %s", name, row.refused, len(evs), res.Raw)

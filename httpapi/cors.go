@@ -18,11 +18,11 @@ type CORS struct {
 	AllowCredentials bool
 }
 
-// The CORS answer of /query.
+// The CORS answer of /query and /attachments/{id}.
 const (
 	corsAllowMethods  = "GET, POST, OPTIONS"
-	corsAllowHeaders  = "Authorization, Content-Type, Idempotency-Key, X-Request-ID"
-	corsExposeHeaders = "Retry-After, RateLimit, RateLimit-Policy, Idempotent-Replayed, X-Request-ID"
+	corsAllowHeaders  = "Authorization, Content-Type, Idempotency-Key, X-Request-ID, GraphQL-Preflight, Apollo-Require-Preflight, X-Apollo-Operation-Name, Range, If-Range, If-None-Match"
+	corsExposeHeaders = "Retry-After, RateLimit, RateLimit-Policy, Idempotent-Replayed, X-Request-ID, Content-Disposition, Content-Range, ETag"
 	corsMaxAge        = "600"
 )
 
@@ -30,6 +30,8 @@ const (
 // the CORS-safelisted ones a browser may list when their value is unusual.
 var corsRequestHeaders = map[string]bool{
 	"authorization": true, "content-type": true, "idempotency-key": true, "x-request-id": true,
+	"graphql-preflight": true, "apollo-require-preflight": true, "x-apollo-operation-name": true,
+	"range": true, "if-range": true, "if-none-match": true,
 	"accept": true, "accept-language": true, "content-language": true,
 }
 

@@ -23,6 +23,7 @@ import (
 	"taskflow/apq"
 	"taskflow/audit"
 	"taskflow/auth"
+	"taskflow/blobs"
 	"taskflow/graph"
 	"taskflow/idempotency"
 	"taskflow/live"
@@ -98,6 +99,10 @@ type Options struct {
 	// Streams bound the streaming transports (WebSocket, SSE): connections,
 	// keep-alive, idle and write timeouts.
 	Streams StreamLimits
+	// Blobs keeps the bytes of attachments: it takes the files of multipart
+	// requests and serves GET /attachments/{id}. Nil: no files (multipart
+	// requests are 415, no download route).
+	Blobs *blobs.Store
 }
 
 // NewHandler returns the complete HTTP handler of TaskFlow, with every guard:
@@ -140,7 +145,7 @@ func newHandler(o Options, without []Guard) http.Handler {
 		o.Live = live.New(live.Options{DB: o.DB, Log: o.Log, Registerer: ops.reg})
 	}
 	if o.Resolvers == nil {
-		o.Resolvers = &resolvers.Resolver{DB: o.DB, Hasher: o.Hasher, AuditKeys: o.AuditKeys, Live: o.Live}
+		o.Resolvers = &resolvers.Resolver{DB: o.DB, Hasher: o.Hasher, AuditKeys: o.AuditKeys, Blobs: o.Blobs, Live: o.Live}
 	}
 	es := graph.NewExecutableSchema(graph.Config{Resolvers: o.Resolvers})
 	gql := handler.New(es)
@@ -167,7 +172,7 @@ func newHandler(o Options, without []Guard) http.Handler {
 		tracer = o.Tracing.Tracer(tracerName)
 		gql.Use(rootFieldSpans{tracer})
 	}
-	httpTransport := Transport{Limiter: o.Limiter, MaxBodyBytes: o.MaxBodyBytes, Tracer: tracer}
+	httpTransport := Transport{Limiter: o.Limiter, MaxBodyBytes: o.MaxBodyBytes, Tracer: tracer, Blobs: o.Blobs, Log: o.Log}
 	st := newStreams(o.Streams, o.DB, o.Log, o.Live)
 	readLimit := o.MaxBodyBytes
 	if readLimit <= 0 {
@@ -206,6 +211,9 @@ func newHandler(o Options, without []Guard) http.Handler {
 	mux.Handle("/query", o.CORS.handler(auth.Middleware(o.DB, authFailure(o.Log))(
 		resolvers.LoaderMiddleware(o.DB, idempotency.ResponseHeaders(gql)))))
 	mux.Handle("/audit/export", auth.Middleware(o.DB, writeAuthError)(auditExport(o.DB, o.Log)))
+	if o.Blobs != nil {
+		mux.Handle("/attachments/{id}", o.CORS.handler(auth.Middleware(o.DB, writeAuthError)(download(o.DB, o.Blobs, o.Log))))
+	}
 	ops.routes(mux)
 	return tracing.Handler(o.Tracing, requestContext(o.TrustedProxies, ops.wrap(mux)))
 }

@@ -197,7 +197,7 @@ func TestCORSPreflightAllowedOrigin(t *testing.T) {
 	want := map[string]string{
 		"Access-Control-Allow-Origin":  "https://app.example.com",
 		"Access-Control-Allow-Methods": "GET, POST, OPTIONS",
-		"Access-Control-Allow-Headers": "Authorization, Content-Type, Idempotency-Key, X-Request-ID",
+		"Access-Control-Allow-Headers": "Authorization, Content-Type, Idempotency-Key, X-Request-ID, GraphQL-Preflight, Apollo-Require-Preflight, X-Apollo-Operation-Name, Range, If-Range, If-None-Match",
 	}
 	for k, v := range want {
 		if got := rec.Header().Get(k); got != v {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"log/slog"
 	"mime"
 	"net/http"
 	"strconv"
@@ -19,6 +20,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"taskflow/apq"
+	"taskflow/blobs"
 	"taskflow/errs"
 	"taskflow/querydoc"
 	"taskflow/ratelimit"
@@ -85,6 +87,18 @@ type Transport struct {
 	MaxBodyBytes int64
 	// Tracer makes the operation spans; nil is tracing off.
 	Tracer trace.Tracer
+	// Blobs stores the files of multipart requests (multipart.go); nil
+	// refuses them (415).
+	Blobs *blobs.Store
+	Log   *slog.Logger
+}
+
+// maxBodyBytes is MaxBodyBytes or its default.
+func (t Transport) maxBodyBytes() int64 {
+	if t.MaxBodyBytes <= 0 {
+		return DefaultMaxBodyBytes
+	}
+	return t.MaxBodyBytes
 }
 
 var _ graphql.Transport = Transport{}
@@ -96,10 +110,20 @@ func (t Transport) Supports(r *http.Request) bool { return r.Header.Get("Upgrade
 
 // requestError is a problem of the HTTP request itself.
 type requestError struct {
-	status  int
-	code    string
-	message string
-	allow   string
+	status     int
+	code       string
+	message    string
+	allow      string
+	extensions map[string]any
+}
+
+// gqlError is the GraphQL error of a request error.
+func (e *requestError) gqlError() *gqlerror.Error {
+	ext := map[string]any{"code": e.code}
+	for k, v := range e.extensions {
+		ext[k] = v
+	}
+	return &gqlerror.Error{Message: e.message, Extensions: ext}
 }
 
 // Do serves one GraphQL request.
@@ -112,14 +136,49 @@ func (t Transport) Do(w http.ResponseWriter, r *http.Request, exec graphql.Graph
 	w.Header().Add("Vary", "Accept")
 	start := graphql.Now()
 
+	// The caller's turn through reading, parsing, validating and pricing (see
+	// ratelimit.Limiter.Turn): ended once the operation is prepared.
+	endTurn := func() {}
+	if t.Limiter != nil {
+		end, err := t.Limiter.Turn(ctx)
+		if err != nil {
+			gerr := &gqlerror.Error{Message: "too many of your requests are in flight on this server; retry later",
+				Extensions: map[string]any{"code": string(errs.CodeRateLimited), "retryAfter": 1}}
+			if errs.CodeOf(err) != errs.CodeRateLimited {
+				// The client went away while it waited: nobody reads this.
+				gerr.Message = "the request ended before its turn"
+			}
+			writeTooMany(w, 1, gqlerror.List{gerr})
+			return
+		}
+		endTurn = end
+	}
+	turnEnded := false
+	endTurnOnce := func() {
+		if !turnEnded {
+			turnEnded = true
+			endTurn()
+		}
+	}
+	defer endTurnOnce()
+
 	var params *graphql.RawParams
 	var reqErr *requestError
+	var files *multipartFiles
 	switch r.Method {
 	case http.MethodGet:
 		params, reqErr = paramsFromQuery(r)
 		ctx = context.WithValue(ctx, getRequestKey{}, true)
 	case http.MethodPost:
-		params, reqErr = t.paramsFromBody(w, r)
+		if isMultipart(r) {
+			params, files, reqErr = t.paramsFromMultipart(w, r)
+			if files != nil {
+				ctx = ratelimit.WithUploadBytes(ctx, files.declared)
+				defer files.release(ctx) // also when the operation is refused or panics
+			}
+		} else {
+			params, reqErr = t.paramsFromBody(w, r)
+		}
 	default:
 		reqErr = &requestError{status: http.StatusMethodNotAllowed, code: errcode.ParseFailed,
 			message: "method not allowed: use GET or POST", allow: "GET, POST"}
@@ -128,8 +187,10 @@ func (t Transport) Do(w http.ResponseWriter, r *http.Request, exec graphql.Graph
 		if reqErr.allow != "" {
 			w.Header().Set("Allow", reqErr.allow)
 		}
-		err := &gqlerror.Error{Message: reqErr.message, Extensions: map[string]any{"code": reqErr.code}}
-		t.writeErrors(ctx, w, exec, nil, op, reqErr.status, gqlerror.List{err})
+		if reqErr.status == http.StatusUnauthorized {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="taskflow"`)
+		}
+		t.writeErrors(ctx, w, exec, nil, op, reqErr.status, gqlerror.List{reqErr.gqlError()})
 		return
 	}
 	params.Headers = r.Header
@@ -139,6 +200,7 @@ func (t Transport) Do(w http.ResponseWriter, r *http.Request, exec graphql.Graph
 		ctx = ratelimit.WithOutcome(ctx)
 	}
 	rc, opErrs := exec.CreateOperationContext(ctx, params)
+	endTurnOnce()
 	if all := querydoc.Errors(rc); all != nil {
 		opErrs = all // gqlgen reports only the first error of an extension
 	}
@@ -155,8 +217,19 @@ func (t Transport) Do(w http.ResponseWriter, r *http.Request, exec graphql.Graph
 		return
 	}
 
+	if files != nil {
+		// The operation is admitted: its files go to the blob store now.
+		if reqErr := files.stream(ctx); reqErr != nil {
+			t.writeErrors(ctx, w, exec, rc, op, reqErr.status, gqlerror.List{reqErr.gqlError()})
+			return
+		}
+	}
+
 	responses, ctx := exec.DispatchOperation(ctx, rc)
 	resp := responses(ctx)
+	if files != nil {
+		files.release(ctx) // before the answer: what it names is all that is stored
+	}
 	o := t.outcome(ctx, rc)
 	op.record(rc, outcomeOf(resp), o)
 	t.setRateLimitHeaders(w, o)
@@ -402,12 +475,13 @@ type postBody struct {
 func (t Transport) paramsFromBody(w http.ResponseWriter, r *http.Request) (*graphql.RawParams, *requestError) {
 	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	if err != nil || mt != mediaJSON {
-		return nil, parseError(http.StatusUnsupportedMediaType, "the body must be application/json")
+		msg := "the body must be application/json"
+		if t.Blobs != nil {
+			msg += ", or multipart/form-data with files"
+		}
+		return nil, parseError(http.StatusUnsupportedMediaType, msg)
 	}
-	limit := t.MaxBodyBytes
-	if limit <= 0 {
-		limit = DefaultMaxBodyBytes
-	}
+	limit := t.maxBodyBytes()
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
 	if err != nil {
 		var tooBig *http.MaxBytesError
@@ -416,28 +490,7 @@ func (t Transport) paramsFromBody(w http.ResponseWriter, r *http.Request) (*grap
 		}
 		return nil, parseError(http.StatusBadRequest, "the body could not be read")
 	}
-	if !utf8.Valid(body) {
-		return nil, parseError(http.StatusBadRequest, "the body is not valid UTF-8")
-	}
-	trimmed := bytes.TrimLeft(body, " \t\r\n")
-	if len(trimmed) > 0 && trimmed[0] == '[' {
-		return nil, parseError(http.StatusBadRequest, "batched operations are not supported: send one operation per request")
-	}
-	var b postBody
-	if err := decodeObject(string(body), &b); err != nil {
-		return nil, parseError(http.StatusBadRequest, "the body is not a JSON object {query, variables, operationName, extensions}")
-	}
-	p := &graphql.RawParams{Variables: b.Variables, Extensions: b.Extensions}
-	if b.Query != nil {
-		p.Query = *b.Query
-	}
-	if p.Query == "" && !persisted(p.Extensions) {
-		return nil, parseError(http.StatusBadRequest, "the query is missing")
-	}
-	if b.OperationName != nil {
-		p.OperationName = *b.OperationName
-	}
-	return p, nil
+	return paramsFromJSON(body)
 }
 
 // persisted reports whether the extensions carry a persisted query, which

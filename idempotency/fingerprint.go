@@ -19,8 +19,9 @@ const keyArg = "idempotencyKey"
 // operation's variables. Coercion makes inline literals and variables alike,
 // applies declared defaults (of arguments and of input object fields), turns IDs
 // into strings and numbers into their type, and keeps an absent input field apart
-// from one given as null. The arguments are hashed as JSON with sorted keys, so
-// the order of object fields, aliases and the selection set do not change it.
+// from one given as null. A value that is a Fingerprinter (an uploaded file) counts
+// by what it says. The arguments are hashed as JSON with sorted keys, so the order
+// of object fields, aliases and the selection set do not change it.
 func Fingerprint(schema *ast.Schema, field *ast.Field, vars map[string]any) ([]byte, error) {
 	if field.Definition == nil {
 		return nil, fmt.Errorf("fingerprint: field %s has no definition", field.Name)
@@ -55,6 +56,13 @@ func Fingerprint(schema *ast.Schema, field *ast.Field, vars map[string]any) ([]b
 	}
 	sum := sha256.Sum256(b)
 	return sum[:], nil
+}
+
+// Fingerprinter is an argument value whose fingerprint is not its JSON form:
+// store.Upload, a file staged under a new name on every retry, counts by its
+// bytes' SHA-256, its size and its name.
+type Fingerprinter interface {
+	IdempotencyFingerprint() any
 }
 
 // canonicalizer coerces argument values to canonical Go values for hashing.
@@ -136,6 +144,9 @@ func (c *canonicalizer) ast(v *ast.Value, typ *ast.Type) (any, bool) {
 func (c *canonicalizer) goValue(v any, typ *ast.Type) any {
 	if v == nil {
 		return nil
+	}
+	if f, ok := v.(Fingerprinter); ok {
+		return f.IdempotencyFingerprint()
 	}
 	if typ.Elem != nil {
 		list, ok := v.([]any)

@@ -185,6 +185,38 @@ func (l *Limiter) ChargeEvent(ctx context.Context, points int64) *errs.Error {
 // budget when that is smaller (an operation that can never fit is not a 429).
 func (l *Limiter) MaxCost() int64 { return int64(min(l.cfg.MaxCost, l.cfg.Points)) }
 
+// UploadPointBytes is what one point of the cost budget buys of the files of
+// a multipart request: 64 KiB. A 25 MiB upload costs 400 points, so the
+// default budget (1000 a minute) lets one user upload about 60 MiB a minute.
+const UploadPointBytes = 64 << 10
+
+// uploadBytesKey is the context key of the bytes of files of a request.
+type uploadBytesKey struct{}
+
+// WithUploadBytes returns ctx saying that the operation about to be checked
+// comes with n bytes of files (a multipart request's, counted before they are
+// read: its Content-Length). They are charged to the cost budget with the
+// operation, at one point per UploadPointBytes rounded up (UploadCost), and
+// do not count towards MAX_QUERY_COST; an operation whose cost with its files
+// is more than the whole budget is QUERY_TOO_COSTLY.
+func WithUploadBytes(ctx context.Context, n int64) context.Context {
+	return context.WithValue(ctx, uploadBytesKey{}, n)
+}
+
+// UploadCost is the points n bytes of files cost.
+func UploadCost(n int64) int64 {
+	if n <= 0 {
+		return 0
+	}
+	return (n-1)/UploadPointBytes + 1
+}
+
+// uploadCost is the points the files of the request of ctx cost.
+func uploadCost(ctx context.Context) int64 {
+	n, _ := ctx.Value(uploadBytesKey{}).(int64)
+	return UploadCost(n)
+}
+
 // Extension returns the gqlgen extension that checks every operation after
 // parse and validation and before execution: QUERY_TOO_COSTLY over the
 // maximum (nothing charged), then the login, register and searchTasks limits,
@@ -209,16 +241,23 @@ func (e extension) MutateOperationContext(ctx context.Context, rc *graphql.Opera
 	l := e.l
 	price := cost.Operation(rc.Operation, rc.Variables)
 	l.metrics.cost.Observe(float64(price))
-	o := newOutcome(ctx, rc, Outcome{Cost: price, Policy: l.costLimit(), policy: l.policyHeader})
+	files := uploadCost(ctx)
+	o := newOutcome(ctx, rc, Outcome{Cost: cost.Add(price, files), Policy: l.costLimit(), policy: l.policyHeader})
 	who := costKey(ctx)
 
-	if maxCost := l.MaxCost(); price > maxCost {
+	maxCost := l.MaxCost()
+	if price > maxCost || o.Cost > int64(o.Policy.Points) {
 		l.metrics.operations.WithLabelValues(LimitCost, "too_costly").Inc()
 		o.Budget, o.at = l.allow(ctx, LimitCost, who, o.Policy, 0), time.Now()
+		msg := fmt.Sprintf("Query cost %d exceeds the maximum of %d", price, maxCost)
+		if price <= maxCost { // the files make it more than a whole budget
+			maxCost = int64(o.Policy.Points)
+			msg = fmt.Sprintf("The operation and its files cost %d, more than the whole budget of %d", o.Cost, maxCost)
+		}
 		return &gqlerror.Error{
-			Message: fmt.Sprintf("Query cost %d exceeds the maximum of %d", price, maxCost),
+			Message: msg,
 			Extensions: map[string]any{
-				"code": string(errs.CodeQueryTooCostly), "cost": price, "maximum": maxCost,
+				"code": string(errs.CodeQueryTooCostly), "cost": o.Cost, "maximum": maxCost,
 			},
 		}
 	}
@@ -233,7 +272,7 @@ func (e extension) MutateOperationContext(ctx context.Context, rc *graphql.Opera
 		l.metrics.operations.WithLabelValues(c.limit, "allowed").Inc()
 	}
 
-	o.Budget, o.at = l.allow(ctx, LimitCost, who, o.Policy, int(price)), time.Now()
+	o.Budget, o.at = l.allow(ctx, LimitCost, who, o.Policy, int(o.Cost)), time.Now()
 	if !o.Budget.Allowed {
 		l.metrics.operations.WithLabelValues(LimitCost, "limited").Inc()
 		return o.limited(LimitCost, o.Budget.RetryAfter)

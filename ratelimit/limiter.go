@@ -126,6 +126,8 @@ type Limiter struct {
 	done         chan struct{}
 	once         sync.Once
 	metrics      *metrics
+	// turns are the callers' turns before execution (Turn).
+	turns turns
 }
 
 // New returns a Limiter; it fails only for a malformed REDIS_URL.
@@ -141,6 +143,7 @@ func New(o Options) (*Limiter, error) {
 	if l.log == nil {
 		l.log = slog.Default()
 	}
+	l.turns.waiting, l.turns.refused = l.metrics.turnsWaiting, l.metrics.turnsRefused
 	l.policyHeader = policyHeader(l.costLimit())
 	if l.probe <= 0 {
 		l.probe = time.Second

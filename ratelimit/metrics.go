@@ -14,6 +14,8 @@ type metrics struct {
 	redisUp       prometheus.Gauge
 	leased        prometheus.Counter
 	costAllowed   prometheus.Counter // operations{limit="cost",outcome="allowed"}, resolved once
+	turnsWaiting  prometheus.Gauge
+	turnsRefused  prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -39,6 +41,14 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "taskflow_ratelimit_leased_total",
 			Help: "Cost-budget checks answered from this instance's lease, without a Redis round trip.",
 		}),
+		turnsWaiting: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "taskflow_ratelimit_turns_waiting",
+			Help: "Requests waiting for their caller's turn through parse and validation (one at a time per caller).",
+		}),
+		turnsRefused: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "taskflow_ratelimit_turns_refused_total",
+			Help: "Requests answered 429 because too many requests of their caller were waiting for its turn.",
+		}),
 	}
 	if reg != nil {
 		// A second limiter on the same registry (tests, two handlers in one
@@ -48,6 +58,8 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		m.redisFailures = promreg.Register(reg, m.redisFailures)
 		m.redisUp = promreg.Register(reg, m.redisUp)
 		m.leased = promreg.Register(reg, m.leased)
+		m.turnsWaiting = promreg.Register(reg, m.turnsWaiting)
+		m.turnsRefused = promreg.Register(reg, m.turnsRefused)
 	}
 	m.redisUp.Set(1)
 	m.costAllowed = m.operations.WithLabelValues(LimitCost, "allowed")

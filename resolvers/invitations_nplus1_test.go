@@ -3,7 +3,6 @@ package resolvers_test
 import (
 	"encoding/json"
 	"fmt"
-	"strings"
 	"testing"
 
 	"taskflow/httpapi/apitest"
@@ -109,12 +108,7 @@ func TestInvitationHopsAreBatched(t *testing.T) {
 			}
 		}
 		counts[n] = len(stmts)
-		if len(stmts) > maxInvitationStatements {
-			for i, s := range stmts {
-				stmts[i] = s[:min(len(s), 100)]
-			}
-			t.Fatalf("%d workspaces took %d statements, want at most %d:\n%s", n, len(stmts), maxInvitationStatements, strings.Join(stmts, "\n"))
-		}
+		checkStatements(t, fmt.Sprintf("%d workspaces", n), stmts, maxInvitationStatements)
 	}
 	t.Logf("statements: %v", fmt.Sprint(counts))
 }

@@ -6,10 +6,11 @@ import (
 
 	"github.com/99designs/gqlgen/graphql"
 
+	"taskflow/errs"
 	"taskflow/store"
 )
 
-// taskLoaders batch the reads of tasks and comments. Users and projects that
+// taskLoaders batch the reads of tasks, comments and attachments. Users and projects that
 // tasks and comments refer to go through the account loaders.
 type taskLoaders struct {
 	// taskByID loads tasks by id (nil for none), with no access check: it serves
@@ -20,6 +21,8 @@ type taskLoaders struct {
 	taskPages *loader[store.TaskPageKey, *store.TaskConnection]
 	// commentPages loads pages of tasks' comments, batched like taskPages.
 	commentPages *loader[store.CommentPageKey, *store.CommentConnection]
+	// attachmentPages loads pages of tasks' attachments, batched like taskPages.
+	attachmentPages *loader[store.AttachmentPageKey, *store.AttachmentConnection]
 }
 
 // pageLoaderWait is the longest the page loaders gather keys. A to-many hop
@@ -32,9 +35,10 @@ const pageLoaderWait = 10 * time.Millisecond
 // newTaskLoaders returns the task and comment loaders of one request.
 func newTaskLoaders(db *store.DB) taskLoaders {
 	return taskLoaders{
-		taskByID:     newLoader(batch(db.TasksByID), loaderWait),
-		taskPages:    newLoader(batch(db.TaskPages), pageLoaderWait),
-		commentPages: newLoader(batch(db.CommentPages), pageLoaderWait),
+		taskByID:        newLoader(batch(db.TasksByID), loaderWait),
+		taskPages:       newLoader(batch(db.TaskPages), pageLoaderWait),
+		commentPages:    newLoader(batch(db.CommentPages), pageLoaderWait),
+		attachmentPages: newLoader(batch(db.AttachmentPages), pageLoaderWait),
 	}
 }
 
@@ -68,6 +72,19 @@ func (l *taskLoaders) primeTasks(c *store.TaskConnection, err error) (*store.Tas
 	return c, nil
 }
 
+// task loads the task a thing the viewer sees belongs to (a comment's, an
+// attachment's); NOT_FOUND if it is gone.
+func (l *taskLoaders) task(ctx context.Context, id string) (*store.Task, error) {
+	t, err := l.taskByID.Load(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if t == nil {
+		return nil, errs.Errorf(errs.CodeNotFound, "task not found")
+	}
+	return t, nil
+}
+
 // primeTask puts one task into the task-by-id cache.
 func (l *taskLoaders) primeTask(t *store.Task, err error) (*store.Task, error) {
 	if err != nil {
@@ -87,4 +104,5 @@ func (l *taskLoaders) taskChanged(id string, t *store.Task) {
 	}
 	l.taskPages.ClearAll()
 	l.commentPages.ClearAll()
+	l.attachmentPages.ClearAll()
 }

@@ -6,6 +6,8 @@ import (
 	"crypto/ed25519"
 
 	"taskflow/auth"
+	"taskflow/blobs"
+	"taskflow/errs"
 	"taskflow/live"
 	"taskflow/store"
 )
@@ -21,4 +23,11 @@ type Resolver struct {
 	AuditKeys []ed25519.PublicKey
 	// Live serves the subscriptions; nil refuses them.
 	Live *live.Hub
+	// Blobs keeps the bytes of attachments; nil: attachments cannot be added
+	// and have no download link (handlers built without a blob store).
+	Blobs *blobs.Store
 }
+
+// errNoBlobStore answers what needs a blob store when there is none: a
+// handler built without one, which a server never is.
+var errNoBlobStore = errs.Errorf(errs.CodeInternal, "this server keeps no attachments")

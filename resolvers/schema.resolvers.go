@@ -196,6 +196,28 @@ func (r *mutationResolver) DeleteComment(ctx context.Context, id string, idempot
 	return true, nil
 }
 
+// AddAttachment is the resolver for the addAttachment field.
+func (r *mutationResolver) AddAttachment(ctx context.Context, taskID string, file store.Upload, idempotencyKey *string) (*store.Attachment, error) {
+	if r.Blobs == nil {
+		return nil, errNoBlobStore
+	}
+	a, err := r.DB.AddAttachment(ctx, auth.UserFrom(ctx), taskID, file, r.Blobs.Quota())
+	if err != nil {
+		return nil, err
+	}
+	r.loaders(ctx).attachmentPages.ClearAll()
+	return a, nil
+}
+
+// DeleteAttachment is the resolver for the deleteAttachment field.
+func (r *mutationResolver) DeleteAttachment(ctx context.Context, id string, idempotencyKey *string) (bool, error) {
+	if err := r.DB.DeleteAttachment(ctx, auth.UserFrom(ctx), id); err != nil {
+		return false, err
+	}
+	r.loaders(ctx).attachmentPages.ClearAll()
+	return true, nil
+}
+
 // Me is the resolver for the me field.
 func (r *queryResolver) Me(ctx context.Context) (*store.User, error) {
 	return auth.UserFrom(ctx), nil

@@ -7,21 +7,13 @@ package resolvers
 
 import (
 	"context"
-	"taskflow/errs"
 	"taskflow/graph"
 	"taskflow/store"
 )
 
 // Task is the resolver for the task field.
 func (r *commentResolver) Task(ctx context.Context, obj *store.Comment) (*store.Task, error) {
-	t, err := r.loaders(ctx).taskByID.Load(ctx, obj.TaskID)
-	if err != nil {
-		return nil, err
-	}
-	if t == nil {
-		return nil, errs.Errorf(errs.CodeNotFound, "task not found")
-	}
-	return t, nil
+	return r.loaders(ctx).task(ctx, obj.TaskID)
 }
 
 // Author is the resolver for the author field.
@@ -55,6 +47,15 @@ func (r *taskResolver) Comments(ctx context.Context, obj *store.Task, first *int
 		return nil, err
 	}
 	return r.loaders(ctx).commentPages.Load(ctx, key)
+}
+
+// Attachments is the resolver for the attachments field.
+func (r *taskResolver) Attachments(ctx context.Context, obj *store.Task, first *int, after *string) (*store.Connection[store.Attachment], error) {
+	key, err := store.NewAttachmentPageKey(obj.ID, first, after)
+	if err != nil {
+		return nil, err
+	}
+	return r.loaders(ctx).attachmentPages.Load(ctx, key)
 }
 
 // Comment returns graph.CommentResolver implementation.

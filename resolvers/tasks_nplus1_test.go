@@ -3,6 +3,7 @@ package resolvers_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http/httptest"
@@ -66,10 +67,13 @@ func countedEnv(t *testing.T) (*apitest.Env, *statementCounter) {
 	}
 	t.Cleanup(pool.Close)
 	db := store.New(pool, nil)
-	h := httpapi.NewHandler(httpapi.Options{DB: db, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Limiter: apitest.Unlimited()})
+	bs := apitest.OpenBlobs(t, db, nil)
+	counter.reset()
+	h := httpapi.NewHandler(httpapi.Options{DB: db, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Limiter: apitest.Unlimited(),
+		Blobs: bs})
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
-	return &apitest.Env{DB: db, Handler: h, Client: client.New(h), Server: srv}, counter
+	return &apitest.Env{DB: db, Blobs: bs, Handler: h, Client: client.New(h), Server: srv}, counter
 }
 
 // maxStatements is the bound on the statements of the page query below, whatever
@@ -101,10 +105,7 @@ func TestTaskPageStatementsDoNotGrow(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var anchor string
-		if err := env.DB.Pool.QueryRow(t.Context(), `SELECT id FROM tasks WHERE project_id = $1 LIMIT 1`, project).Scan(&anchor); err != nil {
-			t.Fatal(err)
-		}
+		anchor := anyTask(t, env, project)
 
 		counter.reset()
 		var out struct {
@@ -155,12 +156,29 @@ func TestTaskPageStatementsDoNotGrow(t *testing.T) {
 			}
 		}
 		counts[n] = len(stmts)
-		if len(stmts) > maxStatements {
-			for i, s := range stmts {
-				stmts[i] = s[:min(len(s), 100)]
-			}
-			t.Fatalf("%d tasks took %d statements, want at most %d:\n%s", n, len(stmts), maxStatements, strings.Join(stmts, "\n"))
-		}
+		checkStatements(t, fmt.Sprintf("%d tasks", n), stmts, maxStatements)
 	}
 	t.Logf("statements: %v", counts)
+}
+
+// anyTask returns the id of a task of the project.
+func anyTask(t *testing.T, env *apitest.Env, project string) string {
+	t.Helper()
+	var id string
+	if err := env.DB.Pool.QueryRow(t.Context(), `SELECT id FROM tasks WHERE project_id = $1 LIMIT 1`, project).Scan(&id); err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+// checkStatements fails when what took more than most statements, listing them.
+func checkStatements(t *testing.T, what string, stmts []string, most int) {
+	t.Helper()
+	if len(stmts) <= most {
+		return
+	}
+	for i, s := range stmts {
+		stmts[i] = s[:min(len(s), 100)]
+	}
+	t.Fatalf("%s took %d statements, want at most %d:\n%s", what, len(stmts), most, strings.Join(stmts, "\n"))
 }

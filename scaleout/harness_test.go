@@ -254,6 +254,11 @@ func (in *instance) postRaw(token, contentType string, body []byte, headers ...s
 	for i := 0; i+1 < len(headers); i += 2 {
 		req.Header.Set(headers[i], headers[i+1])
 	}
+	return do(req)
+}
+
+// do sends req and decodes the answer.
+func do(req *http.Request) (*response, error) {
 	res, err := httpClient.Do(req)
 	if err != nil {
 		return nil, err

@@ -17,7 +17,7 @@ import (
 // Every domain type the audit log snapshots has a rule on every field.
 func TestAuditRulesOnEveryDomainField(t *testing.T) {
 	t.Parallel()
-	for _, v := range []any{User{}, Workspace{}, Member{}, Project{}, Task{}, Comment{}, Invitation{}} {
+	for _, v := range []any{User{}, Workspace{}, Member{}, Project{}, Task{}, Comment{}, Invitation{}, Attachment{}} {
 		if err := audit.Check(v); err != nil {
 			t.Errorf("%T: %v", v, err)
 		}

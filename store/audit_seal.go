@@ -106,46 +106,43 @@ func (s *AuditSealer) idle() time.Duration {
 // wake-up from this instance's units of work or after Idle. Errors are logged
 // and retried after a backoff that grows to 30 s.
 func (s *AuditSealer) Run(ctx context.Context) {
-	timer := time.NewTimer(s.idle())
-	defer timer.Stop()
-	backoff := time.Duration(0)
-	for ctx.Err() == nil {
+	runSpineConsumer(ctx, s.DB, "audit sealer", s.DB.sealWake, s.idle(), func(ctx context.Context) (bool, error) {
 		r, err := s.Round(ctx)
-		wait := s.idle()
-		switch {
-		case err != nil && ctx.Err() == nil:
-			backoff = min(max(2*backoff, time.Second), 30*time.Second)
-			wait = backoff
-			s.DB.log.ErrorContext(ctx, "audit sealer", "err", err, "retry_in", backoff.String())
-		case err == nil:
-			backoff = 0
-			if r.Full {
-				continue
-			}
-		}
-		wake := s.DB.sealWake
-		if err != nil {
-			wake = nil // an error waits out its backoff
-		}
-		timer.Reset(wait)
-		select {
-		case <-ctx.Done():
-			return
-		case <-wake:
-		case <-timer.C:
-		}
-	}
+		return r.Full, err
+	})
 }
 
 // spinePendingSQL tells whether committed events wait past the sealer's
 // cursor, without a lock or a transaction id: an idle sealer's poll writes
 // nothing.
+var spinePendingSQL = spinePendingSQLFor("audit_seal_cursor")
+
+// spinePendingSQLFor returns the statement that tells whether committed
+// events wait past the cursor of a spine consumer, kept in row 1 of the table
+// cursorTable (tx_id, seq).
 // (LATERAL, ORDER BY and LIMIT make it one probe of the spine index of each
 // partition; a plain join with the cursor row scans the whole table.)
-const spinePendingSQL = `SELECT EXISTS (SELECT 1 FROM audit_seal_cursor c CROSS JOIN LATERAL
+func spinePendingSQLFor(cursorTable string) string {
+	return `SELECT EXISTS (SELECT 1 FROM ` + cursorTable + ` c CROSS JOIN LATERAL
 	(SELECT 1 FROM audit_events e WHERE (e.tx_id, e.seq) > (c.tx_id, c.seq)
 		AND e.tx_id < pg_snapshot_xmin(pg_current_snapshot()) ORDER BY e.tx_id, e.seq LIMIT 1) x
 	WHERE c.id = 1)`
+}
+
+// lockSpineCursor locks row 1 of cursorTable, a spine consumer's cursor, for
+// the rest of tx and returns it, or reports busy when another transaction
+// holds it (SKIP LOCKED: one consumer advances at a time, the others skip
+// their round).
+func lockSpineCursor(ctx context.Context, tx pgx.Tx, cursorTable string) (cur SpineCursor, busy bool, err error) {
+	err = tx.QueryRow(ctx, `SELECT tx_id, seq FROM `+cursorTable+` WHERE id = 1 FOR UPDATE SKIP LOCKED`).Scan(&cur.TxID, &cur.Seq)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return cur, true, nil
+	}
+	if err != nil {
+		return cur, false, fmt.Errorf("lock %s: %w", cursorTable, err)
+	}
+	return cur, false, nil
+}
 
 // SealBacklog is what waits for the sealer.
 type SealBacklog struct {
@@ -190,15 +187,10 @@ func (s *AuditSealer) Round(ctx context.Context) (SealRound, error) {
 		}
 	}
 	err := pgx.BeginFunc(ctx, s.DB.Pool, func(tx pgx.Tx) error {
-		var cur SpineCursor
-		err := tx.QueryRow(ctx, `SELECT tx_id, seq FROM audit_seal_cursor WHERE id = 1 FOR UPDATE SKIP LOCKED`).
-			Scan(&cur.TxID, &cur.Seq)
-		if errors.Is(err, pgx.ErrNoRows) {
-			out.Busy = true
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("lock the seal cursor: %w", err)
+		cur, busy, err := lockSpineCursor(ctx, tx, "audit_seal_cursor")
+		if busy || err != nil {
+			out.Busy = busy
+			return err
 		}
 		out.Cursor = cur
 		read, err := readSpine(ctx, tx, cur, SpineFilter{}, s.batch())

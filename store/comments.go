@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"fmt"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -144,23 +143,21 @@ type CommentPageKey struct {
 	After  string
 }
 
-// commentPageScope is the cursor scope of a task's comment list.
-func commentPageScope(taskID string) string { return "comments:" + taskID }
+// commentList is Task.comments.
+var commentList = childList[Comment]{
+	table: "comments", alias: "c", columns: commentColumns, pageSize: DefaultCommentPageSize,
+	scope: func(taskID string) string { return "comments:" + taskID },
+	scan:  func(row pgx.Row, ord *int64) (*Comment, error) { return scanComment(row, ord) },
+	key:   commentKey,
+}
 
 // NewCommentPageKey validates a page request for a task's comments (first nil
-// means DefaultCommentPageSize) and returns its key. It returns a BAD_USER_INPUT
-// error for first out of 1..100 or a cursor that is malformed or comes from
-// another task's comments.
+// means DefaultCommentPageSize) and returns its key. It returns a
+// BAD_USER_INPUT error for first out of 1..100 or a cursor that is malformed or
+// comes from another task's comments.
 func NewCommentPageKey(taskID string, first *int, after *string) (CommentPageKey, error) {
-	p, err := NewPage(first, DefaultCommentPageSize, after, commentPageScope(taskID))
-	if err != nil {
-		return CommentPageKey{}, err
-	}
-	k := CommentPageKey{TaskID: taskID, First: p.First}
-	if after != nil {
-		k.After = *after
-	}
-	return k, nil
+	k, err := commentList.newKey(taskID, first, after)
+	return CommentPageKey(k), err
 }
 
 // CommentPages returns one page of comments, newest first by (created_at, id), for
@@ -168,58 +165,7 @@ func NewCommentPageKey(taskID string, first *int, after *string) (CommentPageKey
 // access: callers pass tasks the viewer can see. It returns a BAD_USER_INPUT
 // error for a key whose cursor is invalid (keys made by NewCommentPageKey never are).
 func (db *DB) CommentPages(ctx context.Context, keys []CommentPageKey) ([]*CommentConnection, error) {
-	pages := make([]Page, len(keys))
-	taskIDs := make([]string, len(keys))
-	ats := make([]*time.Time, len(keys))
-	afterIDs := make([]*string, len(keys))
-	limits := make([]int32, len(keys))
-	for i, k := range keys {
-		p, err := NewPage(&k.First, DefaultCommentPageSize, &k.After, commentPageScope(k.TaskID))
-		if err != nil {
-			return nil, err
-		}
-		pages[i] = p
-		taskIDs[i] = k.TaskID
-		if !validID(k.TaskID) {
-			taskIDs[i] = "00000000-0000-0000-0000-000000000000"
-		}
-		if p.After != nil {
-			ats[i], afterIDs[i] = &p.After.At, &p.After.ID
-		}
-		limits[i] = int32(p.First + 1)
-	}
-	rows, err := db.q(ctx).Query(ctx, `SELECT `+commentColumns+`, k.ord
-		FROM unnest($1::text[]::uuid[], $2::timestamptz[], $3::text[]::uuid[], $4::int[])
-			WITH ORDINALITY AS k(task_id, at, id, lim, ord)
-		CROSS JOIN LATERAL (
-			SELECT * FROM comments c
-			WHERE c.task_id = k.task_id
-				AND (k.at IS NULL OR (c.created_at, c.id) < (k.at, k.id))
-			ORDER BY c.created_at DESC, c.id DESC
-			LIMIT k.lim) c
-		ORDER BY k.ord, c.created_at DESC, c.id DESC`,
-		taskIDs, ats, afterIDs, limits)
-	if err != nil {
-		return nil, fmt.Errorf("comment pages: %w", err)
-	}
-	defer rows.Close()
-	items := make([][]*Comment, len(keys))
-	for rows.Next() {
-		var ord int64
-		c, err := scanComment(rows, &ord)
-		if err != nil {
-			return nil, fmt.Errorf("comment pages: %w", err)
-		}
-		items[ord-1] = append(items[ord-1], c)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("comment pages: %w", err)
-	}
-	out := make([]*CommentConnection, len(keys))
-	for i, k := range keys {
-		out[i] = connection(items[i], pages[i], commentPageScope(k.TaskID), commentKey)
-	}
-	return out, nil
+	return commentList.pages(ctx, db.q(ctx), childKeys(keys))
 }
 
 // commentKey returns a comment's position in newest-first lists.

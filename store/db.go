@@ -14,8 +14,10 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/maypok86/otter/v2"
+	"github.com/riverqueue/river"
 
 	"taskflow/audit"
+	"taskflow/egress"
 )
 
 // DB is TaskFlow's Postgres store. Every domain operation is a method of DB; each one
@@ -24,9 +26,14 @@ import (
 type DB struct {
 	Pool *pgxpool.Pool
 	log  *slog.Logger
+	// Egress says which webhook URLs may be registered (WEBHOOK_ALLOW_HTTP,
+	// WEBHOOK_ALLOW_PRIVATE); the zero value allows https to public
+	// addresses only. Set it before the DB is used.
+	Egress egress.Policy
 	// sealWake tells this instance's sealer that a unit of work committed
-	// audit events (see wakeSealer).
-	sealWake chan struct{}
+	// audit events (see wakeSealer); dispatchWake tells its webhook
+	// dispatcher the same.
+	sealWake, dispatchWake chan struct{}
 	// spineWakes are the channels of SpineWakeups, signalled with sealWake.
 	wakeMu     sync.Mutex
 	spineWakes []chan struct{}
@@ -35,6 +42,11 @@ type DB struct {
 	workspaces *otter.Cache[string, string]
 	// sessions remembers what bearer tokens mean (see UserByTokenHash).
 	sessions *otter.Cache[string, *User]
+
+	// riverOnce makes riverClient, the insert-only River client (river.go).
+	riverOnce   sync.Once
+	riverClient *river.Client[pgx.Tx]
+	riverErr    error
 }
 
 // Open connects to Postgres at url ("" means libpq defaults and PG* variables, as
@@ -90,18 +102,22 @@ func New(pool *pgxpool.Pool, log *slog.Logger) *DB {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &DB{Pool: pool, log: log, sealWake: make(chan struct{}, 1), sessions: newSessionCache(),
+	return &DB{Pool: pool, log: log, sealWake: make(chan struct{}, 1), dispatchWake: make(chan struct{}, 1),
+		sessions: newSessionCache(),
 		workspaces: otter.Must(&otter.Options[string, string]{MaximumSize: workspaceCacheSize,
 			Executor: func(evict func()) { evict() }})}
 }
 
-// wakeSealer tells the sealer of this instance that events were committed: a
-// send that never blocks (a wake-up already pending is enough); the other
-// readers of the spine (SpineWakeups) are told too.
+// wakeSealer tells the sealer and the webhook dispatcher of this instance
+// that events were committed: sends that never block (a wake-up already
+// pending is enough); the other readers of the spine (SpineWakeups) are told
+// too.
 func (db *DB) wakeSealer() {
-	select {
-	case db.sealWake <- struct{}{}:
-	default:
+	for _, c := range []chan struct{}{db.sealWake, db.dispatchWake} {
+		select {
+		case c <- struct{}{}:
+		default:
+		}
 	}
 	db.wakeSpineReaders()
 }

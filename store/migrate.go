@@ -47,6 +47,9 @@ func MigrationsHash() (string, error) {
 		fmt.Fprintf(h, "%s\x00%d\x00", n, len(b))
 		h.Write(b)
 	}
+	if err := hashRiverMigrations(h); err != nil {
+		return "", err
+	}
 	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
@@ -58,7 +61,8 @@ func MigrationsHash() (string, error) {
 // outlives its transaction: nothing is left held on a connection when an
 // unlock fails or the context ends, and no two statements rely on running in
 // one server session (docs/decisions/2026-12-01-migrations-stay-hand-written.md).
-// It then creates the audit log's partitions for this month and the next
+// River's migrations follow, under the same lock (migrateRiver). It then
+// creates the audit log's partitions for this month and the next
 // (EnsureAuditPartitions).
 func Migrate(ctx context.Context, pool *pgxpool.Pool) error {
 	err := underMigrationLock(ctx, pool, func(tx pgx.Tx) error {
@@ -89,6 +93,9 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool) error {
 		if err != nil {
 			return fmt.Errorf("migrate %s: %w", name, err)
 		}
+	}
+	if err := migrateRiver(ctx, pool); err != nil {
+		return err
 	}
 	// The audit log's monthly partitions exist before any row needs them.
 	return ensureAuditPartitions(ctx, pool, time.Now(), nil)

@@ -61,7 +61,7 @@ func ParseSpineCursor(s string) (SpineCursor, error) {
 // SpineFilter narrows a read of the spine; every set field must match.
 type SpineFilter struct {
 	// ChainKeys keeps the events of these chains (workspace ids,
-	// "user:<id>", "anonymous"); empty: every chain.
+	// "user:<id>", "anonymous"); nil: every chain, an empty list: none.
 	ChainKeys []string
 	// Actions keeps events of these actions, exact or prefixes ending in "*"
 	// as in AuditFilter; empty: every action.
@@ -109,7 +109,7 @@ func readSpine(ctx context.Context, q Querier, after SpineCursor, filter SpineFi
 	}
 	args := []any{after.TxID, after.Seq}
 	var where string
-	if len(filter.ChainKeys) > 0 {
+	if filter.ChainKeys != nil {
 		args = append(args, filter.ChainKeys)
 		where += " AND chain_key = ANY($" + strconv.Itoa(len(args)) + "::text[])"
 	}

@@ -45,6 +45,8 @@ type pipelinedTx struct {
 	// pending are the deferred statements, sent before the next statement or
 	// with COMMIT.
 	pending []deferred
+	// savepoints counts the savepoints made through unitTx, for their names.
+	savepoints int
 }
 
 // deferred is a statement whose answer nobody waits for: a check or a guarded

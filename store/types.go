@@ -351,6 +351,10 @@ type (
 	CommentConnection = Connection[Comment]
 	// CommentEdge is a comment with its cursor.
 	CommentEdge = Edge[Comment]
+	// AttachmentConnection is a page of attachments.
+	AttachmentConnection = Connection[Attachment]
+	// AttachmentEdge is an attachment with its cursor.
+	AttachmentEdge = Edge[Attachment]
 	// InvitationConnection is a page of invitations.
 	InvitationConnection = Connection[Invitation]
 	// InvitationEdge is an invitation with its cursor.

@@ -48,6 +48,14 @@ type CreateTaskInput struct {
 	DueDate     graphql.Omittable[*time.Time]          `json:"dueDate,omitempty"`
 }
 
+type CreateWebhookEndpointInput struct {
+	WorkspaceID string                     `json:"workspaceId"`
+	URL         string                     `json:"url"`
+	Description graphql.Omittable[*string] `json:"description,omitempty"`
+	// Exact actions or prefixes ending in * (at most 50); absent, empty or ["*"]: every action.
+	Actions graphql.Omittable[[]string] `json:"actions,omitempty"`
+}
+
 type CreateWorkspaceInput struct {
 	Name string `json:"name"`
 }
@@ -90,4 +98,17 @@ type UpdateTaskInput struct {
 	Priority    graphql.Omittable[*store.TaskPriority] `json:"priority,omitempty"`
 	AssigneeID  graphql.Omittable[*string]             `json:"assigneeId,omitempty"`
 	DueDate     graphql.Omittable[*time.Time]          `json:"dueDate,omitempty"`
+}
+
+// UpdateWebhookEndpointInput changes only the fields given; an explicit null description clears it.
+type UpdateWebhookEndpointInput struct {
+	URL         graphql.Omittable[*string]  `json:"url,omitempty"`
+	Description graphql.Omittable[*string]  `json:"description,omitempty"`
+	Actions     graphql.Omittable[[]string] `json:"actions,omitempty"`
+}
+
+// WebhookDeliveryFilter narrows deliveries; set fields combine with AND. actions as in AuditEventFilter.
+type WebhookDeliveryFilter struct {
+	Status  graphql.Omittable[*store.WebhookDeliveryStatus] `json:"status,omitempty"`
+	Actions graphql.Omittable[[]string]                     `json:"actions,omitempty"`
 }

@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -22,6 +23,7 @@ import (
 
 	"taskflow/audit"
 	"taskflow/auth"
+	"taskflow/blobs"
 	"taskflow/httpapi"
 	"taskflow/live"
 	"taskflow/ratelimit"
@@ -35,7 +37,9 @@ type Env struct {
 	// AuditKey signs the audit checkpoints of Sealer; the handler trusts its
 	// public key.
 	AuditKey ed25519.PrivateKey
-	Handler  http.Handler
+	// Blobs is the blob store of attachments, in a temporary directory.
+	Blobs   *blobs.Store
+	Handler http.Handler
 	// Client is a gqlgen test client on Handler (no network).
 	Client *client.Client
 	// Server is a real HTTP server on loopback serving Handler.
@@ -72,6 +76,9 @@ func newEnv(t testing.TB, newHandler func(httpapi.Options) http.Handler, opts []
 	for _, opt := range opts {
 		opt(&o)
 	}
+	if o.Blobs == nil {
+		o.Blobs = OpenBlobs(t, db, nil)
+	}
 	if o.Live == nil {
 		o.Live = live.New(live.Options{DB: db, Log: o.Log})
 	}
@@ -87,7 +94,7 @@ func newEnv(t testing.TB, newHandler func(httpapi.Options) http.Handler, opts []
 		cancel()
 		<-done
 	})
-	return &Env{DB: db, AuditKey: key, Handler: h, Client: client.New(h, client.Path("/query")), Server: srv, Live: o.Live}
+	return &Env{DB: db, AuditKey: key, Blobs: o.Blobs, Handler: h, Client: client.New(h, client.Path("/query")), Server: srv, Live: o.Live}
 }
 
 // Sealer returns an audit sealer of the Env's database that signs with
@@ -99,6 +106,29 @@ func (e *Env) Sealer() *store.AuditSealer { return &store.AuditSealer{DB: e.DB, 
 func (e *Env) Seal(t testing.TB) {
 	t.Helper()
 	storetest.Seal(t, e.DB)
+}
+
+// OpenBlobs opens a blob store of db in a temporary directory of the test,
+// with the options set changes (nil: the defaults).
+func OpenBlobs(t testing.TB, db *store.DB, set func(*blobs.Options)) *blobs.Store {
+	t.Helper()
+	o := blobs.Options{URL: "file://" + filepath.ToSlash(t.TempDir()) + "?no_tmp_dir=true&metadata=skip", DB: db,
+		Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	if set != nil {
+		set(&o)
+	}
+	bs, err := blobs.Open(t.Context(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { bs.Close() })
+	return bs
+}
+
+// WithBlobs returns an Option that gives the Env a blob store of its own, in
+// a temporary directory, with the options set changes.
+func WithBlobs(t testing.TB, set func(*blobs.Options)) Option {
+	return func(o *httpapi.Options) { o.Blobs = OpenBlobs(t, o.DB, set) }
 }
 
 // Unlimited returns an in-process rate limiter whose budgets no test reaches:
@@ -176,6 +206,13 @@ func (e *Env) Post(t testing.TB, token, query string, vars map[string]any, heade
 		t.Fatal(err)
 	}
 	req.Header.Set("Content-Type", "application/json")
+	return e.send(t, req, token, headers)
+}
+
+// send sends req with the token ("" for anonymous) and the headers (name,
+// value, name, value...), and decodes the answer.
+func (e *Env) send(t testing.TB, req *http.Request, token string, headers []string) *Response {
+	t.Helper()
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}

@@ -38,11 +38,33 @@ func Binary(t testing.TB) string {
 	return binPath
 }
 
-// RemoveBinary deletes what Binary built; call it from TestMain after m.Run.
+// RemoveBinary deletes what Binary built, and the data directory of CleanEnv;
+// call it from TestMain after m.Run.
 func RemoveBinary() {
 	if binDir != "" {
 		os.RemoveAll(binDir)
 	}
+	if dataDir != "" {
+		os.RemoveAll(dataDir)
+	}
+}
+
+var (
+	dataOnce sync.Once
+	dataDir  string
+)
+
+// userDataDir returns a directory made once per test process, which CleanEnv
+// gives the server as XDG_DATA_HOME: a server started without BLOB_URL keeps
+// its attachments there, not in the home directory of whoever runs the tests.
+func userDataDir() string {
+	dataOnce.Do(func() {
+		d, err := os.MkdirTemp("", "taskflow-data-")
+		if err == nil {
+			dataDir = d
+		}
+	})
+	return dataDir
 }
 
 // serverVariables are the environment variables the server reads (config.go).
@@ -54,10 +76,14 @@ var serverVariables = map[string]bool{
 	"PPROF_ADDR": true, "METRICS_TOKEN": true, "AUDIT_SIGNING_KEY": true,
 	"SUBSCRIPTION_MAX_PER_USER": true, "SUBSCRIPTION_MAX_CONNECTIONS": true, "SUBSCRIPTION_KEEPALIVE": true,
 	"SUBSCRIPTION_IDLE_TIMEOUT": true,
+	// Webhooks.
+	"WEBHOOK_ALLOW_HTTP": true, "WEBHOOK_ALLOW_PRIVATE": true, "WEBHOOK_TIMEOUT": true, "WEBHOOK_RETRY_BASE": true,
+	"WEBHOOK_WORKERS": true,
 	// OpenTelemetry (tracing.ConfigFromEnv).
 	"OTEL_SDK_DISABLED": true, "OTEL_TRACES_EXPORTER": true, "OTEL_EXPORTER_OTLP_ENDPOINT": true,
 	"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": true, "OTEL_EXPORTER_OTLP_PROTOCOL": true,
 	"OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": true, "OTEL_TRACES_SAMPLER": true, "OTEL_TRACES_SAMPLER_ARG": true,
+	"BLOB_URL": true, "MAX_UPLOAD_SIZE": true, "WORKSPACE_STORAGE_QUOTA": true, "BLOB_SWEEP_GRACE": true,
 }
 
 // ServerVariables returns the names of the environment variables the server
@@ -74,14 +100,18 @@ func ServerVariables() []string {
 // server reads, for starting the Binary with only the settings a test gives it:
 // those of ServerVariables, and every OTEL_* variable, which the OpenTelemetry
 // SDK reads itself (a developer's OTEL_EXPORTER_OTLP_HEADERS must not reach a
-// test's server).
+// test's server); XDG_DATA_HOME is set to a directory of the test process
+// (removed by RemoveBinary), where a server without BLOB_URL keeps attachments.
 func CleanEnv() []string {
 	var env []string
 	for _, kv := range os.Environ() {
 		name, _, _ := strings.Cut(kv, "=")
-		if !serverVariables[name] && !strings.HasPrefix(name, "OTEL_") {
+		if !serverVariables[name] && !strings.HasPrefix(name, "OTEL_") && name != "XDG_DATA_HOME" {
 			env = append(env, kv)
 		}
+	}
+	if d := userDataDir(); d != "" {
+		env = append(env, "XDG_DATA_HOME="+d)
 	}
 	return env
 }

@@ -108,21 +108,34 @@ func DB(t testing.TB) *store.DB {
 // the whole cluster's, so another database's long transaction delays it).
 func SealAll(t testing.TB, sealer *store.AuditSealer) {
 	t.Helper()
+	catchUp(t, "seal", func(ctx context.Context) error {
+		_, err := sealer.Round(ctx)
+		return err
+	}, func(ctx context.Context) (int, error) {
+		b, err := sealer.DB.AuditSealBacklog(ctx)
+		return b.Events, err
+	})
+}
+
+// catchUp runs round until backlog is 0, failing the test on an error or
+// after a minute.
+func catchUp(t testing.TB, what string, round func(context.Context) error, backlog func(context.Context) (int, error)) {
+	t.Helper()
 	ctx := context.Background()
 	deadline := time.Now().Add(time.Minute)
 	for {
-		if _, err := sealer.Round(ctx); err != nil {
-			t.Fatalf("seal: %v", err)
+		if err := round(ctx); err != nil {
+			t.Fatalf("%s: %v", what, err)
 		}
-		b, err := sealer.DB.AuditSealBacklog(ctx)
+		n, err := backlog(ctx)
 		if err != nil {
-			t.Fatalf("seal: %v", err)
+			t.Fatalf("%s: %v", what, err)
 		}
-		if b.Events == 0 {
+		if n == 0 {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("seal: %d events still unsealed after a minute", b.Events)
+			t.Fatalf("%s: %d events still waiting after a minute", what, n)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
@@ -132,4 +145,15 @@ func SealAll(t testing.TB, sealer *store.AuditSealer) {
 func Seal(t testing.TB, db *store.DB) {
 	t.Helper()
 	SealAll(t, &store.AuditSealer{DB: db})
+}
+
+// DispatchAll runs rounds of a webhook dispatcher on db until it has reached
+// every committed audit event (or fails the test after a minute, as SealAll).
+func DispatchAll(t testing.TB, db *store.DB) {
+	t.Helper()
+	d := &store.WebhookDispatcher{DB: db}
+	catchUp(t, "dispatch", func(ctx context.Context) error {
+		_, err := d.Round(ctx)
+		return err
+	}, db.WebhookDispatchBacklog)
 }

@@ -1,0 +1,97 @@
+package httpapi
+
+import (
+	"errors"
+	"log/slog"
+	"mime"
+	"net/http"
+	"time"
+
+	"taskflow/auth"
+	"taskflow/blobs"
+	"taskflow/errs"
+	"taskflow/store"
+)
+
+// download serves GET (and HEAD) /attachments/{id}: the bytes of an
+// attachment, to a member of its workspace only, who is the bearer of the
+// Authorization header or the user a download link (Attachment.downloadUrl)
+// was signed for. Anyone else gets 404, as for an attachment that does not
+// exist; a request with neither a token nor a link 401; an expired link 403.
+// The response is a download (Content-Disposition: attachment), typed by the
+// content type sniffed at upload, never sniffed by the browser (nosniff) and
+// sandboxed should it be opened anyway; http.ServeContent answers ranges
+// (Range, If-Range: curl -C -, browsers resuming), the ETag (the SHA-256) and
+// If-None-Match, reading only the bytes of the range from the blob store.
+// Errors are JSON {"errors":[...]}, as /audit/export's.
+func download(db *store.DB, bs *blobs.Store, log *slog.Logger) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			w.Header().Set("Allow", "GET, HEAD")
+			writeExportJSONError(w, http.StatusMethodNotAllowed, errs.CodeBadUserInput, "use GET")
+			return
+		}
+		ctx := r.Context()
+		id := r.PathValue("id")
+		var userID string
+		switch q := r.URL.Query(); {
+		case auth.UserFrom(ctx) != nil:
+			userID = auth.UserFrom(ctx).ID
+		case blobs.Signed(q):
+			var err error
+			if userID, err = bs.LinkUser(id, q, time.Now()); err != nil {
+				writeDownloadError(w, err)
+				return
+			}
+		default:
+			w.Header().Set("WWW-Authenticate", `Bearer realm="taskflow"`)
+			writeExportJSONError(w, http.StatusUnauthorized, errs.CodeUnauthenticated,
+				"send your Authorization header, or follow the attachment's downloadUrl")
+			return
+		}
+		a, key, err := db.AttachmentForDownload(ctx, userID, id)
+		if err != nil {
+			if errs.CodeOf(err) == errs.CodeInternal {
+				log.ErrorContext(ctx, "download: attachment", "err", err)
+			}
+			writeDownloadError(w, err)
+			return
+		}
+		rd, err := bs.NewReader(ctx, key)
+		if err != nil {
+			// A committed attachment always has its blob: this is a fault.
+			log.ErrorContext(ctx, "download: the blob of an attachment cannot be read", "attachment", a.ID, "key", key, "err", err)
+			writeExportJSONError(w, http.StatusInternalServerError, errs.CodeInternal, "internal error")
+			return
+		}
+		defer rd.Close()
+		_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(transferTimeout))
+		h := w.Header()
+		h.Set("Content-Type", a.ContentType)
+		disposition := mime.FormatMediaType("attachment", map[string]string{"filename": a.Filename})
+		if disposition == "" { // a name mime cannot encode: a download all the same
+			disposition = "attachment"
+		}
+		h.Set("Content-Disposition", disposition)
+		h.Set("X-Content-Type-Options", "nosniff")
+		h.Set("Content-Security-Policy", "sandbox; default-src 'none'")
+		h.Set("ETag", `"`+a.SHA256+`"`)
+		// Revalidated every time (a 304 when unchanged): access can be revoked.
+		h.Set("Cache-Control", "private, no-cache")
+		http.ServeContent(w, r, "", a.CreatedAt, rd)
+	})
+}
+
+// writeDownloadError answers a refused download by its code.
+func writeDownloadError(w http.ResponseWriter, err error) {
+	var e *errs.Error
+	if !errors.As(err, &e) {
+		writeExportJSONError(w, http.StatusInternalServerError, errs.CodeInternal, "internal error")
+		return
+	}
+	status := http.StatusNotFound
+	if e.Code == errs.CodeForbidden {
+		status = http.StatusForbidden
+	}
+	writeExportJSONError(w, status, e.Code, e.Message)
+}

@@ -1,0 +1,323 @@
+package httpapi
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"mime"
+	"mime/multipart"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/99designs/gqlgen/graphql"
+
+	"taskflow/auth"
+	"taskflow/blobs"
+	"taskflow/errs"
+	"taskflow/store"
+)
+
+// Uploads: POST /query as multipart/form-data, the GraphQL multipart request
+// specification (github.com/jaydenseric/graphql-multipart-request-spec): a
+// part "operations" (the JSON body of a POST), a part "map" ({"0":
+// ["variables.file"]}, which file goes where the variables hold null), then
+// the files. The operation is parsed, validated and charged (its cost plus the
+// files' bytes from the request's Content-Length) before any file is read:
+// nothing of a refused operation is stored. Each file then streams straight
+// into the blob store while being hashed, never whole in memory nor in a
+// temporary file (blobs.Store.Stage; the measurement that chose this is
+// docs/decisions/2026-12-01-upload-streaming.md); the operation runs once every
+// file is stored, and what it did not adopt is deleted before the response.
+const (
+	mediaMultipart = "multipart/form-data"
+	// maxUploadFiles bounds the files of one request.
+	maxUploadFiles = 10
+	// maxUploadPaths bounds the places one file goes in the variables.
+	maxUploadPaths = 10
+	// maxMapBytes bounds the map part.
+	maxMapBytes = 64 << 10
+	// transferTimeout bounds the whole of a multipart request, and of a
+	// download's response: the server's ReadTimeout and WriteTimeout (30s,
+	// 60s) would cut a 25 MiB transfer over a slow mobile link.
+	transferTimeout = 10 * time.Minute
+)
+
+// preflightHeaders are the request headers one of which a multipart request
+// must carry: a browser sends a multipart/form-data POST cross-site without a
+// CORS preflight (it is a "simple" request), but not one with a custom header,
+// so requiring one keeps other sites' pages from uploading with a user's
+// credentials (what Apollo Server's CSRF prevention does, and the headers its
+// clients send).
+var preflightHeaders = []string{"GraphQL-Preflight", "Apollo-Require-Preflight", "X-Apollo-Operation-Name"}
+
+// isMultipart reports whether a POST's body is multipart/form-data.
+func isMultipart(r *http.Request) bool {
+	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	return err == nil && mt == mediaMultipart
+}
+
+// upload is one file of a multipart request, staged in the blob store once
+// its part is read; its UploadedFile is the one the variables share.
+type upload struct {
+	key    string
+	file   *store.UploadedFile
+	staged bool
+}
+
+// multipartFiles are the files of a multipart request: read (staged) after the
+// operation is admitted, released after it ran.
+type multipartFiles struct {
+	blobs    *blobs.Store
+	log      *slog.Logger
+	reader   *multipart.Reader
+	uploads  []*upload
+	declared int64
+}
+
+// paramsFromMultipart reads a multipart request's operations and map parts,
+// and puts an Upload in the variables where each file goes; the files are
+// read later (stream).
+func (t Transport) paramsFromMultipart(w http.ResponseWriter, r *http.Request) (*graphql.RawParams, *multipartFiles, *requestError) {
+	if t.Blobs == nil {
+		return nil, nil, parseError(http.StatusUnsupportedMediaType, "this server takes no files: the body must be application/json")
+	}
+	preflight := false
+	for _, h := range preflightHeaders {
+		preflight = preflight || r.Header.Get(h) != ""
+	}
+	if !preflight {
+		return nil, nil, &requestError{status: http.StatusBadRequest, code: string(errs.CodeBadUserInput),
+			message: "a multipart request must carry the header GraphQL-Preflight: 1 (or Apollo-Require-Preflight: true), " +
+				"which browsers never send cross-site without asking"}
+	}
+	if auth.UserFrom(r.Context()) == nil {
+		return nil, nil, &requestError{status: http.StatusUnauthorized, code: string(errs.CodeUnauthenticated),
+			message: "sign in to send files"}
+	}
+	limit := t.maxBodyBytes()
+	maxUpload := t.Blobs.MaxUploadSize()
+	if r.ContentLength > maxUpload+limit+maxMapBytes {
+		return nil, nil, tooLarge(maxUpload)
+	}
+	rc := http.NewResponseController(w)
+	_ = rc.SetReadDeadline(time.Now().Add(transferTimeout))
+	_ = rc.SetWriteDeadline(time.Now().Add(transferTimeout))
+	mr, err := r.MultipartReader()
+	if err != nil {
+		return nil, nil, parseError(http.StatusBadRequest, "the body is not multipart/form-data with a boundary")
+	}
+	ops, reqErr := readPart(mr, "operations", limit)
+	if reqErr != nil {
+		return nil, nil, reqErr
+	}
+	p, reqErr := paramsFromJSON(ops)
+	if reqErr != nil {
+		return nil, nil, reqErr
+	}
+	m, reqErr := readPart(mr, "map", maxMapBytes)
+	if reqErr != nil {
+		return nil, nil, reqErr
+	}
+	files := &multipartFiles{blobs: t.Blobs, log: t.Log, reader: mr, declared: r.ContentLength}
+	if files.declared < 0 {
+		files.declared = maxUpload // chunked: charged as the largest upload
+	}
+	if reqErr := files.place(p, m); reqErr != nil {
+		return nil, nil, reqErr
+	}
+	return p, files, nil
+}
+
+// tooLarge is the answer to files over MAX_UPLOAD_SIZE: 413, BAD_USER_INPUT
+// with extensions.maximum (bytes).
+func tooLarge(maximum int64) *requestError {
+	return &requestError{status: http.StatusRequestEntityTooLarge, code: string(errs.CodeBadUserInput),
+		message: "the files of one request may hold " + strconv.FormatInt(maximum, 10) + " bytes together, " +
+			"and these hold more", extensions: map[string]any{"maximum": maximum}}
+}
+
+// readPart reads the next part, which must be the form field name, of at most
+// limit bytes of UTF-8.
+func readPart(mr *multipart.Reader, name string, limit int64) ([]byte, *requestError) {
+	part, err := mr.NextPart()
+	if err != nil || part.FormName() != name {
+		return nil, parseError(http.StatusBadRequest, "the multipart request's parts must be operations, then map, "+
+			"then the files (the GraphQL multipart request specification); "+name+" is missing")
+	}
+	b, err := io.ReadAll(io.LimitReader(part, limit+1))
+	if err != nil {
+		return nil, parseError(http.StatusBadRequest, "the body could not be read")
+	}
+	if int64(len(b)) > limit {
+		return nil, parseError(http.StatusRequestEntityTooLarge, "the "+name+" part is larger than "+
+			strconv.FormatInt(limit, 10)+" bytes")
+	}
+	if !utf8.Valid(b) {
+		return nil, parseError(http.StatusBadRequest, "the "+name+" part is not valid UTF-8")
+	}
+	return b, nil
+}
+
+// place reads the map part and puts an Upload wherever it says a file goes:
+// each place must be a null of the variables ("variables.file",
+// "variables.input.files.0").
+func (f *multipartFiles) place(p *graphql.RawParams, raw []byte) *requestError {
+	var m map[string][]string
+	if err := decodeObject(string(raw), &m); err != nil {
+		return parseError(http.StatusBadRequest, `the map part is not a JSON object of arrays of paths, like {"0": ["variables.file"]}`)
+	}
+	if len(m) > maxUploadFiles {
+		return &requestError{status: http.StatusBadRequest, code: string(errs.CodeBadUserInput),
+			message: "one request may carry " + strconv.Itoa(maxUploadFiles) + " files at most"}
+	}
+	for key, paths := range m {
+		if len(paths) == 0 || len(paths) > maxUploadPaths {
+			return parseError(http.StatusBadRequest, fmt.Sprintf("the map gives file %q %d places: give it 1 to %d",
+				key, len(paths), maxUploadPaths))
+		}
+		u := &upload{key: key, file: &store.UploadedFile{}}
+		for _, path := range paths {
+			if err := setNull(p.Variables, path, store.Upload{UploadedFile: u.file}); err != nil {
+				return parseError(http.StatusBadRequest, fmt.Sprintf("the map's path %q of file %q: %v", path, key, err))
+			}
+		}
+		f.uploads = append(f.uploads, u)
+	}
+	return nil
+}
+
+// setNull replaces the null at path ("variables.a.0.b") of vars with v.
+func setNull(vars map[string]any, path string, v any) error {
+	rest, ok := strings.CutPrefix(path, "variables.")
+	if !ok {
+		return errors.New(`it must start with "variables." (batched operations are not supported)`)
+	}
+	steps := strings.Split(rest, ".")
+	var cur any = vars
+	for i, step := range steps {
+		last := i == len(steps)-1
+		switch c := cur.(type) {
+		case map[string]any:
+			next, found := c[step]
+			if !found {
+				return errors.New("the variables have nothing there")
+			}
+			if last {
+				if next != nil {
+					return errors.New("the variables must hold null where a file goes")
+				}
+				c[step] = v
+				return nil
+			}
+			cur = next
+		case []any:
+			n, err := strconv.Atoi(step)
+			if err != nil || n < 0 || n >= len(c) {
+				return errors.New("the variables have nothing there")
+			}
+			if last {
+				if c[n] != nil {
+					return errors.New("the variables must hold null where a file goes")
+				}
+				c[n] = v
+				return nil
+			}
+			cur = c[n]
+		default:
+			return errors.New("the variables have nothing there")
+		}
+	}
+	return errors.New("the variables have nothing there")
+}
+
+// stream reads the file parts into the blob store, at most the store's
+// MaxUploadSize bytes together: 413 above it. Every file of the map must come,
+// each once.
+func (f *multipartFiles) stream(ctx context.Context) *requestError {
+	left := f.blobs.MaxUploadSize()
+	for {
+		part, err := f.reader.NextPart()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return parseError(http.StatusBadRequest, "the body could not be read as multipart/form-data")
+		}
+		u := f.find(part.FormName())
+		if u == nil {
+			return parseError(http.StatusBadRequest, fmt.Sprintf("the part %q is not a file of the map, or came twice", part.FormName()))
+		}
+		staged, err := f.blobs.Stage(ctx, part, part.FileName(), left)
+		switch {
+		case errors.Is(err, blobs.ErrTooLarge):
+			return tooLarge(f.blobs.MaxUploadSize())
+		case errors.Is(err, blobs.ErrRead):
+			return parseError(http.StatusBadRequest, "the body could not be read")
+		case err != nil:
+			f.log.ErrorContext(ctx, "upload: could not store a file", "err", err)
+			return &requestError{status: http.StatusServiceUnavailable, code: string(errs.CodeInternal),
+				message: "the file could not be stored: retry later"}
+		}
+		*u.file, u.staged = *staged, true
+		left -= staged.Size
+	}
+	for _, u := range f.uploads {
+		if !u.staged {
+			return parseError(http.StatusBadRequest, fmt.Sprintf("the file %q of the map is missing", u.key))
+		}
+	}
+	return nil
+}
+
+// find returns the file of the map named key that has not come yet.
+func (f *multipartFiles) find(key string) *upload {
+	for _, u := range f.uploads {
+		if u.key == key && !u.staged {
+			return u
+		}
+	}
+	return nil
+}
+
+// release deletes the staged files no attachment adopted.
+func (f *multipartFiles) release(ctx context.Context) {
+	for _, u := range f.uploads {
+		if u.staged {
+			f.blobs.Release(ctx, u.file)
+			u.staged = false
+		}
+	}
+}
+
+// paramsFromJSON reads the JSON of a POST body, or of a multipart request's
+// operations part.
+func paramsFromJSON(body []byte) (*graphql.RawParams, *requestError) {
+	if !utf8.Valid(body) {
+		return nil, parseError(http.StatusBadRequest, "the body is not valid UTF-8")
+	}
+	trimmed := bytes.TrimLeft(body, " \t\r\n")
+	if len(trimmed) > 0 && trimmed[0] == '[' {
+		return nil, parseError(http.StatusBadRequest, "batched operations are not supported: send one operation per request")
+	}
+	var b postBody
+	if err := decodeObject(string(body), &b); err != nil {
+		return nil, parseError(http.StatusBadRequest, "the body is not a JSON object {query, variables, operationName, extensions}")
+	}
+	p := &graphql.RawParams{Variables: b.Variables, Extensions: b.Extensions}
+	if b.Query != nil {
+		p.Query = *b.Query
+	}
+	if p.Query == "" && !persisted(p.Extensions) {
+		return nil, parseError(http.StatusBadRequest, "the query is missing")
+	}
+	if b.OperationName != nil {
+		p.OperationName = *b.OperationName
+	}
+	return p, nil
+}

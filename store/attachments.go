@@ -1,0 +1,338 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/jackc/pgx/v5"
+	"golang.org/x/text/unicode/norm"
+
+	"taskflow/audit"
+	"taskflow/errs"
+)
+
+// DefaultAttachmentPageSize is the page size of attachment lists when first is
+// not given.
+const DefaultAttachmentPageSize = 20
+
+// Attachment is a file on a task. Its bytes are the blob of (WorkspaceID,
+// SHA256) in the blob store; ContentType was sniffed from them.
+type Attachment struct {
+	ID          string    `json:"id" audit:"track"`
+	TaskID      string    `json:"taskId" audit:"track"`
+	WorkspaceID string    `json:"workspaceId" audit:"track"`
+	Filename    string    `json:"filename" audit:"track"`
+	ContentType string    `json:"contentType" audit:"track"`
+	Size        int64     `json:"size" audit:"track"`
+	SHA256      string    `json:"sha256" audit:"track"`
+	UploaderID  string    `json:"uploaderId" audit:"track"`
+	CreatedAt   time.Time `json:"createdAt" audit:"ignore"`
+}
+
+// Upload is the value of the GraphQL Upload scalar: a file part of a multipart
+// request (the GraphQL multipart request specification). The transport puts
+// one in the variables before the operation is validated and fills in its
+// UploadedFile once it has streamed the part into the blob store, before the
+// operation runs; copies share the UploadedFile.
+type Upload struct{ *UploadedFile }
+
+// UploadedFile is a file the transport wrote to the blob store: the object Key
+// (registered by RegisterBlobUpload) holds Size bytes whose SHA-256 is SHA256
+// (hex). Filename is the client's, cleaned; ContentType was sniffed from the
+// bytes.
+type UploadedFile struct {
+	Key         string
+	Filename    string
+	ContentType string
+	Size        int64
+	SHA256      string
+}
+
+// UnmarshalGQL takes the Upload the transport placed in the variables; any
+// other value (a string, a JSON object) is a BAD_USER_INPUT error: files come
+// as parts of a multipart request.
+func (u *Upload) UnmarshalGQL(v any) error {
+	up, ok := v.(Upload)
+	if !ok || up.UploadedFile == nil {
+		return errs.Errorf(errs.CodeBadUserInput, "an Upload is a file sent as a part of a multipart/form-data request "+
+			"(the GraphQL multipart request specification), with null in its place in the variables")
+	}
+	*u = up
+	return nil
+}
+
+// MarshalGQL writes null: an Upload is input only.
+func (u Upload) MarshalGQL(w io.Writer) { _, _ = io.WriteString(w, "null") }
+
+// IdempotencyFingerprint is what an idempotency key's fingerprint covers of
+// the file: its bytes (SHA-256 and size) and its name, not where the transport
+// staged it, which differs on every retry.
+func (u Upload) IdempotencyFingerprint() any {
+	if u.UploadedFile == nil {
+		return nil
+	}
+	return map[string]any{"sha256": u.SHA256, "size": u.Size, "filename": u.Filename}
+}
+
+// attachmentColumns is the column list scanned by scanAttachment (table alias a).
+const attachmentColumns = `a.id, a.task_id, a.workspace_id, a.filename, a.content_type, a.size, a.sha256,
+	a.uploader_id, a.created_at`
+
+// scanAttachment scans the columns of attachmentColumns, followed by extra
+// destinations.
+func scanAttachment(row pgx.Row, extra ...any) (*Attachment, error) {
+	var a Attachment
+	dest := append([]any{&a.ID, &a.TaskID, &a.WorkspaceID, &a.Filename, &a.ContentType, &a.Size, &a.SHA256,
+		&a.UploaderID, &a.CreatedAt}, extra...)
+	if err := row.Scan(dest...); err != nil {
+		return nil, err
+	}
+	return &a, nil
+}
+
+// QuotaError is the CONFLICT error of an upload that would take a workspace's
+// attachments over its storage quota, with extensions quota, used and size (in
+// bytes).
+func QuotaError(quota, used, size int64) *errs.Error {
+	e := errs.Errorf(errs.CodeConflict, "the workspace's attachments would take %d bytes with this file, more than its "+
+		"quota of %d bytes: delete attachments first", used+size, quota)
+	e.Extensions = map[string]any{"quota": quota, "used": used, "size": size}
+	return e
+}
+
+// errUploadExpired answers the commit of an upload whose registration the
+// sweeper removed: the upload took longer than the grace period.
+var errUploadExpired = errs.Errorf(errs.CodeConflict,
+	"the upload took longer than the server keeps unfinished uploads: send the file again")
+
+// AddAttachment attaches an uploaded file to a task as actor (MEMBER or more)
+// and records attachment.added. The file's bytes become the workspace's blob
+// of their SHA-256: when the workspace has that content already, the existing
+// blob is used and the staged object stays registered (its uploader discards
+// it); else the staged object is adopted, its registration deleted in the same
+// transaction. quota (> 0) bounds the total size of the workspace's distinct
+// attached contents; content the workspace has already costs nothing. It
+// returns a NOT_FOUND error if the task does not exist or is in a workspace
+// actor is not a member of, FORBIDDEN for a VIEWER, CONFLICT (QuotaError) over
+// the quota or when the staged object's registration is gone (the upload took
+// longer than the sweeper's grace period), and BAD_USER_INPUT for a missing
+// file.
+func (db *DB) AddAttachment(ctx context.Context, actor *User, taskID string, file Upload, quota int64) (*Attachment, error) {
+	if actor == nil {
+		return nil, errs.ErrUnauthenticated
+	}
+	if file.UploadedFile == nil {
+		return nil, errs.Errorf(errs.CodeBadUserInput, "file is missing")
+	}
+	if !validID(taskID) {
+		return nil, notFound("task")
+	}
+	f := file.UploadedFile
+	var a *Attachment
+	err := db.WithTx(ctx, func(ctx context.Context, tx Querier) error {
+		var workspaceID string
+		var role *Role
+		err := tx.QueryRow(ctx, `SELECT t.workspace_id, m.role FROM tasks t`+joinRole("t", "$2")+`
+			WHERE t.id = $1 FOR KEY SHARE OF t`, taskID, actor.ID).Scan(&workspaceID, &role)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return notFound("task")
+		}
+		if err != nil {
+			return fmt.Errorf("add attachment: task: %w", err)
+		}
+		if _, err := checkRole(role, RoleMember, "task", "attach files to tasks"); err != nil {
+			return err
+		}
+		if err := checkQuota(ctx, tx, workspaceID, f, quota); err != nil {
+			return err
+		}
+		// The workspace's blob of this content: ours, or the one it has. The
+		// update of last_used_at makes a sweeper deleting it re-check and spare it.
+		// (xmax = 0 tells the row this statement inserted from the one it updated.)
+		var inserted bool
+		err = tx.QueryRow(ctx, `INSERT INTO attachment_blobs (workspace_id, sha256, key, size, content_type)
+			VALUES ($1, $2, $3, $4, $5)
+			ON CONFLICT (workspace_id, sha256) DO UPDATE SET last_used_at = now()
+			RETURNING xmax = 0`, workspaceID, f.SHA256, f.Key, f.Size, f.ContentType).Scan(&inserted)
+		if err != nil {
+			return fmt.Errorf("add attachment: blob: %w", err)
+		}
+		if inserted {
+			// Adopted: from the commit on, the object is referenced and no
+			// longer an upload. The sweeper deleted the registration (and the
+			// object) of an upload older than its grace period.
+			tag, err := tx.Exec(ctx, `DELETE FROM blob_uploads WHERE key = $1`, f.Key)
+			if err != nil {
+				return fmt.Errorf("add attachment: registration: %w", err)
+			}
+			if tag.RowsAffected() == 0 {
+				return errUploadExpired
+			}
+		}
+		a, err = scanAttachment(tx.QueryRow(ctx, `INSERT INTO attachments AS a (task_id, workspace_id, sha256, filename,
+				content_type, size, uploader_id)
+			SELECT $1, $2, b.sha256, $4, b.content_type, b.size, $5 FROM attachment_blobs b
+			WHERE b.workspace_id = $2 AND b.sha256 = $3
+			RETURNING `+attachmentColumns, taskID, workspaceID, f.SHA256, f.Filename, actor.ID))
+		if err != nil {
+			return fmt.Errorf("add attachment: %w", mapError(err))
+		}
+		return db.appendAudit(ctx, tx, audit.Event{
+			WorkspaceID: &a.WorkspaceID, ActorID: &actor.ID, Action: "attachment.added",
+			EntityID: a.ID, Metadata: audit.Snapshot(a),
+		})
+	})
+	if err != nil {
+		return nil, err
+	}
+	return a, nil
+}
+
+// checkQuota refuses (QuotaError) a file whose content is new to the workspace
+// and would take its distinct attached contents over quota; quota <= 0 means
+// none. It serialises the uploads of the workspace until tx ends, so that two
+// concurrent uploads cannot both fit in the same room.
+func checkQuota(ctx context.Context, tx Querier, workspaceID string, f *UploadedFile, quota int64) error {
+	if quota <= 0 {
+		return nil
+	}
+	var known bool
+	var used int64
+	b := &pgx.Batch{}
+	b.Queue(`SELECT pg_advisory_xact_lock(hashtextextended('attachments:' || $1, 0))`, workspaceID)
+	// A statement of its own: its snapshot is taken once the lock is held.
+	b.Queue(`SELECT EXISTS (SELECT 1 FROM attachment_blobs WHERE workspace_id = $1 AND sha256 = $2),
+			coalesce(sum(b.size), 0)::bigint
+		FROM attachment_blobs b
+		WHERE b.workspace_id = $1
+			AND EXISTS (SELECT 1 FROM attachments a WHERE a.workspace_id = b.workspace_id AND a.sha256 = b.sha256)`,
+		workspaceID, f.SHA256).QueryRow(func(row pgx.Row) error { return row.Scan(&known, &used) })
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		return fmt.Errorf("add attachment: quota: %w", err)
+	}
+	if !known && used+f.Size > quota {
+		return QuotaError(quota, used, f.Size)
+	}
+	return nil
+}
+
+// attachmentsTable is the attachments table for the write helpers.
+var attachmentsTable = table[Attachment]{kind: "attachment", name: "attachments", alias: "a", columns: attachmentColumns,
+	lock: "FOR UPDATE", scan: scanAttachment, event: func(a *Attachment) (string, string) { return a.WorkspaceID, a.ID }}
+
+// DeleteAttachment deletes an attachment as actor and records
+// attachment.deleted with its fields. Only the uploader (while MEMBER or more)
+// or an ADMIN or OWNER may do it. The bytes stay while another attachment of
+// the workspace has the same content; the sweeper removes them after the grace
+// period once none has. It returns a NOT_FOUND error if the attachment does
+// not exist or is in a workspace actor is not a member of, and FORBIDDEN for
+// anyone else.
+func (db *DB) DeleteAttachment(ctx context.Context, actor *User, id string) error {
+	if actor == nil {
+		return errs.ErrUnauthenticated
+	}
+	return deleteRow(ctx, db, attachmentsTable, actor, id, RoleMember, "delete this attachment", "attachment.deleted",
+		func(a *Attachment, role Role) error {
+			if a.UploaderID != actor.ID && !role.AtLeast(RoleAdmin) {
+				return errs.Errorf(errs.CodeForbidden, "only the attachment's uploader or an ADMIN or OWNER may delete it")
+			}
+			return nil
+		})
+}
+
+// AttachmentForDownload returns an attachment that the user userID may read
+// (any member of its workspace) and the key of its blob. It returns a
+// NOT_FOUND error if the attachment does not exist, the id is malformed, or the
+// user is not a member of its workspace.
+func (db *DB) AttachmentForDownload(ctx context.Context, userID, id string) (*Attachment, string, error) {
+	if !validID(id) || !validID(userID) {
+		return nil, "", notFound("attachment")
+	}
+	var key string
+	a, err := scanAttachment(db.q(ctx).QueryRow(ctx, `SELECT `+attachmentColumns+`, b.key FROM attachments a
+		JOIN members m ON m.workspace_id = a.workspace_id AND m.user_id = $2
+		JOIN attachment_blobs b ON b.workspace_id = a.workspace_id AND b.sha256 = a.sha256
+		WHERE a.id = $1`, id, userID), &key)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, "", notFound("attachment")
+	}
+	if err != nil {
+		return nil, "", fmt.Errorf("attachment for download: %w", err)
+	}
+	return a, key, nil
+}
+
+// AttachmentPageKey names one page of a task's attachments: the task, the page
+// size and the opaque cursor ("" for the first page). It is comparable, so
+// loaders batch and cache by it.
+type AttachmentPageKey struct {
+	TaskID string
+	First  int
+	After  string
+}
+
+// attachmentList is Task.attachments.
+var attachmentList = childList[Attachment]{
+	table: "attachments", alias: "a", columns: attachmentColumns, pageSize: DefaultAttachmentPageSize,
+	scope: func(taskID string) string { return "attachments:" + taskID },
+	scan:  func(row pgx.Row, ord *int64) (*Attachment, error) { return scanAttachment(row, ord) },
+	key:   attachmentKey,
+}
+
+// NewAttachmentPageKey validates a page request for a task's attachments
+// (first nil means DefaultAttachmentPageSize) and returns its key. It returns a
+// BAD_USER_INPUT error for first out of 1..100 or a cursor that is malformed or
+// comes from another task's attachments.
+func NewAttachmentPageKey(taskID string, first *int, after *string) (AttachmentPageKey, error) {
+	k, err := attachmentList.newKey(taskID, first, after)
+	return AttachmentPageKey(k), err
+}
+
+// AttachmentPages returns one page of attachments, newest first by
+// (created_at, id), for each key, in the order of keys, with one query for all
+// of them. It checks no access: callers pass tasks the viewer can see. It
+// returns a BAD_USER_INPUT error for a key whose cursor is invalid (keys made
+// by NewAttachmentPageKey never are).
+func (db *DB) AttachmentPages(ctx context.Context, keys []AttachmentPageKey) ([]*AttachmentConnection, error) {
+	return attachmentList.pages(ctx, db.q(ctx), childKeys(keys))
+}
+
+// attachmentKey returns an attachment's position in newest-first lists.
+func attachmentKey(a *Attachment) (time.Time, string) { return a.CreatedAt, a.ID }
+
+// maxFilenameBytes is the longest filename kept, in bytes of UTF-8 (what most
+// file systems allow).
+const maxFilenameBytes = 255
+
+// CleanFilename returns the name under which a file is attached: the last
+// element of the client's name (after the last / or \, as browsers on Windows
+// may send C:\fakepath\x.png), without control characters or invalid UTF-8,
+// NFC-normalised, trimmed, cut to 255 bytes on a character boundary, and
+// "file" when nothing is left (or only "." or "..").
+func CleanFilename(name string) string {
+	if i := strings.LastIndexAny(name, `/\`); i >= 0 {
+		name = name[i+1:]
+	}
+	name = strings.Map(func(r rune) rune {
+		if r == utf8.RuneError || unicode.IsControl(r) || r == 0x7f {
+			return -1
+		}
+		return r
+	}, strings.ToValidUTF8(name, ""))
+	name = strings.TrimSpace(norm.NFC.String(name))
+	for len(name) > maxFilenameBytes {
+		_, size := utf8.DecodeLastRuneInString(name)
+		name = name[:len(name)-size]
+	}
+	name = strings.TrimSpace(name)
+	if name == "" || name == "." || name == ".." {
+		return "file"
+	}
+	return name
+}

@@ -1,0 +1,465 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
+
+	"taskflow/audit"
+	"taskflow/errs"
+)
+
+// WebhookDeliveryStatus is where a delivery stands.
+type WebhookDeliveryStatus string
+
+// Delivery statuses.
+const (
+	// WebhookPending: an attempt is queued, in flight, or scheduled.
+	WebhookPending WebhookDeliveryStatus = "PENDING"
+	// WebhookSucceeded: an attempt got a 2xx answer.
+	WebhookSucceeded WebhookDeliveryStatus = "SUCCEEDED"
+	// WebhookFailed: every attempt failed, or the endpoint was disabled.
+	WebhookFailed WebhookDeliveryStatus = "FAILED"
+)
+
+// IsValid reports whether s is a known status.
+func (s WebhookDeliveryStatus) IsValid() bool {
+	return enumValid(s, WebhookPending, WebhookSucceeded, WebhookFailed)
+}
+
+// UnmarshalGQL implements graphql.Unmarshaler.
+func (s *WebhookDeliveryStatus) UnmarshalGQL(v any) error {
+	return unmarshalEnum(s, v, "WebhookDeliveryStatus")
+}
+
+// MarshalGQL implements graphql.Marshaler.
+func (s WebhookDeliveryStatus) MarshalGQL(w io.Writer) { io.WriteString(w, strconv.Quote(string(s))) }
+
+// WebhookDelivery is one event sent (or to be sent) to one endpoint. Its id
+// is the webhook-id header of every attempt.
+type WebhookDelivery struct {
+	ID          string                `json:"id" audit:"track"`
+	EndpointID  string                `json:"endpointId" audit:"track"`
+	WorkspaceID string                `json:"workspaceId" audit:"track"`
+	EventID     string                `json:"eventId" audit:"track"`
+	Action      string                `json:"action" audit:"track"`
+	Payload     RawJSON               `json:"payload" audit:"ignore"`
+	Status      WebhookDeliveryStatus `json:"status" audit:"track"`
+	Attempts    int                   `json:"attempts" audit:"track"`
+	// LastAttemptAt, LastStatusCode (nil when no HTTP answer came),
+	// LastLatencyMs and LastError describe the latest attempt.
+	LastAttemptAt  *time.Time `json:"lastAttemptAt" audit:"ignore"`
+	LastStatusCode *int       `json:"lastStatusCode" audit:"ignore"`
+	LastLatencyMs  *float64   `json:"lastLatencyMs" audit:"ignore"`
+	LastError      *string    `json:"lastError" audit:"ignore"`
+	// NextAttemptAt is when the next attempt is due (nil when none is).
+	NextAttemptAt *time.Time `json:"nextAttemptAt" audit:"ignore"`
+	CreatedAt     time.Time  `json:"createdAt" audit:"ignore"`
+}
+
+// webhookDeliveryColumns is the column list scanned by scanWebhookDelivery.
+const webhookDeliveryColumns = `d.id, d.endpoint_id, d.workspace_id, d.event_id, d.action, d.payload, d.status, d.attempts,
+	d.last_attempt_at, d.last_status_code, d.last_latency_ms, d.last_error, d.next_attempt_at, d.created_at`
+
+// scanWebhookDelivery scans the columns of webhookDeliveryColumns, then extra.
+func scanWebhookDelivery(row pgx.Row, extra ...any) (*WebhookDelivery, error) {
+	var d WebhookDelivery
+	var payload []byte
+	dest := append([]any{&d.ID, &d.EndpointID, &d.WorkspaceID, &d.EventID, &d.Action, &payload, &d.Status, &d.Attempts,
+		&d.LastAttemptAt, &d.LastStatusCode, &d.LastLatencyMs, &d.LastError, &d.NextAttemptAt, &d.CreatedAt}, extra...)
+	if err := row.Scan(dest...); err != nil {
+		return nil, err
+	}
+	d.Payload = RawJSON(payload)
+	return &d, nil
+}
+
+// WebhookDeliveryConnection is a page of deliveries.
+type (
+	WebhookDeliveryConnection = Connection[WebhookDelivery]
+	// WebhookDeliveryEdge is a delivery with its cursor.
+	WebhookDeliveryEdge = Edge[WebhookDelivery]
+)
+
+// DefaultWebhookDeliveryPageSize is the first of a delivery list when none
+// is given.
+const DefaultWebhookDeliveryPageSize = 20
+
+// WebhookDeliveryFilter narrows a list of deliveries; set fields combine with AND.
+type WebhookDeliveryFilter struct {
+	Status *WebhookDeliveryStatus
+	// Actions are exact actions or prefixes ending in "*", as auditEvents'.
+	Actions []string
+}
+
+// WebhookDeliveries returns one page of the endpoint's deliveries, newest
+// first, as viewer may see them. It returns UNAUTHENTICATED for no viewer,
+// NOT_FOUND if the endpoint does not exist or viewer is not a member of its
+// workspace, FORBIDDEN for a MEMBER or VIEWER, and BAD_USER_INPUT for first
+// out of 1..100, a malformed cursor or one of another list or filter, an
+// unknown status, or bad action patterns.
+func (db *DB) WebhookDeliveries(ctx context.Context, viewer *User, endpointID string, filter WebhookDeliveryFilter,
+	first *int, after *string) (*WebhookDeliveryConnection, error) {
+	if filter.Status != nil && !filter.Status.IsValid() {
+		return nil, errs.Errorf(errs.CodeBadUserInput, "filter.status: not a delivery status")
+	}
+	f, err := AuditFilter{Actions: filter.Actions}.normalized()
+	if err != nil {
+		return nil, err
+	}
+	scope := "webhook-deliveries:" + strings.ToLower(endpointID) + ":" + f.scopeKey()
+	if filter.Status != nil {
+		scope += ":" + string(*filter.Status)
+	}
+	page, err := NewPage(first, DefaultWebhookDeliveryPageSize, after, scope)
+	if err != nil {
+		return nil, err
+	}
+	e, err := db.WebhookEndpoint(ctx, viewer, endpointID)
+	if err != nil {
+		return nil, err
+	}
+	args := []any{e.ID, page.First + 1}
+	where := ""
+	if page.After != nil {
+		args = append(args, page.After.At, page.After.ID)
+		where += ` AND (d.created_at, d.id) < ($3, $4)`
+	}
+	if filter.Status != nil {
+		args = append(args, string(*filter.Status))
+		where += ` AND d.status = $` + strconv.Itoa(len(args))
+	}
+	cond, args, _ := f.auditWhere(args)
+	rows, err := db.q(ctx).Query(ctx, `SELECT `+webhookDeliveryColumns+` FROM webhook_deliveries d
+		WHERE d.endpoint_id = $1`+where+strings.ReplaceAll(cond, "action", "d.action")+`
+		ORDER BY d.created_at DESC, d.id DESC LIMIT $2`, args...)
+	if err != nil {
+		return nil, fmt.Errorf("webhook deliveries: %w", err)
+	}
+	defer rows.Close()
+	var items []*WebhookDelivery
+	for rows.Next() {
+		d, err := scanWebhookDelivery(rows)
+		if err != nil {
+			return nil, fmt.Errorf("webhook deliveries: %w", err)
+		}
+		items = append(items, d)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("webhook deliveries: %w", err)
+	}
+	return connection(items, page, scope, func(d *WebhookDelivery) (time.Time, string) { return d.CreatedAt, d.ID }), nil
+}
+
+// errAttemptInFlight answers a redelivery while an attempt is in flight.
+var errAttemptInFlight = errs.Errorf(errs.CodeConflict,
+	"an attempt of this delivery is in flight right now: look at the delivery again when it has ended")
+
+// RedeliverWebhook starts a delivery over: it becomes PENDING with a new
+// attempt due now and, after it, the whole retry schedule, with the same
+// webhook-id and body. An attempt already scheduled is moved to now instead
+// of queueing a second one. It records webhook.redelivered about the
+// endpoint (metadata: deliveryId, eventId, action). The actor must be an
+// OWNER or ADMIN. It returns UNAUTHENTICATED for no actor, NOT_FOUND if the
+// delivery does not exist or is in a workspace the actor is not a member of,
+// FORBIDDEN for a weaker role, and CONFLICT while an attempt is in flight or
+// when the endpoint is disabled.
+func (db *DB) RedeliverWebhook(ctx context.Context, actor *User, deliveryID string) (*WebhookDelivery, error) {
+	if actor == nil {
+		return nil, errs.ErrUnauthenticated
+	}
+	if !validID(deliveryID) {
+		return nil, notFound("webhook delivery")
+	}
+	var out *WebhookDelivery
+	err := db.WithTx(ctx, func(ctx context.Context, tx Querier) error {
+		var endpointID string
+		err := tx.QueryRow(ctx, `SELECT endpoint_id FROM webhook_deliveries WHERE id = $1`, deliveryID).Scan(&endpointID)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return notFound("webhook delivery")
+		}
+		if err != nil {
+			return fmt.Errorf("redeliver: %w", err)
+		}
+		e, err := lockWebhookEndpoint(ctx, tx, actor, endpointID)
+		if errs.CodeOf(err) == errs.CodeNotFound {
+			return notFound("webhook delivery")
+		}
+		if err != nil {
+			return err
+		}
+		if !e.Enabled {
+			return errs.Errorf(errs.CodeConflict, "the endpoint is disabled: enable it before redelivering")
+		}
+		d, err := scanWebhookDelivery(tx.QueryRow(ctx, `UPDATE webhook_deliveries d SET status = 'PENDING', next_attempt_at = now()
+			WHERE d.id = $1 AND (d.in_flight_until IS NULL OR d.in_flight_until <= now()) RETURNING `+webhookDeliveryColumns, deliveryID))
+		if errors.Is(err, pgx.ErrNoRows) {
+			return errAttemptInFlight
+		}
+		if err != nil {
+			return fmt.Errorf("redeliver: %w", err)
+		}
+		ptx, err := pgxTxOf(ctx, tx)
+		if err != nil {
+			return err
+		}
+		c, err := db.riverInserter()
+		if err != nil {
+			return fmt.Errorf("river client: %w", err)
+		}
+		res, err := c.InsertTx(ctx, ptx, WebhookDeliveryArgs{DeliveryID: d.ID}, nil)
+		if err != nil {
+			return fmt.Errorf("redeliver: %w", err)
+		}
+		if res.UniqueSkippedAsDuplicate {
+			// The delivery has a job already: run it now, unless it runs.
+			if res.Job.State == rivertype.JobStateRunning {
+				return errAttemptInFlight
+			}
+			if _, err := c.JobRetryTx(ctx, ptx, res.Job.ID); err != nil {
+				return fmt.Errorf("redeliver: %w", err)
+			}
+		}
+		if err := db.appendAudit(ctx, tx, audit.Event{WorkspaceID: &d.WorkspaceID, ActorID: &actor.ID,
+			Action: "webhook.redelivered", EntityID: d.EndpointID,
+			Metadata: map[string]any{"deliveryId": d.ID, "eventId": d.EventID, "action": d.Action}}); err != nil {
+			return err
+		}
+		out = d
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// WebhookAttempt is a delivery claimed for one attempt (ClaimWebhookAttempt).
+type WebhookAttempt struct {
+	DeliveryID, EndpointID, WorkspaceID, EventID, Action, URL string
+	// Payload is the body, the same on every attempt.
+	Payload []byte
+	// Keys are the signing keys: the current secret's, then the previous
+	// one's while it still signs.
+	Keys [][]byte
+	// Attempt is the delivery's attempt number, 1 for the first (counting
+	// every job of the delivery).
+	Attempt int
+}
+
+// ErrWebhookGone is ClaimWebhookAttempt's answer when there is nothing to
+// attempt: the delivery (or its endpoint) was deleted, it is not PENDING, or
+// its endpoint is disabled (the delivery is then marked FAILED).
+var ErrWebhookGone = errors.New("webhook delivery: nothing to attempt")
+
+// WebhookInFlightError is ClaimWebhookAttempt's answer when another attempt
+// holds the delivery until Until.
+type WebhookInFlightError struct{ Until time.Time }
+
+// Error says until when.
+func (e *WebhookInFlightError) Error() string {
+	return "webhook delivery: another attempt is in flight until " + e.Until.UTC().Format(time.RFC3339)
+}
+
+// ClaimWebhookAttempt takes the delivery for one attempt: it counts the
+// attempt and holds the delivery for lease, in which no other attempt of it
+// may start (the attempt itself must end sooner: its HTTP timeout is shorter
+// than lease). It returns ErrWebhookGone when there is nothing to attempt and
+// a *WebhookInFlightError while another attempt holds the delivery.
+func (db *DB) ClaimWebhookAttempt(ctx context.Context, deliveryID string, lease time.Duration) (*WebhookAttempt, error) {
+	// The usual case in one statement: a PENDING delivery, not held, of an
+	// enabled endpoint (or a ping).
+	var a WebhookAttempt
+	var key, prev []byte
+	err := db.Pool.QueryRow(ctx, `WITH c AS (
+			SELECT d.id, e.url, e.secret, CASE WHEN e.previous_until > now() THEN e.previous_secret END AS prev
+			FROM webhook_deliveries d JOIN webhook_endpoints e ON e.id = d.endpoint_id
+			WHERE d.id = $1 AND d.status = 'PENDING' AND (d.in_flight_until IS NULL OR d.in_flight_until <= now())
+				AND (e.enabled OR d.action = 'webhook.pinged')
+			FOR NO KEY UPDATE OF d)
+		UPDATE webhook_deliveries d SET attempts = d.attempts + 1,
+			in_flight_until = now() + $2 * interval '1 microsecond', next_attempt_at = NULL
+		FROM c WHERE d.id = c.id
+		RETURNING d.endpoint_id, d.workspace_id, d.event_id, d.action, d.payload, d.attempts, c.url, c.secret, c.prev`,
+		deliveryID, lease.Microseconds()).
+		Scan(&a.EndpointID, &a.WorkspaceID, &a.EventID, &a.Action, &a.Payload, &a.Attempt, &a.URL, &key, &prev)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, db.unclaimable(ctx, deliveryID)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("claim webhook attempt: %w", err)
+	}
+	a.DeliveryID = deliveryID
+	a.Keys = [][]byte{key}
+	if prev != nil {
+		a.Keys = append(a.Keys, prev)
+	}
+	return &a, nil
+}
+
+// unclaimable says why a delivery could not be claimed: ErrWebhookGone (and
+// a PENDING delivery of a disabled endpoint becomes FAILED), or a
+// *WebhookInFlightError.
+func (db *DB) unclaimable(ctx context.Context, deliveryID string) error {
+	var status WebhookDeliveryStatus
+	var inFlight *time.Time
+	err := db.Pool.QueryRow(ctx, `SELECT d.status, CASE WHEN d.in_flight_until > now() THEN d.in_flight_until END
+		FROM webhook_deliveries d WHERE d.id = $1`, deliveryID).Scan(&status, &inFlight)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows), err == nil && status != WebhookPending:
+		return ErrWebhookGone
+	case err != nil:
+		return fmt.Errorf("claim webhook attempt: %w", err)
+	case inFlight != nil:
+		return &WebhookInFlightError{Until: *inFlight}
+	}
+	// PENDING and free: its endpoint is disabled.
+	if _, err := db.Pool.Exec(ctx, `UPDATE webhook_deliveries SET status = 'FAILED', next_attempt_at = NULL,
+		last_error = 'the endpoint is disabled' WHERE id = $1 AND status = 'PENDING'
+		AND (in_flight_until IS NULL OR in_flight_until <= now())`, deliveryID); err != nil {
+		return fmt.Errorf("claim webhook attempt: %w", err)
+	}
+	return ErrWebhookGone
+}
+
+// WebhookOutcome is how an attempt ended.
+type WebhookOutcome struct {
+	Succeeded bool
+	// StatusCode is the HTTP status of the answer (0: none came).
+	StatusCode int
+	Latency    time.Duration
+	// Error says why a failed attempt failed, for the endpoint's admins.
+	Error string
+	// NextAttemptAt is when the next attempt is due; nil when none is: the
+	// delivery is then FAILED (a failed attempt) or SUCCEEDED.
+	NextAttemptAt *time.Time
+	// DisableAfter disables the endpoint when this attempt failed and every
+	// attempt since the last success failed, for at least this long (zero:
+	// never).
+	DisableAfter time.Duration
+}
+
+// RecordWebhookAttempt records the outcome of an attempt of a delivery
+// claimed by ClaimWebhookAttempt and releases it. A success ends the
+// endpoint's failure streak; a failure starts one or, when the streak is
+// older than DisableAfter, disables the endpoint with the reason and records
+// webhook.disabled (no actor: the server did it). A delivery deleted
+// meanwhile records nothing.
+func (db *DB) RecordWebhookAttempt(ctx context.Context, deliveryID string, o WebhookOutcome) error {
+	status := WebhookPending
+	switch {
+	case o.Succeeded:
+		status = WebhookSucceeded
+	case o.NextAttemptAt == nil:
+		status = WebhookFailed
+	}
+	var code *int
+	if o.StatusCode != 0 {
+		code = &o.StatusCode
+	}
+	var errText *string
+	if o.Error != "" {
+		e := audit.CleanText(o.Error)
+		errText = &e
+	}
+	if o.Succeeded {
+		// One statement: the delivery, and the end of the endpoint's streak.
+		_, err := db.Pool.Exec(ctx, `WITH d AS (UPDATE webhook_deliveries SET status = 'SUCCEEDED', last_attempt_at = now(),
+				last_status_code = $2, last_latency_ms = $3, last_error = NULL, next_attempt_at = NULL, in_flight_until = NULL
+			WHERE id = $1 RETURNING endpoint_id)
+			UPDATE webhook_endpoints e SET failing_since = NULL FROM d WHERE e.id = d.endpoint_id AND e.failing_since IS NOT NULL`,
+			deliveryID, code, float64(o.Latency.Microseconds())/1000)
+		if err != nil {
+			return fmt.Errorf("record webhook attempt: %w", err)
+		}
+		return nil
+	}
+	return db.UnitOfWork(ctx, func(ctx context.Context) error {
+		tx := TxFrom(ctx)
+		var endpointID string
+		err := tx.QueryRow(ctx, `UPDATE webhook_deliveries SET status = $2, last_attempt_at = now(), last_status_code = $3,
+				last_latency_ms = $4, last_error = $5, next_attempt_at = $6, in_flight_until = NULL
+			WHERE id = $1 RETURNING endpoint_id`,
+			deliveryID, status, code, float64(o.Latency.Microseconds())/1000, errText, o.NextAttemptAt).Scan(&endpointID)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("record webhook attempt: %w", err)
+		}
+		var since time.Time
+		var enabled bool
+		var workspaceID string
+		if err := tx.QueryRow(ctx, `UPDATE webhook_endpoints SET failing_since = coalesce(failing_since, now())
+			WHERE id = $1 RETURNING failing_since, enabled, workspace_id`, endpointID).Scan(&since, &enabled, &workspaceID); err != nil {
+			return fmt.Errorf("record webhook attempt: %w", err)
+		}
+		if !enabled || o.DisableAfter <= 0 || time.Since(since) < o.DisableAfter {
+			return nil
+		}
+		reason := fmt.Sprintf("disabled by the server: every attempt failed since %s; the last one: %s",
+			since.UTC().Format(time.RFC3339), o.Error)
+		if _, err := tx.Exec(ctx, `UPDATE webhook_endpoints SET enabled = false, disabled_reason = $2,
+			disabled_at = clock_timestamp(), updated_at = clock_timestamp() WHERE id = $1`, endpointID, reason); err != nil {
+			return fmt.Errorf("disable webhook endpoint: %w", err)
+		}
+		db.log.WarnContext(ctx, "webhook endpoint disabled", "endpoint_id", endpointID, "failing_since", since)
+		return db.appendAudit(ctx, tx, audit.Event{WorkspaceID: &workspaceID, Action: "webhook.disabled", EntityID: endpointID,
+			Metadata: map[string]any{"changes": map[string]any{
+				"enabled":        audit.Change{From: true, To: false},
+				"disabledReason": audit.Change{From: nil, To: reason}}}})
+	})
+}
+
+// enqueueDeliveries returns the River jobs of new deliveries.
+func enqueueDeliveries(ids []string) []river.InsertManyParams {
+	params := make([]river.InsertManyParams, len(ids))
+	for i, id := range ids {
+		params[i] = river.InsertManyParams{Args: WebhookDeliveryArgs{DeliveryID: id}}
+	}
+	return params
+}
+
+// WebhookDeliveryRetention is how long finished deliveries are kept.
+const WebhookDeliveryRetention = 30 * 24 * time.Hour
+
+// PurgeWebhookDeliveries deletes the SUCCEEDED and FAILED deliveries created
+// more than retention ago, and returns how many.
+func (db *DB) PurgeWebhookDeliveries(ctx context.Context, retention time.Duration) (int64, error) {
+	tag, err := db.Pool.Exec(ctx, `DELETE FROM webhook_deliveries WHERE status <> 'PENDING'
+		AND created_at < now() - $1 * interval '1 second'`, int64(retention/time.Second))
+	if err != nil {
+		return 0, fmt.Errorf("purge webhook deliveries: %w", err)
+	}
+	return tag.RowsAffected(), nil
+}
+
+// WebhookQueueStats is what waits to be delivered.
+type WebhookQueueStats struct {
+	// Pending is the number of PENDING deliveries.
+	Pending int
+	// Oldest is when the oldest of them was made (zero when none).
+	Oldest time.Time
+}
+
+// WebhookQueueStats returns the deliveries that wait, for monitoring.
+func (db *DB) WebhookQueueStats(ctx context.Context) (WebhookQueueStats, error) {
+	var s WebhookQueueStats
+	var oldest *time.Time
+	if err := db.Pool.QueryRow(ctx, `SELECT count(*), min(created_at) FROM webhook_deliveries WHERE status = 'PENDING'`).
+		Scan(&s.Pending, &oldest); err != nil {
+		return s, fmt.Errorf("webhook queue: %w", err)
+	}
+	if oldest != nil {
+		s.Oldest = *oldest
+	}
+	return s, nil
+}

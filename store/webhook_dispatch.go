@@ -1,0 +1,317 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"taskflow/audit"
+)
+
+// Defaults of WebhookDispatcher.
+const (
+	// DefaultDispatchBatch is the most events one round reads.
+	DefaultDispatchBatch = 1000
+	// DefaultDispatchIdle is how often an idle dispatcher looks for events
+	// committed by other instances (its own instance wakes it at once).
+	DefaultDispatchIdle = 100 * time.Millisecond
+	// DefaultDispatchGap is the least time between two rounds that found
+	// events (unless the first was full): under a write load, one round
+	// takes the events of many commits instead of one transaction each.
+	DefaultDispatchGap = 50 * time.Millisecond
+)
+
+// WebhookPayloadVersion is the version of the JSON envelope of deliveries.
+const WebhookPayloadVersion = 1
+
+// WebhookPayload is the body of a delivery: version 1 of the envelope, in
+// the shape Standard Webhooks recommends (type, timestamp, data).
+type WebhookPayload struct {
+	Version int `json:"version"`
+	// Type is the event's action ("task.created").
+	Type string `json:"type"`
+	// Timestamp is the event's occurredAt.
+	Timestamp time.Time        `json:"timestamp"`
+	Data      WebhookEventData `json:"data"`
+}
+
+// WebhookEventData is the event a delivery carries, as the audit log has it.
+type WebhookEventData struct {
+	EventID     string         `json:"eventId"`
+	WorkspaceID *string        `json:"workspaceId"`
+	Action      string         `json:"action"`
+	EntityType  string         `json:"entityType"`
+	EntityID    string         `json:"entityId"`
+	ActorID     *string        `json:"actorId"`
+	OccurredAt  time.Time      `json:"occurredAt"`
+	RequestID   *string        `json:"requestId"`
+	TraceID     *string        `json:"traceId"`
+	Metadata    map[string]any `json:"metadata"`
+}
+
+// webhookPayload returns the body of the deliveries of an event.
+func webhookPayload(r audit.Record) ([]byte, error) {
+	return json.Marshal(WebhookPayload{Version: WebhookPayloadVersion, Type: r.Action, Timestamp: r.OccurredAt.UTC(),
+		Data: WebhookEventData{EventID: r.ID, WorkspaceID: r.WorkspaceID, Action: r.Action, EntityType: r.EntityType,
+			EntityID: r.EntityID, ActorID: r.ActorID, OccurredAt: r.OccurredAt.UTC(), RequestID: r.RequestID,
+			TraceID: r.TraceID, Metadata: r.Metadata}})
+}
+
+// WebhookDispatcher turns committed audit events into webhook deliveries, in
+// spine order, shortly after they commit. Every instance runs one (Run); the
+// dispatching transaction locks the one cursor row with SKIP LOCKED, so one
+// dispatcher advances at a time and the others skip the round, and no lock
+// outlives a transaction (PgBouncer in transaction mode stays possible).
+//
+// Each event is enqueued exactly once: a round reads the committed events
+// past the cursor (readSpine: none skipped, none twice), inserts their
+// deliveries and River jobs and moves the cursor past them, all in one
+// transaction: either all of it commits or none of it, and the next round
+// starts where the last committed one ended. A dispatcher killed mid-round
+// leaves nothing (its transaction rolls back with its connection).
+// docs/decisions/2026-12-01-webhooks.md says more.
+type WebhookDispatcher struct {
+	DB *DB
+	// Batch is the most events a round reads (zero: DefaultDispatchBatch).
+	Batch int
+	// Idle is the poll interval when no wake-up comes (zero: DefaultDispatchIdle).
+	Idle time.Duration
+	// Gap is the least time between two rounds that found events (zero:
+	// DefaultDispatchGap).
+	Gap time.Duration
+}
+
+// DispatchRound is what one round of a dispatcher did.
+type DispatchRound struct {
+	// Busy reports that another dispatcher held the cursor: nothing was done.
+	Busy bool
+	// Events is the number of events read, Deliveries the deliveries made.
+	Events, Deliveries int
+	// Full reports that the round read a whole batch: more may be waiting.
+	Full bool
+	// Cursor is the cursor after the round; zero when the round only looked.
+	Cursor SpineCursor
+}
+
+func (d *WebhookDispatcher) batch() int {
+	if d.Batch > 0 {
+		return min(d.Batch, MaxSpineRead)
+	}
+	return DefaultDispatchBatch
+}
+
+func (d *WebhookDispatcher) idle() time.Duration {
+	if d.Idle > 0 {
+		return d.Idle
+	}
+	return DefaultDispatchIdle
+}
+
+// Run dispatches until ctx ends: a round at once after a full one, else
+// after a wake-up from this instance's units of work or after Idle. Errors
+// are logged and retried after a backoff that grows to 30 s.
+func (d *WebhookDispatcher) Run(ctx context.Context) {
+	gap := d.Gap
+	if gap <= 0 {
+		gap = DefaultDispatchGap
+	}
+	runSpineConsumer(ctx, d.DB, "webhook dispatcher", d.DB.dispatchWake, d.idle(), func(ctx context.Context) (bool, error) {
+		r, err := d.Round(ctx)
+		if err == nil && r.Events > 0 && !r.Full {
+			select {
+			case <-ctx.Done():
+			case <-time.After(gap):
+			}
+		}
+		return r.Full, err
+	})
+}
+
+// runSpineConsumer runs round until ctx ends: at once again after a full
+// round, else after a wake-up on wake or after idle; an error is logged and
+// waits out a backoff that grows to 30 s.
+func runSpineConsumer(ctx context.Context, db *DB, name string, wake <-chan struct{}, idle time.Duration,
+	round func(context.Context) (full bool, err error)) {
+	timer := time.NewTimer(idle)
+	defer timer.Stop()
+	backoff := time.Duration(0)
+	for ctx.Err() == nil {
+		full, err := round(ctx)
+		wait, w := idle, wake
+		switch {
+		case err != nil && ctx.Err() == nil:
+			backoff = min(max(2*backoff, time.Second), 30*time.Second)
+			wait, w = backoff, nil // an error waits out its backoff
+			db.log.ErrorContext(ctx, name, "err", err, "retry_in", backoff.String())
+		case err == nil:
+			backoff = 0
+			if full {
+				continue
+			}
+		}
+		timer.Reset(wait)
+		select {
+		case <-ctx.Done():
+			return
+		case <-w:
+		case <-timer.C:
+		}
+	}
+}
+
+// dispatchPendingSQL tells whether committed events wait past the
+// dispatcher's cursor, without a lock or a transaction id.
+var dispatchPendingSQL = spinePendingSQLFor("webhook_dispatch_cursor")
+
+// dispatchEndpoint is what the dispatcher knows of an endpoint.
+type dispatchEndpoint struct {
+	id, workspaceID string
+	actions         []string
+	enabled         bool
+	createdTx       uint64
+}
+
+// wants reports whether the endpoint gets a delivery of ev: an event of its
+// workspace after its creating transaction (in spine order), whose action it subscribes to
+// while it is enabled; or a ping of it, always.
+func (e *dispatchEndpoint) wants(ev SpineEvent) bool {
+	r := ev.Record
+	if r.WorkspaceID == nil || *r.WorkspaceID != e.workspaceID || ev.Cursor.TxID <= e.createdTx {
+		return false
+	}
+	if r.Action == "webhook.pinged" {
+		return r.EntityID == e.id
+	}
+	return e.enabled && matchAction(e.actions, r.Action)
+}
+
+// Round runs one dispatching transaction: it locks the cursor (or returns
+// Busy when another dispatcher holds it), reads up to Batch committed events
+// past it of the workspaces that have endpoints, inserts a delivery and its
+// River job for every endpoint that wants each, moves the cursor and commits.
+// When no event waits it only looks (one read, no transaction). A round that
+// fails or is cut off changes nothing; the next one starts from the same
+// cursor.
+func (d *WebhookDispatcher) Round(ctx context.Context) (DispatchRound, error) {
+	var out DispatchRound
+	var pending bool
+	if err := d.DB.Pool.QueryRow(ctx, dispatchPendingSQL).Scan(&pending); err != nil {
+		return out, fmt.Errorf("webhook dispatch: %w", err)
+	}
+	if !pending {
+		return out, nil
+	}
+	err := pgx.BeginFunc(ctx, d.DB.Pool, func(tx pgx.Tx) error {
+		cur, busy, err := lockSpineCursor(ctx, tx, "webhook_dispatch_cursor")
+		if busy || err != nil {
+			out.Busy = busy
+			return err
+		}
+		endpoints, chains, err := dispatchEndpoints(ctx, tx)
+		if err != nil {
+			return err
+		}
+		// Only the chains of workspaces with endpoints; with none, no chain
+		// (an empty, non-nil list), and the cursor moves past everything.
+		read, err := readSpine(ctx, tx, cur, SpineFilter{ChainKeys: chains}, d.batch())
+		if err != nil {
+			return err
+		}
+		w := deliveryWrites{}
+		for _, ev := range read.Events {
+			var payload []byte
+			for _, e := range endpoints[*ev.Record.WorkspaceID] {
+				if !e.wants(ev) {
+					continue
+				}
+				if payload == nil {
+					if payload, err = webhookPayload(ev.Record); err != nil {
+						return fmt.Errorf("webhook payload of event %s: %w", ev.Record.ID, err)
+					}
+				}
+				w.add(e, ev.Record, payload)
+			}
+		}
+		b := &pgx.Batch{}
+		if len(w.id) > 0 {
+			b.Queue(`INSERT INTO webhook_deliveries (id, endpoint_id, workspace_id, event_id, action, payload, next_attempt_at)
+				SELECT i, e, w, ev, a, p, now() FROM unnest($1::uuid[], $2::uuid[], $3::uuid[], $4::uuid[], $5::text[], $6::bytea[])
+					AS u(i, e, w, ev, a, p)`, w.id, w.endpoint, w.workspace, w.event, w.action, w.payload)
+		}
+		if read.Next != cur {
+			b.Queue(`UPDATE webhook_dispatch_cursor SET tx_id = $1, seq = $2, moved_at = now() WHERE id = 1`, read.Next.TxID, read.Next.Seq)
+		}
+		if b.Len() > 0 {
+			if err := tx.SendBatch(ctx, b).Close(); err != nil {
+				return fmt.Errorf("write deliveries: %w", err)
+			}
+		}
+		if len(w.id) > 0 {
+			if _, err := d.DB.insertJobs(ctx, tx, enqueueDeliveries(w.id)); err != nil {
+				return err
+			}
+		}
+		out.Events, out.Deliveries, out.Full, out.Cursor = len(read.Events), len(w.id), len(read.Events) == d.batch(), read.Next
+		return nil
+	})
+	if err != nil {
+		return DispatchRound{}, fmt.Errorf("webhook dispatch: %w", err)
+	}
+	return out, nil
+}
+
+// dispatchEndpoints returns every endpoint by workspace, and the workspaces'
+// chain keys (non-nil, empty when there is no endpoint).
+func dispatchEndpoints(ctx context.Context, tx pgx.Tx) (map[string][]*dispatchEndpoint, []string, error) {
+	rows, err := tx.Query(ctx, `SELECT id, workspace_id, actions, enabled, created_tx FROM webhook_endpoints`)
+	if err != nil {
+		return nil, nil, fmt.Errorf("read webhook endpoints: %w", err)
+	}
+	defer rows.Close()
+	out := map[string][]*dispatchEndpoint{}
+	chains := []string{}
+	for rows.Next() {
+		var e dispatchEndpoint
+		if err := rows.Scan(&e.id, &e.workspaceID, &e.actions, &e.enabled, &e.createdTx); err != nil {
+			return nil, nil, fmt.Errorf("read webhook endpoints: %w", err)
+		}
+		if out[e.workspaceID] == nil {
+			chains = append(chains, e.workspaceID)
+		}
+		out[e.workspaceID] = append(out[e.workspaceID], &e)
+	}
+	return out, chains, rows.Err()
+}
+
+// deliveryWrites are the deliveries of a round, column by column.
+type deliveryWrites struct {
+	id, endpoint, workspace, event, action []string
+	payload                                [][]byte
+}
+
+// add adds the delivery of event r to endpoint e.
+func (w *deliveryWrites) add(e *dispatchEndpoint, r audit.Record, payload []byte) {
+	w.id = append(w.id, uuid.Must(uuid.NewV7()).String())
+	w.endpoint = append(w.endpoint, e.id)
+	w.workspace = append(w.workspace, e.workspaceID)
+	w.event = append(w.event, r.ID)
+	w.action = append(w.action, r.Action)
+	w.payload = append(w.payload, payload)
+}
+
+// WebhookDispatchBacklog returns the events the dispatcher has not reached
+// yet (committed, or in transactions still open): its lag, for monitoring
+// and for tests that wait for it.
+func (db *DB) WebhookDispatchBacklog(ctx context.Context) (int, error) {
+	var n int
+	err := db.Pool.QueryRow(ctx, `SELECT count(*) FROM webhook_dispatch_cursor c CROSS JOIN LATERAL
+		(SELECT 1 FROM audit_events e WHERE (e.tx_id, e.seq) > (c.tx_id, c.seq)) x WHERE c.id = 1`).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("webhook dispatch backlog: %w", err)
+	}
+	return n, nil
+}

@@ -1,0 +1,476 @@
+package store
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"taskflow/audit"
+	"taskflow/errs"
+)
+
+// MaxWebhookEndpoints is the most endpoints a workspace may have: each
+// matching event becomes one delivery per endpoint, so this bounds the work
+// one mutation can cause.
+const MaxWebhookEndpoints = 20
+
+// WebhookSecretOverlap is how long the secret before a rotation keeps
+// signing deliveries, next to the new one.
+const WebhookSecretOverlap = 24 * time.Hour
+
+// webhookSecretPrefix starts every signing secret, as Standard Webhooks
+// libraries expect.
+const webhookSecretPrefix = "whsec_"
+
+// WebhookEndpoint is a URL that receives a workspace's events. Its secret is
+// not part of it: the server keeps it and shows it only when it is made
+// (WebhookEndpointSecret).
+type WebhookEndpoint struct {
+	ID          string  `json:"id" audit:"track"`
+	WorkspaceID string  `json:"workspaceId" audit:"track"`
+	URL         string  `json:"url" audit:"track"`
+	Description *string `json:"description" audit:"track"`
+	// Actions are exact actions or prefixes ending in "*"; empty: every
+	// action.
+	Actions []string `json:"actions" audit:"track"`
+	Enabled bool     `json:"enabled" audit:"track"`
+	// DisabledReason says why a disabled endpoint is disabled.
+	DisabledReason *string    `json:"disabledReason" audit:"track"`
+	DisabledAt     *time.Time `json:"disabledAt" audit:"ignore"`
+	// FailingSince is the first failed attempt since the last success.
+	FailingSince *time.Time `json:"failingSince" audit:"ignore"`
+	// PreviousSecretUntil is when the secret before the last rotation stops
+	// signing (nil: there is none).
+	PreviousSecretUntil *time.Time `json:"previousSecretUntil" audit:"ignore"`
+	CreatedByID         *string    `json:"createdById" audit:"track"`
+	CreatedAt           time.Time  `json:"createdAt" audit:"ignore"`
+	UpdatedAt           time.Time  `json:"updatedAt" audit:"ignore"`
+}
+
+// WebhookEndpointSecret is an endpoint with its signing secret, the answer
+// of the operations that make a secret (create, rotate): the only time the
+// secret is shown.
+type WebhookEndpointSecret struct {
+	Endpoint *WebhookEndpoint `json:"endpoint"`
+	// Secret is "whsec_" and the standard base64 of 32 random bytes.
+	Secret string `json:"secret"`
+}
+
+// webhookEndpointColumns is the column list scanned by scanWebhookEndpoint.
+const webhookEndpointColumns = `e.id, e.workspace_id, e.url, e.description, e.actions, e.enabled, e.disabled_reason,
+	e.disabled_at, e.failing_since, CASE WHEN e.previous_until > now() THEN e.previous_until END, e.created_by,
+	e.created_at, e.updated_at`
+
+// scanWebhookEndpoint scans the columns of webhookEndpointColumns, then extra.
+func scanWebhookEndpoint(row pgx.Row, extra ...any) (*WebhookEndpoint, error) {
+	var e WebhookEndpoint
+	dest := append([]any{&e.ID, &e.WorkspaceID, &e.URL, &e.Description, &e.Actions, &e.Enabled, &e.DisabledReason,
+		&e.DisabledAt, &e.FailingSince, &e.PreviousSecretUntil, &e.CreatedByID, &e.CreatedAt, &e.UpdatedAt}, extra...)
+	if err := row.Scan(dest...); err != nil {
+		return nil, err
+	}
+	if e.Actions == nil {
+		e.Actions = []string{}
+	}
+	return &e, nil
+}
+
+// newWebhookSecret returns a new signing secret: its text and its key.
+func newWebhookSecret() (string, []byte) {
+	key := make([]byte, 32)
+	_, _ = rand.Read(key) // never fails (crypto/rand)
+	return webhookSecretPrefix + base64.StdEncoding.EncodeToString(key), key
+}
+
+// cleanWebhookActions normalizes an endpoint's action patterns as
+// auditEvents' filter.actions: at most MaxAuditFilterActions exact actions or
+// prefixes ending in "*"; "*" alone (or none) is every action.
+func cleanWebhookActions(actions []string) ([]string, error) {
+	f, err := AuditFilter{Actions: actions}.normalized()
+	if err != nil {
+		return nil, errs.Errorf(errs.CodeBadUserInput, "actions%s", strings.TrimPrefix(err.Error(), "filter.actions"))
+	}
+	if f.Actions == nil {
+		return []string{}, nil
+	}
+	return f.Actions, nil
+}
+
+// matchAction reports whether action matches one of the patterns (an empty
+// list matches every action).
+func matchAction(patterns []string, action string) bool {
+	if len(patterns) == 0 {
+		return true
+	}
+	for _, p := range patterns {
+		if prefix, ok := strings.CutSuffix(p, "*"); ok && strings.HasPrefix(action, prefix) || p == action {
+			return true
+		}
+	}
+	return false
+}
+
+// WebhookEndpointInput is a new endpoint.
+type WebhookEndpointInput struct {
+	WorkspaceID string
+	URL         string
+	Description *string
+	// Actions are exact actions or prefixes ending in "*" (empty or "*":
+	// every action).
+	Actions []string
+}
+
+// webhookAdminAction names managing webhooks in FORBIDDEN errors.
+const webhookAdminAction = "manage webhooks (OWNER or ADMIN only)"
+
+// CreateWebhookEndpoint registers an endpoint in the workspace, enabled, with
+// a new signing secret, and records webhook.created (metadata: the endpoint,
+// never the secret). The endpoint receives the events committed after it. The
+// actor must be an OWNER or ADMIN. It returns UNAUTHENTICATED for no actor,
+// NOT_FOUND if the actor is not a member of the workspace, FORBIDDEN for a
+// weaker role, BAD_USER_INPUT for a URL db.Egress refuses (egress.CheckURL),
+// an over-long description or bad action patterns, and CONFLICT when the
+// workspace has MaxWebhookEndpoints endpoints.
+func (db *DB) CreateWebhookEndpoint(ctx context.Context, actor *User, in WebhookEndpointInput) (*WebhookEndpointSecret, error) {
+	if actor == nil {
+		return nil, errs.ErrUnauthenticated
+	}
+	actions, err := cleanWebhookActions(in.Actions)
+	if err != nil {
+		return nil, err
+	}
+	desc, err := cleanDescription(in.Description)
+	if err != nil {
+		return nil, err
+	}
+	// The role first: a non-member learns nothing, not even whether a URL
+	// resolves. The URL's DNS lookup runs outside the transaction.
+	if _, err := db.requireRole(ctx, in.WorkspaceID, actor, RoleAdmin, "workspace", webhookAdminAction); err != nil {
+		return nil, err
+	}
+	u, err := db.Egress.CheckURL(ctx, in.URL)
+	if err != nil {
+		return nil, err
+	}
+	secret, key := newWebhookSecret()
+	var out *WebhookEndpointSecret
+	err = db.WithTx(ctx, func(ctx context.Context, tx Querier) error {
+		if err := lockWorkspace(ctx, tx, in.WorkspaceID); err != nil {
+			return err
+		}
+		if _, err := db.requireRole(ctx, in.WorkspaceID, actor, RoleAdmin, "workspace", webhookAdminAction); err != nil {
+			return err
+		}
+		var n int
+		if err := tx.QueryRow(ctx, `SELECT count(*) FROM webhook_endpoints WHERE workspace_id = $1`, in.WorkspaceID).Scan(&n); err != nil {
+			return fmt.Errorf("count webhook endpoints: %w", err)
+		}
+		if n >= MaxWebhookEndpoints {
+			return errs.Errorf(errs.CodeConflict, "the workspace has %d webhook endpoints, the most it may have: delete one first", MaxWebhookEndpoints)
+		}
+		e, err := scanWebhookEndpoint(tx.QueryRow(ctx, `INSERT INTO webhook_endpoints AS e (workspace_id, url, description, actions, secret, created_by)
+			VALUES ($1, $2, $3, $4, $5, $6) RETURNING `+webhookEndpointColumns, in.WorkspaceID, u, desc, actions, key, actor.ID))
+		if err != nil {
+			return fmt.Errorf("create webhook endpoint: %w", err)
+		}
+		if err := db.appendAudit(ctx, tx, audit.Event{WorkspaceID: &e.WorkspaceID, ActorID: &actor.ID,
+			Action: "webhook.created", EntityID: e.ID, Metadata: audit.Snapshot(e)}); err != nil {
+			return err
+		}
+		out = &WebhookEndpointSecret{Endpoint: e, Secret: secret}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// lockWebhookEndpoint returns the endpoint locked for the rest of tx, after
+// checking that actor is an OWNER or ADMIN of its workspace. It returns
+// NOT_FOUND if the endpoint does not exist or the actor is not a member of
+// its workspace, and FORBIDDEN for a weaker role.
+func lockWebhookEndpoint(ctx context.Context, tx Querier, actor *User, id string) (*WebhookEndpoint, error) {
+	e, _, err := lockRow(ctx, tx, webhookEndpointsTable, actor, id, RoleAdmin, webhookAdminAction)
+	return e, err
+}
+
+// webhookEndpointsTable is the webhook_endpoints table for the write helpers.
+var webhookEndpointsTable = table[WebhookEndpoint]{kind: "webhook endpoint", name: "webhook_endpoints", alias: "e",
+	columns: webhookEndpointColumns, lock: "FOR NO KEY UPDATE", scan: scanWebhookEndpoint,
+	event: func(e *WebhookEndpoint) (string, string) { return e.WorkspaceID, e.ID }}
+
+// WebhookEndpointPatch is a change to an endpoint: nil fields stay as they are.
+type WebhookEndpointPatch struct {
+	URL *string
+	// Description is the new description when SetDescription; nil clears it.
+	Description    *string
+	SetDescription bool
+	// Actions, when not nil, replaces the action patterns.
+	Actions []string
+}
+
+// changeWebhookEndpoint runs change on the endpoint locked by actor (an
+// OWNER or ADMIN) and, when it returns an endpoint that differs, writes the
+// set columns of sets (SQL assignments over $2.. of args), and records action
+// with metadata.changes (plus meta). A change that changes nothing records
+// nothing and returns the endpoint as it was. Errors are lockWebhookEndpoint's
+// and change's.
+func (db *DB) changeWebhookEndpoint(ctx context.Context, actor *User, id, action string,
+	change func(before *WebhookEndpoint) (after *WebhookEndpoint, sets string, args []any, meta map[string]any, err error)) (*WebhookEndpoint, error) {
+	if actor == nil {
+		return nil, errs.ErrUnauthenticated
+	}
+	var out *WebhookEndpoint
+	err := db.WithTx(ctx, func(ctx context.Context, tx Querier) error {
+		before, err := lockWebhookEndpoint(ctx, tx, actor, id)
+		if err != nil {
+			return err
+		}
+		after, sets, args, meta, err := change(before)
+		if err != nil {
+			return err
+		}
+		changes := audit.Changes(before, after)
+		if len(changes) == 0 && meta == nil {
+			out = before
+			return nil
+		}
+		e, err := scanWebhookEndpoint(tx.QueryRow(ctx, `UPDATE webhook_endpoints AS e SET `+sets+`, updated_at = clock_timestamp()
+			WHERE e.id = $1 RETURNING `+webhookEndpointColumns, append([]any{before.ID}, args...)...))
+		if err != nil {
+			return fmt.Errorf("update webhook endpoint: %w", err)
+		}
+		if meta == nil {
+			meta = map[string]any{}
+		}
+		meta["changes"] = changes
+		if err := db.appendAudit(ctx, tx, audit.Event{WorkspaceID: &e.WorkspaceID, ActorID: &actor.ID,
+			Action: action, EntityID: e.ID, Metadata: meta}); err != nil {
+			return err
+		}
+		out = e
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// UpdateWebhookEndpoint applies patch to an endpoint and records
+// webhook.updated with metadata.changes; a patch that changes nothing
+// records nothing. The actor must be an OWNER or ADMIN. It returns
+// UNAUTHENTICATED for no actor, NOT_FOUND if the endpoint does not exist or
+// is in a workspace the actor is not a member of, FORBIDDEN for a weaker
+// role, and BAD_USER_INPUT for a URL db.Egress refuses, an over-long
+// description or bad action patterns.
+func (db *DB) UpdateWebhookEndpoint(ctx context.Context, actor *User, id string, patch WebhookEndpointPatch) (*WebhookEndpoint, error) {
+	var err error
+	var actions []string
+	if patch.Actions != nil {
+		if actions, err = cleanWebhookActions(patch.Actions); err != nil {
+			return nil, err
+		}
+	}
+	var desc *string
+	if patch.SetDescription {
+		if desc, err = cleanDescription(patch.Description); err != nil {
+			return nil, err
+		}
+	}
+	var u *string
+	if patch.URL != nil {
+		// Checked before the endpoint is locked: a DNS lookup holds no lock.
+		// A non-member gets NOT_FOUND from the lock, whatever the URL.
+		checked, err := db.Egress.CheckURL(ctx, *patch.URL)
+		if err != nil {
+			if actor != nil && validID(id) {
+				if _, lockErr := db.WebhookEndpoint(ctx, actor, id); lockErr != nil {
+					return nil, lockErr
+				}
+			}
+			return nil, err
+		}
+		u = &checked
+	}
+	return db.changeWebhookEndpoint(ctx, actor, id, "webhook.updated",
+		func(before *WebhookEndpoint) (*WebhookEndpoint, string, []any, map[string]any, error) {
+			after := *before
+			if u != nil {
+				after.URL = *u
+			}
+			if patch.SetDescription {
+				after.Description = desc
+			}
+			if actions != nil {
+				after.Actions = actions
+			}
+			return &after, `url = $2, description = $3, actions = $4`, []any{after.URL, after.Description, after.Actions}, nil, nil
+		})
+}
+
+// MaxDisabledReasonLength bounds the reason given when disabling an endpoint.
+const MaxDisabledReasonLength = 500
+
+// SetWebhookEndpointEnabled enables or disables an endpoint and records
+// webhook.enabled or webhook.disabled; reason (disabling only; nil: "disabled
+// by an admin") is shown as disabledReason. Enabling clears the reason and
+// the failure streak. Deliveries are made only for events the dispatcher
+// reaches while the endpoint is enabled; the attempts of a disabled
+// endpoint's pending deliveries end FAILED. Setting the state it has changes
+// and records nothing. The actor must be an OWNER or ADMIN. It returns
+// UNAUTHENTICATED for no actor, NOT_FOUND if the endpoint does not exist or
+// is in a workspace the actor is not a member of, FORBIDDEN for a weaker
+// role, and BAD_USER_INPUT for an over-long reason.
+func (db *DB) SetWebhookEndpointEnabled(ctx context.Context, actor *User, id string, enabled bool, reason *string) (*WebhookEndpoint, error) {
+	why := "disabled by an admin"
+	if reason != nil && strings.TrimSpace(*reason) != "" {
+		why = strings.TrimSpace(*reason)
+		if len([]rune(why)) > MaxDisabledReasonLength {
+			return nil, errs.Errorf(errs.CodeBadUserInput, "reason must be at most %d characters", MaxDisabledReasonLength)
+		}
+	}
+	action := "webhook.disabled"
+	if enabled {
+		action = "webhook.enabled"
+	}
+	return db.changeWebhookEndpoint(ctx, actor, id, action,
+		func(before *WebhookEndpoint) (*WebhookEndpoint, string, []any, map[string]any, error) {
+			after := *before
+			after.Enabled = enabled
+			after.DisabledReason = nil
+			if !enabled {
+				after.DisabledReason = &why
+			}
+			if after.Enabled == before.Enabled {
+				after = *before
+			}
+			return &after, `enabled = $2, disabled_reason = $3,
+				disabled_at = CASE WHEN $2 THEN NULL ELSE clock_timestamp() END,
+				failing_since = CASE WHEN $2 THEN NULL ELSE failing_since END`,
+				[]any{after.Enabled, after.DisabledReason}, nil, nil
+		})
+}
+
+// RotateWebhookSecret gives an endpoint a new signing secret and returns it
+// (the only time it is shown); the secret it replaces keeps signing, next to
+// the new one, for WebhookSecretOverlap (a secret older than that is
+// dropped). It records webhook.secret_rotated, without either secret. The
+// actor must be an OWNER or ADMIN. It returns UNAUTHENTICATED for no actor,
+// NOT_FOUND if the endpoint does not exist or is in a workspace the actor is
+// not a member of, and FORBIDDEN for a weaker role.
+func (db *DB) RotateWebhookSecret(ctx context.Context, actor *User, id string) (*WebhookEndpointSecret, error) {
+	secret, key := newWebhookSecret()
+	e, err := db.changeWebhookEndpoint(ctx, actor, id, "webhook.secret_rotated",
+		func(before *WebhookEndpoint) (*WebhookEndpoint, string, []any, map[string]any, error) {
+			return before, `previous_secret = secret, previous_until = now() + $3 * interval '1 second', secret = $2`,
+				[]any{key, int64(WebhookSecretOverlap / time.Second)}, map[string]any{}, nil
+		})
+	if err != nil {
+		return nil, err
+	}
+	return &WebhookEndpointSecret{Endpoint: e, Secret: secret}, nil
+}
+
+// DeleteWebhookEndpoint deletes an endpoint with its deliveries (attempts in
+// flight finish; none starts after) and records webhook.deleted with its
+// snapshot. The actor must be an OWNER or ADMIN. It returns UNAUTHENTICATED
+// for no actor, NOT_FOUND if the endpoint does not exist or is in a workspace
+// the actor is not a member of, and FORBIDDEN for a weaker role.
+func (db *DB) DeleteWebhookEndpoint(ctx context.Context, actor *User, id string) error {
+	if actor == nil {
+		return errs.ErrUnauthenticated
+	}
+	return deleteRow(ctx, db, webhookEndpointsTable, actor, id, RoleAdmin, webhookAdminAction, "webhook.deleted", nil)
+}
+
+// onWebhookEndpoint runs do on the endpoint locked by actor (an OWNER or
+// ADMIN; the errors of lockWebhookEndpoint otherwise) and records action
+// about it with the metadata do returns.
+func (db *DB) onWebhookEndpoint(ctx context.Context, actor *User, id, action string,
+	do func(ctx context.Context, tx Querier, e *WebhookEndpoint) (map[string]any, error)) error {
+	if actor == nil {
+		return errs.ErrUnauthenticated
+	}
+	return db.WithTx(ctx, func(ctx context.Context, tx Querier) error {
+		e, err := lockWebhookEndpoint(ctx, tx, actor, id)
+		if err != nil {
+			return err
+		}
+		meta, err := do(ctx, tx, e)
+		if err != nil {
+			return err
+		}
+		return db.appendAudit(ctx, tx, audit.Event{WorkspaceID: &e.WorkspaceID, ActorID: &actor.ID,
+			Action: action, EntityID: e.ID, Metadata: meta})
+	})
+}
+
+// PingWebhookEndpoint records webhook.pinged about the endpoint, an event
+// the dispatcher delivers to that endpoint alone, whatever its actions and
+// even while it is disabled: a test delivery. The actor must be an OWNER or
+// ADMIN. It returns UNAUTHENTICATED for no actor, NOT_FOUND if the endpoint
+// does not exist or is in a workspace the actor is not a member of, and
+// FORBIDDEN for a weaker role.
+func (db *DB) PingWebhookEndpoint(ctx context.Context, actor *User, id string) error {
+	return db.onWebhookEndpoint(ctx, actor, id, "webhook.pinged", func(_ context.Context, _ Querier, e *WebhookEndpoint) (map[string]any, error) {
+		return map[string]any{"url": e.URL}, nil
+	})
+}
+
+// WebhookEndpoint returns the endpoint with this id as viewer may see it:
+// NOT_FOUND if it does not exist or viewer is not a member of its workspace,
+// FORBIDDEN for a MEMBER or VIEWER, UNAUTHENTICATED for no viewer.
+func (db *DB) WebhookEndpoint(ctx context.Context, viewer *User, id string) (*WebhookEndpoint, error) {
+	if viewer == nil {
+		return nil, errs.ErrUnauthenticated
+	}
+	if !validID(id) {
+		return nil, notFound("webhook endpoint")
+	}
+	var role *Role
+	e, err := scanWebhookEndpoint(db.q(ctx).QueryRow(ctx, `SELECT `+webhookEndpointColumns+`, m.role FROM webhook_endpoints e`+
+		joinRole("e", "$2")+` WHERE e.id = $1`, id, viewer.ID), &role)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, notFound("webhook endpoint")
+	}
+	if err != nil {
+		return nil, fmt.Errorf("webhook endpoint: %w", err)
+	}
+	if _, err := checkRole(role, RoleAdmin, "webhook endpoint", "see webhooks (OWNER or ADMIN only)"); err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+// WebhookEndpoints returns the workspace's endpoints (at most
+// MaxWebhookEndpoints), newest first. It returns UNAUTHENTICATED for no
+// viewer, NOT_FOUND if viewer is not a member of the workspace, and FORBIDDEN
+// for a MEMBER or VIEWER.
+func (db *DB) WebhookEndpoints(ctx context.Context, viewer *User, workspaceID string) ([]*WebhookEndpoint, error) {
+	if _, err := db.requireRole(ctx, workspaceID, viewer, RoleAdmin, "workspace", "see webhooks (OWNER or ADMIN only)"); err != nil {
+		return nil, err
+	}
+	rows, err := db.q(ctx).Query(ctx, `SELECT `+webhookEndpointColumns+` FROM webhook_endpoints e
+		WHERE e.workspace_id = $1 ORDER BY e.created_at DESC, e.id DESC`, workspaceID)
+	if err != nil {
+		return nil, fmt.Errorf("webhook endpoints: %w", err)
+	}
+	defer rows.Close()
+	out := []*WebhookEndpoint{}
+	for rows.Next() {
+		e, err := scanWebhookEndpoint(rows)
+		if err != nil {
+			return nil, fmt.Errorf("webhook endpoints: %w", err)
+		}
+		out = append(out, e)
+	}
+	return out, rows.Err()
+}

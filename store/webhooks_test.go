@@ -1,0 +1,387 @@
+package store_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"taskflow/errs"
+	"taskflow/store"
+	"taskflow/store/storetest"
+)
+
+// hookURL is a public address no store test sends to (TEST-NET-3): no
+// webhook worker runs here.
+const hookURL = "https://203.0.113.10/hook"
+
+// hookFixture is a workspace with an OWNER, a MEMBER and a project.
+type hookFixture struct {
+	*taskFixture
+	owner *store.User
+}
+
+func newHookFixture(t *testing.T) *hookFixture {
+	t.Helper()
+	f := &hookFixture{taskFixture: newTaskFixture(t), owner: &store.User{}}
+	ctx := t.Context()
+	if err := f.db.Pool.QueryRow(ctx, `INSERT INTO users (email, name, password_hash) VALUES ('o@example.com', 'O', 'x')
+		RETURNING id, email, name`).Scan(&f.owner.ID, &f.owner.Email, &f.owner.Name); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.db.Pool.Exec(ctx, `INSERT INTO members (workspace_id, user_id, role) VALUES ($1, $2, 'OWNER')`,
+		f.workspace, f.owner.ID); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+func (f *hookFixture) endpoint(t *testing.T, actions ...string) string {
+	t.Helper()
+	ep, err := f.db.CreateWebhookEndpoint(t.Context(), f.owner, store.WebhookEndpointInput{
+		WorkspaceID: f.workspace, URL: hookURL, Actions: actions})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ep.Endpoint.ID
+}
+
+// deliveredEvents returns, per event id, how many deliveries the endpoint has.
+func (f *hookFixture) deliveredEvents(t *testing.T, endpoint string) map[string]int {
+	t.Helper()
+	rows, err := f.db.Pool.Query(t.Context(), `SELECT event_id::text FROM webhook_deliveries WHERE endpoint_id = $1`, endpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	out := map[string]int{}
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		out[id]++
+	}
+	return out
+}
+
+// Writers commit and roll back transactions of task events, their commits
+// overtaking each other, while three dispatchers run rounds of 5 at once:
+// every committed task.created event gets exactly one delivery and one River
+// job, no rolled-back or unsubscribed event gets one, and nothing of before
+// the endpoint existed.
+func TestDispatcherEnqueuesEveryCommittedEventOnce(t *testing.T) {
+	t.Parallel()
+	f := newHookFixture(t)
+	ctx := t.Context()
+	before, err := f.db.CreateTask(ctx, f.member, store.NewTask{ProjectID: f.project, Title: "before"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ep := f.endpoint(t, "task.created")
+
+	stop := make(chan struct{})
+	var dispatchers sync.WaitGroup
+	for range 3 {
+		dispatchers.Go(func() {
+			d := &store.WebhookDispatcher{DB: f.db, Batch: 5}
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if _, err := d.Round(context.Background()); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	var mu sync.Mutex
+	committed := map[string]bool{}
+	var writers sync.WaitGroup
+	for w := range 6 {
+		writers.Go(func() {
+			rnd := rand.New(rand.NewPCG(uint64(w), 7))
+			for i := range 25 {
+				var ids []string
+				err := f.db.UnitOfWork(ctx, func(ctx context.Context) error {
+					for j := range 1 + rnd.IntN(3) {
+						task, err := f.db.CreateTask(ctx, f.member, store.NewTask{ProjectID: f.project, Title: fmt.Sprintf("%d-%d-%d", w, i, j)})
+						if err != nil {
+							return err
+						}
+						ids = append(ids, task.ID)
+						if _, err := f.db.UpdateTask(ctx, f.member, task.ID, store.TaskPatch{Title: store.Some(ptr(task.Title + "!"))}); err != nil {
+							return err
+						}
+					}
+					time.Sleep(time.Duration(rnd.IntN(3)) * time.Millisecond) // let commits overtake
+					if i%5 == 4 {
+						return errRollBack
+					}
+					return nil
+				})
+				switch {
+				case errors.Is(err, errRollBack):
+				case err != nil:
+					t.Error(err)
+				default:
+					mu.Lock()
+					for _, id := range ids {
+						committed[id] = true
+					}
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	writers.Wait()
+	close(stop)
+	dispatchers.Wait()
+	storetest.DispatchAll(t, f.db)
+
+	rows, err := f.db.Pool.Query(ctx, `SELECT e.entity_id, count(d.id) FROM audit_events e
+		LEFT JOIN webhook_deliveries d ON d.event_id = e.id AND d.endpoint_id = $1
+		WHERE e.action = 'task.created' GROUP BY e.entity_id`, ep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]int{}
+	for rows.Next() {
+		var id string
+		var n int
+		if err := rows.Scan(&id, &n); err != nil {
+			t.Fatal(err)
+		}
+		got[id] = n
+	}
+	rows.Close()
+	if got[before.ID] != 0 {
+		t.Errorf("a task created before the endpoint got %d deliveries", got[before.ID])
+	}
+	delete(got, before.ID)
+	if len(committed) == 0 || len(got) != len(committed) {
+		t.Errorf("%d task.created events for %d committed tasks", len(got), len(committed))
+	}
+	for id := range committed {
+		if got[id] != 1 {
+			t.Errorf("task %s: %d deliveries, want 1", id, got[id])
+		}
+	}
+	var deliveries, jobs, others int
+	if err := f.db.Pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM webhook_deliveries),
+		(SELECT count(DISTINCT args->>'delivery_id') FROM river_job WHERE kind = 'webhook_delivery'),
+		(SELECT count(*) FROM webhook_deliveries WHERE action <> 'task.created')`).Scan(&deliveries, &jobs, &others); err != nil {
+		t.Fatal(err)
+	}
+	if deliveries != len(committed) || jobs != deliveries || others != 0 {
+		t.Errorf("%d deliveries, %d with a job, %d of other actions; want %d, %d, 0", deliveries, jobs, others, len(committed), len(committed))
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// An endpoint gets the events of its own workspace and actions while it is
+// enabled; a ping reaches only the pinged endpoint, even disabled; a
+// delivery's payload is the versioned envelope of its event.
+func TestDispatcherMatching(t *testing.T) {
+	t.Parallel()
+	f := newHookFixture(t)
+	other := newHookFixture(t) // another database: nothing of it may arrive
+	_ = other
+	ctx := t.Context()
+	all := f.endpoint(t)
+	projects := f.endpoint(t, "project.*")
+	off := f.endpoint(t, "task.*")
+	if _, err := f.db.SetWebhookEndpointEnabled(ctx, f.owner, off, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	p, err := f.db.CreateProject(ctx, f.member, f.workspace, "Q", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	task, err := f.db.CreateTask(ctx, f.member, store.NewTask{ProjectID: p.ID, Title: "x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.db.PingWebhookEndpoint(ctx, f.owner, off); err != nil {
+		t.Fatal(err)
+	}
+	storetest.DispatchAll(t, f.db)
+	actions := func(ep string) string {
+		var s string
+		if err := f.db.Pool.QueryRow(ctx, `SELECT coalesce(string_agg(action, ',' ORDER BY created_at, action), '')
+			FROM webhook_deliveries WHERE endpoint_id = $1`, ep).Scan(&s); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	// all was created before projects and off: it sees their webhook.* events.
+	if got := actions(all); got != "webhook.created,webhook.created,webhook.disabled,project.created,task.created" {
+		t.Errorf("the every-action endpoint got %s", got)
+	}
+	if got := actions(projects); got != "project.created" {
+		t.Errorf("the project.* endpoint got %s", got)
+	}
+	if got := actions(off); got != "webhook.pinged" {
+		t.Errorf("the disabled endpoint got %s, want its ping only", got)
+	}
+	var payload string
+	if err := f.db.Pool.QueryRow(ctx, `SELECT convert_from(payload, 'UTF8') FROM webhook_deliveries
+		WHERE endpoint_id = $1 AND action = 'task.created'`, all).Scan(&payload); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`"version":1`, `"type":"task.created"`, `"entityId":"` + task.ID + `"`, `"actorId":"` + f.member.ID + `"`,
+		`"workspaceId":"` + f.workspace + `"`, `"metadata":{`, `"title":"x"`} {
+		if !strings.Contains(payload, want) {
+			t.Errorf("payload lacks %s: %s", want, payload)
+		}
+	}
+}
+
+// Only OWNERs and ADMINs manage and see endpoints; bad input is
+// BAD_USER_INPUT and changes nothing; the secret is in no audit event.
+func TestWebhookEndpointRules(t *testing.T) {
+	t.Parallel()
+	f := newHookFixture(t)
+	ctx := t.Context()
+	in := store.WebhookEndpointInput{WorkspaceID: f.workspace, URL: hookURL}
+	if _, err := f.db.CreateWebhookEndpoint(ctx, f.member, in); errs.CodeOf(err) != errs.CodeForbidden {
+		t.Errorf("a MEMBER creates an endpoint: %v", err)
+	}
+	stranger := &store.User{ID: "00000000-0000-0000-0000-000000000001"}
+	if _, err := f.db.CreateWebhookEndpoint(ctx, stranger, in); errs.CodeOf(err) != errs.CodeNotFound {
+		t.Errorf("a stranger creates an endpoint: %v", err)
+	}
+	for _, u := range []string{"http://203.0.113.10/", "https://127.0.0.1/", "https://localhost/", "https://10.1.2.3/",
+		"https://169.254.169.254/latest", "https://[::1]/", "https://[fd00:ec2::254]/", "https://[::ffff:127.0.0.1]/",
+		"https://100.100.100.200/", "https://0.0.0.0/", "ftp://203.0.113.10/", "https://user:pw@203.0.113.10/",
+		"https://203.0.113.10/#frag", "/relative", "https://203.0.113.10:0/", "https://203.0.113.10:99999/",
+		"https://" + strings.Repeat("a", 3000) + "/"} {
+		in.URL = u
+		if _, err := f.db.CreateWebhookEndpoint(ctx, f.owner, in); errs.CodeOf(err) != errs.CodeBadUserInput {
+			t.Errorf("url %.60q: %v, want BAD_USER_INPUT", u, err)
+		}
+	}
+	in.URL = hookURL
+	in.Actions = []string{"*.created"}
+	if _, err := f.db.CreateWebhookEndpoint(ctx, f.owner, in); errs.CodeOf(err) != errs.CodeBadUserInput {
+		t.Errorf("actions *.created: %v", err)
+	}
+	in.Actions = []string{"task.*", "task.*", "comment.created"}
+	ep, err := f.db.CreateWebhookEndpoint(ctx, f.owner, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(ep.Endpoint.Actions, ","); got != "comment.created,task.*" || !strings.HasPrefix(ep.Secret, "whsec_") {
+		t.Errorf("endpoint %v, secret %.6s", got, ep.Secret)
+	}
+	if _, err := f.db.WebhookEndpoints(ctx, f.member, f.workspace); errs.CodeOf(err) != errs.CodeForbidden {
+		t.Errorf("a MEMBER lists endpoints: %v", err)
+	}
+	if _, err := f.db.WebhookEndpoint(ctx, stranger, ep.Endpoint.ID); errs.CodeOf(err) != errs.CodeNotFound {
+		t.Errorf("a stranger reads an endpoint: %v", err)
+	}
+	for name, call := range map[string]func(u *store.User) error{
+		"update": func(u *store.User) error {
+			_, err := f.db.UpdateWebhookEndpoint(ctx, u, ep.Endpoint.ID, store.WebhookEndpointPatch{URL: ptr("https://127.0.0.1/")})
+			return err
+		},
+		"disable": func(u *store.User) error {
+			_, err := f.db.SetWebhookEndpointEnabled(ctx, u, ep.Endpoint.ID, false, nil)
+			return err
+		},
+		"rotate": func(u *store.User) error { _, err := f.db.RotateWebhookSecret(ctx, u, ep.Endpoint.ID); return err },
+		"ping":   func(u *store.User) error { return f.db.PingWebhookEndpoint(ctx, u, ep.Endpoint.ID) },
+		"delete": func(u *store.User) error { return f.db.DeleteWebhookEndpoint(ctx, u, ep.Endpoint.ID) },
+	} {
+		before := storetest.Snapshot(t, f.db.Pool)
+		if err := call(f.member); errs.CodeOf(err) != errs.CodeForbidden {
+			t.Errorf("%s by a MEMBER: %v", name, err)
+		}
+		if err := call(stranger); errs.CodeOf(err) != errs.CodeNotFound {
+			t.Errorf("%s by a stranger: %v", name, err)
+		}
+		storetest.AssertUnchanged(t, f.db.Pool, before, name+" refused")
+	}
+	if _, err := f.db.UpdateWebhookEndpoint(ctx, f.owner, ep.Endpoint.ID, store.WebhookEndpointPatch{URL: ptr("https://127.0.0.1/")}); errs.CodeOf(err) != errs.CodeBadUserInput {
+		t.Errorf("update to loopback: %v", err)
+	}
+	rot, err := f.db.RotateWebhookSecret(ctx, f.owner, ep.Endpoint.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var leaks int
+	if err := f.db.Pool.QueryRow(ctx, `SELECT count(*) FROM audit_events WHERE metadata::text LIKE '%' || $1 || '%'
+		OR metadata::text LIKE '%' || $2 || '%' OR metadata::text ILIKE '%secret%'`,
+		strings.TrimPrefix(ep.Secret, "whsec_")[:20], strings.TrimPrefix(rot.Secret, "whsec_")[:20]).Scan(&leaks); err != nil || leaks != 0 {
+		t.Errorf("%d audit events hold a secret (%v)", leaks, err)
+	}
+	for range store.MaxWebhookEndpoints - 1 {
+		if _, err := f.db.CreateWebhookEndpoint(ctx, f.owner, in); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := f.db.CreateWebhookEndpoint(ctx, f.owner, in); errs.CodeOf(err) != errs.CodeConflict {
+		t.Errorf("endpoint %d: %v, want CONFLICT", store.MaxWebhookEndpoints+1, err)
+	}
+}
+
+// A redelivery makes a FAILED delivery PENDING with one job; a second one
+// while the job waits moves it, never adds one; an attempt in flight makes it
+// CONFLICT; a disabled endpoint's delivery is refused.
+func TestRedeliver(t *testing.T) {
+	t.Parallel()
+	f := newHookFixture(t)
+	ctx := t.Context()
+	ep := f.endpoint(t, "webhook.pinged")
+	if err := f.db.PingWebhookEndpoint(ctx, f.owner, ep); err != nil {
+		t.Fatal(err)
+	}
+	storetest.DispatchAll(t, f.db)
+	var id string
+	if err := f.db.Pool.QueryRow(ctx, `UPDATE webhook_deliveries SET status = 'FAILED' RETURNING id`).Scan(&id); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.db.Pool.Exec(ctx, `UPDATE river_job SET state = 'discarded', finalized_at = now()`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.db.RedeliverWebhook(ctx, f.member, id); errs.CodeOf(err) != errs.CodeForbidden {
+		t.Errorf("a MEMBER redelivers: %v", err)
+	}
+	for range 2 {
+		d, err := f.db.RedeliverWebhook(ctx, f.owner, id)
+		if err != nil || d.Status != store.WebhookPending {
+			t.Fatalf("redeliver: %+v %v", d, err)
+		}
+	}
+	var waiting int
+	if err := f.db.Pool.QueryRow(ctx, `SELECT count(*) FROM river_job WHERE state = 'available' AND args->>'delivery_id' = $1`, id).Scan(&waiting); err != nil || waiting != 1 {
+		t.Errorf("%d jobs wait for the delivery (%v), want 1", waiting, err)
+	}
+	a, err := f.db.ClaimWebhookAttempt(ctx, id, time.Minute)
+	if err != nil || a.Attempt != 1 {
+		t.Fatalf("claim: %+v %v", a, err)
+	}
+	if _, err := f.db.ClaimWebhookAttempt(ctx, id, time.Minute); !errors.As(err, new(*store.WebhookInFlightError)) {
+		t.Errorf("a second claim while the first holds: %v", err)
+	}
+	if _, err := f.db.RedeliverWebhook(ctx, f.owner, id); errs.CodeOf(err) != errs.CodeConflict {
+		t.Errorf("redeliver while in flight: %v", err)
+	}
+	if err := f.db.RecordWebhookAttempt(ctx, id, store.WebhookOutcome{Error: "HTTP 500"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.db.SetWebhookEndpointEnabled(ctx, f.owner, ep, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.db.RedeliverWebhook(ctx, f.owner, id); errs.CodeOf(err) != errs.CodeConflict {
+		t.Errorf("redeliver to a disabled endpoint: %v", err)
+	}
+}

@@ -1,0 +1,462 @@
+package webhook_test
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
+
+	"taskflow/egress"
+	"taskflow/examples/webhookreceiver/receiver"
+	"taskflow/store"
+	"taskflow/store/storetest"
+	"taskflow/webhook"
+)
+
+// env is a workspace with an OWNER and a project, on a database whose
+// egress policy allows the tests' loopback receivers.
+type env struct {
+	db        *store.DB
+	owner     *store.User
+	workspace string
+	project   string
+}
+
+func setup(t *testing.T) *env {
+	t.Helper()
+	db := storetest.DB(t)
+	db.Egress = egress.Policy{AllowHTTP: true, AllowPrivate: true}
+	ctx := t.Context()
+	e := &env{db: db, owner: &store.User{}}
+	if err := db.Pool.QueryRow(ctx, `INSERT INTO users (email, name, password_hash) VALUES ('o@example.com', 'O', 'x')
+		RETURNING id, email, name`).Scan(&e.owner.ID, &e.owner.Email, &e.owner.Name); err != nil {
+		t.Fatal(err)
+	}
+	ws, err := db.CreateWorkspace(ctx, e.owner, "W")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.workspace = ws.ID
+	p, err := db.CreateProject(ctx, e.owner, ws.ID, "P", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.project = p.ID
+	return e
+}
+
+// start runs the webhook service on the env's database until the test ends.
+func (e *env) start(t *testing.T, o webhook.Options) {
+	t.Helper()
+	o.DB = e.db
+	o.Log = slog.New(slog.DiscardHandler)
+	if o.RetryBase == 0 {
+		o.RetryBase = 20 * time.Millisecond
+	}
+	if o.Timeout == 0 {
+		o.Timeout = 2 * time.Second
+	}
+	s, err := webhook.Start(t.Context(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := s.Stop(ctx); err != nil {
+			t.Errorf("stop: %v", err)
+		}
+	})
+}
+
+// endpoint registers url for actions and returns the endpoint and its secret.
+func (e *env) endpoint(t *testing.T, url string, actions ...string) *store.WebhookEndpointSecret {
+	t.Helper()
+	ep, err := e.db.CreateWebhookEndpoint(t.Context(), e.owner, store.WebhookEndpointInput{
+		WorkspaceID: e.workspace, URL: url, Actions: actions})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ep
+}
+
+// sink is a loopback receiver built on the example receiver: it applies
+// each webhook-id once, counts the requests of each and the most in flight
+// at once, and answers as fault says for the n-th request of an id.
+type sink struct {
+	t   *testing.T
+	srv *httptest.Server
+	rec *receiver.Receiver
+	// fault, if set, returns the status to answer the n-th request (1 for the
+	// first) of a webhook-id with, and how long to wait first; 0 lets the
+	// receiver answer.
+	fault func(id string, n int) (status int, wait time.Duration)
+
+	mu          sync.Mutex
+	requests    map[string]int
+	applied     map[string]receiver.Event
+	inFlight    map[string]int
+	maxInFlight int
+	refused     int
+}
+
+func newSink(t *testing.T) *sink {
+	t.Helper()
+	s := &sink{t: t, requests: map[string]int{}, applied: map[string]receiver.Event{}, inFlight: map[string]int{}}
+	s.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id := r.Header.Get("webhook-id")
+		s.mu.Lock()
+		s.requests[id]++
+		n := s.requests[id]
+		s.inFlight[id]++
+		s.maxInFlight = max(s.maxInFlight, s.inFlight[id])
+		s.mu.Unlock()
+		defer func() {
+			s.mu.Lock()
+			s.inFlight[id]--
+			s.mu.Unlock()
+		}()
+		if s.fault != nil {
+			if status, wait := s.fault(id, n); status != 0 {
+				// Read the body: the server then notices a sender that gave up.
+				_, _ = io.Copy(io.Discard, r.Body)
+				select {
+				case <-time.After(wait):
+				case <-r.Context().Done():
+					return
+				}
+				w.WriteHeader(status)
+				return
+			}
+		}
+		rw := &statusWriter{ResponseWriter: w}
+		s.rec.ServeHTTP(rw, r)
+		if rw.status == http.StatusUnauthorized {
+			s.mu.Lock()
+			s.refused++
+			s.mu.Unlock()
+		}
+	}))
+	t.Cleanup(s.srv.Close)
+	return s
+}
+
+// verifyWith makes the sink verify with secret (before any delivery).
+func (s *sink) verifyWith(secret string) {
+	rec, err := receiver.New(secret, func(id string, e receiver.Event) error {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if _, dup := s.applied[id]; dup {
+			s.t.Errorf("webhook-id %s applied twice", id)
+		}
+		s.applied[id] = e
+		return nil
+	})
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	s.rec = rec
+}
+
+// statusWriter remembers the status written.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	w.status = code
+	w.ResponseWriter.WriteHeader(code)
+}
+
+// appliedCount returns how many webhook-ids were applied.
+func (s *sink) appliedCount() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.applied)
+}
+
+// waitFor polls cond until it holds, failing the test after a minute (a
+// wait for asynchronous delivery, not a timed assertion).
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("still waiting for %s after a minute", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// deliveries returns the endpoint's deliveries by status.
+func (e *env) deliveries(t *testing.T, endpoint string) map[store.WebhookDeliveryStatus]int {
+	t.Helper()
+	rows, err := e.db.Pool.Query(t.Context(), `SELECT status, count(*) FROM webhook_deliveries WHERE endpoint_id = $1 GROUP BY 1`, endpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	out := map[store.WebhookDeliveryStatus]int{}
+	for rows.Next() {
+		var s store.WebhookDeliveryStatus
+		var n int
+		if err := rows.Scan(&s, &n); err != nil {
+			t.Fatal(err)
+		}
+		out[s] = n
+	}
+	return out
+}
+
+var errRollback = errors.New("roll back")
+
+// Every committed task change arrives and is applied exactly once, across
+// receiver 500s and timeouts, while rolled-back ones never arrive; no
+// delivery is ever in flight twice at once, every body verifies, and each
+// delivery is SUCCEEDED with its attempts counted.
+func TestEveryCommittedEventAppliedOnceAcrossFaults(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	s := newSink(t)
+	ep := e.endpoint(t, s.srv.URL+"/hook", "task.*")
+	s.verifyWith(ep.Secret)
+	s.fault = func(id string, n int) (int, time.Duration) {
+		switch {
+		case n == 1 && id[len(id)-1]%3 == 0:
+			return http.StatusInternalServerError, 0
+		case n == 1 && id[len(id)-1]%3 == 1:
+			return http.StatusOK, 3 * time.Second // past the 1 s timeout: a timeout, then a retry
+		case n == 2 && id[len(id)-1]%2 == 0:
+			return http.StatusServiceUnavailable, 0
+		}
+		return 0, 0
+	}
+	e.start(t, webhook.Options{Timeout: time.Second})
+
+	ctx := t.Context()
+	const tasks = 40
+	want := map[string]bool{}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for i := range tasks {
+		wg.Go(func() {
+			err := e.db.UnitOfWork(ctx, func(ctx context.Context) error {
+				task, err := e.db.CreateTask(ctx, e.owner, store.NewTask{ProjectID: e.project, Title: fmt.Sprintf("t%d", i)})
+				if err != nil {
+					return err
+				}
+				if i%4 == 3 {
+					return errRollback
+				}
+				mu.Lock()
+				want[task.ID] = true
+				mu.Unlock()
+				return nil
+			})
+			if err != nil && !errors.Is(err, errRollback) {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	waitFor(t, "every committed task", func() bool { return s.appliedCount() >= len(want) })
+	// Let retries still scheduled run out: nothing more may be applied.
+	waitFor(t, "no delivery pending", func() bool { return e.deliveries(t, ep.Endpoint.ID)[store.WebhookPending] == 0 })
+
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	got := map[string]bool{}
+	for _, ev := range s.applied {
+		if ev.Type != "task.created" || ev.Data.WorkspaceID != e.workspace {
+			t.Errorf("applied %s in %s", ev.Type, ev.Data.WorkspaceID)
+		}
+		got[ev.Data.EntityID] = true
+	}
+	for id := range want {
+		if !got[id] {
+			t.Errorf("task %s committed, never applied", id)
+		}
+	}
+	for id := range got {
+		if !want[id] {
+			t.Errorf("task %s applied, never committed", id)
+		}
+	}
+	if s.maxInFlight != 1 {
+		t.Errorf("a delivery was in flight %d times at once", s.maxInFlight)
+	}
+	if s.refused != 0 {
+		t.Errorf("%d deliveries did not verify", s.refused)
+	}
+	retried := 0
+	for _, n := range s.requests {
+		if n > 1 {
+			retried++
+		}
+	}
+	if retried == 0 {
+		t.Error("no delivery was retried: the faults did not happen")
+	}
+	var attempts, requests int
+	if err := e.db.Pool.QueryRow(ctx, `SELECT coalesce(sum(attempts), 0) FROM webhook_deliveries WHERE status = 'SUCCEEDED'`).Scan(&attempts); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range s.requests {
+		requests += n
+	}
+	if d := e.deliveries(t, ep.Endpoint.ID); d[store.WebhookSucceeded] != len(want) || attempts != requests {
+		t.Errorf("deliveries %v with %d attempts; want %d SUCCEEDED, %d attempts (the requests)", d, attempts, len(want), requests)
+	}
+}
+
+// A delivery whose every attempt fails ends FAILED after WebhookMaxAttempts
+// attempts, with the last status and error; an endpoint failing longer than
+// DisableAfter is disabled, says why, and webhook.disabled is recorded.
+func TestFailingDeliveryGivesUpAndDisablesTheEndpoint(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	var hits sync.Map
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n, _ := hits.LoadOrStore(r.Header.Get("webhook-id"), new(int))
+		*n.(*int)++
+		w.WriteHeader(http.StatusBadGateway)
+	}))
+	t.Cleanup(srv.Close)
+	ep := e.endpoint(t, srv.URL, "project.*")
+	e.start(t, webhook.Options{RetryBase: 100 * time.Microsecond, DisableAfter: time.Hour})
+	ctx := t.Context()
+	if _, err := e.db.CreateProject(ctx, e.owner, e.workspace, "Q", nil); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the delivery to fail", func() bool { return e.deliveries(t, ep.Endpoint.ID)[store.WebhookFailed] == 1 })
+	var attempts, code int
+	var lastErr string
+	if err := e.db.Pool.QueryRow(ctx, `SELECT attempts, last_status_code, last_error FROM webhook_deliveries`).Scan(&attempts, &code, &lastErr); err != nil {
+		t.Fatal(err)
+	}
+	if attempts != store.WebhookMaxAttempts || code != http.StatusBadGateway || lastErr != "HTTP 502" {
+		t.Errorf("FAILED after %d attempts, last %d %q; want %d, 502", attempts, code, lastErr, store.WebhookMaxAttempts)
+	}
+	got, err := e.db.WebhookEndpoint(ctx, e.owner, ep.Endpoint.ID)
+	if err != nil || !got.Enabled || got.FailingSince == nil {
+		t.Fatalf("after an hour's failures: %+v %v; want enabled and failing", got, err)
+	}
+
+	// Failing for longer than DisableAfter: the next failure disables it.
+	if _, err := e.db.Pool.Exec(ctx, `UPDATE webhook_endpoints SET failing_since = now() - interval '2 hours'`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.db.CreateProject(ctx, e.owner, e.workspace, "R", nil); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the endpoint to be disabled", func() bool {
+		got, err = e.db.WebhookEndpoint(ctx, e.owner, ep.Endpoint.ID)
+		return err == nil && !got.Enabled
+	})
+	if got.DisabledReason == nil || !strings.Contains(*got.DisabledReason, "HTTP 502") {
+		t.Errorf("disabled for %v, want the failures named", got.DisabledReason)
+	}
+	var events int
+	if err := e.db.Pool.QueryRow(ctx, `SELECT count(*) FROM audit_events WHERE action = 'webhook.disabled' AND actor_id IS NULL
+		AND entity_id = $1`, ep.Endpoint.ID).Scan(&events); err != nil || events != 1 {
+		t.Errorf("%d webhook.disabled events (%v), want 1", events, err)
+	}
+}
+
+// Each attempt carries webhook-id, webhook-timestamp and a v1 signature that
+// the example receiver's code verifies; a tampered body, an old timestamp or
+// another secret do not verify. After a rotation both secrets verify.
+func TestSignatures(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	type got struct {
+		h    http.Header
+		body []byte
+	}
+	reqs := make(chan got, 10)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		reqs <- got{r.Header.Clone(), b}
+	}))
+	t.Cleanup(srv.Close)
+	ep := e.endpoint(t, srv.URL)
+	e.start(t, webhook.Options{})
+	ctx := t.Context()
+	if err := e.db.PingWebhookEndpoint(ctx, e.owner, ep.Endpoint.ID); err != nil {
+		t.Fatal(err)
+	}
+	first := <-reqs
+	rec, err := receiver.New(ep.Secret, func(string, receiver.Event) error { return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rec.Verify(first.body, first.h); err != nil {
+		t.Fatalf("a delivery does not verify: %v (%v)", err, first.h)
+	}
+	if !strings.Contains(string(first.body), `"type":"webhook.pinged"`) || first.h.Get("Content-Type") != "application/json" {
+		t.Errorf("ping: %s %v", first.body, first.h)
+	}
+	tampered := []byte(strings.Replace(string(first.body), "pinged", "pinged ", 1))
+	if err := rec.Verify(tampered, first.h); !errors.Is(err, standardwebhooks.ErrNoMatchingSignature) {
+		t.Errorf("a tampered body: %v, want no matching signature", err)
+	}
+	old := first.h.Clone()
+	at := time.Now().Add(-10 * time.Minute)
+	sig, err := webhook.Sign([][]byte{secretKey(t, ep.Secret)}, old.Get("webhook-id"), at, first.body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old.Set("webhook-timestamp", fmt.Sprint(at.Unix()))
+	old.Set("webhook-signature", sig)
+	if err := rec.Verify(first.body, old); !errors.Is(err, standardwebhooks.ErrMessageTooOld) {
+		t.Errorf("a delivery signed 10 minutes ago: %v, want too old", err)
+	}
+
+	rotated, err := e.db.RotateWebhookSecret(ctx, e.owner, ep.Endpoint.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rotated.Secret == ep.Secret || rotated.Endpoint.PreviousSecretUntil == nil {
+		t.Fatalf("rotation: %+v", rotated)
+	}
+	if err := e.db.PingWebhookEndpoint(ctx, e.owner, ep.Endpoint.ID); err != nil {
+		t.Fatal(err)
+	}
+	second := <-reqs
+	if n := len(strings.Fields(second.h.Get("webhook-signature"))); n != 2 {
+		t.Errorf("%d signatures after a rotation, want 2", n)
+	}
+	newRec, err := receiver.New(rotated.Secret, func(string, receiver.Event) error { return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, r := range map[string]*receiver.Receiver{"old": rec, "new": newRec} {
+		if err := r.Verify(second.body, second.h); err != nil {
+			t.Errorf("the %s secret does not verify after the rotation: %v", name, err)
+		}
+	}
+	if err := newRec.Verify(first.body, first.h); err == nil {
+		t.Error("the new secret verifies a delivery signed before it existed")
+	}
+}
+
+// secretKey decodes a whsec_ secret.
+func secretKey(t *testing.T, secret string) []byte {
+	t.Helper()
+	b, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(secret, "whsec_"))
+	if err != nil || len(b) != 32 {
+		t.Fatalf("secret %q: %v", secret, err)
+	}
+	return b
+}

@@ -1,0 +1,199 @@
+package webhook
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/riverqueue/river"
+	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
+
+	"taskflow/egress"
+	"taskflow/store"
+)
+
+// MaxResponseBody is the most of an answer's body an attempt reads (and
+// throws away): enough to reuse the connection, bounded whatever the
+// receiver sends.
+const MaxResponseBody = 64 << 10
+
+// userAgent is the User-Agent of deliveries.
+const userAgent = "TaskFlow-Webhooks/1"
+
+// worker makes one attempt of a delivery per River job run.
+type worker struct {
+	river.WorkerDefaults[store.WebhookDeliveryArgs]
+	db                 *store.DB
+	log                *slog.Logger
+	client             *http.Client
+	timeout, retryBase time.Duration
+	disableAfter       time.Duration
+	metrics            *metrics
+	// next holds, by job id, when the attempt after a failed one is due, as
+	// Work recorded it, until NextRetry hands it to River.
+	next sync.Map
+}
+
+// Timeout is River's bound on a run: the attempt's own timeout plus the
+// database work around it.
+func (w *worker) Timeout(*river.Job[store.WebhookDeliveryArgs]) time.Duration {
+	return w.timeout + leaseMargin
+}
+
+// NextRetry is when River runs the job again after a failed attempt: the
+// time Work recorded as the delivery's next attempt (or now, if that has
+// passed already: River would take a time in the past for a bug and use its
+// own schedule).
+func (w *worker) NextRetry(job *river.Job[store.WebhookDeliveryArgs]) time.Time {
+	now := time.Now()
+	if at, ok := w.next.LoadAndDelete(job.ID); ok {
+		if t := at.(time.Time); t.After(now) {
+			return t
+		}
+		return now
+	}
+	return now.Add(RetryWait(w.retryBase, job.Attempt, job.ID))
+}
+
+// Work claims the delivery, makes one attempt and records it. It returns nil
+// when there is nothing more to do (success, the delivery gone, or its last
+// attempt failed, which River then discards) and an error for River to retry
+// the job at NextRetry.
+func (w *worker) Work(ctx context.Context, job *river.Job[store.WebhookDeliveryArgs]) error {
+	a, err := w.db.ClaimWebhookAttempt(ctx, job.Args.DeliveryID, w.timeout+leaseMargin)
+	var inFlight *store.WebhookInFlightError
+	switch {
+	case errors.Is(err, store.ErrWebhookGone):
+		return nil
+	case errors.As(err, &inFlight):
+		// Only when an attempt outlived River's rescue of its job: wait for
+		// its hold to end rather than send a second one alongside it.
+		return river.JobSnooze(max(time.Until(inFlight.Until), time.Second))
+	case err != nil:
+		return err
+	}
+	res := w.attempt(ctx, a)
+	last := job.Attempt >= job.MaxAttempts
+	o := store.WebhookOutcome{Succeeded: res.ok, StatusCode: res.status, Latency: res.latency, Error: res.err,
+		DisableAfter: w.disableAfter}
+	if !res.ok && !last {
+		next := time.Now().Add(RetryWait(w.retryBase, job.Attempt, job.ID))
+		o.NextAttemptAt = &next
+	}
+	// Recorded even when River has given up on the run (a detached context):
+	// the attempt happened.
+	recordCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if err := w.db.RecordWebhookAttempt(recordCtx, a.DeliveryID, o); err != nil {
+		return err
+	}
+	if o.NextAttemptAt != nil {
+		w.next.Store(job.ID, *o.NextAttemptAt)
+	}
+	w.metrics.attempted(res)
+	switch {
+	case res.ok:
+		w.metrics.finished(store.WebhookSucceeded)
+		return nil
+	case last:
+		w.metrics.finished(store.WebhookFailed)
+		return fmt.Errorf("webhook delivery %s failed its last attempt: %s", a.DeliveryID, res.err)
+	}
+	return fmt.Errorf("webhook delivery %s: %s", a.DeliveryID, res.err)
+}
+
+// result is how one attempt went.
+type result struct {
+	ok      bool
+	status  int
+	latency time.Duration
+	// outcome is the metrics label: success, status, timeout, refused or error.
+	outcome string
+	err     string
+}
+
+// Sign returns the webhook-signature header of a delivery: "v1," and the
+// base64 HMAC-SHA256 of "id.timestamp.body" under each key (Standard
+// Webhooks), separated by spaces.
+func Sign(keys [][]byte, id string, at time.Time, body []byte) (string, error) {
+	sigs := make([]string, 0, len(keys))
+	for _, k := range keys {
+		wh, err := standardwebhooks.NewWebhookRaw(k)
+		if err != nil {
+			return "", err
+		}
+		s, err := wh.Sign(id, at, body)
+		if err != nil {
+			return "", err
+		}
+		sigs = append(sigs, s)
+	}
+	return strings.Join(sigs, " "), nil
+}
+
+// attempt sends the delivery once.
+func (w *worker) attempt(ctx context.Context, a *store.WebhookAttempt) result {
+	now := time.Now()
+	sig, err := Sign(a.Keys, a.DeliveryID, now, a.Payload)
+	if err != nil {
+		return result{outcome: "error", err: "signing failed"}
+	}
+	ctx, cancel := context.WithTimeout(ctx, w.timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, a.URL, bytes.NewReader(a.Payload))
+	if err != nil {
+		return result{outcome: "error", err: "the URL cannot be requested"}
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("User-Agent", userAgent)
+	req.Header.Set(standardwebhooks.HeaderWebhookID, a.DeliveryID)
+	req.Header.Set(standardwebhooks.HeaderWebhookTimestamp, strconv.FormatInt(now.Unix(), 10))
+	req.Header.Set(standardwebhooks.HeaderWebhookSignature, sig)
+	res, err := w.client.Do(req)
+	if err != nil {
+		r := result{latency: time.Since(now), outcome: "error", err: "could not deliver: " + transportError(err)}
+		switch {
+		case egress.Refused(err):
+			r.outcome, r.err = "refused", transportError(err)
+		case errors.Is(err, context.DeadlineExceeded) || isTimeout(err):
+			r.outcome, r.err = "timeout", fmt.Sprintf("no answer within %s", w.timeout)
+		}
+		return r
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(res.Body, MaxResponseBody))
+	res.Body.Close()
+	r := result{status: res.StatusCode, latency: time.Since(now), outcome: "status"}
+	switch {
+	case res.StatusCode >= 200 && res.StatusCode < 300:
+		r.ok, r.outcome = true, "success"
+	case res.StatusCode >= 300 && res.StatusCode < 400:
+		r.err = fmt.Sprintf("HTTP %d: redirects are not followed; register the final URL", res.StatusCode)
+	default:
+		r.err = fmt.Sprintf("HTTP %d", res.StatusCode)
+	}
+	return r
+}
+
+// transportError is err without the request's method and URL.
+func transportError(err error) string {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		err = ue.Err
+	}
+	return err.Error()
+}
+
+// isTimeout reports whether err is a network timeout.
+func isTimeout(err error) bool {
+	var t interface{ Timeout() bool }
+	return errors.As(err, &t) && t.Timeout()
+}
