@@ -43,9 +43,9 @@ const (
 	// known; the client sends the text with it (the code Apollo clients expect).
 	CodePersistedQueryNotFound Code = "PERSISTED_QUERY_NOT_FOUND"
 	// CodeStreamInterrupted: a subscription ended, or could not start, for a
-	// reason of the server's (it is restarting, at its connection cap) or
-	// because the client read too slowly; subscribe again with the last
-	// cursor received (extensions.cursor), nothing is lost.
+	// reason of the server's (it is restarting, at its connection cap, it
+	// could not read the log); subscribe again with the last cursor received
+	// (extensions.cursor), nothing is lost.
 	CodeStreamInterrupted Code = "STREAM_INTERRUPTED"
 	// CodeInternal: a bug; the message says nothing of internals.
 	CodeInternal Code = "INTERNAL"

@@ -9,7 +9,9 @@
 // reads the spine itself from its cursor with its filter (catch-up), while the
 // tailer already queues the live events for it; it then delivers the queued
 // events past what it has read. Every event is delivered once, in spine order,
-// with no gap: see docs/decisions/2026-12-01-live-subscriptions.md.
+// with no gap: see docs/decisions/2026-12-01-live-subscriptions.md. A
+// subscriber whose queue overflows (a slow client, a long catch-up) is told,
+// empties it and catches up from the spine again, the same way.
 package live
 
 import (
@@ -31,9 +33,9 @@ const (
 	// DefaultMaxPerUser is the most subscriptions one user may have open on
 	// one instance.
 	DefaultMaxPerUser = 100
-	// DefaultBuffer is the most events queued for one subscription: a client
-	// that falls this far behind is ended with STREAM_INTERRUPTED and resumes
-	// from its cursor.
+	// DefaultBuffer is the most events queued for one subscription: past it
+	// the subscription reads what it missed from the spine itself (see
+	// subscriber.offer), so a slow client costs no more memory.
 	DefaultBuffer = 256
 	// DefaultPoll is how often an idle tailer reads the spine when no wake-up
 	// came (the backstop for commits of other instances).

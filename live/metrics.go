@@ -12,6 +12,7 @@ type metrics struct {
 	delivered prometheus.Counter
 	ended     *prometheus.CounterVec
 	lag       prometheus.Histogram
+	resyncs   prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -33,12 +34,17 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help:    "Time from an event's occurrence (just before its commit) to its hand-over to the transport.",
 			Buckets: []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10},
 		}),
+		resyncs: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "taskflow_subscription_resyncs_total",
+			Help: "Events dropped from a full subscription queue; the subscription then read the log itself to catch up.",
+		}),
 	}
 	if reg != nil {
 		m.open = promreg.Register(reg, m.open)
 		m.delivered = promreg.Register(reg, m.delivered)
 		m.ended = promreg.Register(reg, m.ended)
 		m.lag = promreg.Register(reg, m.lag)
+		m.resyncs = promreg.Register(reg, m.resyncs)
 	}
 	return m
 }

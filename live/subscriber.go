@@ -91,6 +91,11 @@ type subscriber struct {
 	pos store.SpineCursor
 
 	inbox chan *Event
+	// lost is set (under the hub's lock) when the tailer had an event for a
+	// full inbox and dropped it; lostSignal tells the subscriber, which then
+	// reads the spine itself again (resync).
+	lost       bool
+	lostSignal chan struct{}
 	// send hands an event to the client's stream; it returns false when
 	// the client went away first (or stop closed). done closes the stream.
 	send     func(ctx context.Context, stop <-chan struct{}, e *Event) bool
@@ -131,7 +136,7 @@ func (h *Hub) subscribe(ctx context.Context, spec Spec, send func(context.Contex
 		return errs.ErrUnauthenticated
 	}
 	s := &subscriber{h: h, kind: spec.Kind, user: spec.User, tok: spec.TokenHash, ws: spec.WorkspaceID, proj: spec.ProjectID,
-		inbox: make(chan *Event, h.o.Buffer), send: send, done: done, stop: make(chan struct{})}
+		inbox: make(chan *Event, h.o.Buffer), lostSignal: make(chan struct{}, 1), send: send, done: done, stop: make(chan struct{})}
 	var after *store.SpineCursor
 	if spec.After != "" {
 		c, err := store.ParseSpineCursor(spec.After)
@@ -199,17 +204,44 @@ func (s *subscriber) fail(err *errs.Error) {
 	})
 }
 
-// offer queues an event of the tailer if it concerns the subscription; a
-// full queue ends it (the client reads too slowly). Called under the hub's
-// lock.
+// offer queues an event of the tailer if it concerns the subscription. When
+// the queue is full (the client reads more slowly than events come, or a
+// catch-up is long) the event is dropped (counted once per overflow) and
+// the subscriber told: it reads
+// what it missed from the spine itself (resync), at its client's pace, so a
+// slow client holds no more than its queue and loses nothing. Called under
+// the hub's lock.
 func (s *subscriber) offer(e *Event) {
-	if !s.concerns(e) {
+	if s.lost || !s.concerns(e) {
 		return
 	}
 	select {
 	case s.inbox <- e:
 	default:
-		s.fail(interrupted("you are reading events more slowly than they come: subscribe again with the last cursor you received"))
+		s.lost = true
+		s.h.m.resyncs.Inc()
+		select {
+		case s.lostSignal <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// resync empties the queue and clears lost, under the hub's lock: from then
+// on the tailer queues every event again, and a catch-up read after this
+// covers all that was dropped or emptied (they are at or before the
+// tailer's position now).
+func (s *subscriber) resync() {
+	s.h.mu.Lock()
+	defer s.h.mu.Unlock()
+	s.lost = false
+	for {
+		select {
+		case <-s.inbox:
+		case <-s.lostSignal:
+		default:
+			return
+		}
 	}
 }
 
@@ -264,10 +296,43 @@ func (s *subscriber) run(ctx context.Context) {
 	s.h.m.ended.WithLabelValues(code).Inc()
 }
 
-// loop catches up from pos, then delivers the tailer's events past it.
+// loop catches up from pos, then delivers the tailer's events past it; when
+// the tailer dropped events for a full queue it catches up again.
 func (s *subscriber) loop(ctx context.Context) *errs.Error {
 	expiry := time.NewTimer(time.Until(s.expires))
 	defer expiry.Stop()
+	for {
+		if err := s.catchUp(ctx); err != nil {
+			return ended(err)
+		}
+	live:
+		for {
+			select {
+			case e := <-s.inbox:
+				if !s.pos.Before(e.Cursor) {
+					continue // read by the catch-up already
+				}
+				if err := s.handle(ctx, e); err != nil {
+					return ended(err)
+				}
+			case <-s.lostSignal:
+				s.resync()
+				break live
+			case <-s.stop:
+				return s.failErr
+			case <-expiry.C:
+				return errs.Errorf(errs.CodeUnauthenticated, "your token has expired: sign in again")
+			case <-ctx.Done():
+				return nil
+			}
+		}
+	}
+}
+
+// catchUp reads the spine from pos with the subscription's filter and
+// handles what it finds, until a read comes back short: it has read
+// everything committed before its last snapshot.
+func (s *subscriber) catchUp(ctx context.Context) *errs.Error {
 	for {
 		read, err := s.h.o.DB.ReadSpine(ctx, s.pos, s.filter, catchUpBatch)
 		if err == nil {
@@ -275,36 +340,19 @@ func (s *subscriber) loop(ctx context.Context) *errs.Error {
 			events, err = eventsOf(ctx, s.h.o.DB, read.Events)
 			for _, e := range events {
 				if err := s.handle(ctx, e); err != nil {
-					return ended(err)
+					return err
 				}
 			}
 		}
 		if err != nil {
 			if ctx.Err() != nil {
-				return nil
+				return errGone
 			}
 			s.h.o.Log.ErrorContext(ctx, "live: catch-up read", "err", err)
 			return interrupted("the server could not read the events: subscribe again with the last cursor you received")
 		}
 		s.pos = read.Next
 		if len(read.Events) < catchUpBatch {
-			break
-		}
-	}
-	for {
-		select {
-		case e := <-s.inbox:
-			if !s.pos.Before(e.Cursor) {
-				continue // read by the catch-up already
-			}
-			if err := s.handle(ctx, e); err != nil {
-				return ended(err)
-			}
-		case <-s.stop:
-			return s.failErr
-		case <-expiry.C:
-			return errs.Errorf(errs.CodeUnauthenticated, "your token has expired: sign in again")
-		case <-ctx.Done():
 			return nil
 		}
 	}

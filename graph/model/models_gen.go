@@ -78,9 +78,8 @@ type RegisterInput struct {
 // every event it missed, in order, then the live ones, with no gap and no
 // duplicate, on any instance. Without after, the stream starts now. A stream
 // ends with an error when the caller loses access (UNAUTHENTICATED,
-// NOT_FOUND, FORBIDDEN), runs out of budget (RATE_LIMITED) or falls behind or
-// meets a restarting server (STREAM_INTERRUPTED): subscribe again with the last
-// cursor.
+// NOT_FOUND, FORBIDDEN), runs out of budget (RATE_LIMITED) or meets a
+// restarting server (STREAM_INTERRUPTED): subscribe again with the last cursor.
 type Subscription struct {
 }
 
