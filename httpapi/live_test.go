@@ -424,3 +424,59 @@ func containsCode(data, code string) bool {
 
 // sleepTick is the pause of a readiness poll.
 func sleepTick() { time.Sleep(5 * time.Millisecond) }
+
+// workspaceChanges streams the workspace's projects and memberships, each
+// as it is now: a project with its name, a member with its new role, a
+// removed member as null.
+func TestLiveWorkspaceChanges(t *testing.T) {
+	t.Parallel()
+	e := newLiveEnv(t)
+	ws := e.dial(t, e.member)
+	ws.Subscribe("w", `subscription($ws: ID!) { workspaceChanges(workspaceId: $ws) {
+		cursor action actor { id } project { name } userId member { role } changes } }`, map[string]any{"ws": e.ws})
+	e.waitSubscribed(t, 1)
+	e.data(t, e.owner, `mutation($ws: ID!) { createProject(input: {workspaceId: $ws, name: "Roadmap"}) { id } }`,
+		map[string]any{"ws": e.ws})
+	e.createTask(t, "not a workspace change")
+	type change struct {
+		Cursor, Action string
+		Actor          struct{ ID string }
+		Project        *struct{ Name string }
+		UserID         *string
+		Member         *struct{ Role string }
+	}
+	var got []change
+	next := func() {
+		for {
+			m := ws.Next()
+			var p struct {
+				Data struct{ WorkspaceChanges change }
+			}
+			if err := json.Unmarshal(m.Payload, &p); err != nil || m.Type != "next" {
+				t.Fatalf("%s %s", m.Type, m.Payload)
+			}
+			// A stream without after starts at the log's horizon: changes
+			// committed just before it (the fixture's project) may come too.
+			if c := p.Data.WorkspaceChanges; c.Project == nil || c.Project.Name != "Board" {
+				got = append(got, c)
+				return
+			}
+		}
+	}
+	next()
+	e.data(t, e.owner, `mutation($ws: ID!, $u: ID!) { updateMemberRole(workspaceId: $ws, userId: $u, role: VIEWER) { role } }`,
+		map[string]any{"ws": e.ws, "u": e.admin.ID})
+	next()
+	e.data(t, e.owner, `mutation($ws: ID!, $u: ID!) { removeMember(workspaceId: $ws, userId: $u) }`,
+		map[string]any{"ws": e.ws, "u": e.admin.ID})
+	next()
+	if c := got[0]; c.Action != "project.created" || c.Project == nil || c.Project.Name != "Roadmap" || c.Actor.ID != e.owner.ID {
+		t.Errorf("first: %+v", c)
+	}
+	if c := got[1]; c.Action != "member.role_changed" || c.UserID == nil || *c.UserID != e.admin.ID || c.Member == nil || c.Member.Role != "VIEWER" {
+		t.Errorf("second: %+v", c)
+	}
+	if c := got[2]; c.Action != "member.removed" || c.Member != nil {
+		t.Errorf("third: %+v", c)
+	}
+}
