@@ -143,8 +143,9 @@ func (h *Hub) Open() int {
 
 // Run runs the tailer until ctx ends: a read of the spine at once after this
 // instance committed events, after a wake-up from another instance (Redis)
-// or after Poll, and at once again after a full read. Errors are logged and
-// retried after a backoff that grows to 5 s; subscribers wait meanwhile.
+// or after Poll, and at once again after a full read
+// (store.RunSpineConsumer, which logs errors and retries after a backoff;
+// subscribers wait meanwhile).
 func (h *Hub) Run(ctx context.Context) {
 	h.runOnce.Do(func() {})
 	local := h.o.DB.SpineWakeups()
@@ -154,8 +155,7 @@ func (h *Hub) Run(ctx context.Context) {
 		go h.publish(ctx, publish)
 		go h.listen(ctx)
 	}
-	backoff := time.Duration(0)
-	for ctx.Err() == nil {
+	for backoff := time.Duration(0); ctx.Err() == nil; {
 		head, err := h.o.DB.SpineHead(ctx)
 		if err == nil {
 			h.mu.Lock()
@@ -164,52 +164,38 @@ func (h *Hub) Run(ctx context.Context) {
 			close(h.ready)
 			break
 		}
-		backoff = h.retry(ctx, err, backoff)
-	}
-	timer := time.NewTimer(h.o.Poll)
-	defer timer.Stop()
-	for ctx.Err() == nil {
-		full, err := h.round(ctx)
-		wait := h.o.Poll
-		if err != nil {
-			if ctx.Err() != nil {
-				return
-			}
-			backoff = min(max(2*backoff, 100*time.Millisecond), 5*time.Second)
-			wait = backoff
-			h.o.Log.ErrorContext(ctx, "live tailer", "err", err, "retry_in", backoff.String())
-		} else {
-			backoff = 0
-			if full {
-				continue
-			}
-		}
-		timer.Reset(wait)
+		backoff = min(max(2*backoff, 100*time.Millisecond), 5*time.Second)
+		h.o.Log.ErrorContext(ctx, "live tailer: spine head", "err", err, "retry_in", backoff.String())
 		select {
 		case <-ctx.Done():
-			return
-		case <-local:
-			if publish != nil {
-				select {
-				case publish <- struct{}{}:
-				default:
-				}
-			}
-		case <-h.poke:
-		case <-timer.C:
+		case <-time.After(backoff):
 		}
 	}
-}
-
-// retry logs a failure to find the spine's head and waits a growing backoff.
-func (h *Hub) retry(ctx context.Context, err error, backoff time.Duration) time.Duration {
-	backoff = min(max(2*backoff, 100*time.Millisecond), 5*time.Second)
-	h.o.Log.ErrorContext(ctx, "live tailer: spine head", "err", err, "retry_in", backoff.String())
-	select {
-	case <-ctx.Done():
-	case <-time.After(backoff):
-	}
-	return backoff
+	// This instance's commits wake the tailer and, through Redis, the
+	// other instances'; their commits wake it through h.poke.
+	wake := make(chan struct{}, 1)
+	go func() {
+		signal := func(c chan struct{}) {
+			select {
+			case c <- struct{}{}:
+			default:
+			}
+		}
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-local:
+				signal(wake)
+				if publish != nil {
+					signal(publish)
+				}
+			case <-h.poke:
+				signal(wake)
+			}
+		}
+	}()
+	store.RunSpineConsumer(ctx, h.o.DB, "live tailer", wake, h.o.Poll, h.round)
 }
 
 // start makes sure a tailer runs (one of the hub's own, for a hub nobody
