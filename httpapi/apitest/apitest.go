@@ -91,7 +91,6 @@ func (e *Env) Seal(t testing.TB) {
 	storetest.Seal(t, e.DB)
 }
 
-
 // OpenBlobs opens a blob store of db in a temporary directory of the test,
 // with the options set changes (nil: the defaults).
 func OpenBlobs(t testing.TB, db *store.DB, set func(*blobs.Options)) *blobs.Store {
