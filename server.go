@@ -45,7 +45,7 @@ const postgresConnectTimeout = 10 * time.Second
 
 // defaultGCPercent is the garbage collector's target unless GOGC says
 // otherwise: the live heap is small (tens of MB), and collecting at 200%
-// instead of Go's 100% gave back GC time to requests (bench/README.md).
+// instead of Go's 100% gave back GC time to requests (docs/decisions/2026-11-29-gc-target.md).
 const defaultGCPercent = 200
 
 // setGCPercent sets the garbage collector's target to defaultGCPercent unless

@@ -47,7 +47,7 @@ func taskByID(b *testing.B, env *apitest.Env) func(h http.Handler) {
 // (transport, auth, parse, validation, cost check, execution, loaders, one
 // request at a time) with the defaults of apitest: tracing off. It uses only
 // what the commits before tracing have too, so it measures tracing-off against
-// no tracing at all (docs/decisions/2026-12-01-tracing-off-cost.md).
+// no tracing at all (docs/decisions/2026-12-01-tracing.md).
 //
 // Besides the wall time it reports cpu-ns/op, the process's CPU time (user and
 // system, every goroutine: handler, pgx, GC) per request, which a machine

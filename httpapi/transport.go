@@ -248,7 +248,7 @@ func (t Transport) Do(w http.ResponseWriter, r *http.Request, exec graphql.Graph
 // writeResponse writes an executed operation's response with status 200, and
 // extensions.cost when cost is not nil. The data is gqlgen's own JSON and is
 // copied as it is: encoding/json would compact and re-validate it byte by byte
-// (16% of the server's CPU on a page of 50 audit events, bench/README.md).
+// (16% of the server's CPU on a page of 50 audit events, docs/decisions/2026-11-30-response-writer.md).
 func writeResponse(w http.ResponseWriter, resp *graphql.Response, cost *costStatus) {
 	if resp.Label != "" || resp.Path != nil || resp.HasNext != nil {
 		// Incremental delivery, which this transport does not use: the generic way.

@@ -80,7 +80,7 @@ func OpenConfig(ctx context.Context, cfg *pgxpool.Config, log *slog.Logger) (*DB
 // DefaultPoolMaxConns is the size of the connection pool unless DATABASE_URL
 // sets pool_max_conns. pgx's own default, max(4, NumCPU), is 4 on a 2-core
 // machine: at 16 requests in flight, requests then queue for a connection while
-// Postgres idles (bench/README.md: a 20-task page went from ~75 to ~170 rps).
+// Postgres idles (docs/decisions/2026-11-29-pool-size.md: a 20-task page went from ~75 to ~170 rps).
 const DefaultPoolMaxConns = 16
 
 // PoolConfig parses url ("" means libpq defaults and PG* variables) into the
