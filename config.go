@@ -20,6 +20,7 @@ import (
 	"taskflow/audit"
 	"taskflow/blobs"
 	"taskflow/httpapi"
+	"taskflow/live"
 	"taskflow/ratelimit"
 	"taskflow/tracing"
 	"taskflow/webhook"
@@ -76,6 +77,18 @@ type Config struct {
 	// MetricsToken, when set (METRICS_TOKEN), is the bearer token /metrics
 	// requires; empty, the default, leaves /metrics open.
 	MetricsToken string
+	// SubscriptionMaxPerUser bounds one user's open subscriptions on one
+	// instance (SUBSCRIPTION_MAX_PER_USER, 100).
+	SubscriptionMaxPerUser int
+	// SubscriptionMaxConnections bounds the WebSocket connections and SSE
+	// streams one instance holds (SUBSCRIPTION_MAX_CONNECTIONS, 10000).
+	SubscriptionMaxConnections int
+	// SubscriptionKeepAlive is the ping interval of the streams
+	// (SUBSCRIPTION_KEEPALIVE, 15s).
+	SubscriptionKeepAlive time.Duration
+	// SubscriptionIdleTimeout closes a WebSocket connection that has had no
+	// subscription for that long (SUBSCRIPTION_IDLE_TIMEOUT, 5m).
+	SubscriptionIdleTimeout time.Duration
 	// Webhooks configures webhook deliveries (WEBHOOK_*).
 	Webhooks WebhookConfig
 	// Tracing is the OpenTelemetry tracing configuration of the standard OTEL_*
@@ -132,6 +145,11 @@ func loadConfig(getenv func(string) string) (Config, error) {
 		WorkspaceStorageQuota: blobs.DefaultQuota,
 		BlobSweepGrace:        blobs.DefaultSweepGrace,
 		Webhooks:              WebhookConfig{Timeout: webhook.DefaultTimeout, RetryBase: webhook.DefaultRetryBase, Workers: webhook.DefaultWorkers},
+
+		SubscriptionMaxPerUser:     live.DefaultMaxPerUser,
+		SubscriptionMaxConnections: httpapi.DefaultMaxStreams,
+		SubscriptionKeepAlive:      httpapi.DefaultKeepAlive,
+		SubscriptionIdleTimeout:    httpapi.DefaultStreamIdle,
 	}
 	var errs []error
 	bad := func(name, value, why string) {
@@ -220,6 +238,8 @@ func loadConfig(getenv func(string) string) (Config, error) {
 	}
 	positiveInt("RATE_LIMIT_POINTS", &c.RateLimitPoints)
 	positiveInt("MAX_QUERY_COST", &c.MaxQueryCost)
+	positiveInt("SUBSCRIPTION_MAX_PER_USER", &c.SubscriptionMaxPerUser)
+	positiveInt("SUBSCRIPTION_MAX_CONNECTIONS", &c.SubscriptionMaxConnections)
 	duration := func(name string, dst *time.Duration, zeroOK bool) {
 		if v, ok := get(name); ok {
 			d, err := parseDuration(v)
@@ -248,6 +268,8 @@ func loadConfig(getenv func(string) string) (Config, error) {
 	duration("IDEMPOTENCY_TTL", &c.IdempotencyTTL, false)
 	duration("IDEMPOTENCY_WAIT", &c.IdempotencyWait, true)
 	duration("SHUTDOWN_TIMEOUT", &c.ShutdownTimeout, false)
+	duration("SUBSCRIPTION_KEEPALIVE", &c.SubscriptionKeepAlive, false)
+	duration("SUBSCRIPTION_IDLE_TIMEOUT", &c.SubscriptionIdleTimeout, false)
 	if v, ok := get("AUDIT_RETENTION"); ok && !strings.EqualFold(v, "forever") {
 		duration("AUDIT_RETENTION", &c.AuditRetention, false)
 	}

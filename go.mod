@@ -5,6 +5,7 @@ go 1.26.8
 require (
 	github.com/99designs/gqlgen v0.17.98
 	github.com/Khan/genqlient v0.8.1
+	github.com/coder/websocket v1.8.15
 	github.com/dunglas/httpsfv v1.1.2
 	github.com/dustin/go-humanize v1.1.0
 	github.com/exaring/otelpgx v0.13.0
@@ -88,7 +89,6 @@ require (
 	github.com/cenkalti/backoff/v5 v5.0.3 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/cncf/xds/go v0.0.0-20260202195803-dba9d589def2 // indirect
-	github.com/coder/websocket v1.8.15 // indirect
 	github.com/envoyproxy/go-control-plane/envoy v1.39.0 // indirect
 	github.com/envoyproxy/protoc-gen-validate v1.3.3 // indirect
 	github.com/felixge/httpsnoop v1.1.0 // indirect

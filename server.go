@@ -33,6 +33,7 @@ import (
 	"taskflow/egress"
 	"taskflow/httpapi"
 	"taskflow/idempotency"
+	"taskflow/live"
 	"taskflow/ratelimit"
 	"taskflow/store"
 	"taskflow/tracing"
@@ -216,6 +217,10 @@ func run(cfg Config, log *slog.Logger) error {
 	}
 	defer limiter.Close()
 
+	// Live subscriptions: the tailer reads the spine until SIGTERM; Close
+	// ends the streams before the server shuts down.
+	hub := live.New(live.Options{DB: db, Log: log, Redis: rdb, MaxPerUser: cfg.SubscriptionMaxPerUser, Registerer: reg})
+	go hub.Run(ctx)
 	bs, err := blobs.Open(ctx, blobs.Options{URL: cfg.BlobURL, DB: db, MaxUploadSize: cfg.MaxUploadSize,
 		Quota: cfg.WorkspaceStorageQuota, SweepGrace: cfg.BlobSweepGrace, Log: log})
 	if err != nil {
@@ -244,7 +249,10 @@ func run(cfg Config, log *slog.Logger) error {
 		IdempotencyWait: idempotencyWait(cfg.IdempotencyWait),
 		AuditKeys:       []ed25519.PublicKey{auditKey.Public().(ed25519.PublicKey)},
 		Tracing:         tp.TracerProvider(),
-		Blobs:           bs,
+		Live:            hub,
+		Streams: httpapi.StreamLimits{MaxConnections: cfg.SubscriptionMaxConnections,
+			KeepAlive: cfg.SubscriptionKeepAlive, Idle: cfg.SubscriptionIdleTimeout},
+		Blobs: bs,
 	})
 	idempotency.NewPurger(idempotency.PurgerOptions{DB: db, Registerer: reg, Log: log}).Start(ctx)
 	srv := &http.Server{
@@ -282,6 +290,10 @@ func run(cfg Config, log *slog.Logger) error {
 	}
 	stop() // a second signal ends the process at once
 	log.Info("shutting down: no new connections, finishing requests in flight", "timeout", cfg.ShutdownTimeout.String())
+	// Streams never end by themselves: end them first (WebSockets close with
+	// 1012, SSE streams with STREAM_INTERRUPTED), so that clients reconnect
+	// to another instance at once and Shutdown does not wait for them.
+	hub.Close()
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
 	defer cancel()
 	shutdownBy, _ = shutdownCtx.Deadline()

@@ -90,20 +90,29 @@ func Middleware(db *store.DB, onInvalid func(w http.ResponseWriter, r *http.Requ
 				next.ServeHTTP(w, r)
 				return
 			}
-			u, err := db.UserByTokenHash(r.Context(), HashToken(tok))
+			ctx, err := Authenticate(r.Context(), db, tok)
 			if err != nil {
-				if errs.CodeOf(err) != errs.CodeNotFound {
-					onInvalid(w, r, err)
-					return
-				}
-				onInvalid(w, r, store.ErrInvalidToken)
+				onInvalid(w, r, err)
 				return
 			}
-			ctx := WithUser(r.Context(), u)
-			ctx = context.WithValue(ctx, tokenKey{}, tok)
 			next.ServeHTTP(w, r.WithContext(ctx))
 		})
 	}
+}
+
+// Authenticate returns ctx carrying the user of the bearer token tok, and
+// the token (TokenFrom). A malformed, unknown, expired or revoked token is
+// store.ErrInvalidToken (UNAUTHENTICATED); a failure to read it is returned
+// as it is.
+func Authenticate(ctx context.Context, db *store.DB, tok string) (context.Context, error) {
+	u, err := db.UserByTokenHash(ctx, HashToken(tok))
+	if err != nil {
+		if errs.CodeOf(err) == errs.CodeNotFound {
+			return ctx, store.ErrInvalidToken
+		}
+		return ctx, err
+	}
+	return context.WithValue(WithUser(ctx, u), tokenKey{}, tok), nil
 }
 
 // ErrNoToken is returned by operations that need the request's token (logout)

@@ -41,7 +41,8 @@ func nodeModules(t *testing.T) {
 	require(t, err == nil, "node")
 	npmOnce.Do(func() {
 		installed := true
-		for _, pkg := range []string{"playwright-core", "graphql-http", "graphql", "@apollo/client", "apollo-upload-client"} {
+		for _, pkg := range []string{"playwright-core", "graphql-http", "graphql", "@apollo/client", "apollo-upload-client",
+			"graphql-ws", "graphql-sse", "ws"} {
 			if _, err := os.Stat(filepath.Join(nodeDir, "node_modules", pkg, "package.json")); err != nil {
 				installed = false
 			}

@@ -59,21 +59,7 @@ func TestPlaygroundInChromium(t *testing.T) {
 		`mutation($id: ID!) { updateProject(id: $id, input: {name: "Launch v2"}) { id } }`,
 		map[string]any{"id": proj.CreateProject.ID}))
 
-	shot := screenshotPath(t)
-	out := runNode(t, 3*time.Minute, []string{"CHROMIUM=" + chromiumPath()},
-		"playground.mjs", env.Server.URL, owner.Token, wsID, shot)
-	var run browserRun
-	if err := json.Unmarshal(out, &run); err != nil {
-		t.Fatalf("playground.mjs printed %q: %v", out, err)
-	}
-	if run.Screenshot != "" {
-		t.Logf("screenshot: %s", run.Screenshot)
-		copyArtifact(t, run.Screenshot)
-	}
-	if run.Error != "" {
-		t.Fatalf("browser run stopped after %v: %s\nconsole errors: %v\npage errors: %v\nfailed requests: %v",
-			run.Steps, run.Error, run.ConsoleErrors, run.PageErrors, run.FailedRequests)
-	}
+	run := runBrowser[browserRun](t, "playground.mjs", env.Server.URL, owner.Token, wsID)
 
 	if run.PageStatus != 200 {
 		t.Errorf("GET / = %d", run.PageStatus)
@@ -141,6 +127,37 @@ func TestPlaygroundInChromium(t *testing.T) {
 	if !strings.Contains(run.VisibleResultText, "project.updated") {
 		t.Errorf("visible result pane does not show project.updated:\n%s", run.VisibleResultText)
 	}
+}
+
+// browserReport is a report of a browser script: browserRun, or a struct
+// that embeds it.
+type browserReport interface{ base() *browserRun }
+
+func (r *browserRun) base() *browserRun { return r }
+
+// runBrowser runs a browser script of e2e/node in Chromium with args and a
+// screenshot path appended, decodes its report, keeps the screenshot as an
+// artifact, and fails the test when the run stopped with an error.
+func runBrowser[T any, P interface {
+	*T
+	browserReport
+}](t *testing.T, script string, args ...string) *T {
+	t.Helper()
+	out := runNode(t, 3*time.Minute, []string{"CHROMIUM=" + chromiumPath()}, script, append(args, screenshotPath(t))...)
+	run := P(new(T))
+	if err := json.Unmarshal(out, run); err != nil {
+		t.Fatalf("%s printed %q: %v", script, out, err)
+	}
+	b := run.base()
+	if b.Screenshot != "" {
+		t.Logf("screenshot: %s", b.Screenshot)
+		copyArtifact(t, b.Screenshot)
+	}
+	if b.Error != "" {
+		t.Fatalf("browser run stopped after %v: %s\nconsole errors: %v\npage errors: %v\nfailed requests: %v",
+			b.Steps, b.Error, b.ConsoleErrors, b.PageErrors, b.FailedRequests)
+	}
+	return (*T)(run)
 }
 
 // mustData decodes the data of a successful GraphQL response.

@@ -42,6 +42,11 @@ const (
 	// CodePersistedQueryNotFound: an automatic persisted query's hash is not
 	// known; the client sends the text with it (the code Apollo clients expect).
 	CodePersistedQueryNotFound Code = "PERSISTED_QUERY_NOT_FOUND"
+	// CodeStreamInterrupted: a subscription ended, or could not start, for a
+	// reason of the server's (it is restarting, at its connection cap, it
+	// could not read the log); subscribe again with the last cursor received
+	// (extensions.cursor), nothing is lost.
+	CodeStreamInterrupted Code = "STREAM_INTERRUPTED"
 	// CodeInternal: a bug; the message says nothing of internals.
 	CodeInternal Code = "INTERNAL"
 )
@@ -50,7 +55,7 @@ const (
 var all = []Code{
 	CodeUnauthenticated, CodeForbidden, CodeNotFound, CodeBadUserInput, CodeConflict,
 	CodeIdempotencyKeyReused, CodeIdempotencyInProgress, CodeRateLimited, CodeQueryTooCostly,
-	CodeGraphQLParseFailed, CodeGraphQLValidationFailed, CodePersistedQueryNotFound, CodeInternal,
+	CodeGraphQLParseFailed, CodeGraphQLValidationFailed, CodePersistedQueryNotFound, CodeStreamInterrupted, CodeInternal,
 }
 
 // All returns every code of the contract. The error presenter emits no other:

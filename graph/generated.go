@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"sync/atomic"
 	"taskflow/graph/model"
+	"taskflow/live"
 	"taskflow/ratelimit"
 	"taskflow/store"
 	"time"
@@ -39,10 +40,13 @@ type ResolverRoot interface {
 	Mutation() MutationResolver
 	Project() ProjectResolver
 	Query() QueryResolver
+	Subscription() SubscriptionResolver
 	Task() TaskResolver
+	TaskChange() TaskChangeResolver
 	User() UserResolver
 	WebhookEndpoint() WebhookEndpointResolver
 	Workspace() WorkspaceResolver
+	WorkspaceChange() WorkspaceChangeResolver
 }
 
 type DirectiveRoot struct {
@@ -122,6 +126,11 @@ type ComplexityRoot struct {
 	AuditEventEdge struct {
 		Cursor func(childComplexity int) int
 		Node   func(childComplexity int) int
+	}
+
+	AuditEventStreamItem struct {
+		Cursor func(childComplexity int) int
+		Event  func(childComplexity int) int
 	}
 
 	AuditSigningKey struct {
@@ -277,6 +286,12 @@ type ComplexityRoot struct {
 		ResetAt   func(childComplexity int) int
 	}
 
+	Subscription struct {
+		AuditEventAdded  func(childComplexity int, workspaceID string, filter *model.AuditEventFilter, after *string) int
+		TaskChanges      func(childComplexity int, projectID string, after *string) int
+		WorkspaceChanges func(childComplexity int, workspaceID string, after *string) int
+	}
+
 	Task struct {
 		Assignee    func(childComplexity int) int
 		Attachments func(childComplexity int, first *int, after *string) int
@@ -291,6 +306,18 @@ type ComplexityRoot struct {
 		Status      func(childComplexity int) int
 		Title       func(childComplexity int) int
 		UpdatedAt   func(childComplexity int) int
+	}
+
+	TaskChange struct {
+		Action     func(childComplexity int) int
+		Actor      func(childComplexity int) int
+		Changes    func(childComplexity int) int
+		Comment    func(childComplexity int) int
+		CommentID  func(childComplexity int) int
+		Cursor     func(childComplexity int) int
+		OccurredAt func(childComplexity int) int
+		Task       func(childComplexity int) int
+		TaskID     func(childComplexity int) int
 	}
 
 	TaskConnection struct {
@@ -372,6 +399,17 @@ type ComplexityRoot struct {
 		ViewerRole       func(childComplexity int) int
 		WebhookEndpoints func(childComplexity int) int
 	}
+
+	WorkspaceChange struct {
+		Action     func(childComplexity int) int
+		Actor      func(childComplexity int) int
+		Changes    func(childComplexity int) int
+		Cursor     func(childComplexity int) int
+		Member     func(childComplexity int) int
+		OccurredAt func(childComplexity int) int
+		Project    func(childComplexity int) int
+		UserID     func(childComplexity int) int
+	}
 }
 
 // endregion ***************************** api!.gotpl *****************************
@@ -448,6 +486,11 @@ type QueryResolver interface {
 	RateLimit(ctx context.Context) (*ratelimit.Budget, error)
 	WebhookEndpoint(ctx context.Context, id string) (*store.WebhookEndpoint, error)
 }
+type SubscriptionResolver interface {
+	TaskChanges(ctx context.Context, projectID string, after *string) (<-chan *live.TaskChange, error)
+	WorkspaceChanges(ctx context.Context, workspaceID string, after *string) (<-chan *live.WorkspaceChange, error)
+	AuditEventAdded(ctx context.Context, workspaceID string, filter *model.AuditEventFilter, after *string) (<-chan *live.AuditItem, error)
+}
 type TaskResolver interface {
 	Project(ctx context.Context, obj *store.Task) (*store.Project, error)
 
@@ -457,6 +500,13 @@ type TaskResolver interface {
 
 	Comments(ctx context.Context, obj *store.Task, first *int, after *string) (*store.Connection[store.Comment], error)
 	Attachments(ctx context.Context, obj *store.Task, first *int, after *string) (*store.Connection[store.Attachment], error)
+}
+type TaskChangeResolver interface {
+	Actor(ctx context.Context, obj *live.TaskChange) (*store.User, error)
+
+	Task(ctx context.Context, obj *live.TaskChange) (*store.Task, error)
+
+	Comment(ctx context.Context, obj *live.TaskChange) (*store.Comment, error)
 }
 type UserResolver interface {
 	Workspaces(ctx context.Context, obj *store.User) ([]*store.Workspace, error)
@@ -471,6 +521,12 @@ type WorkspaceResolver interface {
 	Projects(ctx context.Context, obj *store.Workspace, includeArchived *bool, first *int, after *string) (*store.Connection[store.Project], error)
 	Invitations(ctx context.Context, obj *store.Workspace, first *int, after *string) (*store.Connection[store.Invitation], error)
 	WebhookEndpoints(ctx context.Context, obj *store.Workspace) ([]*store.WebhookEndpoint, error)
+}
+type WorkspaceChangeResolver interface {
+	Actor(ctx context.Context, obj *live.WorkspaceChange) (*store.User, error)
+	Project(ctx context.Context, obj *live.WorkspaceChange) (*store.Project, error)
+
+	Member(ctx context.Context, obj *live.WorkspaceChange) (*store.Member, error)
 }
 
 // endregion ************************** generated!.gotpl **************************
@@ -804,6 +860,19 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.AuditEventEdge.Node(childComplexity), true
+
+	case "AuditEventStreamItem.cursor":
+		if e.ComplexityRoot.AuditEventStreamItem.Cursor == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AuditEventStreamItem.Cursor(childComplexity), true
+	case "AuditEventStreamItem.event":
+		if e.ComplexityRoot.AuditEventStreamItem.Event == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AuditEventStreamItem.Event(childComplexity), true
 
 	case "AuditSigningKey.algorithm":
 		if e.ComplexityRoot.AuditSigningKey.Algorithm == nil {
@@ -1625,6 +1694,40 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.RateLimitStatus.ResetAt(childComplexity), true
 
+	case "Subscription.auditEventAdded":
+		if e.ComplexityRoot.Subscription.AuditEventAdded == nil {
+			break
+		}
+
+		args, err := ec.field_Subscription_auditEventAdded_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Subscription.AuditEventAdded(childComplexity, args["workspaceId"].(string), args["filter"].(*model.AuditEventFilter), args["after"].(*string)), true
+	case "Subscription.taskChanges":
+		if e.ComplexityRoot.Subscription.TaskChanges == nil {
+			break
+		}
+
+		args, err := ec.field_Subscription_taskChanges_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Subscription.TaskChanges(childComplexity, args["projectId"].(string), args["after"].(*string)), true
+	case "Subscription.workspaceChanges":
+		if e.ComplexityRoot.Subscription.WorkspaceChanges == nil {
+			break
+		}
+
+		args, err := ec.field_Subscription_workspaceChanges_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Subscription.WorkspaceChanges(childComplexity, args["workspaceId"].(string), args["after"].(*string)), true
+
 	case "Task.assignee":
 		if e.ComplexityRoot.Task.Assignee == nil {
 			break
@@ -1713,6 +1816,61 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Task.UpdatedAt(childComplexity), true
+
+	case "TaskChange.action":
+		if e.ComplexityRoot.TaskChange.Action == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TaskChange.Action(childComplexity), true
+	case "TaskChange.actor":
+		if e.ComplexityRoot.TaskChange.Actor == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TaskChange.Actor(childComplexity), true
+	case "TaskChange.changes":
+		if e.ComplexityRoot.TaskChange.Changes == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TaskChange.Changes(childComplexity), true
+	case "TaskChange.comment":
+		if e.ComplexityRoot.TaskChange.Comment == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TaskChange.Comment(childComplexity), true
+	case "TaskChange.commentId":
+		if e.ComplexityRoot.TaskChange.CommentID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TaskChange.CommentID(childComplexity), true
+	case "TaskChange.cursor":
+		if e.ComplexityRoot.TaskChange.Cursor == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TaskChange.Cursor(childComplexity), true
+	case "TaskChange.occurredAt":
+		if e.ComplexityRoot.TaskChange.OccurredAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TaskChange.OccurredAt(childComplexity), true
+	case "TaskChange.task":
+		if e.ComplexityRoot.TaskChange.Task == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TaskChange.Task(childComplexity), true
+	case "TaskChange.taskId":
+		if e.ComplexityRoot.TaskChange.TaskID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TaskChange.TaskID(childComplexity), true
 
 	case "TaskConnection.edges":
 		if e.ComplexityRoot.TaskConnection.Edges == nil {
@@ -2066,6 +2224,55 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.Workspace.WebhookEndpoints(childComplexity), true
 
+	case "WorkspaceChange.action":
+		if e.ComplexityRoot.WorkspaceChange.Action == nil {
+			break
+		}
+
+		return e.ComplexityRoot.WorkspaceChange.Action(childComplexity), true
+	case "WorkspaceChange.actor":
+		if e.ComplexityRoot.WorkspaceChange.Actor == nil {
+			break
+		}
+
+		return e.ComplexityRoot.WorkspaceChange.Actor(childComplexity), true
+	case "WorkspaceChange.changes":
+		if e.ComplexityRoot.WorkspaceChange.Changes == nil {
+			break
+		}
+
+		return e.ComplexityRoot.WorkspaceChange.Changes(childComplexity), true
+	case "WorkspaceChange.cursor":
+		if e.ComplexityRoot.WorkspaceChange.Cursor == nil {
+			break
+		}
+
+		return e.ComplexityRoot.WorkspaceChange.Cursor(childComplexity), true
+	case "WorkspaceChange.member":
+		if e.ComplexityRoot.WorkspaceChange.Member == nil {
+			break
+		}
+
+		return e.ComplexityRoot.WorkspaceChange.Member(childComplexity), true
+	case "WorkspaceChange.occurredAt":
+		if e.ComplexityRoot.WorkspaceChange.OccurredAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.WorkspaceChange.OccurredAt(childComplexity), true
+	case "WorkspaceChange.project":
+		if e.ComplexityRoot.WorkspaceChange.Project == nil {
+			break
+		}
+
+		return e.ComplexityRoot.WorkspaceChange.Project(childComplexity), true
+	case "WorkspaceChange.userId":
+		if e.ComplexityRoot.WorkspaceChange.UserID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.WorkspaceChange.UserID(childComplexity), true
+
 	}
 	return 0, false
 }
@@ -2130,6 +2337,23 @@ func (e *executableSchema) Exec(ctx context.Context) graphql.ResponseHandler {
 			ctx = graphql.WithLazyInputUnmarshalerIndex(ctx, inputUnmarshalers)
 			data := ec._Mutation(ctx, opCtx.Operation.SelectionSet)
 			var buf bytes.Buffer
+			data.MarshalGQL(&buf)
+
+			return &graphql.Response{
+				Data: buf.Bytes(),
+			}
+		}
+	case ast.Subscription:
+		next := ec._Subscription(ctx, opCtx.Operation.SelectionSet)
+
+		var buf bytes.Buffer
+		return func(ctx context.Context) *graphql.Response {
+			buf.Reset()
+			data := next(ctx)
+
+			if data == nil {
+				return nil
+			}
 			data.MarshalGQL(&buf)
 
 			return &graphql.Response{
@@ -2506,6 +2730,83 @@ type Mutation {
 type PageInfo {
   hasNextPage: Boolean!
   endCursor: String
+}
+`, BuiltIn: false},
+	{Name: "../schema/subscription.graphqls", Input: `"""
+Live updates over graphql-ws (WebSocket, subprotocol graphql-transport-ws) or
+GraphQL over Server-Sent Events, at /query. Every item carries a cursor: a
+client that subscribes again with after: <the last cursor it received> gets
+every event it missed, in order, then the live ones, with no gap and no
+duplicate, on any instance. Without after, the stream starts now. A stream
+ends with an error when the caller loses access (UNAUTHENTICATED,
+NOT_FOUND, FORBIDDEN), runs out of budget (RATE_LIMITED) or meets a
+restarting server (STREAM_INTERRUPTED): subscribe again with the last cursor.
+"""
+type Subscription {
+  """
+  The changes of one project's tasks and their comments (task.created,
+  task.updated, task.deleted, comment.created, comment.updated,
+  comment.deleted), for any member of the workspace.
+  """
+  taskChanges(projectId: ID!, after: String): TaskChange! @cost(weight: 10)
+  """
+  The changes of a workspace: its projects (project.created, project.updated,
+  project.archived) and its members (member.joined, member.added,
+  member.role_changed, member.removed), for any member.
+  """
+  workspaceChanges(workspaceId: ID!, after: String): WorkspaceChange! @cost(weight: 10)
+  """
+  New events of the workspace's audit log (OWNER and ADMIN), with the filters
+  of auditEvents, in the order they committed (spine order).
+  """
+  auditEventAdded(workspaceId: ID!, filter: AuditEventFilter, after: String): AuditEventStreamItem! @cost(weight: 10)
+}
+
+"A change of a task or of one of its comments."
+type TaskChange {
+  "Pass it as after to resume the stream right after this change."
+  cursor: String!
+  "task.created, task.updated, task.deleted, comment.created, comment.updated or comment.deleted."
+  action: String!
+  occurredAt: Time!
+  "The user who made the change; null when the account is gone."
+  actor: User
+  taskId: ID!
+  "The task as it is now (when the change is delivered); null once it has been deleted."
+  task: Task
+  "For comment.*: the comment's id."
+  commentId: ID
+  "For comment.*: the comment as it is now; null once it has been deleted."
+  comment: Comment
+  "For *.updated: the fields that changed, {field: {from, to}}; for *.created and *.deleted: the thing's fields."
+  changes: JSON
+}
+
+"A change of a workspace's projects or members."
+type WorkspaceChange {
+  "Pass it as after to resume the stream right after this change."
+  cursor: String!
+  "project.created, project.updated, project.archived, member.joined, member.added, member.role_changed or member.removed."
+  action: String!
+  occurredAt: Time!
+  "The user who made the change; null when the account is gone."
+  actor: User
+  "For project.*: the project as it is now."
+  project: Project
+  "For member.*: the user the change is about."
+  userId: ID
+  "For member.*: the membership as it is now; null once the user has left."
+  member: Member
+  "For *.updated and member.role_changed: the fields that changed, {field: {from, to}}; otherwise the thing's fields."
+  changes: JSON
+}
+
+"An audit event as it committed."
+type AuditEventStreamItem {
+  "Pass it as after to resume the stream right after this event."
+  cursor: String!
+  "The event; sealed is false when the sealer had not reached it yet (query auditEvents later for its seal)."
+  event: AuditEvent!
 }
 `, BuiltIn: false},
 	{Name: "../schema/task.graphqls", Input: `enum TaskStatus {
@@ -3008,6 +3309,16 @@ func (ec *executionContext) childFields_AuditEventEdge(ctx context.Context, fiel
 	return nil, fmt.Errorf("no field named %q was found under type AuditEventEdge", field.Name)
 }
 
+func (ec *executionContext) childFields_AuditEventStreamItem(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "cursor":
+		return ec.fieldContext_AuditEventStreamItem_cursor(ctx, field)
+	case "event":
+		return ec.fieldContext_AuditEventStreamItem_event(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type AuditEventStreamItem", field.Name)
+}
+
 func (ec *executionContext) childFields_AuditSigningKey(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 	switch field.Name {
 	case "keyId":
@@ -3252,6 +3563,30 @@ func (ec *executionContext) childFields_Task(ctx context.Context, field graphql.
 	return nil, fmt.Errorf("no field named %q was found under type Task", field.Name)
 }
 
+func (ec *executionContext) childFields_TaskChange(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "cursor":
+		return ec.fieldContext_TaskChange_cursor(ctx, field)
+	case "action":
+		return ec.fieldContext_TaskChange_action(ctx, field)
+	case "occurredAt":
+		return ec.fieldContext_TaskChange_occurredAt(ctx, field)
+	case "actor":
+		return ec.fieldContext_TaskChange_actor(ctx, field)
+	case "taskId":
+		return ec.fieldContext_TaskChange_taskId(ctx, field)
+	case "task":
+		return ec.fieldContext_TaskChange_task(ctx, field)
+	case "commentId":
+		return ec.fieldContext_TaskChange_commentId(ctx, field)
+	case "comment":
+		return ec.fieldContext_TaskChange_comment(ctx, field)
+	case "changes":
+		return ec.fieldContext_TaskChange_changes(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type TaskChange", field.Name)
+}
+
 func (ec *executionContext) childFields_TaskConnection(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 	switch field.Name {
 	case "edges":
@@ -3410,6 +3745,28 @@ func (ec *executionContext) childFields_Workspace(ctx context.Context, field gra
 		return ec.fieldContext_Workspace_webhookEndpoints(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Workspace", field.Name)
+}
+
+func (ec *executionContext) childFields_WorkspaceChange(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "cursor":
+		return ec.fieldContext_WorkspaceChange_cursor(ctx, field)
+	case "action":
+		return ec.fieldContext_WorkspaceChange_action(ctx, field)
+	case "occurredAt":
+		return ec.fieldContext_WorkspaceChange_occurredAt(ctx, field)
+	case "actor":
+		return ec.fieldContext_WorkspaceChange_actor(ctx, field)
+	case "project":
+		return ec.fieldContext_WorkspaceChange_project(ctx, field)
+	case "userId":
+		return ec.fieldContext_WorkspaceChange_userId(ctx, field)
+	case "member":
+		return ec.fieldContext_WorkspaceChange_member(ctx, field)
+	case "changes":
+		return ec.fieldContext_WorkspaceChange_changes(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type WorkspaceChange", field.Name)
 }
 
 func (ec *executionContext) childFields___Directive(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -4479,6 +4836,80 @@ func (ec *executionContext) field_Query_workspace_args(ctx context.Context, rawA
 		return nil, err
 	}
 	args["id"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Subscription_auditEventAdded_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "workspaceId",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["workspaceId"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "filter",
+		func(ctx context.Context, v any) (*model.AuditEventFilter, error) {
+			return ec.unmarshalOAuditEventFilter2ᚖtaskflowᚋgraphᚋmodelᚐAuditEventFilter(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["filter"] = arg1
+	arg2, err := graphql.ProcessArgField(ctx, rawArgs, "after",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOString2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["after"] = arg2
+	return args, nil
+}
+
+func (ec *executionContext) field_Subscription_taskChanges_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "projectId",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["projectId"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "after",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOString2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["after"] = arg1
+	return args, nil
+}
+
+func (ec *executionContext) field_Subscription_workspaceChanges_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "workspaceId",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["workspaceId"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "after",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOString2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["after"] = arg1
 	return args, nil
 }
 
@@ -5988,6 +6419,61 @@ func (ec *executionContext) _AuditEventEdge_node(ctx context.Context, field grap
 func (ec *executionContext) fieldContext_AuditEventEdge_node(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	fc = &graphql.FieldContext{
 		Object:     "AuditEventEdge",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_AuditEvent(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _AuditEventStreamItem_cursor(ctx context.Context, field graphql.CollectedField, obj *live.AuditItem) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AuditEventStreamItem_cursor(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Cursor, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AuditEventStreamItem_cursor(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AuditEventStreamItem", field, false, false, "String")
+}
+
+func (ec *executionContext) _AuditEventStreamItem_event(ctx context.Context, field graphql.CollectedField, obj *live.AuditItem) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AuditEventStreamItem_event(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Event, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *store.AuditEvent) graphql.Marshaler {
+			return ec.marshalNAuditEvent2ᚖtaskflowᚋstoreᚐAuditEvent(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AuditEventStreamItem_event(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "AuditEventStreamItem",
 		Field:      field,
 		IsMethod:   false,
 		IsResolver: false,
@@ -9416,6 +9902,138 @@ func (ec *executionContext) fieldContext_RateLimitStatus_cost(_ context.Context,
 	return graphql.NewScalarFieldContext("RateLimitStatus", field, false, false, "Int")
 }
 
+func (ec *executionContext) _Subscription_taskChanges(ctx context.Context, field graphql.CollectedField) (ret func(ctx context.Context) graphql.Marshaler) {
+	return graphql.ResolveFieldStream(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Subscription_taskChanges(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Subscription().TaskChanges(ctx, fc.Args["projectId"].(string), fc.Args["after"].(*string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *live.TaskChange) graphql.Marshaler {
+			return ec.marshalNTaskChange2ᚖtaskflowᚋliveᚐTaskChange(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Subscription_taskChanges(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Subscription",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_TaskChange(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Subscription_taskChanges_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Subscription_workspaceChanges(ctx context.Context, field graphql.CollectedField) (ret func(ctx context.Context) graphql.Marshaler) {
+	return graphql.ResolveFieldStream(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Subscription_workspaceChanges(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Subscription().WorkspaceChanges(ctx, fc.Args["workspaceId"].(string), fc.Args["after"].(*string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *live.WorkspaceChange) graphql.Marshaler {
+			return ec.marshalNWorkspaceChange2ᚖtaskflowᚋliveᚐWorkspaceChange(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Subscription_workspaceChanges(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Subscription",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_WorkspaceChange(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Subscription_workspaceChanges_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Subscription_auditEventAdded(ctx context.Context, field graphql.CollectedField) (ret func(ctx context.Context) graphql.Marshaler) {
+	return graphql.ResolveFieldStream(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Subscription_auditEventAdded(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Subscription().AuditEventAdded(ctx, fc.Args["workspaceId"].(string), fc.Args["filter"].(*model.AuditEventFilter), fc.Args["after"].(*string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *live.AuditItem) graphql.Marshaler {
+			return ec.marshalNAuditEventStreamItem2ᚖtaskflowᚋliveᚐAuditItem(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Subscription_auditEventAdded(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Subscription",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_AuditEventStreamItem(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Subscription_auditEventAdded_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _Task_id(ctx context.Context, field graphql.CollectedField, obj *store.Task) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -9782,6 +10400,240 @@ func (ec *executionContext) fieldContext_Task_attachments(ctx context.Context, f
 		return fc, err
 	}
 	return fc, nil
+}
+
+func (ec *executionContext) _TaskChange_cursor(ctx context.Context, field graphql.CollectedField, obj *live.TaskChange) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TaskChange_cursor(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Cursor, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_TaskChange_cursor(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("TaskChange", field, false, false, "String")
+}
+
+func (ec *executionContext) _TaskChange_action(ctx context.Context, field graphql.CollectedField, obj *live.TaskChange) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TaskChange_action(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Action, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_TaskChange_action(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("TaskChange", field, false, false, "String")
+}
+
+func (ec *executionContext) _TaskChange_occurredAt(ctx context.Context, field graphql.CollectedField, obj *live.TaskChange) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TaskChange_occurredAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.OccurredAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_TaskChange_occurredAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("TaskChange", field, false, false, "Time")
+}
+
+func (ec *executionContext) _TaskChange_actor(ctx context.Context, field graphql.CollectedField, obj *live.TaskChange) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TaskChange_actor(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.TaskChange().Actor(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *store.User) graphql.Marshaler {
+			return ec.marshalOUser2ᚖtaskflowᚋstoreᚐUser(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_TaskChange_actor(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "TaskChange",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_User(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _TaskChange_taskId(ctx context.Context, field graphql.CollectedField, obj *live.TaskChange) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TaskChange_taskId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.TaskID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_TaskChange_taskId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("TaskChange", field, false, false, "ID")
+}
+
+func (ec *executionContext) _TaskChange_task(ctx context.Context, field graphql.CollectedField, obj *live.TaskChange) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TaskChange_task(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.TaskChange().Task(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *store.Task) graphql.Marshaler {
+			return ec.marshalOTask2ᚖtaskflowᚋstoreᚐTask(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_TaskChange_task(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "TaskChange",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Task(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _TaskChange_commentId(ctx context.Context, field graphql.CollectedField, obj *live.TaskChange) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TaskChange_commentId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.CommentID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOID2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_TaskChange_commentId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("TaskChange", field, false, false, "ID")
+}
+
+func (ec *executionContext) _TaskChange_comment(ctx context.Context, field graphql.CollectedField, obj *live.TaskChange) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TaskChange_comment(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.TaskChange().Comment(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *store.Comment) graphql.Marshaler {
+			return ec.marshalOComment2ᚖtaskflowᚋstoreᚐComment(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_TaskChange_comment(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "TaskChange",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Comment(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _TaskChange_changes(ctx context.Context, field graphql.CollectedField, obj *live.TaskChange) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TaskChange_changes(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Changes, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v store.RawJSON) graphql.Marshaler {
+			return ec.marshalOJSON2taskflowᚋstoreᚐRawJSON(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_TaskChange_changes(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("TaskChange", field, false, false, "JSON")
 }
 
 func (ec *executionContext) _TaskConnection_edges(ctx context.Context, field graphql.CollectedField, obj *store.Connection[store.Task]) (ret graphql.Marshaler) {
@@ -11214,6 +12066,217 @@ func (ec *executionContext) fieldContext_Workspace_webhookEndpoints(_ context.Co
 		},
 	}
 	return fc, nil
+}
+
+func (ec *executionContext) _WorkspaceChange_cursor(ctx context.Context, field graphql.CollectedField, obj *live.WorkspaceChange) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_WorkspaceChange_cursor(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Cursor, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_WorkspaceChange_cursor(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("WorkspaceChange", field, false, false, "String")
+}
+
+func (ec *executionContext) _WorkspaceChange_action(ctx context.Context, field graphql.CollectedField, obj *live.WorkspaceChange) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_WorkspaceChange_action(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Action, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_WorkspaceChange_action(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("WorkspaceChange", field, false, false, "String")
+}
+
+func (ec *executionContext) _WorkspaceChange_occurredAt(ctx context.Context, field graphql.CollectedField, obj *live.WorkspaceChange) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_WorkspaceChange_occurredAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.OccurredAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_WorkspaceChange_occurredAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("WorkspaceChange", field, false, false, "Time")
+}
+
+func (ec *executionContext) _WorkspaceChange_actor(ctx context.Context, field graphql.CollectedField, obj *live.WorkspaceChange) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_WorkspaceChange_actor(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.WorkspaceChange().Actor(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *store.User) graphql.Marshaler {
+			return ec.marshalOUser2ᚖtaskflowᚋstoreᚐUser(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_WorkspaceChange_actor(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "WorkspaceChange",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_User(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _WorkspaceChange_project(ctx context.Context, field graphql.CollectedField, obj *live.WorkspaceChange) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_WorkspaceChange_project(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.WorkspaceChange().Project(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *store.Project) graphql.Marshaler {
+			return ec.marshalOProject2ᚖtaskflowᚋstoreᚐProject(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_WorkspaceChange_project(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "WorkspaceChange",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Project(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _WorkspaceChange_userId(ctx context.Context, field graphql.CollectedField, obj *live.WorkspaceChange) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_WorkspaceChange_userId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.UserID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOID2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_WorkspaceChange_userId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("WorkspaceChange", field, false, false, "ID")
+}
+
+func (ec *executionContext) _WorkspaceChange_member(ctx context.Context, field graphql.CollectedField, obj *live.WorkspaceChange) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_WorkspaceChange_member(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.WorkspaceChange().Member(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *store.Member) graphql.Marshaler {
+			return ec.marshalOMember2ᚖtaskflowᚋstoreᚐMember(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_WorkspaceChange_member(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "WorkspaceChange",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Member(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _WorkspaceChange_changes(ctx context.Context, field graphql.CollectedField, obj *live.WorkspaceChange) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_WorkspaceChange_changes(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Changes, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v store.RawJSON) graphql.Marshaler {
+			return ec.marshalOJSON2taskflowᚋstoreᚐRawJSON(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_WorkspaceChange_changes(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("WorkspaceChange", field, false, false, "JSON")
 }
 
 func (ec *executionContext) ___Directive_name(ctx context.Context, field graphql.CollectedField, obj *introspection.Directive) (ret graphql.Marshaler) {
@@ -13480,6 +14543,44 @@ func (ec *executionContext) _AuditEventEdge(ctx context.Context, sel ast.Selecti
 	return out
 }
 
+var auditEventStreamItemImplementors = []string{"AuditEventStreamItem"}
+
+func (ec *executionContext) _AuditEventStreamItem(ctx context.Context, sel ast.SelectionSet, obj *live.AuditItem) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, auditEventStreamItemImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("AuditEventStreamItem")
+		case "cursor":
+			out.Values[i] = ec._AuditEventStreamItem_cursor(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "event":
+			out.Values[i] = ec._AuditEventStreamItem_event(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
 var auditSigningKeyImplementors = []string{"AuditSigningKey"}
 
 func (ec *executionContext) _AuditSigningKey(ctx context.Context, sel ast.SelectionSet, obj *store.AuditSigningKey) graphql.Marshaler {
@@ -14573,6 +15674,30 @@ func (ec *executionContext) _RateLimitStatus(ctx context.Context, sel ast.Select
 	return out
 }
 
+var subscriptionImplementors = []string{"Subscription"}
+
+func (ec *executionContext) _Subscription(ctx context.Context, sel ast.SelectionSet) func(ctx context.Context) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, subscriptionImplementors)
+	ctx = graphql.WithFieldContext(ctx, &graphql.FieldContext{
+		Object: "Subscription",
+	})
+	if len(fields) != 1 {
+		graphql.AddErrorf(ctx, "must subscribe to exactly one stream")
+		return nil
+	}
+
+	switch fields[0].Name {
+	case "taskChanges":
+		return ec._Subscription_taskChanges(ctx, fields[0])
+	case "workspaceChanges":
+		return ec._Subscription_workspaceChanges(ctx, fields[0])
+	case "auditEventAdded":
+		return ec._Subscription_auditEventAdded(ctx, fields[0])
+	default:
+		panic("unknown field " + strconv.Quote(fields[0].Name))
+	}
+}
+
 var taskImplementors = []string{"Task"}
 
 func (ec *executionContext) _Task(ctx context.Context, sel ast.SelectionSet, obj *store.Task) graphql.Marshaler {
@@ -14654,6 +15779,82 @@ func (ec *executionContext) _Task(ctx context.Context, sel ast.SelectionSet, obj
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Task_attachments(ctx, field, obj)
 				})
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var taskChangeImplementors = []string{"TaskChange"}
+
+func (ec *executionContext) _TaskChange(ctx context.Context, sel ast.SelectionSet, obj *live.TaskChange) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, taskChangeImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("TaskChange")
+		case "cursor":
+			out.Values[i] = ec._TaskChange_cursor(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "action":
+			out.Values[i] = ec._TaskChange_action(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "occurredAt":
+			out.Values[i] = ec._TaskChange_occurredAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "actor":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, false,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._TaskChange_actor(ctx, field, obj)
+				})
+		case "taskId":
+			out.Values[i] = ec._TaskChange_taskId(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "task":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, false,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._TaskChange_task(ctx, field, obj)
+				})
+		case "commentId":
+			out.Values[i] = ec._TaskChange_commentId(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "comment":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, false,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._TaskChange_comment(ctx, field, obj)
+				})
+		case "changes":
+			out.Values[i] = ec._TaskChange_changes(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -15196,6 +16397,77 @@ func (ec *executionContext) _Workspace(ctx context.Context, sel ast.SelectionSet
 	return out
 }
 
+var workspaceChangeImplementors = []string{"WorkspaceChange"}
+
+func (ec *executionContext) _WorkspaceChange(ctx context.Context, sel ast.SelectionSet, obj *live.WorkspaceChange) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, workspaceChangeImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("WorkspaceChange")
+		case "cursor":
+			out.Values[i] = ec._WorkspaceChange_cursor(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "action":
+			out.Values[i] = ec._WorkspaceChange_action(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "occurredAt":
+			out.Values[i] = ec._WorkspaceChange_occurredAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "actor":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, false,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._WorkspaceChange_actor(ctx, field, obj)
+				})
+		case "project":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, false,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._WorkspaceChange_project(ctx, field, obj)
+				})
+		case "userId":
+			out.Values[i] = ec._WorkspaceChange_userId(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "member":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, false,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._WorkspaceChange_member(ctx, field, obj)
+				})
+		case "changes":
+			out.Values[i] = ec._WorkspaceChange_changes(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
 var __DirectiveImplementors = []string{"__Directive"}
 
 func (ec *executionContext) ___Directive(ctx context.Context, sel ast.SelectionSet, obj *introspection.Directive) graphql.Marshaler {
@@ -15670,6 +16942,14 @@ func (ec *executionContext) marshalNAuditEventEdge2ᚖtaskflowᚋstoreᚐEdge(ct
 	return ec._AuditEventEdge(ctx, sel, v)
 }
 
+func (ec *executionContext) marshalNAuditEventStreamItem2ᚖtaskflowᚋliveᚐAuditItem(ctx context.Context, sel ast.SelectionSet, v *live.AuditItem) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "AuditEventStreamItem!")
+		return graphql.Null
+	}
+	return ec._AuditEventStreamItem(ctx, sel, v)
+}
+
 func (ec *executionContext) marshalNAuditSigningKey2ᚕᚖtaskflowᚋstoreᚐAuditSigningKeyᚄ(ctx context.Context, sel ast.SelectionSet, v []*store.AuditSigningKey) graphql.Marshaler {
 	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
@@ -16086,6 +17366,14 @@ func (ec *executionContext) marshalNTask2ᚖtaskflowᚋstoreᚐTask(ctx context.
 	return ec._Task(ctx, sel, v)
 }
 
+func (ec *executionContext) marshalNTaskChange2ᚖtaskflowᚋliveᚐTaskChange(ctx context.Context, sel ast.SelectionSet, v *live.TaskChange) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "TaskChange!")
+		return graphql.Null
+	}
+	return ec._TaskChange(ctx, sel, v)
+}
+
 func (ec *executionContext) marshalNTaskConnection2ᚖtaskflowᚋstoreᚐConnection(ctx context.Context, sel ast.SelectionSet, v *store.Connection[store.Task]) graphql.Marshaler {
 	if v == nil {
 		graphql.AddInvalidNullError(ctx, "TaskConnection!")
@@ -16291,6 +17579,14 @@ func (ec *executionContext) marshalNWorkspace2ᚖtaskflowᚋstoreᚐWorkspace(ct
 	return ec._Workspace(ctx, sel, v)
 }
 
+func (ec *executionContext) marshalNWorkspaceChange2ᚖtaskflowᚋliveᚐWorkspaceChange(ctx context.Context, sel ast.SelectionSet, v *live.WorkspaceChange) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "WorkspaceChange!")
+		return graphql.Null
+	}
+	return ec._WorkspaceChange(ctx, sel, v)
+}
+
 func (ec *executionContext) marshalN__Directive2githubᚗcomᚋ99designsᚋgqlgenᚋgraphqlᚋintrospectionᚐDirective(ctx context.Context, sel ast.SelectionSet, v introspection.Directive) graphql.Marshaler {
 	return ec.___Directive(ctx, sel, &v)
 }
@@ -16493,6 +17789,13 @@ func (ec *executionContext) marshalOBoolean2ᚖbool(ctx context.Context, sel ast
 	return res
 }
 
+func (ec *executionContext) marshalOComment2ᚖtaskflowᚋstoreᚐComment(ctx context.Context, sel ast.SelectionSet, v *store.Comment) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._Comment(ctx, sel, v)
+}
+
 func (ec *executionContext) unmarshalOFloat2ᚖfloat64(ctx context.Context, v any) (*float64, error) {
 	if v == nil {
 		return nil, nil
@@ -16585,6 +17888,13 @@ func (ec *executionContext) marshalOJSON2taskflowᚋstoreᚐRawJSON(ctx context.
 		return graphql.Null
 	}
 	return v
+}
+
+func (ec *executionContext) marshalOMember2ᚖtaskflowᚋstoreᚐMember(ctx context.Context, sel ast.SelectionSet, v *store.Member) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._Member(ctx, sel, v)
 }
 
 func (ec *executionContext) marshalOProject2ᚖtaskflowᚋstoreᚐProject(ctx context.Context, sel ast.SelectionSet, v *store.Project) graphql.Marshaler {

@@ -26,6 +26,7 @@ import (
 	"taskflow/blobs"
 	"taskflow/graph"
 	"taskflow/idempotency"
+	"taskflow/live"
 	"taskflow/querydoc"
 	"taskflow/ratelimit"
 	"taskflow/reqinfo"
@@ -91,6 +92,13 @@ type Options struct {
 	// under it, every root field one under that, and the request's trace id is
 	// in its log lines and audit events.
 	Tracing trace.TracerProvider
+	// Live is the instance's hub of subscriptions (package live), which the
+	// server runs and closes on SIGTERM; nil: one of the handler's own,
+	// whose tailer starts with the first subscription.
+	Live *live.Hub
+	// Streams bound the streaming transports (WebSocket, SSE): connections,
+	// keep-alive, idle and write timeouts.
+	Streams StreamLimits
 	// Blobs keeps the bytes of attachments: it takes the files of multipart
 	// requests and serves GET /attachments/{id}. Nil: no files (multipart
 	// requests are 415, no download route).
@@ -133,8 +141,11 @@ func newHandler(o Options, without []Guard) http.Handler {
 	if o.Hasher == nil {
 		o.Hasher = auth.NewHasher(auth.HasherOptions{Params: o.PasswordParams, Registerer: ops.reg})
 	}
+	if o.Live == nil {
+		o.Live = live.New(live.Options{DB: o.DB, Log: o.Log, Registerer: ops.reg})
+	}
 	if o.Resolvers == nil {
-		o.Resolvers = &resolvers.Resolver{DB: o.DB, Hasher: o.Hasher, AuditKeys: o.AuditKeys, Blobs: o.Blobs}
+		o.Resolvers = &resolvers.Resolver{DB: o.DB, Hasher: o.Hasher, AuditKeys: o.AuditKeys, Blobs: o.Blobs, Live: o.Live}
 	}
 	es := graph.NewExecutableSchema(graph.Config{Resolvers: o.Resolvers})
 	gql := handler.New(es)
@@ -161,7 +172,17 @@ func newHandler(o Options, without []Guard) http.Handler {
 		tracer = o.Tracing.Tracer(tracerName)
 		gql.Use(rootFieldSpans{tracer})
 	}
-	gql.AddTransport(Transport{Limiter: o.Limiter, MaxBodyBytes: o.MaxBodyBytes, Tracer: tracer, Blobs: o.Blobs, Log: o.Log})
+	httpTransport := Transport{Limiter: o.Limiter, MaxBodyBytes: o.MaxBodyBytes, Tracer: tracer, Blobs: o.Blobs, Log: o.Log}
+	st := newStreams(o.Streams, o.DB, o.Log, o.Live)
+	readLimit := o.MaxBodyBytes
+	if readLimit <= 0 {
+		readLimit = DefaultMaxBodyBytes
+	}
+	// Subscriptions: graphql-ws (WebSocket) and Server-Sent Events, tried
+	// before the HTTP transport, which takes every other request.
+	gql.AddTransport(newWSTransport(st, o.CORS, readLimit))
+	gql.AddTransport(sseTransport{http: httpTransport, st: st})
+	gql.AddTransport(httpTransport)
 	gql.SetQueryCache(querydoc.ExecutorCache{})
 	gql.SetParserTokenLimit(querydoc.DefaultLimits.Tokens)
 	gql.SetValidationRulesFn(documents.Rules)
@@ -181,6 +202,7 @@ func newHandler(o Options, without []Guard) http.Handler {
 		gql.Use(o.Limiter.Extension())
 	}
 	gql.Use(storeAPQ) // after every check that may refuse the operation
+	gql.Use(liveExtension{db: o.DB, limiter: o.Limiter, present: presentError(o.Log)})
 	gql.SetErrorPresenter(presentError(o.Log))
 	gql.SetRecoverFunc(recoverPanic)
 	gql.Use(operationMetrics{ops.metrics})

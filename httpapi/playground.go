@@ -154,6 +154,28 @@ query MyAccountEvents($after: String) {
 }`,
 		Headers: tokenHeaders,
 	},
+	{
+		Query: `# The live audit log (OWNER and ADMIN): run it, make a change in another
+# window, and watch the events arrive. Add after: "<a cursor>" to resume.
+subscription LiveAudit($workspaceId: ID!) {
+  auditEventAdded(workspaceId: $workspaceId) {
+    cursor
+    event {
+      occurredAt
+      action
+      entityType
+      entityId
+      actor { id email name }
+      metadata
+    }
+  }
+}
+`,
+		Variables: `{
+  "workspaceId": "PASTE_A_WORKSPACE_ID"
+}`,
+		Headers: tokenHeaders,
+	},
 }
 
 // playgroundRoutes adds the playground to mux: GET / and its embedded GraphiQL

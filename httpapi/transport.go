@@ -103,8 +103,9 @@ func (t Transport) maxBodyBytes() int64 {
 
 var _ graphql.Transport = Transport{}
 
-// Supports accepts every request but websocket upgrades: the transport
-// answers unsupported methods and media types itself.
+// Supports accepts every request but websocket upgrades (wsTransport) and
+// event streams (sseTransport, registered before it): the transport answers
+// unsupported methods and media types itself, and refuses subscriptions.
 func (t Transport) Supports(r *http.Request) bool { return r.Header.Get("Upgrade") == "" }
 
 // requestError is a problem of the HTTP request itself.
@@ -128,6 +129,7 @@ func (e *requestError) gqlError() *gqlerror.Error {
 // Do serves one GraphQL request.
 func (t Transport) Do(w http.ResponseWriter, r *http.Request, exec graphql.GraphExecutor) {
 	ctx, op := startOperation(r.Context(), t.Tracer)
+	ctx = context.WithValue(ctx, oneResultKey{}, true)
 	defer op.end()
 	media := negotiate(r.Header.Values("Accept"))
 	w.Header().Set("Content-Type", media)
@@ -560,6 +562,10 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_, _ = w.Write(b)
 }
 
+// oneResultKey marks the context of a request answered with one result: no
+// subscription.
+type oneResultKey struct{}
+
 // getRequestKey marks the context of a GET request.
 type getRequestKey struct{}
 
@@ -580,8 +586,16 @@ func (methodGuard) ExtensionName() string { return "MethodGuard" }
 // Validate accepts any schema.
 func (methodGuard) Validate(graphql.ExecutableSchema) error { return nil }
 
-// MutateOperationContext refuses anything but a query over GET.
+// MutateOperationContext refuses anything but a query over GET, and a
+// subscription over plain HTTP.
 func (methodGuard) MutateOperationContext(ctx context.Context, rc *graphql.OperationContext) *gqlerror.Error {
+	if one, _ := ctx.Value(oneResultKey{}).(bool); one && rc.Operation != nil && rc.Operation.Operation == ast.Subscription {
+		return &gqlerror.Error{
+			Message: "a subscription needs a streaming transport: graphql-ws (WebSocket, subprotocol graphql-transport-ws) " +
+				"or Server-Sent Events (Accept: text/event-stream) at this endpoint",
+			Extensions: map[string]any{"code": string(errs.CodeBadUserInput)},
+		}
+	}
 	if isGET(ctx) && rc.Operation != nil && rc.Operation.Operation != ast.Query {
 		return &gqlerror.Error{
 			Message:    "only queries may be sent by GET; send mutations by POST",

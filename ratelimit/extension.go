@@ -164,6 +164,23 @@ func (l *Limiter) Peek(ctx context.Context) *Outcome {
 
 func (l *Limiter) costLimit() Limit { return Limit{Points: l.cfg.Points, Window: l.cfg.Window} }
 
+// ChargeEvent takes points from the caller's cost budget for one event
+// delivered to a subscription (cost.Event), or returns the RATE_LIMITED
+// error, with retryAfter, that ends the stream (nothing is taken then).
+func (l *Limiter) ChargeEvent(ctx context.Context, points int64) *errs.Error {
+	if points <= 0 {
+		return nil
+	}
+	res := l.allow(ctx, LimitCost, costKey(ctx), l.costLimit(), int(min(points, math.MaxInt32)))
+	if res.Allowed {
+		return nil
+	}
+	l.metrics.operations.WithLabelValues(LimitCost, "limited").Inc()
+	return &errs.Error{Code: errs.CodeRateLimited,
+		Message:    "your query-cost budget cannot pay for the next event: subscribe again with the last cursor after retryAfter seconds",
+		Extensions: map[string]any{"retryAfter": ceilSeconds(res.RetryAfter)}}
+}
+
 // MaxCost is the most one operation may cost: MAX_QUERY_COST, or the whole
 // budget when that is smaller (an operation that can never fit is not a 429).
 func (l *Limiter) MaxCost() int64 { return int64(min(l.cfg.MaxCost, l.cfg.Points)) }

@@ -33,6 +33,13 @@ func LoaderMiddleware(db *store.DB, next http.Handler) http.Handler {
 	})
 }
 
+// WithLoaders returns ctx with fresh loaders: each event of a subscription
+// reads the things it names as they are then, not as an earlier event of the
+// same connection cached them.
+func WithLoaders(ctx context.Context, db *store.DB) context.Context {
+	return context.WithValue(ctx, loadersKey{}, newLoaders(db))
+}
+
 // loaders returns the request's loaders (fresh ones outside a request, as in
 // direct resolver calls).
 func (r *Resolver) loaders(ctx context.Context) *Loaders {

@@ -8,6 +8,7 @@ import (
 	"taskflow/auth"
 	"taskflow/blobs"
 	"taskflow/errs"
+	"taskflow/live"
 	"taskflow/store"
 )
 
@@ -20,6 +21,8 @@ type Resolver struct {
 	// AuditKeys are the public keys that verify audit checkpoints, the one
 	// that signs new ones first (AUDIT_SIGNING_KEY).
 	AuditKeys []ed25519.PublicKey
+	// Live serves the subscriptions; nil refuses them.
+	Live *live.Hub
 	// Blobs keeps the bytes of attachments; nil: attachments cannot be added
 	// and have no download link (handlers built without a blob store).
 	Blobs *blobs.Store

@@ -106,7 +106,7 @@ func (s *AuditSealer) idle() time.Duration {
 // wake-up from this instance's units of work or after Idle. Errors are logged
 // and retried after a backoff that grows to 30 s.
 func (s *AuditSealer) Run(ctx context.Context) {
-	runSpineConsumer(ctx, s.DB, "audit sealer", s.DB.sealWake, s.idle(), func(ctx context.Context) (bool, error) {
+	RunSpineConsumer(ctx, s.DB, "audit sealer", s.DB.sealWake, s.idle(), func(ctx context.Context) (bool, error) {
 		r, err := s.Round(ctx)
 		return r.Full, err
 	})

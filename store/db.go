@@ -34,6 +34,9 @@ type DB struct {
 	// audit events (see wakeSealer); dispatchWake tells its webhook
 	// dispatcher the same.
 	sealWake, dispatchWake chan struct{}
+	// spineWakes are the channels of SpineWakeups, signalled with sealWake.
+	wakeMu     sync.Mutex
+	spineWakes []chan struct{}
 	// workspaces remembers the workspace of projects and tasks (see
 	// workspaceOf): a row never moves to another workspace.
 	workspaces *otter.Cache[string, string]
@@ -107,7 +110,8 @@ func New(pool *pgxpool.Pool, log *slog.Logger) *DB {
 
 // wakeSealer tells the sealer and the webhook dispatcher of this instance
 // that events were committed: sends that never block (a wake-up already
-// pending is enough).
+// pending is enough); the other readers of the spine (SpineWakeups) are told
+// too.
 func (db *DB) wakeSealer() {
 	for _, c := range []chan struct{}{db.sealWake, db.dispatchWake} {
 		select {
@@ -115,6 +119,7 @@ func (db *DB) wakeSealer() {
 		default:
 		}
 	}
+	db.wakeSpineReaders()
 }
 
 // Close closes the pool.

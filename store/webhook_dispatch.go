@@ -119,7 +119,7 @@ func (d *WebhookDispatcher) Run(ctx context.Context) {
 	if gap <= 0 {
 		gap = DefaultDispatchGap
 	}
-	runSpineConsumer(ctx, d.DB, "webhook dispatcher", d.DB.dispatchWake, d.idle(), func(ctx context.Context) (bool, error) {
+	RunSpineConsumer(ctx, d.DB, "webhook dispatcher", d.DB.dispatchWake, d.idle(), func(ctx context.Context) (bool, error) {
 		r, err := d.Round(ctx)
 		if err == nil && r.Events > 0 && !r.Full {
 			select {
@@ -131,10 +131,11 @@ func (d *WebhookDispatcher) Run(ctx context.Context) {
 	})
 }
 
-// runSpineConsumer runs round until ctx ends: at once again after a full
-// round, else after a wake-up on wake or after idle; an error is logged and
-// waits out a backoff that grows to 30 s.
-func runSpineConsumer(ctx context.Context, db *DB, name string, wake <-chan struct{}, idle time.Duration,
+// RunSpineConsumer runs round until ctx ends: at once again after a full
+// round, else after a wake-up on wake or after idle; an error is logged
+// (under name) and waits out a backoff that grows to 30 s. The sealer, the
+// webhook dispatcher and the live tailer (package live) run on it.
+func RunSpineConsumer(ctx context.Context, db *DB, name string, wake <-chan struct{}, idle time.Duration,
 	round func(context.Context) (full bool, err error)) {
 	timer := time.NewTimer(idle)
 	defer timer.Stop()

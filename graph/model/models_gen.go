@@ -72,6 +72,17 @@ type RegisterInput struct {
 	Name     string `json:"name"`
 }
 
+// Live updates over graphql-ws (WebSocket, subprotocol graphql-transport-ws) or
+// GraphQL over Server-Sent Events, at /query. Every item carries a cursor: a
+// client that subscribes again with after: <the last cursor it received> gets
+// every event it missed, in order, then the live ones, with no gap and no
+// duplicate, on any instance. Without after, the stream starts now. A stream
+// ends with an error when the caller loses access (UNAUTHENTICATED,
+// NOT_FOUND, FORBIDDEN), runs out of budget (RATE_LIMITED) or meets a
+// restarting server (STREAM_INTERRUPTED): subscribe again with the last cursor.
+type Subscription struct {
+}
+
 type UpdateProjectInput struct {
 	Name        graphql.Omittable[*string] `json:"name,omitempty"`
 	Description graphql.Omittable[*string] `json:"description,omitempty"`

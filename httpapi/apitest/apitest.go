@@ -5,6 +5,7 @@ package apitest
 
 import (
 	"bytes"
+	"context"
 	"crypto/ed25519"
 	"encoding/json"
 	"fmt"
@@ -24,6 +25,7 @@ import (
 	"taskflow/auth"
 	"taskflow/blobs"
 	"taskflow/httpapi"
+	"taskflow/live"
 	"taskflow/ratelimit"
 	"taskflow/store"
 	"taskflow/store/storetest"
@@ -42,6 +44,9 @@ type Env struct {
 	Client *client.Client
 	// Server is a real HTTP server on loopback serving Handler.
 	Server *httptest.Server
+	// Live is the handler's hub of subscriptions, its tailer running until
+	// the test ends.
+	Live *live.Hub
 }
 
 // Option changes the Options of the handler before it is built.
@@ -74,10 +79,22 @@ func newEnv(t testing.TB, newHandler func(httpapi.Options) http.Handler, opts []
 	if o.Blobs == nil {
 		o.Blobs = OpenBlobs(t, db, nil)
 	}
+	if o.Live == nil {
+		o.Live = live.New(live.Options{DB: db, Log: o.Log})
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); o.Live.Run(ctx) }()
 	h := newHandler(o)
 	srv := httptest.NewServer(h)
-	t.Cleanup(srv.Close)
-	return &Env{DB: db, AuditKey: key, Blobs: o.Blobs, Handler: h, Client: client.New(h, client.Path("/query")), Server: srv}
+	t.Cleanup(func() {
+		o.Live.Close()
+		srv.CloseClientConnections()
+		srv.Close()
+		cancel()
+		<-done
+	})
+	return &Env{DB: db, AuditKey: key, Blobs: o.Blobs, Handler: h, Client: client.New(h, client.Path("/query")), Server: srv, Live: o.Live}
 }
 
 // Sealer returns an audit sealer of the Env's database that signs with

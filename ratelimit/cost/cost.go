@@ -52,6 +52,22 @@ func Operation(op *ast.OperationDefinition, vars map[string]any) int64 {
 type walker struct {
 	vars map[string]any
 	memo map[string]int64
+	// eventRoot is set while the root fields of a subscription are costed
+	// per event (Event): their @cost weight is the price of subscribing, not
+	// of each event.
+	eventRoot bool
+}
+
+// Event returns what each event of op, a validated subscription, costs: the
+// cost of its selection as a query would have it, the root field counting
+// 1 (an object) whatever its @cost weight, which is the price of
+// subscribing (Operation).
+func Event(op *ast.OperationDefinition, vars map[string]any) int64 {
+	if op == nil {
+		return 0
+	}
+	w := walker{vars: vars, memo: map[string]int64{}, eventRoot: true}
+	return w.selection(op.SelectionSet, false)
 }
 
 // selection costs a selection set; root says whether it is the root of a mutation.
@@ -103,7 +119,12 @@ func (w *walker) field(f *ast.Field, root, sized bool) int64 {
 		return 0
 	}
 	var base int64
-	if weight, ok := directiveInt(def, "cost", "weight"); ok {
+	eventRoot := w.eventRoot
+	if eventRoot {
+		w.eventRoot = false // the root field's selection is not the root
+		defer func() { w.eventRoot = true }()
+	}
+	if weight, ok := directiveInt(def, "cost", "weight"); ok && !eventRoot {
 		base = max(weight, 0)
 	} else if isComposite(f) {
 		base = 1

@@ -132,3 +132,32 @@ func TestCostFragmentDoublingIsMemoised(t *testing.T) {
 		t.Fatalf("cost(doubling(4)) = %d, want %d", got, (1<<4)-1+(1<<4))
 	}
 }
+
+// A subscription costs its root fields' @cost weight (10) plus its selection
+// when it starts; each event costs the selection with the root field as an
+// object (1), as a query would.
+func TestSubscriptionAndEventCost(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		query               string
+		subscribe, perEvent int64
+	}{
+		{`subscription { taskChanges(projectId: "p") { cursor action } }`, 10, 1},
+		{`subscription { taskChanges(projectId: "p") { task { title project { name } } actor { id } } }`, 13, 4},
+		{`subscription { auditEventAdded(workspaceId: "w") { event { actor { id } } } }`, 12, 3},
+		{`subscription { taskChanges(projectId: "p") { task { comments(first: 5) { nodes { body } } } } }`, 17, 8},
+	}
+	for _, c := range cases {
+		doc, errs := gqlparser.LoadQuery(schema, c.query)
+		if errs != nil {
+			t.Fatalf("%s: %v", c.query, errs)
+		}
+		op := doc.Operations[0]
+		if got := cost.Operation(op, nil); got != c.subscribe {
+			t.Errorf("%s: subscribe costs %d, want %d", c.query, got, c.subscribe)
+		}
+		if got := cost.Event(op, nil); got != c.perEvent {
+			t.Errorf("%s: an event costs %d, want %d", c.query, got, c.perEvent)
+		}
+	}
+}

@@ -1,0 +1,691 @@
+package httpapi
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/99designs/gqlgen/graphql"
+	"github.com/99designs/gqlgen/graphql/handler/transport"
+	coderws "github.com/coder/websocket"
+	"github.com/vektah/gqlparser/v2/ast"
+	"github.com/vektah/gqlparser/v2/gqlerror"
+
+	"taskflow/auth"
+	"taskflow/errs"
+	"taskflow/live"
+	"taskflow/ratelimit"
+	"taskflow/ratelimit/cost"
+	"taskflow/resolvers"
+	"taskflow/store"
+)
+
+// Defaults of StreamLimits.
+const (
+	// DefaultMaxStreams is the most WebSocket connections and SSE streams
+	// one instance holds open.
+	DefaultMaxStreams = 10000
+	// DefaultKeepAlive is the interval of keep-alive pings.
+	DefaultKeepAlive = 15 * time.Second
+	// DefaultStreamIdle is how long a WebSocket connection stays open with no
+	// subscription on it.
+	DefaultStreamIdle = 5 * time.Minute
+	// DefaultStreamWriteTimeout bounds one write to a client: a client that
+	// does not read for that long is disconnected.
+	DefaultStreamWriteTimeout = 10 * time.Second
+	// wsInitTimeout bounds the wait for connection_init.
+	wsInitTimeout = 10 * time.Second
+)
+
+// WebSocket close codes TaskFlow sends besides the protocol's own.
+const (
+	// CloseServiceRestart (1012, RFC 6455's "Service Restart"): the instance
+	// is shutting down; reconnect, to another instance, and subscribe again
+	// with the last cursor.
+	CloseServiceRestart = 1012
+	// CloseUnauthorized (4401, graphql-ws's Unauthorized): the token of
+	// connection_init is not valid; the client must sign in again.
+	CloseUnauthorized = 4401
+)
+
+// StreamLimits bound the streaming transports (WebSocket and SSE) of one
+// instance.
+type StreamLimits struct {
+	// MaxConnections is the most WebSocket connections and SSE streams open
+	// at once (zero: DefaultMaxStreams); over it an upgrade or a stream is
+	// refused with 503 STREAM_INTERRUPTED and Retry-After.
+	MaxConnections int
+	// KeepAlive is the interval of pings (WebSocket ping messages, SSE
+	// comments) (zero: DefaultKeepAlive). A WebSocket client that does not
+	// answer a ping within twice the interval is disconnected.
+	KeepAlive time.Duration
+	// Idle closes a WebSocket connection that has had no subscription for
+	// that long (zero: DefaultStreamIdle).
+	Idle time.Duration
+	// WriteTimeout bounds one write to a client (zero:
+	// DefaultStreamWriteTimeout).
+	WriteTimeout time.Duration
+}
+
+func (l StreamLimits) withDefaults() StreamLimits {
+	if l.MaxConnections <= 0 {
+		l.MaxConnections = DefaultMaxStreams
+	}
+	if l.KeepAlive <= 0 {
+		l.KeepAlive = DefaultKeepAlive
+	}
+	if l.Idle <= 0 {
+		l.Idle = DefaultStreamIdle
+	}
+	if l.WriteTimeout <= 0 {
+		l.WriteTimeout = DefaultStreamWriteTimeout
+	}
+	return l
+}
+
+// streams counts the open streams of the instance against the cap, and
+// closes the WebSocket connections when the hub closes (shutdown).
+type streams struct {
+	limits StreamLimits
+	db     *store.DB
+	log    *slog.Logger
+	open   atomic.Int64
+
+	mu      sync.Mutex
+	conns   map[*wsConn]struct{}
+	closing bool
+}
+
+// newStreams returns the stream registry of a handler; the WebSocket
+// connections close with 1012 when hub closes.
+func newStreams(limits StreamLimits, db *store.DB, log *slog.Logger, hub *live.Hub) *streams {
+	s := &streams{limits: limits.withDefaults(), db: db, log: log, conns: map[*wsConn]struct{}{}}
+	go func() {
+		<-hub.Closing()
+		s.closeAll()
+	}()
+	return s
+}
+
+// acquire takes a place for a stream, or answers 503 with Retry-After when
+// the instance is at its cap (or closing) and returns false.
+func (s *streams) acquire(w http.ResponseWriter) bool {
+	s.mu.Lock()
+	closing := s.closing
+	s.mu.Unlock()
+	if !closing && s.open.Add(1) <= int64(s.limits.MaxConnections) {
+		return true
+	}
+	if !closing {
+		s.open.Add(-1)
+	}
+	msg := "this instance holds as many streams as it may: try again, another instance may answer"
+	if closing {
+		msg = "this instance is restarting: try again, another instance will answer"
+	}
+	w.Header().Set("Content-Type", mediaJSON)
+	w.Header().Set("Retry-After", "1")
+	writeJSON(w, http.StatusServiceUnavailable, struct {
+		Errors gqlerror.List `json:"errors"`
+	}{gqlerror.List{{Message: msg, Extensions: map[string]any{"code": string(errs.CodeStreamInterrupted), "retryAfter": 1}}}})
+	return false
+}
+
+// release gives back a place.
+func (s *streams) release() { s.open.Add(-1) }
+
+// closeAll closes every WebSocket connection with 1012 and refuses new
+// streams.
+func (s *streams) closeAll() {
+	s.mu.Lock()
+	s.closing = true
+	conns := make([]*wsConn, 0, len(s.conns))
+	for c := range s.conns {
+		conns = append(conns, c)
+	}
+	s.mu.Unlock()
+	for _, c := range conns {
+		c.closeWith(CloseServiceRestart, "the server is restarting: reconnect and subscribe again with the last cursor")
+	}
+}
+
+// sameOrigin reports whether origin names the host the request came to.
+func sameOrigin(origin, host string) bool {
+	u, err := url.Parse(origin)
+	return err == nil && u.Host != "" && strings.EqualFold(u.Host, host)
+}
+
+// wsTransport is graphql-ws (the graphql-transport-ws subprotocol) at /query:
+// gqlgen's protocol implementation over a coder/websocket connection of
+// TaskFlow's own (write deadlines, close codes, the instance's cap), after a
+// check of the Origin header against CORS_ALLOWED_ORIGINS (cross-site
+// WebSocket hijacking: a browser sends the cookies of the API's site from
+// any page, so only listed origins and the API's own may open one).
+type wsTransport struct {
+	ws   transport.Websocket
+	st   *streams
+	cors CORS
+}
+
+var _ graphql.Transport = wsTransport{}
+
+// newWSTransport configures gqlgen's WebSocket transport.
+func newWSTransport(st *streams, cors CORS, readLimit int64) wsTransport {
+	t := wsTransport{st: st, cors: cors}
+	t.ws = transport.Websocket{
+		Implementation:        wsImplementation{st},
+		InitFunc:              st.wsInit,
+		InitTimeout:           wsInitTimeout,
+		KeepAlivePingInterval: st.limits.KeepAlive,
+		PingPongInterval:      st.limits.KeepAlive,
+		PayloadReadLimit:      &readLimit,
+		ErrorFunc: func(ctx context.Context, err error) {
+			st.log.DebugContext(ctx, "websocket", "err", err)
+		},
+	}
+	return t
+}
+
+// Supports accepts upgrade requests.
+func (t wsTransport) Supports(r *http.Request) bool { return r.Header.Get("Upgrade") != "" }
+
+// Do checks the origin and the cap, then serves the connection until it
+// closes.
+func (t wsTransport) Do(w http.ResponseWriter, r *http.Request, exec graphql.GraphExecutor) {
+	if origin := r.Header.Get("Origin"); origin != "" && !t.cors.allows(origin) && !sameOrigin(origin, r.Host) {
+		w.Header().Set("Content-Type", mediaJSON)
+		writeJSON(w, http.StatusForbidden, struct {
+			Errors gqlerror.List `json:"errors"`
+		}{gqlerror.List{{Message: "this origin may not open a WebSocket to the API: list it in CORS_ALLOWED_ORIGINS",
+			Extensions: map[string]any{"code": string(errs.CodeForbidden)}}}})
+		return
+	}
+	if !t.st.acquire(w) {
+		return
+	}
+	defer t.st.release()
+	c := &wsConn{st: t.st}
+	t.ws.Do(w, r.WithContext(context.WithValue(r.Context(), wsConnKey{}, c)), exec)
+	c.stopIdle()
+}
+
+// wsInit authenticates a connection by the Authorization of the
+// connection_init payload ("Bearer <token>"), which wins over the upgrade
+// request's header; a bad one closes the connection with 4401.
+func (s *streams) wsInit(ctx context.Context, payload transport.InitPayload) (context.Context, *transport.InitPayload, error) {
+	a := payload.Authorization()
+	if a == "" {
+		return ctx, nil, nil
+	}
+	refuse := func(err error) (context.Context, *transport.InitPayload, error) {
+		ctx = transport.WithWebsocketCloseCode(ctx, CloseUnauthorized)
+		return transport.AppendCloseReason(ctx, "Unauthorized: invalid, expired or revoked token"), nil, err
+	}
+	scheme, tok, ok := strings.Cut(a, " ")
+	if tok = strings.TrimSpace(tok); !ok || !strings.EqualFold(scheme, "Bearer") || tok == "" {
+		return refuse(store.ErrInvalidToken)
+	}
+	authed, err := auth.Authenticate(ctx, s.db, tok)
+	if err != nil {
+		return refuse(err)
+	}
+	return authed, nil, nil
+}
+
+type wsConnKey struct{}
+
+// wsConnFrom returns the WebSocket connection an operation runs on, or nil
+// for other transports.
+func wsConnFrom(ctx context.Context) *wsConn {
+	c, _ := ctx.Value(wsConnKey{}).(*wsConn)
+	return c
+}
+
+// wsImplementation accepts connections for gqlgen's transport.
+type wsImplementation struct{ st *streams }
+
+// Accept upgrades the request. The server's read and write deadlines are
+// cleared first (a hijacked connection keeps them): the connection's own
+// keep-alive and write timeouts bound it instead.
+func (i wsImplementation) Accept(w http.ResponseWriter, r *http.Request, o transport.WebsocketAcceptOptions) (transport.WebsocketConn, error) {
+	rc := http.NewResponseController(w)
+	_ = rc.SetReadDeadline(time.Time{})
+	_ = rc.SetWriteDeadline(time.Time{})
+	for k, vs := range o.ResponseHeader {
+		for _, v := range vs {
+			w.Header().Add(k, v)
+		}
+	}
+	conn, err := coderws.Accept(w, r, &coderws.AcceptOptions{
+		Subprotocols: o.Subprotocols,
+		// The origin was checked by wsTransport, against the CORS list too.
+		InsecureSkipVerify: true,
+	})
+	if err != nil {
+		return nil, err
+	}
+	c := wsConnFrom(r.Context())
+	if c == nil {
+		c = &wsConn{st: i.st}
+	}
+	c.conn = conn
+	i.st.mu.Lock()
+	i.st.conns[c] = struct{}{}
+	i.st.mu.Unlock()
+	c.mu.Lock()
+	c.idle = time.AfterFunc(i.st.limits.Idle, c.idleClose)
+	c.mu.Unlock()
+	return c, nil
+}
+
+// wsConn is one WebSocket connection (gqlgen's transport.WebsocketConn).
+type wsConn struct {
+	st   *streams
+	conn *coderws.Conn
+
+	mu       sync.Mutex
+	subs     int
+	idle     *time.Timer
+	deadline *time.Timer
+	closing  bool
+}
+
+var (
+	_ transport.WebsocketConn          = (*wsConn)(nil)
+	_ transport.WebsocketReadLimiter   = (*wsConn)(nil)
+	_ transport.WebsocketReadDeadliner = (*wsConn)(nil)
+)
+
+// subscribed counts a subscription starting on the connection.
+func (c *wsConn) subscribed() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.subs++
+	if c.idle != nil {
+		c.idle.Stop()
+	}
+}
+
+// unsubscribed counts one ending; the last one starts the idle timer.
+func (c *wsConn) unsubscribed() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.subs--; c.subs == 0 && c.idle != nil {
+		c.idle.Reset(c.st.limits.Idle)
+	}
+}
+
+func (c *wsConn) idleClose() {
+	c.mu.Lock()
+	busy := c.subs > 0
+	c.mu.Unlock()
+	if !busy {
+		c.closeWith(coderws.StatusNormalClosure, "idle: no subscription for "+c.st.limits.Idle.String())
+	}
+}
+
+func (c *wsConn) stopIdle() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.idle != nil {
+		c.idle.Stop()
+	}
+}
+
+// NextReader reads the next message.
+func (c *wsConn) NextReader() (int, io.Reader, error) {
+	typ, data, err := c.conn.Read(context.Background())
+	if err != nil {
+		switch coderws.CloseStatus(err) {
+		case coderws.StatusNormalClosure, coderws.StatusNoStatusRcvd:
+			return int(typ), nil, transport.ErrWebsocketClosed
+		}
+		return int(typ), nil, err
+	}
+	return int(typ), bytes.NewReader(data), nil
+}
+
+// WriteJSON writes one message, within the write timeout: a client that does
+// not read is disconnected (coder/websocket closes the connection when the
+// write's context ends).
+func (c *wsConn) WriteJSON(v any) error {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), c.st.limits.WriteTimeout)
+	defer cancel()
+	return c.conn.Write(ctx, coderws.MessageText, data)
+}
+
+// WriteClose starts the close handshake with code, unless a close started
+// already (the first code wins: 1012 at shutdown).
+func (c *wsConn) WriteClose(code int, reason string) error {
+	c.closeWith(coderws.StatusCode(code), reason)
+	return nil
+}
+
+// closeWith closes the connection with code and reason, once, without
+// waiting for the client's answer (coder/websocket waits up to 5 s for it).
+func (c *wsConn) closeWith(code coderws.StatusCode, reason string) {
+	c.mu.Lock()
+	if c.closing || c.conn == nil {
+		c.mu.Unlock()
+		return
+	}
+	c.closing = true
+	if c.deadline != nil {
+		c.deadline.Stop()
+	}
+	c.mu.Unlock()
+	c.st.mu.Lock()
+	delete(c.st.conns, c)
+	c.st.mu.Unlock()
+	go func() { _ = c.conn.Close(code, reason) }()
+}
+
+// Close closes the connection at once unless a close handshake is under way.
+func (c *wsConn) Close() error {
+	c.mu.Lock()
+	closing := c.closing
+	c.closing = true
+	c.mu.Unlock()
+	c.st.mu.Lock()
+	delete(c.st.conns, c)
+	c.st.mu.Unlock()
+	if closing {
+		return nil
+	}
+	return c.conn.CloseNow()
+}
+
+// Subprotocol is the negotiated subprotocol.
+func (c *wsConn) Subprotocol() string { return c.conn.Subprotocol() }
+
+// SetReadLimit bounds one message from the client.
+func (c *wsConn) SetReadLimit(limit int64) { c.conn.SetReadLimit(limit) }
+
+// SetReadDeadline closes the connection at t unless cleared (zero t) first:
+// gqlgen's wait for a pong.
+func (c *wsConn) SetReadDeadline(t time.Time) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.deadline != nil {
+		c.deadline.Stop()
+		c.deadline = nil
+	}
+	if !t.IsZero() {
+		c.deadline = time.AfterFunc(time.Until(t), func() { _ = c.conn.CloseNow() })
+	}
+	return nil
+}
+
+// sseTransport is GraphQL over Server-Sent Events (the graphql-sse
+// protocol's distinct connections mode) at /query: a POST (or GET) with
+// Accept: text/event-stream; each result is an event "next", the end an
+// event "complete". The request is read and refused as the HTTP transport
+// does (the same bounds and statuses, 429 for RATE_LIMITED) before the
+// stream starts; an error that ends a subscription is a last "next" event
+// with errors. Writes have a deadline (WriteTimeout), so a client that stops
+// reading is disconnected; pings are comments.
+type sseTransport struct {
+	http Transport
+	st   *streams
+}
+
+var _ graphql.Transport = sseTransport{}
+
+// Supports accepts GET and POST requests that accept text/event-stream.
+func (t sseTransport) Supports(r *http.Request) bool {
+	return r.Header.Get("Upgrade") == "" && (r.Method == http.MethodPost || r.Method == http.MethodGet) &&
+		strings.Contains(strings.Join(r.Header.Values("Accept"), ","), "text/event-stream")
+}
+
+// Do serves one operation as an event stream.
+func (t sseTransport) Do(w http.ResponseWriter, r *http.Request, exec graphql.GraphExecutor) {
+	ctx := r.Context()
+	w.Header().Set("Content-Type", mediaJSON)
+	var params *graphql.RawParams
+	var reqErr *requestError
+	if r.Method == http.MethodGet {
+		params, reqErr = paramsFromQuery(r)
+		ctx = context.WithValue(ctx, getRequestKey{}, true)
+	} else {
+		params, reqErr = t.http.paramsFromBody(w, r)
+	}
+	if reqErr != nil {
+		t.refuse(ctx, w, exec, nil, reqErr.status, gqlerror.List{{Message: reqErr.message,
+			Extensions: map[string]any{"code": reqErr.code}}})
+		return
+	}
+	params.Headers = r.Header
+	if !t.st.acquire(w) {
+		return
+	}
+	defer t.st.release()
+	if t.http.Limiter != nil {
+		ctx = ratelimit.WithOutcome(ctx)
+	}
+	rc, opErrs := exec.CreateOperationContext(ctx, params)
+	if opErrs != nil {
+		t.refuse(ctx, w, exec, rc, http.StatusBadRequest, opErrs)
+		return
+	}
+	ctrl := http.NewResponseController(w)
+	_ = ctrl.SetReadDeadline(time.Time{})
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream; charset=utf-8")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
+	t.http.setRateLimitHeaders(w, t.http.outcome(ctx, rc))
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	out := &sseWriter{w: w, ctrl: ctrl, timeout: t.st.limits.WriteTimeout, cancel: cancel}
+	w.WriteHeader(http.StatusOK)
+	out.write(":\n\n")
+	stopPings := out.pings(ctx, t.st.limits.KeepAlive)
+	defer stopPings()
+	responses, ctx := exec.DispatchOperation(ctx, rc)
+	for {
+		resp := responses(ctx)
+		if resp == nil {
+			break
+		}
+		b, err := json.Marshal(resp)
+		if err != nil {
+			b = []byte(`{"errors":[{"message":"internal error","extensions":{"code":"INTERNAL"}}]}`)
+		}
+		if !out.write("event: next\ndata: " + string(b) + "\n\n") {
+			return
+		}
+	}
+	out.write("event: complete\ndata:\n\n")
+}
+
+// refuse answers a request whose operation did not start, as the HTTP
+// transport does (429 with Retry-After for RATE_LIMITED, else status).
+func (t sseTransport) refuse(ctx context.Context, w http.ResponseWriter, exec graphql.GraphExecutor,
+	rc *graphql.OperationContext, status int, list gqlerror.List,
+) {
+	if rc != nil {
+		ctx = graphql.WithOperationContext(ctx, rc)
+	}
+	presented := exec.DispatchError(ctx, list)
+	o := t.http.outcome(ctx, rc)
+	t.http.setRateLimitHeaders(w, o)
+	if o != nil && o.Limited != "" {
+		writeTooMany(w, o.RetryAfterSeconds(), presented.Errors)
+		return
+	}
+	if apqMiss(presented.Errors) {
+		status = http.StatusOK
+	}
+	writeJSON(w, status, struct {
+		Errors gqlerror.List `json:"errors"`
+	}{presented.Errors})
+}
+
+// apqMiss reports a persisted query the server does not know (the client
+// sends the text next).
+func apqMiss(list gqlerror.List) bool {
+	for _, e := range list {
+		if code, _ := e.Extensions["code"].(string); code == string(errs.CodePersistedQueryNotFound) {
+			return true
+		}
+	}
+	return false
+}
+
+// sseWriter writes the events of one stream, one at a time, each within the
+// write timeout; a failed write cancels the stream.
+type sseWriter struct {
+	mu      sync.Mutex
+	w       http.ResponseWriter
+	ctrl    *http.ResponseController
+	timeout time.Duration
+	cancel  context.CancelFunc
+	failed  bool
+}
+
+// write writes s and flushes; false once a write failed.
+func (o *sseWriter) write(s string) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.failed {
+		return false
+	}
+	_ = o.ctrl.SetWriteDeadline(time.Now().Add(o.timeout))
+	if _, err := io.WriteString(o.w, s); err == nil {
+		if err = o.ctrl.Flush(); err == nil {
+			return true
+		}
+	}
+	o.failed = true
+	o.cancel()
+	return false
+}
+
+// pings writes a comment every interval until ctx ends or the returned
+// function is called.
+func (o *sseWriter) pings(ctx context.Context, every time.Duration) func() {
+	t := time.NewTicker(every)
+	done := make(chan struct{})
+	go func() {
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-done:
+				return
+			case <-t.C:
+				if !o.write(": ping\n\n") {
+					return
+				}
+			}
+		}
+	}()
+	return func() { close(done) }
+}
+
+// liveExtension runs each subscription with what the hub needs from the
+// transport: a holder for why it ends (told to the client after its last
+// event: a graphql-ws "error" message, or a last SSE "next" event with
+// errors), the price of each event charged to the caller's budget, fresh
+// data loaders for each event (its task "as it is now"), and the count of
+// subscriptions of a WebSocket connection (its idle timer).
+type liveExtension struct {
+	db      *store.DB
+	limiter *ratelimit.Limiter
+	present graphql.ErrorPresenterFunc
+}
+
+var (
+	_ graphql.HandlerExtension     = liveExtension{}
+	_ graphql.OperationInterceptor = liveExtension{}
+	_ graphql.ResponseInterceptor  = liveExtension{}
+)
+
+// ExtensionName names the extension.
+func (liveExtension) ExtensionName() string { return "LiveSubscriptions" }
+
+// Validate accepts any schema.
+func (liveExtension) Validate(graphql.ExecutableSchema) error { return nil }
+
+func isSubscription(ctx context.Context) bool {
+	if !graphql.HasOperationContext(ctx) {
+		return false
+	}
+	rc := graphql.GetOperationContext(ctx)
+	return rc.Operation != nil && rc.Operation.Operation == ast.Subscription
+}
+
+// InterceptOperation wraps a subscription's responses.
+func (e liveExtension) InterceptOperation(ctx context.Context, next graphql.OperationHandler) graphql.ResponseHandler {
+	if !isSubscription(ctx) {
+		return next(ctx)
+	}
+	rc := graphql.GetOperationContext(ctx)
+	ctx, end := live.WithEnd(ctx)
+	if e.limiter != nil {
+		price := cost.Event(rc.Operation, rc.Variables)
+		ctx = live.WithCharge(ctx, func(ctx context.Context) *errs.Error { return e.limiter.ChargeEvent(ctx, price) })
+	}
+	conn := wsConnFrom(ctx)
+	if conn != nil {
+		conn.subscribed()
+	}
+	responses := next(ctx)
+	var done atomic.Bool
+	return func(ctx context.Context) *graphql.Response {
+		if done.Load() {
+			return nil
+		}
+		if resp := responses(ctx); resp != nil {
+			if conn != nil && len(resp.Errors) > 0 && (len(resp.Data) == 0 || string(resp.Data) == "null") {
+				// Refused (or failed) as a whole: for graphql-transport-ws an
+				// "error" message, which ends the subscription, not "next".
+				for _, err := range resp.Errors {
+					transport.AddSubscriptionError(ctx, err)
+				}
+				done.Store(true)
+				conn.unsubscribed()
+				return nil
+			}
+			return resp
+		}
+		if done.Swap(true) {
+			return nil
+		}
+		if conn != nil {
+			conn.unsubscribed()
+		}
+		err := end.Err()
+		if err == nil {
+			return nil
+		}
+		gqlErr := e.present(ctx, err)
+		if conn != nil {
+			// graphql-transport-ws: an "error" message ends the subscription.
+			transport.AddSubscriptionError(ctx, gqlErr)
+			return nil
+		}
+		return &graphql.Response{Errors: gqlerror.List{gqlErr}}
+	}
+}
+
+// InterceptResponse gives each event of a subscription fresh data loaders.
+func (e liveExtension) InterceptResponse(ctx context.Context, next graphql.ResponseHandler) *graphql.Response {
+	if isSubscription(ctx) {
+		ctx = resolvers.WithLoaders(ctx, e.db)
+	}
+	return next(ctx)
+}

@@ -1,0 +1,482 @@
+package httpapi_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"slices"
+	"testing"
+	"time"
+
+	coderws "github.com/coder/websocket"
+
+	"taskflow/httpapi"
+	"taskflow/httpapi/apitest"
+	"taskflow/live"
+	"taskflow/store"
+)
+
+// liveEnv is an API with a workspace (owner, admin, member) and a project.
+type liveEnv struct {
+	*apitest.Env
+	owner, admin, member, stranger apitest.User
+	ws, project                    string
+}
+
+func newLiveEnv(t *testing.T, opts ...apitest.Option) *liveEnv {
+	t.Helper()
+	e := &liveEnv{Env: apitest.New(t, opts...)}
+	e.owner, e.admin, e.member, e.stranger = e.NewUser(t, "Owner"), e.NewUser(t, "Admin"), e.NewUser(t, "Member"), e.NewUser(t, "Stranger")
+	e.ws = e.data(t, e.owner, `mutation { createWorkspace(input: {name: "Live"}) { id } }`, nil, "createWorkspace", "id").(string)
+	for u, r := range map[apitest.User]store.Role{e.admin: store.RoleAdmin, e.member: store.RoleMember} {
+		if _, err := e.DB.Pool.Exec(t.Context(), `INSERT INTO members (workspace_id, user_id, role) VALUES ($1, $2, $3)`, e.ws, u.ID, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.project = e.data(t, e.owner, `mutation($ws: ID!) { createProject(input: {workspaceId: $ws, name: "Board"}) { id } }`,
+		map[string]any{"ws": e.ws}, "createProject", "id").(string)
+	return e
+}
+
+// data runs an operation that must succeed and returns data.<path...>.
+func (e *liveEnv) data(t *testing.T, u apitest.User, query string, vars map[string]any, path ...string) any {
+	t.Helper()
+	res := e.Post(t, u.Token, query, vars)
+	if res.Status != http.StatusOK || len(res.Body.Errors) > 0 {
+		t.Fatalf("%s: %d %s", query, res.Status, res.Raw)
+	}
+	var v any
+	if err := json.Unmarshal(res.Body.Data, &v); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range path {
+		v = v.(map[string]any)[p]
+	}
+	return v
+}
+
+// createTask creates a task in the project and returns its id.
+func (e *liveEnv) createTask(t *testing.T, title string) string {
+	t.Helper()
+	return e.data(t, e.owner, `mutation($p: ID!, $t: String!) { createTask(input: {projectId: $p, title: $t}) { id } }`,
+		map[string]any{"p": e.project, "t": title}, "createTask", "id").(string)
+}
+
+// dial opens a graphql-ws connection authenticated by u's token in the
+// connection_init payload.
+func (e *liveEnv) dial(t *testing.T, u apitest.User) *apitest.WS {
+	t.Helper()
+	ws := apitest.DialWS(t, e.Server.URL+"/query", apitest.WSOptions{Init: map[string]any{"Authorization": "Bearer " + u.Token}})
+	if ws.Ack.Type != "connection_ack" {
+		t.Fatalf("connection_init answered %+v", ws.Ack)
+	}
+	return ws
+}
+
+const taskChangesQuery = `subscription($p: ID!, $after: String) { taskChanges(projectId: $p, after: $after) {
+	cursor action taskId task { id title } commentId comment { body } actor { id } changes } }`
+
+// taskChange is an item of taskChangesQuery.
+type taskChange struct {
+	Cursor  string
+	Action  string
+	TaskID  string
+	Task    *struct{ ID, Title string }
+	Comment *struct {
+		Body string
+	}
+	Actor   *struct{ ID string }
+	Changes json.RawMessage
+}
+
+// nextTaskChange reads the next "next" message of subscription id.
+func nextTaskChange(t *testing.T, ws *apitest.WS, id string) taskChange {
+	t.Helper()
+	m := ws.Next()
+	if m.Type != "next" || m.ID != id {
+		t.Fatalf("want next of %s, got %s %s %s", id, m.Type, m.ID, m.Payload)
+	}
+	var p struct {
+		Data   struct{ TaskChanges taskChange }
+		Errors []any
+	}
+	if err := json.Unmarshal(m.Payload, &p); err != nil || len(p.Errors) > 0 {
+		t.Fatalf("next payload %s: %v", m.Payload, err)
+	}
+	return p.Data.TaskChanges
+}
+
+// wsError reads the next message of subscription id, which must be an
+// "error" message, and returns its first error's code and extensions.
+func wsError(t *testing.T, ws *apitest.WS, id string) (string, map[string]any) {
+	t.Helper()
+	m := ws.Next()
+	if m.Type != "error" || m.ID != id {
+		t.Fatalf("want error of %s, got %s %s %s", id, m.Type, m.ID, m.Payload)
+	}
+	var errs []struct {
+		Message    string
+		Extensions map[string]any
+	}
+	if err := json.Unmarshal(m.Payload, &errs); err != nil || len(errs) == 0 {
+		t.Fatalf("error payload %s: %v", m.Payload, err)
+	}
+	code, _ := errs[0].Extensions["code"].(string)
+	return code, errs[0].Extensions
+}
+
+// A member subscribed to a project over graphql-ws sees each change of its
+// tasks and comments as it commits, with the task and comment as they are
+// then (null once deleted), the actor and the changed fields.
+func TestLiveTaskChangesOverWebSocket(t *testing.T) {
+	t.Parallel()
+	e := newLiveEnv(t)
+	ws := e.dial(t, e.member)
+	ws.Subscribe("1", taskChangesQuery, map[string]any{"p": e.project})
+	// The subscription is registered before the first change: a task in
+	// another project first proves that only this project's changes come.
+	other := e.data(t, e.owner, `mutation($ws: ID!) { createProject(input: {workspaceId: $ws, name: "Other"}) { id } }`,
+		map[string]any{"ws": e.ws}, "createProject", "id").(string)
+	e.waitSubscribed(t, 1)
+	e.data(t, e.owner, `mutation($p: ID!) { createTask(input: {projectId: $p, title: "elsewhere"}) { id } }`,
+		map[string]any{"p": other})
+
+	id := e.createTask(t, "Ship it")
+	c := nextTaskChange(t, ws, "1")
+	if c.Action != "task.created" || c.TaskID != id || c.Task == nil || c.Task.Title != "Ship it" || c.Actor == nil ||
+		c.Actor.ID != e.owner.ID || c.Cursor == "" {
+		t.Fatalf("created: %+v", c)
+	}
+	e.data(t, e.owner, `mutation($id: ID!) { updateTask(id: $id, input: {title: "Ship it now"}) { id } }`, map[string]any{"id": id})
+	c = nextTaskChange(t, ws, "1")
+	var changes map[string]map[string]any
+	_ = json.Unmarshal(c.Changes, &changes)
+	if c.Action != "task.updated" || c.Task.Title != "Ship it now" || changes["title"]["from"] != "Ship it" {
+		t.Fatalf("updated: %+v %s", c, c.Changes)
+	}
+	e.data(t, e.member, `mutation($id: ID!) { addComment(taskId: $id, body: "on it") { id } }`, map[string]any{"id": id})
+	c = nextTaskChange(t, ws, "1")
+	if c.Action != "comment.created" || c.TaskID != id || c.Comment == nil || c.Comment.Body != "on it" {
+		t.Fatalf("commented: %+v", c)
+	}
+	e.data(t, e.owner, `mutation($id: ID!) { deleteTask(id: $id) }`, map[string]any{"id": id})
+	c = nextTaskChange(t, ws, "1")
+	if c.Action != "task.deleted" || c.TaskID != id || c.Task != nil {
+		t.Fatalf("deleted: %+v", c)
+	}
+}
+
+// waitSubscribed waits until n subscriptions are open on the hub (their
+// catch-up may still run; what commits after this is delivered either way).
+func (e *liveEnv) waitSubscribed(t *testing.T, n int) {
+	t.Helper()
+	for range 2000 {
+		if e.Live.Open() >= n {
+			return
+		}
+		sleepTick()
+	}
+	t.Fatalf("%d subscriptions open, want %d", e.Live.Open(), n)
+}
+
+// The same over Server-Sent Events: a stream of "next" events; and a client
+// that comes back with the cursor of the last event it saw gets every event
+// it missed, in order, each once, then the live ones.
+func TestLiveResumeWithCursorOverSSE(t *testing.T) {
+	t.Parallel()
+	e := newLiveEnv(t)
+	s := e.OpenSSE(t, e.member.Token, taskChangesQuery, map[string]any{"p": e.project})
+	if s.Res.StatusCode != http.StatusOK || s.Res.Header.Get("Content-Type") != "text/event-stream; charset=utf-8" {
+		t.Fatalf("SSE answered %d %s", s.Res.StatusCode, s.Res.Header.Get("Content-Type"))
+	}
+	e.waitSubscribed(t, 1)
+	first := e.createTask(t, "one")
+	got := nextSSETaskChange(t, s)
+	if got.TaskID != first {
+		t.Fatalf("first: %+v", got)
+	}
+	s.Close()
+	var missed []string
+	for _, title := range []string{"two", "three", "four"} {
+		missed = append(missed, e.createTask(t, title))
+	}
+	s = e.OpenSSE(t, e.member.Token, taskChangesQuery, map[string]any{"p": e.project, "after": got.Cursor})
+	var ids []string
+	cursor := got.Cursor
+	for range missed {
+		c := nextSSETaskChange(t, s)
+		if c.Cursor <= cursor && len(c.Cursor) == len(cursor) && c.Cursor == cursor {
+			t.Fatalf("cursor did not move: %s", c.Cursor)
+		}
+		cursor = c.Cursor
+		ids = append(ids, c.TaskID)
+	}
+	if !slices.Equal(ids, missed) {
+		t.Fatalf("resumed with %v, want %v", ids, missed)
+	}
+	live1 := e.createTask(t, "five")
+	if c := nextSSETaskChange(t, s); c.TaskID != live1 || c.Action != "task.created" {
+		t.Fatalf("after catch-up: %+v", c)
+	}
+}
+
+func nextSSETaskChange(t *testing.T, s *apitest.SSE) taskChange {
+	t.Helper()
+	ev, ok := s.Next()
+	if !ok || ev.Event != "next" {
+		t.Fatalf("want a next event, got %+v (open %v)", ev, ok)
+	}
+	var p struct {
+		Data   struct{ TaskChanges taskChange }
+		Errors []any
+	}
+	if err := json.Unmarshal([]byte(ev.Data), &p); err != nil || len(p.Errors) > 0 {
+		t.Fatalf("next data %s: %v", ev.Data, err)
+	}
+	return p.Data.TaskChanges
+}
+
+// A mutation that rolls back publishes nothing: the next item a subscriber
+// gets is the next change that committed.
+func TestLiveRolledBackMutationPublishesNothing(t *testing.T) {
+	t.Parallel()
+	e := newLiveEnv(t)
+	ws := e.dial(t, e.member)
+	ws.Subscribe("1", taskChangesQuery, map[string]any{"p": e.project})
+	e.waitSubscribed(t, 1)
+	owner := &store.User{ID: e.owner.ID}
+	boom := errors.New("boom")
+	err := e.DB.UnitOfWork(context.Background(), func(ctx context.Context) error {
+		if _, err := e.DB.CreateTask(ctx, owner, store.NewTask{ProjectID: e.project, Title: "rolled back"}); err != nil {
+			return err
+		}
+		return boom
+	})
+	if !errors.Is(err, boom) {
+		t.Fatalf("unit of work: %v", err)
+	}
+	id := e.createTask(t, "committed")
+	if c := nextTaskChange(t, ws, "1"); c.TaskID != id || c.Task.Title != "committed" {
+		t.Fatalf("got %+v, want the committed task", c)
+	}
+}
+
+// A member removed from the workspace, or whose token is logged out, stops
+// receiving: the stream ends with NOT_FOUND / UNAUTHENTICATED, and a new
+// subscription is refused.
+func TestLiveRevocation(t *testing.T) {
+	t.Parallel()
+	e := newLiveEnv(t)
+	ws := e.dial(t, e.member)
+	ws.Subscribe("1", taskChangesQuery, map[string]any{"p": e.project})
+	s := e.OpenSSE(t, e.admin.Token, taskChangesQuery, map[string]any{"p": e.project})
+	e.waitSubscribed(t, 2)
+
+	e.data(t, e.owner, `mutation($ws: ID!, $u: ID!) { removeMember(workspaceId: $ws, userId: $u) }`,
+		map[string]any{"ws": e.ws, "u": e.member.ID})
+	if code, ext := wsError(t, ws, "1"); code != "NOT_FOUND" || ext["cursor"] == nil {
+		t.Fatalf("removed member's stream ended with %s %v", code, ext)
+	}
+	ws.Subscribe("2", taskChangesQuery, map[string]any{"p": e.project})
+	if code, _ := wsError(t, ws, "2"); code != "NOT_FOUND" {
+		t.Fatalf("removed member subscribed again: %s", code)
+	}
+
+	e.data(t, e.admin, `mutation { logout }`, nil)
+	ev, ok := s.Next()
+	if !ok || ev.Event != "next" {
+		t.Fatalf("logged out stream: %+v %v", ev, ok)
+	}
+	var p struct {
+		Errors []struct{ Extensions map[string]any }
+	}
+	if err := json.Unmarshal([]byte(ev.Data), &p); err != nil || len(p.Errors) != 1 || p.Errors[0].Extensions["code"] != "UNAUTHENTICATED" {
+		t.Fatalf("logged out stream said %s", ev.Data)
+	}
+	if ev, ok := s.Next(); !ok || ev.Event != "complete" {
+		t.Fatalf("then %+v %v, want complete", ev, ok)
+	}
+}
+
+// The audit stream is for OWNER and ADMIN, takes auditEvents' filters, and
+// ends with FORBIDDEN when its reader is demoted.
+func TestLiveAuditStream(t *testing.T) {
+	t.Parallel()
+	e := newLiveEnv(t)
+	const q = `subscription($ws: ID!, $f: AuditEventFilter) { auditEventAdded(workspaceId: $ws, filter: $f) {
+		cursor event { action entityId ip sealed } } }`
+	ws := e.dial(t, e.member)
+	ws.Subscribe("m", q, map[string]any{"ws": e.ws})
+	if code, _ := wsError(t, ws, "m"); code != "FORBIDDEN" {
+		t.Fatalf("a MEMBER got %s", code)
+	}
+	admin := e.dial(t, e.admin)
+	admin.Subscribe("a", q, map[string]any{"ws": e.ws, "f": map[string]any{"actions": []string{"task.*", "member.*"}}})
+	e.waitSubscribed(t, 1)
+	e.data(t, e.owner, `mutation($ws: ID!) { createProject(input: {workspaceId: $ws, name: "not a task"}) { id } }`,
+		map[string]any{"ws": e.ws})
+	id := e.createTask(t, "audited")
+	m := admin.Next()
+	var p struct {
+		Data struct {
+			AuditEventAdded struct {
+				Cursor string
+				Event  struct {
+					Action, EntityID string
+					IP               *string
+				}
+			}
+		}
+	}
+	if err := json.Unmarshal(m.Payload, &p); err != nil || m.Type != "next" || p.Data.AuditEventAdded.Event.Action != "task.created" ||
+		p.Data.AuditEventAdded.Event.EntityID != id || p.Data.AuditEventAdded.Event.IP == nil {
+		t.Fatalf("audit item %s %s", m.Type, m.Payload)
+	}
+	e.data(t, e.owner, `mutation($ws: ID!, $u: ID!) { updateMemberRole(workspaceId: $ws, userId: $u, role: MEMBER) { role } }`,
+		map[string]any{"ws": e.ws, "u": e.admin.ID})
+	if code, _ := wsError(t, admin, "a"); code != "FORBIDDEN" {
+		t.Fatalf("demoted admin's stream ended with %s", code)
+	}
+}
+
+// Limits: a subscription over plain HTTP is refused; an origin that is not
+// allowed cannot open a WebSocket; the per-user cap and the instance's
+// connection cap refuse with clear errors.
+func TestLiveLimits(t *testing.T) {
+	t.Parallel()
+	hub := func(o *httpapi.Options) {
+		o.CORS = httpapi.CORS{AllowedOrigins: []string{"https://app.example.com"}}
+		o.Streams = httpapi.StreamLimits{MaxConnections: 2}
+	}
+	e := newLiveEnv(t, hub, func(o *httpapi.Options) { o.Live = live.New(live.Options{DB: o.DB, MaxPerUser: 2}) })
+
+	res := e.Post(t, e.member.Token, taskChangesQuery, map[string]any{"p": e.project})
+	if res.Code() != "BAD_USER_INPUT" {
+		t.Fatalf("subscription by POST: %d %s", res.Status, res.Raw)
+	}
+
+	for origin, ok := range map[string]bool{"https://evil.example.com": false, "https://app.example.com": true} {
+		ws, r, err := apitest.TryDialWS(t, e.Server.URL+"/query", apitest.WSOptions{Header: http.Header{"Origin": {origin}}, NoInit: true})
+		if ok != (err == nil) {
+			t.Fatalf("origin %s: %v", origin, err)
+		}
+		if !ok && r.StatusCode != http.StatusForbidden {
+			t.Fatalf("origin %s: HTTP %d", origin, r.StatusCode)
+		}
+		if ws != nil {
+			_ = ws.Conn.Close(coderws.StatusNormalClosure, "")
+		}
+	}
+
+	a := e.dial(t, e.member)
+	a.Subscribe("1", taskChangesQuery, map[string]any{"p": e.project})
+	a.Subscribe("2", taskChangesQuery, map[string]any{"p": e.project})
+	e.waitSubscribed(t, 2)
+	a.Subscribe("3", taskChangesQuery, map[string]any{"p": e.project})
+	if code, ext := wsError(t, a, "3"); code != "RATE_LIMITED" || ext["limit"] != "subscriptions" {
+		t.Fatalf("third subscription: %s %v", code, ext)
+	}
+
+	b := e.dial(t, e.owner)
+	_ = b
+	_, r, err := apitest.TryDialWS(t, e.Server.URL+"/query", apitest.WSOptions{NoInit: true})
+	if err == nil || r == nil || r.StatusCode != http.StatusServiceUnavailable || r.Header.Get("Retry-After") == "" {
+		t.Fatalf("a third connection over the cap of 2: %v %v", err, r)
+	}
+}
+
+// SIGTERM's part: Close ends every stream; WebSocket connections close with
+// 1012 (service restart), SSE streams end with STREAM_INTERRUPTED.
+func TestLiveClose(t *testing.T) {
+	t.Parallel()
+	e := newLiveEnv(t)
+	ws := e.dial(t, e.member)
+	ws.Subscribe("1", taskChangesQuery, map[string]any{"p": e.project})
+	s := e.OpenSSE(t, e.member.Token, taskChangesQuery, map[string]any{"p": e.project})
+	e.waitSubscribed(t, 2)
+	e.Live.Close()
+	ev, ok := s.Next()
+	if !ok || ev.Event != "next" || !json.Valid([]byte(ev.Data)) || !containsCode(ev.Data, "STREAM_INTERRUPTED") {
+		t.Fatalf("SSE at close: %+v %v", ev, ok)
+	}
+	for {
+		m, err := ws.TryNext()
+		if err != nil {
+			if got := coderws.CloseStatus(err); got != httpapi.CloseServiceRestart {
+				t.Fatalf("websocket closed with %d (%v), want 1012", got, err)
+			}
+			break
+		}
+		if m.Type != "error" {
+			t.Fatalf("before the close: %+v", m)
+		}
+	}
+}
+
+func containsCode(data, code string) bool {
+	var p struct {
+		Errors []struct{ Extensions map[string]any }
+	}
+	_ = json.Unmarshal([]byte(data), &p)
+	return len(p.Errors) > 0 && p.Errors[0].Extensions["code"] == code
+}
+
+// sleepTick is the pause of a readiness poll.
+func sleepTick() { time.Sleep(5 * time.Millisecond) }
+
+// workspaceChanges streams the workspace's projects and memberships, each
+// as it is now: a project with its name, a member with its new role, a
+// removed member as null.
+func TestLiveWorkspaceChanges(t *testing.T) {
+	t.Parallel()
+	e := newLiveEnv(t)
+	ws := e.dial(t, e.member)
+	ws.Subscribe("w", `subscription($ws: ID!) { workspaceChanges(workspaceId: $ws) {
+		cursor action actor { id } project { name } userId member { role } changes } }`, map[string]any{"ws": e.ws})
+	e.waitSubscribed(t, 1)
+	e.data(t, e.owner, `mutation($ws: ID!) { createProject(input: {workspaceId: $ws, name: "Roadmap"}) { id } }`,
+		map[string]any{"ws": e.ws})
+	e.createTask(t, "not a workspace change")
+	type change struct {
+		Cursor, Action string
+		Actor          struct{ ID string }
+		Project        *struct{ Name string }
+		UserID         *string
+		Member         *struct{ Role string }
+	}
+	var got []change
+	next := func() {
+		for {
+			m := ws.Next()
+			var p struct {
+				Data struct{ WorkspaceChanges change }
+			}
+			if err := json.Unmarshal(m.Payload, &p); err != nil || m.Type != "next" {
+				t.Fatalf("%s %s", m.Type, m.Payload)
+			}
+			// A stream without after starts at the log's horizon: changes
+			// committed just before it (the fixture's project) may come too.
+			if c := p.Data.WorkspaceChanges; c.Project == nil || c.Project.Name != "Board" {
+				got = append(got, c)
+				return
+			}
+		}
+	}
+	next()
+	e.data(t, e.owner, `mutation($ws: ID!, $u: ID!) { updateMemberRole(workspaceId: $ws, userId: $u, role: VIEWER) { role } }`,
+		map[string]any{"ws": e.ws, "u": e.admin.ID})
+	next()
+	e.data(t, e.owner, `mutation($ws: ID!, $u: ID!) { removeMember(workspaceId: $ws, userId: $u) }`,
+		map[string]any{"ws": e.ws, "u": e.admin.ID})
+	next()
+	if c := got[0]; c.Action != "project.created" || c.Project == nil || c.Project.Name != "Roadmap" || c.Actor.ID != e.owner.ID {
+		t.Errorf("first: %+v", c)
+	}
+	if c := got[1]; c.Action != "member.role_changed" || c.UserID == nil || *c.UserID != e.admin.ID || c.Member == nil || c.Member.Role != "VIEWER" {
+		t.Errorf("second: %+v", c)
+	}
+	if c := got[2]; c.Action != "member.removed" || c.Member != nil {
+		t.Errorf("third: %+v", c)
+	}
+}

@@ -1,0 +1,64 @@
+package live
+
+import (
+	"context"
+	"sync"
+
+	"taskflow/errs"
+)
+
+// End holds why a stream ended, for the transport to tell the client after
+// the last event.
+type End struct {
+	mu  sync.Mutex
+	err *errs.Error
+}
+
+// Err returns why the stream ended, or nil when it has not ended with an
+// error (it is still open, or the client went away).
+func (e *End) Err() *errs.Error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.err
+}
+
+type endKey struct{}
+
+// WithEnd returns ctx with a holder for why the subscription that runs in it
+// ends, and the holder.
+func WithEnd(ctx context.Context) (context.Context, *End) {
+	e := &End{}
+	return context.WithValue(ctx, endKey{}, e), e
+}
+
+// endStream records err in the holder of ctx, if it has one; the first
+// error wins.
+func endStream(ctx context.Context, err *errs.Error) {
+	if e, _ := ctx.Value(endKey{}).(*End); e != nil {
+		e.mu.Lock()
+		if e.err == nil {
+			e.err = err
+		}
+		e.mu.Unlock()
+	}
+}
+
+// Charge takes the price of one delivered event from the caller's budget,
+// or returns the RATE_LIMITED error that ends the stream.
+type Charge func(ctx context.Context) *errs.Error
+
+type chargeKey struct{}
+
+// WithCharge returns ctx whose subscriptions pay each delivered event with
+// fn (the transport's rate limiter).
+func WithCharge(ctx context.Context, fn Charge) context.Context {
+	return context.WithValue(ctx, chargeKey{}, fn)
+}
+
+// charge pays for one event with the Charge of ctx; free without one.
+func charge(ctx context.Context) *errs.Error {
+	if fn, _ := ctx.Value(chargeKey{}).(Charge); fn != nil {
+		return fn(ctx)
+	}
+	return nil
+}

@@ -1,0 +1,352 @@
+// Package live serves GraphQL subscriptions from the event spine: the audit
+// log read in commit-safe order past a cursor (store.ReadSpine). The spine is
+// the only source of truth; wake-ups (this instance's commits, Redis pub/sub
+// from the others, a poll as a backstop) only say "read it now".
+//
+// One tailer per instance (Hub.Run) reads the spine past its own position and
+// hands each event to the local subscribers it concerns. A subscriber that
+// starts, or comes back with the cursor of the last event it received, first
+// reads the spine itself from its cursor with its filter (catch-up), while the
+// tailer already queues the live events for it; it then delivers the queued
+// events past what it has read. Every event is delivered once, in spine order,
+// with no gap: see docs/decisions/2026-12-01-live-subscriptions.md. A
+// subscriber whose queue overflows (a slow client, a long catch-up) is told,
+// empties it and catches up from the spine again, the same way.
+package live
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+
+	"taskflow/errs"
+	"taskflow/store"
+)
+
+// Defaults of Options.
+const (
+	// DefaultMaxPerUser is the most subscriptions one user may have open on
+	// one instance.
+	DefaultMaxPerUser = 100
+	// DefaultBuffer is the most events queued for one subscription: past it
+	// the subscription reads what it missed from the spine itself (see
+	// subscriber.offer), so a slow client costs no more memory.
+	DefaultBuffer = 256
+	// DefaultPoll is how often an idle tailer reads the spine when no wake-up
+	// came (the backstop for commits of other instances).
+	DefaultPoll = 100 * time.Millisecond
+	// RedisChannel is the Redis pub/sub channel of wake-ups (sharded pub/sub
+	// on a Redis Cluster). A message only means "the spine moved".
+	RedisChannel = "taskflow:spine"
+)
+
+// tailBatch is the most events one read of the tailer takes; a full read is
+// followed by the next at once.
+const tailBatch = 1000
+
+// Options configure a Hub.
+type Options struct {
+	DB  *store.DB
+	Log *slog.Logger
+	// Redis, when set, carries wake-ups between instances: each instance
+	// publishes after its commits and reads the spine when another does.
+	// Nil: other instances' events arrive within Poll.
+	Redis redis.UniversalClient
+	// MaxPerUser bounds the open subscriptions of one user on this instance
+	// (zero: DefaultMaxPerUser).
+	MaxPerUser int
+	// Buffer is the most events queued for one subscription (zero:
+	// DefaultBuffer).
+	Buffer int
+	// Poll is the idle tailer's interval (zero: DefaultPoll).
+	Poll time.Duration
+	// Registerer receives the hub's metrics; nil: none.
+	Registerer prometheus.Registerer
+}
+
+// Hub is the live subscriptions of one instance: the tailer, the subscribers
+// and their limits.
+type Hub struct {
+	o Options
+	m *metrics
+
+	mu sync.Mutex
+	// pos is the tailer's position: every event up to it was offered to the
+	// subscribers registered when it was read.
+	pos store.SpineCursor
+	// gen counts registrations, so that an idle tailer jumps to the head
+	// only when no subscriber came meanwhile.
+	gen     uint64
+	byChain map[string]map[*subscriber]struct{}
+	perUser map[string]int
+	open    int
+	closed  bool
+
+	ready   chan struct{} // closed once the tailer has a position
+	closing chan struct{} // closed by Close
+	poke    chan struct{} // a wake-up from another instance
+	runOnce sync.Once
+}
+
+// New returns a hub; Run starts its tailer (Subscribe starts one of its own
+// when nobody did).
+func New(o Options) *Hub {
+	if o.Log == nil {
+		o.Log = slog.Default()
+	}
+	if o.MaxPerUser <= 0 {
+		o.MaxPerUser = DefaultMaxPerUser
+	}
+	if o.Buffer <= 0 {
+		o.Buffer = DefaultBuffer
+	}
+	if o.Poll <= 0 {
+		o.Poll = DefaultPoll
+	}
+	return &Hub{o: o, m: newMetrics(o.Registerer), byChain: map[string]map[*subscriber]struct{}{},
+		perUser: map[string]int{}, ready: make(chan struct{}), closing: make(chan struct{}), poke: make(chan struct{}, 1)}
+}
+
+// Closing is closed when Close is called: transports end their connections
+// then (WebSocket close code 1012).
+func (h *Hub) Closing() <-chan struct{} { return h.closing }
+
+// Close ends every subscription with STREAM_INTERRUPTED (the server is
+// restarting: subscribe again elsewhere with the last cursor) and refuses new
+// ones. The tailer stops with the context given to Run.
+func (h *Hub) Close() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		return
+	}
+	h.closed = true
+	close(h.closing)
+	for _, subs := range h.byChain {
+		for s := range subs {
+			s.fail(interrupted("the server is restarting: subscribe again with the last cursor you received"))
+		}
+	}
+}
+
+// Open returns the number of open subscriptions.
+func (h *Hub) Open() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.open
+}
+
+// Run runs the tailer until ctx ends: a read of the spine at once after this
+// instance committed events, after a wake-up from another instance (Redis)
+// or after Poll, and at once again after a full read
+// (store.RunSpineConsumer, which logs errors and retries after a backoff;
+// subscribers wait meanwhile).
+func (h *Hub) Run(ctx context.Context) {
+	h.runOnce.Do(func() {})
+	local := h.o.DB.SpineWakeups()
+	var publish chan struct{}
+	if h.o.Redis != nil {
+		publish = make(chan struct{}, 1)
+		go h.publish(ctx, publish)
+		go h.listen(ctx)
+	}
+	for backoff := time.Duration(0); ctx.Err() == nil; {
+		head, err := h.o.DB.SpineHead(ctx)
+		if err == nil {
+			h.mu.Lock()
+			h.pos = head
+			h.mu.Unlock()
+			close(h.ready)
+			break
+		}
+		backoff = min(max(2*backoff, 100*time.Millisecond), 5*time.Second)
+		h.o.Log.ErrorContext(ctx, "live tailer: spine head", "err", err, "retry_in", backoff.String())
+		select {
+		case <-ctx.Done():
+		case <-time.After(backoff):
+		}
+	}
+	// This instance's commits wake the tailer and, through Redis, the
+	// other instances'; their commits wake it through h.poke.
+	wake := make(chan struct{}, 1)
+	go func() {
+		signal := func(c chan struct{}) {
+			select {
+			case c <- struct{}{}:
+			default:
+			}
+		}
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-local:
+				signal(wake)
+				if publish != nil {
+					signal(publish)
+				}
+			case <-h.poke:
+				signal(wake)
+			}
+		}
+	}()
+	store.RunSpineConsumer(ctx, h.o.DB, "live tailer", wake, h.o.Poll, h.round)
+}
+
+// start makes sure a tailer runs (one of the hub's own, for a hub nobody
+// runs) and waits until it has a position.
+func (h *Hub) start(ctx context.Context) error {
+	h.runOnce.Do(func() { go h.Run(context.WithoutCancel(ctx)) })
+	select {
+	case <-h.ready:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// round is one read of the tailer: with no subscriber it only moves to the
+// spine's head; otherwise it reads up to tailBatch events past its position,
+// finds where task and comment events belong, and offers each event to the
+// subscribers of its chain. It reports a full read.
+func (h *Hub) round(ctx context.Context) (bool, error) {
+	h.mu.Lock()
+	gen, open, pos := h.gen, h.open, h.pos
+	h.mu.Unlock()
+	if open == 0 {
+		head, err := h.o.DB.SpineHead(ctx)
+		if err != nil {
+			return false, err
+		}
+		h.mu.Lock()
+		// A subscriber registered since gen was read may be catching up
+		// from before head: then the tailer must read what lies between.
+		if h.gen == gen && pos.Before(head) {
+			h.pos = head
+		}
+		h.mu.Unlock()
+		return false, nil
+	}
+	read, err := h.o.DB.ReadSpine(ctx, pos, store.SpineFilter{}, tailBatch)
+	if err != nil {
+		return false, err
+	}
+	events, err := eventsOf(ctx, h.o.DB, read.Events)
+	if err != nil {
+		return false, err
+	}
+	h.mu.Lock()
+	for _, e := range events {
+		for s := range h.byChain[e.Record.ChainKey] {
+			s.offer(e)
+		}
+	}
+	h.pos = read.Next
+	h.mu.Unlock()
+	return len(read.Events) == tailBatch, nil
+}
+
+// publish sends a wake-up to the other instances after each of this
+// instance's commits (several commits during one publish share the next).
+func (h *Hub) publish(ctx context.Context, signals <-chan struct{}) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-signals:
+		}
+		var err error
+		if _, ok := h.o.Redis.(*redis.ClusterClient); ok {
+			err = h.o.Redis.SPublish(ctx, RedisChannel, "1").Err()
+		} else {
+			err = h.o.Redis.Publish(ctx, RedisChannel, "1").Err()
+		}
+		if err != nil && ctx.Err() == nil {
+			// The other instances still read within their poll.
+			h.o.Log.DebugContext(ctx, "live: publish a wake-up", "err", err)
+		}
+	}
+}
+
+// listen wakes the tailer on each wake-up from another instance. go-redis
+// resubscribes after a lost connection by itself.
+func (h *Hub) listen(ctx context.Context) {
+	var ps *redis.PubSub
+	if _, ok := h.o.Redis.(*redis.ClusterClient); ok {
+		ps = h.o.Redis.SSubscribe(ctx, RedisChannel)
+	} else {
+		ps = h.o.Redis.Subscribe(ctx, RedisChannel)
+	}
+	defer ps.Close()
+	ch := ps.Channel()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case _, ok := <-ch:
+			if !ok {
+				return
+			}
+			select {
+			case h.poke <- struct{}{}:
+			default:
+			}
+		}
+	}
+}
+
+// register adds a subscriber (refused over the per-user cap or once closed).
+func (h *Hub) register(s *subscriber) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		return interrupted("the server is restarting: subscribe again (another instance will answer)")
+	}
+	if h.perUser[s.user.ID] >= h.o.MaxPerUser {
+		h.m.ended.WithLabelValues(string(errs.CodeRateLimited)).Inc()
+		return &errs.Error{Code: errs.CodeRateLimited,
+			Message:    "too many open subscriptions: close one first (at most " + itoa(h.o.MaxPerUser) + " per user)",
+			Extensions: map[string]any{"retryAfter": 1, "limit": "subscriptions", "maximum": h.o.MaxPerUser}}
+	}
+	h.perUser[s.user.ID]++
+	h.open++
+	h.gen++
+	for _, c := range s.chains {
+		if h.byChain[c] == nil {
+			h.byChain[c] = map[*subscriber]struct{}{}
+		}
+		h.byChain[c][s] = struct{}{}
+	}
+	h.m.open.Inc()
+	return nil
+}
+
+// remove takes a subscriber out.
+func (h *Hub) remove(s *subscriber) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, c := range s.chains {
+		delete(h.byChain[c], s)
+		if len(h.byChain[c]) == 0 {
+			delete(h.byChain, c)
+		}
+	}
+	if h.perUser[s.user.ID]--; h.perUser[s.user.ID] <= 0 {
+		delete(h.perUser, s.user.ID)
+	}
+	h.open--
+	h.m.open.Dec()
+}
+
+// interrupted is the STREAM_INTERRUPTED error with msg.
+func interrupted(msg string) *errs.Error {
+	return &errs.Error{Code: errs.CodeStreamInterrupted, Message: msg}
+}
+
+// errClosed tells a subscriber that its client went away.
+var errClosed = errors.New("live: subscription closed")
