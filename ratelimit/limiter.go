@@ -143,7 +143,7 @@ func New(o Options) (*Limiter, error) {
 	if l.log == nil {
 		l.log = slog.Default()
 	}
-	l.turns.waiting, l.turns.refused = l.metrics.turnsWaiting, l.metrics.turnsRefused
+	l.turns.waiting, l.turns.active, l.turns.refused = l.metrics.turnsWaiting, l.metrics.turnsActive, l.metrics.turnsRefused
 	l.policyHeader = policyHeader(l.costLimit())
 	if l.probe <= 0 {
 		l.probe = time.Second

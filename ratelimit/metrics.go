@@ -15,6 +15,7 @@ type metrics struct {
 	leased        prometheus.Counter
 	costAllowed   prometheus.Counter // operations{limit="cost",outcome="allowed"}, resolved once
 	turnsWaiting  prometheus.Gauge
+	turnsActive   prometheus.Gauge
 	turnsRefused  prometheus.Counter
 }
 
@@ -45,6 +46,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "taskflow_ratelimit_turns_waiting",
 			Help: "Requests waiting for their caller's turn through parse and validation (one at a time per caller).",
 		}),
+		turnsActive: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "taskflow_ratelimit_turns_active",
+			Help: "Requests in their caller's turn: being read, parsed, validated and priced.",
+		}),
 		turnsRefused: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "taskflow_ratelimit_turns_refused_total",
 			Help: "Requests answered 429 because too many requests of their caller were waiting for its turn.",
@@ -59,6 +64,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		m.redisUp = promreg.Register(reg, m.redisUp)
 		m.leased = promreg.Register(reg, m.leased)
 		m.turnsWaiting = promreg.Register(reg, m.turnsWaiting)
+		m.turnsActive = promreg.Register(reg, m.turnsActive)
 		m.turnsRefused = promreg.Register(reg, m.turnsRefused)
 	}
 	m.redisUp.Set(1)

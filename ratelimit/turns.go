@@ -21,16 +21,19 @@ import (
 // gets one core at the most, and the others keep theirs.
 
 // MaxWaitingTurns bounds the requests of one caller waiting for their turn on
-// an instance: past it a request is answered 429 at once (nothing ran).
-const MaxWaitingTurns = 32
+// an instance: past it a request is answered 429 at once (nothing ran). A
+// waiting request holds a goroutine and its connection's buffers (its body is
+// not read yet), about 12 KB: 128 of them are 1.5 MB, and more than a browser
+// or a client library sends at once (the graphql-http audit sends about 100).
+const MaxWaitingTurns = 128
 
 // turns are the callers' turns through the phase before execution.
 type turns struct {
 	mu      sync.Mutex
 	callers map[string]*callerTurn
-	// waiting and refused count, when set (the limiter's metrics).
-	waiting interface{ Add(float64) }
-	refused interface{ Inc() }
+	// waiting, active and refused count, when set (the limiter's metrics).
+	waiting, active interface{ Add(float64) }
+	refused         interface{ Inc() }
 }
 
 // callerTurn is one caller's turn: the semaphore of its one slot, and how many
@@ -85,7 +88,16 @@ func (t *turns) enter(ctx context.Context, key string) (func(), error) {
 		leave()
 		return nil, err
 	}
-	return func() { c.sem.Release(1); leave() }, nil
+	if t.active != nil {
+		t.active.Add(1)
+	}
+	return func() {
+		if t.active != nil {
+			t.active.Add(-1)
+		}
+		c.sem.Release(1)
+		leave()
+	}, nil
 }
 
 // Turn waits for the caller's turn through the phase before execution (see
