@@ -235,7 +235,11 @@ func (r *queryResolver) Project(ctx context.Context, id string) (*store.Project,
 
 // Task is the resolver for the task field.
 func (r *queryResolver) Task(ctx context.Context, id string) (*store.Task, error) {
-	return r.loaders(ctx).primeTask(r.DB.Task(ctx, auth.UserFrom(ctx), id))
+	t, assignee, err := r.DB.TaskWithAssignee(ctx, auth.UserFrom(ctx), id)
+	if assignee != nil {
+		r.loaders(ctx).users.Prime(assignee.ID, assignee)
+	}
+	return r.loaders(ctx).primeTask(t, err)
 }
 
 // SearchTasks is the resolver for the searchTasks field.

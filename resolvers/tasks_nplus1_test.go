@@ -182,3 +182,41 @@ func checkStatements(t *testing.T, what string, stmts []string, most int) {
 	}
 	t.Fatalf("%s took %d statements, want at most %d:\n%s", what, len(stmts), most, strings.Join(stmts, "\n"))
 }
+
+// task(id) with its assignee, and project(id) with a page of its tasks, are the
+// commonest reads: one statement each beyond the token lookup (which the
+// instance remembers, store.SessionTTL), and two for the project's page (the
+// project with the viewer's role, then the page).
+func TestLoneReadsAreOneStatement(t *testing.T) {
+	t.Parallel()
+	env, counter := countedEnv(t)
+	w := newWorld(t, env)
+	project := newProject(t, env, w.workspace, "P")
+	if _, err := env.DB.Pool.Exec(t.Context(), `INSERT INTO tasks (project_id, workspace_id, title, assignee_id, created_by)
+		VALUES ($1, $2, 'one', $3, $3)`, project, w.workspace, w.member.ID); err != nil {
+		t.Fatal(err)
+	}
+	task := anyTask(t, env, project)
+	for _, c := range []struct {
+		query string
+		vars  map[string]any
+		want  string
+		most  int
+	}{
+		{`query($id: ID!) { task(id: $id) { id title assignee { id name } } }`, map[string]any{"id": task}, w.member.ID, 1},
+		{`query($id: ID!) { project(id: $id) { tasks(first: 20) { nodes { id title } } } }`, map[string]any{"id": project}, task, 2},
+	} {
+		counter.reset()
+		r := call(t, env, w.viewer, c.query, c.vars)
+		if len(r.Body.Errors) > 0 || !strings.Contains(string(r.Body.Data), c.want) {
+			t.Fatalf("%s: %s", c.query, r.Raw)
+		}
+		var stmts []string
+		for _, s := range counter.statements() {
+			if !strings.Contains(s, "FROM tokens t") {
+				stmts = append(stmts, s)
+			}
+		}
+		checkStatements(t, c.query, stmts, c.most)
+	}
+}

@@ -16,14 +16,14 @@ import (
 // not in map to nothing.
 func (db *DB) MembersByWorkspaces(ctx context.Context, viewerID string, workspaceIDs []string) (map[string][]*Member, error) {
 	out := make(map[string][]*Member, len(workspaceIDs))
-	valid, n := uuidArray(workspaceIDs)
+	cond, arg, n := anyID("m.workspace_id", 2, workspaceIDs)
 	if n == 0 || !validID(viewerID) {
 		return out, nil
 	}
 	rows, err := db.q(ctx).Query(ctx, `SELECT m.workspace_id, m.user_id, m.role, m.joined_at FROM members m
 		JOIN members v ON v.workspace_id = m.workspace_id AND v.user_id = $1
-		WHERE m.workspace_id = ANY($2::text[]::uuid[])
-		ORDER BY m.joined_at DESC, m.user_id DESC`, viewerID, valid)
+		WHERE `+cond+`
+		ORDER BY m.joined_at DESC, m.user_id DESC`, viewerID, arg)
 	if err != nil {
 		return nil, fmt.Errorf("members by workspaces: %w", err)
 	}

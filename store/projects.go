@@ -31,13 +31,13 @@ func scanProject(row pgx.Row, extra ...any) (*Project, error) {
 // live in a workspace viewerID is a member of, by id. Other ids are absent.
 func (db *DB) ProjectsByIDs(ctx context.Context, viewerID string, ids []string) (map[string]*Project, error) {
 	out := make(map[string]*Project, len(ids))
-	valid, n := uuidArray(ids)
+	cond, arg, n := anyID("p.id", 2, ids)
 	if n == 0 || !validID(viewerID) {
 		return out, nil
 	}
 	rows, err := db.q(ctx).Query(ctx, `SELECT `+projectColumns+` FROM projects p
 		JOIN members v ON v.workspace_id = p.workspace_id AND v.user_id = $1
-		WHERE p.id = ANY($2::text[]::uuid[])`, viewerID, valid)
+		WHERE `+cond, viewerID, arg)
 	if err != nil {
 		return nil, fmt.Errorf("projects by ids: %w", err)
 	}

@@ -257,30 +257,46 @@ func (db *DB) DeleteTask(ctx context.Context, actor *User, id string) error {
 // task does not exist, the id is malformed, or the task is in a workspace viewer
 // is not a member of.
 func (db *DB) Task(ctx context.Context, viewer *User, id string) (*Task, error) {
+	t, _, err := db.TaskWithAssignee(ctx, viewer, id)
+	return t, err
+}
+
+// TaskWithAssignee is Task with the task's assignee (nil for none) read in the
+// same statement: task(id) { assignee { ... } }, the commonest read, is then one
+// round trip. It returns what Task returns.
+func (db *DB) TaskWithAssignee(ctx context.Context, viewer *User, id string) (*Task, *User, error) {
 	if viewer == nil {
-		return nil, errs.ErrUnauthenticated
+		return nil, nil, errs.ErrUnauthenticated
 	}
 	if !validID(id) {
-		return nil, notFound("task")
+		return nil, nil, notFound("task")
 	}
-	t, err := scanTask(db.q(ctx).QueryRow(ctx, `SELECT `+taskColumns+` FROM tasks t
+	var a struct {
+		id, email, name, hash *string
+		createdAt            *time.Time
+	}
+	t, err := scanTask(db.q(ctx).QueryRow(ctx, `SELECT `+taskColumns+`, `+userColumns+` FROM tasks t
 		JOIN members m ON m.workspace_id = t.workspace_id AND m.user_id = $2
-		WHERE t.id = $1`, id, viewer.ID))
+		LEFT JOIN users u ON u.id = t.assignee_id
+		WHERE t.id = $1`, id, viewer.ID), &a.id, &a.email, &a.name, &a.hash, &a.createdAt)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, notFound("task")
+		return nil, nil, notFound("task")
 	}
 	if err != nil {
-		return nil, fmt.Errorf("task: %w", err)
+		return nil, nil, fmt.Errorf("task: %w", err)
 	}
-	return t, nil
+	if a.id == nil {
+		return t, nil, nil
+	}
+	return t, &User{ID: *a.id, Email: *a.email, Name: *a.name, PasswordHash: *a.hash, CreatedAt: *a.createdAt}, nil
 }
 
 // TasksByID returns the tasks with the given ids, in the order of ids, with nil
 // for an id that does not exist. It checks no access: callers load tasks
 // reachable from things the viewer can already see (a comment's task).
 func (db *DB) TasksByID(ctx context.Context, ids []string) ([]*Task, error) {
-	valid, n := uuidArray(ids)
-	rows, err := db.q(ctx).Query(ctx, `SELECT `+taskColumns+` FROM tasks t WHERE t.id = ANY($1::text[]::uuid[])`, valid)
+	cond, arg, n := anyID("t.id", 1, ids)
+	rows, err := db.q(ctx).Query(ctx, `SELECT `+taskColumns+` FROM tasks t WHERE `+cond, arg)
 	if err != nil {
 		return nil, fmt.Errorf("tasks by id: %w", err)
 	}
@@ -372,18 +388,32 @@ func (db *DB) TaskPages(ctx context.Context, keys []TaskPageKey) ([]*TaskConnect
 		}
 		limits[i] = int32(p.First + 1)
 	}
-	rows, err := db.q(ctx).Query(ctx, `SELECT k.ord, `+taskColumns+`
-		FROM unnest($1::text[]::uuid[], $2::text[], $3::timestamptz[], $4::text[]::uuid[], $5::int[])
-			WITH ORDINALITY AS k(project_id, status, at, id, lim, ord)
-		CROSS JOIN LATERAL (
-			SELECT * FROM tasks t
-			WHERE t.project_id = k.project_id
-				AND (k.status IS NULL OR t.status = k.status)
-				AND (k.at IS NULL OR (t.created_at, t.id) < (k.at, k.id))
+	var rows pgx.Rows
+	var err error
+	if len(keys) == 1 {
+		// One page (project(id) { tasks }): scalar parameters, which Postgres
+		// plans once (anyID says why the arrays below are planned every time).
+		rows, err = db.q(ctx).Query(ctx, `SELECT 1::bigint, `+taskColumns+` FROM tasks t
+			WHERE t.project_id = $1::text::uuid
+				AND ($2::text IS NULL OR t.status = $2::text)
+				AND ($3::timestamptz IS NULL OR (t.created_at, t.id) < ($3::timestamptz, $4::text::uuid))
 			ORDER BY t.created_at DESC, t.id DESC
-			LIMIT k.lim) t
-		ORDER BY k.ord, t.created_at DESC, t.id DESC`,
-		projects, statuses, ats, afterIDs, limits)
+			LIMIT $5::int`,
+			projects[0], statuses[0], ats[0], afterIDs[0], limits[0])
+	} else {
+		rows, err = db.q(ctx).Query(ctx, `SELECT k.ord, `+taskColumns+`
+			FROM unnest($1::text[]::uuid[], $2::text[], $3::timestamptz[], $4::text[]::uuid[], $5::int[])
+				WITH ORDINALITY AS k(project_id, status, at, id, lim, ord)
+			CROSS JOIN LATERAL (
+				SELECT * FROM tasks t
+				WHERE t.project_id = k.project_id
+					AND (k.status IS NULL OR t.status = k.status)
+					AND (k.at IS NULL OR (t.created_at, t.id) < (k.at, k.id))
+				ORDER BY t.created_at DESC, t.id DESC
+				LIMIT k.lim) t
+			ORDER BY k.ord, t.created_at DESC, t.id DESC`,
+			projects, statuses, ats, afterIDs, limits)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("task pages: %w", err)
 	}

@@ -29,13 +29,13 @@ func scanWorkspace(row pgx.Row) (*Workspace, error) {
 // workspace the viewer is not in) are absent from the map.
 func (db *DB) WorkspacesByIDs(ctx context.Context, viewerID string, ids []string) (map[string]*Workspace, error) {
 	out := make(map[string]*Workspace, len(ids))
-	valid, n := uuidArray(ids)
+	cond, arg, n := anyID("w.id", 2, ids)
 	if n == 0 || !validID(viewerID) {
 		return out, nil
 	}
 	rows, err := db.q(ctx).Query(ctx, `SELECT `+workspaceColumns+` FROM workspaces w
 		JOIN members v ON v.workspace_id = w.id AND v.user_id = $1
-		WHERE w.id = ANY($2::text[]::uuid[])`, viewerID, valid)
+		WHERE `+cond, viewerID, arg)
 	if err != nil {
 		return nil, fmt.Errorf("workspaces by ids: %w", err)
 	}
@@ -55,15 +55,15 @@ func (db *DB) WorkspacesByIDs(ctx context.Context, viewerID string, ids []string
 // first, each with the viewer's role. A user who shares none maps to nothing.
 func (db *DB) WorkspacesOfUsers(ctx context.Context, viewerID string, userIDs []string) (map[string][]*Workspace, error) {
 	out := make(map[string][]*Workspace, len(userIDs))
-	valid, n := uuidArray(userIDs)
+	cond, arg, n := anyID("m.user_id", 2, userIDs)
 	if n == 0 || !validID(viewerID) {
 		return out, nil
 	}
 	rows, err := db.q(ctx).Query(ctx, `SELECT m.user_id, `+workspaceColumns+` FROM members m
 		JOIN members v ON v.workspace_id = m.workspace_id AND v.user_id = $1
 		JOIN workspaces w ON w.id = m.workspace_id
-		WHERE m.user_id = ANY($2::text[]::uuid[])
-		ORDER BY w.created_at DESC, w.id DESC`, viewerID, valid)
+		WHERE `+cond+`
+		ORDER BY w.created_at DESC, w.id DESC`, viewerID, arg)
 	if err != nil {
 		return nil, fmt.Errorf("workspaces of users: %w", err)
 	}
