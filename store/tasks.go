@@ -273,7 +273,7 @@ func (db *DB) TaskWithAssignee(ctx context.Context, viewer *User, id string) (*T
 	}
 	var a struct {
 		id, email, name, hash *string
-		createdAt            *time.Time
+		createdAt             *time.Time
 	}
 	t, err := scanTask(db.q(ctx).QueryRow(ctx, `SELECT `+taskColumns+`, `+userColumns+` FROM tasks t
 		JOIN members m ON m.workspace_id = t.workspace_id AND m.user_id = $2
