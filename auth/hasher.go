@@ -8,6 +8,7 @@ import (
 	"math"
 	"runtime"
 	"runtime/debug"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -19,8 +20,8 @@ import (
 )
 
 // DefaultHashWait is how long a password hash waits for room under a
-// Hasher's bound before its request is refused as busy: about 70 hashes of
-// the default parameters on two cores (28 ms each, two at a time), far more
+// Hasher's bound before its request is refused as busy: about 35 hashes of
+// the default parameters on two cores (28 ms each, one at a time), far more
 // than a burst of honest sign-ins, and short enough to answer a flood quickly.
 const DefaultHashWait = time.Second
 
@@ -54,17 +55,28 @@ type HasherOptions struct {
 }
 
 // DefaultMaxConcurrent is how many hashes made with p run at once by default:
-// one per CPU the process may use (GOMAXPROCS, which follows a container's
-// CPU limit) per argon2 lane, since a hash is CPU-bound and more at once only
-// adds memory; and, when a Go memory limit is set (GOMEMLIMIT), no more than
-// a quarter of it in hash memory. Always at least one.
+// half the CPUs the process may use (GOMAXPROCS, which follows a container's
+// CPU limit) per argon2 lane, so that a flood of sign-ups or sign-ins leaves
+// the other half to every other request (bench/abuse: with all of them, a
+// signed-in client's p99 rose 19 times); and, when a Go memory limit is set
+// (GOMEMLIMIT), no more than a quarter of it in hash memory. Always at least
+// one.
 func DefaultMaxConcurrent(p PasswordParams) int {
-	n := runtime.GOMAXPROCS(0) / max(int(p.Threads), 1)
+	n := runtime.GOMAXPROCS(0) / 2 / max(int(p.Threads), 1)
 	if limit := debug.SetMemoryLimit(-1); limit < math.MaxInt64 && p.Memory > 0 {
 		n = min(n, int(limit/4/(int64(p.Memory)*1024)))
 	}
 	return max(n, 1)
 }
+
+// hashGarbageKiB is how much hash memory may become garbage before the
+// hasher starts a collection (64 MiB: three hashes of the default
+// parameters). A hash's 19 MiB is garbage the moment it ends, and with the
+// server's GOGC=200 and no GOMEMLIMIT the next collection waits for the heap
+// to triple: in bench/abuse, 20 sign-ups after the caches had filled took the
+// RSS to 361 MiB. At most one hash in 64 MiB pays for a collection, which it
+// does not wait for.
+const hashGarbageKiB = 64 << 10
 
 // Hasher makes and verifies argon2id password hashes under one bound on the
 // memory they hold at once (a weighted semaphore of MaxConcurrent times the
@@ -85,6 +97,7 @@ type Hasher struct {
 	wait     time.Duration
 	dummy    string
 	metrics  *hashMetrics
+	garbage  atomic.Int64 // KiB of hash memory since the last collection it started
 }
 
 // NewHasher returns a Hasher.
@@ -131,7 +144,20 @@ func (h *Hasher) Run(ctx context.Context, memory uint32, fn func()) error {
 	defer h.metrics.inFlight.Dec()
 	fn()
 	h.metrics.ok.Inc()
+	h.discarded(n)
 	return nil
+}
+
+// discarded counts kib of hash memory become garbage and starts a collection
+// (without waiting for it) once hashGarbageKiB have; it reports whether it
+// did.
+func (h *Hasher) discarded(kib int64) bool {
+	if h.garbage.Add(kib) < hashGarbageKiB {
+		return false
+	}
+	h.garbage.Store(0)
+	go runtime.GC()
+	return true
 }
 
 // Hash returns the argon2id hash of password made with the hasher's

@@ -182,7 +182,33 @@ func TestDefaultMaxConcurrent(t *testing.T) {
 		t.Fatalf("with a 100 MiB memory limit: %d hashes of 19 MiB, want 1 (a quarter of the limit)", got)
 	}
 	debug.SetMemoryLimit(1 << 30)
-	if got, want := DefaultMaxConcurrent(PasswordParams{Memory: 1024, Threads: 1}), min(runtime.GOMAXPROCS(0), 256); got != want {
+	if got, want := DefaultMaxConcurrent(PasswordParams{Memory: 1024, Threads: 1}), max(min(runtime.GOMAXPROCS(0)/2, 256), 1); got != want {
 		t.Fatalf("with a 1 GiB limit and 1 MiB hashes: %d, want %d", got, want)
+	}
+}
+
+// Hash memory is garbage once a hash ends: the hasher starts a collection once
+// hashGarbageKiB of it have piled up, not at every hash.
+func TestHasherCollectsHashGarbage(t *testing.T) {
+	t.Parallel()
+	h := NewHasher(HasherOptions{Params: FastPasswordParams})
+	per := int64(DefaultPasswordParams.Memory)
+	var started []int
+	for i := 1; i <= 10; i++ {
+		if h.discarded(per) {
+			started = append(started, i)
+		}
+	}
+	// 19 MiB a hash: the 4th (76 MiB) and the 8th start one.
+	if len(started) != 2 || started[0] != 4 || started[1] != 8 {
+		t.Fatalf("collections started after hashes %v, want [4 8]", started)
+	}
+	// Run counts what it held.
+	before := h.garbage.Load()
+	if err := h.Run(t.Context(), 1, func() {}); err != nil {
+		t.Fatal(err)
+	}
+	if got := h.garbage.Load(); got != before+1 {
+		t.Fatalf("garbage after a 1 KiB run: %d KiB, want %d", got, before+1)
 	}
 }

@@ -159,7 +159,8 @@ type Result struct {
 	Rows       []Row
 	Statements []string // TaskFlow's statements of one request
 	RawSQL     []string // the raw SQL contender's statements
-	Target     float64
+	Target     float64  // Scenario.Target
+	PeerTarget float64  // Scenario.PeerTarget
 	// Unavailable says why the scenario could not run (it then fails).
 	Unavailable string
 }
@@ -198,10 +199,23 @@ func (r Result) Valid() bool {
 	return true
 }
 
-// Pass reports whether the scenario is valid and met its target (TaskFlow's
-// throughput over raw SQL's), if it has one.
+// Pass reports whether the scenario is valid and met its targets (TaskFlow's
+// throughput over raw SQL's, and over PostGraphile's when it ran), if it has
+// them.
 func (r Result) Pass() bool {
-	return r.Valid() && (r.Target == 0 || r.Ratio(TaskFlow, RawSQL) >= r.Target)
+	return r.Valid() && r.rawPass() && r.peerPass()
+}
+
+// rawPass reports whether the target against raw SQL, if any, was met.
+func (r Result) rawPass() bool {
+	return r.Target == 0 || r.Ratio(TaskFlow, RawSQL) >= r.Target
+}
+
+// peerPass reports whether the target against PostGraphile, if any, was met;
+// true when PostGraphile did not run.
+func (r Result) peerPass() bool {
+	_, ran := r.Row(PostGraphile)
+	return r.PeerTarget == 0 || !ran || r.Ratio(TaskFlow, PostGraphile) >= r.PeerTarget
 }
 
 // comparePairs is how many pairs of rounds a comparison runs.
@@ -403,10 +417,10 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		if err != nil {
 			// Reported as a failed row, not skipped in silence.
 			fmt.Fprintf(cfg.Progress, "%s: %v\n", sc.Name, err)
-			rep.Results = append(rep.Results, Result{Scenario: sc.Name, Target: sc.Target, Unavailable: err.Error()})
+			rep.Results = append(rep.Results, Result{Scenario: sc.Name, Target: sc.Target, PeerTarget: sc.PeerTarget, Unavailable: err.Error()})
 			continue
 		}
-		res := Result{Scenario: sc.Name, Target: sc.Target, Statements: describeStatements(stmts), RawSQL: sc.raw.SQL}
+		res := Result{Scenario: sc.Name, Target: sc.Target, PeerTarget: sc.PeerTarget, Statements: describeStatements(stmts), RawSQL: sc.raw.SQL}
 		for _, c := range contenders {
 			do := c.work(sc, stmts)
 			if do == nil {

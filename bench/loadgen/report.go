@@ -55,7 +55,11 @@ func (r *Report) Markdown(w io.Writer) {
 	for _, res := range r.Results {
 		if res.Target > 0 {
 			fmt.Fprintf(w, "\nTarget: %s, TaskFlow ≥ %.2fx raw SQL: %.2fx, %s.\n", res.Scenario, res.Target,
-				res.Ratio(TaskFlow, RawSQL), passFail(res.Pass()))
+				res.Ratio(TaskFlow, RawSQL), passFail(res.Valid() && res.rawPass()))
+		}
+		if _, ran := res.Row(PostGraphile); res.PeerTarget > 0 && ran {
+			fmt.Fprintf(w, "\nTarget: %s, TaskFlow ≥ %.2fx PostGraphile: %.2fx, %s.\n", res.Scenario, res.PeerTarget,
+				res.Ratio(TaskFlow, PostGraphile), passFail(res.Valid() && res.peerPass()))
 		}
 	}
 	if !r.Valid() {

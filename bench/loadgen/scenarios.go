@@ -16,6 +16,11 @@ type Scenario struct {
 	// Target is the least TaskFlow / raw SQL throughput ratio it must reach;
 	// 0: none.
 	Target float64
+	// PeerTarget is the least TaskFlow / PostGraphile throughput ratio it must
+	// reach (checked when PostGraphile ran); 0: none. Issue #17's goals: 3x for
+	// task(id), 2x for a page of tasks, 1x for createTask; the other reads at
+	// least PostGraphile's.
+	PeerTarget float64
 	// Fresh makes the replay of TaskFlow's statements use new UUIDs for
 	// non-fixture ids.
 	Fresh bool
@@ -44,7 +49,7 @@ const (
 // read the fixtures as they were written, then the writes, which add tens of
 // thousands of rows.
 var Scenarios = []Scenario{
-	{Name: "task", Want: `"title":"`,
+	{Name: "task", Target: 0.25, PeerTarget: 3, Want: `"title":"`,
 		request: func(f *Fixtures, w, i int) (FixtureUser, []byte) {
 			return f.user(i), gql(`query($id: ID!) { task(id: $id) { id title status priority dueDate assignee { id name } } }`,
 				map[string]any{"id": f.task(i)})
@@ -54,7 +59,7 @@ var Scenarios = []Scenario{
 			return gql(`query($id: UUID!) { taskByRowId(rowId: $id) { rowId title status priority dueDate userByAssigneeId { rowId name } } }`,
 				map[string]any{"id": f.task(i)})
 		}},
-	{Name: "taskList", Want: `"priority":"`,
+	{Name: "taskList", PeerTarget: 2, Want: `"priority":"`,
 		request: func(f *Fixtures, w, i int) (FixtureUser, []byte) {
 			return f.user(i), gql(`query($id: ID!) { project(id: $id) { tasks(first: 20) { nodes { id title status priority } } } }`,
 				map[string]any{"id": f.BoardID})
@@ -64,7 +69,7 @@ var Scenarios = []Scenario{
 			return gql(`query($id: UUID!) { projectByRowId(rowId: $id) { tasksByProjectId(first: 20, orderBy: [CREATED_AT_DESC, ROW_ID_DESC]) {
 				nodes { rowId title status priority } } } }`, map[string]any{"id": f.BoardID})
 		}},
-	{Name: "taskPage", Want: `"body":"`,
+	{Name: "taskPage", PeerTarget: 1, Want: `"body":"`,
 		request: func(f *Fixtures, w, i int) (FixtureUser, []byte) {
 			return f.user(i), gql(`query($id: ID!) { project(id: $id) { tasks(first: 20) { nodes { id title status assignee { id name }
 			comments(first: 5) { nodes { id body author { id name } } } } pageInfo { hasNextPage endCursor } } } }`,
@@ -77,7 +82,7 @@ var Scenarios = []Scenario{
 				commentsByTaskId(first: 5, orderBy: [CREATED_AT_DESC, ROW_ID_DESC]) { nodes { rowId body userByAuthorId { rowId name } } } }
 				pageInfo { hasNextPage endCursor } } } }`, map[string]any{"id": f.BoardID})
 		}},
-	{Name: "searchTasks", Want: `"title":"`,
+	{Name: "searchTasks", PeerTarget: 1, Want: `"title":"`,
 		request: func(f *Fixtures, w, i int) (FixtureUser, []byte) {
 			return f.searcher(i), gql(`query($ws: ID!, $q: String!) { searchTasks(workspaceId: $ws, query: $q, first: 20) { nodes { id title status } pageInfo { hasNextPage } } }`,
 				map[string]any{"ws": f.WorkspaceID, "q": searchWords[i%len(searchWords)]})
@@ -87,7 +92,7 @@ var Scenarios = []Scenario{
 			return gql(`query($ws: UUID!, $q: String!) { peerSearchTasks(ws: $ws, q: $q, first: 20) { nodes { rowId title status } pageInfo { hasNextPage } } }`,
 				map[string]any{"ws": f.WorkspaceID, "q": searchWords[i%len(searchWords)]})
 		}},
-	{Name: "auditEvents", Want: `"action":"`,
+	{Name: "auditEvents", PeerTarget: 1, Want: `"action":"`,
 		request: func(f *Fixtures, w, i int) (FixtureUser, []byte) {
 			return f.user(i), gql(`query($ws: ID!) { auditEvents(workspaceId: $ws, first: 50) { nodes { id action entityType entityId occurredAt actorId metadata } pageInfo { hasNextPage } } }`,
 				map[string]any{"ws": f.WorkspaceID})
@@ -98,7 +103,7 @@ var Scenarios = []Scenario{
 				nodes { rowId action entityType entityId occurredAt actorId metadata } pageInfo { hasNextPage } } }`,
 				map[string]any{"ws": f.WorkspaceID})
 		}},
-	{Name: "createTask", Fresh: true, Want: `"status":"TODO"`,
+	{Name: "createTask", PeerTarget: 1, Fresh: true, Want: `"status":"TODO"`,
 		request: func(f *Fixtures, w, i int) (FixtureUser, []byte) {
 			return f.user(i), gql(createTaskMutation, map[string]any{"key": uuid.NewString(),
 				"in": map[string]any{"projectId": f.InboxID, "title": taskTitle(i)}})
