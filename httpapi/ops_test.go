@@ -100,6 +100,27 @@ func TestHealthzDegradedWhenAnotherDependencyFails(t *testing.T) {
 	}
 }
 
+// A bearer token that cannot be looked up (Postgres does not answer) is not a
+// sign-out: every endpoint that takes a token answers 503 INTERNAL with
+// Retry-After, never 401 (a client would drop its session).
+func TestTokenLookupFailureIsNotASignOut(t *testing.T) {
+	t.Parallel()
+	h := offlineHandler(t, httpapi.Options{})
+	for _, req := range []*http.Request{
+		httptest.NewRequest(http.MethodPost, "/query", strings.NewReader(`{"query":"{ me { id } }"}`)),
+		httptest.NewRequest(http.MethodGet, "/audit/export?workspaceId=00000000-0000-0000-0000-000000000000", nil),
+	} {
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Authorization", "Bearer some-token")
+		rec := serve(h, req)
+		if rec.Code != http.StatusServiceUnavailable || rec.Header().Get("Retry-After") == "" ||
+			!strings.Contains(rec.Body.String(), `"INTERNAL"`) {
+			t.Errorf("%s %s with Postgres down: %d %q %s", req.Method, req.URL.Path, rec.Code,
+				rec.Header().Get("Retry-After"), rec.Body)
+		}
+	}
+}
+
 func TestHealthz503WhenPostgresDoesNotAnswer(t *testing.T) {
 	t.Parallel()
 	h := offlineHandler(t, httpapi.Options{})

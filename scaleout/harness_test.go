@@ -152,13 +152,55 @@ func (in *instance) waitReady() {
 		if err == nil {
 			io.Copy(io.Discard, res.Body)
 			res.Body.Close()
-			if res.StatusCode == http.StatusOK {
+			// The answer must come from this process: another test's
+			// instance may have taken the port first, and this one is about
+			// to find it in use (a test then talked to another database).
+			if res.StatusCode == http.StatusOK && in.listening() {
 				return
 			}
 		}
 		time.Sleep(25 * time.Millisecond)
 	}
 	in.t.Fatalf("%s did not start:\n%s", in.addr, in.stderr)
+}
+
+// listening reports whether this process (not another one) listens on the
+// instance's port: a LISTEN socket of that port in /proc/net/tcp whose inode is
+// one of the process's file descriptors.
+func (in *instance) listening() bool {
+	in.mu.Lock()
+	pid, addr := in.cmd.Process.Pid, in.addr
+	in.mu.Unlock()
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	n, err := strconv.Atoi(port)
+	if err != nil {
+		return false
+	}
+	table, err := os.ReadFile("/proc/net/tcp")
+	if err != nil {
+		return true // no /proc: nothing to check with
+	}
+	inodes := map[string]bool{}
+	for _, line := range strings.Split(string(table), "\n")[1:] {
+		f := strings.Fields(line)
+		// local_address is f[1] (hex ip:port), st is f[3] (0A: LISTEN), inode f[9].
+		if len(f) > 9 && f[3] == "0A" && strings.HasSuffix(f[1], fmt.Sprintf(":%04X", n)) {
+			inodes["socket:["+f[9]+"]"] = true
+		}
+	}
+	fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+	if err != nil {
+		return false
+	}
+	for _, fd := range fds {
+		if link, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", pid, fd.Name())); err == nil && inodes[link] {
+			return true
+		}
+	}
+	return false
 }
 
 // rebind moves the instance to a fresh loopback address (before a launch).
