@@ -200,7 +200,10 @@ func (t Transport) Do(w http.ResponseWriter, r *http.Request, exec graphql.Graph
 		ctx = ratelimit.WithOutcome(ctx)
 	}
 	rc, opErrs := exec.CreateOperationContext(ctx, params)
-	endTurnOnce()
+	if !querydoc.Heavy(rc) {
+		// A heavy document executes in the turn too (querydoc.Heavy says why).
+		endTurnOnce()
+	}
 	if all := querydoc.Errors(rc); all != nil {
 		opErrs = all // gqlgen reports only the first error of an extension
 	}

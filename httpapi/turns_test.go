@@ -4,6 +4,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 
 	"taskflow/httpapi"
 	"taskflow/httpapi/apitest"
+	"taskflow/querydoc"
 	"taskflow/ratelimit"
 )
 
@@ -86,6 +88,70 @@ func TestCallersTakeTurnsBeforeExecution(t *testing.T) {
 	for _, ch := range []chan *apitest.Response{first, second} {
 		if r := <-ch; r.Code() != "" || string(r.Body.Data) != `{"me":{"id":"`+a.ID+`"}}` {
 			t.Fatalf("A: %s", r.Raw)
+		}
+	}
+}
+
+// A heavy document (querydoc.Heavy) executes in its caller's turn: the turn
+// ends once it is answered, not once it is admitted. Seen through an upload,
+// whose file is read only after admission and which cannot be answered before
+// its file has arrived: once the operation has been charged (admitted), a
+// light document's turn ends while the file is still on its way, a heavy
+// one's does not.
+func TestHeavyDocumentsExecuteInTheirCallersTurn(t *testing.T) {
+	t.Parallel()
+	reg := prometheus.NewRegistry()
+	e := newFilesEnv(t, func(o *httpapi.Options) {
+		o.Registry = reg
+		o.Limiter = limiterWith(t, ratelimit.Config{Points: 1 << 30, MaxCost: 1 << 30}, reg)
+	})
+	const (
+		admitted = `taskflow_ratelimit_operations_total{limit="cost",outcome="allowed"}`
+		active   = "taskflow_ratelimit_turns_active"
+	)
+	for _, c := range []struct {
+		name     string
+		pad      int // __typename fields added to the mutation's selection set
+		turnEnds bool
+	}{
+		{"light", 0, true},
+		{"heavy", querydoc.HeavySelections, false},
+	} {
+		query := `mutation($t: ID!, $f: Upload!) { addAttachment(taskId: $t, file: $f) { id }` +
+			strings.Repeat(" __typename", c.pad) + ` }`
+		before := metricValue(t, e.Env, admitted)
+		file, send := io.Pipe()
+		done := make(chan *apitest.Response, 1)
+		go func() {
+			done <- e.Upload(t, e.member.Token, query, map[string]any{"t": e.task, "f": nil},
+				[]apitest.File{{Path: "f", Name: c.name + ".bin", Size: 4, Body: file}})
+		}()
+		// Readiness polls on the metrics, not timing assertions: the light
+		// document's turn ends within microseconds of its admission; the
+		// heavy one's cannot end before its file is sent, below.
+		for i := 0; i < 2000 && metricValue(t, e.Env, admitted) == before; i++ {
+			time.Sleep(5 * time.Millisecond)
+		}
+		ended := false
+		for i := 0; i < 200 && !ended; i++ {
+			ended = metricValue(t, e.Env, active) == "0"
+			if !ended {
+				time.Sleep(5 * time.Millisecond)
+			}
+		}
+		if ended != c.turnEnds {
+			send.CloseWithError(io.ErrUnexpectedEOF)
+			t.Fatalf("%s: the turn ended before the answer: %v, want %v", c.name, ended, c.turnEnds)
+		}
+		if _, err := send.Write([]byte("data")); err != nil {
+			t.Fatal(err)
+		}
+		send.Close()
+		if r := <-done; r.Code() != "" || r.Status != http.StatusOK {
+			t.Fatalf("%s: %d %s", c.name, r.Status, r.Raw)
+		}
+		if got := metricValue(t, e.Env, active); got != "0" {
+			t.Fatalf("%s: a turn still held after the answer: %s", c.name, got)
 		}
 	}
 }

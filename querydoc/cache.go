@@ -38,6 +38,7 @@ type Cache struct {
 
 type cached struct {
 	doc    *ast.QueryDocument
+	shape  Shape
 	weight uint32
 }
 
@@ -62,6 +63,9 @@ func (c *Cache) Get(query string) (*ast.QueryDocument, bool) {
 	return v.doc, ok
 }
 
+// get returns the validated document of query and its shape.
+func (c *Cache) get(query string) (cached, bool) { return c.c.GetIfPresent(query) }
+
 // Add keeps doc, the validated document of query of the given shape. A
 // document heavier than the whole cache is not kept.
 func (c *Cache) Add(query string, doc *ast.QueryDocument, shape Shape) {
@@ -69,7 +73,7 @@ func (c *Cache) Add(query string, doc *ast.QueryDocument, shape Shape) {
 	if w > int64(c.c.GetMaximum()) || w > math.MaxUint32 {
 		return
 	}
-	c.c.Set(query, cached{doc: doc, weight: uint32(w)})
+	c.c.Set(query, cached{doc: doc, shape: shape, weight: uint32(w)})
 }
 
 // WeightedSize is the sum of the weights of the documents kept.

@@ -241,6 +241,10 @@ func loadAvg() string {
 // phase runs one attack beside the victim loop and measures the server.
 func (h *harness) phase(ctx context.Context, a attack, victimCPU time.Duration) Row {
 	row := Row{Attack: a.name, What: a.what, CPUBound: a.cpuBound, Answers: map[string]int{}}
+	run := a.run
+	if a.prepare != nil {
+		run = a.prepare(h)
+	}
 	actx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup
@@ -250,7 +254,7 @@ func (h *harness) phase(ctx context.Context, a attack, victimCPU time.Duration) 
 	wg.Go(func() { victim = h.victim(actx) })
 	cpu0 := h.serverCPU()
 	out := &outcome{answers: row.Answers}
-	if err := a.run(actx, h, out); err != nil {
+	if err := run(actx, h, out); err != nil {
 		row.Err = err.Error()
 	}
 	cpu := h.serverCPU() - cpu0

@@ -38,6 +38,13 @@ func TestAbuseSmoke(t *testing.T) {
 		if row.Answers["error"] > 0 {
 			t.Errorf("%s: transport errors: %v", row.Attack, row.Answers)
 		}
+		// The attacks send documents the server can read: a parse failure
+		// means the harness built a body wrong, and measured nothing.
+		for answer := range row.Answers {
+			if strings.Contains(answer, "PARSE_FAILED") {
+				t.Errorf("%s: %v", row.Attack, row.Answers)
+			}
+		}
 	}
 	var b bytes.Buffer
 	rep.Markdown(&b)

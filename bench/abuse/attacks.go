@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -28,46 +29,50 @@ type attack struct {
 	// slow clients, whose cost is held connections).
 	perRequestCPU bool
 	run           func(ctx context.Context, h *harness, o *outcome) error
+	// prepare, when set, builds what the attack sends and returns its run:
+	// the harness calls it before the victim and the CPU meter start, since
+	// the victim runs in the harness's process and building megabytes of
+	// documents there would slow the client that measures the server.
+	prepare func(h *harness) func(ctx context.Context, h *harness, o *outcome) error
 }
 
 // attacks are every attack, in the order they run.
 var attacks = []attack{
 	documentFlood("typename", "{ __typename } 14,000 times, a random comment per request (cache miss)",
-		func(h *harness, r *rand.Rand, _ int) string {
-			return comment(r) + "{" + strings.Repeat(" __typename", h.size(14000)) + " }"
-		}),
+		func(h *harness) string { return "{" + strings.Repeat(" __typename", h.size(14000)) + " }" }, nil),
 	documentFlood("typename-9999", "{ __typename } 9,999 times (under the selection limit: validated, executed)",
-		func(h *harness, r *rand.Rand, _ int) string {
-			return comment(r) + "{" + strings.Repeat(" __typename", h.size(9999)) + " }"
-		}),
+		func(h *harness) string { return "{" + strings.Repeat(" __typename", h.size(9999)) + " }" }, nil),
 	documentFlood("unknown-fields", "an unknown field 9,999 times (100 errors shown)",
-		func(h *harness, r *rand.Rand, _ int) string {
-			return comment(r) + "{" + strings.Repeat(" nope", h.size(9999)) + " }"
-		}),
+		func(h *harness) string { return "{" + strings.Repeat(" nope", h.size(9999)) + " }" }, nil),
 	documentFlood("fragments", "1,400 fragments, each spread once (gqlparser compared every pair)",
-		func(h *harness, r *rand.Rand, _ int) string {
+		func(h *harness) string {
 			n := h.size(1400)
-			return comment(r) + "{" + repeatf(n, func(i int) string { return fmt.Sprintf(" ...F%d", i) }) + " }" +
+			return "{" + repeatf(n, func(i int) string { return fmt.Sprintf(" ...F%d", i) }) + " }" +
 				repeatf(n, func(i int) string { return fmt.Sprintf(" fragment F%d on Query { __typename }", i) })
-		}),
+		}, nil),
 	documentFlood("fragment-chain", "1,500 fragments each spreading the next (walked the square of it)",
-		func(h *harness, r *rand.Rand, _ int) string {
+		func(h *harness) string {
 			n := h.size(1500)
-			return comment(r) + "{ ...F0 }" +
+			return "{ ...F0 }" +
 				repeatf(n, func(i int) string { return fmt.Sprintf(" fragment F%d on Query { ...F%d }", i, i+1) }) +
 				fmt.Sprintf(" fragment F%d on Query { __typename }", n)
-		}),
+		}, nil),
 	documentFlood("operations", "1,000 operations spreading one fragment of 5,000 fields",
-		func(h *harness, r *rand.Rand, _ int) string {
-			return comment(r) + repeatf(h.size(1000), func(i int) string { return fmt.Sprintf(" query Q%d { ...F }", i) }) +
+		func(h *harness) string {
+			return repeatf(h.size(1000), func(i int) string { return fmt.Sprintf(" query Q%d { ...F }", i) }) +
 				" fragment F on Query {" + strings.Repeat(" __typename", h.size(5000)) + " }"
-		}),
+		}, nil),
 	documentFlood("long-name", "an unknown field whose name is 900 KB (gqlparser suggested names for it)",
-		func(h *harness, r *rand.Rand, _ int) string {
-			return comment(r) + "{ " + strings.Repeat("a", h.size(900_000)) + " }"
-		}),
+		func(h *harness) string { return "{ " + strings.Repeat("a", h.size(900_000)) + " }" }, nil),
 	documentFlood("huge-variables", "{ __typename } with a variables object of 40,000 keys (1 MB of JSON)",
-		nil),
+		func(*harness) string { return "{ __typename }" },
+		func(h *harness) map[string]any {
+			vars := make(map[string]int, h.size(40000))
+			for k := range h.size(40000) {
+				vars[fmt.Sprintf("key%06d", k)] = k
+			}
+			return map[string]any{"v": vars}
+		}),
 	memoryFlood("aliases-240", "240 distinct documents of 4,900 aliases each (the issue's memory attack)",
 		func(h *harness, k int) string {
 			return fmt.Sprintf("# %d\n{", k) + repeatf(h.size(4900), func(i int) string { return fmt.Sprintf(" a%d: __typename", i) }) + " }"
@@ -111,52 +116,70 @@ func repeatf(n int, f func(i int) string) string {
 	return b.String()
 }
 
-// comment makes a document's text unique, so that no cache answers it.
-func comment(r *rand.Rand) string { return fmt.Sprintf("# %016x\n", r.Uint64()) }
-
-// documentFlood sends anonymous documents made by doc, Attackers at a time,
-// for Duration. A nil doc is the huge-variables attack.
-func documentFlood(name, what string, doc func(h *harness, r *rand.Rand, i int) string) attack {
+// documentFlood sends anonymous documents doc, each made unique by a random
+// comment (no cache answers it), with vars as variables (nil: none),
+// Attackers at a time, for Duration. The document and the variables are
+// encoded once, before the measurement starts; a request costs the harness
+// one copy of them.
+func documentFlood(name, what string, doc func(h *harness) string, vars func(h *harness) map[string]any) attack {
 	return attack{name: name, what: what, cpuBound: documentCPU, perRequestCPU: true,
-		run: func(ctx context.Context, h *harness, o *outcome) error {
-			return h.flood(ctx, o, h.cfg.Duration, func(r *rand.Rand, i int) []byte {
-				if doc == nil {
-					vars := make(map[string]int, h.size(40000))
-					for k := range h.size(40000) {
-						vars[fmt.Sprintf("key%06d", k)] = k
-					}
-					return body(comment(r)+"{ __typename }", map[string]any{"v": vars})
+		prepare: func(h *harness) func(ctx context.Context, h *harness, o *outcome) error {
+			q, err := json.Marshal(doc(h))
+			if err != nil {
+				panic(err)
+			}
+			v := []byte("null")
+			if vars != nil {
+				if v, err = json.Marshal(vars(h)); err != nil {
+					panic(err)
 				}
-				return body(doc(h, r, i), nil)
-			})
+			}
+			return func(ctx context.Context, h *harness, o *outcome) error {
+				return h.flood(ctx, o, h.cfg.Duration, func(r *rand.Rand, _ int) []byte {
+					b := make([]byte, 0, len(q)+len(v)+64)
+					b = append(b, `{"query":"# `...)
+					b = strconv.AppendUint(b, r.Uint64(), 16)
+					b = append(b, `\n`...)
+					b = append(b, q[1:]...) // the document, after its opening quote
+					b = append(b, `,"variables":`...)
+					b = append(b, v...)
+					return append(b, '}')
+				})
+			}
 		}}
 }
 
 // memoryFlood sends Documents distinct documents made by doc, Attackers at a
-// time, each once.
+// time, each once. They are all made before the measurement starts.
 func memoryFlood(name, what string, doc func(h *harness, k int) string) attack {
 	return attack{name: name, what: what, cpuBound: documentCPU, perRequestCPU: true, settle: name == "cache-fill",
-		run: func(ctx context.Context, h *harness, o *outcome) error {
-			var next sync.Mutex
-			k := 0
-			var wg sync.WaitGroup
-			for range h.cfg.Attackers {
-				wg.Go(func() {
-					for ctx.Err() == nil {
-						next.Lock()
-						mine := k
-						k++
-						next.Unlock()
-						if mine >= h.cfg.Documents {
-							return
-						}
-						status, resp, err := post(ctx, h.client, h.srv.URL()+"/query", "", body(doc(h, mine), nil))
-						o.answer(status, resp, err)
-					}
-				})
+		prepare: func(h *harness) func(ctx context.Context, h *harness, o *outcome) error {
+			bodies := make([][]byte, h.cfg.Documents)
+			for k := range bodies {
+				bodies[k] = body(doc(h, k), nil)
 			}
-			wg.Wait()
-			return nil
+			return func(ctx context.Context, h *harness, o *outcome) error {
+				var next sync.Mutex
+				k := 0
+				var wg sync.WaitGroup
+				for range h.cfg.Attackers {
+					wg.Go(func() {
+						for ctx.Err() == nil {
+							next.Lock()
+							mine := k
+							k++
+							next.Unlock()
+							if mine >= len(bodies) {
+								return
+							}
+							status, resp, err := post(ctx, h.client, h.srv.URL()+"/query", "", bodies[mine])
+							o.answer(status, resp, err)
+						}
+					})
+				}
+				wg.Wait()
+				return nil
+			}
 		}}
 }
 
