@@ -18,13 +18,7 @@ import (
 // throughput the key costs. 16 clients, each with its own workspace. Run it
 // with -benchtime=1x; BENCH_ROUNDS and BENCH_ROUND (a duration) tune it.
 func BenchmarkCreateTaskKeyOverhead(b *testing.B) {
-	rounds, round := 8, 1500*time.Millisecond
-	if v := getenvInt("BENCH_ROUNDS"); v > 0 {
-		rounds = v
-	}
-	if v := getenvDuration("BENCH_ROUND"); v > 0 {
-		round = v
-	}
+	rounds, round := alternatingRounds(8, 1500*time.Millisecond)
 	for range b.N {
 		env := apitest.New(b)
 		const clients = 16

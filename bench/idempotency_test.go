@@ -87,3 +87,16 @@ func getenvDuration(name string) time.Duration {
 	d, _ := time.ParseDuration(os.Getenv(name))
 	return d
 }
+
+// alternatingRounds returns how many rounds an alternating benchmark runs and
+// how long each lasts: BENCH_ROUNDS and BENCH_ROUND when set, else rounds and
+// round.
+func alternatingRounds(rounds int, round time.Duration) (int, time.Duration) {
+	if v := getenvInt("BENCH_ROUNDS"); v > 0 {
+		rounds = v
+	}
+	if v := getenvDuration("BENCH_ROUND"); v > 0 {
+		round = v
+	}
+	return rounds, round
+}

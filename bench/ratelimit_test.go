@@ -101,13 +101,7 @@ func BenchmarkCheapQuery(b *testing.B) {
 // costs against "off". Run it with -benchtime=1x; BENCH_ROUNDS and BENCH_ROUND
 // (a duration) tune it.
 func BenchmarkLimiterOverhead(b *testing.B) {
-	rounds, round := 8, time.Second
-	if v := getenvInt("BENCH_ROUNDS"); v > 0 {
-		rounds = v
-	}
-	if v := getenvDuration("BENCH_ROUND"); v > 0 {
-		round = v
-	}
+	rounds, round := alternatingRounds(8, time.Second)
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	cfg := ratelimit.Config{Points: 1 << 30}
 	limiter := func(b *testing.B, lease float64, redis bool) *ratelimit.Limiter {

@@ -30,13 +30,7 @@ import (
 // workspace of its own, keyed calls. Run it with -benchtime=1x; BENCH_ROUNDS
 // and BENCH_ROUND tune it.
 func BenchmarkCreateTaskWebhook(b *testing.B) {
-	rounds, round := 8, 1500*time.Millisecond
-	if v := getenvInt("BENCH_ROUNDS"); v > 0 {
-		rounds = v
-	}
-	if v := getenvDuration("BENCH_ROUND"); v > 0 {
-		round = v
-	}
+	rounds, round := alternatingRounds(8, 1500*time.Millisecond)
 	for range b.N {
 		env := apitest.New(b)
 		env.DB.Egress = egress.Policy{AllowHTTP: true, AllowPrivate: true}

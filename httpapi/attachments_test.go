@@ -100,12 +100,7 @@ func (e *filesEnv) get(t *testing.T, token, path string, headers ...string) (*ht
 	if err != nil {
 		t.Fatal(err)
 	}
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	for i := 0; i+1 < len(headers); i += 2 {
-		req.Header.Set(headers[i], headers[i+1])
-	}
+	apitest.SetHeaders(req, token, headers...)
 	res, err := e.Server.Client().Do(req)
 	if err != nil {
 		t.Fatal(err)

@@ -54,9 +54,7 @@ func post(t *testing.T, env *apitest.Env, body string, headers ...string) *apite
 		t.Fatal(err)
 	}
 	req.Header.Set("Content-Type", "application/json")
-	for i := 0; i+1 < len(headers); i += 2 {
-		req.Header.Set(headers[i], headers[i+1])
-	}
+	apitest.SetHeaders(req, "", headers...)
 	return env.Do(t, req)
 }
 
@@ -72,9 +70,7 @@ func get(t *testing.T, env *apitest.Env, query string, vars map[string]any, head
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i := 0; i+1 < len(headers); i += 2 {
-		req.Header.Set(headers[i], headers[i+1])
-	}
+	apitest.SetHeaders(req, "", headers...)
 	return env.Do(t, req)
 }
 

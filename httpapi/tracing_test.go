@@ -57,12 +57,7 @@ func (s *tracingSetup) post(t *testing.T, token, query string, vars map[string]a
 	body, _ := json.Marshal(map[string]any{"query": query, "variables": vars})
 	req := httptest.NewRequest(http.MethodPost, "/query", bytes.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	for i := 0; i+1 < len(headers); i += 2 {
-		req.Header.Set(headers[i], headers[i+1])
-	}
+	apitest.SetHeaders(req, token, headers...)
 	rec := serve(s.env.Handler, req)
 	var out map[string]any
 	if err := json.Unmarshal(rec.Body.Bytes(), &out); err != nil {

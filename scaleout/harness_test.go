@@ -290,12 +290,7 @@ func (in *instance) postRaw(token, contentType string, body []byte, headers ...s
 		return nil, err
 	}
 	req.Header.Set("Content-Type", contentType)
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	for i := 0; i+1 < len(headers); i += 2 {
-		req.Header.Set(headers[i], headers[i+1])
-	}
+	apitest.SetHeaders(req, token, headers...)
 	return do(req)
 }
 

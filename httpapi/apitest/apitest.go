@@ -213,13 +213,19 @@ func (e *Env) Post(t testing.TB, token, query string, vars map[string]any, heade
 // value, name, value...), and decodes the answer.
 func (e *Env) send(t testing.TB, req *http.Request, token string, headers []string) *Response {
 	t.Helper()
+	SetHeaders(req, token, headers...)
+	return e.Do(t, req)
+}
+
+// SetHeaders sets req's Authorization to the bearer token (none for "") and
+// the headers given as name, value pairs.
+func SetHeaders(req *http.Request, token string, headers ...string) {
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
 	for i := 0; i+1 < len(headers); i += 2 {
 		req.Header.Set(headers[i], headers[i+1])
 	}
-	return e.Do(t, req)
 }
 
 // Do sends req and decodes the answer as a GraphQL response.

@@ -161,12 +161,7 @@ func (e *Env) OpenSSE(t testing.TB, token, query string, vars map[string]any, he
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "text/event-stream")
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	for i := 0; i+1 < len(headers); i += 2 {
-		req.Header.Set(headers[i], headers[i+1])
-	}
+	SetHeaders(req, token, headers...)
 	res, err := e.Server.Client().Do(req)
 	if err != nil {
 		cancel()
