@@ -57,14 +57,11 @@ func NewCache(maxBytes int64) *Cache {
 	})}
 }
 
-// Get returns the validated document of query.
-func (c *Cache) Get(query string) (*ast.QueryDocument, bool) {
+// Get returns the validated document of query and its shape.
+func (c *Cache) Get(query string) (*ast.QueryDocument, Shape, bool) {
 	v, ok := c.c.GetIfPresent(query)
-	return v.doc, ok
+	return v.doc, v.shape, ok
 }
-
-// get returns the validated document of query and its shape.
-func (c *Cache) get(query string) (cached, bool) { return c.c.GetIfPresent(query) }
 
 // Add keeps doc, the validated document of query of the given shape. A
 // document heavier than the whole cache is not kept.

@@ -92,7 +92,7 @@ func TestCacheIsBoundedByWeight(t *testing.T) {
 	q := "{" + strings.Repeat(" __typename", 3000) + " }"
 	doc, shape, _ := v.Prepare(q)
 	c.Add(q, doc, shape)
-	if _, ok := c.Get(q); ok {
+	if _, _, ok := c.Get(q); ok {
 		t.Fatal("a document heavier than the cache was kept")
 	}
 }

@@ -53,8 +53,8 @@ func (e Extension) MutateOperationParameters(ctx context.Context, p *graphql.Raw
 		return nil // gqlgen answers a missing query itself
 	}
 	rc := graphql.GetOperationContext(ctx)
-	if c, ok := e.Cache.get(p.Query); ok {
-		rc.Stats.SetExtension(statsKey, &prepared{query: p.Query, doc: c.doc, parsed: c.doc, shape: c.shape})
+	if doc, shape, ok := e.Cache.Get(p.Query); ok {
+		rc.Stats.SetExtension(statsKey, &prepared{query: p.Query, doc: doc, parsed: doc, shape: shape})
 		return nil
 	}
 	doc, problems := e.Validator.Parse(p.Query)
