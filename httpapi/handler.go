@@ -141,6 +141,7 @@ func newHandler(o Options, without []Guard) http.Handler {
 	if o.Hasher == nil {
 		o.Hasher = auth.NewHasher(auth.HasherOptions{Params: o.PasswordParams, Registerer: ops.reg})
 	}
+	go auth.LoadCommonPasswords() // before the first sign-up needs it
 	if o.Live == nil {
 		o.Live = live.New(live.Options{DB: o.DB, Log: o.Log, Registerer: ops.reg})
 	}
