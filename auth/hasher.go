@@ -15,6 +15,7 @@ import (
 	"golang.org/x/crypto/argon2"
 	"golang.org/x/sync/semaphore"
 
+	"taskflow/cpumeter"
 	"taskflow/errs"
 	"taskflow/promreg"
 )
@@ -142,7 +143,9 @@ func (h *Hasher) Run(ctx context.Context, memory uint32, fn func()) error {
 	defer h.sem.Release(n)
 	h.metrics.inFlight.Inc()
 	defer h.metrics.inFlight.Dec()
+	stop := cpumeter.Start(ctx) // charged to the caller's turn when it has one
 	fn()
+	stop()
 	h.metrics.ok.Inc()
 	h.discarded(n)
 	return nil

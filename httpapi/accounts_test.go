@@ -14,16 +14,25 @@ import (
 	"taskflow/auth"
 	"taskflow/httpapi"
 	"taskflow/httpapi/apitest"
+	"taskflow/ratelimit"
 )
 
 // hashingEnv is an API whose password hasher runs at most maxConcurrent
 // hashes at once and waits at most wait for room, with its metrics on the
 // API's /metrics.
+// The test is a trusted proxy, so that requests with different
+// X-Forwarded-For are different callers.
 func hashingEnv(t *testing.T, maxConcurrent int, wait time.Duration) (*apitest.Env, *auth.Hasher) {
 	t.Helper()
 	reg := prometheus.NewRegistry()
 	h := auth.NewHasher(auth.HasherOptions{Params: auth.FastPasswordParams, MaxConcurrent: maxConcurrent, Wait: wait, Registerer: reg})
-	return apitest.New(t, func(o *httpapi.Options) { o.Registry, o.Hasher = reg, h }), h
+	return apitest.New(t, func(o *httpapi.Options) {
+		o.Registry, o.Hasher = reg, h
+		o.TrustedProxies, _ = httpapi.ParseProxies("127.0.0.1/32,::1/128")
+		huge := ratelimit.Limit{Points: 1 << 30, Window: time.Minute}
+		o.Limiter = limiterWith(t, ratelimit.Config{Points: huge.Points, MaxCost: huge.Points,
+			LoginPerIP: huge, LoginPerEmail: huge, RegisterPerIP: huge, Search: huge}, reg)
+	}), h
 }
 
 // holdHashing takes the whole bound of h, as if that many hashes were
@@ -55,9 +64,10 @@ func waitForMetric(t *testing.T, env *apitest.Env, series, want string) {
 
 const registerOp = `mutation($e: String!) { register(input: {email: $e, password: "correct horse", name: "N"}) { token user { id } } }`
 
-// Concurrent registrations hash under the bound: while it is full, every one
-// of them waits for it (none hashes beside it), and all succeed once there is
-// room.
+// Concurrent registrations (from as many addresses: one address's run one
+// at a time, TestAnonymousOperationsRunInTheirCallersTurn) hash under the
+// bound: while it is full, every one of them waits for it (none hashes
+// beside it), and all succeed once there is room.
 func TestRegistrationsWaitForTheHashingBound(t *testing.T) {
 	t.Parallel()
 	env, h := hashingEnv(t, 2, time.Hour)
@@ -66,7 +76,8 @@ func TestRegistrationsWaitForTheHashingBound(t *testing.T) {
 	statuses := make(chan string, n)
 	for i := range n {
 		go func() {
-			r := env.Post(t, "", registerOp, map[string]any{"e": fmt.Sprintf("queued-%d@example.com", i)})
+			r := env.Post(t, "", registerOp, map[string]any{"e": fmt.Sprintf("queued-%d@example.com", i)},
+				"X-Forwarded-For", fmt.Sprintf("192.0.2.%d", i+1))
 			statuses <- fmt.Sprintf("%d %s", r.Status, r.Code())
 		}()
 	}
@@ -124,5 +135,44 @@ func TestHashingBusyIs429(t *testing.T) {
 	release()
 	if r := env.Post(t, "", login, map[string]any{"e": known.Email}); r.Status != http.StatusOK || r.Code() != "" {
 		t.Fatalf("login once there is room: %d %s", r.Status, r.Raw)
+	}
+}
+
+// An anonymous caller's operation runs in its caller's turn (its address's),
+// execution included: while one of its sign-ins waits for the hashing bound,
+// its next request waits for the turn (not beside it at the hasher), and a
+// signed-in user and another address are served.
+func TestAnonymousOperationsRunInTheirCallersTurn(t *testing.T) {
+	t.Parallel()
+	env, h := hashingEnv(t, 4, time.Hour)
+	known := env.SignUp(t, "Known")
+	release := holdHashing(t, h)
+	login := `mutation($e: String!) { login(email: $e, password: "correct horse") { token } }`
+	first := make(chan *apitest.Response, 1)
+	go func() {
+		first <- env.Post(t, "", login, map[string]any{"e": known.Email}, "X-Forwarded-For", "192.0.2.1")
+	}()
+	waitForMetric(t, env, "taskflow_password_hashes_waiting", "1")
+	second := make(chan *apitest.Response, 1)
+	go func() {
+		second <- env.Post(t, "", `{ __typename }`, nil, "X-Forwarded-For", "192.0.2.1")
+	}()
+	waitForMetric(t, env, "taskflow_ratelimit_turns_waiting", "1")
+	if got := metricValue(t, env, "taskflow_password_hashes_waiting"); got != "1" {
+		t.Fatalf("hashes waiting with the address's second request sent: %s, want 1 (it waits for its turn)", got)
+	}
+	if r := env.Post(t, known.Token, `{ me { id } }`, nil); r.Status != http.StatusOK || r.Code() != "" {
+		t.Fatalf("a signed-in user while an address's sign-in waits: %d %s", r.Status, r.Raw)
+	}
+	select {
+	case r := <-second:
+		t.Fatalf("the address's second request was served while its sign-in held the turn: %s", r.Raw)
+	default:
+	}
+	release()
+	for what, ch := range map[string]chan *apitest.Response{"the sign-in": first, "the next request": second} {
+		if r := <-ch; r.Status != http.StatusOK || r.Code() != "" {
+			t.Fatalf("%s: %d %s", what, r.Status, r.Raw)
+		}
 	}
 }

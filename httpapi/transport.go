@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/99designs/gqlgen/graphql"
@@ -20,7 +21,9 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"taskflow/apq"
+	"taskflow/auth"
 	"taskflow/blobs"
+	"taskflow/cpumeter"
 	"taskflow/errs"
 	"taskflow/querydoc"
 	"taskflow/ratelimit"
@@ -137,27 +140,34 @@ func (t Transport) Do(w http.ResponseWriter, r *http.Request, exec graphql.Graph
 	start := graphql.Now()
 
 	// The caller's turn through reading, parsing, validating and pricing (see
-	// ratelimit.Limiter.Turn): ended once the operation is prepared.
-	endTurn := func() {}
+	// ratelimit.Limiter.Turn): ended once the operation is prepared, or once
+	// it is answered when it is heavy or anonymous (below). The caller is
+	// charged the turn's CPU-bound work (package cpumeter), not the time
+	// spent waiting for its body, Postgres or Redis.
+	endTurn := ratelimit.EndTurn(func(time.Duration) {})
+	body := &timedBody{ReadCloser: r.Body}
+	ctx, work := cpumeter.With(ctx)
 	if t.Limiter != nil {
 		end, err := t.Limiter.Turn(ctx)
 		if err != nil {
-			gerr := &gqlerror.Error{Message: "too many of your requests are in flight on this server; retry later",
-				Extensions: map[string]any{"code": string(errs.CodeRateLimited), "retryAfter": 1}}
-			if errs.CodeOf(err) != errs.CodeRateLimited {
+			var e *errs.Error
+			if !errors.As(err, &e) || e.Code != errs.CodeRateLimited {
 				// The client went away while it waited: nobody reads this.
-				gerr.Message = "the request ended before its turn"
+				e = &errs.Error{Message: "the request ended before its turn"}
 			}
-			writeTooMany(w, 1, gqlerror.List{gerr})
+			retry, _ := e.Extensions["retryAfter"].(int)
+			writeTooMany(w, max(retry, 1), gqlerror.List{{Message: e.Message,
+				Extensions: map[string]any{"code": string(errs.CodeRateLimited), "retryAfter": max(retry, 1)}}})
 			return
 		}
 		endTurn = end
+		r.Body = body
 	}
 	turnEnded := false
 	endTurnOnce := func() {
 		if !turnEnded {
 			turnEnded = true
-			endTurn()
+			endTurn(work.Spent())
 		}
 	}
 	defer endTurnOnce()
@@ -165,6 +175,7 @@ func (t Transport) Do(w http.ResponseWriter, r *http.Request, exec graphql.Graph
 	var params *graphql.RawParams
 	var reqErr *requestError
 	var files *multipartFiles
+	decoding := time.Now()
 	switch r.Method {
 	case http.MethodGet:
 		params, reqErr = paramsFromQuery(r)
@@ -183,6 +194,7 @@ func (t Transport) Do(w http.ResponseWriter, r *http.Request, exec graphql.Graph
 		reqErr = &requestError{status: http.StatusMethodNotAllowed, code: errcode.ParseFailed,
 			message: "method not allowed: use GET or POST", allow: "GET, POST"}
 	}
+	cpumeter.Add(ctx, time.Since(decoding)-body.waited) // decoding, not waiting for the body
 	if reqErr != nil {
 		if reqErr.allow != "" {
 			w.Header().Set("Allow", reqErr.allow)
@@ -200,8 +212,15 @@ func (t Transport) Do(w http.ResponseWriter, r *http.Request, exec graphql.Graph
 		ctx = ratelimit.WithOutcome(ctx)
 	}
 	rc, opErrs := exec.CreateOperationContext(ctx, params)
-	if !querydoc.Heavy(rc) {
-		// A heavy document executes in the turn too (querydoc.Heavy says why).
+	heavy := querydoc.Heavy(rc)
+	if !heavy && auth.UserFrom(ctx) != nil {
+		// A heavy document executes in the turn too (querydoc.Heavy says
+		// why), and so does an anonymous caller's operation: the only work
+		// an anonymous operation can ask for is a sign-up or sign-in, whose
+		// password hash is tens of milliseconds of CPU; in its caller's turn,
+		// a burst of them from one address runs one at a time and is paced
+		// like its documents (bench/abuse: 60 sign-ups at once took a
+		// signed-in client's slowest request to 39 ms, 10 times its p99).
 		endTurnOnce()
 	}
 	if all := querydoc.Errors(rc); all != nil {
@@ -228,8 +247,12 @@ func (t Transport) Do(w http.ResponseWriter, r *http.Request, exec graphql.Graph
 		}
 	}
 
+	executing := time.Now()
 	responses, ctx := exec.DispatchOperation(ctx, rc)
 	resp := responses(ctx)
+	if heavy {
+		cpumeter.Add(ctx, time.Since(executing)) // gqlgen collecting its fields
+	}
 	if files != nil {
 		files.release(ctx) // before the answer: what it names is all that is stored
 	}
@@ -606,4 +629,18 @@ func (methodGuard) MutateOperationContext(ctx context.Context, rc *graphql.Opera
 		}
 	}
 	return nil
+}
+
+// timedBody is a request body that adds up the time its reads wait: the time
+// spent waiting for the client, not charged to its turn.
+type timedBody struct {
+	io.ReadCloser
+	waited time.Duration
+}
+
+func (b *timedBody) Read(p []byte) (int, error) {
+	start := time.Now()
+	n, err := b.ReadCloser.Read(p)
+	b.waited += time.Since(start)
+	return n, err
 }

@@ -1,9 +1,11 @@
 package httpapi_test
 
 import (
+	"context"
 	"io"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -153,5 +155,75 @@ func TestHeavyDocumentsExecuteInTheirCallersTurn(t *testing.T) {
 		if got := metricValue(t, e.Env, active); got != "0" {
 			t.Fatalf("%s: a turn still held after the answer: %s", c.name, got)
 		}
+	}
+}
+
+// A caller's turns are paced by their CPU-bound work (ratelimit.TurnShare,
+// package cpumeter), not by their length: a turn that waits 0.7 s for the
+// client's body costs the caller nothing, while a heavy document whose
+// execution takes 0.7 s (here, waiting on a row the test locks: a heavy
+// document's execution is charged whole) makes the caller's next request wait
+// more than MaxTurnPace, so it is refused at once with 429 and a Retry-After
+// of that wait; another caller is served.
+func TestTurnsArePacedByTheirWork(t *testing.T) {
+	t.Parallel()
+	e := newFilesEnv(t, func(o *httpapi.Options) {
+		o.Limiter = limiterWith(t, ratelimit.Config{Points: 1 << 30, MaxCost: 1 << 30}, nil)
+	})
+	long := time.Duration(float64(ratelimit.MaxTurnPace)*ratelimit.TurnShare) + ratelimit.TurnBurst + 100*time.Millisecond
+
+	body, stalled := io.Pipe()
+	done := make(chan *apitest.Response, 1)
+	go func() {
+		req, err := http.NewRequest(http.MethodPost, e.Server.URL+"/query", body)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Authorization", "Bearer "+e.member.Token)
+		done <- e.Do(t, req)
+	}()
+	if _, err := stalled.Write([]byte(`{"query":"{ me`)); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(long)
+	if _, err := stalled.Write([]byte(` { id } }"}`)); err != nil {
+		t.Fatal(err)
+	}
+	stalled.Close()
+	if r := <-done; r.Code() != "" {
+		t.Fatalf("a slow body: %s", r.Raw)
+	}
+	if r := e.Post(t, e.member.Token, `{ me { id } }`, nil); r.Status != http.StatusOK || r.Code() != "" {
+		t.Fatalf("after a turn spent waiting for the body: %d %s", r.Status, r.Raw)
+	}
+
+	tx, err := e.DB.Pool.Begin(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(context.Background())
+	if _, err := tx.Exec(t.Context(), `SELECT 1 FROM tasks WHERE id = $1 FOR UPDATE`, e.task); err != nil {
+		t.Fatal(err)
+	}
+	heavy := `mutation($t: ID!) { updateTask(id: $t, input: {title: "heavy"}) { id }` +
+		strings.Repeat(" __typename", querydoc.HeavySelections) + ` }`
+	go func() { done <- e.Post(t, e.member.Token, heavy, map[string]any{"t": e.task}) }()
+	time.Sleep(long)
+	if err := tx.Commit(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if r := <-done; r.Status != http.StatusOK || r.Code() != "" {
+		t.Fatalf("the heavy document: %d %s", r.Status, r.Raw)
+	}
+	r := e.Post(t, e.member.Token, `{ me { id } }`, nil)
+	retry, _ := strconv.Atoi(r.Header.Get("Retry-After"))
+	if r.Status != http.StatusTooManyRequests || r.Code() != "RATE_LIMITED" || retry < int(ratelimit.MaxTurnPace/time.Second) ||
+		r.Body.Errors[0]["extensions"].(map[string]any)["retryAfter"] != float64(retry) {
+		t.Fatalf("the next request after a heavy turn of %s: %d %v %s", long, r.Status, r.Header, r.Raw)
+	}
+	if r := e.Post(t, e.owner.Token, `{ me { id } }`, nil); r.Status != http.StatusOK || r.Code() != "" {
+		t.Fatalf("another caller: %d %s", r.Status, r.Raw)
 	}
 }

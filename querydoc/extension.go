@@ -6,6 +6,8 @@ import (
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/vektah/gqlparser/v2/ast"
 	"github.com/vektah/gqlparser/v2/gqlerror"
+
+	"taskflow/cpumeter"
 )
 
 // Extension is the gqlgen handler extension that parses and validates the
@@ -57,6 +59,7 @@ func (e Extension) MutateOperationParameters(ctx context.Context, p *graphql.Raw
 		rc.Stats.SetExtension(statsKey, &prepared{query: p.Query, doc: doc, parsed: doc, shape: shape})
 		return nil
 	}
+	defer cpumeter.Start(ctx)() // charged to the caller's turn
 	doc, problems := e.Validator.Parse(p.Query)
 	var shape Shape
 	if problems == nil {

@@ -2,7 +2,9 @@ package ratelimit
 
 import (
 	"context"
+	"math"
 	"sync"
+	"time"
 
 	"golang.org/x/sync/semaphore"
 
@@ -19,6 +21,33 @@ import (
 // instance. A client's ordinary requests are parsed from the document cache
 // in microseconds and barely notice; one client flooding expensive documents
 // gets one core at the most, and the others keep theirs.
+//
+// One core is still a lot on a small machine: in bench/abuse, one client
+// flooding 1,400-fragment documents (19 ms each) in its turns took a
+// signed-in client's p99 to 4-5 times its idle value on two cores. So turns
+// are also paced: the CPU-bound work of a caller's turns (package cpumeter:
+// decoding the body, parsing and validating the document, password hashes,
+// executing a heavy document; never the time spent waiting on the network,
+// Postgres or Redis) is charged to it, and a caller whose turns took more
+// than TurnShare of one core, past a burst of TurnBurst, waits before its
+// next turn until it is back within it. An honest client's turns take
+// microseconds and never wait; a flood of expensive documents gets a quarter
+// of a core. The wait is a generic cell rate algorithm on time (the one the
+// cost budget uses on points), per instance, in process memory.
+
+// TurnShare is the share of one core a caller's turns may take on average,
+// and TurnBurst how much turn time a caller may spend at once before the
+// share applies: a hundred milliseconds is about five documents at the
+// limits, or the standard introspection query a few dozen times.
+const (
+	TurnShare = 0.25
+	TurnBurst = 100 * time.Millisecond
+)
+
+// MaxTurnPace is the longest a request waits for its caller's turns to be
+// paid for; a longer wait (only after a single turn of more than about half a
+// second) is answered RATE_LIMITED at once, with the wait as retryAfter.
+const MaxTurnPace = 2 * time.Second
 
 // MaxWaitingTurns bounds the requests of one caller waiting for their turn on
 // an instance: past it a request is answered 429 at once (nothing ran). A
@@ -31,6 +60,11 @@ const MaxWaitingTurns = 128
 type turns struct {
 	mu      sync.Mutex
 	callers map[string]*callerTurn
+	// paid holds, per caller whose turns are not paid for yet, when they will
+	// be (the theoretical arrival time of the cell rate algorithm); entries
+	// in the past are dropped by sweep, once the map doubles.
+	paid    map[string]time.Time
+	sweepAt int
 	// waiting, active and refused count, when set (the limiter's metrics).
 	waiting, active interface{ Add(float64) }
 	refused         interface{ Inc() }
@@ -51,10 +85,24 @@ var errTooManyWaiting = func() *errs.Error {
 	return e
 }()
 
-// enter waits for key's turn and returns the function that ends it. It fails
-// with RATE_LIMITED (retryAfter 1) when MaxWaitingTurns requests of key wait
-// already, and with ctx's error when ctx ends first.
-func (t *turns) enter(ctx context.Context, key string) (func(), error) {
+// errPaced answers a request whose caller's turns are not paid for within
+// MaxTurnPace.
+func errPaced(wait time.Duration) *errs.Error {
+	e := errs.Errorf(errs.CodeRateLimited, "your recent requests took too much of this server's time to prepare; retry later")
+	e.Extensions = map[string]any{"retryAfter": int(math.Ceil(wait.Seconds()))}
+	return e
+}
+
+// EndTurn ends a turn, charging its caller the time of the turn's CPU-bound
+// work (package cpumeter).
+type EndTurn func(work time.Duration)
+
+// enter waits for key's turn, and then for key's past turns to be paid for,
+// and returns the function that ends it. It fails with RATE_LIMITED
+// (retryAfter 1) when MaxWaitingTurns requests of key wait already, with
+// RATE_LIMITED (retryAfter the wait) when the pace would wait more than
+// MaxTurnPace, and with ctx's error when ctx ends first.
+func (t *turns) enter(ctx context.Context, key string) (EndTurn, error) {
 	t.mu.Lock()
 	if t.callers == nil {
 		t.callers = map[string]*callerTurn{}
@@ -88,10 +136,32 @@ func (t *turns) enter(ctx context.Context, key string) (func(), error) {
 		leave()
 		return nil, err
 	}
+	if wait := t.pace(key, time.Now()); wait > 0 {
+		err := error(errPaced(wait))
+		if wait <= MaxTurnPace {
+			timer := time.NewTimer(wait)
+			select {
+			case <-timer.C:
+				err = nil
+			case <-ctx.Done():
+				timer.Stop()
+				err = ctx.Err()
+			}
+		}
+		if err != nil {
+			if t.refused != nil && errs.CodeOf(err) == errs.CodeRateLimited {
+				t.refused.Inc()
+			}
+			c.sem.Release(1)
+			leave()
+			return nil, err
+		}
+	}
 	if t.active != nil {
 		t.active.Add(1)
 	}
-	return func() {
+	return func(work time.Duration) {
+		t.charge(key, time.Now(), work)
 		if t.active != nil {
 			t.active.Add(-1)
 		}
@@ -100,11 +170,50 @@ func (t *turns) enter(ctx context.Context, key string) (func(), error) {
 	}, nil
 }
 
+// pace returns how long key must wait at now before its next turn: how far
+// its paid-for time is past the burst.
+func (t *turns) pace(key string, now time.Time) time.Duration {
+	t.mu.Lock()
+	at, ok := t.paid[key]
+	t.mu.Unlock()
+	if !ok {
+		return 0
+	}
+	return at.Sub(now) - time.Duration(float64(TurnBurst)/TurnShare)
+}
+
+// charge charges a turn of used to key at now: its turns are paid for
+// used/TurnShare later.
+func (t *turns) charge(key string, now time.Time, used time.Duration) {
+	if used <= 0 {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.paid == nil {
+		t.paid = map[string]time.Time{}
+	}
+	at := t.paid[key]
+	if at.Before(now) {
+		at = now
+	}
+	t.paid[key] = at.Add(time.Duration(float64(used) / TurnShare))
+	if len(t.paid) >= t.sweepAt {
+		for k, at := range t.paid {
+			if at.Before(now) {
+				delete(t.paid, k)
+			}
+		}
+		t.sweepAt = 2*len(t.paid) + 64
+	}
+}
+
 // Turn waits for the caller's turn through the phase before execution (see
-// above) and returns the function that ends it; the caller is the signed-in
-// user, else the client IP. It returns RATE_LIMITED (extensions.retryAfter 1)
-// when too many requests of the caller wait already, and ctx's error when ctx
-// ends first.
-func (l *Limiter) Turn(ctx context.Context) (func(), error) {
+// above) and returns the function that ends it, to which the caller passes
+// the turn's metered work; the caller is the signed-in
+// user, else the client IP. It returns RATE_LIMITED (extensions.retryAfter)
+// when too many requests of the caller wait already or its past turns are
+// not paid for within MaxTurnPace, and ctx's error when ctx ends first.
+func (l *Limiter) Turn(ctx context.Context) (EndTurn, error) {
 	return l.turns.enter(ctx, identity(ctx, ""))
 }
