@@ -181,7 +181,7 @@ func newHandler(o Options, without []Guard) http.Handler {
 	}
 	// Subscriptions: graphql-ws (WebSocket) and Server-Sent Events, tried
 	// before the HTTP transport, which takes every other request.
-	gql.AddTransport(newWSTransport(st, o.CORS, readLimit))
+	gql.AddTransport(newWSTransport(st, o.CORS, readLimit, o.Limiter))
 	gql.AddTransport(sseTransport{http: httpTransport, st: st})
 	gql.AddTransport(httpTransport)
 	gql.SetQueryCache(querydoc.ExecutorCache{})

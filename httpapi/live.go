@@ -20,6 +20,7 @@ import (
 	"github.com/vektah/gqlparser/v2/gqlerror"
 
 	"taskflow/auth"
+	"taskflow/cpumeter"
 	"taskflow/errs"
 	"taskflow/live"
 	"taskflow/ratelimit"
@@ -173,13 +174,15 @@ type wsTransport struct {
 	ws   transport.Websocket
 	st   *streams
 	cors CORS
+	// limiter gives each subscription's document its caller's turn (inTurn).
+	limiter *ratelimit.Limiter
 }
 
 var _ graphql.Transport = wsTransport{}
 
 // newWSTransport configures gqlgen's WebSocket transport.
-func newWSTransport(st *streams, cors CORS, readLimit int64) wsTransport {
-	t := wsTransport{st: st, cors: cors}
+func newWSTransport(st *streams, cors CORS, readLimit int64, limiter *ratelimit.Limiter) wsTransport {
+	t := wsTransport{st: st, cors: cors, limiter: limiter}
 	t.ws = transport.Websocket{
 		Implementation:        wsImplementation{st},
 		InitFunc:              st.wsInit,
@@ -213,7 +216,7 @@ func (t wsTransport) Do(w http.ResponseWriter, r *http.Request, exec graphql.Gra
 	}
 	defer t.st.release()
 	c := &wsConn{st: t.st}
-	t.ws.Do(w, r.WithContext(context.WithValue(r.Context(), wsConnKey{}, c)), exec)
+	t.ws.Do(w, r.WithContext(context.WithValue(r.Context(), wsConnKey{}, c)), inTurn{exec, t.limiter})
 	c.stopIdle()
 }
 
@@ -449,18 +452,25 @@ func (t sseTransport) Supports(r *http.Request) bool {
 		strings.Contains(strings.Join(r.Header.Values("Accept"), ","), "text/event-stream")
 }
 
-// Do serves one operation as an event stream.
+// Do serves one operation as an event stream. The operation is prepared in
+// its caller's turn, as the HTTP transport's are.
 func (t sseTransport) Do(w http.ResponseWriter, r *http.Request, exec graphql.GraphExecutor) {
-	ctx := r.Context()
 	w.Header().Set("Content-Type", mediaJSON)
+	ctx, body, endTurn, ok := t.http.turn(r.Context(), w, r)
+	if !ok {
+		return
+	}
+	defer endTurn()
 	var params *graphql.RawParams
 	var reqErr *requestError
+	decoding := time.Now()
 	if r.Method == http.MethodGet {
 		params, reqErr = paramsFromQuery(r)
 		ctx = context.WithValue(ctx, getRequestKey{}, true)
 	} else {
 		params, reqErr = t.http.paramsFromBody(w, r)
 	}
+	cpumeter.Add(ctx, time.Since(decoding)-body.waited)
 	if reqErr != nil {
 		t.refuse(ctx, w, exec, nil, reqErr.status, gqlerror.List{{Message: reqErr.message,
 			Extensions: map[string]any{"code": reqErr.code}}})
@@ -475,6 +485,7 @@ func (t sseTransport) Do(w http.ResponseWriter, r *http.Request, exec graphql.Gr
 		ctx = ratelimit.WithOutcome(ctx)
 	}
 	rc, opErrs := exec.CreateOperationContext(ctx, params)
+	endTurn()
 	if opErrs != nil {
 		t.refuse(ctx, w, exec, rc, http.StatusBadRequest, opErrs)
 		return

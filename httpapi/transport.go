@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -139,36 +140,12 @@ func (t Transport) Do(w http.ResponseWriter, r *http.Request, exec graphql.Graph
 	w.Header().Add("Vary", "Accept")
 	start := graphql.Now()
 
-	// The caller's turn through reading, parsing, validating and pricing (see
-	// ratelimit.Limiter.Turn): ended once the operation is prepared, or once
-	// it is answered when it is heavy or anonymous (below). The caller is
-	// charged the turn's CPU-bound work (package cpumeter), not the time
-	// spent waiting for its body, Postgres or Redis.
-	endTurn := ratelimit.EndTurn(func(time.Duration) {})
-	body := &timedBody{ReadCloser: r.Body}
-	ctx, work := cpumeter.With(ctx)
-	if t.Limiter != nil {
-		end, err := t.Limiter.Turn(ctx)
-		if err != nil {
-			var e *errs.Error
-			if !errors.As(err, &e) || e.Code != errs.CodeRateLimited {
-				// The client went away while it waited: nobody reads this.
-				e = &errs.Error{Message: "the request ended before its turn"}
-			}
-			retry, _ := e.Extensions["retryAfter"].(int)
-			writeTooMany(w, max(retry, 1), gqlerror.List{{Message: e.Message,
-				Extensions: map[string]any{"code": string(errs.CodeRateLimited), "retryAfter": max(retry, 1)}}})
-			return
-		}
-		endTurn = end
-		r.Body = body
-	}
-	turnEnded := false
-	endTurnOnce := func() {
-		if !turnEnded {
-			turnEnded = true
-			endTurn(work.Spent())
-		}
+	// The caller's turn through reading, parsing, validating and pricing:
+	// ended once the operation is prepared, or once it is answered when it
+	// is heavy or anonymous (below).
+	ctx, body, endTurnOnce, ok := t.turn(ctx, w, r)
+	if !ok {
+		return
 	}
 	defer endTurnOnce()
 
@@ -269,6 +246,68 @@ func (t Transport) Do(w http.ResponseWriter, r *http.Request, exec graphql.Graph
 		cost = &c
 	}
 	writeResponse(w, resp, cost)
+}
+
+// turn waits for the caller's turn (ratelimit.Limiter.Turn) and returns the
+// context that meters the turn's work (package cpumeter), r's body, timed
+// (cpumeter.Add the decoding's time less body.waited), and the function that
+// ends the turn once, charging that work: never the time spent waiting for the
+// body, Postgres or Redis. A refused turn is answered 429 here, and ok is
+// false. Without a limiter there is no turn.
+func (t Transport) turn(ctx context.Context, w http.ResponseWriter, r *http.Request) (_ context.Context, body *timedBody, end func(), ok bool) {
+	body = &timedBody{ReadCloser: r.Body}
+	ctx, work := cpumeter.With(ctx)
+	if t.Limiter == nil {
+		return ctx, body, func() {}, true
+	}
+	endTurn, err := t.Limiter.Turn(ctx)
+	if err != nil {
+		retry, list := turnRefusal(err)
+		writeTooMany(w, retry, list)
+		return ctx, body, nil, false
+	}
+	r.Body = body
+	var once sync.Once
+	return ctx, body, func() { once.Do(func() { endTurn(work.Spent()) }) }, true
+}
+
+// turnRefusal is the error of a refused turn (ratelimit.Limiter.Turn), and
+// its retryAfter in seconds.
+func turnRefusal(err error) (int, gqlerror.List) {
+	var e *errs.Error
+	if !errors.As(err, &e) || e.Code != errs.CodeRateLimited {
+		// The client went away while it waited: nobody reads this.
+		e = &errs.Error{Message: "the request ended before its turn"}
+	}
+	retry, _ := e.Extensions["retryAfter"].(int)
+	retry = max(retry, 1)
+	return retry, gqlerror.List{{Message: e.Message,
+		Extensions: map[string]any{"code": string(errs.CodeRateLimited), "retryAfter": retry}}}
+}
+
+// inTurn is an executor that prepares each operation in its caller's turn,
+// charged the work of preparing it (Transport.turn): the WebSocket transport
+// prepares each subscription's document through it, so that a connection
+// cannot parse documents beside its caller's turn.
+type inTurn struct {
+	graphql.GraphExecutor
+	limiter *ratelimit.Limiter
+}
+
+// CreateOperationContext prepares the operation in its caller's turn, or
+// refuses it with the turn's RATE_LIMITED.
+func (e inTurn) CreateOperationContext(ctx context.Context, p *graphql.RawParams) (*graphql.OperationContext, gqlerror.List) {
+	if e.limiter == nil {
+		return e.GraphExecutor.CreateOperationContext(ctx, p)
+	}
+	end, err := e.limiter.Turn(ctx)
+	if err != nil {
+		_, list := turnRefusal(err)
+		return nil, list
+	}
+	ctx, work := cpumeter.With(ctx)
+	defer func() { end(work.Spent()) }()
+	return e.GraphExecutor.CreateOperationContext(ctx, p)
 }
 
 // writeResponse writes an executed operation's response with status 200, and

@@ -164,7 +164,8 @@ func TestHeavyDocumentsExecuteInTheirCallersTurn(t *testing.T) {
 // execution takes 0.7 s (here, waiting on a row the test locks: a heavy
 // document's execution is charged whole) makes the caller's next request wait
 // more than MaxTurnPace, so it is refused at once with 429 and a Retry-After
-// of that wait; another caller is served.
+// of that wait, and so are its event streams and WebSocket subscriptions;
+// another caller is served.
 func TestTurnsArePacedByTheirWork(t *testing.T) {
 	t.Parallel()
 	e := newFilesEnv(t, func(o *httpapi.Options) {
@@ -223,7 +224,22 @@ func TestTurnsArePacedByTheirWork(t *testing.T) {
 		r.Body.Errors[0]["extensions"].(map[string]any)["retryAfter"] != float64(retry) {
 		t.Fatalf("the next request after a heavy turn of %s: %d %v %s", long, r.Status, r.Header, r.Raw)
 	}
+	// The streaming transports prepare their documents in the same turns.
+	sub := `subscription { workspaceChanges(workspaceId: "` + e.ws + `") { __typename } }`
+	if s := e.OpenSSE(t, e.member.Token, sub, nil); s.Res.StatusCode != http.StatusTooManyRequests || s.Res.Header.Get("Retry-After") == "" {
+		t.Fatalf("an event stream of the paced caller: %d %v", s.Res.StatusCode, s.Res.Header)
+	}
+	ws := apitest.DialWS(t, e.Server.URL+"/query", apitest.WSOptions{Init: map[string]any{"Authorization": "Bearer " + e.member.Token}})
+	ws.Subscribe("1", sub, nil)
+	// gqlgen answers a document it could not prepare with its errors in a
+	// next message, then complete.
+	if m := ws.Next(); m.Type != "next" || !strings.Contains(string(m.Payload), `"RATE_LIMITED"`) {
+		t.Fatalf("a WebSocket subscription of the paced caller: %s %s", m.Type, m.Payload)
+	}
 	if r := e.Post(t, e.owner.Token, `{ me { id } }`, nil); r.Status != http.StatusOK || r.Code() != "" {
 		t.Fatalf("another caller: %d %s", r.Status, r.Raw)
+	}
+	if s := e.OpenSSE(t, e.owner.Token, sub, nil); s.Res.StatusCode != http.StatusOK {
+		t.Fatalf("another caller's event stream: %d", s.Res.StatusCode)
 	}
 }
