@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
+	"taskflow/cpumeter"
 	"taskflow/errs"
 )
 
@@ -210,5 +211,36 @@ func TestHasherCollectsHashGarbage(t *testing.T) {
 	}
 	if got := h.garbage.Load(); got != before+1 {
 		t.Fatalf("garbage after a 1 KiB run: %d KiB, want %d", got, before+1)
+	}
+}
+
+// A hash is charged to its caller's turn (package cpumeter) its time, but at
+// most twice the fastest hash of the hasher's parameters: a slow hash on a
+// busy machine is charged what a hash costs. Hashes of other sizes are
+// charged their time; Run reports its charge to the context's Meter.
+func TestHasherChargesAtMostTwiceTheFastestHash(t *testing.T) {
+	t.Parallel()
+	h := NewHasher(HasherOptions{Params: FastPasswordParams})
+	own := int64(FastPasswordParams.Memory)
+	for _, c := range []struct {
+		kib        int64
+		took, want time.Duration
+	}{
+		{own, 100 * time.Millisecond, 100 * time.Millisecond}, // the first is the fastest
+		{own, 30 * time.Millisecond, 30 * time.Millisecond},   // a faster one
+		{own, 500 * time.Millisecond, 60 * time.Millisecond},  // slow: twice the fastest
+		{own, 50 * time.Millisecond, 50 * time.Millisecond},
+		{2 * own, time.Second, time.Second}, // another size: its time
+	} {
+		if got := h.charge(c.kib, c.took); got != c.want {
+			t.Fatalf("a hash of %d KiB that took %s is charged %s, want %s", c.kib, c.took, got, c.want)
+		}
+	}
+	ctx, m := cpumeter.With(context.Background())
+	if _, err := h.Hash(ctx, "correct horse"); err != nil {
+		t.Fatal(err)
+	}
+	if m.Spent() <= 0 || m.Spent() > 60*time.Millisecond {
+		t.Fatalf("a hash charged %s to its request, want more than 0 and at most 60ms", m.Spent())
 	}
 }
