@@ -71,13 +71,18 @@ func DefaultMaxConcurrent(p PasswordParams) int {
 }
 
 // hashGarbageKiB is how much hash memory may become garbage before the
-// hasher starts a collection (64 MiB: three hashes of the default
-// parameters). A hash's 19 MiB is garbage the moment it ends, and with the
-// server's GOGC=200 and no GOMEMLIMIT the next collection waits for the heap
-// to triple: in bench/abuse, 20 sign-ups after the caches had filled took the
-// RSS to 361 MiB. At most one hash in 64 MiB pays for a collection, which it
-// does not wait for.
-const hashGarbageKiB = 64 << 10
+// hasher collects it (32 MiB: every other hash of the default parameters). A
+// hash's 19 MiB is garbage the moment it ends, and with the server's GOGC=200
+// and no GOMEMLIMIT the next collection waits for the heap to triple: in
+// bench/abuse, 20 sign-ups after the caches had filled took the RSS to
+// 361 MiB. A collection started in the background every 64 MiB still let the
+// next hashes allocate beside the garbage it had not reclaimed yet: 272 MiB
+// after 2,000 idle connections had taken the RSS to 200 MiB. So the hash that
+// reaches the threshold collects before it gives back its room under the
+// bound: no hash allocates until the garbage is reclaimed, and the RSS stays
+// within the live heap plus two hashes. It costs that hash a collection
+// (a few milliseconds beside its 28 ms); the others pay nothing.
+const hashGarbageKiB = 32 << 10
 
 // Hasher makes and verifies argon2id password hashes under one bound on the
 // memory they hold at once (a weighted semaphore of MaxConcurrent times the
@@ -148,7 +153,9 @@ func (h *Hasher) Run(ctx context.Context, memory uint32, fn func()) error {
 	fn()
 	cpumeter.Add(ctx, h.charge(n, time.Since(start)))
 	h.metrics.ok.Inc()
-	h.discarded(n)
+	if h.discarded(n) {
+		runtime.GC() // before the room is given back (hashGarbageKiB)
+	}
 	return nil
 }
 
@@ -174,15 +181,13 @@ func (h *Hasher) charge(kib int64, d time.Duration) time.Duration {
 	}
 }
 
-// discarded counts kib of hash memory become garbage and starts a collection
-// (without waiting for it) once hashGarbageKiB have; it reports whether it
-// did.
+// discarded counts kib of hash memory become garbage and reports whether
+// hashGarbageKiB have since it last did: the caller then collects.
 func (h *Hasher) discarded(kib int64) bool {
 	if h.garbage.Add(kib) < hashGarbageKiB {
 		return false
 	}
 	h.garbage.Store(0)
-	go runtime.GC()
 	return true
 }
 
