@@ -17,7 +17,7 @@ func (r *Report) Markdown(w io.Writer) {
 		r.Machine, r.LoadAvg, serverEnv(r.Config.ServerEnv), r.Config.Attackers, r.Config.Duration)
 	fmt.Fprintf(w, "Victim: a signed-in task(id) every %s; alone: p50 %s, p99 %s (%d requests, server CPU %s each).\n\n",
 		r.Config.VictimEvery, ms(r.VictimIdle.P50), ms(r.VictimIdle.P99), r.VictimIdle.N, ms(r.VictimCPU))
-	fmt.Fprintln(w, "| attack | requests | answers | server CPU / request | peak RSS | victim p99 (× idle) | verdict |")
+	fmt.Fprintln(w, "| attack | requests | answers | server CPU / request | peak RSS | victim p99 (× idle), requests | verdict |")
 	fmt.Fprintln(w, "|---|---:|---|---:|---:|---:|---|")
 	for _, row := range r.Rows {
 		cpu := "—"
@@ -32,8 +32,8 @@ func (r *Report) Markdown(w io.Writer) {
 		if !row.Pass(r.VictimIdle) {
 			verdict = "**fail**: " + strings.Join(row.failures(r.VictimIdle), ", ")
 		}
-		fmt.Fprintf(w, "| %s: %s | %d | %s | %s | %s | %s (%.1f×) | %s |\n", row.Attack, row.What, row.Requests,
-			answers(row.Answers), cpu, mib(row.RSSPeak), ms(row.Victim.P99), ratio, verdict)
+		fmt.Fprintf(w, "| %s: %s | %d | %s | %s | %s | %s (%.1f×), %d | %s |\n", row.Attack, row.What, row.Requests,
+			answers(row.Answers), cpu, mib(row.RSSPeak), ms(row.Victim.P99), ratio, row.Victim.N, verdict)
 	}
 	fmt.Fprintln(w)
 	for _, row := range r.Rows {
