@@ -256,10 +256,10 @@ func (t Transport) Do(w http.ResponseWriter, r *http.Request, exec graphql.Graph
 // false. Without a limiter there is no turn.
 func (t Transport) turn(ctx context.Context, w http.ResponseWriter, r *http.Request) (_ context.Context, body *timedBody, end func(), ok bool) {
 	body = &timedBody{ReadCloser: r.Body}
-	ctx, work := cpumeter.With(ctx)
 	if t.Limiter == nil {
-		return ctx, body, func() {}, true
+		return ctx, body, func() {}, true // nothing is charged: no meter
 	}
+	ctx, work := cpumeter.With(ctx)
 	endTurn, err := t.Limiter.Turn(ctx)
 	if err != nil {
 		retry, list := turnRefusal(err)
