@@ -230,7 +230,7 @@ func (r *queryResolver) Workspace(ctx context.Context, id string) (*store.Worksp
 
 // Project is the resolver for the project field.
 func (r *queryResolver) Project(ctx context.Context, id string) (*store.Project, error) {
-	return r.loaders(ctx).Project(ctx, id)
+	return r.projectWithTasks(ctx, id)
 }
 
 // Task is the resolver for the task field.

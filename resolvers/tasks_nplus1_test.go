@@ -23,26 +23,54 @@ import (
 
 // statementCounter is a pgx QueryTracer counting the statements sent to Postgres.
 type statementCounter struct {
-	mu   sync.Mutex
-	sqls []string
+	mu    sync.Mutex
+	sqls  []string
+	trips int
 }
 
-// TraceQueryStart records a statement.
+// TraceQueryStart records a statement sent on its own: a round trip.
 func (c *statementCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, data pgx.TraceQueryStartData) context.Context {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.sqls = append(c.sqls, strings.Join(strings.Fields(data.SQL), " "))
+	c.trips++
 	return ctx
 }
 
 // TraceQueryEnd does nothing.
 func (c *statementCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
 
+// TraceBatchStart counts a batch, whose statements go in one round trip.
+func (c *statementCounter) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.trips++
+	return ctx
+}
+
+// TraceBatchQuery records a statement of a batch.
+func (c *statementCounter) TraceBatchQuery(_ context.Context, _ *pgx.Conn, data pgx.TraceBatchQueryData) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.sqls = append(c.sqls, strings.Join(strings.Fields(data.SQL), " "))
+}
+
+// TraceBatchEnd does nothing.
+func (c *statementCounter) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
+
+// roundTrips returns the statements sent alone and the batches sent since the
+// last reset.
+func (c *statementCounter) roundTrips() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.trips
+}
+
 // reset forgets what was counted.
 func (c *statementCounter) reset() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.sqls = nil
+	c.sqls, c.trips = nil, 0
 }
 
 // statements returns what was counted since the last reset.
@@ -184,9 +212,12 @@ func checkStatements(t *testing.T, what string, stmts []string, most int) {
 }
 
 // task(id) with its assignee, and project(id) with a page of its tasks, are the
-// commonest reads: one statement each beyond the token lookup (which the
-// instance remembers, store.SessionTTL), and two for the project's page (the
-// project with the viewer's role, then the page).
+// commonest reads: one round trip each beyond the token lookup (which the
+// instance remembers, store.SessionTTL). The project and its page are two
+// statements sent together (store.ProjectWithTaskPage), whether the page's
+// arguments are literals, variables or defaults; a selection the lookahead
+// cannot read (two different pages) takes a round trip more, and answers the
+// same.
 func TestLoneReadsAreOneStatement(t *testing.T) {
 	t.Parallel()
 	env, counter := countedEnv(t)
@@ -198,13 +229,20 @@ func TestLoneReadsAreOneStatement(t *testing.T) {
 	}
 	task := anyTask(t, env, project)
 	for _, c := range []struct {
-		query string
-		vars  map[string]any
-		want  string
-		most  int
+		query       string
+		vars        map[string]any
+		want        string
+		most, trips int
 	}{
-		{`query($id: ID!) { task(id: $id) { id title assignee { id name } } }`, map[string]any{"id": task}, w.member.ID, 1},
-		{`query($id: ID!) { project(id: $id) { tasks(first: 20) { nodes { id title } } } }`, map[string]any{"id": project}, task, 2},
+		{`query($id: ID!) { task(id: $id) { id title assignee { id name } } }`, map[string]any{"id": task}, w.member.ID, 1, 1},
+		{`query($id: ID!) { project(id: $id) { tasks(first: 20) { nodes { id title } } } }`, map[string]any{"id": project}, task, 2, 1},
+		{`query($id: ID!) { project(id: $id) { name tasks { nodes { id title } } } }`, map[string]any{"id": project}, task, 2, 1},
+		{`query($id: ID!, $n: Int, $s: TaskStatus) { project(id: $id) { tasks(first: $n, status: $s) { nodes { id } } } }`,
+			map[string]any{"id": project, "n": 5, "s": "TODO"}, task, 2, 1},
+		{`query($id: ID!) { project(id: $id) { ...P } } fragment P on Project { tasks(first: 3) { nodes { id } } }`,
+			map[string]any{"id": project}, task, 2, 1},
+		{`query($id: ID!) { project(id: $id) { a: tasks(first: 2) { nodes { id } } b: tasks(first: 3) { nodes { id } } } }`,
+			map[string]any{"id": project}, task, 3, 3},
 	} {
 		counter.reset()
 		r := call(t, env, w.viewer, c.query, c.vars)
@@ -218,5 +256,9 @@ func TestLoneReadsAreOneStatement(t *testing.T) {
 			}
 		}
 		checkStatements(t, c.query, stmts, c.most)
+		trips := counter.roundTrips() - (len(counter.statements()) - len(stmts))
+		if trips != c.trips {
+			t.Errorf("%s: %d round trips beyond the token's, want %d", c.query, trips, c.trips)
+		}
 	}
 }

@@ -35,9 +35,7 @@ func (db *DB) ProjectsByIDs(ctx context.Context, viewerID string, ids []string) 
 	if n == 0 || !validID(viewerID) {
 		return out, nil
 	}
-	rows, err := db.q(ctx).Query(ctx, `SELECT `+projectColumns+` FROM projects p
-		JOIN members v ON v.workspace_id = p.workspace_id AND v.user_id = $1
-		WHERE `+cond, viewerID, arg)
+	rows, err := db.q(ctx).Query(ctx, projectsByIDsSQL(cond), viewerID, arg)
 	if err != nil {
 		return nil, fmt.Errorf("projects by ids: %w", err)
 	}
@@ -50,6 +48,14 @@ func (db *DB) ProjectsByIDs(ctx context.Context, viewerID string, ids []string) 
 		out[p.ID] = p
 	}
 	return out, rows.Err()
+}
+
+// projectsByIDsSQL is ProjectsByIDs' statement, with the viewer's id as $1
+// and cond choosing the projects by id ($2).
+func projectsByIDsSQL(cond string) string {
+	return `SELECT ` + projectColumns + ` FROM projects p
+		JOIN members v ON v.workspace_id = p.workspace_id AND v.user_id = $1
+		WHERE ` + cond
 }
 
 // ProjectsScope is the cursor scope of a workspace's project list with or without

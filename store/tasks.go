@@ -362,6 +362,29 @@ func NewTaskPageKey(projectID string, status *TaskStatus, first *int, after *str
 // callers pass projects the viewer can see. It returns a BAD_USER_INPUT error for
 // a key whose cursor is invalid (keys made by NewTaskPageKey never are).
 func (db *DB) TaskPages(ctx context.Context, keys []TaskPageKey) ([]*TaskConnection, error) {
+	q, err := newTaskPagesQuery(keys)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := db.q(ctx).Query(ctx, q.sql, q.args...)
+	if err != nil {
+		return nil, fmt.Errorf("task pages: %w", err)
+	}
+	return q.read(rows)
+}
+
+// taskPagesQuery is the statement of TaskPages for its keys, and how to read
+// its rows back into pages.
+type taskPagesQuery struct {
+	keys  []TaskPageKey
+	pages []Page
+	sql   string
+	args  []any
+}
+
+// newTaskPagesQuery returns the statement reading the pages of keys, or a
+// BAD_USER_INPUT error for a key whose cursor is invalid.
+func newTaskPagesQuery(keys []TaskPageKey) (*taskPagesQuery, error) {
 	pages := make([]Page, len(keys))
 	projects := make([]string, len(keys))
 	statuses := make([]*string, len(keys))
@@ -388,20 +411,20 @@ func (db *DB) TaskPages(ctx context.Context, keys []TaskPageKey) ([]*TaskConnect
 		}
 		limits[i] = int32(p.First + 1)
 	}
-	var rows pgx.Rows
-	var err error
+	q := &taskPagesQuery{keys: keys, pages: pages}
 	if len(keys) == 1 {
 		// One page (project(id) { tasks }): scalar parameters, which Postgres
 		// plans once (anyID says why the arrays below are planned every time).
-		rows, err = db.q(ctx).Query(ctx, `SELECT 1::bigint, `+taskColumns+` FROM tasks t
+		q.sql = `SELECT 1::bigint, ` + taskColumns + ` FROM tasks t
 			WHERE t.project_id = $1::text::uuid
 				AND ($2::text IS NULL OR t.status = $2::text)
 				AND ($3::timestamptz IS NULL OR (t.created_at, t.id) < ($3::timestamptz, $4::text::uuid))
 			ORDER BY t.created_at DESC, t.id DESC
-			LIMIT $5::int`,
-			projects[0], statuses[0], ats[0], afterIDs[0], limits[0])
-	} else {
-		rows, err = db.q(ctx).Query(ctx, `SELECT k.ord, `+taskColumns+`
+			LIMIT $5::int`
+		q.args = []any{projects[0], statuses[0], ats[0], afterIDs[0], limits[0]}
+		return q, nil
+	}
+	q.sql = `SELECT k.ord, ` + taskColumns + `
 			FROM unnest($1::text[]::uuid[], $2::text[], $3::timestamptz[], $4::text[]::uuid[], $5::int[])
 				WITH ORDINALITY AS k(project_id, status, at, id, lim, ord)
 			CROSS JOIN LATERAL (
@@ -411,14 +434,15 @@ func (db *DB) TaskPages(ctx context.Context, keys []TaskPageKey) ([]*TaskConnect
 					AND (k.at IS NULL OR (t.created_at, t.id) < (k.at, k.id))
 				ORDER BY t.created_at DESC, t.id DESC
 				LIMIT k.lim) t
-			ORDER BY k.ord, t.created_at DESC, t.id DESC`,
-			projects, statuses, ats, afterIDs, limits)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("task pages: %w", err)
-	}
+			ORDER BY k.ord, t.created_at DESC, t.id DESC`
+	q.args = []any{projects, statuses, ats, afterIDs, limits}
+	return q, nil
+}
+
+// read returns the pages of q's keys from rows, which it closes.
+func (q *taskPagesQuery) read(rows pgx.Rows) ([]*TaskConnection, error) {
 	defer rows.Close()
-	items := make([][]*Task, len(keys))
+	items := make([][]*Task, len(q.keys))
 	for rows.Next() {
 		var ord int64
 		t, err := scanTaskAfter(rows, &ord)
@@ -430,11 +454,54 @@ func (db *DB) TaskPages(ctx context.Context, keys []TaskPageKey) ([]*TaskConnect
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("task pages: %w", err)
 	}
-	out := make([]*TaskConnection, len(keys))
-	for i, k := range keys {
-		out[i] = connection(items[i], pages[i], taskPageScope(k.ProjectID, k.Status), taskKey)
+	out := make([]*TaskConnection, len(q.keys))
+	for i, k := range q.keys {
+		out[i] = connection(items[i], q.pages[i], taskPageScope(k.ProjectID, k.Status), taskKey)
 	}
 	return out, nil
+}
+
+// ProjectWithTaskPage returns the project id as ProjectsByIDs would (nil when
+// viewerID may not see it) and, for such a project, the page of its tasks that
+// key names, in one round trip: project(id) { tasks { ... } }, the commonest
+// list, then needs no second one. The two statements are those of
+// ProjectsByIDs and TaskPages, so they keep their plans; the page is read
+// before the project is known to be visible, and dropped when it is not. It
+// returns TaskPages' errors for key.
+func (db *DB) ProjectWithTaskPage(ctx context.Context, viewerID, id string, key TaskPageKey) (*Project, *TaskConnection, error) {
+	if !validID(id) || !validID(viewerID) || key.ProjectID != id {
+		projects, err := db.ProjectsByIDs(ctx, viewerID, []string{id})
+		return projects[id], nil, err
+	}
+	q, err := newTaskPagesQuery([]TaskPageKey{key})
+	if err != nil {
+		return nil, nil, err
+	}
+	b := &pgx.Batch{}
+	b.Queue(projectsByIDsSQL("p.id = $2::uuid"), viewerID, id)
+	b.Queue(q.sql, q.args...)
+	br := db.q(ctx).SendBatch(ctx, b)
+	defer br.Close()
+	var p *Project
+	rows, err := br.Query()
+	if err == nil {
+		p, err = pgx.CollectExactlyOneRow(rows, func(row pgx.CollectableRow) (*Project, error) { return scanProject(row) })
+		if errors.Is(err, pgx.ErrNoRows) {
+			p, err = nil, nil
+		}
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("project: %w", err)
+	}
+	rows, err = br.Query()
+	if err != nil {
+		return nil, nil, fmt.Errorf("task pages: %w", err)
+	}
+	pages, err := q.read(rows)
+	if err != nil || p == nil {
+		return p, nil, err
+	}
+	return p, pages[0], br.Close()
 }
 
 // scanTaskAfter scans a leading column into first, then the columns of taskColumns.

@@ -185,3 +185,61 @@ func TestTaskAndCommentAuditRules(t *testing.T) {
 		}
 	}
 }
+
+// ProjectWithTaskPage answers what ProjectsByIDs and TaskPages answer apart:
+// the project and its page for a member, nothing (and no page) for anybody
+// else or a malformed id, and TaskPages' error for a bad cursor.
+func TestProjectWithTaskPage(t *testing.T) {
+	t.Parallel()
+	f := newTaskFixture(t)
+	ctx := t.Context()
+	var ids []string
+	for i := range 3 {
+		task, err := f.db.CreateTask(ctx, f.member, store.NewTask{ProjectID: f.project, Title: fmt.Sprintf("t%d", i)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append([]string{task.ID}, ids...) // newest first
+	}
+	two := 2
+	key, err := store.NewTaskPageKey(f.project, nil, &two, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, page, err := f.db.ProjectWithTaskPage(ctx, f.member.ID, f.project, key)
+	if err != nil || p == nil || p.ID != f.project || page == nil {
+		t.Fatalf("member: %v %v %v", p, page, err)
+	}
+	want, err := f.db.TaskPages(ctx, []store.TaskPageKey{key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(page.Edges) != 2 || page.Edges[0].Node.ID != ids[0] || page.Edges[1].Node.ID != ids[1] ||
+		!page.PageInfo.HasNextPage || *page.PageInfo.EndCursor != *want[0].PageInfo.EndCursor {
+		t.Fatalf("page: %+v, TaskPages gives %+v", page, want[0])
+	}
+
+	var stranger string
+	if err := f.db.Pool.QueryRow(ctx, `INSERT INTO users (email, name, password_hash) VALUES ('s@example.com', 'S', 'x')
+		RETURNING id`).Scan(&stranger); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ viewer, id string }{
+		{stranger, f.project},
+		{f.member.ID, "00000000-0000-0000-0000-000000000000"},
+		{f.member.ID, "not-an-id"},
+	} {
+		k := key
+		k.ProjectID = c.id
+		p, page, err := f.db.ProjectWithTaskPage(ctx, c.viewer, c.id, k)
+		if err != nil || p != nil || page != nil {
+			t.Errorf("viewer %s, project %s: %v %v %v, want nothing", c.viewer, c.id, p, page, err)
+		}
+	}
+
+	bad := key
+	bad.After = "not-a-cursor"
+	if _, _, err := f.db.ProjectWithTaskPage(ctx, f.member.ID, f.project, bad); errs.CodeOf(err) != errs.CodeBadUserInput {
+		t.Errorf("bad cursor: %v, want BAD_USER_INPUT", err)
+	}
+}
