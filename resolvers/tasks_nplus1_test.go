@@ -217,7 +217,7 @@ func checkStatements(t *testing.T, what string, stmts []string, most int) {
 // statements sent together (store.ProjectWithTaskPage), whether the page's
 // arguments are literals, variables or defaults; a selection the lookahead
 // cannot read (two different pages) takes a round trip more, and answers the
-// same.
+// same. A search and the viewer's membership are one round trip too.
 func TestLoneReadsAreOneStatement(t *testing.T) {
 	t.Parallel()
 	env, counter := countedEnv(t)
@@ -243,6 +243,8 @@ func TestLoneReadsAreOneStatement(t *testing.T) {
 			map[string]any{"id": project}, task, 2, 1},
 		{`query($id: ID!) { project(id: $id) { a: tasks(first: 2) { nodes { id } } b: tasks(first: 3) { nodes { id } } } }`,
 			map[string]any{"id": project}, task, 3, 3},
+		{`query($ws: ID!) { searchTasks(workspaceId: $ws, query: "one", first: 20) { nodes { id } } }`,
+			map[string]any{"ws": w.workspace}, task, 2, 1},
 	} {
 		counter.reset()
 		r := call(t, env, w.viewer, c.query, c.vars)

@@ -17,9 +17,17 @@ func (db *DB) RoleIn(ctx context.Context, workspaceID, userID, kind string) (Rol
 	if !validID(workspaceID) {
 		return "", notFound(kind)
 	}
+	return scanRole(db.q(ctx).QueryRow(ctx, roleInSQL, workspaceID, userID), kind)
+}
+
+// roleInSQL is RoleIn's statement: the role of the user $2 in the workspace $1.
+const roleInSQL = `SELECT role FROM members WHERE workspace_id = $1 AND user_id = $2`
+
+// scanRole reads the row of roleInSQL: the role, or NOT_FOUND (naming kind)
+// for no row.
+func scanRole(row pgx.Row, kind string) (Role, error) {
 	var r Role
-	err := db.q(ctx).QueryRow(ctx, `SELECT role FROM members WHERE workspace_id = $1 AND user_id = $2`,
-		workspaceID, userID).Scan(&r)
+	err := row.Scan(&r)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return "", notFound(kind)
 	}

@@ -11,6 +11,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/jackc/pgx/v5"
+
 	"taskflow/errs"
 )
 
@@ -92,8 +94,8 @@ func (db *DB) SearchTasks(ctx context.Context, viewer *User, workspaceID, query 
 	if err != nil {
 		return nil, err
 	}
-	if _, err := db.RoleIn(ctx, workspaceID, viewer.ID, "workspace"); err != nil {
-		return nil, err
+	if !validID(workspaceID) {
+		return nil, notFound("workspace")
 	}
 	var rank *float32
 	var at *time.Time
@@ -101,13 +103,25 @@ func (db *DB) SearchTasks(ctx context.Context, viewer *User, workspaceID, query 
 	if cur != nil {
 		rank, at, id = &cur.Rank, &cur.At, &cur.ID
 	}
-	rows, err := db.q(ctx).Query(ctx, `SELECT t.rank, `+taskColumns+`
+	// The viewer's membership and the search go in one round trip; the
+	// search finds nothing unless the viewer is a member (its EXISTS is a
+	// one-time filter, so a stranger's search scans nothing).
+	b := &pgx.Batch{}
+	b.Queue(roleInSQL, workspaceID, viewer.ID)
+	b.Queue(`SELECT t.rank, `+taskColumns+`
 		FROM (SELECT t.*, ts_rank(t.search, q.q) AS rank
 			FROM tasks t, websearch_to_tsquery('english', $2) AS q(q)
-			WHERE t.workspace_id = $1 AND t.search @@ q.q) t
+			WHERE t.workspace_id = $1 AND t.search @@ q.q
+				AND EXISTS (SELECT 1 FROM members v WHERE v.workspace_id = $1 AND v.user_id = $7)) t
 		WHERE $3::real IS NULL OR (t.rank, t.created_at, t.id) < ($3::real, $4::timestamptz, $5::uuid)
 		ORDER BY t.rank DESC, t.created_at DESC, t.id DESC
-		LIMIT $6`, workspaceID, query, rank, at, id, n+1)
+		LIMIT $6`, workspaceID, query, rank, at, id, n+1, viewer.ID)
+	br := db.q(ctx).SendBatch(ctx, b)
+	defer br.Close()
+	if _, err := scanRole(br.QueryRow(), "workspace"); err != nil {
+		return nil, err
+	}
+	rows, err := br.Query()
 	if err != nil {
 		return nil, fmt.Errorf("search tasks: %w", err)
 	}
