@@ -157,10 +157,11 @@ type Row struct {
 type Result struct {
 	Scenario   string
 	Rows       []Row
-	Statements []string // TaskFlow's statements of one request
-	RawSQL     []string // the raw SQL contender's statements
-	Target     float64  // Scenario.Target
-	PeerTarget float64  // Scenario.PeerTarget
+	Statements []string  // TaskFlow's statements of one request
+	RawSQL     []string  // the raw SQL contender's statements
+	Target     float64   // Scenario.Target
+	PeerTarget float64   // Scenario.PeerTarget
+	CPU        CPUTarget // Scenario.CPU
 	// Unavailable says why the scenario could not run (it then fails).
 	Unavailable string
 }
@@ -203,7 +204,33 @@ func (r Result) Valid() bool {
 // throughput over raw SQL's, and over PostGraphile's when it ran), if it has
 // them.
 func (r Result) Pass() bool {
-	return r.Valid() && r.rawPass() && r.peerPass()
+	return r.Valid() && r.rawPass() && r.peerPass() && r.cpuPass()
+}
+
+// CPURatios are TaskFlow's server and Postgres CPU per request over
+// PostGraphile's; 0 when either was not measured.
+func (r Result) CPURatios() (server, postgres float64) {
+	tf, ok := r.Row(TaskFlow)
+	pg, okPeer := r.Row(PostGraphile)
+	if !ok || !okPeer {
+		return 0, 0
+	}
+	ratio := func(a, b time.Duration) float64 {
+		if a < 0 || b <= 0 {
+			return 0
+		}
+		return float64(a) / float64(b)
+	}
+	return ratio(tf.PerRequest(tf.ServerCPU), pg.PerRequest(pg.ServerCPU)),
+		ratio(tf.PerRequest(tf.PostgresCPU), pg.PerRequest(pg.PostgresCPU))
+}
+
+// cpuPass reports whether the CPU targets, if any, were met; true for a CPU
+// that was not measured (PostGraphile not run, or the server in process).
+func (r Result) cpuPass() bool {
+	server, postgres := r.CPURatios()
+	return (r.CPU.Server == 0 || server == 0 || server <= r.CPU.Server) &&
+		(r.CPU.Postgres == 0 || postgres == 0 || postgres <= r.CPU.Postgres)
 }
 
 // rawPass reports whether the target against raw SQL, if any, was met.
@@ -417,10 +444,10 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		if err != nil {
 			// Reported as a failed row, not skipped in silence.
 			fmt.Fprintf(cfg.Progress, "%s: %v\n", sc.Name, err)
-			rep.Results = append(rep.Results, Result{Scenario: sc.Name, Target: sc.Target, PeerTarget: sc.PeerTarget, Unavailable: err.Error()})
+			rep.Results = append(rep.Results, Result{Scenario: sc.Name, Target: sc.Target, PeerTarget: sc.PeerTarget, CPU: sc.CPU, Unavailable: err.Error()})
 			continue
 		}
-		res := Result{Scenario: sc.Name, Target: sc.Target, PeerTarget: sc.PeerTarget, Statements: describeStatements(stmts), RawSQL: sc.raw.SQL}
+		res := Result{Scenario: sc.Name, Target: sc.Target, PeerTarget: sc.PeerTarget, CPU: sc.CPU, Statements: describeStatements(stmts), RawSQL: sc.raw.SQL}
 		for _, c := range contenders {
 			do := c.work(sc, stmts)
 			if do == nil {

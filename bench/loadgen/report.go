@@ -61,6 +61,10 @@ func (r *Report) Markdown(w io.Writer) {
 			fmt.Fprintf(w, "\nTarget: %s, TaskFlow ≥ %.2fx PostGraphile: %.2fx, %s.\n", res.Scenario, res.PeerTarget,
 				res.Ratio(TaskFlow, PostGraphile), passFail(res.Valid() && res.peerPass()))
 		}
+		if server, postgres := res.CPURatios(); res.CPU != (CPUTarget{}) && (server > 0 || postgres > 0) {
+			fmt.Fprintf(w, "\nTarget: %s, TaskFlow's CPU per request ≤ %.1fx PostGraphile's (server) and ≤ %.1fx (Postgres): %.2fx and %.2fx, %s.\n",
+				res.Scenario, res.CPU.Server, res.CPU.Postgres, server, postgres, passFail(res.cpuPass()))
+		}
 	}
 	if !r.Valid() {
 		fmt.Fprintf(w, "\n**INVALID RUN: some answers were not a success (see Errors below).**\n")

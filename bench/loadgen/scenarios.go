@@ -21,6 +21,9 @@ type Scenario struct {
 	// task(id), 2x for a page of tasks, 1x for createTask; the other reads at
 	// least PostGraphile's.
 	PeerTarget float64
+	// CPU is the most CPU per request TaskFlow may use, as multiples of
+	// PostGraphile's in the same run (checked when both CPUs were measured).
+	CPU CPUTarget
 	// Fresh makes the replay of TaskFlow's statements use new UUIDs for
 	// non-fixture ids.
 	Fresh bool
@@ -40,6 +43,22 @@ type Scenario struct {
 	peer func(f *Fixtures, w, i int) []byte
 }
 
+// CPUTarget bounds TaskFlow's CPU per request against PostGraphile's: its
+// server process's against PostGraphile's node (Server) and its Postgres
+// backends' against PostGraphile's (Postgres); 0: no bound.
+type CPUTarget struct{ Server, Postgres float64 }
+
+// The CPU targets. A read's server CPU is at most node's: the Go server does
+// the auth, limits and loaders node does not, and still should not cost more
+// per request. Its Postgres CPU is at most 1.5x: TaskFlow's statements also
+// check the viewer's membership. A create's Postgres CPU is at most 2.5x:
+// three rows (the task, its audit event, the key's record) and the key's claim
+// against one insert.
+var (
+	readCPU   = CPUTarget{Server: 1, Postgres: 1.5}
+	createCPU = CPUTarget{Server: 1, Postgres: 2.5}
+)
+
 const (
 	createTaskMutation = `mutation($in: CreateTaskInput!, $key: String) { createTask(input: $in, idempotencyKey: $key) { id title status } }`
 	peerCreateTask     = `mutation($t: TaskInput!) { createTask(input: {task: $t}) { task { rowId title status } } }`
@@ -49,7 +68,7 @@ const (
 // read the fixtures as they were written, then the writes, which add tens of
 // thousands of rows.
 var Scenarios = []Scenario{
-	{Name: "task", Target: 0.25, PeerTarget: 3, Want: `"title":"`,
+	{Name: "task", Target: 0.25, PeerTarget: 3, CPU: readCPU, Want: `"title":"`,
 		request: func(f *Fixtures, w, i int) (FixtureUser, []byte) {
 			return f.user(i), gql(`query($id: ID!) { task(id: $id) { id title status priority dueDate assignee { id name } } }`,
 				map[string]any{"id": f.task(i)})
@@ -59,7 +78,7 @@ var Scenarios = []Scenario{
 			return gql(`query($id: UUID!) { taskByRowId(rowId: $id) { rowId title status priority dueDate userByAssigneeId { rowId name } } }`,
 				map[string]any{"id": f.task(i)})
 		}},
-	{Name: "taskList", PeerTarget: 2, Want: `"priority":"`,
+	{Name: "taskList", PeerTarget: 2, CPU: readCPU, Want: `"priority":"`,
 		request: func(f *Fixtures, w, i int) (FixtureUser, []byte) {
 			return f.user(i), gql(`query($id: ID!) { project(id: $id) { tasks(first: 20) { nodes { id title status priority } } } }`,
 				map[string]any{"id": f.BoardID})
@@ -69,7 +88,7 @@ var Scenarios = []Scenario{
 			return gql(`query($id: UUID!) { projectByRowId(rowId: $id) { tasksByProjectId(first: 20, orderBy: [CREATED_AT_DESC, ROW_ID_DESC]) {
 				nodes { rowId title status priority } } } }`, map[string]any{"id": f.BoardID})
 		}},
-	{Name: "taskPage", PeerTarget: 1, Want: `"body":"`,
+	{Name: "taskPage", PeerTarget: 1, CPU: readCPU, Want: `"body":"`,
 		request: func(f *Fixtures, w, i int) (FixtureUser, []byte) {
 			return f.user(i), gql(`query($id: ID!) { project(id: $id) { tasks(first: 20) { nodes { id title status assignee { id name }
 			comments(first: 5) { nodes { id body author { id name } } } } pageInfo { hasNextPage endCursor } } } }`,
@@ -82,7 +101,7 @@ var Scenarios = []Scenario{
 				commentsByTaskId(first: 5, orderBy: [CREATED_AT_DESC, ROW_ID_DESC]) { nodes { rowId body userByAuthorId { rowId name } } } }
 				pageInfo { hasNextPage endCursor } } } }`, map[string]any{"id": f.BoardID})
 		}},
-	{Name: "searchTasks", PeerTarget: 1, Want: `"title":"`,
+	{Name: "searchTasks", PeerTarget: 1, CPU: readCPU, Want: `"title":"`,
 		request: func(f *Fixtures, w, i int) (FixtureUser, []byte) {
 			return f.searcher(i), gql(`query($ws: ID!, $q: String!) { searchTasks(workspaceId: $ws, query: $q, first: 20) { nodes { id title status } pageInfo { hasNextPage } } }`,
 				map[string]any{"ws": f.WorkspaceID, "q": searchWords[i%len(searchWords)]})
@@ -92,7 +111,7 @@ var Scenarios = []Scenario{
 			return gql(`query($ws: UUID!, $q: String!) { peerSearchTasks(ws: $ws, q: $q, first: 20) { nodes { rowId title status } pageInfo { hasNextPage } } }`,
 				map[string]any{"ws": f.WorkspaceID, "q": searchWords[i%len(searchWords)]})
 		}},
-	{Name: "auditEvents", PeerTarget: 1, Want: `"action":"`,
+	{Name: "auditEvents", PeerTarget: 1, CPU: readCPU, Want: `"action":"`,
 		request: func(f *Fixtures, w, i int) (FixtureUser, []byte) {
 			return f.user(i), gql(`query($ws: ID!) { auditEvents(workspaceId: $ws, first: 50) { nodes { id action entityType entityId occurredAt actorId metadata } pageInfo { hasNextPage } } }`,
 				map[string]any{"ws": f.WorkspaceID})
@@ -103,7 +122,7 @@ var Scenarios = []Scenario{
 				nodes { rowId action entityType entityId occurredAt actorId metadata } pageInfo { hasNextPage } } }`,
 				map[string]any{"ws": f.WorkspaceID})
 		}},
-	{Name: "createTask", PeerTarget: 1, Fresh: true, Want: `"status":"TODO"`,
+	{Name: "createTask", PeerTarget: 1, CPU: createCPU, Fresh: true, Want: `"status":"TODO"`,
 		request: func(f *Fixtures, w, i int) (FixtureUser, []byte) {
 			return f.user(i), gql(createTaskMutation, map[string]any{"key": uuid.NewString(),
 				"in": map[string]any{"projectId": f.InboxID, "title": taskTitle(i)}})

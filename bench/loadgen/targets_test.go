@@ -1,6 +1,9 @@
 package loadgen
 
-import "testing"
+import (
+	"testing"
+	"time"
+)
 
 // A scenario passes when TaskFlow reaches both of its targets: against raw SQL
 // always, against PostGraphile only when PostGraphile ran (-peer=false leaves
@@ -30,6 +33,34 @@ func TestResultTargets(t *testing.T) {
 		r := Result{Scenario: "s", Rows: c.rows, Target: c.target, PeerTarget: c.peer}
 		if got := r.Pass(); got != c.want {
 			t.Errorf("%s: Pass() = %v, want %v", c.name, got, c.want)
+		}
+	}
+}
+
+// The CPU targets compare TaskFlow's CPU per request with PostGraphile's,
+// server with server and Postgres with Postgres, and are not checked where a
+// CPU was not measured.
+func TestResultCPUTargets(t *testing.T) {
+	t.Parallel()
+	row := func(who string, server, postgres time.Duration) Row {
+		return Row{Contender: who, Stats: Stats{RPS: 1, Requests: 1000, ServerCPU: server * 1000, PostgresCPU: postgres * 1000}}
+	}
+	target := CPUTarget{Server: 1, Postgres: 1.5}
+	for _, c := range []struct {
+		name string
+		rows []Row
+		want bool
+	}{
+		{"both within", []Row{row(TaskFlow, 300*time.Microsecond, 150*time.Microsecond), row(PostGraphile, 700*time.Microsecond, 100*time.Microsecond)}, true},
+		{"server over", []Row{row(TaskFlow, 800*time.Microsecond, 100*time.Microsecond), row(PostGraphile, 700*time.Microsecond, 100*time.Microsecond)}, false},
+		{"postgres over", []Row{row(TaskFlow, 300*time.Microsecond, 160*time.Microsecond), row(PostGraphile, 700*time.Microsecond, 100*time.Microsecond)}, false},
+		{"server not measured", []Row{row(TaskFlow, -1, 100*time.Microsecond), row(PostGraphile, 700*time.Microsecond, 100*time.Microsecond)}, true},
+		{"no PostGraphile", []Row{row(TaskFlow, 900*time.Microsecond, 900*time.Microsecond)}, true},
+	} {
+		r := Result{Scenario: "s", Rows: c.rows, CPU: target}
+		if got := r.Pass(); got != c.want {
+			s, p := r.CPURatios()
+			t.Errorf("%s: Pass() = %v, want %v (ratios %.2f, %.2f)", c.name, got, c.want, s, p)
 		}
 	}
 }
