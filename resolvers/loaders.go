@@ -3,6 +3,10 @@ package resolvers
 import (
 	"context"
 	"net/http"
+	"sync"
+
+	"github.com/99designs/gqlgen/graphql"
+	"github.com/vektah/gqlparser/v2/ast"
 
 	"taskflow/store"
 )
@@ -13,16 +17,86 @@ import (
 type Loaders struct {
 	*accountLoaders
 	taskLoaders
+
+	// authorsAsked remembers, per comments field of the document, whether
+	// its selection asks for the comments' authors (commentPagesFor).
+	authorsMu    sync.Mutex
+	authorsAsked map[*ast.Field]bool
 }
 
 type loadersKey struct{}
 
 // newLoaders returns fresh loaders for one request.
 func newLoaders(db *store.DB) *Loaders {
-	return &Loaders{
+	l := &Loaders{
 		accountLoaders: newAccountLoaders(db),
 		taskLoaders:    newTaskLoaders(db),
 	}
+	l.commentPagesWithAuthors = newLoader(func(ctx context.Context, keys []store.CommentPageKey) ([]*store.CommentConnection, []error) {
+		pages, authors, err := db.CommentPagesWithAuthors(ctx, keys)
+		if err != nil {
+			return nil, []error{err}
+		}
+		for id, u := range authors {
+			l.users.Prime(id, u)
+		}
+		return pages, nil
+	}, pageLoaderWait)
+	return l
+}
+
+// commentPagesFor returns the loader of the pages of comments of the
+// Task.comments field of ctx: the one that reads the comments' authors with
+// them when its selection asks for them (nodes { author } or
+// edges { node { author } }), so that they need no read of their own.
+func (l *Loaders) commentPagesFor(ctx context.Context) *loader[store.CommentPageKey, *store.CommentConnection] {
+	fc := graphql.GetFieldContext(ctx)
+	oc := graphql.GetOperationContext(ctx)
+	if fc == nil || fc.Field.Field == nil || oc == nil {
+		return l.commentPages
+	}
+	l.authorsMu.Lock()
+	defer l.authorsMu.Unlock()
+	asked, ok := l.authorsAsked[fc.Field.Field]
+	if !ok {
+		asked = asksForAuthors(oc, fc.Field.Selections)
+		if l.authorsAsked == nil {
+			l.authorsAsked = map[*ast.Field]bool{}
+		}
+		l.authorsAsked[fc.Field.Field] = asked
+	}
+	if asked {
+		return l.commentPagesWithAuthors
+	}
+	return l.commentPages
+}
+
+// asksForAuthors reports whether the selection of a CommentConnection asks
+// for the author of its comments.
+func asksForAuthors(oc *graphql.OperationContext, conn ast.SelectionSet) bool {
+	commentAsks := func(sel ast.SelectionSet) bool {
+		for _, f := range graphql.CollectFields(oc, sel, []string{"Comment"}) {
+			if f.Name == "author" {
+				return true
+			}
+		}
+		return false
+	}
+	for _, f := range graphql.CollectFields(oc, conn, []string{"CommentConnection"}) {
+		switch f.Name {
+		case "nodes":
+			if commentAsks(f.Selections) {
+				return true
+			}
+		case "edges":
+			for _, e := range graphql.CollectFields(oc, f.Selections, []string{"CommentEdge"}) {
+				if e.Name == "node" && commentAsks(e.Selections) {
+					return true
+				}
+			}
+		}
+	}
+	return false
 }
 
 // LoaderMiddleware gives each request its own loaders.

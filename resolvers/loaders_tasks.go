@@ -21,6 +21,10 @@ type taskLoaders struct {
 	taskPages *loader[store.TaskPageKey, *store.TaskConnection]
 	// commentPages loads pages of tasks' comments, batched like taskPages.
 	commentPages *loader[store.CommentPageKey, *store.CommentConnection]
+	// commentPagesWithAuthors is commentPages for comments whose authors are
+	// asked for too: it reads the authors with the pages and primes the user
+	// loader with them (see Loaders.commentPagesFor).
+	commentPagesWithAuthors *loader[store.CommentPageKey, *store.CommentConnection]
 	// attachmentPages loads pages of tasks' attachments, batched like taskPages.
 	attachmentPages *loader[store.AttachmentPageKey, *store.AttachmentConnection]
 }
@@ -103,6 +107,15 @@ func (l *taskLoaders) taskChanged(id string, t *store.Task) {
 		l.taskByID.Prime(id, t)
 	}
 	l.taskPages.ClearAll()
-	l.commentPages.ClearAll()
+	l.commentsChanged()
 	l.attachmentPages.ClearAll()
+}
+
+// commentsChanged forgets every cached page of comments, after a comment
+// mutation.
+func (l *taskLoaders) commentsChanged() {
+	l.commentPages.ClearAll()
+	if l.commentPagesWithAuthors != nil {
+		l.commentPagesWithAuthors.ClearAll()
+	}
 }

@@ -173,7 +173,7 @@ func (r *mutationResolver) AddComment(ctx context.Context, taskID string, body s
 	if err != nil {
 		return nil, err
 	}
-	r.loaders(ctx).commentPages.ClearAll()
+	r.loaders(ctx).commentsChanged()
 	return c, nil
 }
 
@@ -183,7 +183,7 @@ func (r *mutationResolver) UpdateComment(ctx context.Context, id string, body st
 	if err != nil {
 		return nil, err
 	}
-	r.loaders(ctx).commentPages.ClearAll()
+	r.loaders(ctx).commentsChanged()
 	return c, nil
 }
 
@@ -192,7 +192,7 @@ func (r *mutationResolver) DeleteComment(ctx context.Context, id string, idempot
 	if err := r.DB.DeleteComment(ctx, auth.UserFrom(ctx), id); err != nil {
 		return false, err
 	}
-	r.loaders(ctx).commentPages.ClearAll()
+	r.loaders(ctx).commentsChanged()
 	return true, nil
 }
 

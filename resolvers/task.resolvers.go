@@ -46,7 +46,7 @@ func (r *taskResolver) Comments(ctx context.Context, obj *store.Task, first *int
 	if err != nil {
 		return nil, err
 	}
-	return r.loaders(ctx).commentPages.Load(ctx, key)
+	return r.loaders(ctx).commentPagesFor(ctx).Load(ctx, key)
 }
 
 // Attachments is the resolver for the attachments field.

@@ -264,3 +264,59 @@ func TestLoneReadsAreOneStatement(t *testing.T) {
 		}
 	}
 }
+
+// Comments whose authors are asked for are read with their authors: the page
+// of tasks, then the comments with their authors, and no read of users after
+// them, however the selection asks (nodes, edges, a fragment). Without the
+// authors, the comments are read without them.
+func TestCommentAuthorsComeWithTheirComments(t *testing.T) {
+	t.Parallel()
+	env, counter := countedEnv(t)
+	w := newWorld(t, env)
+	project := newProject(t, env, w.workspace, "P")
+	for i, author := range []apitest.User{w.member, w.admin, w.member} {
+		if _, err := env.DB.Pool.Exec(t.Context(), `WITH t AS (INSERT INTO tasks (project_id, workspace_id, title, created_by)
+			VALUES ($1, $2, $3, $4) RETURNING id)
+			INSERT INTO comments (task_id, workspace_id, author_id, body) SELECT t.id, $2, $4, 'a comment' FROM t`,
+			project, w.workspace, fmt.Sprintf("task %d", i), author.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range []struct {
+		name, selection string
+		joined          bool
+	}{
+		{"nodes", `nodes { body author { name } }`, true},
+		{"edges", `edges { node { body author { name } } }`, true},
+		{"fragment", `nodes { ...C }`, true},
+		{"no authors", `nodes { body }`, false},
+	} {
+		query := `query($id: ID!) { project(id: $id) { tasks(first: 10) { nodes { comments(first: 5) { ` + c.selection + ` } } } } }`
+		if strings.Contains(c.selection, "...C") {
+			query += ` fragment C on Comment { body author { name } }`
+		}
+		counter.reset()
+		r := call(t, env, w.viewer, query, map[string]any{"id": project})
+		if len(r.Body.Errors) > 0 {
+			t.Fatalf("%s: %s", c.name, r.Raw)
+		}
+		if c.joined && (strings.Count(string(r.Body.Data), `"name":"Member"`) != 2 || strings.Count(string(r.Body.Data), `"name":"Admin"`) != 1) {
+			t.Fatalf("%s: authors wrong: %s", c.name, r.Body.Data)
+		}
+		var users, joins int
+		for _, s := range counter.statements() {
+			if strings.Contains(s, "FROM users u WHERE") {
+				users++
+			}
+			if strings.Contains(s, "JOIN users u ON u.id = c.author_id") {
+				joins++
+			}
+		}
+		if users != 0 {
+			t.Errorf("%s: %d reads of users after the comments, want 0:\n%s", c.name, users, strings.Join(counter.statements(), "\n"))
+		}
+		if want := map[bool]int{true: 1, false: 0}[c.joined]; joins != want {
+			t.Errorf("%s: %d comment reads joined with their authors, want %d", c.name, joins, want)
+		}
+	}
+}

@@ -168,5 +168,29 @@ func (db *DB) CommentPages(ctx context.Context, keys []CommentPageKey) ([]*Comme
 	return commentList.pages(ctx, db.q(ctx), childKeys(keys))
 }
 
+// CommentPagesWithAuthors is CommentPages that also returns the authors of
+// the comments, by id, read in the same statement: a page whose comments show
+// their authors (comments { nodes { author { ... } } }) then needs no read of
+// them after it. It returns CommentPages' errors.
+func (db *DB) CommentPagesWithAuthors(ctx context.Context, keys []CommentPageKey) ([]*CommentConnection, map[string]*User, error) {
+	authors := map[string]*User{}
+	l := commentList
+	l.columns = commentColumns + ", " + userColumns
+	l.join = " JOIN users u ON u.id = c.author_id"
+	l.scan = func(row pgx.Row, ord *int64) (*Comment, error) {
+		var u User
+		c, err := scanComment(row, &u.ID, &u.Email, &u.Name, &u.PasswordHash, &u.CreatedAt, ord)
+		if err == nil && authors[u.ID] == nil {
+			authors[u.ID] = &u
+		}
+		return c, err
+	}
+	pages, err := l.pages(ctx, db.q(ctx), childKeys(keys))
+	if err != nil {
+		return nil, nil, err
+	}
+	return pages, authors, nil
+}
+
 // commentKey returns a comment's position in newest-first lists.
 func commentKey(c *Comment) (time.Time, string) { return c.CreatedAt, c.ID }

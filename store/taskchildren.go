@@ -23,6 +23,9 @@ type childList[T any] struct {
 	table, alias string
 	// columns are the columns scan reads before the page's ordinal.
 	columns string
+	// join joins the page's rows (alias) to the tables of more of columns
+	// ("" for none).
+	join string
 	// pageSize is the page size when first is not given.
 	pageSize int
 	// scope is the cursor scope of a task's list.
@@ -81,7 +84,7 @@ func (l childList[T]) pages(ctx context.Context, q Querier, keys []childPageKey)
 			WHERE `+a+`.task_id = k.task_id
 				AND (k.at IS NULL OR (`+a+`.created_at, `+a+`.id) < (k.at, k.id))
 			ORDER BY `+a+`.created_at DESC, `+a+`.id DESC
-			LIMIT k.lim) `+a+`
+			LIMIT k.lim) `+a+l.join+`
 		ORDER BY k.ord, `+a+`.created_at DESC, `+a+`.id DESC`,
 		taskIDs, ats, afterIDs, limits)
 	if err != nil {
