@@ -25,7 +25,7 @@ type world struct {
 }
 
 // newWorld sets up a workspace with an OWNER, ADMIN, MEMBER and VIEWER and one project.
-func newWorld(t *testing.T, env *apitest.Env) *world {
+func newWorld(t testing.TB, env *apitest.Env) *world {
 	t.Helper()
 	w := &world{env: env}
 	w.owner = env.NewUser(t, "Owner")
@@ -41,7 +41,7 @@ func newWorld(t *testing.T, env *apitest.Env) *world {
 }
 
 // newWorkspace inserts a workspace owned by owner.
-func newWorkspace(t *testing.T, env *apitest.Env, name string, owner apitest.User) string {
+func newWorkspace(t testing.TB, env *apitest.Env, name string, owner apitest.User) string {
 	t.Helper()
 	var id string
 	if err := env.DB.Pool.QueryRow(t.Context(), `INSERT INTO workspaces (name) VALUES ($1) RETURNING id`, name).Scan(&id); err != nil {
@@ -52,7 +52,7 @@ func newWorkspace(t *testing.T, env *apitest.Env, name string, owner apitest.Use
 }
 
 // addMember inserts a membership.
-func addMember(t *testing.T, env *apitest.Env, workspace string, u apitest.User, role store.Role) {
+func addMember(t testing.TB, env *apitest.Env, workspace string, u apitest.User, role store.Role) {
 	t.Helper()
 	if _, err := env.DB.Pool.Exec(t.Context(), `INSERT INTO members (workspace_id, user_id, role) VALUES ($1, $2, $3)`,
 		workspace, u.ID, role); err != nil {
@@ -61,7 +61,7 @@ func addMember(t *testing.T, env *apitest.Env, workspace string, u apitest.User,
 }
 
 // newProject inserts a project.
-func newProject(t *testing.T, env *apitest.Env, workspace, name string) string {
+func newProject(t testing.TB, env *apitest.Env, workspace, name string) string {
 	t.Helper()
 	var id string
 	if err := env.DB.Pool.QueryRow(t.Context(), `INSERT INTO projects (workspace_id, name) VALUES ($1, $2) RETURNING id`,
