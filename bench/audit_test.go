@@ -111,10 +111,10 @@ func setupAudit(b *testing.B) *auditWorld {
 func (w *auditWorld) deepCursor(b *testing.B, filter store.AuditFilter) *string {
 	one := 1
 	c, err := w.db.AuditEvents(context.Background(), w.owner, w.ws, filter, &one, nil)
-	if err != nil || c.PageInfo.EndCursor == nil {
+	if err != nil || c.PageInfo.EndCursor() == nil {
 		b.Fatal(err)
 	}
-	raw, _ := base64.RawURLEncoding.DecodeString(*c.PageInfo.EndCursor)
+	raw, _ := base64.RawURLEncoding.DecodeString(*c.PageInfo.EndCursor())
 	var cur map[string]any
 	if err := json.Unmarshal(raw, &cur); err != nil {
 		b.Fatal(err)

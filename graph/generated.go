@@ -5487,7 +5487,7 @@ func (ec *executionContext) _AttachmentEdge_cursor(ctx context.Context, field gr
 			return ec.fieldContext_AttachmentEdge_cursor(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
-			return obj.Cursor, nil
+			return obj.Cursor(), nil
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
@@ -5498,7 +5498,7 @@ func (ec *executionContext) _AttachmentEdge_cursor(ctx context.Context, field gr
 	)
 }
 func (ec *executionContext) fieldContext_AttachmentEdge_cursor(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
-	return graphql.NewScalarFieldContext("AttachmentEdge", field, false, false, "String")
+	return graphql.NewScalarFieldContext("AttachmentEdge", field, true, false, "String")
 }
 
 func (ec *executionContext) _AttachmentEdge_node(ctx context.Context, field graphql.CollectedField, obj *store.Edge[store.Attachment]) (ret graphql.Marshaler) {
@@ -6383,7 +6383,7 @@ func (ec *executionContext) _AuditEventEdge_cursor(ctx context.Context, field gr
 			return ec.fieldContext_AuditEventEdge_cursor(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
-			return obj.Cursor, nil
+			return obj.Cursor(), nil
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
@@ -6394,7 +6394,7 @@ func (ec *executionContext) _AuditEventEdge_cursor(ctx context.Context, field gr
 	)
 }
 func (ec *executionContext) fieldContext_AuditEventEdge_cursor(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
-	return graphql.NewScalarFieldContext("AuditEventEdge", field, false, false, "String")
+	return graphql.NewScalarFieldContext("AuditEventEdge", field, true, false, "String")
 }
 
 func (ec *executionContext) _AuditEventEdge_node(ctx context.Context, field graphql.CollectedField, obj *store.Edge[store.AuditEvent]) (ret graphql.Marshaler) {
@@ -7085,7 +7085,7 @@ func (ec *executionContext) _CommentEdge_cursor(ctx context.Context, field graph
 			return ec.fieldContext_CommentEdge_cursor(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
-			return obj.Cursor, nil
+			return obj.Cursor(), nil
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
@@ -7096,7 +7096,7 @@ func (ec *executionContext) _CommentEdge_cursor(ctx context.Context, field graph
 	)
 }
 func (ec *executionContext) fieldContext_CommentEdge_cursor(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
-	return graphql.NewScalarFieldContext("CommentEdge", field, false, false, "String")
+	return graphql.NewScalarFieldContext("CommentEdge", field, true, false, "String")
 }
 
 func (ec *executionContext) _CommentEdge_node(ctx context.Context, field graphql.CollectedField, obj *store.Edge[store.Comment]) (ret graphql.Marshaler) {
@@ -7429,7 +7429,7 @@ func (ec *executionContext) _InvitationEdge_cursor(ctx context.Context, field gr
 			return ec.fieldContext_InvitationEdge_cursor(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
-			return obj.Cursor, nil
+			return obj.Cursor(), nil
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
@@ -7440,7 +7440,7 @@ func (ec *executionContext) _InvitationEdge_cursor(ctx context.Context, field gr
 	)
 }
 func (ec *executionContext) fieldContext_InvitationEdge_cursor(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
-	return graphql.NewScalarFieldContext("InvitationEdge", field, false, false, "String")
+	return graphql.NewScalarFieldContext("InvitationEdge", field, true, false, "String")
 }
 
 func (ec *executionContext) _InvitationEdge_node(ctx context.Context, field graphql.CollectedField, obj *store.Edge[store.Invitation]) (ret graphql.Marshaler) {
@@ -8884,7 +8884,7 @@ func (ec *executionContext) _PageInfo_endCursor(ctx context.Context, field graph
 			return ec.fieldContext_PageInfo_endCursor(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
-			return obj.EndCursor, nil
+			return obj.EndCursor(), nil
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
@@ -8895,7 +8895,7 @@ func (ec *executionContext) _PageInfo_endCursor(ctx context.Context, field graph
 	)
 }
 func (ec *executionContext) fieldContext_PageInfo_endCursor(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
-	return graphql.NewScalarFieldContext("PageInfo", field, false, false, "String")
+	return graphql.NewScalarFieldContext("PageInfo", field, true, false, "String")
 }
 
 func (ec *executionContext) _Project_id(ctx context.Context, field graphql.CollectedField, obj *store.Project) (ret graphql.Marshaler) {
@@ -9240,7 +9240,7 @@ func (ec *executionContext) _ProjectEdge_cursor(ctx context.Context, field graph
 			return ec.fieldContext_ProjectEdge_cursor(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
-			return obj.Cursor, nil
+			return obj.Cursor(), nil
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
@@ -9251,7 +9251,7 @@ func (ec *executionContext) _ProjectEdge_cursor(ctx context.Context, field graph
 	)
 }
 func (ec *executionContext) fieldContext_ProjectEdge_cursor(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
-	return graphql.NewScalarFieldContext("ProjectEdge", field, false, false, "String")
+	return graphql.NewScalarFieldContext("ProjectEdge", field, true, false, "String")
 }
 
 func (ec *executionContext) _ProjectEdge_node(ctx context.Context, field graphql.CollectedField, obj *store.Edge[store.Project]) (ret graphql.Marshaler) {
@@ -10741,7 +10741,7 @@ func (ec *executionContext) _TaskEdge_cursor(ctx context.Context, field graphql.
 			return ec.fieldContext_TaskEdge_cursor(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
-			return obj.Cursor, nil
+			return obj.Cursor(), nil
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
@@ -10752,7 +10752,7 @@ func (ec *executionContext) _TaskEdge_cursor(ctx context.Context, field graphql.
 	)
 }
 func (ec *executionContext) fieldContext_TaskEdge_cursor(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
-	return graphql.NewScalarFieldContext("TaskEdge", field, false, false, "String")
+	return graphql.NewScalarFieldContext("TaskEdge", field, true, false, "String")
 }
 
 func (ec *executionContext) _TaskEdge_node(ctx context.Context, field graphql.CollectedField, obj *store.Edge[store.Task]) (ret graphql.Marshaler) {
@@ -11403,7 +11403,7 @@ func (ec *executionContext) _WebhookDeliveryEdge_cursor(ctx context.Context, fie
 			return ec.fieldContext_WebhookDeliveryEdge_cursor(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
-			return obj.Cursor, nil
+			return obj.Cursor(), nil
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
@@ -11414,7 +11414,7 @@ func (ec *executionContext) _WebhookDeliveryEdge_cursor(ctx context.Context, fie
 	)
 }
 func (ec *executionContext) fieldContext_WebhookDeliveryEdge_cursor(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
-	return graphql.NewScalarFieldContext("WebhookDeliveryEdge", field, false, false, "String")
+	return graphql.NewScalarFieldContext("WebhookDeliveryEdge", field, true, false, "String")
 }
 
 func (ec *executionContext) _WebhookDeliveryEdge_node(ctx context.Context, field graphql.CollectedField, obj *store.Edge[store.WebhookDelivery]) (ret graphql.Marshaler) {

@@ -94,10 +94,10 @@ func (w *filterWorld) pageAll(t *testing.T, f store.AuditFilter, n int) []string
 		if !c.PageInfo.HasNextPage {
 			return ids
 		}
-		if c.PageInfo.EndCursor == nil || *c.PageInfo.EndCursor != c.Edges[len(c.Edges)-1].Cursor {
+		if c.PageInfo.EndCursor() == nil || *c.PageInfo.EndCursor() != c.Edges[len(c.Edges)-1].Cursor() {
 			t.Fatal("endCursor is not the last edge's cursor")
 		}
-		after = c.PageInfo.EndCursor
+		after = c.PageInfo.EndCursor()
 	}
 	t.Fatal("pagination does not end")
 	return nil
@@ -217,10 +217,10 @@ func TestAuditEventsBadInputAndCursorBinding(t *testing.T) {
 	}
 	f := store.AuditFilter{Actions: []string{"task.*"}}
 	c, err := w.f.db.AuditEvents(ctx, w.admin, w.ws, f, auditPtr(2), nil)
-	if err != nil || c.PageInfo.EndCursor == nil {
+	if err != nil || c.PageInfo.EndCursor() == nil {
 		t.Fatal(err)
 	}
-	cur := c.PageInfo.EndCursor
+	cur := c.PageInfo.EndCursor()
 	// The same filter written differently is the same list.
 	same := store.AuditFilter{Actions: []string{"task.*", "task.*"}, ActorID: auditPtr(""), Since: nil}
 	if _, err := w.f.db.AuditEvents(ctx, w.admin, w.ws, same, auditPtr(2), cur); err != nil {
@@ -358,7 +358,7 @@ func TestAuditPaginationDuringConcurrentInserts(t *testing.T) {
 		if !c.PageInfo.HasNextPage {
 			break
 		}
-		after = c.PageInfo.EndCursor
+		after = c.PageInfo.EndCursor()
 		// Let the writers get ahead between pages.
 		f.append(ctx, auditWsEvent(ws, owner, "task.updated", "between", nil), nil)
 	}
@@ -417,11 +417,11 @@ func TestUserAuditEvents(t *testing.T) {
 	if err != nil || !p1.PageInfo.HasNextPage {
 		t.Fatal(err)
 	}
-	p2, err := f.db.UserAuditEvents(ctx, alice, alice.ID, auditPtr(2), p1.PageInfo.EndCursor)
+	p2, err := f.db.UserAuditEvents(ctx, alice, alice.ID, auditPtr(2), p1.PageInfo.EndCursor())
 	if err != nil || len(p2.Edges) != 1 || p2.Edges[0].Node.Action != "user.registered" || p2.PageInfo.HasNextPage {
 		t.Fatalf("page 2 = %+v, %v", p2, err)
 	}
-	if _, err := f.db.UserAuditEvents(ctx, bob, bob.ID, auditPtr(2), p1.PageInfo.EndCursor); errs.CodeOf(err) != errs.CodeBadUserInput {
+	if _, err := f.db.UserAuditEvents(ctx, bob, bob.ID, auditPtr(2), p1.PageInfo.EndCursor()); errs.CodeOf(err) != errs.CodeBadUserInput {
 		t.Errorf("alice's cursor on bob's events: %v", err)
 	}
 	for _, viewer := range []*store.User{bob, nil} {

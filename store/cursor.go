@@ -84,20 +84,22 @@ func NewPage(first *int, def int, after *string, scope string) (Page, error) {
 }
 
 // connection builds a page from up to First+1 rows fetched newest first; key
-// returns an item's (created_at, id).
+// returns an item's (created_at, id). It makes no cursor: an edge makes its
+// own when asked for.
 func connection[T any](items []*T, p Page, scope string, key func(*T) (time.Time, string)) *Connection[T] {
-	c := &Connection[T]{Edges: make([]*Edge[T], 0, min(len(items), p.First))}
+	c := &Connection[T]{list: edgeList[T]{scope: scope, key: key}}
 	if len(items) > p.First {
 		items = items[:p.First]
 		c.PageInfo.HasNextPage = true
 	}
-	for _, it := range items {
-		at, id := key(it)
-		c.Edges = append(c.Edges, &Edge[T]{Cursor: encodeCursor(at, id, scope), Node: it})
+	edges := make([]Edge[T], len(items)) // one allocation for all the edges
+	c.Edges = make([]*Edge[T], len(items))
+	for i, it := range items {
+		edges[i] = Edge[T]{Node: it, list: &c.list}
+		c.Edges[i] = &edges[i]
 	}
-	if n := len(c.Edges); n > 0 {
-		end := c.Edges[n-1].Cursor
-		c.PageInfo.EndCursor = &end
+	if n := len(edges); n > 0 {
+		c.PageInfo.last = &edges[n-1]
 	}
 	return c
 }

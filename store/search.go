@@ -140,17 +140,17 @@ func (db *DB) SearchTasks(ctx context.Context, viewer *User, workspaceID, query 
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("search tasks: %w", err)
 	}
-	c := &TaskConnection{Edges: make([]*TaskEdge, 0, min(len(tasks), n))}
-	if len(tasks) > n {
-		tasks = tasks[:n]
-		c.PageInfo.HasNextPage = true
+	return searchConnection(tasks, ranks, n, scope), nil
+}
+
+// searchConnection builds a page of search results from up to first+1 tasks,
+// best first, and their ranks. Its edges' cursors are searchCursors of scope,
+// made when asked for.
+func searchConnection(tasks []*Task, ranks []float32, first int, scope string) *TaskConnection {
+	c := connection(tasks, Page{First: first}, scope, taskKey)
+	c.list.search = true
+	for i, e := range c.Edges {
+		e.rank = ranks[i]
 	}
-	for i, t := range tasks {
-		c.Edges = append(c.Edges, &TaskEdge{Cursor: encodeSearchCursor(ranks[i], t.CreatedAt, t.ID, scope), Node: t})
-	}
-	if len(c.Edges) > 0 {
-		end := c.Edges[len(c.Edges)-1].Cursor
-		c.PageInfo.EndCursor = &end
-	}
-	return c, nil
+	return c
 }

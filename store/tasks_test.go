@@ -129,15 +129,15 @@ func TestTaskPagesMixedKeys(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	k3, err := store.NewTaskPageKey(f.project, nil, &two, alone[0].PageInfo.EndCursor)
+	k3, err := store.NewTaskPageKey(f.project, nil, &two, alone[0].PageInfo.EndCursor())
 	if err != nil {
 		t.Fatal(err)
 	}
-	k4, err := store.NewTaskPageKey(otherProject, &done, &two, alone[1].PageInfo.EndCursor)
+	k4, err := store.NewTaskPageKey(otherProject, &done, &two, alone[1].PageInfo.EndCursor())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := store.NewTaskPageKey(f.project, &done, &two, alone[1].PageInfo.EndCursor); errs.CodeOf(err) != errs.CodeBadUserInput {
+	if _, err := store.NewTaskPageKey(f.project, &done, &two, alone[1].PageInfo.EndCursor()); errs.CodeOf(err) != errs.CodeBadUserInput {
 		t.Fatalf("cursor of another project accepted: %v", err)
 	}
 	mixed, err := f.db.TaskPages(ctx, []store.TaskPageKey{k3, k1, k4, k2})
@@ -215,7 +215,7 @@ func TestProjectWithTaskPage(t *testing.T) {
 		t.Fatal(err)
 	}
 	if len(page.Edges) != 2 || page.Edges[0].Node.ID != ids[0] || page.Edges[1].Node.ID != ids[1] ||
-		!page.PageInfo.HasNextPage || *page.PageInfo.EndCursor != *want[0].PageInfo.EndCursor {
+		!page.PageInfo.HasNextPage || *page.PageInfo.EndCursor() != *want[0].PageInfo.EndCursor() {
 		t.Fatalf("page: %+v, TaskPages gives %+v", page, want[0])
 	}
 

@@ -205,20 +205,79 @@ type AuditCheckpointVerification struct {
 
 // PageInfo tells whether a connection has more items after EndCursor.
 type PageInfo struct {
-	HasNextPage bool    `json:"hasNextPage"`
-	EndCursor   *string `json:"endCursor"`
+	HasNextPage bool `json:"hasNextPage"`
+	// last is the page's last edge; nil for an empty page.
+	last interface{ Cursor() string }
 }
 
-// Edge is one item of a connection with its cursor.
+// EndCursor returns the cursor of the page's last edge, made now, or nil for
+// an empty page.
+func (p PageInfo) EndCursor() *string {
+	if p.last == nil {
+		return nil
+	}
+	c := p.last.Cursor()
+	return &c
+}
+
+// MarshalJSON encodes the page info as the API shows it: hasNextPage and
+// endCursor.
+func (p PageInfo) MarshalJSON() ([]byte, error) {
+	return json.Marshal(struct {
+		HasNextPage bool    `json:"hasNextPage"`
+		EndCursor   *string `json:"endCursor"`
+	}{p.HasNextPage, p.EndCursor()})
+}
+
+// Edge is one item of a connection with its position in the list. Its cursor
+// is made only when asked for (Cursor): a page whose cursors nobody reads
+// (nodes only) does not make them.
 type Edge[T any] struct {
-	Cursor string `json:"cursor"`
-	Node   *T     `json:"node"`
+	Node *T `json:"node"`
+	// list is what the edges of the page share to make their cursors; nil
+	// for an edge made outside a page (its cursor is "").
+	list *edgeList[T]
+	// rank is the item's search rank, in the cursor of a search result.
+	rank float32
+}
+
+// edgeList is what the edges of one page share to make their cursors.
+type edgeList[T any] struct {
+	// scope is the cursor scope of the list (see cursor).
+	scope string
+	// key returns an item's position: its (created_at, id) or equivalent.
+	key func(*T) (time.Time, string)
+	// search says the cursors are searchCursors, which carry the edge's rank.
+	search bool
+}
+
+// Cursor returns the opaque cursor of the edge's position in its list, made
+// now.
+func (e Edge[T]) Cursor() string {
+	if e.list == nil {
+		return ""
+	}
+	at, id := e.list.key(e.Node)
+	if e.list.search {
+		return encodeSearchCursor(e.rank, at, id, e.list.scope)
+	}
+	return encodeCursor(at, id, e.list.scope)
+}
+
+// MarshalJSON encodes the edge as the API shows it: cursor and node.
+func (e Edge[T]) MarshalJSON() ([]byte, error) {
+	return json.Marshal(struct {
+		Cursor string `json:"cursor"`
+		Node   *T     `json:"node"`
+	}{e.Cursor(), e.Node})
 }
 
 // Connection is one page of a keyset-paginated list, newest first.
 type Connection[T any] struct {
 	Edges    []*Edge[T] `json:"edges"`
 	PageInfo PageInfo   `json:"pageInfo"`
+	// list is what the page's edges share.
+	list edgeList[T]
 }
 
 // Nodes returns the items of the page.
