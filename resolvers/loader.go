@@ -36,7 +36,7 @@ type loader[K comparable, V any] struct {
 
 	mu    sync.Mutex
 	lists map[siblingsKey]*siblings[K, V]
-	known map[K]*fetchGroup[K, V] // keys fetched, or being fetched, outside dataloadgen
+	known map[K]entry[K, V] // keys fetched, being fetched or primed outside dataloadgen
 }
 
 // newLoader returns a loader over fetch, which answers keys in order (one
@@ -47,8 +47,24 @@ func newLoader[K comparable, V any](fetch func(context.Context, []K) ([]V, []err
 		fetch:   fetch,
 		wait:    wait,
 		lists:   map[siblingsKey]*siblings[K, V]{},
-		known:   map[K]*fetchGroup[K, V]{},
+		known:   map[K]entry[K, V]{},
 	}
+}
+
+// entry is what the loader knows of a key: the group that fetches it, or,
+// when group is nil, its value (primed, or fetched for nested lists). A known
+// value costs no group, channel or map of its own.
+type entry[K comparable, V any] struct {
+	group *fetchGroup[K, V]
+	value V
+}
+
+// get returns the key's value, waiting for its group if it has one.
+func (e entry[K, V]) get(key K) (V, error) {
+	if e.group == nil {
+		return e.value, nil
+	}
+	return e.group.get(key)
 }
 
 // fetchGroup is keys fetched together; done is closed once out holds them.
@@ -103,21 +119,21 @@ func (l *loader[K, V]) Load(ctx context.Context, key K) (V, error) {
 		}
 	}
 	l.mu.Lock()
-	if g := l.known[key]; g != nil {
+	if e, ok := l.known[key]; ok {
 		l.mu.Unlock()
-		return g.get(key)
+		return e.get(key)
 	}
 	if el != nil { // under nested lists
 		l.mu.Unlock()
 		v, err := l.batched.Load(ctx, key)
 		if err == nil {
-			l.remember(key, v)
+			l.Prime(key, v)
 		}
 		return v, err
 	}
 	g := newFetchGroup[K, V](ctx)
 	g.keys, g.dispatched = []K{key}, true
-	l.known[key] = g
+	l.known[key] = entry[K, V]{group: g}
 	l.mu.Unlock()
 	l.run(g)
 	return g.get(key)
@@ -143,9 +159,10 @@ func (l *loader[K, V]) loadSibling(ctx context.Context, k siblingsKey, want int,
 }
 
 // arrive counts an element of a list of want elements as having asked, for
-// key (nil: for nothing), and returns the group that fetches key. The group of
-// the list's keys goes once every element has asked, or after the wait.
-func (l *loader[K, V]) arrive(ctx context.Context, k siblingsKey, want int, key *K) *fetchGroup[K, V] {
+// key (nil: for nothing), and returns what the loader knows of key: its value,
+// or the group that fetches it. The group of the list's keys goes once every
+// element has asked, or after the wait.
+func (l *loader[K, V]) arrive(ctx context.Context, k siblingsKey, want int, key *K) entry[K, V] {
 	l.mu.Lock()
 	s := l.lists[k]
 	if s == nil {
@@ -154,12 +171,13 @@ func (l *loader[K, V]) arrive(ctx context.Context, k siblingsKey, want int, key 
 		s.timer = time.AfterFunc(l.wait, func() { l.dispatch(k, s) })
 	}
 	s.arrived++
-	var g *fetchGroup[K, V]
+	var e entry[K, V]
 	if key != nil {
-		if g = l.known[*key]; g == nil {
-			g = s.group
-			g.keys = append(g.keys, *key)
-			l.known[*key] = g
+		var ok bool
+		if e, ok = l.known[*key]; !ok {
+			e.group = s.group
+			e.group.keys = append(e.group.keys, *key)
+			l.known[*key] = e
 		}
 	}
 	full := s.arrived >= s.want
@@ -168,7 +186,7 @@ func (l *loader[K, V]) arrive(ctx context.Context, k siblingsKey, want int, key 
 		s.timer.Stop()
 		l.dispatch(k, s)
 	}
-	return g
+	return e
 }
 
 // dispatch fetches the keys of s's group, unless that was done already.
@@ -225,28 +243,15 @@ func (l *loader[K, V]) safeFetch(ctx context.Context, keys []K) (vs []V, errs []
 }
 
 // Prime caches value for key unless key is cached already, and reports
-// whether it did.
+// whether it did. It caches it outside dataloadgen only: every ask looks
+// there first, under nested lists too.
 func (l *loader[K, V]) Prime(key K, value V) bool {
-	if !l.remember(key, value) {
-		return false
-	}
-	l.batched.Prime(key, value)
-	return true
-}
-
-// remember caches value for key outside dataloadgen unless key is known, and
-// reports whether it did.
-func (l *loader[K, V]) remember(key K, value V) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.known[key] != nil {
+	if _, ok := l.known[key]; ok {
 		return false
 	}
-	g := newFetchGroup[K, V](context.Background())
-	g.dispatched = true
-	g.out = map[K]result[V]{key: {v: value}}
-	close(g.done)
-	l.known[key] = g
+	l.known[key] = entry[K, V]{value: value}
 	return true
 }
 
@@ -261,7 +266,7 @@ func (l *loader[K, V]) Clear(key K) {
 // ClearAll forgets every key.
 func (l *loader[K, V]) ClearAll() {
 	l.mu.Lock()
-	l.known = map[K]*fetchGroup[K, V]{}
+	l.known = map[K]entry[K, V]{}
 	l.mu.Unlock()
 	l.batched.ClearAll()
 }
