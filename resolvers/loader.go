@@ -205,9 +205,9 @@ func (l *loader[K, V]) dispatch(k siblingsKey, s *siblings[K, V]) {
 	l.run(g)
 }
 
-// run fetches g's keys, primes dataloadgen's cache with them (so that the
-// nested lists' batches find them) and wakes the waiters. Nothing adds to g's
-// keys once it is dispatched.
+// run fetches g's keys and wakes the waiters. It does not prime dataloadgen's
+// cache with them: they are in known, where every ask looks first. Nothing
+// adds to g's keys once it is dispatched.
 func (l *loader[K, V]) run(g *fetchGroup[K, V]) {
 	defer close(g.done)
 	g.out = make(map[K]result[V], len(g.keys))
@@ -226,7 +226,6 @@ func (l *loader[K, V]) run(g *fetchGroup[K, V]) {
 			r.err = fmt.Errorf("loader: %d values fetched for %d keys", len(vs), len(g.keys))
 		default:
 			r.v = vs[j]
-			l.batched.Prime(k, r.v)
 		}
 		g.out[k] = r
 	}
