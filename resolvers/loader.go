@@ -30,25 +30,29 @@ import (
 // Every key fetched or primed is cached for the rest of the request, until
 // Clear or ClearAll.
 type loader[K comparable, V any] struct {
-	batched *dataloadgen.Loader[K, V]
-	fetch   func(context.Context, []K) ([]V, []error)
-	wait    time.Duration
+	fetch func(context.Context, []K) ([]V, []error)
+	wait  time.Duration
 
-	mu    sync.Mutex
-	lists map[siblingsKey]*siblings[K, V]
-	known map[K]entry[K, V] // keys fetched, being fetched or primed outside dataloadgen
+	// A request makes a loader of every kind and uses few of them: the maps
+	// and the dataloadgen loader are made when first needed.
+	mu      sync.Mutex
+	batched *dataloadgen.Loader[K, V]       // nil until the first ask under nested lists
+	lists   map[siblingsKey]*siblings[K, V] // nil until the first ask in a list
+	known   map[K]entry[K, V]               // keys fetched, being fetched or primed outside dataloadgen; nil for none
 }
 
 // newLoader returns a loader over fetch, which answers keys in order (one
 // error for all of them, or one per key), that waits at most wait for a batch.
 func newLoader[K comparable, V any](fetch func(context.Context, []K) ([]V, []error), wait time.Duration) *loader[K, V] {
-	return &loader[K, V]{
-		batched: dataloadgen.NewLoader(fetch, dataloadgen.WithWait(wait), dataloadgen.WithBatchCapacity(loaderMaxBatch)),
-		fetch:   fetch,
-		wait:    wait,
-		lists:   map[siblingsKey]*siblings[K, V]{},
-		known:   map[K]entry[K, V]{},
+	return &loader[K, V]{fetch: fetch, wait: wait}
+}
+
+// learn records what the loader knows of key. l.mu is held.
+func (l *loader[K, V]) learn(key K, e entry[K, V]) {
+	if l.known == nil {
+		l.known = map[K]entry[K, V]{}
 	}
+	l.known[key] = e
 }
 
 // entry is what the loader knows of a key: the group that fetches it, or,
@@ -124,8 +128,12 @@ func (l *loader[K, V]) Load(ctx context.Context, key K) (V, error) {
 		return e.get(key)
 	}
 	if el != nil { // under nested lists
+		if l.batched == nil {
+			l.batched = dataloadgen.NewLoader(l.fetch, dataloadgen.WithWait(l.wait), dataloadgen.WithBatchCapacity(loaderMaxBatch))
+		}
+		batched := l.batched
 		l.mu.Unlock()
-		v, err := l.batched.Load(ctx, key)
+		v, err := batched.Load(ctx, key)
 		if err == nil {
 			l.Prime(key, v)
 		}
@@ -133,7 +141,7 @@ func (l *loader[K, V]) Load(ctx context.Context, key K) (V, error) {
 	}
 	g := newFetchGroup[K, V](ctx)
 	g.keys, g.dispatched = []K{key}, true
-	l.known[key] = entry[K, V]{group: g}
+	l.learn(key, entry[K, V]{group: g})
 	l.mu.Unlock()
 	l.run(g)
 	return g.get(key)
@@ -167,6 +175,9 @@ func (l *loader[K, V]) arrive(ctx context.Context, k siblingsKey, want int, key 
 	s := l.lists[k]
 	if s == nil {
 		s = &siblings[K, V]{want: want, group: newFetchGroup[K, V](ctx)}
+		if l.lists == nil {
+			l.lists = map[siblingsKey]*siblings[K, V]{}
+		}
 		l.lists[k] = s
 		s.timer = time.AfterFunc(l.wait, func() { l.dispatch(k, s) })
 	}
@@ -177,7 +188,7 @@ func (l *loader[K, V]) arrive(ctx context.Context, k siblingsKey, want int, key 
 		if e, ok = l.known[*key]; !ok {
 			e.group = s.group
 			e.group.keys = append(e.group.keys, *key)
-			l.known[*key] = e
+			l.learn(*key, e)
 		}
 	}
 	full := s.arrived >= s.want
@@ -250,7 +261,7 @@ func (l *loader[K, V]) Prime(key K, value V) bool {
 	if _, ok := l.known[key]; ok {
 		return false
 	}
-	l.known[key] = entry[K, V]{value: value}
+	l.learn(key, entry[K, V]{value: value})
 	return true
 }
 
@@ -258,16 +269,22 @@ func (l *loader[K, V]) Prime(key K, value V) bool {
 func (l *loader[K, V]) Clear(key K) {
 	l.mu.Lock()
 	delete(l.known, key)
+	batched := l.batched
 	l.mu.Unlock()
-	l.batched.Clear(key)
+	if batched != nil {
+		batched.Clear(key)
+	}
 }
 
 // ClearAll forgets every key.
 func (l *loader[K, V]) ClearAll() {
 	l.mu.Lock()
-	l.known = map[K]entry[K, V]{}
+	l.known = nil
+	batched := l.batched
 	l.mu.Unlock()
-	l.batched.ClearAll()
+	if batched != nil {
+		batched.ClearAll()
+	}
 }
 
 // listElement returns the nearest list element above fc (nil when fc is
