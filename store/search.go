@@ -128,9 +128,10 @@ func (db *DB) SearchTasks(ctx context.Context, viewer *User, workspaceID, query 
 	defer rows.Close()
 	var tasks []*Task
 	var ranks []float32
+	var sc taskScanner
+	var r float32
 	for rows.Next() {
-		var r float32
-		t, err := scanTaskAfter(rows, &r)
+		t, err := sc.scan(rows, &r)
 		if err != nil {
 			return nil, fmt.Errorf("search tasks: %w", err)
 		}

@@ -377,15 +377,21 @@ func (db *DB) TaskPages(ctx context.Context, keys []TaskPageKey) ([]*TaskConnect
 // its rows back into pages.
 type taskPagesQuery struct {
 	keys  []TaskPageKey
-	pages []Page
+	pages []taskPage
 	sql   string
 	args  []any
+}
+
+// taskPage is a page request of TaskPages with the cursor scope of its list.
+type taskPage struct {
+	Page
+	scope string
 }
 
 // newTaskPagesQuery returns the statement reading the pages of keys, or a
 // BAD_USER_INPUT error for a key whose cursor is invalid.
 func newTaskPagesQuery(keys []TaskPageKey) (*taskPagesQuery, error) {
-	pages := make([]Page, len(keys))
+	pages := make([]taskPage, len(keys))
 	projects := make([]string, len(keys))
 	statuses := make([]*string, len(keys))
 	ats := make([]*time.Time, len(keys))
@@ -393,11 +399,12 @@ func newTaskPagesQuery(keys []TaskPageKey) (*taskPagesQuery, error) {
 	limits := make([]int32, len(keys))
 	for i, k := range keys {
 		after := &k.After
-		p, err := NewPage(&k.First, DefaultTaskPageSize, after, taskPageScope(k.ProjectID, k.Status))
+		scope := taskPageScope(k.ProjectID, k.Status)
+		p, err := NewPage(&k.First, DefaultTaskPageSize, after, scope)
 		if err != nil {
 			return nil, err
 		}
-		pages[i] = p
+		pages[i] = taskPage{p, scope}
 		projects[i] = k.ProjectID
 		if !validID(k.ProjectID) {
 			projects[i] = "00000000-0000-0000-0000-000000000000"
@@ -443,11 +450,15 @@ func newTaskPagesQuery(keys []TaskPageKey) (*taskPagesQuery, error) {
 func (q *taskPagesQuery) read(rows pgx.Rows) ([]*TaskConnection, error) {
 	defer rows.Close()
 	items := make([][]*Task, len(q.keys))
+	var sc taskScanner
+	var ord int64
 	for rows.Next() {
-		var ord int64
-		t, err := scanTaskAfter(rows, &ord)
+		t, err := sc.scan(rows, &ord)
 		if err != nil {
 			return nil, fmt.Errorf("task pages: %w", err)
+		}
+		if items[ord-1] == nil {
+			items[ord-1] = make([]*Task, 0, q.pages[ord-1].First+1) // a page has at most its limit of rows
 		}
 		items[ord-1] = append(items[ord-1], t)
 	}
@@ -455,8 +466,8 @@ func (q *taskPagesQuery) read(rows pgx.Rows) ([]*TaskConnection, error) {
 		return nil, fmt.Errorf("task pages: %w", err)
 	}
 	out := make([]*TaskConnection, len(q.keys))
-	for i, k := range q.keys {
-		out[i] = connection(items[i], q.pages[i], taskPageScope(k.ProjectID, k.Status), taskKey)
+	for i, p := range q.pages {
+		out[i] = connection(items[i], p.Page, p.scope, taskKey)
 	}
 	return out, nil
 }
@@ -504,14 +515,23 @@ func (db *DB) ProjectWithTaskPage(ctx context.Context, viewerID, id string, key 
 	return p, pages[0], br.Close()
 }
 
-// scanTaskAfter scans a leading column into first, then the columns of taskColumns.
-func scanTaskAfter(rows pgx.Rows, first any) (*Task, error) {
-	var t Task
-	if err := rows.Scan(first, &t.ID, &t.ProjectID, &t.WorkspaceID, &t.Title, &t.Description, &t.Status,
-		&t.Priority, &t.AssigneeID, &t.DueDate, &t.CreatedByID, &t.CreatedAt, &t.UpdatedAt); err != nil {
+// taskScanner scans rows of a leading column, then the columns of taskColumns,
+// into new Tasks. It keeps the list of destinations rows.Scan takes, which
+// would otherwise be allocated for every row.
+type taskScanner struct {
+	dest [13]any
+}
+
+// scan reads the current row of rows: the leading column into first, the
+// others into a new Task.
+func (s *taskScanner) scan(rows pgx.Rows, first any) (*Task, error) {
+	t := new(Task)
+	s.dest = [13]any{first, &t.ID, &t.ProjectID, &t.WorkspaceID, &t.Title, &t.Description, &t.Status,
+		&t.Priority, &t.AssigneeID, &t.DueDate, &t.CreatedByID, &t.CreatedAt, &t.UpdatedAt}
+	if err := rows.Scan(s.dest[:]...); err != nil {
 		return nil, err
 	}
-	return &t, nil
+	return t, nil
 }
 
 // taskKey returns a task's position in newest-first lists.
