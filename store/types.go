@@ -388,13 +388,57 @@ func (r Role) MarshalGQL(w io.Writer) { io.WriteString(w, strconv.Quote(string(r
 func (s *TaskStatus) UnmarshalGQL(v any) error { return unmarshalEnum(s, v, "TaskStatus") }
 
 // MarshalGQL implements graphql.Marshaler.
-func (s TaskStatus) MarshalGQL(w io.Writer) { io.WriteString(w, strconv.Quote(string(s))) }
+func (s TaskStatus) MarshalGQL(w io.Writer) { marshalEnum(w, s) }
+
+// ScanBytes implements pgtype.BytesScanner: a known status read from the
+// database is its constant, not a new string.
+func (s *TaskStatus) ScanBytes(src []byte) error {
+	return scanEnum(s, src, TaskStatusTodo, TaskStatusInProgress, TaskStatusDone)
+}
 
 // UnmarshalGQL implements graphql.Unmarshaler.
 func (p *TaskPriority) UnmarshalGQL(v any) error { return unmarshalEnum(p, v, "TaskPriority") }
 
 // MarshalGQL implements graphql.Marshaler.
-func (p TaskPriority) MarshalGQL(w io.Writer) { io.WriteString(w, strconv.Quote(string(p))) }
+func (p TaskPriority) MarshalGQL(w io.Writer) { marshalEnum(w, p) }
+
+// ScanBytes implements pgtype.BytesScanner: a known priority read from the
+// database is its constant, not a new string.
+func (p *TaskPriority) ScanBytes(src []byte) error {
+	return scanEnum(p, src, TaskPriorityLow, TaskPriorityMedium, TaskPriorityHigh, TaskPriorityUrgent)
+}
+
+// marshalEnum writes an enum value as a GraphQL string. A known value (upper
+// case letters and underscores) needs no escaping and is written as it is,
+// without making a quoted copy.
+func marshalEnum[T interface {
+	~string
+	IsValid() bool
+}](w io.Writer, v T) {
+	if !v.IsValid() {
+		io.WriteString(w, strconv.Quote(string(v)))
+		return
+	}
+	io.WriteString(w, `"`)
+	io.WriteString(w, string(v))
+	io.WriteString(w, `"`)
+}
+
+// scanEnum reads a text column into dst: one of known without allocating,
+// else a copy of src. NULL is an error, as for a string.
+func scanEnum[T ~string](dst *T, src []byte, known ...T) error {
+	if src == nil {
+		return fmt.Errorf("cannot scan NULL into %T", dst)
+	}
+	for _, k := range known {
+		if string(src) == string(k) {
+			*dst = k
+			return nil
+		}
+	}
+	*dst = T(src)
+	return nil
+}
 
 // Connection and edge types of the schema, bound by gqlgen.
 type (
