@@ -66,6 +66,13 @@ type Config struct {
 	// Warmup is the length of the warm-up of each contender before its
 	// measured run (default 3s).
 	Warmup time.Duration
+	// Rounds splits each contender's measured run into this many rounds of
+	// Duration/Rounds, the contenders taking turns round by round (in one
+	// order, then the reverse), so that a drift of the machine's speed falls
+	// on every contender alike; 0 or 1: one run each, one after the other.
+	// The warm-up is before a contender's first round; ANALYZE before each.
+	// With Seal, one round.
+	Rounds int
 	// Scenarios are the names to run; empty: all.
 	Scenarios []string
 	// Exec runs the server as a subprocess of the real binary (built into a
@@ -448,36 +455,69 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			continue
 		}
 		res := Result{Scenario: sc.Name, Target: sc.Target, PeerTarget: sc.PeerTarget, CPU: sc.CPU, Statements: describeStatements(stmts), RawSQL: sc.raw.SQL}
+		type turn struct {
+			c  contender
+			do func(context.Context, int, int) error
+			s  Stats
+		}
+		var turns []*turn
 		for _, c := range contenders {
-			do := c.work(sc, stmts)
-			if do == nil {
-				continue
+			if do := c.work(sc, stmts); do != nil {
+				turns = append(turns, &turn{c: c, do: do})
 			}
-			fmt.Fprintf(cfg.Progress, "%s: %s\n", sc.Name, c.name)
-			profile := c.name == TaskFlow && !cfg.Exec
-			sealing := cfg.Seal && c.name == TaskFlow && sc.Fresh
-			stopSampling := func() []oldestSample { return nil }
-			if sealing {
-				stopSampling = oldestSampler(ctx, ctl)
+		}
+		rounds := max(1, cfg.Rounds)
+		if cfg.Seal {
+			rounds = 1
+		}
+		for r := range rounds {
+			round := cfg
+			round.Duration = cfg.Duration / time.Duration(rounds)
+			if cfg.Requests > 0 {
+				round.Requests = max(1, cfg.Requests/rounds)
 			}
-			s, err := runContender(ctx, cfg, ctl, client, c.meter, do, sc.Name, profile)
-			if err != nil {
-				return nil, err
+			if r > 0 {
+				round.Warmup = 0
 			}
-			if samples := stopSampling(); sealing {
-				// The measured run only, not its warm-up.
-				end := time.Now()
-				st, err := sealStats(ctx, ctl, sc.Name, end.Add(-s.Elapsed), end, samples)
+			order := slices.Clone(turns)
+			if r%2 == 1 {
+				slices.Reverse(order)
+			}
+			for _, t := range order {
+				c := t.c
+				if rounds > 1 {
+					fmt.Fprintf(cfg.Progress, "%s: %s, round %d of %d\n", sc.Name, c.name, r+1, rounds)
+				} else {
+					fmt.Fprintf(cfg.Progress, "%s: %s\n", sc.Name, c.name)
+				}
+				profile := c.name == TaskFlow && !cfg.Exec && r == 0
+				sealing := cfg.Seal && c.name == TaskFlow && sc.Fresh
+				stopSampling := func() []oldestSample { return nil }
+				if sealing {
+					stopSampling = oldestSampler(ctx, ctl)
+				}
+				s, err := runContender(ctx, round, ctl, client, c.meter, t.do, sc.Name, profile)
 				if err != nil {
 					return nil, err
 				}
-				if st.Events > 0 { // a storm of replays writes nothing
-					fmt.Fprintf(cfg.Progress, "  %d events sealed, lag p99 %s\n", st.Events, ms(st.LagP99))
-					rep.Seal = append(rep.Seal, st)
+				if samples := stopSampling(); sealing {
+					// The measured run only, not its warm-up.
+					end := time.Now()
+					st, err := sealStats(ctx, ctl, sc.Name, end.Add(-s.Elapsed), end, samples)
+					if err != nil {
+						return nil, err
+					}
+					if st.Events > 0 { // a storm of replays writes nothing
+						fmt.Fprintf(cfg.Progress, "  %d events sealed, lag p99 %s\n", st.Events, ms(st.LagP99))
+						rep.Seal = append(rep.Seal, st)
+					}
 				}
+				fmt.Fprintf(cfg.Progress, "  %.0f req/s, %d failed\n", s.RPS, s.Errors)
+				t.s = mergeRound(t.s, s)
 			}
-			fmt.Fprintf(cfg.Progress, "  %.0f req/s, %d failed\n", s.RPS, s.Errors)
-			res.Rows = append(res.Rows, Row{Contender: c.name, Stats: s})
+		}
+		for _, t := range turns {
+			res.Rows = append(res.Rows, Row{Contender: t.c.name, Stats: t.s})
 		}
 		rep.Results = append(rep.Results, res)
 	}
@@ -695,6 +735,30 @@ func (s *Stats) finish(lat []time.Duration) {
 	slices.Sort(lat)
 	pct := func(q float64) time.Duration { return lat[int(q*float64(len(lat)-1))] }
 	s.P50, s.P95, s.P99 = pct(0.50), pct(0.95), pct(0.99)
+}
+
+// mergeRound adds a round of a contender to its rounds so far: merge, with the
+// CPU used summed (-1 when a round did not measure it).
+func mergeRound(a, b Stats) Stats {
+	if a.Requests == 0 && a.Elapsed == 0 {
+		return b
+	}
+	out := merge(a, b)
+	if a.Requests == 0 {
+		out = b
+		out.Requests, out.Errors, out.Elapsed = a.Requests+b.Requests, a.Errors+b.Errors, a.Elapsed+b.Elapsed
+		if out.Elapsed > 0 {
+			out.RPS = float64(out.Requests) / out.Elapsed.Seconds()
+		}
+	}
+	out.ServerCPU, out.PostgresCPU = -1, -1
+	if a.ServerCPU >= 0 && b.ServerCPU >= 0 {
+		out.ServerCPU = a.ServerCPU + b.ServerCPU
+	}
+	if a.PostgresCPU >= 0 && b.PostgresCPU >= 0 {
+		out.PostgresCPU = a.PostgresCPU + b.PostgresCPU
+	}
+	return out
 }
 
 // merge adds two runs of one server; percentiles are the request-weighted mean of

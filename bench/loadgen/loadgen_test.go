@@ -146,3 +146,53 @@ func TestReplayFreshIDs(t *testing.T) {
 		t.Errorf("fresh UUID: %v, %v (want a new one, the same twice)", out[1], *(out[2].(*string)))
 	}
 }
+
+// With rounds, the contenders take turns and each row adds its rounds up: the
+// requests of every round, and the CPU each round measured.
+func TestHarnessRounds(t *testing.T) {
+	t.Parallel()
+	withPeer := peer.Installed("../peer")
+	rep, err := Run(t.Context(), Config{
+		DatabaseURL: storetest.URL(t),
+		RedisURL:    "redis://127.0.0.1:6379/0",
+		Concurrency: 2, Requests: 6, Rounds: 3, Duration: 20 * time.Second, Warmup: 20 * time.Second,
+		Users: 3, Tasks: 4, CommentsPerTask: 2, Scenarios: []string{"task", "createTask"},
+		Peer: withPeer, PeerDir: "../peer",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, res := range rep.Results {
+		want := []string{TaskFlow, RawSQL}
+		if withPeer {
+			want = append(want, PostGraphile)
+		}
+		var got []string
+		for _, row := range res.Rows {
+			got = append(got, row.Contender)
+			if row.Requests != 6 || row.Errors != 0 {
+				t.Errorf("%s, %s: %d requests, %d errors (first: %s); want 6 (3 rounds of 2) and 0", res.Scenario, row.Contender,
+					row.Requests, row.Errors, row.FirstError)
+			}
+			if row.PostgresCPU <= 0 {
+				t.Errorf("%s, %s: Postgres CPU %v over three rounds", res.Scenario, row.Contender, row.PostgresCPU)
+			}
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("%s: contenders %v, want %v", res.Scenario, got, want)
+		}
+	}
+}
+
+// mergeRound adds requests, time and CPU; a round without a CPU reading
+// leaves the sum unmeasured.
+func TestMergeRound(t *testing.T) {
+	t.Parallel()
+	a := Stats{Requests: 100, Elapsed: time.Second, RPS: 100, P50: time.Millisecond, ServerCPU: 50 * time.Millisecond, PostgresCPU: 20 * time.Millisecond}
+	b := Stats{Requests: 300, Elapsed: time.Second, RPS: 300, P50: 3 * time.Millisecond, ServerCPU: 150 * time.Millisecond, PostgresCPU: -1}
+	got := mergeRound(mergeRound(Stats{}, a), b)
+	if got.Requests != 400 || got.Elapsed != 2*time.Second || got.RPS != 200 || got.ServerCPU != 200*time.Millisecond ||
+		got.PostgresCPU != -1 || got.P50 != 2500*time.Microsecond {
+		t.Fatalf("merged %+v", got)
+	}
+}

@@ -21,8 +21,12 @@ func (r *Report) Markdown(w io.Writer) {
 	if c.Exec {
 		mode = "server binary as a subprocess (real HTTP on loopback)"
 	}
-	fmt.Fprintf(w, "Run of %s: concurrency %d, %s per run after a %s warm-up, ANALYZE before each; %s; GOMAXPROCS %d, pool max %d connections; load average %s.\n\n",
-		r.Started.UTC().Format(time.RFC3339), c.Concurrency, c.Duration, c.Warmup, mode, r.GoMaxProcs, r.PoolConns, r.LoadAvg)
+	turns := "one run per contender, back to back"
+	if c.Rounds > 1 && !c.Seal {
+		turns = fmt.Sprintf("in %d rounds of %s, the contenders taking turns (p50 and p99: the rounds' mean weighted by requests)", c.Rounds, c.Duration/time.Duration(c.Rounds))
+	}
+	fmt.Fprintf(w, "Run of %s: concurrency %d, %s per contender (%s) after a %s warm-up, ANALYZE before each; %s; GOMAXPROCS %d, pool max %d connections; load average %s.\n\n",
+		r.Started.UTC().Format(time.RFC3339), c.Concurrency, c.Duration, turns, c.Warmup, mode, r.GoMaxProcs, r.PoolConns, r.LoadAvg)
 	fmt.Fprintf(w, "CPU per request: the server process's (TaskFlow's binary, PostGraphile's node; /proc/<pid>/stat) and its Postgres backends' (those with its application_name; /proc/<pid>/schedstat), read before and after the measured run.\n\n")
 	fmt.Fprintf(w, "| scenario | contender | req/s | p50 | p99 | server CPU | Postgres CPU | × raw SQL | × PostGraphile | failed |\n")
 	fmt.Fprintf(w, "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
