@@ -45,7 +45,7 @@ func appendAuditAt(ctx context.Context, tx Querier, ev audit.Event, now func() t
 // insertAudit inserts rec as it occurred at at.
 func insertAudit(ctx context.Context, tx Querier, rec audit.Record, at time.Time) error {
 	rec.OccurredAt = at.UTC().Truncate(time.Microsecond)
-	if _, err := tx.Exec(ctx, insertAuditSQL, auditRecordRefs(&rec)...); err != nil {
+	if _, err := tx.Exec(ctx, insertAuditSQL, auditRecordArgs(&rec)...); err != nil {
 		return fmt.Errorf("audit append: %w", err)
 	}
 	return nil

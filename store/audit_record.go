@@ -51,6 +51,22 @@ func auditRecordRefs(r *audit.Record) []any {
 	return refs
 }
 
+// auditRecordArgs is auditRecordRefs as the arguments of an insert: a
+// nullable field goes as its *string, not as a pointer to it. pgx sends a
+// string or *string argument of a uuid column as text at once; any other
+// type (a **string) it first tries in the uuid's binary format, fails,
+// builds the error and falls back to text (about 2% of createTask's server
+// CPU, in a profile of 2026-12-02).
+func auditRecordArgs(r *audit.Record) []any {
+	args := auditRecordRefs(r)
+	for i, a := range args {
+		if p, ok := a.(**string); ok {
+			args[i] = *p
+		}
+	}
+	return args
+}
+
 // auditRecordDests returns the scan destinations of the record columns of a
 // row whose raw values are raw, those columns starting at raw[at]: r's fields,
 // or nil (skip) for each of them when the record's id is NULL, as in a row of

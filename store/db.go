@@ -239,7 +239,7 @@ func (db *DB) UnitOfWork(ctx context.Context, fn func(ctx context.Context) error
 	for i := range u.audits {
 		r := &u.audits[i]
 		r.OccurredAt = at
-		tx.queueDeferred(deferred{sql: insertAuditSQL, args: auditRecordRefs(r)})
+		tx.queueDeferred(deferred{sql: insertAuditSQL, args: auditRecordArgs(r)})
 	}
 	if err := tx.Commit(detached); err != nil {
 		return mapError(err)
