@@ -38,8 +38,8 @@ func (r *argsRecorder) TraceBatchQuery(_ context.Context, _ *pgx.Conn, d pgx.Tra
 }
 func (r *argsRecorder) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
 
-// Every argument of a create's unit of work (the task, its audit event, the
-// checks) encodes in the format pgx tries first for it: text for a string or
+// Every argument of the units of work of a create, an update and a delete
+// (the task, its audit events, the checks) encodes in the format pgx tries first for it: text for a string or
 // *string, else the column type's preferred format. An argument that does not
 // (an audit event's **string workspace id, for a uuid column) makes pgx build
 // an error and encode it again in the other format, on every request.
@@ -56,11 +56,22 @@ func TestArgumentsEncodeAtTheFirstTry(t *testing.T) {
 	}
 	defer pool.Close()
 	db := store.New(pool, nil)
-	if err := db.UnitOfWork(ctx, func(ctx context.Context) error {
-		_, err := db.CreateTask(ctx, f.member, store.NewTask{ProjectID: f.project, Title: "x"})
-		return err
-	}); err != nil {
-		t.Fatal(err)
+	var task *store.Task
+	for _, work := range []func(ctx context.Context) error{
+		func(ctx context.Context) (err error) {
+			task, err = db.CreateTask(ctx, f.member, store.NewTask{ProjectID: f.project, Title: "x"})
+			return err
+		},
+		func(ctx context.Context) error {
+			_, err := db.UpdateTask(ctx, f.member, task.ID, store.TaskPatch{Title: store.Optional[string]{Set: true, Value: ptr("y")},
+				AssigneeID: store.Optional[string]{Set: true, Value: &f.member.ID}})
+			return err
+		},
+		func(ctx context.Context) error { return db.DeleteTask(ctx, f.member, task.ID) },
+	} {
+		if err := db.UnitOfWork(ctx, work); err != nil {
+			t.Fatal(err)
+		}
 	}
 	conn, err := pool.Acquire(ctx)
 	if err != nil {
