@@ -4,6 +4,7 @@ import (
 	"net/url"
 	"strconv"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -154,10 +155,30 @@ func checkNoLeak(t *testing.T, in *instance, proxy *tcpProxy, goroutinesBefore f
 		time.Sleep(25 * time.Millisecond)
 	}
 	if !settled {
-		t.Errorf("after %s: %v goroutines (before: %v), %d Postgres connections (max %d)",
-			after, goroutines, goroutinesBefore, proxy.open(), maxConns)
+		t.Errorf("after %s: %v goroutines (before: %v), %d Postgres connections (max %d)\n%s",
+			after, goroutines, goroutinesBefore, proxy.open(), maxConns, in.goroutineDump())
+		return
 	}
 	if in.exited() {
 		t.Fatalf("the server exited:\n%s", in.stderr)
 	}
+}
+
+// goroutineDump ends the process with SIGQUIT, on which the Go runtime writes
+// every goroutine's stack to stderr, and returns that stderr: which goroutines
+// a leak check found left over.
+func (in *instance) goroutineDump() string {
+	in.mu.Lock()
+	cmd, done := in.cmd, in.done
+	in.mu.Unlock()
+	if cmd == nil {
+		return "(no process)"
+	}
+	_ = cmd.Process.Signal(syscall.SIGQUIT)
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		in.signalKill()
+	}
+	return in.stderr.String()
 }
