@@ -2,8 +2,6 @@ package resolvers
 
 import (
 	"context"
-	"encoding/json"
-	"math"
 
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/google/uuid"
@@ -32,7 +30,7 @@ func (r *queryResolver) projectWithTasks(ctx context.Context, id string) (*store
 	if !ok {
 		return l.Project(ctx, id)
 	}
-	p, page, err := r.DB.ProjectWithTaskPage(ctx, viewer.ID, key.ProjectID, key)
+	p, page, err := r.DB.ProjectWithTaskPage(ctx, viewer.ID, key)
 	if err != nil || p == nil {
 		// Not found, or not visible: the loader says which, with its error.
 		return l.Project(ctx, id)
@@ -68,64 +66,33 @@ func taskPageAsked(ctx context.Context, projectID string) (store.TaskPageKey, bo
 }
 
 // taskPageKeyOf returns the key store.NewTaskPageKey makes of the arguments
-// args of Project.tasks, false when one of them is not what it expects.
+// args of Project.tasks, read with the unmarshalers the field's generated
+// code uses (graphql.UnmarshalInt, TaskStatus.UnmarshalGQL,
+// graphql.UnmarshalString); false when one of them refuses its value.
 func taskPageKeyOf(projectID string, args map[string]any) (store.TaskPageKey, bool) {
 	var status *store.TaskStatus
-	switch v := args["status"].(type) {
-	case nil:
-	case string:
-		s := store.TaskStatus(v)
-		status = &s
-	default:
-		return store.TaskPageKey{}, false
+	if v := args["status"]; v != nil {
+		status = new(store.TaskStatus)
+		if status.UnmarshalGQL(v) != nil {
+			return store.TaskPageKey{}, false
+		}
 	}
 	var first *int
-	if v, ok := args["first"]; ok && v != nil {
-		n, ok := intArg(v)
-		if !ok {
+	if v := args["first"]; v != nil {
+		n, err := graphql.UnmarshalInt(v)
+		if err != nil {
 			return store.TaskPageKey{}, false
 		}
 		first = &n
 	}
 	var after *string
-	switch v := args["after"].(type) {
-	case nil:
-	case string:
-		after = &v
-	default:
-		return store.TaskPageKey{}, false
+	if v := args["after"]; v != nil {
+		a, err := graphql.UnmarshalString(v)
+		if err != nil {
+			return store.TaskPageKey{}, false
+		}
+		after = &a
 	}
 	key, err := store.NewTaskPageKey(projectID, status, first, after)
 	return key, err == nil
-}
-
-// intArg returns an Int argument's value as the document or the variables
-// give it, false for anything that is not a whole number within int32.
-func intArg(v any) (int, bool) {
-	var n int64
-	switch v := v.(type) {
-	case int:
-		n = int64(v)
-	case int32:
-		n = int64(v)
-	case int64:
-		n = v
-	case float64:
-		if v != math.Trunc(v) || math.Abs(v) > math.MaxInt32 {
-			return 0, false
-		}
-		n = int64(v)
-	case json.Number:
-		i, err := v.Int64()
-		if err != nil {
-			return 0, false
-		}
-		n = i
-	default:
-		return 0, false
-	}
-	if n < math.MinInt32 || n > math.MaxInt32 {
-		return 0, false
-	}
-	return int(n), true
 }

@@ -472,17 +472,17 @@ func (q *taskPagesQuery) read(rows pgx.Rows) ([]*TaskConnection, error) {
 	return out, nil
 }
 
-// ProjectWithTaskPage returns the project id as ProjectsByIDs would (nil when
-// viewerID may not see it) and, for such a project, the page of its tasks that
-// key names, in one round trip: project(id) { tasks { ... } }, the commonest
-// list, then needs no second one. The two statements are those of
+// ProjectWithTaskPage returns the project of key as ProjectsByIDs would (nil
+// when viewerID may not see it) and, for such a project, the page of its
+// tasks that key names, in one round trip: project(id) { tasks { ... } }, the
+// commonest list, then needs no second one. The two statements are those of
 // ProjectsByIDs and TaskPages, so they keep their plans; the page is read
 // before the project is known to be visible, and dropped when it is not. It
 // returns TaskPages' errors for key.
-func (db *DB) ProjectWithTaskPage(ctx context.Context, viewerID, id string, key TaskPageKey) (*Project, *TaskConnection, error) {
-	if !validID(id) || !validID(viewerID) || key.ProjectID != id {
-		projects, err := db.ProjectsByIDs(ctx, viewerID, []string{id})
-		return projects[id], nil, err
+func (db *DB) ProjectWithTaskPage(ctx context.Context, viewerID string, key TaskPageKey) (*Project, *TaskConnection, error) {
+	id := key.ProjectID
+	if !validID(id) || !validID(viewerID) {
+		return nil, nil, nil // no such project, as ProjectsByIDs answers
 	}
 	q, err := newTaskPagesQuery([]TaskPageKey{key})
 	if err != nil {
