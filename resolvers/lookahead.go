@@ -77,22 +77,27 @@ func taskPageKeyOf(projectID string, args map[string]any) (store.TaskPageKey, bo
 			return store.TaskPageKey{}, false
 		}
 	}
-	var first *int
-	if v := args["first"]; v != nil {
-		n, err := graphql.UnmarshalInt(v)
-		if err != nil {
-			return store.TaskPageKey{}, false
-		}
-		first = &n
+	first, ok := optionalArg(args["first"], graphql.UnmarshalInt)
+	if !ok {
+		return store.TaskPageKey{}, false
 	}
-	var after *string
-	if v := args["after"]; v != nil {
-		a, err := graphql.UnmarshalString(v)
-		if err != nil {
-			return store.TaskPageKey{}, false
-		}
-		after = &a
+	after, ok := optionalArg(args["after"], graphql.UnmarshalString)
+	if !ok {
+		return store.TaskPageKey{}, false
 	}
 	key, err := store.NewTaskPageKey(projectID, status, first, after)
 	return key, err == nil
+}
+
+// optionalArg returns the value of an optional argument read by unmarshal
+// (nil when absent or null), false when unmarshal refuses it.
+func optionalArg[T any](v any, unmarshal func(any) (T, error)) (*T, bool) {
+	if v == nil {
+		return nil, true
+	}
+	x, err := unmarshal(v)
+	if err != nil {
+		return nil, false
+	}
+	return &x, true
 }
