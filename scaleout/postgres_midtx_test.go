@@ -59,8 +59,7 @@ func TestPostgresCutMidTransaction(t *testing.T) {
 	tasksBefore := count(t, pool, `SELECT count(*) FROM tasks`)
 	eventsBefore := count(t, pool, `SELECT count(*) FROM audit_events`)
 	keysBefore := count(t, pool, `SELECT count(*) FROM idempotency_keys`)
-	httpClient.CloseIdleConnections()
-	goroutinesBefore := in.metric(t, "go_goroutines")
+	goroutinesBefore := steadyGoroutines(t, in, pool)
 
 	// Hold a lock on audit_events that its inserts wait for, so that the
 	// mutation stops inside its transaction at its last batch, right before
