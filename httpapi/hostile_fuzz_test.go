@@ -736,11 +736,21 @@ func rawPost(addr, token string, body []byte, headers ...string) (int, []byte, e
 		req.WriteString(h + "\r\n")
 	}
 	req.WriteString("\r\n")
-	if _, err := conn.Write(append([]byte(req.String()), body...)); err != nil {
-		return 0, nil, err
-	}
+	// The server may answer before it reads the body (a caller's turn refused
+	// at once: 429, nothing ran) and then close, and a body larger than the
+	// socket's window is then cut short: the response is read while the body
+	// is written, as an HTTP client does, and a write cut short after a
+	// response is no error.
+	written := make(chan error, 1)
+	go func() {
+		_, err := conn.Write(append([]byte(req.String()), body...))
+		written <- err
+	}()
 	res, err := http.ReadResponse(bufio.NewReader(conn), nil)
 	if err != nil {
+		if werr := <-written; werr != nil {
+			return 0, nil, werr
+		}
 		return 0, nil, err
 	}
 	defer res.Body.Close()
