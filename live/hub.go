@@ -195,7 +195,11 @@ func (h *Hub) Run(ctx context.Context) {
 			}
 		}
 	}()
-	store.RunSpineConsumer(ctx, h.o.DB, "live tailer", wake, h.o.Poll, h.round)
+	// No gap between rounds: a subscriber sees an event as soon as it commits.
+	store.RunSpineConsumer(ctx, h.o.DB, "live tailer", wake, h.o.Poll, 0, func(ctx context.Context) (bool, bool, error) {
+		full, err := h.round(ctx)
+		return false, full, err
+	})
 }
 
 // start makes sure a tailer runs (one of the hub's own, for a hub nobody

@@ -22,6 +22,11 @@ const (
 	// DefaultSealIdle is how often an idle sealer looks for events committed
 	// by other instances (its own instance wakes it at once).
 	DefaultSealIdle = 100 * time.Millisecond
+	// DefaultSealGap is the least time between two rounds that sealed events
+	// (unless the first was full): under a write load, one round chains the
+	// events of many commits instead of a transaction for each (measured in
+	// docs/decisions/2026-12-01-audit-sealer.md, addendum of 2026-12-02).
+	DefaultSealGap = 50 * time.Millisecond
 	// DefaultCheckpointEvery is the least time between two checkpoints of a
 	// chain.
 	DefaultCheckpointEvery = 10 * time.Second
@@ -45,6 +50,9 @@ type AuditSealer struct {
 	Batch int
 	// Idle is the poll interval when no wake-up comes (zero: DefaultSealIdle).
 	Idle time.Duration
+	// Gap is the least time between two rounds that sealed events (zero:
+	// DefaultSealGap).
+	Gap time.Duration
 
 	// lastSweep is when this sealer last looked for chains whose newest
 	// seals no checkpoint covers.
@@ -103,12 +111,17 @@ func (s *AuditSealer) idle() time.Duration {
 }
 
 // Run seals until ctx ends: a round at once after a full one, else after a
-// wake-up from this instance's units of work or after Idle. Errors are logged
-// and retried after a backoff that grows to 30 s.
+// wake-up from this instance's units of work or after Idle, and not before
+// Gap after a round that sealed events. Errors are logged and retried after a
+// backoff that grows to 30 s.
 func (s *AuditSealer) Run(ctx context.Context) {
-	RunSpineConsumer(ctx, s.DB, "audit sealer", s.DB.sealWake, s.idle(), func(ctx context.Context) (bool, error) {
+	gap := s.Gap
+	if gap <= 0 {
+		gap = DefaultSealGap
+	}
+	RunSpineConsumer(ctx, s.DB, "audit sealer", s.DB.sealWake, s.idle(), gap, func(ctx context.Context) (bool, bool, error) {
 		r, err := s.Round(ctx)
-		return r.Full, err
+		return r.Events > 0, r.Full, err
 	})
 }
 

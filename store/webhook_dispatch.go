@@ -112,36 +112,34 @@ func (d *WebhookDispatcher) idle() time.Duration {
 }
 
 // Run dispatches until ctx ends: a round at once after a full one, else
-// after a wake-up from this instance's units of work or after Idle. Errors
-// are logged and retried after a backoff that grows to 30 s.
+// after a wake-up from this instance's units of work or after Idle, and not
+// before Gap after a round that found events. Errors are logged and retried
+// after a backoff that grows to 30 s.
 func (d *WebhookDispatcher) Run(ctx context.Context) {
 	gap := d.Gap
 	if gap <= 0 {
 		gap = DefaultDispatchGap
 	}
-	RunSpineConsumer(ctx, d.DB, "webhook dispatcher", d.DB.dispatchWake, d.idle(), func(ctx context.Context) (bool, error) {
+	RunSpineConsumer(ctx, d.DB, "webhook dispatcher", d.DB.dispatchWake, d.idle(), gap, func(ctx context.Context) (bool, bool, error) {
 		r, err := d.Round(ctx)
-		if err == nil && r.Events > 0 && !r.Full {
-			select {
-			case <-ctx.Done():
-			case <-time.After(gap):
-			}
-		}
-		return r.Full, err
+		return r.Events > 0, r.Full, err
 	})
 }
 
 // RunSpineConsumer runs round until ctx ends: at once again after a full
-// round, else after a wake-up on wake or after idle; an error is logged
-// (under name) and waits out a backoff that grows to 30 s. The sealer, the
-// webhook dispatcher and the live tailer (package live) run on it.
-func RunSpineConsumer(ctx context.Context, db *DB, name string, wake <-chan struct{}, idle time.Duration,
-	round func(context.Context) (full bool, err error)) {
+// round; after one that found events (and was not full), not before gap, so
+// that under a write load a round takes the events of many commits instead
+// of a transaction for each; then after a wake-up on wake or after idle. An
+// error is logged (under name) and waits out a backoff that grows to 30 s.
+// The sealer, the webhook dispatcher and the live tailer (package live) run
+// on it.
+func RunSpineConsumer(ctx context.Context, db *DB, name string, wake <-chan struct{}, idle, gap time.Duration,
+	round func(context.Context) (found, full bool, err error)) {
 	timer := time.NewTimer(idle)
 	defer timer.Stop()
 	backoff := time.Duration(0)
 	for ctx.Err() == nil {
-		full, err := round(ctx)
+		found, full, err := round(ctx)
 		wait, w := idle, wake
 		switch {
 		case err != nil && ctx.Err() == nil:
@@ -152,6 +150,14 @@ func RunSpineConsumer(ctx context.Context, db *DB, name string, wake <-chan stru
 			backoff = 0
 			if full {
 				continue
+			}
+			if found && gap > 0 {
+				timer.Reset(gap)
+				select {
+				case <-ctx.Done():
+					return
+				case <-timer.C:
+				}
 			}
 		}
 		timer.Reset(wait)
