@@ -33,17 +33,8 @@ func (*headReads) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndDat
 // it follows the spine's head on its poll only, not with a read per commit.
 func TestIdleTailerIgnoresCommits(t *testing.T) {
 	t.Parallel()
-	cfg, err := pgxpool.ParseConfig(storetest.URL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
 	reads := &headReads{}
-	cfg.ConnConfig.Tracer = reads
-	pool, err := pgxpool.NewWithConfig(t.Context(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
+	pool := storetest.PoolWith(t, func(c *pgxpool.Config) { c.ConnConfig.Tracer = reads })
 	db := store.New(pool, nil)
 	ctx := t.Context()
 	user := &store.User{}

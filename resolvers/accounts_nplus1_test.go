@@ -36,18 +36,8 @@ func (q *queryTally) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEnd
 // many members and projects there are.
 func TestAccountHopsAreBatched(t *testing.T) {
 	t.Parallel()
-	cfg, err := pgxpool.ParseConfig(storetest.URL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
 	tally := &queryTally{}
-	cfg.ConnConfig.Tracer = tally
-	pool, err := pgxpool.NewWithConfig(t.Context(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	db := store.New(pool, nil)
+	db := store.New(storetest.PoolWith(t, func(c *pgxpool.Config) { c.ConnConfig.Tracer = tally }), nil)
 	h := httpapi.NewHandler(httpapi.Options{DB: db, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), PasswordParams: auth.FastPasswordParams})
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)

@@ -83,18 +83,8 @@ func (c *statementCounter) statements() []string {
 // countedEnv is an apitest Env whose database pool counts its statements.
 func countedEnv(t *testing.T) (*apitest.Env, *statementCounter) {
 	t.Helper()
-	cfg, err := pgxpool.ParseConfig(storetest.URL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
 	counter := &statementCounter{}
-	cfg.ConnConfig.Tracer = counter
-	pool, err := pgxpool.NewWithConfig(t.Context(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	db := store.New(pool, nil)
+	db := store.New(storetest.PoolWith(t, func(c *pgxpool.Config) { c.ConnConfig.Tracer = counter }), nil)
 	bs := apitest.OpenBlobs(t, db, nil)
 	counter.reset()
 	h := httpapi.NewHandler(httpapi.Options{DB: db, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Limiter: apitest.Unlimited(),

@@ -17,16 +17,7 @@ import (
 // pg_prepared_statements on the one connection that ran them all.
 func TestOneKeyLoadsKeepAGenericPlan(t *testing.T) {
 	t.Parallel()
-	cfg, err := pgxpool.ParseConfig(storetest.URL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.MaxConns = 1
-	pool, err := pgxpool.NewWithConfig(t.Context(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
+	pool := storetest.PoolWith(t, func(c *pgxpool.Config) { c.MaxConns = 1 })
 	db := store.New(pool, nil)
 	ctx := context.Background()
 	alice := mkUser(t, db, "plans@example.com")

@@ -64,17 +64,8 @@ func (r *roundTrips) take() []string {
 // tracedDB returns a store on a fresh database whose pool records its round trips.
 func tracedDB(t *testing.T) (*store.DB, *pgxpool.Pool, *roundTrips) {
 	t.Helper()
-	cfg, err := pgxpool.ParseConfig(storetest.URL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
 	rec := &roundTrips{batch: map[*pgx.Conn][]string{}}
-	cfg.ConnConfig.Tracer = rec
-	pool, err := pgxpool.NewWithConfig(t.Context(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
+	pool := storetest.PoolWith(t, func(c *pgxpool.Config) { c.ConnConfig.Tracer = rec })
 	return store.New(pool, nil), pool, rec
 }
 

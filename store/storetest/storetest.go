@@ -89,7 +89,19 @@ func URL(t testing.TB) string {
 // Pool returns a pool on a fresh migrated database, closed when the test ends.
 func Pool(t testing.TB) *pgxpool.Pool {
 	t.Helper()
-	pool, err := pgxpool.New(context.Background(), URL(t))
+	return PoolWith(t, func(*pgxpool.Config) {})
+}
+
+// PoolWith is Pool with its configuration changed by configure first (a
+// tracer that counts statements, a pool size).
+func PoolWith(t testing.TB, configure func(*pgxpool.Config)) *pgxpool.Pool {
+	t.Helper()
+	cfg, err := pgxpool.ParseConfig(URL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	configure(cfg)
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
