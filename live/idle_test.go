@@ -5,11 +5,9 @@ import (
 	"io"
 	"log/slog"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"taskflow/live"
@@ -17,23 +15,13 @@ import (
 	"taskflow/store/storetest"
 )
 
-// headReads counts the statements that read the spine's head.
-type headReads struct{ n atomic.Int64 }
-
-func (h *headReads) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
-	if strings.Contains(d.SQL, "pg_snapshot_xmin(pg_current_snapshot())") && !strings.Contains(d.SQL, "audit_events") {
-		h.n.Add(1)
-	}
-	return ctx
-}
-
-func (*headReads) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
-
 // With no subscriber open, this instance's commits do not wake the tailer:
 // it follows the spine's head on its poll only, not with a read per commit.
 func TestIdleTailerIgnoresCommits(t *testing.T) {
 	t.Parallel()
-	reads := &headReads{}
+	reads := &storetest.Statements{Match: func(sql string) bool { // store.DB.SpineHead
+		return strings.Contains(sql, "pg_snapshot_xmin(pg_current_snapshot())") && !strings.Contains(sql, "audit_events")
+	}}
 	pool := storetest.PoolWith(t, func(c *pgxpool.Config) { c.ConnConfig.Tracer = reads })
 	db := store.New(pool, nil)
 	ctx := t.Context()
@@ -55,10 +43,10 @@ func TestIdleTailerIgnoresCommits(t *testing.T) {
 	done := make(chan struct{})
 	go func() { defer close(done); hub.Run(runCtx) }()
 	t.Cleanup(func() { cancel(); <-done })
-	for reads.n.Load() == 0 { // the tailer's start reads the head
+	for reads.Count() == 0 { // the tailer's start reads the head
 		time.Sleep(5 * time.Millisecond)
 	}
-	start := reads.n.Load()
+	start := reads.Count()
 	for i := range 20 {
 		if _, err := db.CreateTask(ctx, user, store.NewTask{ProjectID: p.ID, Title: "t"}); err != nil {
 			t.Fatal(i, err)
@@ -66,7 +54,7 @@ func TestIdleTailerIgnoresCommits(t *testing.T) {
 		time.Sleep(2 * time.Millisecond) // time for a woken tailer to read
 	}
 	// Its first round, at once after the start, may fall in the loop.
-	if n := reads.n.Load() - start; n > 1 {
+	if n := reads.Count() - start; n > 1 {
 		t.Errorf("the idle tailer read the spine's head %d times over 20 commits, want at most once (its first round; its poll is an hour)", n)
 	}
 }

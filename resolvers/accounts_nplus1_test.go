@@ -1,15 +1,12 @@
 package resolvers_test
 
 import (
-	"context"
 	"io"
 	"log/slog"
 	"net/http/httptest"
-	"sync/atomic"
 	"testing"
 
 	"github.com/99designs/gqlgen/client"
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"taskflow/auth"
@@ -19,24 +16,12 @@ import (
 	"taskflow/store/storetest"
 )
 
-// queryTally is a pgx QueryTracer that counts statements.
-type queryTally struct{ n atomic.Int64 }
-
-// TraceQueryStart counts a statement.
-func (q *queryTally) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
-	q.n.Add(1)
-	return ctx
-}
-
-// TraceQueryEnd does nothing.
-func (q *queryTally) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
-
 // A workspace's members with their users and their users' workspaces, and its
 // projects with their workspace, cost a bounded number of statements however
 // many members and projects there are.
 func TestAccountHopsAreBatched(t *testing.T) {
 	t.Parallel()
-	tally := &queryTally{}
+	tally := &storetest.Statements{}
 	db := store.New(storetest.PoolWith(t, func(c *pgxpool.Config) { c.ConnConfig.Tracer = tally }), nil)
 	h := httpapi.NewHandler(httpapi.Options{DB: db, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), PasswordParams: auth.FastPasswordParams})
 	srv := httptest.NewServer(h)
@@ -50,7 +35,7 @@ func TestAccountHopsAreBatched(t *testing.T) {
 		joinWorkspace(t, env, owner, ws, env.NewUser(t, "M"), "MEMBER")
 		mkProject(t, env, owner, ws, "P")
 	}
-	before := tally.n.Load()
+	before := tally.Count()
 	var d struct {
 		Workspace struct {
 			Members []struct {
@@ -64,7 +49,7 @@ func TestAccountHopsAreBatched(t *testing.T) {
 	mustData(t, post(t, env, owner.Token, `query($w: ID!) { workspace(id: $w) {
 		members { user { id workspaces { id viewerRole } } }
 		projects(first: 50) { nodes { id workspace { id viewerRole } } } } }`, map[string]any{"w": ws}), &d)
-	used := tally.n.Load() - before
+	used := tally.Count() - before
 	if len(d.Workspace.Members) != n+1 || len(d.Workspace.Projects.Nodes) != n {
 		t.Fatalf("%d members, %d projects", len(d.Workspace.Members), len(d.Workspace.Projects.Nodes))
 	}
