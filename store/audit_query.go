@@ -1,11 +1,9 @@
 package store
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -204,12 +202,7 @@ func scanAuditEvent(row pgx.Row) (*AuditEvent, error) {
 	e.Sealed = e.ChainPosition != nil
 	e.PrevHash, e.Hash = hexHash(prev), hexHash(hash)
 	// jsonb's text has a space after each colon and comma: compact it once here.
-	var b bytes.Buffer
-	b.Grow(len(meta))
-	if err := json.Compact(&b, meta); err != nil {
-		return nil, fmt.Errorf("audit: metadata: %w", err)
-	}
-	e.Metadata = RawJSON(b.Bytes())
+	e.Metadata = RawJSON(compactJSONB(make([]byte, 0, len(meta)), meta))
 	return &e, nil
 }
 
