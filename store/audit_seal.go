@@ -110,16 +110,19 @@ func (s *AuditSealer) idle() time.Duration {
 	return DefaultSealIdle
 }
 
+func (s *AuditSealer) gap() time.Duration {
+	if s.Gap > 0 {
+		return s.Gap
+	}
+	return DefaultSealGap
+}
+
 // Run seals until ctx ends: a round at once after a full one, else after a
 // wake-up from this instance's units of work or after Idle, and not before
 // Gap after a round that sealed events. Errors are logged and retried after a
 // backoff that grows to 30 s.
 func (s *AuditSealer) Run(ctx context.Context) {
-	gap := s.Gap
-	if gap <= 0 {
-		gap = DefaultSealGap
-	}
-	RunSpineConsumer(ctx, s.DB, "audit sealer", s.DB.sealWake, s.idle(), gap, func(ctx context.Context) (bool, bool, error) {
+	RunSpineConsumer(ctx, s.DB, "audit sealer", s.DB.sealWake, s.idle(), s.gap(), func(ctx context.Context) (bool, bool, error) {
 		r, err := s.Round(ctx)
 		return r.Events > 0, r.Full, err
 	})

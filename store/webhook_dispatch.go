@@ -111,16 +111,19 @@ func (d *WebhookDispatcher) idle() time.Duration {
 	return DefaultDispatchIdle
 }
 
+func (d *WebhookDispatcher) gap() time.Duration {
+	if d.Gap > 0 {
+		return d.Gap
+	}
+	return DefaultDispatchGap
+}
+
 // Run dispatches until ctx ends: a round at once after a full one, else
 // after a wake-up from this instance's units of work or after Idle, and not
 // before Gap after a round that found events. Errors are logged and retried
 // after a backoff that grows to 30 s.
 func (d *WebhookDispatcher) Run(ctx context.Context) {
-	gap := d.Gap
-	if gap <= 0 {
-		gap = DefaultDispatchGap
-	}
-	RunSpineConsumer(ctx, d.DB, "webhook dispatcher", d.DB.dispatchWake, d.idle(), gap, func(ctx context.Context) (bool, bool, error) {
+	RunSpineConsumer(ctx, d.DB, "webhook dispatcher", d.DB.dispatchWake, d.idle(), d.gap(), func(ctx context.Context) (bool, bool, error) {
 		r, err := d.Round(ctx)
 		return r.Events > 0, r.Full, err
 	})
