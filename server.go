@@ -175,6 +175,9 @@ func run(cfg Config, log *slog.Logger) error {
 	// commit and signs checkpoints (one instance seals at a time).
 	auditKey := auditSigningKey(cfg.AuditSigningKey, log)
 	go (&store.AuditSealer{DB: db, Key: auditKey}).Run(ctx)
+	// What this instance remembers of bearer tokens stays trustworthy past
+	// store.SessionTTL while this feed reads which tokens changed.
+	go db.RunRevocationFeed(ctx)
 	log.Info("connected to Postgres; migrations applied", "postgres", describePostgres(conn))
 
 	rdb := openRedis(ctx, cfg.RedisURL, log)

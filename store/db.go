@@ -41,7 +41,7 @@ type DB struct {
 	// workspaceOf): a row never moves to another workspace.
 	workspaces *otter.Cache[string, string]
 	// sessions remembers what bearer tokens mean (see UserByTokenHash).
-	sessions *otter.Cache[string, *User]
+	sessions *sessionCache
 
 	// riverOnce makes riverClient, the insert-only River client (river.go).
 	riverOnce   sync.Once

@@ -1,6 +1,7 @@
 package store_test
 
 import (
+	"context"
 	"crypto/sha256"
 	"strings"
 	"testing"
@@ -69,5 +70,181 @@ func TestTokenLookupsAreRemembered(t *testing.T) {
 	}
 	if store.SessionTTL > time.Second {
 		t.Fatalf("SessionTTL %s: a revoked token must be refused everywhere within a second", store.SessionTTL)
+	}
+}
+
+// With its revocation feed running, an instance goes on trusting what it
+// read of a token past store.SessionTTL (no round trip for it), and still
+// refuses a token within a second of its change anywhere: a logout served
+// by another instance while a long transaction holds the horizon back, a
+// token deleted by SQL, a user renamed by SQL. A read of a token whose
+// validity ended is refused without a round trip.
+func TestRevocationFeedKeepsTokensTrustworthy(t *testing.T) {
+	t.Parallel()
+	a, pool, rec := tracedDB(t)
+	b := store.New(pool, nil)
+	ctx := t.Context()
+	go a.RunRevocationFeed(ctx)
+	go b.RunRevocationFeed(ctx)
+	u := mkUser(t, a, "feed@example.com")
+	tokens := make([][]byte, 4)
+	for i := range tokens {
+		h := sha256.Sum256([]byte{byte(i)})
+		tokens[i] = h[:]
+		if err := a.CreateSession(ctx, u, tokens[i], ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lookups := func() int {
+		n := 0
+		for _, trip := range rec.take() {
+			if strings.Contains(trip, "from tokens t") {
+				n++
+			}
+		}
+		return n
+	}
+	time.Sleep(2 * store.RevocationPoll) // both feeds have begun
+	for _, h := range tokens {
+		if _, err := b.UserByTokenHash(ctx, h); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rec.take()
+	time.Sleep(store.SessionTTL + 300*time.Millisecond)
+	for _, h := range tokens {
+		if _, err := b.UserByTokenHash(ctx, h); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := lookups(); n != 0 {
+		t.Fatalf("%d token reads %s after the first: the feed should keep them trusted", n, store.SessionTTL+300*time.Millisecond)
+	}
+
+	// refusedWithinASecond checks b stops accepting what ok accepts within a
+	// second of the change just committed.
+	refusedWithinASecond := func(what string, h []byte, ok func(*store.User, error) bool) {
+		t.Helper()
+		changed := time.Now()
+		for {
+			got, err := b.UserByTokenHash(ctx, h)
+			if !ok(got, err) {
+				return
+			}
+			if time.Since(changed) > time.Second {
+				t.Fatalf("%s: still %v %v a second later", what, got, err)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	valid := func(got *store.User, err error) bool { return err == nil }
+
+	// A transaction with an id, open throughout: the horizon stays behind it.
+	long, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer long.Rollback(context.Background()) //nolint:errcheck
+	if _, err := long.Exec(ctx, `SELECT pg_current_xact_id()`); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.RevokeToken(ctx, u, tokens[0]); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.UserByTokenHash(ctx, tokens[0]); errs.CodeOf(err) != errs.CodeNotFound {
+		t.Fatalf("the revoking instance: %v", err)
+	}
+	refusedWithinASecond("logout through another instance", tokens[0], valid)
+	if err := long.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	if _, err := pool.Exec(ctx, `DELETE FROM tokens WHERE token_hash = $1`, tokens[1]); err != nil {
+		t.Fatal(err)
+	}
+	refusedWithinASecond("token deleted by SQL", tokens[1], valid)
+
+	if _, err := pool.Exec(ctx, `UPDATE users SET name = 'renamed' WHERE id = $1`, u.ID); err != nil {
+		t.Fatal(err)
+	}
+	refusedWithinASecond("user renamed by SQL", tokens[2], func(got *store.User, err error) bool {
+		return err == nil && got.Name != "renamed"
+	})
+	if got, err := b.UserByTokenHash(ctx, tokens[2]); err != nil || got.Name != "renamed" {
+		t.Fatalf("after the rename: %v %v", got, err)
+	}
+
+	// A revocation whose transaction got its id before polls that ran
+	// while it was open, and committed after them.
+	slow, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer slow.Rollback(context.Background()) //nolint:errcheck
+	if _, err := slow.Exec(ctx, `UPDATE tokens SET revoked_at = now() WHERE token_hash = $1`, tokens[3]); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.UserByTokenHash(ctx, tokens[3]); err != nil { // remembered valid
+		t.Fatal(err)
+	}
+	time.Sleep(3 * store.RevocationPoll)
+	if err := slow.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	refusedWithinASecond("revoked by a transaction open across polls", tokens[3], valid)
+
+	// A token that expires while remembered.
+	short := sha256.Sum256([]byte("short-lived"))
+	if _, err := pool.Exec(ctx, `INSERT INTO tokens (token_hash, user_id, expires_at) VALUES ($1, $2, now() + interval '1 second')`,
+		short[:], u.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.UserByTokenHash(ctx, short[:]); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(1100 * time.Millisecond)
+	rec.take()
+	if _, err := b.UserByTokenHash(ctx, short[:]); errs.CodeOf(err) != errs.CodeNotFound {
+		t.Fatalf("an expired token: %v", err)
+	}
+	if n := lookups(); n != 0 {
+		t.Fatalf("an expired token remembered as valid cost %d reads", n)
+	}
+}
+
+// An instance whose revocation feed stopped (here: its context ended; in
+// production, Postgres unreachable) trusts what it read of a token for
+// store.SessionTTL only.
+func TestStoppedRevocationFeedFallsBackToSessionTTL(t *testing.T) {
+	t.Parallel()
+	db, _, rec := tracedDB(t)
+	feedCtx, stop := context.WithCancel(t.Context())
+	stopped := make(chan struct{})
+	go func() { db.RunRevocationFeed(feedCtx); close(stopped) }()
+	ctx := t.Context()
+	u := mkUser(t, db, "stopped@example.com")
+	h := sha256.Sum256([]byte("a token"))
+	if err := db.CreateSession(ctx, u, h[:], ""); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2 * store.RevocationPoll)
+	if _, err := db.UserByTokenHash(ctx, h[:]); err != nil {
+		t.Fatal(err)
+	}
+	stop()
+	<-stopped
+	time.Sleep(store.SessionTTL + 100*time.Millisecond)
+	rec.take()
+	if _, err := db.UserByTokenHash(ctx, h[:]); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, trip := range rec.take() {
+		if strings.Contains(trip, "from tokens t") {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Fatalf("%d token reads past SessionTTL without a feed, want 1", n)
 	}
 }

@@ -12,7 +12,6 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
-	"github.com/maypok86/otter/v2"
 
 	"taskflow/audit"
 	"taskflow/errs"
@@ -28,50 +27,6 @@ func scanUser(row pgx.Row) (*User, error) {
 		return nil, err
 	}
 	return &u, nil
-}
-
-// SessionTTL is how long an instance trusts what it read of a bearer token
-// (its user, or that it is unknown, expired or revoked) without asking
-// Postgres again: a token revoked through another instance is refused here
-// at most this long after, and within one second on every instance. A token
-// revoked through this instance is refused here at once.
-const SessionTTL = 900 * time.Millisecond
-
-// sessionCacheSize bounds how many tokens an instance remembers (about 3 MB).
-const sessionCacheSize = 10000
-
-// newSessionCache returns the cache of UserByTokenHash.
-func newSessionCache() *otter.Cache[string, *User] {
-	return otter.Must(&otter.Options[string, *User]{
-		MaximumSize:      sessionCacheSize,
-		ExpiryCalculator: otter.ExpiryWriting[string, *User](SessionTTL),
-		// Evictions in the call that makes them due: no goroutine of its own.
-		Executor: func(evict func()) { evict() },
-	})
-}
-
-// UserByTokenHash returns the user owning the token with this SHA-256, or a
-// NOT_FOUND error if the token is unknown, expired or revoked. What it reads
-// is remembered for SessionTTL, so a busy client's requests need no round
-// trip for it; concurrent reads of one token are one query.
-func (db *DB) UserByTokenHash(ctx context.Context, hash []byte) (*User, error) {
-	u, err := db.sessions.Get(ctx, string(hash), otter.LoaderFunc[string, *User](func(ctx context.Context, _ string) (*User, error) {
-		u, err := scanUser(db.Pool.QueryRow(ctx, `SELECT `+userColumns+` FROM tokens t
-			JOIN users u ON u.id = t.user_id
-			WHERE t.token_hash = $1 AND t.revoked_at IS NULL AND t.expires_at > now()`, hash))
-		if errors.Is(err, pgx.ErrNoRows) {
-			return nil, nil // remembered too: a refused token costs no query for a while
-		}
-		return u, err
-	}))
-	if err != nil {
-		return nil, fmt.Errorf("user by token: %w", err)
-	}
-	if u == nil {
-		return nil, notFound("token")
-	}
-	c := *u // the cached user is shared: hand out a copy
-	return &c, nil
 }
 
 // MaxNameLength is the longest name (of a user, workspace or project) accepted.
@@ -309,8 +264,8 @@ func (db *DB) RevokeToken(ctx context.Context, u *User, tokenHash []byte) error 
 			return nil
 		}
 		// This instance refuses the token from the commit on; the others
-		// within SessionTTL.
-		db.onCommit(ctx, func() { db.sessions.Set(string(tokenHash), nil) })
+		// once their revocation feeds read the change (RunRevocationFeed).
+		db.onCommit(ctx, func() { db.sessions.revoked(string(tokenHash)) })
 		return db.appendAudit(ctx, tx, audit.Event{ActorID: &u.ID, Action: "user.logged_out", EntityID: u.ID,
 			Metadata: map[string]any{}})
 	})
