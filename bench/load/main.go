@@ -35,6 +35,7 @@ func main() {
 	flag.DurationVar(&cfg.Duration, "d", 8*time.Second, "length of each measured run")
 	flag.DurationVar(&cfg.Warmup, "warmup", 3*time.Second, "length of each contender's warm-up before its measured run")
 	flag.IntVar(&cfg.Rounds, "rounds", 4, "split each contender's measured run into this many rounds, the contenders taking turns (1: one run each, back to back)")
+	flag.IntVar(&cfg.Users, "users", 200, "fixture users the requests are spread over (one after another): with many, each user sends about one request a second, as a real client does")
 	flag.IntVar(&cfg.Requests, "n", 0, "at most this many requests per run and per warm-up (0: only -d and -warmup bound them)")
 	scenarios := flag.String("scenarios", "", "comma-separated scenarios (default all: "+strings.Join(scenarioNames(), ",")+")")
 	flag.BoolVar(&cfg.Exec, "exec", false, "run the server as a subprocess of the built binary (its own RSS and CPU time)")
