@@ -5,6 +5,7 @@ import (
 
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/google/uuid"
+	"github.com/vektah/gqlparser/v2/ast"
 
 	"taskflow/store"
 )
@@ -26,31 +27,46 @@ func (r *queryResolver) projectWithTasks(ctx context.Context, id string) (*store
 	if viewer == nil || err != nil {
 		return l.Project(ctx, id)
 	}
-	key, ok := taskPageAsked(ctx, parsed.String())
+	key, also, ok := taskPageAsked(ctx, parsed.String())
 	if !ok {
 		return l.Project(ctx, id)
 	}
-	p, page, err := r.DB.ProjectWithTaskPage(ctx, viewer.ID, key)
+	p, page, extras, err := r.DB.ProjectWithTaskPage(ctx, viewer.ID, key, also)
 	if err != nil || p == nil {
 		// Not found, or not visible: the loader says which, with its error.
 		return l.Project(ctx, id)
 	}
 	l.projects.Prime(id, p)
 	l.taskPages.Prime(key, page)
+	for uid, u := range extras.Users {
+		l.users.Prime(uid, u)
+	}
+	if also.Comments != nil {
+		comments := l.commentPages
+		if also.Comments.Authors {
+			comments = l.commentPagesWithAuthors
+		}
+		for k, c := range extras.Comments {
+			comments.Prime(k, c)
+		}
+	}
 	return p, nil
 }
 
 // taskPageAsked returns the key of the page of tasks (Project.tasks) that the
 // selection of the field of ctx, a Project, asks for, with projectID as the
-// project's id; false when it asks for none, for two different pages, or for
-// one whose arguments it cannot read as the field will.
-func taskPageAsked(ctx context.Context, projectID string) (store.TaskPageKey, bool) {
+// project's id, and what its tasks' selections ask for that
+// ProjectWithTaskPage can read with it (taskExtrasAsked); false when it asks
+// for no page, for two different pages, or for one whose arguments it cannot
+// read as the field will.
+func taskPageAsked(ctx context.Context, projectID string) (store.TaskPageKey, store.TaskPageAlso, bool) {
 	fc := graphql.GetFieldContext(ctx)
 	oc := graphql.GetOperationContext(ctx)
 	if fc == nil || fc.Field.Field == nil || oc == nil {
-		return store.TaskPageKey{}, false
+		return store.TaskPageKey{}, store.TaskPageAlso{}, false
 	}
 	var key store.TaskPageKey
+	var tasks []ast.SelectionSet
 	found := false
 	for _, f := range graphql.CollectFields(oc, fc.Field.Selections, []string{"Project"}) {
 		if f.Name != "tasks" {
@@ -58,11 +74,82 @@ func taskPageAsked(ctx context.Context, projectID string) (store.TaskPageKey, bo
 		}
 		k, ok := taskPageKeyOf(projectID, f.ArgumentMap(oc.Variables))
 		if !ok || (found && k != key) {
-			return store.TaskPageKey{}, false
+			return store.TaskPageKey{}, store.TaskPageAlso{}, false
 		}
 		key, found = k, true
+		tasks = append(tasks, taskSelections(oc, f.Selections)...)
 	}
-	return key, found
+	if !found {
+		return key, store.TaskPageAlso{}, false
+	}
+	return key, taskExtrasAsked(oc, tasks), true
+}
+
+// taskSelections returns the selections of the tasks of a TaskConnection
+// selection: under nodes, and under edges { node }.
+func taskSelections(oc *graphql.OperationContext, conn ast.SelectionSet) []ast.SelectionSet {
+	var out []ast.SelectionSet
+	for _, f := range graphql.CollectFields(oc, conn, []string{"TaskConnection"}) {
+		switch f.Name {
+		case "nodes":
+			out = append(out, f.Selections)
+		case "edges":
+			for _, e := range graphql.CollectFields(oc, f.Selections, []string{"TaskEdge"}) {
+				if e.Name == "node" {
+					out = append(out, e.Selections)
+				}
+			}
+		}
+	}
+	return out
+}
+
+// taskExtrasAsked returns what the selections of a page's tasks ask for that
+// ProjectWithTaskPage reads with the page: the assignees (assignee), and the
+// first page of comments when every comments field asks for the same one
+// (same size, no cursor, the authors asked for by all or by none), read as
+// Task.comments and Loaders.commentPagesFor would.
+func taskExtrasAsked(oc *graphql.OperationContext, tasks []ast.SelectionSet) store.TaskPageAlso {
+	var also store.TaskPageAlso
+	var comments *store.CommentsAlso
+	mixed := false
+	for _, sel := range tasks {
+		for _, f := range graphql.CollectFields(oc, sel, []string{"Task"}) {
+			switch f.Name {
+			case "assignee":
+				also.Assignees = true
+			case "comments":
+				c, ok := commentsAsked(oc, f)
+				if !ok || (comments != nil && *comments != c) {
+					mixed = true
+					continue
+				}
+				comments = &c
+			}
+		}
+	}
+	if !mixed {
+		also.Comments = comments
+	}
+	return also
+}
+
+// commentsAsked returns the page a Task.comments field f asks for, false when
+// it has a cursor (each task's own) or arguments the field would refuse.
+func commentsAsked(oc *graphql.OperationContext, f graphql.CollectedField) (store.CommentsAlso, bool) {
+	args := f.ArgumentMap(oc.Variables)
+	if args["after"] != nil {
+		return store.CommentsAlso{}, false
+	}
+	first, ok := optionalArg(args["first"], graphql.UnmarshalInt)
+	if !ok {
+		return store.CommentsAlso{}, false
+	}
+	k, err := store.NewCommentPageKey("", first, nil)
+	if err != nil {
+		return store.CommentsAlso{}, false
+	}
+	return store.CommentsAlso{First: k.First, Authors: asksForAuthors(oc, f.Selections)}, true
 }
 
 // taskPageKeyOf returns the key store.NewTaskPageKey makes of the arguments

@@ -235,6 +235,16 @@ func TestLoneReadsAreOneStatement(t *testing.T) {
 			map[string]any{"id": project}, task, 3, 3},
 		{`query($ws: ID!) { searchTasks(workspaceId: $ws, query: "one", first: 20) { nodes { id } } }`,
 			map[string]any{"ws": w.workspace}, task, 2, 1},
+		// The page's assignees and comments (with their authors) come with it.
+		{`query($id: ID!) { project(id: $id) { tasks(first: 20) { nodes { id title assignee { id name }
+			comments(first: 5) { nodes { id body author { id name } } } } pageInfo { hasNextPage } } } }`,
+			map[string]any{"id": project}, w.member.ID, 4, 1},
+		{`query($id: ID!) { project(id: $id) { tasks { edges { node { assignee { id } comments { edges { node { id } } } } } } } }`,
+			map[string]any{"id": project}, w.member.ID, 4, 1},
+		// Two different pages of comments: read after the page (with its
+		// assignees), a statement each.
+		{`query($id: ID!) { project(id: $id) { tasks { nodes { assignee { id } a: comments(first: 1) { nodes { id } } b: comments(first: 2) { nodes { id } } } } } }`,
+			map[string]any{"id": project}, w.member.ID, 5, 3},
 	} {
 		counter.reset()
 		r := call(t, env, w.viewer, c.query, c.vars)
@@ -307,6 +317,78 @@ func TestCommentAuthorsComeWithTheirComments(t *testing.T) {
 		}
 		if want := map[bool]int{true: 1, false: 0}[c.joined]; joins != want {
 			t.Errorf("%s: %d comment reads joined with their authors, want %d", c.name, joins, want)
+		}
+	}
+}
+
+// What project(id) reads with its page of tasks (assignees, first pages of
+// comments, their authors) answers exactly what the loaders answer for the
+// same page reached another way (task(id) { project { tasks } }, which has no
+// lookahead): the tasks, their assignees (and none), their comments (none,
+// fewer than the page, more than the page) with authors, cursors and pageInfo;
+// a task beyond the page has no effect.
+func TestTaskPageExtrasAnswerAsTheLoaders(t *testing.T) {
+	t.Parallel()
+	env, counter := countedEnv(t)
+	w := newWorld(t, env)
+	project := newProject(t, env, w.workspace, "P")
+	// Oldest first: the page of 3 shows the last three, newest first.
+	for i, c := range []struct {
+		assignee *apitest.User
+		comments []apitest.User
+	}{
+		{&w.admin, []apitest.User{w.member}}, // beyond the page
+		{&w.member, []apitest.User{w.member, w.admin, w.owner, w.member}},
+		{nil, nil},
+		{&w.admin, []apitest.User{w.owner}},
+	} {
+		var assignee *string
+		if c.assignee != nil {
+			assignee = &c.assignee.ID
+		}
+		var task string
+		if err := env.DB.Pool.QueryRow(t.Context(), `INSERT INTO tasks (project_id, workspace_id, title, assignee_id, created_by, created_at)
+			VALUES ($1, $2, $3, $4, $5, now() + $6 * interval '1 second') RETURNING id`,
+			project, w.workspace, fmt.Sprintf("task %d", i), assignee, w.owner.ID, i).Scan(&task); err != nil {
+			t.Fatal(err)
+		}
+		for j, author := range c.comments {
+			if _, err := env.DB.Pool.Exec(t.Context(), `INSERT INTO comments (task_id, workspace_id, author_id, body, created_at)
+				VALUES ($1, $2, $3, $4, now() + $5 * interval '1 second')`, task, w.workspace, author.ID, fmt.Sprintf("c%d", j), j); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	anchor := anyTask(t, env, project)
+	for _, sel := range []string{
+		`id title assignee { id name } comments(first: 2) { nodes { id body author { id name } } pageInfo { hasNextPage endCursor } }`,
+		`assignee { email } comments(first: 3) { edges { cursor node { body author { name } } } }`,
+		`comments { nodes { body } pageInfo { hasNextPage } }`,
+		`assignee { id }`,
+	} {
+		page := `tasks(first: 3) { nodes { ` + sel + ` } pageInfo { hasNextPage endCursor } }`
+		counter.reset()
+		folded := call(t, env, w.viewer, `query($id: ID!) { project(id: $id) { `+page+` } }`, map[string]any{"id": project})
+		trips := counter.roundTrips() - strings.Count(strings.Join(counter.statements(), "\n"), "FROM tokens t")
+		loaded := call(t, env, w.viewer, `query($id: ID!) { task(id: $id) { project { `+page+` } } }`, map[string]any{"id": anchor})
+		if len(folded.Body.Errors) > 0 || len(loaded.Body.Errors) > 0 {
+			t.Fatalf("%s: %s %s", sel, folded.Raw, loaded.Raw)
+		}
+		var a struct{ Project json.RawMessage }
+		var b struct {
+			Task struct{ Project json.RawMessage }
+		}
+		if err := json.Unmarshal(folded.Body.Data, &a); err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal(loaded.Body.Data, &b); err != nil {
+			t.Fatal(err)
+		}
+		if string(a.Project) != string(b.Task.Project) {
+			t.Errorf("%s:\nwith the page: %s\nby loaders:    %s", sel, a.Project, b.Task.Project)
+		}
+		if trips != 1 {
+			t.Errorf("%s: %d round trips beyond the token's, want 1", sel, trips)
 		}
 	}
 }

@@ -422,10 +422,7 @@ func newTaskPagesQuery(keys []TaskPageKey) (*taskPagesQuery, error) {
 	if len(keys) == 1 {
 		// One page (project(id) { tasks }): scalar parameters, which Postgres
 		// plans once (anyID says why the arrays below are planned every time).
-		q.sql = `SELECT 1::bigint, ` + taskColumns + ` FROM tasks t
-			WHERE t.project_id = $1::text::uuid
-				AND ($2::text IS NULL OR t.status = $2::text)
-				AND ($3::timestamptz IS NULL OR (t.created_at, t.id) < ($3::timestamptz, $4::text::uuid))
+		q.sql = `SELECT 1::bigint, ` + taskColumns + ` FROM tasks t` + onePageWhere + `
 			ORDER BY t.created_at DESC, t.id DESC
 			LIMIT $5::int`
 		q.args = []any{projects[0], statuses[0], ats[0], afterIDs[0], limits[0]}
@@ -472,25 +469,89 @@ func (q *taskPagesQuery) read(rows pgx.Rows) ([]*TaskConnection, error) {
 	return out, nil
 }
 
+// onePageWhere selects the tasks of one page request (the statement of
+// TaskPages for one key, and the reads of ProjectWithTaskPage that take their
+// tasks from the page): $1 project, $2 status or null, $3 and $4 the cursor's
+// position or null.
+const onePageWhere = `
+			WHERE t.project_id = $1::text::uuid
+				AND ($2::text IS NULL OR t.status = $2::text)
+				AND ($3::timestamptz IS NULL OR (t.created_at, t.id) < ($3::timestamptz, $4::text::uuid))`
+
+// TaskPageAlso names what ProjectWithTaskPage also reads of the tasks of the
+// page, in the same round trip (the zero value: nothing).
+type TaskPageAlso struct {
+	// Assignees asks for the users the tasks are assigned to.
+	Assignees bool
+	// Comments, when not nil, asks for the first page of each task's comments.
+	Comments *CommentsAlso
+}
+
+// CommentsAlso is the page of comments TaskPageAlso asks for: each task's
+// first First comments (newest first), with their authors when Authors.
+type CommentsAlso struct {
+	First   int
+	Authors bool
+}
+
+// TaskPageExtras is what ProjectWithTaskPage read for its TaskPageAlso.
+type TaskPageExtras struct {
+	// Users are the assignees and comment authors read, by id.
+	Users map[string]*User
+	// Comments are the comment pages read, by the key Task.comments makes
+	// (NewCommentPageKey with CommentsAlso.First and no cursor), for every
+	// task of the page as the statement saw it, with or without comments.
+	Comments map[CommentPageKey]*CommentConnection
+}
+
 // ProjectWithTaskPage returns the project of key as ProjectsByIDs would (nil
 // when viewerID may not see it) and, for such a project, the page of its
 // tasks that key names, in one round trip: project(id) { tasks { ... } }, the
 // commonest list, then needs no second one. The two statements are those of
 // ProjectsByIDs and TaskPages, so they keep their plans; the page is read
-// before the project is known to be visible, and dropped when it is not. It
-// returns TaskPages' errors for key.
-func (db *DB) ProjectWithTaskPage(ctx context.Context, viewerID string, key TaskPageKey) (*Project, *TaskConnection, error) {
+// before the project is known to be visible, and dropped when it is not.
+// What also asks for is read in the same round trip, by statements that
+// select the page's tasks again (each statement has its own snapshot: a task
+// added between them may miss its extras, which are then read as usual). It
+// returns TaskPages' errors for key, and BAD_USER_INPUT for a comment page
+// size out of 1..100.
+func (db *DB) ProjectWithTaskPage(ctx context.Context, viewerID string, key TaskPageKey, also TaskPageAlso) (*Project, *TaskConnection, *TaskPageExtras, error) {
 	id := key.ProjectID
 	if !validID(id) || !validID(viewerID) {
-		return nil, nil, nil // no such project, as ProjectsByIDs answers
+		return nil, nil, nil, nil // no such project, as ProjectsByIDs answers
 	}
 	q, err := newTaskPagesQuery([]TaskPageKey{key})
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
+	}
+	var commentPage Page
+	if also.Comments != nil {
+		if commentPage, err = NewPage(&also.Comments.First, DefaultCommentPageSize, nil, ""); err != nil {
+			return nil, nil, nil, err
+		}
 	}
 	b := &pgx.Batch{}
 	b.Queue(projectsByIDsSQL("p.id = $2::uuid"), viewerID, id)
 	b.Queue(q.sql, q.args...)
+	// The tasks shown: the page's rows but the one that tells of a next page.
+	shown := `SELECT t.id, t.assignee_id, t.created_at FROM tasks t` + onePageWhere + `
+			ORDER BY t.created_at DESC, t.id DESC LIMIT $5::int - 1`
+	if also.Assignees {
+		b.Queue(`SELECT `+userColumns+` FROM users u WHERE u.id IN (SELECT assignee_id FROM (`+shown+`) k)`, q.args...)
+	}
+	if also.Comments != nil {
+		cols, join := commentColumns, ""
+		if also.Comments.Authors {
+			cols, join = commentColumns+", "+userColumns, " LEFT JOIN users u ON u.id = c.author_id"
+		}
+		// A task without comments is a row of NULLs but its id: its page
+		// is read too (empty).
+		b.Queue(`SELECT `+cols+`, k.id::text FROM (`+shown+`) k
+			LEFT JOIN LATERAL (SELECT * FROM comments c WHERE c.task_id = k.id
+				ORDER BY c.created_at DESC, c.id DESC LIMIT $6::int) c ON true`+join+`
+			ORDER BY k.created_at DESC, k.id DESC, c.created_at DESC, c.id DESC`,
+			append(q.args, int32(commentPage.First+1))...)
+	}
 	br := db.q(ctx).SendBatch(ctx, b)
 	defer br.Close()
 	var p *Project
@@ -502,17 +563,92 @@ func (db *DB) ProjectWithTaskPage(ctx context.Context, viewerID string, key Task
 		}
 	}
 	if err != nil {
-		return nil, nil, fmt.Errorf("project: %w", err)
+		return nil, nil, nil, fmt.Errorf("project: %w", err)
 	}
 	rows, err = br.Query()
 	if err != nil {
-		return nil, nil, fmt.Errorf("task pages: %w", err)
+		return nil, nil, nil, fmt.Errorf("task pages: %w", err)
 	}
 	pages, err := q.read(rows)
 	if err != nil || p == nil {
-		return p, nil, err
+		return p, nil, nil, err
 	}
-	return p, pages[0], br.Close()
+	extras := &TaskPageExtras{Users: map[string]*User{}}
+	if also.Assignees {
+		rows, err := br.Query()
+		if err == nil {
+			err = readUsers(rows, extras.Users)
+		}
+		if err != nil {
+			return nil, nil, nil, fmt.Errorf("assignees: %w", err)
+		}
+	}
+	if also.Comments != nil {
+		rows, err := br.Query()
+		if err == nil {
+			extras.Comments, err = readCommentsAlso(rows, *also.Comments, commentPage, extras.Users)
+		}
+		if err != nil {
+			return nil, nil, nil, fmt.Errorf("comments: %w", err)
+		}
+	}
+	return p, pages[0], extras, br.Close()
+}
+
+// readUsers reads rows of userColumns into users, by id.
+func readUsers(rows pgx.Rows, users map[string]*User) error {
+	defer rows.Close()
+	for rows.Next() {
+		u, err := scanUser(rows)
+		if err != nil {
+			return err
+		}
+		users[u.ID] = u
+	}
+	return rows.Err()
+}
+
+// readCommentsAlso reads the comments statement of ProjectWithTaskPage: rows
+// of commentColumns (and userColumns with authors, into users), then the
+// task's id; the comment columns are NULL for a task without comments.
+func readCommentsAlso(rows pgx.Rows, also CommentsAlso, page Page, users map[string]*User) (map[CommentPageKey]*CommentConnection, error) {
+	defer rows.Close()
+	items := map[string][]*Comment{}
+	var order []string
+	for rows.Next() {
+		raw := rows.RawValues()
+		taskID := string(raw[len(raw)-1])
+		if _, seen := items[taskID]; !seen {
+			items[taskID] = nil
+			order = append(order, taskID)
+		}
+		if raw[0] == nil {
+			continue // no comments
+		}
+		var u User
+		var extra []any
+		if also.Authors {
+			extra = []any{&u.ID, &u.Email, &u.Name, &u.PasswordHash, &u.CreatedAt}
+		}
+		var ignored string
+		c, err := scanComment(rows, append(extra, &ignored)...)
+		if err != nil {
+			return nil, err
+		}
+		if also.Authors && users[u.ID] == nil {
+			users[u.ID] = &u
+		}
+		items[taskID] = append(items[taskID], c)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	out := make(map[CommentPageKey]*CommentConnection, len(order))
+	for _, taskID := range order {
+		scope := commentList.scope(taskID)
+		out[CommentPageKey{TaskID: taskID, First: page.First}] = connection(items[taskID], page, scope, commentList.key)
+	}
+	return out, nil
 }
 
 // taskScanner scans rows of a leading column, then the columns of taskColumns,

@@ -206,7 +206,7 @@ func TestProjectWithTaskPage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, page, err := f.db.ProjectWithTaskPage(ctx, f.member.ID, key)
+	p, page, _, err := f.db.ProjectWithTaskPage(ctx, f.member.ID, key, store.TaskPageAlso{})
 	if err != nil || p == nil || p.ID != f.project || page == nil {
 		t.Fatalf("member: %v %v %v", p, page, err)
 	}
@@ -231,7 +231,7 @@ func TestProjectWithTaskPage(t *testing.T) {
 	} {
 		k := key
 		k.ProjectID = c.id
-		p, page, err := f.db.ProjectWithTaskPage(ctx, c.viewer, k)
+		p, page, _, err := f.db.ProjectWithTaskPage(ctx, c.viewer, k, store.TaskPageAlso{})
 		if err != nil || p != nil || page != nil {
 			t.Errorf("viewer %s, project %s: %v %v %v, want nothing", c.viewer, c.id, p, page, err)
 		}
@@ -239,7 +239,7 @@ func TestProjectWithTaskPage(t *testing.T) {
 
 	bad := key
 	bad.After = "not-a-cursor"
-	if _, _, err := f.db.ProjectWithTaskPage(ctx, f.member.ID, bad); errs.CodeOf(err) != errs.CodeBadUserInput {
+	if _, _, _, err := f.db.ProjectWithTaskPage(ctx, f.member.ID, bad, store.TaskPageAlso{}); errs.CodeOf(err) != errs.CodeBadUserInput {
 		t.Errorf("bad cursor: %v, want BAD_USER_INPUT", err)
 	}
 }
