@@ -202,7 +202,11 @@ func (db *DB) readSession(ctx context.Context, hash []byte) (*session, error) {
 		WHERE t.token_hash = $1 AND t.revoked_at IS NULL AND t.expires_at > now()`, hash).
 		Scan(&u.ID, &u.Email, &u.Name, &u.PasswordHash, &u.CreatedAt, &validMs)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return s, nil // remembered too: a refused token costs no query for a while
+		// Remembered too: a refused token costs no query for a while. An
+		// update that makes it valid again (expiry moved, revocation undone
+		// by SQL) is a change the feed reads; an insert is not, as tokens
+		// are 32 random bytes that no client sends before they exist.
+		return s, nil
 	}
 	if err != nil {
 		return nil, err
