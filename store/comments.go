@@ -31,6 +31,17 @@ func scanComment(row pgx.Row, extra ...any) (*Comment, error) {
 	return &c, nil
 }
 
+// scanCommentAuthor scans the columns of commentColumns and userColumns, then
+// extra, and adds the comment's author to authors.
+func scanCommentAuthor(row pgx.Row, authors map[string]*User, extra ...any) (*Comment, error) {
+	var u User
+	c, err := scanComment(row, userDests(&u, extra...)...)
+	if err == nil && authors[u.ID] == nil {
+		authors[u.ID] = &u
+	}
+	return c, err
+}
+
 // cleanBody trims a comment body and checks it is non-empty and not too long.
 func cleanBody(s string) (string, error) {
 	s = strings.TrimSpace(s)
@@ -177,14 +188,7 @@ func (db *DB) CommentPagesWithAuthors(ctx context.Context, keys []CommentPageKey
 	l := commentList
 	l.columns = commentColumns + ", " + userColumns
 	l.join = " JOIN users u ON u.id = c.author_id"
-	l.scan = func(row pgx.Row, ord *int64) (*Comment, error) {
-		var u User
-		c, err := scanComment(row, &u.ID, &u.Email, &u.Name, &u.PasswordHash, &u.CreatedAt, ord)
-		if err == nil && authors[u.ID] == nil {
-			authors[u.ID] = &u
-		}
-		return c, err
-	}
+	l.scan = func(row pgx.Row, ord *int64) (*Comment, error) { return scanCommentAuthor(row, authors, ord) }
 	pages, err := l.pages(ctx, db.q(ctx), childKeys(keys))
 	if err != nil {
 		return nil, nil, err

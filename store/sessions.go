@@ -200,7 +200,7 @@ func (db *DB) readSession(ctx context.Context, hash []byte) (*session, error) {
 			(extract(epoch FROM t.expires_at - now()) * 1000)::bigint
 		FROM tokens t JOIN users u ON u.id = t.user_id
 		WHERE t.token_hash = $1 AND t.revoked_at IS NULL AND t.expires_at > now()`, hash).
-		Scan(&u.ID, &u.Email, &u.Name, &u.PasswordHash, &u.CreatedAt, &validMs)
+		Scan(userDests(&u, &validMs)...)
 	if errors.Is(err, pgx.ErrNoRows) {
 		// Remembered too: a refused token costs no query for a while. An
 		// update that makes it valid again (expiry moved, revocation undone

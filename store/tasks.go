@@ -613,40 +613,33 @@ func readUsers(rows pgx.Rows, users map[string]*User) error {
 // task's id; the comment columns are NULL for a task without comments.
 func readCommentsAlso(rows pgx.Rows, also CommentsAlso, page Page, users map[string]*User) (map[CommentPageKey]*CommentConnection, error) {
 	defer rows.Close()
-	items := map[string][]*Comment{}
-	var order []string
+	items := map[string][]*Comment{} // every task's, with or without comments
 	for rows.Next() {
 		raw := rows.RawValues()
 		taskID := string(raw[len(raw)-1])
-		if _, seen := items[taskID]; !seen {
-			items[taskID] = nil
-			order = append(order, taskID)
-		}
 		if raw[0] == nil {
+			items[taskID] = nil
 			continue // no comments
 		}
-		var u User
-		var extra []any
+		var ignored string // the task's id, read above
+		var c *Comment
+		var err error
 		if also.Authors {
-			extra = []any{&u.ID, &u.Email, &u.Name, &u.PasswordHash, &u.CreatedAt}
+			c, err = scanCommentAuthor(rows, users, &ignored)
+		} else {
+			c, err = scanComment(rows, &ignored)
 		}
-		var ignored string
-		c, err := scanComment(rows, append(extra, &ignored)...)
 		if err != nil {
 			return nil, err
-		}
-		if also.Authors && users[u.ID] == nil {
-			users[u.ID] = &u
 		}
 		items[taskID] = append(items[taskID], c)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, err
 	}
-	out := make(map[CommentPageKey]*CommentConnection, len(order))
-	for _, taskID := range order {
-		scope := commentList.scope(taskID)
-		out[CommentPageKey{TaskID: taskID, First: page.First}] = connection(items[taskID], page, scope, commentList.key)
+	out := make(map[CommentPageKey]*CommentConnection, len(items))
+	for taskID, cs := range items {
+		out[CommentPageKey{TaskID: taskID, First: page.First}] = connection(cs, page, commentList.scope(taskID), commentList.key)
 	}
 	return out, nil
 }

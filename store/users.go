@@ -20,10 +20,16 @@ import (
 // userColumns is the column list scanned by scanUser.
 const userColumns = `u.id, u.email, u.name, u.password_hash, u.created_at`
 
+// userDests returns the destinations of the columns of userColumns in u,
+// then extra.
+func userDests(u *User, extra ...any) []any {
+	return append([]any{&u.ID, &u.Email, &u.Name, &u.PasswordHash, &u.CreatedAt}, extra...)
+}
+
 // scanUser scans the columns of userColumns.
 func scanUser(row pgx.Row) (*User, error) {
 	var u User
-	if err := row.Scan(&u.ID, &u.Email, &u.Name, &u.PasswordHash, &u.CreatedAt); err != nil {
+	if err := row.Scan(userDests(&u)...); err != nil {
 		return nil, err
 	}
 	return &u, nil
