@@ -49,13 +49,30 @@ const (
 // followed by the next at once.
 const tailBatch = 1000
 
+// Wake-ups between instances are only sent while some instance listens: an
+// instance subscribes to RedisChannel while it has subscribers (and
+// listenLinger after its last one left), and an instance whose wake-up no one
+// received stops publishing for publishQuiet. Under createTask with no
+// subscriber anywhere, a publish per commit and every instance reading them
+// back took about 9% of the server's CPU (docs/decisions/2026-12-02-wakeups.md).
+const (
+	// publishQuiet is how long an instance publishes no wake-up after one
+	// that no instance received. An instance that gets its first subscriber
+	// meanwhile reads the others' events on its poll until the next publish.
+	publishQuiet = time.Second
+	// listenLinger is how long an instance stays subscribed to wake-ups
+	// after its last subscriber left (between one and two times it).
+	listenLinger = 30 * time.Second
+)
+
 // Options configure a Hub.
 type Options struct {
 	DB  *store.DB
 	Log *slog.Logger
 	// Redis, when set, carries wake-ups between instances: each instance
-	// publishes after its commits and reads the spine when another does.
-	// Nil: other instances' events arrive within Poll.
+	// publishes after its commits (unless its last wake-up reached no one,
+	// see publishQuiet) and, while it has subscribers, reads the spine when
+	// another does. Nil: other instances' events arrive within Poll.
 	Redis redis.UniversalClient
 	// MaxPerUser bounds the open subscriptions of one user on this instance
 	// (zero: DefaultMaxPerUser).
@@ -90,6 +107,7 @@ type Hub struct {
 	ready   chan struct{} // closed once the tailer has a position
 	closing chan struct{} // closed by Close
 	poke    chan struct{} // a wake-up from another instance
+	first   chan struct{} // the hub got a subscriber when it had none
 	runOnce sync.Once
 }
 
@@ -109,7 +127,8 @@ func New(o Options) *Hub {
 		o.Poll = DefaultPoll
 	}
 	return &Hub{o: o, m: newMetrics(o.Registerer), byChain: map[string]map[*subscriber]struct{}{},
-		perUser: map[string]int{}, ready: make(chan struct{}), closing: make(chan struct{}), poke: make(chan struct{}, 1)}
+		perUser: map[string]int{}, ready: make(chan struct{}), closing: make(chan struct{}), poke: make(chan struct{}, 1),
+		first: make(chan struct{}, 1)}
 }
 
 // Closing is closed when Close is called: transports end their connections
@@ -265,30 +284,53 @@ func (h *Hub) round(ctx context.Context) (bool, error) {
 }
 
 // publish sends a wake-up to the other instances after each of this
-// instance's commits (several commits during one publish share the next).
+// instance's commits (several commits during one publish share the next),
+// unless the last one reached no instance less than publishQuiet ago.
 func (h *Hub) publish(ctx context.Context, signals <-chan struct{}) {
+	var quietUntil time.Time
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-signals:
 		}
-		var err error
-		if _, ok := h.o.Redis.(*redis.ClusterClient); ok {
-			err = h.o.Redis.SPublish(ctx, RedisChannel, "1").Err()
-		} else {
-			err = h.o.Redis.Publish(ctx, RedisChannel, "1").Err()
+		if time.Now().Before(quietUntil) {
+			continue
 		}
-		if err != nil && ctx.Err() == nil {
+		var cmd *redis.IntCmd
+		if _, ok := h.o.Redis.(*redis.ClusterClient); ok {
+			cmd = h.o.Redis.SPublish(ctx, RedisChannel, "1")
+		} else {
+			cmd = h.o.Redis.Publish(ctx, RedisChannel, "1")
+		}
+		receivers, err := cmd.Result()
+		switch {
+		case err != nil && ctx.Err() == nil:
 			// The other instances still read within their poll.
 			h.o.Log.DebugContext(ctx, "live: publish a wake-up", "err", err)
+		case err == nil && receivers == 0:
+			quietUntil = time.Now().Add(publishQuiet)
 		}
 	}
 }
 
-// listen wakes the tailer on each wake-up from another instance. go-redis
-// resubscribes after a lost connection by itself.
+// listen wakes the tailer on each wake-up from another instance, while the
+// hub has subscribers (and listenLinger after). go-redis resubscribes after a
+// lost connection by itself.
 func (h *Hub) listen(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-h.first:
+		}
+		h.listenWhileOpen(ctx)
+	}
+}
+
+// listenWhileOpen is subscribed to RedisChannel until the hub has had no
+// subscriber at two checks listenLinger apart.
+func (h *Hub) listenWhileOpen(ctx context.Context) {
 	var ps *redis.PubSub
 	if _, ok := h.o.Redis.(*redis.ClusterClient); ok {
 		ps = h.o.Redis.SSubscribe(ctx, RedisChannel)
@@ -297,6 +339,9 @@ func (h *Hub) listen(ctx context.Context) {
 	}
 	defer ps.Close()
 	ch := ps.Channel()
+	check := time.NewTicker(listenLinger)
+	defer check.Stop()
+	idle := false
 	for {
 		select {
 		case <-ctx.Done():
@@ -308,6 +353,14 @@ func (h *Hub) listen(ctx context.Context) {
 			select {
 			case h.poke <- struct{}{}:
 			default:
+			}
+		case <-check.C:
+			if h.Open() > 0 {
+				idle = false
+			} else if idle {
+				return
+			} else {
+				idle = true
 			}
 		}
 	}
@@ -327,7 +380,12 @@ func (h *Hub) register(s *subscriber) error {
 			Extensions: map[string]any{"retryAfter": 1, "limit": "subscriptions", "maximum": h.o.MaxPerUser}}
 	}
 	h.perUser[s.user.ID]++
-	h.open++
+	if h.open++; h.open == 1 {
+		select {
+		case h.first <- struct{}{}:
+		default:
+		}
+	}
 	h.gen++
 	for _, c := range s.chains {
 		if h.byChain[c] == nil {
