@@ -11,6 +11,7 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 )
@@ -65,9 +66,29 @@ type field struct {
 	rule  string
 }
 
+// fieldsOfType remembers fieldsOf's answer for each type (reflect.Type to
+// fieldsAnswer): a few domain types, asked on every change.
+var fieldsOfType sync.Map
+
+// fieldsAnswer is one answer of fieldsOf.
+type fieldsAnswer struct {
+	fields []field
+	err    error
+}
+
 // fieldsOf returns the audited fields of struct type t, or an error naming a
 // field without a valid rule.
 func fieldsOf(t reflect.Type) ([]field, error) {
+	if a, ok := fieldsOfType.Load(t); ok {
+		return a.(fieldsAnswer).fields, a.(fieldsAnswer).err
+	}
+	fields, err := readFields(t)
+	fieldsOfType.Store(t, fieldsAnswer{fields, err})
+	return fields, err
+}
+
+// readFields is fieldsOf without its memory.
+func readFields(t reflect.Type) ([]field, error) {
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
@@ -196,10 +217,22 @@ type Record struct {
 
 // NormalizeMetadata round-trips metadata through JSON (numbers kept as written),
 // so that it hashes the same before it is stored and after it is read back.
+// Metadata that is already what the round trip gives back (Snapshot's and
+// Changes' of strings, nulls and booleans: every change's) is copied
+// without it: the round trip took 4.4% of the server's CPU under createTask
+// (docs/decisions/2026-12-02-audit-metadata.md).
 func NormalizeMetadata(m map[string]any) (map[string]any, error) {
 	if m == nil {
 		return map[string]any{}, nil
 	}
+	if v, ok := decoded(m); ok {
+		return v.(map[string]any), nil
+	}
+	return normalizeJSON(m)
+}
+
+// normalizeJSON is NormalizeMetadata by the round trip through JSON.
+func normalizeJSON(m map[string]any) (map[string]any, error) {
 	b, err := json.Marshal(m)
 	if err != nil {
 		return nil, fmt.Errorf("audit: encode metadata: %w", err)
@@ -212,6 +245,60 @@ func NormalizeMetadata(m map[string]any) (map[string]any, error) {
 	// replaced invalid UTF-8.
 	v, _ := withoutNUL(out).(map[string]any)
 	return v, nil
+}
+
+// decoded returns a copy of v as decoding its JSON would give it back, when v
+// holds nothing that the round trip changes: nulls, booleans, strings of
+// valid UTF-8 without NUL, and maps (with such keys) and slices of them, and
+// Changes (which become maps of "from" and "to"). A number or any other type
+// gives false: NormalizeMetadata then takes the round trip.
+func decoded(v any) (any, bool) {
+	switch v := v.(type) {
+	case nil, bool:
+		return v, true
+	case string:
+		return v, plainText(v)
+	case map[string]any:
+		if v == nil {
+			return nil, true // null
+		}
+		out := make(map[string]any, len(v))
+		for k, e := range v {
+			d, ok := decoded(e)
+			if !ok || !plainText(k) {
+				return nil, false
+			}
+			out[k] = d
+		}
+		return out, true
+	case []any:
+		if v == nil {
+			return nil, true // null
+		}
+		out := make([]any, len(v))
+		for i, e := range v {
+			d, ok := decoded(e)
+			if !ok {
+				return nil, false
+			}
+			out[i] = d
+		}
+		return out, true
+	case Change:
+		from, ok := decoded(v.From)
+		if !ok {
+			return nil, false
+		}
+		to, ok := decoded(v.To)
+		return map[string]any{"from": from, "to": to}, ok
+	}
+	return nil, false
+}
+
+// plainText reports whether the round trip through JSON and jsonb leaves s as
+// it is: valid UTF-8 without NUL.
+func plainText(s string) bool {
+	return utf8.ValidString(s) && strings.IndexByte(s, 0) < 0
 }
 
 // withoutNUL returns a decoded JSON value with every NUL character of its strings

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -295,4 +296,118 @@ func TestHashOfEventWithoutTraceIDUnchanged(t *testing.T) {
 		}
 		seen[hex.EncodeToString(h)] = true
 	}
+}
+
+// NormalizeMetadata without the round trip through JSON gives what the round
+// trip gives, for snapshots, changes and everything that falls back to it
+// (numbers, NUL, invalid UTF-8, other types), and never shares the caller's
+// maps.
+func TestNormalizeMetadataWithoutTheRoundTrip(t *testing.T) {
+	t.Parallel()
+	due := time.Date(2026, 12, 2, 10, 0, 0, 123456000, time.FixedZone("x", 3600))
+	before := sample{ID: "1", Title: "<a & b>", Count: 1, Password: "p"}
+	after := sample{ID: "1", Title: "t\u2028", Due: &due, Count: 2, Password: "q"}
+	cases := map[string]map[string]any{
+		"snapshot":         Snapshot(after),
+		"snapshot, nil":    Snapshot(before),
+		"changes":          {"changes": Changes(before, after)},
+		"strings":          {"a": "é", "b": "", "c": "\"\\/\n"},
+		"nulls and bools":  {"a": nil, "b": true, "c": false, "m": map[string]any(nil), "s": []any(nil)},
+		"nested":           {"a": map[string]any{"b": []any{"x", nil, map[string]any{"c": false}}}, "e": []any{}},
+		"change of nils":   {"c": Change{}},
+		"number":           {"a": map[string]any{"n": 2}},
+		"number in change": {"c": Change{From: 1, To: 2.5}},
+		"NUL":              {"a": []any{"x\x00"}},
+		"NUL key":          {"a\x00": "x"},
+		"invalid UTF-8":    {"a": map[string]any{"b": "\xff"}},
+		"invalid key":      {"\xfe": "x"},
+		"other type":       {"a": []string{"x"}},
+		"json.Number":      {"a": json.Number("1e2")},
+	}
+	for name, m := range cases {
+		want, err := normalizeJSON(m)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		got, err := NormalizeMetadata(m)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if g, w := fmt.Sprintf("%#v", got), fmt.Sprintf("%#v", want); g != w {
+			t.Errorf("%s:\n got %s\nwant %s", name, g, w)
+		}
+		got["added"] = true
+		if _, ok := m["added"]; ok {
+			t.Errorf("%s: the result is the caller's map", name)
+		}
+	}
+	// Snapshots and changes of strings, times and nulls take the short way.
+	type text struct {
+		ID    string     `json:"id" audit:"track"`
+		Title *string    `json:"title" audit:"track"`
+		Due   *time.Time `json:"due" audit:"track"`
+	}
+	title := "t"
+	for _, m := range []map[string]any{Snapshot(text{ID: "1", Due: &due}), {"changes": Changes(text{ID: "1"}, text{ID: "2", Title: &title, Due: &due})}} {
+		if _, ok := decoded(m); !ok {
+			t.Errorf("%v takes the round trip", m)
+		}
+	}
+}
+
+// FuzzNormalizeMetadata: for any text as a value and as a key, in a map and
+// in a change, NormalizeMetadata gives what the round trip through JSON gives.
+func FuzzNormalizeMetadata(f *testing.F) {
+	for _, s := range []string{"", "a", "\x00", "\xff", "é", "\u2028<>&", "\"\\"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		m := map[string]any{"v": s, s: []any{s, nil}, "c": Change{From: s, To: map[string]any{s: true}}}
+		want, err := normalizeJSON(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := NormalizeMetadata(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if g, w := fmt.Sprintf("%#v", got), fmt.Sprintf("%#v", want); g != w {
+			t.Errorf("got %s\nwant %s", g, w)
+		}
+	})
+}
+
+// BenchmarkNormalizeMetadata compares the round trip through JSON with the
+// copy, for the snapshot of a created task (the shape of store.Task's).
+func BenchmarkNormalizeMetadata(b *testing.B) {
+	type task struct {
+		ID          string     `json:"id" audit:"track"`
+		ProjectID   string     `json:"projectId" audit:"track"`
+		WorkspaceID string     `json:"workspaceId" audit:"track"`
+		Title       string     `json:"title" audit:"track"`
+		Description *string    `json:"description" audit:"track"`
+		Status      string     `json:"status" audit:"track"`
+		Priority    string     `json:"priority" audit:"track"`
+		AssigneeID  *string    `json:"assigneeId" audit:"track"`
+		DueDate     *time.Time `json:"dueDate" audit:"track"`
+		CreatedByID string     `json:"createdById" audit:"track"`
+		CreatedAt   time.Time  `json:"createdAt" audit:"ignore"`
+	}
+	id := "0193a1f2-7c4e-7d3a-9b1e-4f2a6c8d0e1f"
+	m := Snapshot(task{ID: id, ProjectID: id, WorkspaceID: id, Title: "Write the quarterly report", Status: "TODO",
+		Priority: "MEDIUM", CreatedByID: id, CreatedAt: time.Now()})
+	b.Run("roundTrip", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := normalizeJSON(m); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("copy", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := NormalizeMetadata(m); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }
