@@ -23,6 +23,12 @@ const (
 	// events (unless the first was full): under a write load, one round
 	// takes the events of many commits instead of one transaction each.
 	DefaultDispatchGap = 50 * time.Millisecond
+	// DefaultDispatchQuiet is the least time between two rounds while no
+	// webhook endpoint exists: the cursor then only follows the spine, and
+	// following it at each commit took 3-4.5% of the server's CPU under
+	// createTask (docs/decisions/2026-12-02-wakeups.md). An endpoint's first
+	// deliveries come at most this much later.
+	DefaultDispatchQuiet = time.Second
 )
 
 // WebhookPayloadVersion is the version of the JSON envelope of deliveries.
@@ -83,6 +89,9 @@ type WebhookDispatcher struct {
 	// Gap is the least time between two rounds that found events (zero:
 	// DefaultDispatchGap).
 	Gap time.Duration
+	// Quiet is the least time between two rounds while there is no endpoint
+	// (zero: DefaultDispatchQuiet).
+	Quiet time.Duration
 }
 
 // DispatchRound is what one round of a dispatcher did.
@@ -95,6 +104,9 @@ type DispatchRound struct {
 	Full bool
 	// Cursor is the cursor after the round; zero when the round only looked.
 	Cursor SpineCursor
+	// NoEndpoint reports that the round moved the cursor with no endpoint
+	// to deliver to (none exists).
+	NoEndpoint bool
 }
 
 func (d *WebhookDispatcher) batch() int {
@@ -118,13 +130,31 @@ func (d *WebhookDispatcher) gap() time.Duration {
 	return DefaultDispatchGap
 }
 
+func (d *WebhookDispatcher) quiet() time.Duration {
+	if d.Quiet > 0 {
+		return d.Quiet
+	}
+	return DefaultDispatchQuiet
+}
+
 // Run dispatches until ctx ends: a round at once after a full one, else
-// after a wake-up from this instance's units of work or after Idle, and not
-// before Gap after a round that found events. Errors are logged and retried
-// after a backoff that grows to 30 s.
+// after a wake-up from this instance's units of work or after Idle, not
+// before Gap after a round that found events, and not before Quiet after one
+// that found no endpoint. Errors are logged and retried after a backoff that
+// grows to 30 s.
 func (d *WebhookDispatcher) Run(ctx context.Context) {
+	quiet := time.NewTimer(0)
+	defer quiet.Stop()
 	RunSpineConsumer(ctx, d.DB, "webhook dispatcher", d.DB.dispatchWake, d.idle(), d.gap(), func(ctx context.Context) (bool, bool, error) {
 		r, err := d.Round(ctx)
+		if err == nil && r.NoEndpoint {
+			// The wake-ups of the commits meanwhile wait, one for all.
+			quiet.Reset(d.quiet())
+			select {
+			case <-ctx.Done():
+			case <-quiet.C:
+			}
+		}
 		return r.Events > 0, r.Full, err
 	})
 }
@@ -266,6 +296,7 @@ func (d *WebhookDispatcher) Round(ctx context.Context) (DispatchRound, error) {
 			}
 		}
 		out.Events, out.Deliveries, out.Full, out.Cursor = len(read.Events), len(w.id), len(read.Events) == d.batch(), read.Next
+		out.NoEndpoint = len(chains) == 0 && read.Next != cur
 		return nil
 	})
 	if err != nil {

@@ -7,8 +7,12 @@ import (
 	"math/rand/v2"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"taskflow/errs"
 	"taskflow/store"
@@ -383,5 +387,84 @@ func TestRedeliver(t *testing.T) {
 	}
 	if _, err := f.db.RedeliverWebhook(ctx, f.owner, id); errs.CodeOf(err) != errs.CodeConflict {
 		t.Errorf("redeliver to a disabled endpoint: %v", err)
+	}
+}
+
+// cursorLocks is a pgx tracer that counts the webhook dispatcher's rounds
+// past its probe: each locks the cursor.
+type cursorLocks struct{ n atomic.Int64 }
+
+func (c *cursorLocks) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
+	if strings.Contains(d.SQL, "FROM webhook_dispatch_cursor WHERE id = 1 FOR UPDATE") {
+		c.n.Add(1)
+	}
+	return ctx
+}
+
+func (*cursorLocks) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+// With no webhook endpoint anywhere, a running dispatcher follows the spine
+// once per DefaultDispatchQuiet, not at each commit of its instance (which
+// wakes it); once an endpoint exists, its events are delivered.
+func TestDispatcherWithoutEndpointsIsQuiet(t *testing.T) {
+	t.Parallel()
+	locks := &cursorLocks{}
+	db := store.New(storetest.PoolWith(t, func(c *pgxpool.Config) { c.ConnConfig.Tracer = locks }), nil)
+	ctx := t.Context()
+	owner := mkUser(t, db, "owner@example.com")
+	var ws, project string
+	if err := db.Pool.QueryRow(ctx, `INSERT INTO workspaces (name) VALUES ('W') RETURNING id`).Scan(&ws); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Pool.Exec(ctx, `INSERT INTO members (workspace_id, user_id, role) VALUES ($1, $2, 'OWNER')`, ws, owner.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Pool.QueryRow(ctx, `INSERT INTO projects (workspace_id, name) VALUES ($1, 'P') RETURNING id`, ws).Scan(&project); err != nil {
+		t.Fatal(err)
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); (&store.WebhookDispatcher{DB: db}).Run(runCtx) }()
+	defer func() { cancel(); <-done }()
+	create := func() string {
+		t.Helper()
+		task, err := db.CreateTask(ctx, owner, store.NewTask{ProjectID: project, Title: "t"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return task.ID
+	}
+
+	start := time.Now()
+	const commits = 80
+	for range commits {
+		create()
+		time.Sleep(5 * time.Millisecond)
+	}
+	elapsed := time.Since(start)
+	// A round when the first commit woke it, then one per quiet second (and
+	// one at the end).
+	if n, most := locks.n.Load(), 2+int64(elapsed/store.DefaultDispatchQuiet); n > most {
+		t.Fatalf("%d commits in %v with no endpoint: %d dispatch rounds, want at most %d",
+			commits, elapsed.Round(time.Millisecond), n, most)
+	}
+
+	ep, err := db.CreateWebhookEndpoint(ctx, owner, store.WebhookEndpointInput{WorkspaceID: ws, URL: hookURL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	task := create()
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		var n int
+		if err := db.Pool.QueryRow(ctx, `SELECT count(*) FROM webhook_deliveries d JOIN audit_events e ON e.id = d.event_id
+			WHERE d.endpoint_id = $1 AND e.entity_id = $2`, ep.Endpoint.ID, task).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n == 1 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the task created after the endpoint has %d deliveries, want 1", n)
+		}
 	}
 }
