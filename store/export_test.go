@@ -7,3 +7,6 @@ import "context"
 func Defer(ctx context.Context, sql string, args ...any) {
 	unitOfWorkFrom(ctx).tx.queueDeferred(deferred{sql: sql, args: args})
 }
+
+// TaskSnapshotSQL is taskSnapshotSQL, for TestSnapshotsInSQLAreGos.
+var TaskSnapshotSQL = taskSnapshotSQL

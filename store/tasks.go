@@ -243,15 +243,22 @@ func (db *DB) UpdateTask(ctx context.Context, actor *User, id string, patch Task
 }
 
 // DeleteTask deletes a task and its comments as actor (MEMBER or more) and
-// records task.deleted with the task's fields. It returns a NOT_FOUND error if
+// records task.deleted with the task's fields, in one round trip with the
+// commit. It returns a NOT_FOUND error if
 // the task does not exist or is in a workspace actor is not a member of, and
 // FORBIDDEN for a VIEWER.
 func (db *DB) DeleteTask(ctx context.Context, actor *User, id string) error {
 	if actor == nil {
 		return errs.ErrUnauthenticated
 	}
-	return deleteRow(ctx, db, tasksTable, actor, id, RoleMember, "delete tasks", "task.deleted", nil)
+	return deleteRecorded(ctx, db, tasksTable, actor, id, RoleMember, "delete tasks", "task.deleted", taskSnapshotSQL)
 }
+
+// taskSnapshotSQL is audit.Snapshot of a Task as Postgres makes it from a
+// tasks row d (TestSnapshotsInSQLAreGos compares them).
+var taskSnapshotSQL = `jsonb_build_object('id', d.id, 'projectId', d.project_id, 'workspaceId', d.workspace_id,
+	'title', d.title, 'description', d.description, 'status', d.status, 'priority', d.priority,
+	'assigneeId', d.assignee_id, 'dueDate', ` + rfc3339SQL("d.due_date") + `, 'createdById', d.created_by)`
 
 // Task returns a task that viewer can see. It returns a NOT_FOUND error if the
 // task does not exist, the id is malformed, or the task is in a workspace viewer

@@ -3,8 +3,10 @@ package store_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"taskflow/audit"
 	"taskflow/errs"
@@ -241,5 +243,119 @@ func TestProjectWithTaskPage(t *testing.T) {
 	bad.After = "not-a-cursor"
 	if _, _, _, err := f.db.ProjectWithTaskPage(ctx, f.member.ID, bad, store.TaskPageAlso{}); errs.CodeOf(err) != errs.CodeBadUserInput {
 		t.Errorf("bad cursor: %v, want BAD_USER_INPUT", err)
+	}
+}
+
+// The snapshot Postgres makes of a deleted task (DeleteTask's event, in one
+// round trip) is audit.Snapshot's of the task, for tasks with and without
+// each optional field, texts that JSON escapes, and due dates whose fraction
+// has trailing zeros or none; the event is sealed and its chain verifies.
+func TestSnapshotsInSQLAreGos(t *testing.T) {
+	t.Parallel()
+	f := newTaskFixture(t)
+	ctx := t.Context()
+	desc := "line\n\"quoted\" <b>&</b> é \u2028 ✓"
+	assignee := f.member.ID
+	var tasks []*store.Task
+	for i, due := range []*time.Time{nil,
+		ptr(time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)),
+		ptr(time.Date(2026, 12, 2, 10, 0, 10, 0, time.UTC)),
+		ptr(time.Date(2027, 1, 31, 23, 59, 59, 100000000, time.FixedZone("x", -5*3600))),
+		ptr(time.Date(2026, 6, 1, 0, 0, 0, 123456000, time.FixedZone("y", 9*3600))),
+		ptr(time.Date(2026, 6, 1, 0, 0, 0, 1000, time.UTC)),
+		ptr(time.Date(2026, 6, 1, 0, 0, 0, 120000000, time.UTC)),
+	} {
+		in := store.NewTask{ProjectID: f.project, Title: fmt.Sprintf("task %d \\ \"x\"", i), DueDate: due}
+		if i%2 == 1 {
+			in.Description, in.AssigneeID = &desc, &assignee
+			in.Status, in.Priority = ptr(store.TaskStatusInProgress), ptr(store.TaskPriorityHigh)
+		}
+		task, err := f.db.CreateTask(ctx, f.member, in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tasks = append(tasks, task)
+	}
+	for _, task := range tasks {
+		read, err := f.db.Task(ctx, f.member, task.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := audit.NormalizeMetadata(audit.Snapshot(read))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var text []byte
+		if err := f.db.Pool.QueryRow(ctx, `SELECT (`+store.TaskSnapshotSQL+`)::text FROM tasks d WHERE d.id = $1`, task.ID).
+			Scan(&text); err != nil {
+			t.Fatal(err)
+		}
+		got, err := audit.DecodeMetadata(text)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if g, w := fmt.Sprintf("%#v", got), fmt.Sprintf("%#v", want); g != w {
+			t.Errorf("task %s:\n SQL %s\n  Go %s", task.ID, g, w)
+		}
+		if err := f.db.DeleteTask(ctx, f.member, task.ID); err != nil {
+			t.Fatal(err)
+		}
+		var stored []byte
+		if err := f.db.Pool.QueryRow(ctx, `SELECT metadata::text FROM audit_events WHERE action = 'task.deleted' AND entity_id = $1`,
+			task.ID).Scan(&stored); err != nil {
+			t.Fatal(err)
+		}
+		if m, err := audit.DecodeMetadata(stored); err != nil || fmt.Sprintf("%#v", m) != fmt.Sprintf("%#v", want) {
+			t.Errorf("task.deleted of %s: %s (%v), want %#v", task.ID, stored, err, want)
+		}
+	}
+	storetest.Seal(t, f.db)
+	if v, err := f.db.VerifyChain(ctx, f.workspace); err != nil || !v.Valid || v.UnsealedEvents != 0 || v.SealedEvents != 2*len(tasks) {
+		t.Fatalf("verification: %+v %v", v, err)
+	}
+}
+
+// DeleteTask is one round trip: BEGIN, the check that locks the task, the
+// delete with its event, COMMIT. A refused one is refused by its check, in
+// its first round trip (then rolled back), and deletes nothing.
+func TestDeleteTaskIsOneRoundTrip(t *testing.T) {
+	t.Parallel()
+	db, pool, rec := tracedDB(t)
+	ctx := t.Context()
+	member, viewer := mkUser(t, db, "member@example.com"), mkUser(t, db, "viewer@example.com")
+	var ws, project string
+	if err := pool.QueryRow(ctx, `INSERT INTO workspaces (name) VALUES ('W') RETURNING id`).Scan(&ws); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `INSERT INTO members (workspace_id, user_id, role) VALUES ($1, $2, 'MEMBER'), ($1, $3, 'VIEWER')`,
+		ws, member.ID, viewer.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := pool.QueryRow(ctx, `INSERT INTO projects (workspace_id, name) VALUES ($1, 'P') RETURNING id`, ws).Scan(&project); err != nil {
+		t.Fatal(err)
+	}
+	task, err := db.CreateTask(ctx, member, store.NewTask{ProjectID: project, Title: "t"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec.take()
+	if err := db.DeleteTask(ctx, viewer, task.ID); errs.CodeOf(err) != errs.CodeForbidden {
+		t.Fatalf("a viewer's delete: %v", err)
+	}
+	if trips := rec.take(); len(trips) == 0 || !strings.HasPrefix(trips[0], "begin ; select taskflow_check(") {
+		t.Fatalf("a refused delete: round trips %q, want the check in the first", trips)
+	}
+	if err := db.DeleteTask(ctx, member, task.ID); err != nil {
+		t.Fatal(err)
+	}
+	trips := rec.take()
+	if len(trips) != 1 || !strings.HasPrefix(trips[0], "begin ; select taskflow_check(") ||
+		!strings.Contains(trips[0], "delete from tasks") || !strings.HasSuffix(trips[0], "; commit") {
+		t.Fatalf("round trips %q: want one, BEGIN, the check, the delete with its event and COMMIT", trips)
+	}
+	var tasks, events int
+	if err := pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM tasks), (SELECT count(*) FROM audit_events WHERE action = 'task.deleted')`).
+		Scan(&tasks, &events); err != nil || tasks != 0 || events != 1 {
+		t.Fatalf("%d tasks and %d task.deleted events after the delete (%v), want 0 and 1", tasks, events, err)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -17,8 +18,10 @@ import (
 // The write path. Every change is a unit of work (UnitOfWork) whose
 // statements go to Postgres in as few round trips as they allow: a check and
 // the writes it guards are deferred, so that a create is one round trip with
-// its audit event, its idempotency record and COMMIT, and an update or delete
-// is two (the row is read and locked first: what changes, and the event that
+// its audit event, its idempotency record and COMMIT, and so is a task's
+// delete (deleteRecorded: Postgres makes the event's snapshot of the deleted
+// row); an update, or a delete that Go must allow after reading the row, is
+// two (the row is read and locked first: what changes, and the event that
 // says so, depend on it). docs/decisions/2026-12-01-one-round-trip.md says why
 // and what it costs.
 //
@@ -32,7 +35,9 @@ import (
 //   - write: a deferred, guarded statement that must change so many rows;
 //   - appendAudit: the event of the change, inserted with the commit;
 //   - deleteRow: lock, check, delete and record, for the entities whose
-//     deletion is nothing more.
+//     deletion is nothing more;
+//   - deleteRecorded: the same in one round trip, the event's snapshot made
+//     by Postgres.
 
 // refusals maps the refusals a check's SQL can give (the text it passes to
 // taskflow_check, migration 0009) to the errors they mean.
@@ -196,6 +201,62 @@ func deleteRow[T any](ctx context.Context, db *DB, tb table[T], actor *User, id 
 		return db.appendAudit(ctx, tx, audit.Event{WorkspaceID: &ws, ActorID: &actor.ID, Action: action,
 			EntityID: rowID, Metadata: audit.Snapshot(row)})
 	})
+}
+
+// deleteRecorded deletes the row id of tb as actor in the round trip of the
+// unit of work's commit: a check (the row exists, locked FOR UPDATE, and
+// actor's role in its workspace is at least min: else NOT_FOUND, or
+// FORBIDDEN naming what), then one statement that deletes the row and inserts
+// its event (action), whose metadata Postgres makes from the deleted row with
+// snapshot, an SQL expression over it as d that must give what
+// audit.Snapshot gives (TestSnapshotsInSQLAreGos). deleteRow's two round trips
+// are for the deletions that Go must allow after reading the row.
+func deleteRecorded[T any](ctx context.Context, db *DB, tb table[T], actor *User, id string, min Role, what, action, snapshot string) error {
+	if actor == nil {
+		return errs.ErrUnauthenticated
+	}
+	if !validID(id) {
+		return notFound(tb.kind)
+	}
+	return db.WithTx(ctx, func(ctx context.Context, _ Querier) error {
+		u := unitOfWorkFrom(ctx)
+		rec, err := newAuditRecord(ctx, audit.Event{ActorID: &actor.ID, Action: action, EntityID: id})
+		if err != nil {
+			return err
+		}
+		rec.OccurredAt = stamp(time.Now())
+		u.checkParent(parent{tb.name, "workspace_id", tb.kind, "FOR UPDATE"}, id, actor, min, what, "", nil)
+		// The event's chain, workspace, entity and metadata are the deleted
+		// row's; the rest is the record's ($2 on, in auditRecordFields' order).
+		cols := make([]string, len(auditRecordFields))
+		args, recArgs := []any{id}, auditRecordArgs(&rec)
+		for i, f := range auditRecordFields {
+			switch f.column {
+			case "chain_key":
+				cols[i] = "d.workspace_id::text"
+			case "workspace_id":
+				cols[i] = "d.workspace_id"
+			case "entity_id":
+				cols[i] = "d.id::text"
+			case "metadata":
+				cols[i] = snapshot
+			default:
+				args = append(args, recArgs[i])
+				cols[i] = fmt.Sprintf("$%d::%s", len(args), f.sqlType)
+			}
+		}
+		u.write("delete "+tb.kind, `WITH d AS (DELETE FROM `+tb.name+` WHERE id = $1 AND taskflow_ok() RETURNING *)
+			INSERT INTO audit_events (`+auditRecordColumns("")+`) SELECT `+strings.Join(cols, ", ")+` FROM d`, args, 1)
+		u.recorded = true
+		return nil
+	})
+}
+
+// rfc3339SQL returns the SQL expression of the timestamptz expression ts as
+// audit.Snapshot writes a time: Go's time.RFC3339Nano in UTC (the fraction's
+// trailing zeros dropped, and the dot with them), NULL for NULL.
+func rfc3339SQL(ts string) string {
+	return `regexp_replace(to_char(` + ts + ` AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US'), '\.?0+$', '') || 'Z'`
 }
 
 // exec runs a guarded write (see unitOfWork.write) that must change rows
