@@ -10,3 +10,6 @@ func Defer(ctx context.Context, sql string, args ...any) {
 
 // TaskSnapshotSQL is taskSnapshotSQL, for TestSnapshotsInSQLAreGos.
 var TaskSnapshotSQL = taskSnapshotSQL
+
+// CommentSnapshotSQL is commentSnapshotSQL, for TestSnapshotsInSQLAreGos.
+const CommentSnapshotSQL = commentSnapshotSQL

@@ -251,7 +251,7 @@ func (db *DB) DeleteTask(ctx context.Context, actor *User, id string) error {
 	if actor == nil {
 		return errs.ErrUnauthenticated
 	}
-	return deleteRecorded(ctx, db, tasksTable, actor, id, RoleMember, "delete tasks", "task.deleted", taskSnapshotSQL)
+	return deleteRecorded(ctx, db, tasksTable, actor, id, RoleMember, "delete tasks", "task.deleted", taskSnapshotSQL, "", nil)
 }
 
 // taskSnapshotSQL is audit.Snapshot of a Task as Postgres makes it from a

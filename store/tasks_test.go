@@ -246,10 +246,11 @@ func TestProjectWithTaskPage(t *testing.T) {
 	}
 }
 
-// The snapshot Postgres makes of a deleted task (DeleteTask's event, in one
-// round trip) is audit.Snapshot's of the task, for tasks with and without
-// each optional field, texts that JSON escapes, and due dates whose fraction
-// has trailing zeros or none; the event is sealed and its chain verifies.
+// The snapshot Postgres makes of a deleted task or comment (the event of
+// DeleteTask and DeleteComment, in one round trip) is audit.Snapshot's of
+// it, for tasks with and without each optional field, texts that JSON
+// escapes, and due dates whose fraction has trailing zeros or none; the
+// events are sealed and their chain verifies.
 func TestSnapshotsInSQLAreGos(t *testing.T) {
 	t.Parallel()
 	f := newTaskFixture(t)
@@ -276,59 +277,49 @@ func TestSnapshotsInSQLAreGos(t *testing.T) {
 		}
 		tasks = append(tasks, task)
 	}
+	// Comments, on a task of their own (a task's delete deletes its comments).
+	on, err := f.db.CreateTask(ctx, f.member, store.NewTask{ProjectID: f.project, Title: "comments"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, body := range []string{"plain", desc, "tab\there \\ \"q\""} {
+		c, err := f.db.AddComment(ctx, f.member, on.ID, body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		assertDeletedAsSnapshot(t, f.db, store.CommentSnapshotSQL, "comments", c, "comment.deleted",
+			func() error { return f.db.DeleteComment(ctx, f.member, c.ID) })
+	}
 	for _, task := range tasks {
 		read, err := f.db.Task(ctx, f.member, task.ID)
 		if err != nil {
 			t.Fatal(err)
 		}
-		want, err := audit.NormalizeMetadata(audit.Snapshot(read))
-		if err != nil {
-			t.Fatal(err)
-		}
-		var text []byte
-		if err := f.db.Pool.QueryRow(ctx, `SELECT (`+store.TaskSnapshotSQL+`)::text FROM tasks d WHERE d.id = $1`, task.ID).
-			Scan(&text); err != nil {
-			t.Fatal(err)
-		}
-		got, err := audit.DecodeMetadata(text)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if g, w := fmt.Sprintf("%#v", got), fmt.Sprintf("%#v", want); g != w {
-			t.Errorf("task %s:\n SQL %s\n  Go %s", task.ID, g, w)
-		}
-		if err := f.db.DeleteTask(ctx, f.member, task.ID); err != nil {
-			t.Fatal(err)
-		}
-		var stored []byte
-		if err := f.db.Pool.QueryRow(ctx, `SELECT metadata::text FROM audit_events WHERE action = 'task.deleted' AND entity_id = $1`,
-			task.ID).Scan(&stored); err != nil {
-			t.Fatal(err)
-		}
-		if m, err := audit.DecodeMetadata(stored); err != nil || fmt.Sprintf("%#v", m) != fmt.Sprintf("%#v", want) {
-			t.Errorf("task.deleted of %s: %s (%v), want %#v", task.ID, stored, err, want)
-		}
+		assertDeletedAsSnapshot(t, f.db, store.TaskSnapshotSQL, "tasks", read, "task.deleted",
+			func() error { return f.db.DeleteTask(ctx, f.member, task.ID) })
 	}
 	storetest.Seal(t, f.db)
-	if v, err := f.db.VerifyChain(ctx, f.workspace); err != nil || !v.Valid || v.UnsealedEvents != 0 || v.SealedEvents != 2*len(tasks) {
+	if v, err := f.db.VerifyChain(ctx, f.workspace); err != nil || !v.Valid || v.UnsealedEvents != 0 || v.SealedEvents != 2*len(tasks)+1+2*3 {
 		t.Fatalf("verification: %+v %v", v, err)
 	}
 }
 
-// DeleteTask is one round trip: BEGIN, the check that locks the task, the
-// delete with its event, COMMIT. A refused one is refused by its check, in
-// its first round trip (then rolled back), and deletes nothing.
-func TestDeleteTaskIsOneRoundTrip(t *testing.T) {
+// DeleteTask and DeleteComment are one round trip each: BEGIN, the check
+// that locks the row, the delete with its event, COMMIT. A refused one (a
+// viewer's; another member's delete of a comment) is refused by its check,
+// in its first round trip (then rolled back), and deletes nothing.
+func TestDeletesAreOneRoundTrip(t *testing.T) {
 	t.Parallel()
 	db, pool, rec := tracedDB(t)
 	ctx := t.Context()
-	member, viewer := mkUser(t, db, "member@example.com"), mkUser(t, db, "viewer@example.com")
+	member, other := mkUser(t, db, "member@example.com"), mkUser(t, db, "other@example.com")
+	viewer := mkUser(t, db, "viewer@example.com")
 	var ws, project string
 	if err := pool.QueryRow(ctx, `INSERT INTO workspaces (name) VALUES ('W') RETURNING id`).Scan(&ws); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := pool.Exec(ctx, `INSERT INTO members (workspace_id, user_id, role) VALUES ($1, $2, 'MEMBER'), ($1, $3, 'VIEWER')`,
-		ws, member.ID, viewer.ID); err != nil {
+	if _, err := pool.Exec(ctx, `INSERT INTO members (workspace_id, user_id, role) VALUES ($1, $2, 'MEMBER'), ($1, $3, 'MEMBER'),
+		($1, $4, 'VIEWER')`, ws, member.ID, other.ID, viewer.ID); err != nil {
 		t.Fatal(err)
 	}
 	if err := pool.QueryRow(ctx, `INSERT INTO projects (workspace_id, name) VALUES ($1, 'P') RETURNING id`, ws).Scan(&project); err != nil {
@@ -338,24 +329,74 @@ func TestDeleteTaskIsOneRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec.take()
-	if err := db.DeleteTask(ctx, viewer, task.ID); errs.CodeOf(err) != errs.CodeForbidden {
-		t.Fatalf("a viewer's delete: %v", err)
-	}
-	if trips := rec.take(); len(trips) == 0 || !strings.HasPrefix(trips[0], "begin ; select taskflow_check(") {
-		t.Fatalf("a refused delete: round trips %q, want the check in the first", trips)
-	}
-	if err := db.DeleteTask(ctx, member, task.ID); err != nil {
+	comment, err := db.AddComment(ctx, member, task.ID, "c")
+	if err != nil {
 		t.Fatal(err)
 	}
-	trips := rec.take()
-	if len(trips) != 1 || !strings.HasPrefix(trips[0], "begin ; select taskflow_check(") ||
-		!strings.Contains(trips[0], "delete from tasks") || !strings.HasSuffix(trips[0], "; commit") {
-		t.Fatalf("round trips %q: want one, BEGIN, the check, the delete with its event and COMMIT", trips)
+	for _, c := range []struct {
+		name  string
+		del   func(actor *store.User) error
+		table string
+	}{
+		{"comment", func(a *store.User) error { return db.DeleteComment(ctx, a, comment.ID) }, "comment"},
+		{"task", func(a *store.User) error { return db.DeleteTask(ctx, a, task.ID) }, "task"},
+	} {
+		rec.take()
+		refused := []*store.User{viewer}
+		if c.name == "comment" {
+			refused = append(refused, other) // not its author
+		}
+		for _, u := range refused {
+			if err := c.del(u); errs.CodeOf(err) != errs.CodeForbidden {
+				t.Fatalf("%s: %s's delete: %v", c.name, u.Email, err)
+			}
+			if trips := rec.take(); len(trips) == 0 || !strings.HasPrefix(trips[0], "begin ; select taskflow_check(") {
+				t.Fatalf("%s: %s's refused delete: round trips %q, want the check in the first", c.name, u.Email, trips)
+			}
+		}
+		if err := c.del(member); err != nil {
+			t.Fatal(err)
+		}
+		trips := rec.take()
+		if len(trips) != 1 || !strings.HasPrefix(trips[0], "begin ; select taskflow_check(") ||
+			!strings.Contains(trips[0], "delete from "+c.table+"s") || !strings.HasSuffix(trips[0], "; commit") {
+			t.Fatalf("%s: round trips %q: want one, BEGIN, the check, the delete with its event and COMMIT", c.name, trips)
+		}
+		var rows, events int
+		if err := pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM `+c.table+`s), (SELECT count(*) FROM audit_events WHERE action = $1)`,
+			c.table+".deleted").Scan(&rows, &events); err != nil || rows != 0 || events != 1 {
+			t.Fatalf("%s: %d rows and %d events after the delete (%v), want 0 and 1", c.name, rows, events, err)
+		}
 	}
-	var tasks, events int
-	if err := pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM tasks), (SELECT count(*) FROM audit_events WHERE action = 'task.deleted')`).
-		Scan(&tasks, &events); err != nil || tasks != 0 || events != 1 {
-		t.Fatalf("%d tasks and %d task.deleted events after the delete (%v), want 0 and 1", tasks, events, err)
+}
+
+// assertDeletedAsSnapshot checks that snapshot (an SQL expression over a row
+// of table as d) of the row of v is audit.Snapshot(v), then deletes it with
+// del and checks that its event (action) holds that snapshot.
+func assertDeletedAsSnapshot(t *testing.T, db *store.DB, snapshot, table string, v any, action string, del func() error) {
+	t.Helper()
+	ctx := t.Context()
+	want, err := audit.NormalizeMetadata(audit.Snapshot(v))
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := want["id"]
+	var text []byte
+	if err := db.Pool.QueryRow(ctx, `SELECT (`+snapshot+`)::text FROM `+table+` d WHERE d.id = $1`, id).Scan(&text); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := audit.DecodeMetadata(text); err != nil || fmt.Sprintf("%#v", got) != fmt.Sprintf("%#v", want) {
+		t.Errorf("%s %s:\n SQL %s (%v)\n  Go %#v", table, id, text, err, want)
+	}
+	if err := del(); err != nil {
+		t.Fatal(err)
+	}
+	var stored []byte
+	if err := db.Pool.QueryRow(ctx, `SELECT metadata::text FROM audit_events WHERE action = $1 AND entity_id = $2`,
+		action, id).Scan(&stored); err != nil {
+		t.Fatal(err)
+	}
+	if m, err := audit.DecodeMetadata(stored); err != nil || fmt.Sprintf("%#v", m) != fmt.Sprintf("%#v", want) {
+		t.Errorf("%s of %s: %s (%v), want %#v", action, id, stored, err, want)
 	}
 }

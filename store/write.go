@@ -18,10 +18,10 @@ import (
 // The write path. Every change is a unit of work (UnitOfWork) whose
 // statements go to Postgres in as few round trips as they allow: a check and
 // the writes it guards are deferred, so that a create is one round trip with
-// its audit event, its idempotency record and COMMIT, and so is a task's
-// delete (deleteRecorded: Postgres makes the event's snapshot of the deleted
-// row); an update, or a delete that Go must allow after reading the row, is
-// two (the row is read and locked first: what changes, and the event that
+// its audit event, its idempotency record and COMMIT, and so are the deletes
+// of tasks and comments (deleteRecorded: Postgres makes the event's snapshot
+// of the deleted row); an update, or a delete that Go must allow after
+// reading the row, is two (the row is read and locked first: what changes, and the event that
 // says so, depend on it). docs/decisions/2026-12-01-one-round-trip.md says why
 // and what it costs.
 //
@@ -209,9 +209,12 @@ func deleteRow[T any](ctx context.Context, db *DB, tb table[T], actor *User, id 
 // FORBIDDEN naming what), then one statement that deletes the row and inserts
 // its event (action), whose metadata Postgres makes from the deleted row with
 // snapshot, an SQL expression over it as d that must give what
-// audit.Snapshot gives (TestSnapshotsInSQLAreGos). deleteRow's two round trips
-// are for the deletions that Go must allow after reading the row.
-func deleteRecorded[T any](ctx context.Context, db *DB, tb table[T], actor *User, id string, min Role, what, action, snapshot string) error {
+// audit.Snapshot gives (TestSnapshotsInSQLAreGos). refuse, more and args are
+// checkParent's: a rule of the row beyond the role (a comment's author). The
+// deletions that Go must allow after reading the row take deleteRow's two
+// round trips.
+func deleteRecorded[T any](ctx context.Context, db *DB, tb table[T], actor *User, id string, min Role, what, action, snapshot,
+	refuse string, more refusals, args ...any) error {
 	if actor == nil {
 		return errs.ErrUnauthenticated
 	}
@@ -225,11 +228,11 @@ func deleteRecorded[T any](ctx context.Context, db *DB, tb table[T], actor *User
 			return err
 		}
 		rec.OccurredAt = stamp(time.Now())
-		u.checkParent(parent{tb.name, "workspace_id", tb.kind, "FOR UPDATE"}, id, actor, min, what, "", nil)
+		u.checkParent(parent{tb.name, "workspace_id", tb.kind, "FOR UPDATE"}, id, actor, min, what, refuse, more, args...)
 		// The event's chain, workspace, entity and metadata are the deleted
 		// row's; the rest is the record's ($2 on, in auditRecordFields' order).
 		cols := make([]string, len(auditRecordFields))
-		args, recArgs := []any{id}, auditRecordArgs(&rec)
+		del, recArgs := []any{id}, auditRecordArgs(&rec)
 		for i, f := range auditRecordFields {
 			switch f.column {
 			case "chain_key":
@@ -241,12 +244,12 @@ func deleteRecorded[T any](ctx context.Context, db *DB, tb table[T], actor *User
 			case "metadata":
 				cols[i] = snapshot
 			default:
-				args = append(args, recArgs[i])
-				cols[i] = fmt.Sprintf("$%d::%s", len(args), f.sqlType)
+				del = append(del, recArgs[i])
+				cols[i] = fmt.Sprintf("$%d::%s", len(del), f.sqlType)
 			}
 		}
 		u.write("delete "+tb.kind, `WITH d AS (DELETE FROM `+tb.name+` WHERE id = $1 AND taskflow_ok() RETURNING *)
-			INSERT INTO audit_events (`+auditRecordColumns("")+`) SELECT `+strings.Join(cols, ", ")+` FROM d`, args, 1)
+			INSERT INTO audit_events (`+auditRecordColumns("")+`) SELECT `+strings.Join(cols, ", ")+` FROM d`, del, 1)
 		u.recorded = true
 		return nil
 	})
