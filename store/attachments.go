@@ -227,7 +227,7 @@ var attachmentsTable = table[Attachment]{kind: "attachment", name: "attachments"
 	lock: "FOR UPDATE", scan: scanAttachment, event: func(a *Attachment) (string, string) { return a.WorkspaceID, a.ID }}
 
 // DeleteAttachment deletes an attachment as actor and records
-// attachment.deleted with its fields. Only the uploader (while MEMBER or more)
+// attachment.deleted with its fields, in one round trip with the commit. Only the uploader (while MEMBER or more)
 // or an ADMIN or OWNER may do it. The bytes stay while another attachment of
 // the workspace has the same content; the sweeper removes them after the grace
 // period once none has. It returns a NOT_FOUND error if the attachment does
@@ -237,14 +237,16 @@ func (db *DB) DeleteAttachment(ctx context.Context, actor *User, id string) erro
 	if actor == nil {
 		return errs.ErrUnauthenticated
 	}
-	return deleteRow(ctx, db, attachmentsTable, actor, id, RoleMember, "delete this attachment", "attachment.deleted",
-		func(a *Attachment, role Role) error {
-			if a.UploaderID != actor.ID && !role.AtLeast(RoleAdmin) {
-				return errs.Errorf(errs.CodeForbidden, "only the attachment's uploader or an ADMIN or OWNER may delete it")
-			}
-			return nil
-		})
+	refuse, more, args := ownerOrAdmin("uploader_id",
+		errs.Errorf(errs.CodeForbidden, "only the attachment's uploader or an ADMIN or OWNER may delete it"))
+	return deleteRecorded(ctx, db, attachmentsTable, actor, id, RoleMember, "delete this attachment", "attachment.deleted",
+		attachmentSnapshotSQL, refuse, more, args...)
 }
+
+// attachmentSnapshotSQL is audit.Snapshot of an Attachment as Postgres makes
+// it from an attachments row d (TestSnapshotsInSQLAreGos compares them).
+const attachmentSnapshotSQL = `jsonb_build_object('id', d.id, 'taskId', d.task_id, 'workspaceId', d.workspace_id,
+	'filename', d.filename, 'contentType', d.content_type, 'size', d.size, 'sha256', d.sha256, 'uploaderId', d.uploader_id)`
 
 // AttachmentForDownload returns an attachment that the user userID may read
 // (any member of its workspace) and the key of its blob. It returns a

@@ -149,9 +149,9 @@ func (db *DB) DeleteComment(ctx context.Context, actor *User, id string) error {
 	}
 	const action = "delete this comment"
 	// mayChangeComment's rule, checked by Postgres: one round trip.
+	refuse, more, args := ownerOrAdmin("author_id", notAuthor(action))
 	return deleteRecorded(ctx, db, commentsTable, actor, id, RoleMember, action, "comment.deleted", commentSnapshotSQL,
-		`CASE WHEN r.author_id <> $2 AND NOT (r.role = ANY($4::text[])) THEN 'not_author' END`,
-		refusals{"not_author": notAuthor(action)}, rolesAtLeast(RoleAdmin))
+		refuse, more, args...)
 }
 
 // commentSnapshotSQL is audit.Snapshot of a Comment as Postgres makes it from

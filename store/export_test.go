@@ -13,3 +13,6 @@ var TaskSnapshotSQL = taskSnapshotSQL
 
 // CommentSnapshotSQL is commentSnapshotSQL, for TestSnapshotsInSQLAreGos.
 const CommentSnapshotSQL = commentSnapshotSQL
+
+// AttachmentSnapshotSQL is attachmentSnapshotSQL, for TestSnapshotsInSQLAreGos.
+const AttachmentSnapshotSQL = attachmentSnapshotSQL

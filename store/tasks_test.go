@@ -3,10 +3,14 @@ package store_test
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"taskflow/audit"
 	"taskflow/errs"
@@ -246,9 +250,9 @@ func TestProjectWithTaskPage(t *testing.T) {
 	}
 }
 
-// The snapshot Postgres makes of a deleted task or comment (the event of
-// DeleteTask and DeleteComment, in one round trip) is audit.Snapshot's of
-// it, for tasks with and without each optional field, texts that JSON
+// The snapshot Postgres makes of a deleted task, comment or attachment (the
+// event of DeleteTask, DeleteComment and DeleteAttachment, in one round trip)
+// is audit.Snapshot's of it, for tasks with and without each optional field, texts that JSON
 // escapes, and due dates whose fraction has trailing zeros or none; the
 // events are sealed and their chain verifies.
 func TestSnapshotsInSQLAreGos(t *testing.T) {
@@ -290,6 +294,11 @@ func TestSnapshotsInSQLAreGos(t *testing.T) {
 		assertDeletedAsSnapshot(t, f.db, store.CommentSnapshotSQL, "comments", c, "comment.deleted",
 			func() error { return f.db.DeleteComment(ctx, f.member, c.ID) })
 	}
+	for i, name := range []string{"a.txt", "résumé \"final\".pdf"} {
+		a := insertAttachment(t, f.db.Pool, on, f.member.ID, name, int64(i)<<40)
+		assertDeletedAsSnapshot(t, f.db, store.AttachmentSnapshotSQL, "attachments", a, "attachment.deleted",
+			func() error { return f.db.DeleteAttachment(ctx, f.member, a.ID) })
+	}
 	for _, task := range tasks {
 		read, err := f.db.Task(ctx, f.member, task.ID)
 		if err != nil {
@@ -299,14 +308,15 @@ func TestSnapshotsInSQLAreGos(t *testing.T) {
 			func() error { return f.db.DeleteTask(ctx, f.member, task.ID) })
 	}
 	storetest.Seal(t, f.db)
-	if v, err := f.db.VerifyChain(ctx, f.workspace); err != nil || !v.Valid || v.UnsealedEvents != 0 || v.SealedEvents != 2*len(tasks)+1+2*3 {
+	if v, err := f.db.VerifyChain(ctx, f.workspace); err != nil || !v.Valid || v.UnsealedEvents != 0 || v.SealedEvents != 2*len(tasks)+1+2*3+2 {
 		t.Fatalf("verification: %+v %v", v, err)
 	}
 }
 
-// DeleteTask and DeleteComment are one round trip each: BEGIN, the check
-// that locks the row, the delete with its event, COMMIT. A refused one (a
-// viewer's; another member's delete of a comment) is refused by its check,
+// DeleteTask, DeleteComment and DeleteAttachment are one round trip each:
+// BEGIN, the check that locks the row, the delete with its event, COMMIT. A
+// refused one (a viewer's; another member's delete of a comment or an
+// attachment) is refused by its check,
 // in its first round trip (then rolled back), and deletes nothing.
 func TestDeletesAreOneRoundTrip(t *testing.T) {
 	t.Parallel()
@@ -333,18 +343,20 @@ func TestDeletesAreOneRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	att := insertAttachment(t, pool, task, member.ID, "f.txt", 1)
 	for _, c := range []struct {
 		name  string
 		del   func(actor *store.User) error
 		table string
 	}{
+		{"attachment", func(a *store.User) error { return db.DeleteAttachment(ctx, a, att.ID) }, "attachment"},
 		{"comment", func(a *store.User) error { return db.DeleteComment(ctx, a, comment.ID) }, "comment"},
 		{"task", func(a *store.User) error { return db.DeleteTask(ctx, a, task.ID) }, "task"},
 	} {
 		rec.take()
 		refused := []*store.User{viewer}
-		if c.name == "comment" {
-			refused = append(refused, other) // not its author
+		if c.name != "task" {
+			refused = append(refused, other) // not its author or uploader
 		}
 		for _, u := range refused {
 			if err := c.del(u); errs.CodeOf(err) != errs.CodeForbidden {
@@ -385,7 +397,8 @@ func assertDeletedAsSnapshot(t *testing.T, db *store.DB, snapshot, table string,
 	if err := db.Pool.QueryRow(ctx, `SELECT (`+snapshot+`)::text FROM `+table+` d WHERE d.id = $1`, id).Scan(&text); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := audit.DecodeMetadata(text); err != nil || fmt.Sprintf("%#v", got) != fmt.Sprintf("%#v", want) {
+	// DeepEqual, not %#v: a json.Number and a string print alike.
+	if got, err := audit.DecodeMetadata(text); err != nil || !reflect.DeepEqual(got, want) {
 		t.Errorf("%s %s:\n SQL %s (%v)\n  Go %#v", table, id, text, err, want)
 	}
 	if err := del(); err != nil {
@@ -396,7 +409,26 @@ func assertDeletedAsSnapshot(t *testing.T, db *store.DB, snapshot, table string,
 		action, id).Scan(&stored); err != nil {
 		t.Fatal(err)
 	}
-	if m, err := audit.DecodeMetadata(stored); err != nil || fmt.Sprintf("%#v", m) != fmt.Sprintf("%#v", want) {
+	if m, err := audit.DecodeMetadata(stored); err != nil || !reflect.DeepEqual(m, want) {
 		t.Errorf("%s of %s: %s (%v), want %#v", action, id, stored, err, want)
 	}
+}
+
+// insertAttachment adds an attachment of task uploaded by uploader, and its
+// blob, as rows only (no bytes: nothing here reads them).
+func insertAttachment(t *testing.T, pool *pgxpool.Pool, task *store.Task, uploader, name string, size int64) *store.Attachment {
+	t.Helper()
+	sum := fmt.Sprintf("%064x", rand.Uint64())
+	a := &store.Attachment{TaskID: task.ID, WorkspaceID: task.WorkspaceID, Filename: name, ContentType: "text/plain",
+		Size: size, SHA256: sum, UploaderID: uploader}
+	if _, err := pool.Exec(t.Context(), `INSERT INTO attachment_blobs (workspace_id, sha256, key, size, content_type)
+		VALUES ($1, $2, $2, $3, 'text/plain')`, a.WorkspaceID, sum, size); err != nil {
+		t.Fatal(err)
+	}
+	if err := pool.QueryRow(t.Context(), `INSERT INTO attachments (task_id, workspace_id, sha256, filename, content_type, size, uploader_id)
+		VALUES ($1, $2, $3, $4, 'text/plain', $5, $6) RETURNING id, created_at`, a.TaskID, a.WorkspaceID, sum, name, size, uploader).
+		Scan(&a.ID, &a.CreatedAt); err != nil {
+		t.Fatal(err)
+	}
+	return a
 }

@@ -19,7 +19,7 @@ import (
 // statements go to Postgres in as few round trips as they allow: a check and
 // the writes it guards are deferred, so that a create is one round trip with
 // its audit event, its idempotency record and COMMIT, and so are the deletes
-// of tasks and comments (deleteRecorded: Postgres makes the event's snapshot
+// of tasks, comments and attachments (deleteRecorded: Postgres makes the event's snapshot
 // of the deleted row); an update, or a delete that Go must allow after
 // reading the row, is two (the row is read and locked first: what changes, and the event that
 // says so, depend on it). docs/decisions/2026-12-01-one-round-trip.md says why
@@ -253,6 +253,14 @@ func deleteRecorded[T any](ctx context.Context, db *DB, tb table[T], actor *User
 		u.recorded = true
 		return nil
 	})
+}
+
+// ownerOrAdmin returns the refuse, more and args of checkParent (and
+// deleteRecorded) for a row that only the user in its column owner (while
+// MEMBER or more) or an ADMIN or OWNER may change: err for anyone else.
+func ownerOrAdmin(owner string, err error) (string, refusals, []any) {
+	return `CASE WHEN r.` + owner + ` <> $2 AND NOT (r.role = ANY($4::text[])) THEN 'not_owner' END`,
+		refusals{"not_owner": err}, []any{rolesAtLeast(RoleAdmin)}
 }
 
 // rfc3339SQL returns the SQL expression of the timestamptz expression ts as
