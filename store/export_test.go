@@ -16,3 +16,6 @@ const CommentSnapshotSQL = commentSnapshotSQL
 
 // AttachmentSnapshotSQL is attachmentSnapshotSQL, for TestSnapshotsInSQLAreGos.
 const AttachmentSnapshotSQL = attachmentSnapshotSQL
+
+// WebhookSnapshotSQL is webhookSnapshotSQL, for TestSnapshotsInSQLAreGos.
+const WebhookSnapshotSQL = webhookSnapshotSQL

@@ -250,9 +250,9 @@ func TestProjectWithTaskPage(t *testing.T) {
 	}
 }
 
-// The snapshot Postgres makes of a deleted task, comment or attachment (the
-// event of DeleteTask, DeleteComment and DeleteAttachment, in one round trip)
-// is audit.Snapshot's of it, for tasks with and without each optional field, texts that JSON
+// The snapshot Postgres makes of a deleted task, comment, attachment or
+// webhook endpoint (the event of its delete, in one round trip) is
+// audit.Snapshot's of it, for tasks with and without each optional field, texts that JSON
 // escapes, and due dates whose fraction has trailing zeros or none; the
 // events are sealed and their chain verifies.
 func TestSnapshotsInSQLAreGos(t *testing.T) {
@@ -299,6 +299,29 @@ func TestSnapshotsInSQLAreGos(t *testing.T) {
 		assertDeletedAsSnapshot(t, f.db, store.AttachmentSnapshotSQL, "attachments", a, "attachment.deleted",
 			func() error { return f.db.DeleteAttachment(ctx, f.member, a.ID) })
 	}
+	hooks := newHookFixture(t) // an OWNER, who may add endpoints
+	for i, actions := range [][]string{nil, {"task.*", "comment.created"}} {
+		in := store.WebhookEndpointInput{WorkspaceID: hooks.workspace, URL: hookURL, Actions: actions}
+		if i == 1 {
+			in.Description = &desc
+		}
+		ep, err := hooks.db.CreateWebhookEndpoint(ctx, hooks.owner, in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i == 1 {
+			if _, err := hooks.db.Pool.Exec(ctx, `UPDATE webhook_endpoints SET enabled = false, disabled_reason = 'x'
+				WHERE id = $1`, ep.Endpoint.ID); err != nil {
+				t.Fatal(err)
+			}
+		}
+		read, err := hooks.db.WebhookEndpoint(ctx, hooks.owner, ep.Endpoint.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		assertDeletedAsSnapshot(t, hooks.db, store.WebhookSnapshotSQL, "webhook_endpoints", read, "webhook.deleted",
+			func() error { return hooks.db.DeleteWebhookEndpoint(ctx, hooks.owner, read.ID) })
+	}
 	for _, task := range tasks {
 		read, err := f.db.Task(ctx, f.member, task.ID)
 		if err != nil {
@@ -313,23 +336,23 @@ func TestSnapshotsInSQLAreGos(t *testing.T) {
 	}
 }
 
-// DeleteTask, DeleteComment and DeleteAttachment are one round trip each:
-// BEGIN, the check that locks the row, the delete with its event, COMMIT. A
-// refused one (a viewer's; another member's delete of a comment or an
-// attachment) is refused by its check,
+// The deletes of a task, a comment, an attachment and a webhook endpoint are
+// one round trip each: BEGIN, the check that locks the row, the delete with
+// its event, COMMIT. A refused one (a viewer's; another member's delete of a
+// comment or an attachment; a member's of an endpoint) is refused by its check,
 // in its first round trip (then rolled back), and deletes nothing.
 func TestDeletesAreOneRoundTrip(t *testing.T) {
 	t.Parallel()
 	db, pool, rec := tracedDB(t)
 	ctx := t.Context()
 	member, other := mkUser(t, db, "member@example.com"), mkUser(t, db, "other@example.com")
-	viewer := mkUser(t, db, "viewer@example.com")
+	viewer, admin := mkUser(t, db, "viewer@example.com"), mkUser(t, db, "admin@example.com")
 	var ws, project string
 	if err := pool.QueryRow(ctx, `INSERT INTO workspaces (name) VALUES ('W') RETURNING id`).Scan(&ws); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := pool.Exec(ctx, `INSERT INTO members (workspace_id, user_id, role) VALUES ($1, $2, 'MEMBER'), ($1, $3, 'MEMBER'),
-		($1, $4, 'VIEWER')`, ws, member.ID, other.ID, viewer.ID); err != nil {
+		($1, $4, 'VIEWER'), ($1, $5, 'ADMIN')`, ws, member.ID, other.ID, viewer.ID, admin.ID); err != nil {
 		t.Fatal(err)
 	}
 	if err := pool.QueryRow(ctx, `INSERT INTO projects (workspace_id, name) VALUES ($1, 'P') RETURNING id`, ws).Scan(&project); err != nil {
@@ -344,40 +367,44 @@ func TestDeletesAreOneRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	att := insertAttachment(t, pool, task, member.ID, "f.txt", 1)
+	ep, err := db.CreateWebhookEndpoint(ctx, admin, store.WebhookEndpointInput{WorkspaceID: ws, URL: hookURL})
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range []struct {
-		name  string
-		del   func(actor *store.User) error
-		table string
+		table   string
+		del     func(actor *store.User) error
+		refused []*store.User // other: not its author or uploader; member: not an ADMIN
+		by      *store.User
+		action  string
 	}{
-		{"attachment", func(a *store.User) error { return db.DeleteAttachment(ctx, a, att.ID) }, "attachment"},
-		{"comment", func(a *store.User) error { return db.DeleteComment(ctx, a, comment.ID) }, "comment"},
-		{"task", func(a *store.User) error { return db.DeleteTask(ctx, a, task.ID) }, "task"},
+		{"attachments", func(a *store.User) error { return db.DeleteAttachment(ctx, a, att.ID) }, []*store.User{viewer, other}, member, "attachment.deleted"},
+		{"comments", func(a *store.User) error { return db.DeleteComment(ctx, a, comment.ID) }, []*store.User{viewer, other}, member, "comment.deleted"},
+		{"tasks", func(a *store.User) error { return db.DeleteTask(ctx, a, task.ID) }, []*store.User{viewer}, member, "task.deleted"},
+		{"webhook_endpoints", func(a *store.User) error { return db.DeleteWebhookEndpoint(ctx, a, ep.Endpoint.ID) },
+			[]*store.User{viewer, member}, admin, "webhook.deleted"},
 	} {
 		rec.take()
-		refused := []*store.User{viewer}
-		if c.name != "task" {
-			refused = append(refused, other) // not its author or uploader
-		}
-		for _, u := range refused {
+		for _, u := range c.refused {
 			if err := c.del(u); errs.CodeOf(err) != errs.CodeForbidden {
-				t.Fatalf("%s: %s's delete: %v", c.name, u.Email, err)
+				t.Fatalf("%s: %s's delete: %v", c.table, u.Email, err)
 			}
 			if trips := rec.take(); len(trips) == 0 || !strings.HasPrefix(trips[0], "begin ; select taskflow_check(") {
-				t.Fatalf("%s: %s's refused delete: round trips %q, want the check in the first", c.name, u.Email, trips)
+				t.Fatalf("%s: %s's refused delete: round trips %q, want the check in the first", c.table, u.Email, trips)
 			}
 		}
-		if err := c.del(member); err != nil {
+		if err := c.del(c.by); err != nil {
 			t.Fatal(err)
 		}
 		trips := rec.take()
 		if len(trips) != 1 || !strings.HasPrefix(trips[0], "begin ; select taskflow_check(") ||
-			!strings.Contains(trips[0], "delete from "+c.table+"s") || !strings.HasSuffix(trips[0], "; commit") {
-			t.Fatalf("%s: round trips %q: want one, BEGIN, the check, the delete with its event and COMMIT", c.name, trips)
+			!strings.Contains(trips[0], "delete from "+c.table) || !strings.HasSuffix(trips[0], "; commit") {
+			t.Fatalf("%s: round trips %q: want one, BEGIN, the check, the delete with its event and COMMIT", c.table, trips)
 		}
 		var rows, events int
-		if err := pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM `+c.table+`s), (SELECT count(*) FROM audit_events WHERE action = $1)`,
-			c.table+".deleted").Scan(&rows, &events); err != nil || rows != 0 || events != 1 {
-			t.Fatalf("%s: %d rows and %d events after the delete (%v), want 0 and 1", c.name, rows, events, err)
+		if err := pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM `+c.table+`), (SELECT count(*) FROM audit_events WHERE action = $1)`,
+			c.action).Scan(&rows, &events); err != nil || rows != 0 || events != 1 {
+			t.Fatalf("%s: %d rows and %d events after the delete (%v), want 0 and 1", c.table, rows, events, err)
 		}
 	}
 }

@@ -381,15 +381,22 @@ func (db *DB) RotateWebhookSecret(ctx context.Context, actor *User, id string) (
 
 // DeleteWebhookEndpoint deletes an endpoint with its deliveries (attempts in
 // flight finish; none starts after) and records webhook.deleted with its
-// snapshot. The actor must be an OWNER or ADMIN. It returns UNAUTHENTICATED
+// snapshot, in one round trip with the commit. The actor must be an OWNER or ADMIN. It returns UNAUTHENTICATED
 // for no actor, NOT_FOUND if the endpoint does not exist or is in a workspace
 // the actor is not a member of, and FORBIDDEN for a weaker role.
 func (db *DB) DeleteWebhookEndpoint(ctx context.Context, actor *User, id string) error {
 	if actor == nil {
 		return errs.ErrUnauthenticated
 	}
-	return deleteRow(ctx, db, webhookEndpointsTable, actor, id, RoleAdmin, webhookAdminAction, "webhook.deleted", nil)
+	return deleteRecorded(ctx, db, webhookEndpointsTable, actor, id, RoleAdmin, webhookAdminAction, "webhook.deleted",
+		webhookSnapshotSQL, "", nil)
 }
+
+// webhookSnapshotSQL is audit.Snapshot of a WebhookEndpoint as Postgres makes
+// it from a webhook_endpoints row d (TestSnapshotsInSQLAreGos compares them).
+const webhookSnapshotSQL = `jsonb_build_object('id', d.id, 'workspaceId', d.workspace_id, 'url', d.url,
+	'description', d.description, 'actions', d.actions, 'enabled', d.enabled, 'disabledReason', d.disabled_reason,
+	'createdById', d.created_by)`
 
 // onWebhookEndpoint runs do on the endpoint locked by actor (an OWNER or
 // ADMIN; the errors of lockWebhookEndpoint otherwise) and records action

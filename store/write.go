@@ -18,26 +18,25 @@ import (
 // The write path. Every change is a unit of work (UnitOfWork) whose
 // statements go to Postgres in as few round trips as they allow: a check and
 // the writes it guards are deferred, so that a create is one round trip with
-// its audit event, its idempotency record and COMMIT, and so are the deletes
-// of tasks, comments and attachments (deleteRecorded: Postgres makes the event's snapshot
-// of the deleted row); an update, or a delete that Go must allow after
-// reading the row, is two (the row is read and locked first: what changes, and the event that
-// says so, depend on it). docs/decisions/2026-12-01-one-round-trip.md says why
-// and what it costs.
+// its audit event, its idempotency record and COMMIT, and so is the delete of
+// a task, a comment, an attachment or a webhook endpoint (deleteRecorded:
+// Postgres makes the event's snapshot of the deleted row); an update is two
+// (the row is read and locked first: what changes, and the event that says
+// so, depend on it). docs/decisions/2026-12-01-one-round-trip.md says why and
+// what it costs.
 //
 // The helpers below are the whole vocabulary an entity needs:
 //
 //   - checkParent: the actor may write under a row (a project for a task, a
 //     task for a comment, a workspace for a project), checked by Postgres in
 //     the round trip of the write, with the row share-locked until COMMIT;
-//   - lockRow: read a row for update with the actor's role (an update or
-//     delete reads it first);
+//   - lockRow: read a row for update with the actor's role (an update reads
+//     it first);
 //   - write: a deferred, guarded statement that must change so many rows;
 //   - appendAudit: the event of the change, inserted with the commit;
-//   - deleteRow: lock, check, delete and record, for the entities whose
-//     deletion is nothing more;
-//   - deleteRecorded: the same in one round trip, the event's snapshot made
-//     by Postgres.
+//   - deleteRecorded: check, delete and record in one round trip, the
+//     event's snapshot made by Postgres, for the entities whose deletion is
+//     nothing more.
 
 // refusals maps the refusals a check's SQL can give (the text it passes to
 // taskflow_check, migration 0009) to the errors they mean.
@@ -137,7 +136,7 @@ func (u *unitOfWork) checkParent(p parent, id string, actor *User, min Role, act
 		append([]any{id, actor.ID, rolesAtLeast(min)}, args...), r)
 }
 
-// table describes an entity's table for lockRow, updateRow and deleteRow: its
+// table describes an entity's table for lockRow, updateRow and deleteRecorded: its
 // kind (in errors), its SQL name and alias, the columns scan reads (then the
 // columns of its extra destinations), and how a row names its audit event.
 type table[T any] struct {
@@ -178,31 +177,6 @@ func lockRow[T any](ctx context.Context, tx Querier, tb table[T], actor *User, i
 	return row, r, nil
 }
 
-// deleteRow deletes the row id of tb as actor and records action (e.g.
-// "task.deleted") with the row's fields, after lockRow's checks and allow's
-// (nil: none), in two round trips. It returns lockRow's errors and allow's.
-func deleteRow[T any](ctx context.Context, db *DB, tb table[T], actor *User, id string, min Role, what, action string,
-	allow func(row *T, role Role) error) error {
-	return db.WithTx(ctx, func(ctx context.Context, tx Querier) error {
-		row, role, err := lockRow(ctx, tx, tb, actor, id, min, what)
-		if err != nil {
-			return err
-		}
-		if allow != nil {
-			if err := allow(row, role); err != nil {
-				return err
-			}
-		}
-		ws, rowID := tb.event(row)
-		if err := db.exec(ctx, tx, "delete "+tb.kind, `DELETE FROM `+tb.name+` WHERE id = $1 AND taskflow_ok()`,
-			[]any{rowID}, 1); err != nil {
-			return err
-		}
-		return db.appendAudit(ctx, tx, audit.Event{WorkspaceID: &ws, ActorID: &actor.ID, Action: action,
-			EntityID: rowID, Metadata: audit.Snapshot(row)})
-	})
-}
-
 // deleteRecorded deletes the row id of tb as actor in the round trip of the
 // unit of work's commit: a check (the row exists, locked FOR UPDATE, and
 // actor's role in its workspace is at least min: else NOT_FOUND, or
@@ -210,9 +184,7 @@ func deleteRow[T any](ctx context.Context, db *DB, tb table[T], actor *User, id 
 // its event (action), whose metadata Postgres makes from the deleted row with
 // snapshot, an SQL expression over it as d that must give what
 // audit.Snapshot gives (TestSnapshotsInSQLAreGos). refuse, more and args are
-// checkParent's: a rule of the row beyond the role (a comment's author). The
-// deletions that Go must allow after reading the row take deleteRow's two
-// round trips.
+// checkParent's: a rule of the row beyond the role (a comment's author).
 func deleteRecorded[T any](ctx context.Context, db *DB, tb table[T], actor *User, id string, min Role, what, action, snapshot,
 	refuse string, more refusals, args ...any) error {
 	if actor == nil {
