@@ -227,16 +227,14 @@ var attachmentsTable = table[Attachment]{kind: "attachment", name: "attachments"
 	lock: "FOR UPDATE", scan: scanAttachment, event: func(a *Attachment) (string, string) { return a.WorkspaceID, a.ID }}
 
 // DeleteAttachment deletes an attachment as actor and records
-// attachment.deleted with its fields, in one round trip with the commit. Only the uploader (while MEMBER or more)
-// or an ADMIN or OWNER may do it. The bytes stay while another attachment of
-// the workspace has the same content; the sweeper removes them after the grace
-// period once none has. It returns a NOT_FOUND error if the attachment does
-// not exist or is in a workspace actor is not a member of, and FORBIDDEN for
+// attachment.deleted with its fields, in one round trip with the commit. Only
+// the uploader (while MEMBER or more) or an ADMIN or OWNER may do it. The
+// bytes stay while another attachment of the workspace has the same content;
+// the sweeper removes them after the grace period once none has. It returns
+// UNAUTHENTICATED for no actor, a NOT_FOUND error if the attachment does not
+// exist or is in a workspace actor is not a member of, and FORBIDDEN for
 // anyone else.
 func (db *DB) DeleteAttachment(ctx context.Context, actor *User, id string) error {
-	if actor == nil {
-		return errs.ErrUnauthenticated
-	}
 	refuse, more, args := ownerOrAdmin("uploader_id",
 		errs.Errorf(errs.CodeForbidden, "only the attachment's uploader or an ADMIN or OWNER may delete it"))
 	return deleteRecorded(ctx, db, attachmentsTable, actor, id, RoleMember, "delete this attachment", "attachment.deleted",

@@ -140,13 +140,11 @@ func (db *DB) UpdateComment(ctx context.Context, actor *User, id, body string) (
 }
 
 // DeleteComment deletes a comment as actor and records comment.deleted with its
-// fields, in one round trip with the commit. Only the author (while MEMBER or more) or an ADMIN or OWNER may do it.
-// It returns a NOT_FOUND error if the comment does not exist or is in a workspace
+// fields, in one round trip with the commit. Only the author (while MEMBER or
+// more) or an ADMIN or OWNER may do it. It returns UNAUTHENTICATED for no
+// actor, a NOT_FOUND error if the comment does not exist or is in a workspace
 // actor is not a member of, and FORBIDDEN for anyone else.
 func (db *DB) DeleteComment(ctx context.Context, actor *User, id string) error {
-	if actor == nil {
-		return errs.ErrUnauthenticated
-	}
 	const action = "delete this comment"
 	// mayChangeComment's rule, checked by Postgres: one round trip.
 	refuse, more, args := ownerOrAdmin("author_id", notAuthor(action))

@@ -150,9 +150,6 @@ type unitOfWork struct {
 	// audits are the audit events of the unit of work, inserted in the round
 	// trip that commits it (see appendAudit).
 	audits []audit.Record
-	// recorded reports audit events inserted by statements of their own
-	// (deleteRecorded), which wake the sealer as audits do.
-	recorded bool
 	// claim is the idempotency key the unit of work holds, if any.
 	claim *idempotencyClaim
 	// committed run, in order, once the unit of work committed.
@@ -247,7 +244,7 @@ func (db *DB) UnitOfWork(ctx context.Context, fn func(ctx context.Context) error
 	if err := tx.Commit(detached); err != nil {
 		return mapError(err)
 	}
-	if len(u.audits) > 0 || u.recorded {
+	if len(u.audits) > 0 {
 		db.wakeSealer()
 	}
 	for _, fn := range u.committed {

@@ -244,13 +244,10 @@ func (db *DB) UpdateTask(ctx context.Context, actor *User, id string, patch Task
 
 // DeleteTask deletes a task and its comments as actor (MEMBER or more) and
 // records task.deleted with the task's fields, in one round trip with the
-// commit. It returns a NOT_FOUND error if
-// the task does not exist or is in a workspace actor is not a member of, and
+// commit. It returns UNAUTHENTICATED for no actor, a NOT_FOUND error if the
+// task does not exist or is in a workspace actor is not a member of, and
 // FORBIDDEN for a VIEWER.
 func (db *DB) DeleteTask(ctx context.Context, actor *User, id string) error {
-	if actor == nil {
-		return errs.ErrUnauthenticated
-	}
 	return deleteRecorded(ctx, db, tasksTable, actor, id, RoleMember, "delete tasks", "task.deleted", taskSnapshotSQL, "", nil)
 }
 

@@ -143,16 +143,13 @@ func (d *WebhookDispatcher) quiet() time.Duration {
 // that found no endpoint. Errors are logged and retried after a backoff that
 // grows to 30 s.
 func (d *WebhookDispatcher) Run(ctx context.Context) {
-	quiet := time.NewTimer(0)
-	defer quiet.Stop()
 	RunSpineConsumer(ctx, d.DB, "webhook dispatcher", d.DB.dispatchWake, d.idle(), d.gap(), func(ctx context.Context) (bool, bool, error) {
 		r, err := d.Round(ctx)
 		if err == nil && r.NoEndpoint {
 			// The wake-ups of the commits meanwhile wait, one for all.
-			quiet.Reset(d.quiet())
 			select {
 			case <-ctx.Done():
-			case <-quiet.C:
+			case <-time.After(d.quiet()):
 			}
 		}
 		return r.Events > 0, r.Full, err

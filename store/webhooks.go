@@ -381,13 +381,10 @@ func (db *DB) RotateWebhookSecret(ctx context.Context, actor *User, id string) (
 
 // DeleteWebhookEndpoint deletes an endpoint with its deliveries (attempts in
 // flight finish; none starts after) and records webhook.deleted with its
-// snapshot, in one round trip with the commit. The actor must be an OWNER or ADMIN. It returns UNAUTHENTICATED
-// for no actor, NOT_FOUND if the endpoint does not exist or is in a workspace
+// snapshot, in one round trip with the commit. The actor must be an OWNER or
+// ADMIN. It returns UNAUTHENTICATED for no actor, NOT_FOUND if the endpoint does not exist or is in a workspace
 // the actor is not a member of, and FORBIDDEN for a weaker role.
 func (db *DB) DeleteWebhookEndpoint(ctx context.Context, actor *User, id string) error {
-	if actor == nil {
-		return errs.ErrUnauthenticated
-	}
 	return deleteRecorded(ctx, db, webhookEndpointsTable, actor, id, RoleAdmin, webhookAdminAction, "webhook.deleted",
 		webhookSnapshotSQL, "", nil)
 }

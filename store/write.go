@@ -222,7 +222,7 @@ func deleteRecorded[T any](ctx context.Context, db *DB, tb table[T], actor *User
 		}
 		u.write("delete "+tb.kind, `WITH d AS (DELETE FROM `+tb.name+` WHERE id = $1 AND taskflow_ok() RETURNING *)
 			INSERT INTO audit_events (`+auditRecordColumns("")+`) SELECT `+strings.Join(cols, ", ")+` FROM d`, del, 1)
-		u.recorded = true
+		db.onCommit(ctx, db.wakeSealer) // as appendAudit's events do
 		return nil
 	})
 }
