@@ -534,11 +534,10 @@ func (m *Middleware) decode(rec *store.IdempotencyRecord, key, userID, field str
 // save stores the call's result as the key's record, written when the unit of
 // work commits.
 func (m *Middleware) save(ctx context.Context, userID, key, field string, res any) error {
-	b, err := json.Marshal(res)
-	if err != nil {
-		return fmt.Errorf("encode result of %s: %w", field, err)
+	if err := m.db.SaveIdempotencyValue(ctx, userID, key, res); err != nil {
+		return fmt.Errorf("save the result of %s: %w", field, err)
 	}
-	return m.db.SaveIdempotencyResult(ctx, userID, key, b)
+	return nil
 }
 
 // errKeyReused answers a key used before for another field or other arguments.

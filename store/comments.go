@@ -93,19 +93,8 @@ func (db *DB) AddComment(ctx context.Context, actor *User, taskID, body string) 
 
 // commentsTable is the comments table for the write helpers.
 var commentsTable = table[Comment]{kind: "comment", name: "comments", alias: "c", columns: commentColumns,
-	lock: "FOR UPDATE", scan: scanComment, event: func(c *Comment) (string, string) { return c.WorkspaceID, c.ID }}
-
-// mayChangeComment lets a comment's author (with a role of MEMBER or more,
-// which lockRow checked) or an ADMIN or OWNER change it: FORBIDDEN (naming
-// action) for anyone else.
-func mayChangeComment(actor *User, action string) func(c *Comment, role Role) error {
-	return func(c *Comment, role Role) error {
-		if c.AuthorID != actor.ID && !role.AtLeast(RoleAdmin) {
-			return notAuthor(action)
-		}
-		return nil
-	}
-}
+	lock: "FOR UPDATE", scan: scanComment, event: func(c *Comment) (string, string) { return c.WorkspaceID, c.ID },
+	withID: func(id string) *Comment { return &Comment{ID: id} }, json: commentSnapshotSQL + ` || ` + timesSQL}
 
 // notAuthor is the FORBIDDEN error of a comment's change by neither its
 // author nor an ADMIN or OWNER.
@@ -126,17 +115,11 @@ func (db *DB) UpdateComment(ctx context.Context, actor *User, id, body string) (
 	if err != nil {
 		return nil, err
 	}
-	allow := mayChangeComment(actor, "edit this comment")
-	return updateRow(ctx, db, commentsTable, actor, id, RoleMember, "edit this comment", "comment.updated",
-		func(before *Comment, role Role, now time.Time) (*Comment, error) {
-			after := *before
-			after.Body, after.UpdatedAt = body, now
-			return &after, allow(before, role)
-		},
-		func(c *Comment) (string, []any) {
-			return `UPDATE comments SET body = $2, updated_at = $3 WHERE id = $1 AND taskflow_ok()`,
-				[]any{c.ID, c.Body, c.UpdatedAt}
-		})
+	const action = "edit this comment"
+	// Only the author or an ADMIN or OWNER, checked by Postgres: one round trip.
+	refuse, more, args := ownerOrAdmin("author_id", notAuthor(action))
+	return updateRecorded(ctx, db, commentsTable, actor, id, RoleMember, action, "comment.updated",
+		[]assign{setTo("body", "body", "text", body)}, refuse, more, args...)
 }
 
 // DeleteComment deletes a comment as actor and records comment.deleted with its
@@ -146,7 +129,7 @@ func (db *DB) UpdateComment(ctx context.Context, actor *User, id, body string) (
 // actor is not a member of, and FORBIDDEN for anyone else.
 func (db *DB) DeleteComment(ctx context.Context, actor *User, id string) error {
 	const action = "delete this comment"
-	// mayChangeComment's rule, checked by Postgres: one round trip.
+	// Only the author or an ADMIN or OWNER, checked by Postgres: one round trip.
 	refuse, more, args := ownerOrAdmin("author_id", notAuthor(action))
 	return deleteRecorded(ctx, db, commentsTable, actor, id, RoleMember, action, "comment.deleted", commentSnapshotSQL,
 		refuse, more, args...)

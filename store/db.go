@@ -154,6 +154,22 @@ type unitOfWork struct {
 	claim *idempotencyClaim
 	// committed run, in order, once the unit of work committed.
 	committed []func()
+	// rows are the rows its updates return, filled in when their statements'
+	// answers are read, each with the SQL of its JSON (SaveIdempotencyValue).
+	rows map[any]madeRow
+}
+
+// madeRow is a row an update returns before it is known: the SQL (a jsonb)
+// of the row d of table whose id is id, as json.Marshal writes the row.
+type madeRow struct{ table, json, id string }
+
+// made records that v is the row id of table, known once the statements of
+// u are sent, whose JSON is the SQL json of it as d.
+func (u *unitOfWork) made(v any, table, json, id string) {
+	if u.rows == nil {
+		u.rows = map[any]madeRow{}
+	}
+	u.rows[v] = madeRow{table: table, json: json, id: id}
 }
 
 // onCommit runs fn once the unit of work of ctx committed (at once outside one).

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -271,6 +272,30 @@ func inProgress(wait time.Duration) *errs.Error {
 // (only a claim by an older version of TaskFlow, which did not take the lock,
 // can do that) fails the unit of work when it ends, which rolls it back.
 func (db *DB) SaveIdempotencyResult(ctx context.Context, userID, key string, result []byte) error {
+	return db.saveRecord(ctx, userID, key, "$5::jsonb", result)
+}
+
+// SaveIdempotencyValue is SaveIdempotencyResult of v's JSON. When v is a row
+// an update of the unit of work returned (updateRecorded), known only once its
+// statements are sent, the JSON is made by Postgres from the row as the unit
+// of work leaves it, in the same round trip: equal, once decoded, to v's
+// (TestUpdatesInSQLAreGos).
+func (db *DB) SaveIdempotencyValue(ctx context.Context, userID, key string, v any) error {
+	if u := unitOfWorkFrom(ctx); u != nil {
+		if r, ok := u.rows[v]; ok {
+			return db.saveRecord(ctx, userID, key, `(SELECT `+r.json+` FROM `+r.table+` d WHERE d.id = $5::uuid)`, r.id)
+		}
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("save idempotency result: %w", err)
+	}
+	return db.SaveIdempotencyResult(ctx, userID, key, b)
+}
+
+// saveRecord is SaveIdempotencyResult of the result that the SQL result (a
+// jsonb) gives, where $5 is arg.
+func (db *DB) saveRecord(ctx context.Context, userID, key, result string, arg any) error {
 	u := unitOfWorkFrom(ctx)
 	if u == nil {
 		return ErrNoUnitOfWork
@@ -288,13 +313,13 @@ func (db *DB) SaveIdempotencyResult(ctx context.Context, userID, key string, res
 	tx := u.tx
 	u.tx.queueDeferred(deferred{
 		sql: `INSERT INTO idempotency_keys (user_id, key, field, fingerprint, result, expires_at)
-			SELECT $1::uuid, $2::text, $3::text, $4::bytea, $5::jsonb, now() + $6::bigint * interval '1 millisecond'
+			SELECT $1::uuid, $2::text, $3::text, $4::bytea, ` + result + `, now() + $6::bigint * interval '1 millisecond'
 			WHERE taskflow_ok()
 			ON CONFLICT (user_id, key) DO UPDATE SET field = excluded.field,
 				fingerprint = excluded.fingerprint, result = excluded.result,
 				created_at = now(), expires_at = excluded.expires_at
 			WHERE idempotency_keys.expires_at <= now()`,
-		args: []any{c.userID, c.key, c.field, c.fingerprint, result, c.ttlMS},
+		args: []any{c.userID, c.key, c.field, c.fingerprint, arg, c.ttlMS},
 		read: func(br pgx.BatchResults) error {
 			tag, err := br.Exec()
 			if err == nil && tag.RowsAffected() != 1 && tx.err == nil {

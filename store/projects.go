@@ -141,7 +141,10 @@ func (db *DB) CreateProject(ctx context.Context, actor *User, workspaceID, name 
 // FOR NO KEY UPDATE, so tasks can still be added while a project is renamed
 // (their foreign key needs KEY SHARE).
 var projectsTable = table[Project]{kind: "project", name: "projects", alias: "p", columns: projectColumns,
-	lock: "FOR NO KEY UPDATE", scan: scanProject, event: func(p *Project) (string, string) { return p.WorkspaceID, p.ID }}
+	lock: "FOR NO KEY UPDATE", scan: scanProject, event: func(p *Project) (string, string) { return p.WorkspaceID, p.ID },
+	withID: func(id string) *Project { return &Project{ID: id} }, json: `jsonb_build_object('id', d.id,
+		'workspaceId', d.workspace_id, 'name', d.name, 'description', d.description,
+		'archivedAt', ` + rfc3339SQL("d.archived_at") + `) || ` + timesSQL}
 
 // ProjectPatch is a change to a project: nil fields stay as they are.
 type ProjectPatch struct {
@@ -162,27 +165,22 @@ func (db *DB) UpdateProject(ctx context.Context, actor *User, id string, patch P
 	if actor == nil {
 		return nil, errs.ErrUnauthenticated
 	}
-	return updateRow(ctx, db, projectsTable, actor, id, RoleMember, "edit projects", "project.updated",
-		func(before *Project, _ Role, now time.Time) (*Project, error) {
-			after := *before
-			var err error
-			if patch.Name != nil {
-				if after.Name, err = cleanName("name", *patch.Name, MaxNameLength); err != nil {
-					return nil, err
-				}
-			}
-			if patch.SetDescription {
-				if after.Description, err = cleanDescription(patch.Description); err != nil {
-					return nil, err
-				}
-			}
-			after.UpdatedAt = now
-			return &after, nil
-		},
-		func(p *Project) (string, []any) {
-			return `UPDATE projects SET name = $2, description = $3, updated_at = $4 WHERE id = $1 AND taskflow_ok()`,
-				[]any{p.ID, p.Name, p.Description, p.UpdatedAt}
-		})
+	var sets []assign
+	if patch.Name != nil {
+		name, err := cleanName("name", *patch.Name, MaxNameLength)
+		if err != nil {
+			return nil, err
+		}
+		sets = append(sets, setTo("name", "name", "text", name))
+	}
+	if patch.SetDescription {
+		desc, err := cleanDescription(patch.Description)
+		if err != nil {
+			return nil, err
+		}
+		sets = append(sets, setTo("description", "description", "text", desc))
+	}
+	return updateRecorded(ctx, db, projectsTable, actor, id, RoleMember, "edit projects", "project.updated", sets, "", nil)
 }
 
 // ArchiveProject archives a project and records project.archived with
@@ -194,18 +192,10 @@ func (db *DB) ArchiveProject(ctx context.Context, actor *User, id string) (*Proj
 	if actor == nil {
 		return nil, errs.ErrUnauthenticated
 	}
-	return updateRow(ctx, db, projectsTable, actor, id, RoleAdmin, "archive projects", "project.archived",
-		func(before *Project, _ Role, now time.Time) (*Project, error) {
-			after := *before
-			if !before.Archived() {
-				after.ArchivedAt, after.UpdatedAt = &now, now
-			}
-			return &after, nil
-		},
-		func(p *Project) (string, []any) {
-			return `UPDATE projects SET archived_at = $2, updated_at = $3 WHERE id = $1 AND taskflow_ok()`,
-				[]any{p.ID, p.ArchivedAt, p.UpdatedAt}
-		})
+	// The time of the change ($2), unless archived already.
+	archive := assign{column: "archived_at", field: "archivedAt", value: "COALESCE(b.archived_at, $2)", time: true}
+	return updateRecorded(ctx, db, projectsTable, actor, id, RoleAdmin, "archive projects", "project.archived",
+		[]assign{archive}, "", nil)
 }
 
 // ProjectList asks for one page of a workspace's projects (see Projects).

@@ -168,7 +168,8 @@ func (db *DB) CreateTask(ctx context.Context, actor *User, in NewTask) (*Task, e
 
 // tasksTable is the tasks table for the write helpers.
 var tasksTable = table[Task]{kind: "task", name: "tasks", alias: "t", columns: taskColumns, lock: "FOR UPDATE",
-	scan: scanTask, event: func(t *Task) (string, string) { return t.WorkspaceID, t.ID }}
+	scan: scanTask, event: func(t *Task) (string, string) { return t.WorkspaceID, t.ID },
+	withID: func(id string) *Task { return &Task{ID: id} }, json: taskSnapshotSQL + ` || ` + timesSQL}
 
 // apply returns the task with the patch applied, or a BAD_USER_INPUT error.
 func (p TaskPatch) apply(t Task) (Task, error) {
@@ -217,29 +218,41 @@ func (p TaskPatch) apply(t Task) (Task, error) {
 }
 
 // UpdateTask changes the given fields of a task as actor (MEMBER or more) and
-// records task.updated with the changed fields. A patch that changes nothing
-// writes nothing and records no event. It returns a NOT_FOUND error if the task
-// does not exist or is in a workspace actor is not a member of, FORBIDDEN for a
-// VIEWER, and BAD_USER_INPUT for a null title, status or priority, an empty or too
-// long title, or an assignee who is not a member of the workspace.
+// records task.updated with the changed fields, in one round trip with the
+// commit. A patch that changes nothing writes nothing and records no event. It
+// returns UNAUTHENTICATED for no actor, a NOT_FOUND error if the task does not
+// exist or is in a workspace actor is not a member of, FORBIDDEN for a
+// VIEWER, and BAD_USER_INPUT for a null title, status or priority, an empty
+// or too long title, or an assignee who is not a member of the workspace;
+// within a unit of work of the caller's, the errors that depend on the task
+// come when it commits, and the task returned is filled in then (see
+// updateRecorded).
 func (db *DB) UpdateTask(ctx context.Context, actor *User, id string, patch TaskPatch) (*Task, error) {
 	if actor == nil {
 		return nil, errs.ErrUnauthenticated
 	}
-	if _, err := patch.apply(Task{}); err != nil {
-		return nil, err // invalid whatever the task is
+	v, err := patch.apply(Task{}) // the patched fields' values, checked
+	if err != nil {
+		return nil, err
 	}
-	return updateRow(ctx, db, tasksTable, actor, id, RoleMember, "edit tasks", "task.updated",
-		func(before *Task, _ Role, now time.Time) (*Task, error) {
-			after, err := patch.apply(*before)
-			after.UpdatedAt = now
-			return &after, err
-		},
-		func(t *Task) (string, []any) {
-			return `UPDATE tasks SET title = $2, description = $3, status = $4, priority = $5, assignee_id = $6,
-					due_date = $7, updated_at = $8 WHERE id = $1 AND taskflow_ok()`,
-				[]any{t.ID, t.Title, t.Description, t.Status, t.Priority, t.AssigneeID, t.DueDate, t.UpdatedAt}
-		})
+	var sets []assign
+	for _, f := range []struct {
+		set                    bool
+		column, field, sqlType string
+		v                      any
+	}{
+		{patch.Title.Set, "title", "title", "text", v.Title},
+		{patch.Description.Set, "description", "description", "text", v.Description},
+		{patch.Status.Set, "status", "status", "text", v.Status},
+		{patch.Priority.Set, "priority", "priority", "text", v.Priority},
+		{patch.AssigneeID.Set, "assignee_id", "assigneeId", "uuid", v.AssigneeID},
+		{patch.DueDate.Set, "due_date", "dueDate", "timestamptz", v.DueDate},
+	} {
+		if f.set {
+			sets = append(sets, setTo(f.column, f.field, f.sqlType, f.v))
+		}
+	}
+	return updateRecorded(ctx, db, tasksTable, actor, id, RoleMember, "edit tasks", "task.updated", sets, "", nil)
 }
 
 // DeleteTask deletes a task and its comments as actor (MEMBER or more) and

@@ -49,9 +49,10 @@ func newTaskFixture(t *testing.T) *taskFixture {
 	return f
 }
 
-// Concurrent updates of one task are serialised by the row lock: every
-// task.updated event's "from" is the previous event's "to", so no change is lost
-// from the log.
+// Concurrent updates of one task are serialised by the row lock: in the
+// chain's order (the commit order; not (occurredAt, id), docs/api.md "Order"),
+// every task.updated event's "from" is the previous event's "to", so no change
+// is lost from the log.
 func TestConcurrentTaskUpdatesChainTheirDiffs(t *testing.T) {
 	t.Parallel()
 	f := newTaskFixture(t)
@@ -78,8 +79,9 @@ func TestConcurrentTaskUpdatesChainTheirDiffs(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	rows, err := f.db.Pool.Query(ctx, `SELECT metadata->'changes'->'title'->>'from', metadata->'changes'->'title'->>'to'
-		FROM audit_events WHERE action = 'task.updated' ORDER BY occurred_at, id`)
+	storetest.Seal(t, f.db)
+	rows, err := f.db.Pool.Query(ctx, `SELECT e.metadata->'changes'->'title'->>'from', e.metadata->'changes'->'title'->>'to'
+		FROM audit_events e JOIN audit_seals s ON s.event_id = e.id WHERE e.action = 'task.updated' ORDER BY s.position`)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,23 +20,25 @@ import (
 // the writes it guards are deferred, so that a create is one round trip with
 // its audit event, its idempotency record and COMMIT, and so is the delete of
 // a task, a comment, an attachment or a webhook endpoint (deleteRecorded:
-// Postgres makes the event's snapshot of the deleted row); an update is two
-// (the row is read and locked first: what changes, and the event that says
-// so, depend on it). docs/decisions/2026-12-01-one-round-trip.md says why and
-// what it costs.
+// Postgres makes the event's snapshot of the deleted row) and the update of a
+// task, a comment or a project (updateRecorded: Postgres applies the change
+// and makes the event's changes and the idempotency record's result).
+// A webhook endpoint's update is two round trips (the row is read and locked
+// first, lockRow: its changes go through Go's rules for secrets and URLs).
+// docs/decisions/2026-12-01-one-round-trip.md says why and what it costs.
 //
 // The helpers below are the whole vocabulary an entity needs:
 //
 //   - checkParent: the actor may write under a row (a project for a task, a
 //     task for a comment, a workspace for a project), checked by Postgres in
 //     the round trip of the write, with the row share-locked until COMMIT;
-//   - lockRow: read a row for update with the actor's role (an update reads
-//     it first);
+//   - lockRow: read a row for update with the actor's role (an update that
+//     Go must compute reads it first);
 //   - write: a deferred, guarded statement that must change so many rows;
 //   - appendAudit: the event of the change, inserted with the commit;
-//   - deleteRecorded: check, delete and record in one round trip, the
-//     event's snapshot made by Postgres, for the entities whose deletion is
-//     nothing more.
+//   - updateRecorded, deleteRecorded: check, change and record in one round
+//     trip, the event's metadata made by Postgres, for the entities whose
+//     change is nothing more.
 
 // refusals maps the refusals a check's SQL can give (the text it passes to
 // taskflow_check, migration 0009) to the errors they mean.
@@ -136,7 +138,7 @@ func (u *unitOfWork) checkParent(p parent, id string, actor *User, min Role, act
 		append([]any{id, actor.ID, rolesAtLeast(min)}, args...), r)
 }
 
-// table describes an entity's table for lockRow, updateRow and deleteRecorded: its
+// table describes an entity's table for lockRow, updateRecorded and deleteRecorded: its
 // kind (in errors), its SQL name and alias, the columns scan reads (then the
 // columns of its extra destinations), and how a row names its audit event.
 type table[T any] struct {
@@ -147,6 +149,12 @@ type table[T any] struct {
 	scan func(row pgx.Row, extra ...any) (*T, error)
 	// event returns the row's workspace and id, for its audit events.
 	event func(*T) (workspaceID, id string)
+	// withID returns a T with only its id set: the row an update returns
+	// until its unit of work sends it (updateRecorded).
+	withID func(id string) *T
+	// json is the SQL of a row d as json.Marshal writes a T (a jsonb, equal
+	// once decoded): the idempotency record of an update (updateRecorded).
+	json string
 }
 
 // lockRow reads the row id of tb locked for update for the rest of the unit of
@@ -201,30 +209,141 @@ func deleteRecorded[T any](ctx context.Context, db *DB, tb table[T], actor *User
 		}
 		rec.OccurredAt = stamp(time.Now())
 		u.checkParent(parent{tb.name, "workspace_id", tb.kind, "FOR UPDATE"}, id, actor, min, what, refuse, more, args...)
-		// The event's chain, workspace, entity and metadata are the deleted
-		// row's; the rest is the record's ($2 on, in auditRecordFields' order).
-		cols := make([]string, len(auditRecordFields))
-		del, recArgs := []any{id}, auditRecordArgs(&rec)
-		for i, f := range auditRecordFields {
-			switch f.column {
-			case "chain_key":
-				cols[i] = "d.workspace_id::text"
-			case "workspace_id":
-				cols[i] = "d.workspace_id"
-			case "entity_id":
-				cols[i] = "d.id::text"
-			case "metadata":
-				cols[i] = snapshot
-			default:
-				del = append(del, recArgs[i])
-				cols[i] = fmt.Sprintf("$%d::%s", len(del), f.sqlType)
-			}
-		}
+		event, params := recordedFrom(&rec, "d", "d", snapshot, []any{id})
 		u.write("delete "+tb.kind, `WITH d AS (DELETE FROM `+tb.name+` WHERE id = $1 AND taskflow_ok() RETURNING *)
-			INSERT INTO audit_events (`+auditRecordColumns("")+`) SELECT `+strings.Join(cols, ", ")+` FROM d`, del, 1)
+			`+event, params, 1)
 		db.onCommit(ctx, db.wakeSealer) // as appendAudit's events do
 		return nil
 	})
+}
+
+// recordedFrom returns the INSERT of rec's event made in SQL from the rows of
+// from (a FROM list): its chain, workspace and entity are those of the row
+// named row (a table of rows with workspace_id and id), its metadata the SQL
+// expression metadata, the rest rec's, as parameters appended to params (the
+// statement's, which it returns).
+func recordedFrom(rec *audit.Record, from, row, metadata string, params []any) (string, []any) {
+	cols := make([]string, len(auditRecordFields))
+	recArgs := auditRecordArgs(rec)
+	for i, f := range auditRecordFields {
+		switch f.column {
+		case "chain_key":
+			cols[i] = row + ".workspace_id::text"
+		case "workspace_id":
+			cols[i] = row + ".workspace_id"
+		case "entity_id":
+			cols[i] = row + ".id::text"
+		case "metadata":
+			cols[i] = metadata
+		default:
+			params = append(params, recArgs[i])
+			cols[i] = fmt.Sprintf("$%d::%s", len(params), f.sqlType)
+		}
+	}
+	return `INSERT INTO audit_events (` + auditRecordColumns("") + `) SELECT ` + strings.Join(cols, ", ") + ` FROM ` + from, params
+}
+
+// assign is a column an update sets (updateRecorded): its name, the name of
+// its field in the entity's audit changes, its new value as SQL (a format
+// whose %s, if any, is the parameter of arg; it may read the row before as b,
+// and the time of the change as $2), and whether it is a time (its changes
+// are written as audit writes times).
+type assign struct {
+	column, field, value string
+	arg                  any
+	time                 bool
+}
+
+// setTo returns the assign of v, of SQL type sqlType, to column (field in
+// audit changes).
+func setTo(column, field, sqlType string, v any) assign {
+	return assign{column: column, field: field, value: "%s::" + sqlType, arg: v, time: sqlType == "timestamptz"}
+}
+
+// updateRecorded changes the row id of tb as actor in the round trip of the
+// unit of work's commit: a check (the row exists, locked with tb.lock, and
+// actor's role in its workspace is at least min: else NOT_FOUND, or FORBIDDEN
+// naming what; refuse, more and args are checkParent's), then one statement
+// that sets the columns of sets, and updated_at, when that changes any of
+// them, and inserts action's event, whose metadata.changes Postgres makes from
+// the rows before and after as audit.Changes makes them from the structs
+// (TestUpdatesInSQLAreGos). An update that changes nothing writes and records
+// nothing. It returns UNAUTHENTICATED for no actor and NOT_FOUND for a
+// malformed id, at once, and the errors of the check when the unit of work
+// commits.
+//
+// The row it returns is the row as committed, filled in when the unit of
+// work of ctx sends its deferred statements (at its commit, or at its next
+// statement that waits for an answer; outside a unit of work, before
+// updateRecorded returns): until then only its id is set. An idempotency
+// record saved in the unit of work with SaveIdempotencyValue of that row
+// stores what Postgres makes of it (tb.json).
+func updateRecorded[T any](ctx context.Context, db *DB, tb table[T], actor *User, id string, min Role, what, action string,
+	sets []assign, refuse string, more refusals, args ...any) (*T, error) {
+	if actor == nil {
+		return nil, errs.ErrUnauthenticated
+	}
+	canon, err := canonicalID(id)
+	if err != nil {
+		return nil, notFound(tb.kind)
+	}
+	out := tb.withID(canon)
+	err = db.WithTx(ctx, func(ctx context.Context, _ Querier) error {
+		u := unitOfWorkFrom(ctx)
+		rec, err := newAuditRecord(ctx, audit.Event{ActorID: &actor.ID, Action: action, EntityID: canon})
+		if err != nil {
+			return err
+		}
+		now := stamp(time.Now())
+		rec.OccurredAt = now
+		u.checkParent(parent{tb.name, "workspace_id", tb.kind, tb.lock}, canon, actor, min, what, refuse, more, args...)
+		params := []any{canon, now}
+		set := []string{"updated_at = $2"}
+		var after, before, changes []string
+		for _, s := range sets {
+			v := s.value
+			if strings.Contains(v, "%s") {
+				params = append(params, s.arg)
+				v = fmt.Sprintf(v, fmt.Sprintf("$%d", len(params)))
+			}
+			set = append(set, s.column+" = "+v)
+			after, before = append(after, v), append(before, "b."+s.column)
+			from, to := "b."+s.column, "a."+s.column
+			if s.time {
+				from, to = rfc3339SQL(from), rfc3339SQL(to)
+			}
+			changes = append(changes, `CASE WHEN a.`+s.column+` IS DISTINCT FROM b.`+s.column+
+				` THEN jsonb_build_object('`+s.field+`', jsonb_build_object('from', `+from+`, 'to', `+to+`)) ELSE '{}' END`)
+		}
+		event, params := recordedFrom(&rec, "a, b", "a", `jsonb_build_object('changes', `+strings.Join(changes, " || ")+`)`, params)
+		sql := `SELECT ` + tb.columns + ` FROM ` + tb.name + ` ` + tb.alias + ` WHERE id = $1`
+		if len(sets) == 0 { // nothing to change: the row as it is
+			params = params[:1]
+		} else {
+			sql = `WITH b AS (SELECT * FROM ` + tb.name + ` WHERE id = $1),
+			a AS (UPDATE ` + tb.name + ` x SET ` + strings.Join(set, ", ") + ` FROM b
+				WHERE x.id = b.id AND taskflow_ok() AND ROW(` + strings.Join(after, ", ") + `) IS DISTINCT FROM ROW(` +
+				strings.Join(before, ", ") + `)
+				RETURNING x.*),
+			e AS (` + event + `)
+			SELECT ` + tb.columns + ` FROM (SELECT * FROM a UNION ALL SELECT * FROM b WHERE NOT EXISTS (SELECT FROM a)) ` + tb.alias
+		}
+		u.tx.queueDeferred(deferred{sql: sql, args: params, read: func(br pgx.BatchResults) error {
+			row, err := tb.scan(br.QueryRow())
+			if err != nil {
+				return fmt.Errorf("update %s: %w", tb.kind, err)
+			}
+			*out = *row
+			return nil
+		}})
+		u.made(out, tb.name, tb.json, canon)
+		db.onCommit(ctx, db.wakeSealer) // as appendAudit's events do
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 // ownerOrAdmin returns the refuse, more and args of checkParent (and
@@ -241,6 +360,11 @@ func ownerOrAdmin(owner string, err error) (string, refusals, []any) {
 func rfc3339SQL(ts string) string {
 	return `regexp_replace(to_char(` + ts + ` AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US'), '\.?0+$', '') || 'Z'`
 }
+
+// timesSQL is the JSON of a row d's created_at and updated_at as
+// json.Marshal writes them (createdAt, updatedAt), to add to a snapshot's.
+var timesSQL = `jsonb_build_object('createdAt', ` + rfc3339SQL("d.created_at") + `, 'updatedAt', ` +
+	rfc3339SQL("d.updated_at") + `)`
 
 // exec runs a guarded write (see unitOfWork.write) that must change rows
 // rows (-1: any number): deferred in the unit of work of ctx, at once in tx
@@ -348,43 +472,4 @@ func canonicalPtr(id *string) (*string, error) {
 		return nil, errs.Errorf(errs.CodeBadUserInput, "the assignee must be a member of the workspace")
 	}
 	return &c, nil
-}
-
-// updateRow changes the row id of tb as actor, in two round trips: the row is
-// read and locked with lockRow's checks (its errors), change returns it as it
-// will be (an error refuses the change; it sets the time of the change, which
-// now gives), and when that differs from the row before (audit.Changes), set
-// returns the UPDATE that stores it (guarded: ... AND taskflow_ok()), sent
-// with action's event (metadata.changes) and the commit. A change that changes
-// nothing writes and records nothing and returns the row as it was.
-func updateRow[T any](ctx context.Context, db *DB, tb table[T], actor *User, id string, min Role, what, action string,
-	change func(before *T, role Role, now time.Time) (*T, error), set func(after *T) (sql string, args []any)) (*T, error) {
-	var out *T
-	err := db.WithTx(ctx, func(ctx context.Context, tx Querier) error {
-		before, role, err := lockRow(ctx, tx, tb, actor, id, min, what)
-		if err != nil {
-			return err
-		}
-		after, err := change(before, role, stamp(time.Now()))
-		if err != nil {
-			return err
-		}
-		changes := audit.Changes(before, after)
-		if len(changes) == 0 {
-			out = before
-			return nil
-		}
-		sql, args := set(after)
-		if err := db.exec(ctx, tx, "update "+tb.kind, sql, args, 1); err != nil {
-			return err
-		}
-		ws, rowID := tb.event(after)
-		out = after
-		return db.appendAudit(ctx, tx, audit.Event{WorkspaceID: &ws, ActorID: &actor.ID, Action: action,
-			EntityID: rowID, Metadata: map[string]any{"changes": changes}})
-	})
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
 }

@@ -1,0 +1,292 @@
+package store_test
+
+import (
+	"context"
+	"encoding/json"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"taskflow/audit"
+	"taskflow/errs"
+	"taskflow/store"
+	"taskflow/store/storetest"
+)
+
+// An update of a task, a comment or a project is one round trip: BEGIN, the
+// check (the row locked, the actor's role and rules), the update with its
+// event, COMMIT. A refused one is refused by the check in its first round
+// trip, an update that changes nothing is one round trip that records
+// nothing, and a keyed update carries its idempotency record in the same
+// round trip, whose result is the row returned.
+func TestUpdatesAreOneRoundTrip(t *testing.T) {
+	t.Parallel()
+	db, pool, rec := tracedDB(t)
+	ctx := t.Context()
+	member, other := mkUser(t, db, "member@example.com"), mkUser(t, db, "other@example.com")
+	viewer, admin := mkUser(t, db, "viewer@example.com"), mkUser(t, db, "admin@example.com")
+	var ws, project string
+	if err := pool.QueryRow(ctx, `INSERT INTO workspaces (name) VALUES ('W') RETURNING id`).Scan(&ws); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `INSERT INTO members (workspace_id, user_id, role) VALUES ($1, $2, 'MEMBER'), ($1, $3, 'MEMBER'),
+		($1, $4, 'VIEWER'), ($1, $5, 'ADMIN')`, ws, member.ID, other.ID, viewer.ID, admin.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := pool.QueryRow(ctx, `INSERT INTO projects (workspace_id, name) VALUES ($1, 'P') RETURNING id`, ws).Scan(&project); err != nil {
+		t.Fatal(err)
+	}
+	task, err := db.CreateTask(ctx, member, store.NewTask{ProjectID: project, Title: "t"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	comment, err := db.AddComment(ctx, member, task.ID, "c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	title, body, name := "t2", "c2", "P2"
+	for _, c := range []struct {
+		table   string
+		update  func(actor *store.User) error
+		refused []*store.User // other: not the comment's author; member: not an ADMIN
+		by      *store.User
+		action  string
+	}{
+		{"tasks", func(a *store.User) error {
+			_, err := db.UpdateTask(ctx, a, task.ID, store.TaskPatch{Title: store.Some(&title)})
+			return err
+		}, []*store.User{viewer}, member, "task.updated"},
+		{"comments", func(a *store.User) error { _, err := db.UpdateComment(ctx, a, comment.ID, body); return err },
+			[]*store.User{viewer, other}, member, "comment.updated"},
+		{"projects", func(a *store.User) error {
+			_, err := db.UpdateProject(ctx, a, project, store.ProjectPatch{Name: &name})
+			return err
+		}, []*store.User{viewer}, member, "project.updated"},
+		{"projects", func(a *store.User) error { _, err := db.ArchiveProject(ctx, a, project); return err },
+			[]*store.User{viewer, member}, admin, "project.archived"},
+	} {
+		rec.take()
+		for _, u := range c.refused {
+			if err := c.update(u); errs.CodeOf(err) != errs.CodeForbidden {
+				t.Fatalf("%s: %s's update: %v", c.action, u.Email, err)
+			}
+			if trips := rec.take(); len(trips) == 0 || !strings.HasPrefix(trips[0], "begin ; select taskflow_check(") {
+				t.Fatalf("%s: %s's refused update: round trips %q, want the check in the first", c.action, u.Email, trips)
+			}
+		}
+		for i := range 2 { // the second changes nothing
+			if err := c.update(c.by); err != nil {
+				t.Fatal(err)
+			}
+			trips := rec.take()
+			if len(trips) != 1 || !strings.HasPrefix(trips[0], "begin ; select taskflow_check(") ||
+				!strings.Contains(trips[0], "update "+c.table) || !strings.HasSuffix(trips[0], "; commit") {
+				t.Fatalf("%s %d: round trips %q: want one, BEGIN, the check, the update with its event and COMMIT", c.action, i, trips)
+			}
+			var events int
+			if err := pool.QueryRow(ctx, `SELECT count(*) FROM audit_events WHERE action = $1`, c.action).Scan(&events); err != nil || events != 1 {
+				t.Fatalf("%s %d: %d events (%v), want 1", c.action, i, events, err)
+			}
+			rec.take()
+		}
+	}
+
+	// With a key claimed ahead, as the idempotency middleware does.
+	keyed := "keyed"
+	var got *store.Task
+	err = db.UnitOfWork(ctx, func(ctx context.Context) error {
+		if _, err := db.ClaimIdempotencyKeyAhead(ctx, member.ID, "k", "updateTask", []byte("fp"), time.Hour, time.Second); err != nil {
+			return err
+		}
+		var err error
+		if got, err = db.UpdateTask(ctx, member, task.ID, store.TaskPatch{Title: store.Some(&keyed)}); err != nil {
+			return err
+		}
+		if got.ID != task.ID || got.Title != "" {
+			t.Errorf("the task before the commit: %+v, want its id only", got)
+		}
+		return db.SaveIdempotencyValue(ctx, member.ID, "k", got)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	trips := rec.take()
+	if len(trips) != 1 || !strings.HasPrefix(trips[0], "begin ; select case when pg_try_advisory_xact_lock") ||
+		!strings.Contains(trips[0], "update tasks") || !strings.Contains(trips[0], "insert into idempotency_keys") ||
+		!strings.HasSuffix(trips[0], "; commit") {
+		t.Fatalf("keyed update: round trips %q, want one: the claim, the check, the update, the record, COMMIT", trips)
+	}
+	if got.Title != keyed {
+		t.Fatalf("keyed update returned %+v", got)
+	}
+	assertRecordIs(t, db, member.ID, "k", got)
+}
+
+// assertRecordIs checks that the result of the idempotency record of
+// (userID, key) decodes to what v's JSON decodes to.
+func assertRecordIs[T any](t *testing.T, db *store.DB, userID, key string, v *T) {
+	t.Helper()
+	var stored []byte
+	if err := db.Pool.QueryRow(t.Context(), `SELECT result::text FROM idempotency_keys WHERE user_id = $1 AND key = $2`,
+		userID, key).Scan(&stored); err != nil {
+		t.Fatal(err)
+	}
+	goJSON, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fromSQL, fromGo T
+	if err := json.Unmarshal(stored, &fromSQL); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(goJSON, &fromGo); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(fromSQL, fromGo) {
+		t.Errorf("record of %s:\n SQL %s\n  Go %s", key, stored, goJSON)
+	}
+}
+
+// The changes Postgres records for an update are audit.Changes of the row
+// before and the row returned, which is the row committed; an update that
+// changes nothing records nothing and returns the row as it was; and a keyed
+// update's idempotency record decodes to the row returned. Every field a
+// patch can set is covered, with texts to escape, times with and without
+// trailing zeros in their fraction, and an id in upper case.
+func TestUpdatesInSQLAreGos(t *testing.T) {
+	t.Parallel()
+	f := newTaskFixture(t)
+	ctx := t.Context()
+	other := mkUser(t, f.db, "other@example.com")
+	if _, err := f.db.Pool.Exec(ctx, `INSERT INTO members (workspace_id, user_id, role) VALUES ($1, $2, 'OWNER')`,
+		f.workspace, other.ID); err != nil {
+		t.Fatal(err)
+	}
+	task, err := f.db.CreateTask(ctx, f.member, store.NewTask{ProjectID: f.project, Title: "t"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	comment, err := f.db.AddComment(ctx, f.member, task.ID, "c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := func(v string) *string { return &v }
+	due := func(ns int) *time.Time { d := time.Date(2027, 1, 2, 3, 4, 5, ns, time.UTC); return &d }
+	status, priority := store.TaskStatus("DONE"), store.TaskPriority("URGENT")
+	status2 := store.TaskStatus("IN_PROGRESS")
+	upper := strings.ToUpper(other.ID)
+	for i, p := range []store.TaskPatch{
+		{Title: store.Some(s("  renamed  "))},
+		{Title: store.Some(s("renamed"))}, // the same, trimmed
+		{Description: store.Some(s("quote \" back \\ slash ü <b>\n\ttab"))},
+		{Description: store.Some[string](nil)},
+		{Description: store.Some[string](nil)}, // null again
+		{Status: store.Some(&status), Priority: store.Some(&priority)},
+		{AssigneeID: store.Some(&other.ID)},
+		{AssigneeID: store.Some(&upper)}, // the same
+		{DueDate: store.Some(due(120000000))},
+		{DueDate: store.Some(due(123456000))},
+		{DueDate: store.Some(due(123456000))}, // the same
+		{DueDate: store.Some(due(0))},
+		{DueDate: store.Some[time.Time](nil)},
+		{},
+		{Title: store.Some(s("all")), Description: store.Some(s("d")), Status: store.Some(&status2),
+			Priority: store.Some(&priority), AssigneeID: store.Some[string](nil), DueDate: store.Some(due(500))},
+	} {
+		assertUpdateRecorded(t, f.db, "task.updated", task.ID, func() (*store.Task, error) { return f.db.Task(ctx, f.member, task.ID) },
+			func(ctx context.Context) (*store.Task, error) { return f.db.UpdateTask(ctx, f.member, task.ID, p) }, i)
+	}
+	for i, body := range []string{"c", "  changed ", "changed", "ü \"\\"} {
+		assertUpdateRecorded(t, f.db, "comment.updated", comment.ID, func() (*store.Comment, error) {
+			return f.db.LiveComment(ctx, f.member, comment.ID)
+		}, func(ctx context.Context) (*store.Comment, error) {
+			return f.db.UpdateComment(ctx, other, comment.ID, body)
+		}, i)
+	}
+	project := func() (*store.Project, error) {
+		ps, err := f.db.ProjectsByIDs(ctx, f.member.ID, []string{f.project})
+		return ps[f.project], err
+	}
+	for i, p := range []store.ProjectPatch{
+		{Name: s("P")}, {Name: s(" Q ")}, {SetDescription: true, Description: s("x\ny")}, {SetDescription: true},
+		{Name: s("R"), SetDescription: true, Description: s("z")},
+	} {
+		assertUpdateRecorded(t, f.db, "project.updated", f.project, project,
+			func(ctx context.Context) (*store.Project, error) {
+				return f.db.UpdateProject(ctx, f.member, f.project, p)
+			}, i)
+	}
+	for i := range 2 { // the second changes nothing
+		assertUpdateRecorded(t, f.db, "project.archived", f.project, project,
+			func(ctx context.Context) (*store.Project, error) { return f.db.ArchiveProject(ctx, other, f.project) }, i)
+	}
+	storetest.Seal(t, f.db)
+	if r, err := f.db.VerifyAuditLog(ctx, other, f.workspace, nil, nil); err != nil || !r.Valid {
+		t.Fatalf("verify: %+v %v", r, err)
+	}
+}
+
+// assertUpdateRecorded runs update (case i) in a unit of work with a key
+// claimed ahead and checks, against read (the row as stored) before and
+// after, that it returned the row committed, that its event (action, of the
+// row id) holds audit.Changes of the rows before and after, or that there is
+// none and the row is as it was when that is empty, and that the key's
+// record decodes to the row returned.
+func assertUpdateRecorded[T any](t *testing.T, db *store.DB, action, id string, read func() (*T, error),
+	update func(context.Context) (*T, error), i int) {
+	t.Helper()
+	ctx := t.Context()
+	before, err := read()
+	if err != nil {
+		t.Fatal(err)
+	}
+	events := func() (n int, last []byte) {
+		t.Helper()
+		if err := db.Pool.QueryRow(ctx, `SELECT count(*), (array_agg(metadata::text ORDER BY seq DESC))[1]
+			FROM audit_events WHERE action = $1 AND entity_id = $2`, action, id).Scan(&n, &last); err != nil {
+			t.Fatal(err)
+		}
+		return n, last
+	}
+	n, _ := events()
+	var after *T
+	key := action + string(rune('a'+i))
+	user := "00000000-0000-0000-0000-00000000000a" // a key's user needs no row
+	err = db.UnitOfWork(ctx, func(ctx context.Context) error {
+		if _, err := db.ClaimIdempotencyKeyAhead(ctx, user, key, action, []byte("fp"), time.Hour, time.Second); err != nil {
+			return err
+		}
+		var err error
+		if after, err = update(ctx); err != nil {
+			return err
+		}
+		return db.SaveIdempotencyValue(ctx, user, key, after)
+	})
+	if err != nil {
+		t.Fatalf("%s %d: %v", action, i, err)
+	}
+	stored, err := read()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(after, stored) {
+		t.Errorf("%s %d: returned %+v, stored %+v", action, i, after, stored)
+	}
+	want := audit.Changes(before, after)
+	m, last := events()
+	if len(want) == 0 {
+		if m != n || !reflect.DeepEqual(after, before) {
+			t.Errorf("%s %d changed nothing: %d events after, %d before; row %+v, was %+v", action, i, m, n, after, before)
+		}
+	} else {
+		norm, err := audit.NormalizeMetadata(map[string]any{"changes": want})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, err := audit.DecodeMetadata(last); m != n+1 || err != nil || !reflect.DeepEqual(got, norm) {
+			t.Errorf("%s %d: %d events after %d; the last:\n SQL %s (%v)\n  Go %#v", action, i, m, n, last, err, norm)
+		}
+	}
+	assertRecordIs(t, db, user, key, after)
+}
