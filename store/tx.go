@@ -20,10 +20,11 @@ import (
 //     for the next statement whose answer is needed now, or for the commit;
 //   - COMMIT goes in the pipeline of the last statements.
 //
-// A mutation whose statements need no answer before the commit (a create)
-// is one round trip: BEGIN, claim, checks, writes, audit events, the
-// idempotency record and COMMIT. One that must read a row first (an update)
-// is two. A unit of work that sends nothing begins nothing.
+// A mutation whose statements need no answer before the commit (a create,
+// and the updates and deletes whose changes Postgres computes) is one round
+// trip: BEGIN, claim, checks, writes, audit events, the idempotency record
+// and COMMIT. One that must read a row first (a webhook endpoint's update) is
+// two. A unit of work that sends nothing begins nothing.
 //
 // The transaction is managed on a connection of its own (acquired by the
 // first round trip, released when it ends) with BEGIN and COMMIT sent as

@@ -150,7 +150,8 @@ type table[T any] struct {
 	// event returns the row's workspace and id, for its audit events.
 	event func(*T) (workspaceID, id string)
 	// withID returns a T with only its id set: the row an update returns
-	// until its unit of work sends it (updateRecorded).
+	// until its unit of work sends it (updateRecorded; withID and json are
+	// nil and "" for the tables it does not update).
 	withID func(id string) *T
 	// json is the SQL of a row d as json.Marshal writes a T (a jsonb, equal
 	// once decoded): the idempotency record of an update (updateRecorded).
