@@ -159,17 +159,21 @@ type unitOfWork struct {
 	rows map[any]madeRow
 }
 
-// madeRow is a row an update returns before it is known: the SQL (a jsonb)
-// of the row d of table whose id is id, as json.Marshal writes the row.
-type madeRow struct{ table, json, id string }
+// madeRow is a row an update returns before it is known: sql, a scalar
+// subquery that gives the row's JSON (a jsonb) as json.Marshal writes the row,
+// with $5 for arg.
+type madeRow struct {
+	sql string
+	arg any
+}
 
-// made records that v is the row id of table, known once the statements of
-// u are sent, whose JSON is the SQL json of it as d.
-func (u *unitOfWork) made(v any, table, json, id string) {
+// made records that v is a row known once the statements of u are sent,
+// whose JSON sql gives (see madeRow).
+func (u *unitOfWork) made(v any, sql string, arg any) {
 	if u.rows == nil {
 		u.rows = map[any]madeRow{}
 	}
-	u.rows[v] = madeRow{table: table, json: json, id: id}
+	u.rows[v] = madeRow{sql: sql, arg: arg}
 }
 
 // onCommit runs fn once the unit of work of ctx committed (at once outside one).

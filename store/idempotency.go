@@ -283,7 +283,7 @@ func (db *DB) SaveIdempotencyResult(ctx context.Context, userID, key string, res
 func (db *DB) SaveIdempotencyValue(ctx context.Context, userID, key string, v any) error {
 	if u := unitOfWorkFrom(ctx); u != nil {
 		if r, ok := u.rows[v]; ok {
-			return db.saveRecord(ctx, userID, key, `(SELECT `+r.json+` FROM `+r.table+` d WHERE d.id = $5::uuid)`, r.id)
+			return db.saveRecord(ctx, userID, key, r.sql, r.arg)
 		}
 	}
 	b, err := json.Marshal(v)

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
 	"taskflow/audit"
@@ -56,46 +58,71 @@ func lockWorkspace(ctx context.Context, tx Querier, workspaceID string) error {
 	return nil
 }
 
-// memberFor returns the membership of userID in the workspace, or NOT_FOUND.
-func memberFor(ctx context.Context, tx Querier, workspaceID, userID string) (*Member, error) {
-	if !validID(userID) {
-		return nil, notFound("member")
-	}
-	var m Member
-	err := tx.QueryRow(ctx, `SELECT workspace_id, user_id, role, joined_at FROM members
-		WHERE workspace_id = $1 AND user_id = $2`, workspaceID, userID).Scan(&m.WorkspaceID, &m.UserID, &m.Role, &m.JoinedAt)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, notFound("member")
-	}
-	if err != nil {
-		return nil, fmt.Errorf("member: %w", err)
-	}
-	return &m, nil
-}
-
-// ownerCount returns how many OWNERs the workspace has.
-func ownerCount(ctx context.Context, tx Querier, workspaceID string) (int, error) {
-	var n int
-	err := tx.QueryRow(ctx, `SELECT count(*) FROM members WHERE workspace_id = $1 AND role = 'OWNER'`, workspaceID).Scan(&n)
-	if err != nil {
-		return 0, fmt.Errorf("count owners: %w", err)
-	}
-	return n, nil
-}
-
 // errLastOwner is returned when a change would leave a workspace without an OWNER.
 var errLastOwner = errs.Errorf(errs.CodeConflict, "the last OWNER of a workspace cannot be removed or demoted")
 
 // errOwnerOnly is returned when a non-OWNER tries to make or unmake an OWNER.
 var errOwnerOnly = errs.Errorf(errs.CodeForbidden, "only an OWNER can make or unmake an OWNER")
 
+// memberChange queues the checks of a change by actor of user's membership
+// of the workspace ws (canonical ids, as memberIDs gives them), in two
+// statements sent with the change: the workspace locked for the rest of the
+// unit of work (FOR NO KEY UPDATE: the membership changes of a workspace take
+// turns, so two concurrent demotions cannot both see another OWNER left;
+// NOT_FOUND if it does not exist), then, in a statement of its own, whose
+// snapshot is taken once the lock is held, the rules: actor is a member
+// (else NOT_FOUND, as for a workspace that does not exist), an OWNER or ADMIN
+// unless self (FORBIDDEN), user is a member (NOT_FOUND), only an OWNER
+// changes an OWNER or makes one (to: the new role, "" for a removal;
+// FORBIDDEN), and the last OWNER stays one (CONFLICT) unless the role does
+// not change.
+func (u *unitOfWork) memberChange(ws string, actor *User, user string, self bool, to Role) {
+	u.check(`SELECT taskflow_check(CASE WHEN w.id IS NULL THEN 'no_workspace' END)
+		FROM (SELECT 1) one LEFT JOIN LATERAL (SELECT id FROM workspaces WHERE id = $1 FOR NO KEY UPDATE) w ON true`,
+		[]any{ws}, refusals{"no_workspace": notFound("workspace")})
+	u.check(`SELECT taskflow_check(CASE
+			WHEN a.role IS NULL THEN 'no_workspace'
+			WHEN NOT $4::bool AND NOT (a.role = ANY($5::text[])) THEN 'forbidden'
+			WHEN m.role IS NULL THEN 'no_member'
+			WHEN (m.role = 'OWNER' OR $6::text = 'OWNER') AND a.role <> 'OWNER' THEN 'owner_only'
+			WHEN m.role = 'OWNER' AND m.role IS DISTINCT FROM NULLIF($6::text, '')
+				AND (SELECT count(*) FROM members o WHERE o.workspace_id = $1 AND o.role = 'OWNER') <= 1 THEN 'last_owner'
+		END)
+		FROM (SELECT 1) one LEFT JOIN members a ON a.workspace_id = $1 AND a.user_id = $2
+		LEFT JOIN members m ON m.workspace_id = $1 AND m.user_id = $3::uuid`,
+		[]any{ws, actor.ID, user, self, rolesAtLeast(RoleAdmin), string(to)},
+		refusals{"no_workspace": notFound("workspace"), "forbidden": forbidden("manage members"),
+			"no_member": notFound("member"), "owner_only": errOwnerOnly, "last_owner": errLastOwner})
+}
+
+// memberSnapshotSQL is audit.Snapshot of a Member as Postgres makes it from a
+// members row d (TestMemberChangesInSQLAreGos compares them).
+const memberSnapshotSQL = `jsonb_build_object('workspaceId', d.workspace_id, 'userId', d.user_id, 'role', d.role)`
+
+// memberIDs returns the canonical ids of a member change: NOT_FOUND for a
+// malformed workspace id, and the nil UUID, which no user has, for a
+// malformed user id (no such member: the checks say NOT_FOUND in their turn,
+// after the actor's role).
+func memberIDs(workspaceID, userID string) (ws, user string, err error) {
+	if ws, err = canonicalID(workspaceID); err != nil {
+		return "", "", notFound("workspace")
+	}
+	if user, err = canonicalID(userID); err != nil {
+		user = uuid.Nil.String()
+	}
+	return ws, user, nil
+}
+
 // UpdateMemberRole changes a member's role and records member.role_changed with
-// metadata.changes.role; setting the role a member already has changes nothing
-// and records nothing. The actor must be an OWNER or ADMIN, and an OWNER when the
-// member is or becomes an OWNER. It returns UNAUTHENTICATED for no actor,
-// NOT_FOUND if the actor or the user is not a member of the workspace, FORBIDDEN
-// for a weaker role, BAD_USER_INPUT for an unknown role, and CONFLICT when it
-// would demote the last OWNER.
+// metadata.changes.role, in one round trip with the commit; setting the role a
+// member already has changes nothing and records nothing. The actor must be an
+// OWNER or ADMIN, and an OWNER when the member is or becomes an OWNER. It
+// returns UNAUTHENTICATED for no actor, NOT_FOUND if the actor or the user is
+// not a member of the workspace, FORBIDDEN for a weaker role, BAD_USER_INPUT
+// for an unknown role, and CONFLICT when it would demote the last OWNER.
+// Within a unit of work of the caller's, the errors that depend on the
+// members come when it commits, and the member returned is filled in then
+// (as updateRecorded's rows are).
 func (db *DB) UpdateMemberRole(ctx context.Context, actor *User, workspaceID, userID string, role Role) (*Member, error) {
 	if actor == nil {
 		return nil, errs.ErrUnauthenticated
@@ -103,47 +130,37 @@ func (db *DB) UpdateMemberRole(ctx context.Context, actor *User, workspaceID, us
 	if !role.IsValid() {
 		return nil, errs.Errorf(errs.CodeBadUserInput, "role: not a valid role")
 	}
-	var out *Member
-	err := db.WithTx(ctx, func(ctx context.Context, tx Querier) error {
-		if err := lockWorkspace(ctx, tx, workspaceID); err != nil {
-			return err
-		}
-		actorRole, err := db.requireRole(ctx, workspaceID, actor, RoleAdmin, "workspace", "manage members")
+	ws, user, err := memberIDs(workspaceID, userID)
+	if err != nil {
+		return nil, err
+	}
+	out := &Member{WorkspaceID: ws, UserID: user}
+	err = db.WithTx(ctx, func(ctx context.Context, _ Querier) error {
+		u := unitOfWorkFrom(ctx)
+		u.memberChange(ws, actor, user, false, role)
+		rec, err := newAuditRecord(ctx, audit.Event{ActorID: &actor.ID, Action: "member.role_changed", EntityID: user})
 		if err != nil {
 			return err
 		}
-		before, err := memberFor(ctx, tx, workspaceID, userID)
-		if err != nil {
-			return err
-		}
-		if (before.Role == RoleOwner || role == RoleOwner) && actorRole != RoleOwner {
-			return errOwnerOnly
-		}
-		if before.Role == role {
-			out = before
-			return nil
-		}
-		if before.Role == RoleOwner {
-			n, err := ownerCount(ctx, tx, workspaceID)
-			if err != nil {
-				return err
-			}
-			if n <= 1 {
-				return errLastOwner
-			}
-		}
-		if err := db.exec(ctx, tx, "update member role", `UPDATE members SET role = $3
-			WHERE workspace_id = $1 AND user_id = $2 AND taskflow_ok()`, []any{workspaceID, before.UserID, role}, 1); err != nil {
-			return err
-		}
-		after := *before
-		after.Role = role
-		if err := db.appendAudit(ctx, tx, audit.Event{WorkspaceID: &workspaceID, ActorID: &actor.ID,
-			Action: "member.role_changed", EntityID: before.UserID,
-			Metadata: map[string]any{"changes": audit.Changes(before, &after)}}); err != nil {
-			return err
-		}
-		out = &after
+		rec.OccurredAt = stamp(time.Now())
+		event, params := recordedFrom(&rec, "a, b", "a.workspace_id", "a.user_id",
+			`jsonb_build_object('changes', jsonb_build_object('role', jsonb_build_object('from', b.role, 'to', a.role)))`,
+			[]any{ws, user, string(role)})
+		u.tx.queueDeferred(deferred{sql: `WITH b AS (SELECT * FROM members WHERE workspace_id = $1 AND user_id = $2),
+			a AS (UPDATE members x SET role = $3 FROM b WHERE x.workspace_id = b.workspace_id AND x.user_id = b.user_id
+				AND taskflow_ok() AND b.role <> $3 RETURNING x.*),
+			e AS (` + event + `)
+			SELECT m.workspace_id, m.user_id, m.role, m.joined_at
+			FROM (SELECT * FROM a UNION ALL SELECT * FROM b WHERE NOT EXISTS (SELECT FROM a)) m`,
+			args: params, read: func(br pgx.BatchResults) error {
+				if err := br.QueryRow().Scan(&out.WorkspaceID, &out.UserID, &out.Role, &out.JoinedAt); err != nil {
+					return fmt.Errorf("update member role: %w", err)
+				}
+				return nil
+			}})
+		u.made(out, `(SELECT `+memberSnapshotSQL+` || jsonb_build_object('joinedAt', `+rfc3339SQL("d.joined_at")+`)
+			FROM members d WHERE d.workspace_id = ($5::uuid[])[1] AND d.user_id = ($5::uuid[])[2])`, []string{ws, user})
+		db.onCommit(ctx, db.wakeSealer)
 		return nil
 	})
 	if err != nil {
@@ -152,56 +169,38 @@ func (db *DB) UpdateMemberRole(ctx context.Context, actor *User, workspaceID, us
 	return out, nil
 }
 
-// RemoveMember removes a user from the workspace and records member.removed; the
-// user's tasks in the workspace become unassigned. Any member may remove
-// themselves (leave); removing someone else needs an OWNER or ADMIN, and an OWNER
-// to remove an OWNER. It returns UNAUTHENTICATED for no actor, NOT_FOUND if the
-// actor or the user is not a member, FORBIDDEN for a weaker role, and CONFLICT
-// when it would remove the last OWNER.
+// RemoveMember removes a user from the workspace and records member.removed,
+// in one round trip with the commit; the user's tasks in the workspace become
+// unassigned (the foreign key's ON DELETE SET NULL), and the event says how
+// many. Any member may remove themselves (leave); removing someone else needs
+// an OWNER or ADMIN, and an OWNER to remove an OWNER. It returns
+// UNAUTHENTICATED for no actor, NOT_FOUND if the actor or the user is not a
+// member, FORBIDDEN for a weaker role, and CONFLICT when it would remove the
+// last OWNER.
 func (db *DB) RemoveMember(ctx context.Context, actor *User, workspaceID, userID string) error {
 	if actor == nil {
 		return errs.ErrUnauthenticated
 	}
-	return db.WithTx(ctx, func(ctx context.Context, tx Querier) error {
-		if err := lockWorkspace(ctx, tx, workspaceID); err != nil {
-			return err
-		}
-		actorRole, err := db.requireRole(ctx, workspaceID, actor, RoleViewer, "workspace", "manage members")
+	ws, user, err := memberIDs(workspaceID, userID)
+	if err != nil {
+		return err
+	}
+	return db.WithTx(ctx, func(ctx context.Context, _ Querier) error {
+		u := unitOfWorkFrom(ctx)
+		u.memberChange(ws, actor, user, user == actor.ID, "")
+		rec, err := newAuditRecord(ctx, audit.Event{ActorID: &actor.ID, Action: "member.removed", EntityID: user})
 		if err != nil {
 			return err
 		}
-		self := userID == actor.ID
-		if !self && !actorRole.AtLeast(RoleAdmin) {
-			return forbidden("manage members")
-		}
-		m, err := memberFor(ctx, tx, workspaceID, userID)
-		if err != nil {
-			return err
-		}
-		if m.Role == RoleOwner {
-			if actorRole != RoleOwner {
-				return errOwnerOnly
-			}
-			n, err := ownerCount(ctx, tx, workspaceID)
-			if err != nil {
-				return err
-			}
-			if n <= 1 {
-				return errLastOwner
-			}
-		}
-		var unassigned int
-		if err := tx.QueryRow(ctx, `SELECT count(*) FROM tasks WHERE workspace_id = $1 AND assignee_id = $2`,
-			workspaceID, m.UserID).Scan(&unassigned); err != nil {
-			return fmt.Errorf("count assigned tasks: %w", err)
-		}
-		if err := db.exec(ctx, tx, "remove member", `DELETE FROM members WHERE workspace_id = $1 AND user_id = $2
-			AND taskflow_ok()`, []any{workspaceID, m.UserID}, 1); err != nil {
-			return err
-		}
-		meta := audit.Snapshot(m)
-		meta["unassignedTasks"] = unassigned
-		return db.appendAudit(ctx, tx, audit.Event{WorkspaceID: &workspaceID, ActorID: &actor.ID,
-			Action: "member.removed", EntityID: m.UserID, Metadata: meta})
+		rec.OccurredAt = stamp(time.Now())
+		// The tasks counted are those the delete unassigns: the statement's
+		// snapshot, taken with the workspace locked.
+		event, params := recordedFrom(&rec, "d", "d.workspace_id", "d.user_id", memberSnapshotSQL+
+			` || jsonb_build_object('unassignedTasks', (SELECT count(*) FROM tasks t
+				WHERE t.workspace_id = d.workspace_id AND t.assignee_id = d.user_id))`, []any{ws, user})
+		u.write("remove member", `WITH d AS (DELETE FROM members WHERE workspace_id = $1 AND user_id = $2
+			AND taskflow_ok() RETURNING *) `+event, params, 1)
+		db.onCommit(ctx, db.wakeSealer)
+		return nil
 	})
 }

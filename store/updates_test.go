@@ -290,3 +290,97 @@ func assertUpdateRecorded[T any](t *testing.T, db *store.DB, action, id string, 
 	}
 	assertRecordIs(t, db, user, key, after)
 }
+
+// A member's role change or removal is one round trip: BEGIN, the
+// workspace's lock, the rules, the change with its event, COMMIT. The event
+// is what Go's audit would record (the role's change; the member's snapshot
+// with the number of tasks the removal unassigns), a role change to the same
+// role records nothing, and a keyed role change's record decodes to the
+// member returned, which is the member stored.
+func TestMemberChangesInSQLAreGos(t *testing.T) {
+	t.Parallel()
+	db, pool, rec := tracedDB(t)
+	ctx := t.Context()
+	owner, member, viewer := mkUser(t, db, "owner@example.com"), mkUser(t, db, "member@example.com"), mkUser(t, db, "viewer@example.com")
+	var ws, project string
+	if err := pool.QueryRow(ctx, `INSERT INTO workspaces (name) VALUES ('W') RETURNING id`).Scan(&ws); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `INSERT INTO members (workspace_id, user_id, role) VALUES ($1, $2, 'OWNER'), ($1, $3, 'MEMBER'),
+		($1, $4, 'VIEWER')`, ws, owner.ID, member.ID, viewer.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := pool.QueryRow(ctx, `INSERT INTO projects (workspace_id, name) VALUES ($1, 'P') RETURNING id`, ws).Scan(&project); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if _, err := db.CreateTask(ctx, owner, store.NewTask{ProjectID: project, Title: "t", AssigneeID: &member.ID}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	read := func() (*store.Member, error) {
+		ms, err := db.MembersByWorkspaces(ctx, owner.ID, []string{ws})
+		for _, m := range ms[ws] {
+			if m.UserID == member.ID {
+				return m, err
+			}
+		}
+		return nil, err
+	}
+	oneTrip := func(what, write string) {
+		t.Helper()
+		trips := rec.take()
+		if len(trips) != 1 || !strings.HasPrefix(trips[0], "begin ; select taskflow_check(") ||
+			!strings.Contains(trips[0], write) || !strings.HasSuffix(trips[0], "; commit") {
+			t.Fatalf("%s: round trips %q, want one: BEGIN, the checks, the change with its event, COMMIT", what, trips)
+		}
+	}
+	rec.take()
+	if err := db.RemoveMember(ctx, viewer, ws, member.ID); errs.CodeOf(err) != errs.CodeForbidden {
+		t.Fatalf("a VIEWER's removal: %v", err)
+	}
+	if trips := rec.take(); len(trips) == 0 || !strings.HasPrefix(trips[0], "begin ; select taskflow_check(") {
+		t.Fatalf("refused removal: round trips %q, want the checks in the first", trips)
+	}
+	for i, role := range []store.Role{store.RoleViewer, store.RoleViewer, store.RoleAdmin} {
+		rec.take()
+		assertUpdateRecorded(t, db, "member.role_changed", member.ID, read, func(ctx context.Context) (*store.Member, error) {
+			return db.UpdateMemberRole(ctx, owner, ws, strings.ToUpper(member.ID), role)
+		}, i)
+		// assertUpdateRecorded's reads went through the traced pool too: the
+		// round trip of the change is the one with the update.
+		var trips []string
+		for _, tr := range rec.take() {
+			if strings.HasPrefix(tr, "begin ; select case when pg_try_advisory_xact_lock") {
+				trips = append(trips, tr)
+			}
+		}
+		if len(trips) != 1 || !strings.Contains(trips[0], "update members") || !strings.HasSuffix(trips[0], "; commit") {
+			t.Fatalf("role change %d: round trips %q, want one with the claim, the update and COMMIT", i, trips)
+		}
+	}
+	before, err := read()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec.take()
+	if err := db.RemoveMember(ctx, owner, ws, member.ID); err != nil {
+		t.Fatal(err)
+	}
+	oneTrip("removal", "delete from members")
+	want := audit.Snapshot(before)
+	want["unassignedTasks"] = 2
+	norm, err := audit.NormalizeMetadata(want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stored []byte
+	var assigned int
+	if err := pool.QueryRow(ctx, `SELECT (SELECT metadata::text FROM audit_events WHERE action = 'member.removed' AND entity_id = $1),
+		(SELECT count(*) FROM tasks WHERE assignee_id::text = $1)`, member.ID).Scan(&stored, &assigned); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := audit.DecodeMetadata(stored); err != nil || !reflect.DeepEqual(got, norm) || assigned != 0 {
+		t.Errorf("member.removed:\n SQL %s (%v)\n  Go %#v\n%d tasks still assigned", stored, err, norm, assigned)
+	}
+}

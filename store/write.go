@@ -20,9 +20,10 @@ import (
 // the writes it guards are deferred, so that a create is one round trip with
 // its audit event, its idempotency record and COMMIT, and so is the delete of
 // a task, a comment, an attachment or a webhook endpoint (deleteRecorded:
-// Postgres makes the event's snapshot of the deleted row) and the update of a
+// Postgres makes the event's snapshot of the deleted row), the update of a
 // task, a comment or a project (updateRecorded: Postgres applies the change
-// and makes the event's changes and the idempotency record's result).
+// and makes the event's changes and the idempotency record's result), and a
+// member's role change or removal (memberChange, in members.go).
 // A webhook endpoint's update is two round trips (the row is read and locked
 // first, lockRow: its changes go through Go's rules for secrets and URLs).
 // docs/decisions/2026-12-01-one-round-trip.md says why and what it costs.
@@ -210,7 +211,7 @@ func deleteRecorded[T any](ctx context.Context, db *DB, tb table[T], actor *User
 		}
 		rec.OccurredAt = stamp(time.Now())
 		u.checkParent(parent{tb.name, "workspace_id", tb.kind, "FOR UPDATE"}, id, actor, min, what, refuse, more, args...)
-		event, params := recordedFrom(&rec, "d", "d", snapshot, []any{id})
+		event, params := recordedFrom(&rec, "d", "d.workspace_id", "d.id", snapshot, []any{id})
 		u.write("delete "+tb.kind, `WITH d AS (DELETE FROM `+tb.name+` WHERE id = $1 AND taskflow_ok() RETURNING *)
 			`+event, params, 1)
 		db.onCommit(ctx, db.wakeSealer) // as appendAudit's events do
@@ -219,21 +220,21 @@ func deleteRecorded[T any](ctx context.Context, db *DB, tb table[T], actor *User
 }
 
 // recordedFrom returns the INSERT of rec's event made in SQL from the rows of
-// from (a FROM list): its chain, workspace and entity are those of the row
-// named row (a table of rows with workspace_id and id), its metadata the SQL
-// expression metadata, the rest rec's, as parameters appended to params (the
-// statement's, which it returns).
-func recordedFrom(rec *audit.Record, from, row, metadata string, params []any) (string, []any) {
+// from (a FROM list): its chain and workspace are the SQL expression
+// workspace, its entity entity's, its metadata the SQL expression metadata,
+// the rest rec's, as parameters appended to params (the statement's, which it
+// returns).
+func recordedFrom(rec *audit.Record, from, workspace, entity, metadata string, params []any) (string, []any) {
 	cols := make([]string, len(auditRecordFields))
 	recArgs := auditRecordArgs(rec)
 	for i, f := range auditRecordFields {
 		switch f.column {
 		case "chain_key":
-			cols[i] = row + ".workspace_id::text"
+			cols[i] = workspace + "::text"
 		case "workspace_id":
-			cols[i] = row + ".workspace_id"
+			cols[i] = workspace
 		case "entity_id":
-			cols[i] = row + ".id::text"
+			cols[i] = entity + "::text"
 		case "metadata":
 			cols[i] = metadata
 		default:
@@ -316,7 +317,7 @@ func updateRecorded[T any](ctx context.Context, db *DB, tb table[T], actor *User
 			changes = append(changes, `CASE WHEN a.`+s.column+` IS DISTINCT FROM b.`+s.column+
 				` THEN jsonb_build_object('`+s.field+`', jsonb_build_object('from', `+from+`, 'to', `+to+`)) ELSE '{}' END`)
 		}
-		event, params := recordedFrom(&rec, "a, b", "a", `jsonb_build_object('changes', `+strings.Join(changes, " || ")+`)`, params)
+		event, params := recordedFrom(&rec, "a, b", "a.workspace_id", "a.id", `jsonb_build_object('changes', `+strings.Join(changes, " || ")+`)`, params)
 		sql := `SELECT ` + tb.columns + ` FROM ` + tb.name + ` ` + tb.alias + ` WHERE id = $1`
 		if len(sets) == 0 { // nothing to change: the row as it is
 			params = params[:1]
@@ -337,7 +338,7 @@ func updateRecorded[T any](ctx context.Context, db *DB, tb table[T], actor *User
 			*out = *row
 			return nil
 		}})
-		u.made(out, tb.name, tb.json, canon)
+		u.made(out, `(SELECT `+tb.json+` FROM `+tb.name+` d WHERE d.id = $5::uuid)`, canon)
 		db.onCommit(ctx, db.wakeSealer) // as appendAudit's events do
 		return nil
 	})
