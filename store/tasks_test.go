@@ -345,29 +345,10 @@ func TestSnapshotsInSQLAreGos(t *testing.T) {
 // in its first round trip (then rolled back), and deletes nothing.
 func TestDeletesAreOneRoundTrip(t *testing.T) {
 	t.Parallel()
-	db, pool, rec := tracedDB(t)
-	ctx := t.Context()
-	member, other := mkUser(t, db, "member@example.com"), mkUser(t, db, "other@example.com")
-	viewer, admin := mkUser(t, db, "viewer@example.com"), mkUser(t, db, "admin@example.com")
-	var ws, project string
-	if err := pool.QueryRow(ctx, `INSERT INTO workspaces (name) VALUES ('W') RETURNING id`).Scan(&ws); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := pool.Exec(ctx, `INSERT INTO members (workspace_id, user_id, role) VALUES ($1, $2, 'MEMBER'), ($1, $3, 'MEMBER'),
-		($1, $4, 'VIEWER'), ($1, $5, 'ADMIN')`, ws, member.ID, other.ID, viewer.ID, admin.ID); err != nil {
-		t.Fatal(err)
-	}
-	if err := pool.QueryRow(ctx, `INSERT INTO projects (workspace_id, name) VALUES ($1, 'P') RETURNING id`, ws).Scan(&project); err != nil {
-		t.Fatal(err)
-	}
-	task, err := db.CreateTask(ctx, member, store.NewTask{ProjectID: project, Title: "t"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	comment, err := db.AddComment(ctx, member, task.ID, "c")
-	if err != nil {
-		t.Fatal(err)
-	}
+	f := newRoundTripFixture(t)
+	db, pool, rec, ctx := f.db, f.pool, f.rec, t.Context()
+	member, other, viewer, admin := f.member, f.other, f.viewer, f.admin
+	task, comment, ws := f.task, f.comment, f.ws
 	att := insertAttachment(t, pool, task, member.ID, "f.txt", 1)
 	ep, err := db.CreateWebhookEndpoint(ctx, admin, store.WebhookEndpointInput{WorkspaceID: ws, URL: hookURL})
 	if err != nil {
@@ -387,14 +368,7 @@ func TestDeletesAreOneRoundTrip(t *testing.T) {
 			[]*store.User{viewer, member}, admin, "webhook.deleted"},
 	} {
 		rec.take()
-		for _, u := range c.refused {
-			if err := c.del(u); errs.CodeOf(err) != errs.CodeForbidden {
-				t.Fatalf("%s: %s's delete: %v", c.table, u.Email, err)
-			}
-			if trips := rec.take(); len(trips) == 0 || !strings.HasPrefix(trips[0], "begin ; select taskflow_check(") {
-				t.Fatalf("%s: %s's refused delete: round trips %q, want the check in the first", c.table, u.Email, trips)
-			}
-		}
+		assertRefusedByCheck(t, rec, c.table, c.refused, c.del)
 		if err := c.del(c.by); err != nil {
 			t.Fatal(err)
 		}

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"taskflow/audit"
 	"taskflow/errs"
 	"taskflow/store"
@@ -22,29 +24,10 @@ import (
 // round trip, whose result is the row returned.
 func TestUpdatesAreOneRoundTrip(t *testing.T) {
 	t.Parallel()
-	db, pool, rec := tracedDB(t)
-	ctx := t.Context()
-	member, other := mkUser(t, db, "member@example.com"), mkUser(t, db, "other@example.com")
-	viewer, admin := mkUser(t, db, "viewer@example.com"), mkUser(t, db, "admin@example.com")
-	var ws, project string
-	if err := pool.QueryRow(ctx, `INSERT INTO workspaces (name) VALUES ('W') RETURNING id`).Scan(&ws); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := pool.Exec(ctx, `INSERT INTO members (workspace_id, user_id, role) VALUES ($1, $2, 'MEMBER'), ($1, $3, 'MEMBER'),
-		($1, $4, 'VIEWER'), ($1, $5, 'ADMIN')`, ws, member.ID, other.ID, viewer.ID, admin.ID); err != nil {
-		t.Fatal(err)
-	}
-	if err := pool.QueryRow(ctx, `INSERT INTO projects (workspace_id, name) VALUES ($1, 'P') RETURNING id`, ws).Scan(&project); err != nil {
-		t.Fatal(err)
-	}
-	task, err := db.CreateTask(ctx, member, store.NewTask{ProjectID: project, Title: "t"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	comment, err := db.AddComment(ctx, member, task.ID, "c")
-	if err != nil {
-		t.Fatal(err)
-	}
+	f := newRoundTripFixture(t)
+	db, pool, rec, ctx := f.db, f.pool, f.rec, t.Context()
+	member, other, viewer, admin := f.member, f.other, f.viewer, f.admin
+	task, comment, project := f.task, f.comment, f.project
 	title, body, name := "t2", "c2", "P2"
 	for _, c := range []struct {
 		table   string
@@ -67,14 +50,7 @@ func TestUpdatesAreOneRoundTrip(t *testing.T) {
 			[]*store.User{viewer, member}, admin, "project.archived"},
 	} {
 		rec.take()
-		for _, u := range c.refused {
-			if err := c.update(u); errs.CodeOf(err) != errs.CodeForbidden {
-				t.Fatalf("%s: %s's update: %v", c.action, u.Email, err)
-			}
-			if trips := rec.take(); len(trips) == 0 || !strings.HasPrefix(trips[0], "begin ; select taskflow_check(") {
-				t.Fatalf("%s: %s's refused update: round trips %q, want the check in the first", c.action, u.Email, trips)
-			}
-		}
+		assertRefusedByCheck(t, rec, c.action, c.refused, c.update)
 		for i := range 2 { // the second changes nothing
 			if err := c.update(c.by); err != nil {
 				t.Fatal(err)
@@ -95,7 +71,7 @@ func TestUpdatesAreOneRoundTrip(t *testing.T) {
 	// With a key claimed ahead, as the idempotency middleware does.
 	keyed := "keyed"
 	var got *store.Task
-	err = db.UnitOfWork(ctx, func(ctx context.Context) error {
+	err := db.UnitOfWork(ctx, func(ctx context.Context) error {
 		if _, err := db.ClaimIdempotencyKeyAhead(ctx, member.ID, "k", "updateTask", []byte("fp"), time.Hour, time.Second); err != nil {
 			return err
 		}
@@ -121,6 +97,60 @@ func TestUpdatesAreOneRoundTrip(t *testing.T) {
 		t.Fatalf("keyed update returned %+v", got)
 	}
 	assertRecordIs(t, db, member.ID, "k", got)
+}
+
+// roundTripFixture is a workspace, on a traced pool (tracedDB), with a
+// MEMBER, another MEMBER, a VIEWER and an ADMIN, a project, a task and a
+// comment of the first MEMBER's.
+type roundTripFixture struct {
+	db                           *store.DB
+	pool                         *pgxpool.Pool
+	rec                          *roundTrips
+	member, other, viewer, admin *store.User
+	ws, project                  string
+	task                         *store.Task
+	comment                      *store.Comment
+}
+
+func newRoundTripFixture(t *testing.T) *roundTripFixture {
+	t.Helper()
+	db, pool, rec := tracedDB(t)
+	ctx := t.Context()
+	f := &roundTripFixture{db: db, pool: pool, rec: rec,
+		member: mkUser(t, db, "member@example.com"), other: mkUser(t, db, "other@example.com"),
+		viewer: mkUser(t, db, "viewer@example.com"), admin: mkUser(t, db, "admin@example.com")}
+	if err := pool.QueryRow(ctx, `INSERT INTO workspaces (name) VALUES ('W') RETURNING id`).Scan(&f.ws); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `INSERT INTO members (workspace_id, user_id, role) VALUES ($1, $2, 'MEMBER'), ($1, $3, 'MEMBER'),
+		($1, $4, 'VIEWER'), ($1, $5, 'ADMIN')`, f.ws, f.member.ID, f.other.ID, f.viewer.ID, f.admin.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := pool.QueryRow(ctx, `INSERT INTO projects (workspace_id, name) VALUES ($1, 'P') RETURNING id`, f.ws).Scan(&f.project); err != nil {
+		t.Fatal(err)
+	}
+	var err error
+	if f.task, err = db.CreateTask(ctx, f.member, store.NewTask{ProjectID: f.project, Title: "t"}); err != nil {
+		t.Fatal(err)
+	}
+	if f.comment, err = db.AddComment(ctx, f.member, f.task.ID, "c"); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// assertRefusedByCheck checks that change by each of actors is FORBIDDEN,
+// refused by a check in its first round trip (then rolled back).
+func assertRefusedByCheck(t *testing.T, rec *roundTrips, what string, actors []*store.User, change func(actor *store.User) error) {
+	t.Helper()
+	for _, u := range actors {
+		if err := change(u); errs.CodeOf(err) != errs.CodeForbidden {
+			t.Fatalf("%s: %s's change: %v", what, u.Email, err)
+		}
+		if trips := rec.take(); len(trips) == 0 || !strings.HasPrefix(trips[0], "begin ; select taskflow_check(") {
+			t.Fatalf("%s: %s's refused change: round trips %q, want the check in the first", what, u.Email, trips)
+		}
+	}
 }
 
 // assertRecordIs checks that the result of the idempotency record of
@@ -336,12 +366,8 @@ func TestMemberChangesInSQLAreGos(t *testing.T) {
 		}
 	}
 	rec.take()
-	if err := db.RemoveMember(ctx, viewer, ws, member.ID); errs.CodeOf(err) != errs.CodeForbidden {
-		t.Fatalf("a VIEWER's removal: %v", err)
-	}
-	if trips := rec.take(); len(trips) == 0 || !strings.HasPrefix(trips[0], "begin ; select taskflow_check(") {
-		t.Fatalf("refused removal: round trips %q, want the checks in the first", trips)
-	}
+	assertRefusedByCheck(t, rec, "member.removed", []*store.User{viewer},
+		func(a *store.User) error { return db.RemoveMember(ctx, a, ws, member.ID) })
 	for i, role := range []store.Role{store.RoleViewer, store.RoleViewer, store.RoleAdmin} {
 		rec.take()
 		assertUpdateRecorded(t, db, "member.role_changed", member.ID, read, func(ctx context.Context) (*store.Member, error) {
