@@ -279,11 +279,17 @@ func (db *DB) SaveIdempotencyResult(ctx context.Context, userID, key string, res
 // an update of the unit of work returned (updateRecorded), known only once its
 // statements are sent, the JSON is made by Postgres from the row as the unit
 // of work leaves it, in the same round trip: equal, once decoded, to v's
-// (TestUpdatesInSQLAreGos).
+// (TestUpdatesInSQLAreGos). Any other v is marshalled in Go; when the unit of
+// work has such rows, its statements are sent first (a round trip more), so
+// that a v that holds one of them (a copy, a payload around it) is
+// marshalled as it is stored, never half filled in.
 func (db *DB) SaveIdempotencyValue(ctx context.Context, userID, key string, v any) error {
-	if u := unitOfWorkFrom(ctx); u != nil {
+	if u := unitOfWorkFrom(ctx); u != nil && len(u.rows) > 0 {
 		if r, ok := u.rows[v]; ok {
 			return db.saveRecord(ctx, userID, key, r.sql, r.arg)
+		}
+		if err := u.tx.flush(ctx); err != nil {
+			return err
 		}
 	}
 	b, err := json.Marshal(v)

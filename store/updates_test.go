@@ -97,6 +97,52 @@ func TestUpdatesAreOneRoundTrip(t *testing.T) {
 		t.Fatalf("keyed update returned %+v", got)
 	}
 	assertRecordIs(t, db, member.ID, "k", got)
+
+	// A result that holds the row without being it (a payload) is
+	// marshalled once the row is filled in: one round trip more, never an
+	// empty row in the record.
+	var wrapped *taskPayload
+	again := "wrapped"
+	rec.take()
+	err = db.UnitOfWork(ctx, func(ctx context.Context) error {
+		if _, err := db.ClaimIdempotencyKeyAhead(ctx, member.ID, "k2", "updateTask", []byte("fp"), time.Hour, time.Second); err != nil {
+			return err
+		}
+		got, err := db.UpdateTask(ctx, member, task.ID, store.TaskPatch{Title: store.Some(&again)})
+		if err != nil {
+			return err
+		}
+		wrapped = &taskPayload{}
+		if err := db.SaveIdempotencyValue(ctx, member.ID, "k2", &copyOnSave{got, wrapped}); err != nil {
+			return err
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if trips := rec.take(); len(trips) != 2 {
+		t.Fatalf("keyed update with a payload: round trips %q, want two (the update sent before the payload is marshalled)", trips)
+	}
+	if wrapped.Task.Title != again {
+		t.Fatalf("payload record: %+v", wrapped)
+	}
+	assertRecordIs(t, db, member.ID, "k2", wrapped)
+}
+
+// copyOnSave copies task into its payload when it is marshalled, as a
+// resolver's payload built around an update's row would hold it then.
+type copyOnSave struct {
+	task *store.Task
+	into *taskPayload
+}
+
+// taskPayload is a resolver's payload around a task.
+type taskPayload struct{ Task store.Task }
+
+func (c *copyOnSave) MarshalJSON() ([]byte, error) {
+	c.into.Task = *c.task
+	return json.Marshal(c.into)
 }
 
 // roundTripFixture is a workspace, on a traced pool (tracedDB), with a
