@@ -77,9 +77,7 @@ var errOwnerOnly = errs.Errorf(errs.CodeForbidden, "only an OWNER can make or un
 // FORBIDDEN), and the last OWNER stays one (CONFLICT) unless the role does
 // not change.
 func (u *unitOfWork) memberChange(ws string, actor *User, user string, self bool, to Role) {
-	u.check(`SELECT taskflow_check(CASE WHEN w.id IS NULL THEN 'no_workspace' END)
-		FROM (SELECT 1) one LEFT JOIN LATERAL (SELECT id FROM workspaces WHERE id = $1 FOR NO KEY UPDATE) w ON true`,
-		[]any{ws}, refusals{"no_workspace": notFound("workspace")})
+	u.checkParent(parent{"workspaces", "id", "workspace", "FOR NO KEY UPDATE"}, ws, actor, RoleViewer, "manage members", "", nil)
 	u.check(`SELECT taskflow_check(CASE
 			WHEN a.role IS NULL THEN 'no_workspace'
 			WHEN NOT $4::bool AND NOT (a.role = ANY($5::text[])) THEN 'forbidden'
@@ -146,12 +144,9 @@ func (db *DB) UpdateMemberRole(ctx context.Context, actor *User, workspaceID, us
 		event, params := recordedFrom(&rec, "a, b", "a.workspace_id", "a.user_id",
 			`jsonb_build_object('changes', jsonb_build_object('role', jsonb_build_object('from', b.role, 'to', a.role)))`,
 			[]any{ws, user, string(role)})
-		u.tx.queueDeferred(deferred{sql: `WITH b AS (SELECT * FROM members WHERE workspace_id = $1 AND user_id = $2),
-			a AS (UPDATE members x SET role = $3 FROM b WHERE x.workspace_id = b.workspace_id AND x.user_id = b.user_id
-				AND taskflow_ok() AND b.role <> $3 RETURNING x.*),
-			e AS (` + event + `)
-			SELECT m.workspace_id, m.user_id, m.role, m.joined_at
-			FROM (SELECT * FROM a UNION ALL SELECT * FROM b WHERE NOT EXISTS (SELECT FROM a)) m`,
+		u.tx.queueDeferred(deferred{sql: changeSQL("members", "workspace_id = $1 AND user_id = $2",
+			"x.workspace_id = b.workspace_id AND x.user_id = b.user_id", "role = $3", "b.role <> $3", event,
+			"m.workspace_id, m.user_id, m.role, m.joined_at", "m"),
 			args: params, read: func(br pgx.BatchResults) error {
 				if err := br.QueryRow().Scan(&out.WorkspaceID, &out.UserID, &out.Role, &out.JoinedAt); err != nil {
 					return fmt.Errorf("update member role: %w", err)

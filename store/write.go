@@ -317,18 +317,15 @@ func updateRecorded[T any](ctx context.Context, db *DB, tb table[T], actor *User
 			changes = append(changes, `CASE WHEN a.`+s.column+` IS DISTINCT FROM b.`+s.column+
 				` THEN jsonb_build_object('`+s.field+`', jsonb_build_object('from', `+from+`, 'to', `+to+`)) ELSE '{}' END`)
 		}
-		event, params := recordedFrom(&rec, "a, b", "a.workspace_id", "a.id", `jsonb_build_object('changes', `+strings.Join(changes, " || ")+`)`, params)
 		sql := `SELECT ` + tb.columns + ` FROM ` + tb.name + ` ` + tb.alias + ` WHERE id = $1`
 		if len(sets) == 0 { // nothing to change: the row as it is
 			params = params[:1]
 		} else {
-			sql = `WITH b AS (SELECT * FROM ` + tb.name + ` WHERE id = $1),
-			a AS (UPDATE ` + tb.name + ` x SET ` + strings.Join(set, ", ") + ` FROM b
-				WHERE x.id = b.id AND taskflow_ok() AND ROW(` + strings.Join(after, ", ") + `) IS DISTINCT FROM ROW(` +
-				strings.Join(before, ", ") + `)
-				RETURNING x.*),
-			e AS (` + event + `)
-			SELECT ` + tb.columns + ` FROM (SELECT * FROM a UNION ALL SELECT * FROM b WHERE NOT EXISTS (SELECT FROM a)) ` + tb.alias
+			var event string
+			event, params = recordedFrom(&rec, "a, b", "a.workspace_id", "a.id",
+				`jsonb_build_object('changes', `+strings.Join(changes, " || ")+`)`, params)
+			sql = changeSQL(tb.name, "id = $1", "x.id = b.id", strings.Join(set, ", "),
+				`ROW(`+strings.Join(after, ", ")+`) IS DISTINCT FROM ROW(`+strings.Join(before, ", ")+`)`, event, tb.columns, tb.alias)
 		}
 		u.tx.queueDeferred(deferred{sql: sql, args: params, read: func(br pgx.BatchResults) error {
 			row, err := tb.scan(br.QueryRow())
@@ -346,6 +343,20 @@ func updateRecorded[T any](ctx context.Context, db *DB, tb table[T], actor *User
 		return nil, err
 	}
 	return out, nil
+}
+
+// changeSQL returns the statement of a recorded update: the row of table
+// that where selects, as b; its UPDATE (as x, the same row as b where same
+// says) that sets set when changed, guarded by taskflow_ok(), returning the
+// row after as a; event, an INSERT of the event from a and b (recordedFrom);
+// and columns (over alias) of the row as the statement leaves it, a's or, when
+// nothing changed, b's.
+func changeSQL(table, where, same, set, changed, event, columns, alias string) string {
+	return `WITH b AS (SELECT * FROM ` + table + ` WHERE ` + where + `),
+		a AS (UPDATE ` + table + ` x SET ` + set + ` FROM b WHERE ` + same + ` AND taskflow_ok() AND ` + changed + `
+			RETURNING x.*),
+		e AS (` + event + `)
+		SELECT ` + columns + ` FROM (SELECT * FROM a UNION ALL SELECT * FROM b WHERE NOT EXISTS (SELECT FROM a)) ` + alias
 }
 
 // ownerOrAdmin returns the refuse, more and args of checkParent (and
