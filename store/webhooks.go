@@ -204,7 +204,11 @@ func lockWebhookEndpoint(ctx context.Context, tx Querier, actor *User, id string
 // webhookEndpointsTable is the webhook_endpoints table for the write helpers.
 var webhookEndpointsTable = table[WebhookEndpoint]{kind: "webhook endpoint", name: "webhook_endpoints", alias: "e",
 	columns: webhookEndpointColumns, lock: "FOR NO KEY UPDATE", scan: scanWebhookEndpoint,
-	event: func(e *WebhookEndpoint) (string, string) { return e.WorkspaceID, e.ID }}
+	event:  func(e *WebhookEndpoint) (string, string) { return e.WorkspaceID, e.ID },
+	withID: func(id string) *WebhookEndpoint { return &WebhookEndpoint{ID: id} },
+	json: webhookSnapshotSQL + ` || jsonb_build_object('disabledAt', ` + rfc3339SQL("d.disabled_at") +
+		`, 'failingSince', ` + rfc3339SQL("d.failing_since") + `, 'previousSecretUntil', ` +
+		rfc3339SQL("CASE WHEN d.previous_until > now() THEN d.previous_until END") + `) || ` + timesSQL}
 
 // WebhookEndpointPatch is a change to an endpoint: nil fields stay as they are.
 type WebhookEndpointPatch struct {
@@ -216,52 +220,13 @@ type WebhookEndpointPatch struct {
 	Actions []string
 }
 
-// changeWebhookEndpoint runs change on the endpoint locked by actor (an
-// OWNER or ADMIN) and, when it returns an endpoint that differs, writes the
-// set columns of sets (SQL assignments over $2.. of args), and records action
-// with metadata.changes (plus meta). A change that changes nothing records
-// nothing and returns the endpoint as it was. Errors are lockWebhookEndpoint's
-// and change's.
-func (db *DB) changeWebhookEndpoint(ctx context.Context, actor *User, id, action string,
-	change func(before *WebhookEndpoint) (after *WebhookEndpoint, sets string, args []any, meta map[string]any, err error)) (*WebhookEndpoint, error) {
-	if actor == nil {
-		return nil, errs.ErrUnauthenticated
-	}
-	var out *WebhookEndpoint
-	err := db.WithTx(ctx, func(ctx context.Context, tx Querier) error {
-		before, err := lockWebhookEndpoint(ctx, tx, actor, id)
-		if err != nil {
-			return err
-		}
-		after, sets, args, meta, err := change(before)
-		if err != nil {
-			return err
-		}
-		changes := audit.Changes(before, after)
-		if len(changes) == 0 && meta == nil {
-			out = before
-			return nil
-		}
-		e, err := scanWebhookEndpoint(tx.QueryRow(ctx, `UPDATE webhook_endpoints AS e SET `+sets+`, updated_at = clock_timestamp()
-			WHERE e.id = $1 RETURNING `+webhookEndpointColumns, append([]any{before.ID}, args...)...))
-		if err != nil {
-			return fmt.Errorf("update webhook endpoint: %w", err)
-		}
-		if meta == nil {
-			meta = map[string]any{}
-		}
-		meta["changes"] = changes
-		if err := db.appendAudit(ctx, tx, audit.Event{WorkspaceID: &e.WorkspaceID, ActorID: &actor.ID,
-			Action: action, EntityID: e.ID, Metadata: meta}); err != nil {
-			return err
-		}
-		out = e
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
+// changeWebhookEndpoint changes the endpoint id as actor (an OWNER or ADMIN)
+// with sets, and records action, in one round trip with the commit
+// (updateRecorded). It returns UNAUTHENTICATED for no actor, and NOT_FOUND if
+// the endpoint does not exist, its id is malformed or it is in a workspace
+// the actor is not a member of, FORBIDDEN for a weaker role.
+func (db *DB) changeWebhookEndpoint(ctx context.Context, actor *User, id, action string, sets []assign) (*WebhookEndpoint, error) {
+	return updateRecorded(ctx, db, webhookEndpointsTable, actor, id, RoleAdmin, webhookAdminAction, action, sets, "", nil)
 }
 
 // UpdateWebhookEndpoint applies patch to an endpoint and records
@@ -300,20 +265,17 @@ func (db *DB) UpdateWebhookEndpoint(ctx context.Context, actor *User, id string,
 		}
 		u = &checked
 	}
-	return db.changeWebhookEndpoint(ctx, actor, id, "webhook.updated",
-		func(before *WebhookEndpoint) (*WebhookEndpoint, string, []any, map[string]any, error) {
-			after := *before
-			if u != nil {
-				after.URL = *u
-			}
-			if patch.SetDescription {
-				after.Description = desc
-			}
-			if actions != nil {
-				after.Actions = actions
-			}
-			return &after, `url = $2, description = $3, actions = $4`, []any{after.URL, after.Description, after.Actions}, nil, nil
-		})
+	var sets []assign
+	if u != nil {
+		sets = append(sets, setTo("url", "url", "text", *u))
+	}
+	if patch.SetDescription {
+		sets = append(sets, setTo("description", "description", "text", desc))
+	}
+	if actions != nil {
+		sets = append(sets, setTo("actions", "actions", "text[]", actions))
+	}
+	return db.changeWebhookEndpoint(ctx, actor, id, "webhook.updated", sets)
 }
 
 // MaxDisabledReasonLength bounds the reason given when disabling an endpoint.
@@ -341,22 +303,21 @@ func (db *DB) SetWebhookEndpointEnabled(ctx context.Context, actor *User, id str
 	if enabled {
 		action = "webhook.enabled"
 	}
-	return db.changeWebhookEndpoint(ctx, actor, id, action,
-		func(before *WebhookEndpoint) (*WebhookEndpoint, string, []any, map[string]any, error) {
-			after := *before
-			after.Enabled = enabled
-			after.DisabledReason = nil
-			if !enabled {
-				after.DisabledReason = &why
-			}
-			if after.Enabled == before.Enabled {
-				after = *before
-			}
-			return &after, `enabled = $2, disabled_reason = $3,
-				disabled_at = CASE WHEN $2 THEN NULL ELSE clock_timestamp() END,
-				failing_since = CASE WHEN $2 THEN NULL ELSE failing_since END`,
-				[]any{after.Enabled, after.DisabledReason}, nil, nil
-		})
+	// Setting the state an endpoint has changes nothing: not its reason (a
+	// recorded column: its value is the one it has then), nor, since the
+	// ignored columns change only with the recorded ones, its disabledAt or
+	// failure streak.
+	sets := []assign{setTo("enabled", "enabled", "boolean", enabled)}
+	if enabled {
+		sets = append(sets, assign{column: "disabled_reason", field: "disabledReason",
+			value: "CASE WHEN b.enabled THEN b.disabled_reason END"},
+			assign{column: "disabled_at", value: "NULL"}, assign{column: "failing_since", value: "NULL"})
+	} else {
+		sets = append(sets, assign{column: "disabled_reason", field: "disabledReason",
+			value: "CASE WHEN b.enabled THEN %s::text ELSE b.disabled_reason END", arg: why},
+			assign{column: "disabled_at", value: "$2"})
+	}
+	return db.changeWebhookEndpoint(ctx, actor, id, action, sets)
 }
 
 // RotateWebhookSecret gives an endpoint a new signing secret and returns it
@@ -368,15 +329,26 @@ func (db *DB) SetWebhookEndpointEnabled(ctx context.Context, actor *User, id str
 // not a member of, and FORBIDDEN for a weaker role.
 func (db *DB) RotateWebhookSecret(ctx context.Context, actor *User, id string) (*WebhookEndpointSecret, error) {
 	secret, key := newWebhookSecret()
-	e, err := db.changeWebhookEndpoint(ctx, actor, id, "webhook.secret_rotated",
-		func(before *WebhookEndpoint) (*WebhookEndpoint, string, []any, map[string]any, error) {
-			return before, `previous_secret = secret, previous_until = now() + $3 * interval '1 second', secret = $2`,
-				[]any{key, int64(WebhookSecretOverlap / time.Second)}, map[string]any{}, nil
-		})
+	var out *WebhookEndpointSecret
+	err := db.WithTx(ctx, func(ctx context.Context, _ Querier) error {
+		e, err := db.changeWebhookEndpoint(ctx, actor, id, "webhook.secret_rotated", []assign{
+			{column: "previous_secret", value: "b.secret"},
+			{column: "previous_until", value: "$2::timestamptz + %s::bigint * interval '1 second'",
+				arg: int64(WebhookSecretOverlap / time.Second)},
+			{column: "secret", value: "%s::bytea", arg: key}})
+		if err != nil {
+			return err
+		}
+		out = &WebhookEndpointSecret{Endpoint: e, Secret: secret}
+		// Its idempotency record, made by Postgres as the endpoint's is.
+		unitOfWorkFrom(ctx).made(out, `jsonb_build_object('endpoint', (SELECT `+webhookEndpointsTable.json+`
+			FROM webhook_endpoints d WHERE d.id = ($5::text[])[1]::uuid), 'secret', ($5::text[])[2])`, []string{e.ID, secret})
+		return nil
+	})
 	if err != nil {
 		return nil, err
 	}
-	return &WebhookEndpointSecret{Endpoint: e, Secret: secret}, nil
+	return out, nil
 }
 
 // DeleteWebhookEndpoint deletes an endpoint with its deliveries (attempts in
@@ -395,28 +367,6 @@ const webhookSnapshotSQL = `jsonb_build_object('id', d.id, 'workspaceId', d.work
 	'description', d.description, 'actions', d.actions, 'enabled', d.enabled, 'disabledReason', d.disabled_reason,
 	'createdById', d.created_by)`
 
-// onWebhookEndpoint runs do on the endpoint locked by actor (an OWNER or
-// ADMIN; the errors of lockWebhookEndpoint otherwise) and records action
-// about it with the metadata do returns.
-func (db *DB) onWebhookEndpoint(ctx context.Context, actor *User, id, action string,
-	do func(ctx context.Context, tx Querier, e *WebhookEndpoint) (map[string]any, error)) error {
-	if actor == nil {
-		return errs.ErrUnauthenticated
-	}
-	return db.WithTx(ctx, func(ctx context.Context, tx Querier) error {
-		e, err := lockWebhookEndpoint(ctx, tx, actor, id)
-		if err != nil {
-			return err
-		}
-		meta, err := do(ctx, tx, e)
-		if err != nil {
-			return err
-		}
-		return db.appendAudit(ctx, tx, audit.Event{WorkspaceID: &e.WorkspaceID, ActorID: &actor.ID,
-			Action: action, EntityID: e.ID, Metadata: meta})
-	})
-}
-
 // PingWebhookEndpoint records webhook.pinged about the endpoint, an event
 // the dispatcher delivers to that endpoint alone, whatever its actions and
 // even while it is disabled: a test delivery. The actor must be an OWNER or
@@ -424,8 +374,27 @@ func (db *DB) onWebhookEndpoint(ctx context.Context, actor *User, id, action str
 // does not exist or is in a workspace the actor is not a member of, and
 // FORBIDDEN for a weaker role.
 func (db *DB) PingWebhookEndpoint(ctx context.Context, actor *User, id string) error {
-	return db.onWebhookEndpoint(ctx, actor, id, "webhook.pinged", func(_ context.Context, _ Querier, e *WebhookEndpoint) (map[string]any, error) {
-		return map[string]any{"url": e.URL}, nil
+	if actor == nil {
+		return errs.ErrUnauthenticated
+	}
+	canon, err := canonicalID(id)
+	if err != nil {
+		return notFound(webhookEndpointsTable.kind)
+	}
+	return db.WithTx(ctx, func(ctx context.Context, _ Querier) error {
+		u := unitOfWorkFrom(ctx)
+		rec, err := newAuditRecord(ctx, audit.Event{ActorID: &actor.ID, Action: "webhook.pinged", EntityID: canon})
+		if err != nil {
+			return err
+		}
+		rec.OccurredAt = stamp(time.Now())
+		u.checkParent(parent{"webhook_endpoints", "workspace_id", webhookEndpointsTable.kind, webhookEndpointsTable.lock},
+			canon, actor, RoleAdmin, webhookAdminAction, "", nil)
+		event, params := recordedFrom(&rec, "webhook_endpoints d WHERE d.id = $1 AND taskflow_ok()", "d.workspace_id", "d.id",
+			"jsonb_build_object('url', d.url)", []any{canon})
+		u.write("ping webhook endpoint", event, params, 1)
+		db.onCommit(ctx, db.wakeSealer) // as appendAudit's events do
+		return nil
 	})
 }
 

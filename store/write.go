@@ -21,11 +21,10 @@ import (
 // its audit event, its idempotency record and COMMIT, and so is the delete of
 // a task, a comment, an attachment or a webhook endpoint (deleteRecorded:
 // Postgres makes the event's snapshot of the deleted row), the update of a
-// task, a comment or a project (updateRecorded: Postgres applies the change
-// and makes the event's changes and the idempotency record's result), and a
+// task, a comment, a project or a webhook endpoint (its enabling, disabling
+// and secret rotation too; updateRecorded: Postgres applies the change and
+// makes the event's changes and the idempotency record's result), and a
 // member's role change or removal (memberChange, in members.go).
-// A webhook endpoint's update is two round trips (the row is read and locked
-// first, lockRow: its changes go through Go's rules for secrets and URLs).
 // docs/decisions/2026-12-01-one-round-trip.md says why and what it costs.
 //
 // The helpers below are the whole vocabulary an entity needs:
@@ -246,10 +245,11 @@ func recordedFrom(rec *audit.Record, from, workspace, entity, metadata string, p
 }
 
 // assign is a column an update sets (updateRecorded): its name, the name of
-// its field in the entity's audit changes, its new value as SQL (a format
-// whose %s, if any, is the parameter of arg; it may read the row before as b,
-// and the time of the change as $2), and whether it is a time (its changes
-// are written as audit writes times).
+// its field in the entity's audit changes ("" for a column audit ignores: it
+// changes along with the others, and is neither recorded nor compared), its
+// new value as SQL (a format whose %s, if any, is the parameter of arg; it
+// may read the row before as b, and the time of the change as $2), and
+// whether it is a time (its changes are written as audit writes times).
 type assign struct {
 	column, field, value string
 	arg                  any
@@ -267,10 +267,12 @@ func setTo(column, field, sqlType string, v any) assign {
 // actor's role in its workspace is at least min: else NOT_FOUND, or FORBIDDEN
 // naming what; refuse, more and args are checkParent's), then one statement
 // that sets the columns of sets, and updated_at, when that changes any of
-// them, and inserts action's event, whose metadata.changes Postgres makes from
-// the rows before and after as audit.Changes makes them from the structs
-// (TestUpdatesInSQLAreGos). An update that changes nothing writes and records
-// nothing. It returns UNAUTHENTICATED for no actor and NOT_FOUND for a
+// the recorded ones, and inserts action's event, whose metadata.changes
+// Postgres makes from the rows before and after as audit.Changes makes them
+// from the structs (TestUpdatesInSQLAreGos). An update that changes nothing
+// recorded writes and records nothing; one whose sets are all ignored by
+// audit (a secret's rotation) always applies and records its event with
+// empty changes. It returns UNAUTHENTICATED for no actor and NOT_FOUND for a
 // malformed id, at once, and the errors of the check when the unit of work
 // commits.
 //
@@ -309,6 +311,9 @@ func updateRecorded[T any](ctx context.Context, db *DB, tb table[T], actor *User
 				v = fmt.Sprintf(v, fmt.Sprintf("$%d", len(params)))
 			}
 			set = append(set, s.column+" = "+v)
+			if s.field == "" {
+				continue
+			}
 			after, before = append(after, v), append(before, "b."+s.column)
 			from, to := "b."+s.column, "a."+s.column
 			if s.time {
@@ -321,11 +326,15 @@ func updateRecorded[T any](ctx context.Context, db *DB, tb table[T], actor *User
 		if len(sets) == 0 { // nothing to change: the row as it is
 			params = params[:1]
 		} else {
+			changed, recorded := "true", `'{}'::jsonb`
+			if len(changes) > 0 {
+				changed = `ROW(` + strings.Join(after, ", ") + `) IS DISTINCT FROM ROW(` + strings.Join(before, ", ") + `)`
+				recorded = strings.Join(changes, " || ")
+			}
 			var event string
 			event, params = recordedFrom(&rec, "a, b", "a.workspace_id", "a.id",
-				`jsonb_build_object('changes', `+strings.Join(changes, " || ")+`)`, params)
-			sql = changeSQL(tb.name, "id = $1", "x.id = b.id", strings.Join(set, ", "),
-				`ROW(`+strings.Join(after, ", ")+`) IS DISTINCT FROM ROW(`+strings.Join(before, ", ")+`)`, event, tb.columns, tb.alias)
+				`jsonb_build_object('changes', `+recorded+`)`, params)
+			sql = changeSQL(tb.name, "id = $1", "x.id = b.id", strings.Join(set, ", "), changed, event, tb.columns, tb.alias)
 		}
 		u.tx.queueDeferred(deferred{sql: sql, args: params, read: func(br pgx.BatchResults) error {
 			row, err := tb.scan(br.QueryRow())
