@@ -2,14 +2,12 @@ package store
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
-	"taskflow/audit"
 	"taskflow/errs"
 )
 
@@ -68,42 +66,49 @@ func scanInvitation(row pgx.Row, lead ...any) (*Invitation, error) {
 	return &inv, nil
 }
 
-// expired reports whether the invitation can no longer be answered.
-func (inv *Invitation) expired() bool { return !time.Now().Before(inv.ExpiresAt) }
-
-// inviteChecks runs, in tx, the checks of an invitation of email to the
-// workspace with role by actor, in the order their errors take precedence, and
-// returns the normalised e-mail. The workspace stays locked for the rest of tx
-// (lockWorkspace). It returns NOT_FOUND if the actor is not a member of the
-// workspace, FORBIDDEN for a role below ADMIN or for an ADMIN inviting an
-// OWNER, BAD_USER_INPUT for a malformed e-mail, and CONFLICT if a member has
-// the e-mail. None of its answers depends on whether an account has the
-// e-mail without being a member.
-func (db *DB) inviteChecks(ctx context.Context, tx Querier, actor *User, workspaceID, email string, role Role) (string, error) {
-	if err := lockWorkspace(ctx, tx, workspaceID); err != nil {
-		return "", err
-	}
-	actorRole, err := db.requireRole(ctx, workspaceID, actor, RoleAdmin, "workspace", "invite members")
-	if err != nil {
-		return "", err
-	}
-	if role == RoleOwner && actorRole != RoleOwner {
-		return "", errOwnerOnly
-	}
-	e, err := NormalizeEmail(email)
-	if err != nil {
-		return "", err
-	}
-	var member bool
-	if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM users u
-		JOIN members m ON m.user_id = u.id AND m.workspace_id = $1 WHERE u.email = $2)`, workspaceID, e).Scan(&member); err != nil {
-		return "", fmt.Errorf("invite: member check: %w", err)
-	}
-	if member {
-		return "", errAlreadyMember
-	}
-	return e, nil
+// inviteChecks queues the checks of an invitation of email (normalized, or
+// "" with emailErr, NormalizeEmail's error) to the workspace ws (a canonical
+// id) with role by actor, in two statements, the first of which locks the
+// workspace for the rest of the unit of work (FOR NO KEY UPDATE, as for every
+// membership change: a member added meanwhile is then found). The second,
+// whose snapshot is taken once the lock is held (memberChange says why),
+// checks in the order their errors take precedence: NOT_FOUND if the actor
+// is not a member of the workspace, FORBIDDEN for a role below ADMIN or for
+// an ADMIN inviting an OWNER, emailErr, CONFLICT if a member has the e-mail,
+// and, when open, CONFLICT if the workspace has MaxOpenInvitations open
+// invitations. None of its answers, nor the statements, depends on whether
+// an account has the e-mail without being a member.
+func (u *unitOfWork) inviteChecks(ws string, actor *User, email string, emailErr error, role Role, open bool) {
+	u.checkParent(parent{"workspaces", "id", "workspace", "FOR NO KEY UPDATE"}, ws, actor, RoleViewer, "invite members", "", nil)
+	u.check(`SELECT taskflow_check(CASE
+			WHEN a.role IS NULL THEN 'no_workspace'
+			WHEN NOT (a.role = ANY($3::text[])) THEN 'forbidden'
+			WHEN $4::text = 'OWNER' AND a.role <> 'OWNER' THEN 'owner_only'
+			WHEN NOT $5::bool THEN 'bad_email'
+			WHEN EXISTS (SELECT 1 FROM users x JOIN members m ON m.user_id = x.id AND m.workspace_id = $1
+				WHERE x.email = $6::text) THEN 'member'
+			WHEN $7::bool AND (SELECT count(*) FROM invitations
+				WHERE workspace_id = $1 AND expires_at > now()) >= $8::int THEN 'too_many'
+		END)
+		FROM (SELECT 1) one LEFT JOIN members a ON a.workspace_id = $1 AND a.user_id = $2`,
+		[]any{ws, actor.ID, rolesAtLeast(RoleAdmin), string(role), emailErr == nil, email, open, MaxOpenInvitations},
+		refusals{"no_workspace": notFound("workspace"), "forbidden": forbidden("invite members"),
+			"owner_only": errOwnerOnly, "bad_email": emailErr, "member": errAlreadyMember, "too_many": errTooManyInvitations})
 }
+
+// invitationsTable is the invitations table for the write helpers.
+var invitationsTable = table[Invitation]{kind: "invitation", name: "invitations"}
+
+// invitationSnapshotSQL is audit.Snapshot of an Invitation as Postgres makes
+// it from an invitations row d (TestSnapshotsInSQLAreGos compares them).
+var invitationSnapshotSQL = `jsonb_build_object('id', d.id, 'workspaceId', d.workspace_id, 'email', d.email,
+	'role', d.role, 'invitedById', d.invited_by, 'expiresAt', ` + rfc3339SQL("d.expires_at") + `)`
+
+// invitationJSONSQL is the JSON of an Invitation i of workspace w as
+// json.Marshal writes it: the idempotency record of inviteMember.
+var invitationJSONSQL = `jsonb_build_object('id', i.id, 'workspaceId', i.workspace_id, 'workspaceName', w.name,
+	'email', i.email, 'role', i.role, 'invitedById', i.invited_by, 'createdAt', ` + rfc3339SQL("i.created_at") + `,
+	'expiresAt', ` + rfc3339SQL("i.expires_at") + `)`
 
 // InviteMember invites the e-mail address to the workspace with role and
 // records member.invited (entity: the invitation). The invitation is open for
@@ -123,36 +128,49 @@ func (db *DB) InviteMember(ctx context.Context, actor *User, workspaceID, email 
 	if !role.IsValid() {
 		return nil, errs.Errorf(errs.CodeBadUserInput, "role: not a valid role")
 	}
-	var out *Invitation
-	err := db.WithTx(ctx, func(ctx context.Context, tx Querier) error {
-		e, err := db.inviteChecks(ctx, tx, actor, workspaceID, email, role)
+	ws, err := canonicalID(workspaceID)
+	if err != nil {
+		return nil, notFound("workspace")
+	}
+	e, emailErr := NormalizeEmail(email)
+	out := &Invitation{}
+	err = db.WithTx(ctx, func(ctx context.Context, _ Querier) error {
+		u := unitOfWorkFrom(ctx)
+		u.inviteChecks(ws, actor, e, emailErr, role, true)
+		if emailErr != nil { // refused by the checks, in its turn
+			if err := u.tx.flush(ctx); err != nil {
+				return err
+			}
+			return emailErr
+		}
+		rec, err := recordNow(ctx, actor, "member.invited")
 		if err != nil {
 			return err
 		}
 		// Expired invitations go first: one of this e-mail would block the new
 		// one, and deleting them here bounds what a workspace keeps.
-		var open int
-		if err := tx.QueryRow(ctx, `WITH expired AS (DELETE FROM invitations WHERE workspace_id = $1 AND expires_at <= now())
-			SELECT count(*) FROM invitations WHERE workspace_id = $1 AND expires_at > now()`, workspaceID).Scan(&open); err != nil {
-			return fmt.Errorf("invite: count open invitations: %w", err)
-		}
-		if open >= MaxOpenInvitations {
-			return errTooManyInvitations
-		}
-		inv, err := scanInvitation(tx.QueryRow(ctx, `WITH i AS (
+		u.write("delete expired invitations", `DELETE FROM invitations WHERE workspace_id = $1 AND expires_at <= now()
+			AND taskflow_ok()`, []any{ws}, -1)
+		event, params := recordedFrom(&rec, "d", "d.workspace_id", "d.id", invitationSnapshotSQL,
+			[]any{ws, e, string(role), actor.ID, int64(InvitationLifetime / time.Second)})
+		u.tx.queueDeferred(deferred{sql: `WITH d AS (
 				INSERT INTO invitations (workspace_id, email, role, invited_by, created_at, expires_at)
 				SELECT $1, $2, $3, $4, c.at, c.at + $5 * interval '1 second' FROM (SELECT clock_timestamp() AS at) c
-				RETURNING *)
-			SELECT `+invitationColumns+` FROM i JOIN workspaces w ON w.id = i.workspace_id`,
-			workspaceID, e, role, actor.ID, int64(InvitationLifetime/time.Second)))
-		if err != nil {
-			return mapError(err)
-		}
-		if err := db.appendAudit(ctx, tx, audit.Event{WorkspaceID: &inv.WorkspaceID, ActorID: &actor.ID,
-			Action: "member.invited", EntityID: inv.ID, Metadata: audit.Snapshot(inv)}); err != nil {
-			return err
-		}
-		out = inv
+				WHERE taskflow_ok()
+				RETURNING *),
+				e AS (` + event + `)
+			SELECT ` + invitationColumns + ` FROM d i JOIN workspaces w ON w.id = i.workspace_id`,
+			args: params, read: func(br pgx.BatchResults) error {
+				inv, err := scanInvitation(br.QueryRow())
+				if err != nil {
+					return mapError(fmt.Errorf("invite: %w", err))
+				}
+				*out = *inv
+				return nil
+			}})
+		u.made(out, `(SELECT `+invitationJSONSQL+` FROM invitations i JOIN workspaces w ON w.id = i.workspace_id
+			WHERE i.workspace_id = ($5::text[])[1]::uuid AND i.email = ($5::text[])[2])`, []string{ws, e})
+		db.onCommit(ctx, db.wakeSealer) // as appendAudit's events do
 		return nil
 	})
 	if err != nil {
@@ -176,118 +194,101 @@ func (db *DB) AddMember(ctx context.Context, actor *User, workspaceID, email str
 	if !role.IsValid() {
 		return nil, errs.Errorf(errs.CodeBadUserInput, "role: not a valid role")
 	}
-	err := db.WithTx(ctx, func(ctx context.Context, tx Querier) error {
-		if _, err := db.inviteChecks(ctx, tx, actor, workspaceID, email, role); err != nil {
+	ws, err := canonicalID(workspaceID)
+	if err != nil {
+		return nil, notFound("workspace")
+	}
+	e, emailErr := NormalizeEmail(email)
+	err = db.WithTx(ctx, func(ctx context.Context, _ Querier) error {
+		u := unitOfWorkFrom(ctx)
+		u.inviteChecks(ws, actor, e, emailErr, role, false)
+		if err := u.tx.flush(ctx); err != nil {
 			return err
+		}
+		if emailErr != nil {
+			return emailErr
 		}
 		return errAddMemberRetired
 	})
 	return nil, err
 }
 
-// lockInvitation returns the invitation with this id, locked for the rest of
-// tx, and actor's role in its workspace (nil for a non-member). Only the
-// invitee (the account with the invited e-mail) and the workspace's OWNERs
-// and ADMINs may see an invitation: for anyone else, and for an unknown or
-// malformed id, it returns NOT_FOUND.
-func lockInvitation(ctx context.Context, tx Querier, actor *User, id string) (*Invitation, *Role, error) {
-	if !validID(id) {
-		return nil, nil, notFound("invitation")
+// checkInvitation queues the check of a change of the invitation id by
+// actor, with the invitation locked FOR UPDATE for the rest of the unit of
+// work. Only the invitee (the account with the invited e-mail) and the
+// workspace's OWNERs and ADMINs may see an invitation: for anyone else, and
+// for an unknown id, it refuses with NOT_FOUND. Then refuse, an SQL
+// expression over the invitation as r (with actor's role in its workspace as
+// r.actor_role, actor's e-mail as $3 and the roles from ADMIN up as $4):
+// NULL to go on or a key of more. Then CONFLICT if it has expired.
+func (u *unitOfWork) checkInvitation(id string, actor *User, refuse string, more refusals) {
+	r := refusals{"not_found": notFound("invitation"), "expired": errInvitationExpired}
+	for k, v := range more {
+		r[k] = v
 	}
-	var role *Role
-	inv, err := scanInvitation(tx.QueryRow(ctx, `SELECT m.role, `+invitationColumns+` FROM invitations i
-		JOIN workspaces w ON w.id = i.workspace_id`+joinRole("i", "$2")+`
-		WHERE i.id = $1 FOR UPDATE OF i`, id, actor.ID), &role)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, nil, notFound("invitation")
-	}
-	if err != nil {
-		return nil, nil, fmt.Errorf("lock invitation: %w", err)
-	}
-	if inv.Email != actor.Email && (role == nil || !role.AtLeast(RoleAdmin)) {
-		return nil, nil, notFound("invitation")
-	}
-	return inv, role, nil
+	u.check(`SELECT taskflow_check(CASE
+			WHEN r.id IS NULL OR (r.email <> $3 AND NOT coalesce(r.actor_role = ANY($4::text[]), false)) THEN 'not_found'
+			ELSE coalesce(`+refuse+`, CASE WHEN r.expires_at <= now() THEN 'expired' END) END)
+		FROM (SELECT 1) one LEFT JOIN LATERAL (SELECT i.*, m.role AS actor_role FROM invitations i
+			LEFT JOIN members m ON m.workspace_id = i.workspace_id AND m.user_id = $2
+			WHERE i.id = $1 FOR UPDATE OF i) r ON true`,
+		[]any{id, actor.ID, actor.Email, rolesAtLeast(RoleAdmin)}, r)
 }
 
-// lockInvitationWorkspace locks the workspace of the invitation with this id
-// for the rest of tx (see lockWorkspace). It returns NOT_FOUND if there is no
-// such invitation.
-func lockInvitationWorkspace(ctx context.Context, tx Querier, id string) error {
-	if !validID(id) {
-		return notFound("invitation")
-	}
-	var one int
-	err := tx.QueryRow(ctx, `SELECT 1 FROM workspaces
-		WHERE id = (SELECT workspace_id FROM invitations WHERE id = $1) FOR NO KEY UPDATE`, id).Scan(&one)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return notFound("invitation")
-	}
-	if err != nil {
-		return fmt.Errorf("lock invitation's workspace: %w", err)
-	}
-	return nil
-}
-
-// answerable returns the invitation with this id locked for the rest of tx if
-// actor may accept or decline it now: NOT_FOUND if it does not exist or actor
-// may not see it, FORBIDDEN if actor sees it without being the invitee (an
-// OWNER or ADMIN of the workspace), and CONFLICT if it has expired.
-func answerable(ctx context.Context, tx Querier, actor *User, id string) (*Invitation, error) {
-	inv, _, err := lockInvitation(ctx, tx, actor, id)
-	if err != nil {
-		return nil, err
-	}
-	if inv.Email != actor.Email {
-		return nil, errInviteeOnly
-	}
-	if inv.expired() {
-		return nil, errInvitationExpired
-	}
-	return inv, nil
+// checkAnswer is checkInvitation of an answer by actor, the invitee.
+func (u *unitOfWork) checkAnswer(id string, actor *User) {
+	u.checkInvitation(id, actor, `CASE WHEN r.email <> $3 THEN 'invitee_only' END`, refusals{"invitee_only": errInviteeOnly})
 }
 
 // AcceptInvitation makes actor, the invitee, a member of the invitation's
 // workspace with its role, deletes the invitation and records member.joined
 // (entity: the new member's user id, as for the other member.* events of a
-// membership; metadata: the membership, the invitation's id and its inviter).
-// It returns the workspace as the new member sees it. It returns
-// UNAUTHENTICATED for no actor, NOT_FOUND if the invitation does not exist (it
-// was answered or revoked) or actor may not see it, FORBIDDEN if actor sees it
-// without being the invitee, and CONFLICT if it has expired or actor is a
-// member already.
+// membership; metadata: the membership, the invitation's id and its inviter),
+// in one round trip with the commit. It returns the workspace as the new
+// member sees it, filled in when the unit of work of ctx sends its statements
+// (as updateRecorded's row). It returns UNAUTHENTICATED for no actor,
+// NOT_FOUND if the invitation does not exist (it was answered or revoked) or
+// actor may not see it, FORBIDDEN if actor sees it without being the
+// invitee, and CONFLICT if it has expired or actor is a member already.
 func (db *DB) AcceptInvitation(ctx context.Context, actor *User, id string) (*Workspace, error) {
 	if actor == nil {
 		return nil, errs.ErrUnauthenticated
 	}
-	var out *Workspace
-	err := db.WithTx(ctx, func(ctx context.Context, tx Querier) error {
-		// The workspace's lock first, as for every membership change: an
-		// invitation of the same e-mail made meanwhile then finds the member.
-		if err := lockInvitationWorkspace(ctx, tx, id); err != nil {
-			return err
-		}
-		inv, err := answerable(ctx, tx, actor, id)
+	canon, err := canonicalID(id)
+	if err != nil {
+		return nil, notFound("invitation")
+	}
+	out := &Workspace{}
+	err = db.WithTx(ctx, func(ctx context.Context, _ Querier) error {
+		u := unitOfWorkFrom(ctx)
+		rec, err := recordNow(ctx, actor, "member.joined")
 		if err != nil {
 			return err
 		}
-		m := Member{WorkspaceID: inv.WorkspaceID, UserID: actor.ID, Role: inv.Role}
-		ws := Workspace{ID: inv.WorkspaceID, Name: inv.WorkspaceName, ViewerRole: inv.Role}
-		if err := tx.QueryRow(ctx, `WITH m AS (INSERT INTO members (workspace_id, user_id, role) VALUES ($1, $2, $3) RETURNING joined_at),
-				gone AS (DELETE FROM invitations WHERE id = $4)
-			SELECT m.joined_at, w.created_at FROM m, workspaces w WHERE w.id = $1`,
-			m.WorkspaceID, m.UserID, m.Role, inv.ID).Scan(&m.JoinedAt, &ws.CreatedAt); err != nil {
-			return mapError(err)
-		}
-		meta := audit.Snapshot(&m)
-		meta["invitationId"] = inv.ID
-		meta["email"] = inv.Email
-		meta["invitedById"] = inv.InvitedByID
-		if err := db.appendAudit(ctx, tx, audit.Event{WorkspaceID: &inv.WorkspaceID, ActorID: &actor.ID,
-			Action: "member.joined", EntityID: actor.ID, Metadata: meta}); err != nil {
-			return err
-		}
-		out = &ws
+		// The workspace's lock first, in a statement before the rules, as for
+		// every membership change: an invitation of the same e-mail made
+		// meanwhile then finds the member.
+		u.check(`SELECT taskflow_check(CASE WHEN w.id IS NULL THEN 'not_found' END) FROM (SELECT 1) one
+			LEFT JOIN LATERAL (SELECT w.id FROM workspaces w WHERE w.id = (SELECT workspace_id FROM invitations WHERE id = $1)
+				FOR NO KEY UPDATE) w ON true`, []any{canon}, refusals{"not_found": notFound("invitation")})
+		u.checkAnswer(canon, actor)
+		event, params := recordedFrom(&rec, "m d, i", "d.workspace_id", "d.user_id", memberSnapshotSQL+
+			` || jsonb_build_object('invitationId', i.id, 'email', i.email, 'invitedById', i.invited_by)`, []any{canon, actor.ID})
+		u.tx.queueDeferred(deferred{sql: `WITH i AS (DELETE FROM invitations WHERE id = $1 AND taskflow_ok() RETURNING *),
+				m AS (INSERT INTO members (workspace_id, user_id, role) SELECT i.workspace_id, $2, i.role FROM i RETURNING *),
+				e AS (` + event + `)
+			SELECT w.id, w.name, w.created_at, m.role FROM m JOIN workspaces w ON w.id = m.workspace_id`,
+			args: params, read: func(br pgx.BatchResults) error {
+				if err := br.QueryRow().Scan(&out.ID, &out.Name, &out.CreatedAt, &out.ViewerRole); err != nil {
+					return mapError(fmt.Errorf("accept invitation: %w", err))
+				}
+				return nil
+			}})
+		// Its idempotency record: the membership this transaction made.
+		u.made(out, `(SELECT jsonb_build_object('id', w.id, 'name', w.name, 'createdAt', `+rfc3339SQL("w.created_at")+`,
+			'viewerRole', m.role) FROM members m JOIN workspaces w ON w.id = m.workspace_id
+			WHERE m.user_id = $5::uuid AND m.xmin = pg_current_xact_id()::xid)`, actor.ID)
+		db.onCommit(ctx, db.wakeSealer) // as appendAudit's events do
 		return nil
 	})
 	if err != nil {
@@ -297,60 +298,31 @@ func (db *DB) AcceptInvitation(ctx context.Context, actor *User, id string) (*Wo
 }
 
 // DeclineInvitation deletes the invitation as its invitee, actor, and records
-// member.invitation_declined (entity: the invitation) in the workspace's log.
-// It returns UNAUTHENTICATED for no actor, NOT_FOUND if the invitation does
-// not exist (it was answered or revoked) or actor may not see it, FORBIDDEN if
+// member.invitation_declined (entity: the invitation; metadata: its
+// snapshot) in the workspace's log, in one round trip with the commit. It
+// returns UNAUTHENTICATED for no actor, NOT_FOUND if the invitation does not
+// exist (it was answered or revoked) or actor may not see it, FORBIDDEN if
 // actor sees it without being the invitee, and CONFLICT if it has expired.
 func (db *DB) DeclineInvitation(ctx context.Context, actor *User, id string) error {
-	if actor == nil {
-		return errs.ErrUnauthenticated
-	}
-	return db.WithTx(ctx, func(ctx context.Context, tx Querier) error {
-		inv, err := answerable(ctx, tx, actor, id)
-		if err != nil {
-			return err
-		}
-		return db.closeInvitation(ctx, tx, actor, inv, "member.invitation_declined")
-	})
+	return deleteChecked(ctx, db, invitationsTable, actor, id, "member.invitation_declined", invitationSnapshotSQL,
+		func(u *unitOfWork, id string) { u.checkAnswer(id, actor) })
 }
 
 // RevokeInvitation deletes an open invitation and records
-// member.invitation_revoked (entity: the invitation). The actor must be an
-// OWNER or ADMIN of its workspace, and an OWNER to revoke an invitation as
-// OWNER. It returns UNAUTHENTICATED for no actor, NOT_FOUND if the invitation
-// does not exist (it was answered or revoked) or actor may not see it,
-// FORBIDDEN for the invitee (who declines instead) and for an ADMIN revoking
-// an invitation as OWNER, and CONFLICT if it has expired.
+// member.invitation_revoked (entity: the invitation; metadata: its
+// snapshot), in one round trip with the commit. The actor must be an OWNER
+// or ADMIN of its workspace, and an OWNER to revoke an invitation as OWNER.
+// It returns UNAUTHENTICATED for no actor, NOT_FOUND if the invitation does
+// not exist (it was answered or revoked) or actor may not see it, FORBIDDEN
+// for the invitee (who declines instead) and for an ADMIN revoking an
+// invitation as OWNER, and CONFLICT if it has expired.
 func (db *DB) RevokeInvitation(ctx context.Context, actor *User, id string) error {
-	if actor == nil {
-		return errs.ErrUnauthenticated
-	}
-	return db.WithTx(ctx, func(ctx context.Context, tx Querier) error {
-		inv, role, err := lockInvitation(ctx, tx, actor, id)
-		if err != nil {
-			return err
-		}
-		if role == nil || !role.AtLeast(RoleAdmin) {
-			return errRevokeAdminOnly
-		}
-		if inv.Role == RoleOwner && *role != RoleOwner {
-			return errOwnerOnly
-		}
-		if inv.expired() {
-			return errInvitationExpired
-		}
-		return db.closeInvitation(ctx, tx, actor, inv, "member.invitation_revoked")
-	})
-}
-
-// closeInvitation deletes the invitation and records action about it, by
-// actor, with the invitation's snapshot as metadata.
-func (db *DB) closeInvitation(ctx context.Context, tx Querier, actor *User, inv *Invitation, action string) error {
-	if _, err := tx.Exec(ctx, `DELETE FROM invitations WHERE id = $1`, inv.ID); err != nil {
-		return fmt.Errorf("delete invitation: %w", err)
-	}
-	return db.appendAudit(ctx, tx, audit.Event{WorkspaceID: &inv.WorkspaceID, ActorID: &actor.ID,
-		Action: action, EntityID: inv.ID, Metadata: audit.Snapshot(inv)})
+	return deleteChecked(ctx, db, invitationsTable, actor, id, "member.invitation_revoked", invitationSnapshotSQL,
+		func(u *unitOfWork, id string) {
+			u.checkInvitation(id, actor, `CASE WHEN NOT coalesce(r.actor_role = ANY($4::text[]), false) THEN 'admin_only'
+				WHEN r.role = 'OWNER' AND r.actor_role <> 'OWNER' THEN 'owner_only' END`,
+				refusals{"admin_only": errRevokeAdminOnly, "owner_only": errOwnerOnly})
+		})
 }
 
 // DefaultInvitationPageSize is the first of an invitation list when none is given.

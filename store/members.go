@@ -4,12 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
-	"taskflow/audit"
 	"taskflow/errs"
 )
 
@@ -136,11 +134,10 @@ func (db *DB) UpdateMemberRole(ctx context.Context, actor *User, workspaceID, us
 	err = db.WithTx(ctx, func(ctx context.Context, _ Querier) error {
 		u := unitOfWorkFrom(ctx)
 		u.memberChange(ws, actor, user, false, role)
-		rec, err := newAuditRecord(ctx, audit.Event{ActorID: &actor.ID, Action: "member.role_changed", EntityID: user})
+		rec, err := recordNow(ctx, actor, "member.role_changed")
 		if err != nil {
 			return err
 		}
-		rec.OccurredAt = stamp(time.Now())
 		event, params := recordedFrom(&rec, "a, b", "a.workspace_id", "a.user_id",
 			`jsonb_build_object('changes', jsonb_build_object('role', jsonb_build_object('from', b.role, 'to', a.role)))`,
 			[]any{ws, user, string(role)})
@@ -183,11 +180,10 @@ func (db *DB) RemoveMember(ctx context.Context, actor *User, workspaceID, userID
 	return db.WithTx(ctx, func(ctx context.Context, _ Querier) error {
 		u := unitOfWorkFrom(ctx)
 		u.memberChange(ws, actor, user, user == actor.ID, "")
-		rec, err := newAuditRecord(ctx, audit.Event{ActorID: &actor.ID, Action: "member.removed", EntityID: user})
+		rec, err := recordNow(ctx, actor, "member.removed")
 		if err != nil {
 			return err
 		}
-		rec.OccurredAt = stamp(time.Now())
 		// The tasks counted are those the delete unassigns: the statement's
 		// snapshot, taken with the workspace locked.
 		event, params := recordedFrom(&rec, "d", "d.workspace_id", "d.user_id", memberSnapshotSQL+

@@ -383,11 +383,10 @@ func (db *DB) PingWebhookEndpoint(ctx context.Context, actor *User, id string) e
 	}
 	return db.WithTx(ctx, func(ctx context.Context, _ Querier) error {
 		u := unitOfWorkFrom(ctx)
-		rec, err := newAuditRecord(ctx, audit.Event{ActorID: &actor.ID, Action: "webhook.pinged", EntityID: canon})
+		rec, err := recordNow(ctx, actor, "webhook.pinged")
 		if err != nil {
 			return err
 		}
-		rec.OccurredAt = stamp(time.Now())
 		u.checkParent(parent{"webhook_endpoints", "workspace_id", webhookEndpointsTable.kind, webhookEndpointsTable.lock},
 			canon, actor, RoleAdmin, webhookAdminAction, "", nil)
 		event, params := recordedFrom(&rec, "webhook_endpoints d WHERE d.id = $1 AND taskflow_ok()", "d.workspace_id", "d.id",

@@ -23,8 +23,9 @@ import (
 // Postgres makes the event's snapshot of the deleted row), the update of a
 // task, a comment, a project or a webhook endpoint (its enabling, disabling
 // and secret rotation too; updateRecorded: Postgres applies the change and
-// makes the event's changes and the idempotency record's result), and a
-// member's role change or removal (memberChange, in members.go).
+// makes the event's changes and the idempotency record's result), a
+// member's role change or removal (memberChange, in members.go), and an
+// invitation's making, acceptance, refusal or revocation (invitations.go).
 // docs/decisions/2026-12-01-one-round-trip.md says why and what it costs.
 //
 // The helpers below are the whole vocabulary an entity needs:
@@ -196,6 +197,17 @@ func lockRow[T any](ctx context.Context, tx Querier, tb table[T], actor *User, i
 // checkParent's: a rule of the row beyond the role (a comment's author).
 func deleteRecorded[T any](ctx context.Context, db *DB, tb table[T], actor *User, id string, min Role, what, action, snapshot,
 	refuse string, more refusals, args ...any) error {
+	return deleteChecked(ctx, db, tb, actor, id, action, snapshot, func(u *unitOfWork, id string) {
+		u.checkParent(parent{tb.name, "workspace_id", tb.kind, "FOR UPDATE"}, id, actor, min, what, refuse, more, args...)
+	})
+}
+
+// deleteChecked is deleteRecorded with the checks that check queues (they
+// must lock the row id FOR UPDATE): those of a row whose rules are not
+// checkParent's. It returns UNAUTHENTICATED for no actor and NOT_FOUND for a
+// malformed id, at once.
+func deleteChecked[T any](ctx context.Context, db *DB, tb table[T], actor *User, id, action, snapshot string,
+	check func(u *unitOfWork, id string)) error {
 	if actor == nil {
 		return errs.ErrUnauthenticated
 	}
@@ -204,18 +216,25 @@ func deleteRecorded[T any](ctx context.Context, db *DB, tb table[T], actor *User
 	}
 	return db.WithTx(ctx, func(ctx context.Context, _ Querier) error {
 		u := unitOfWorkFrom(ctx)
-		rec, err := newAuditRecord(ctx, audit.Event{ActorID: &actor.ID, Action: action, EntityID: id})
+		rec, err := recordNow(ctx, actor, action)
 		if err != nil {
 			return err
 		}
-		rec.OccurredAt = stamp(time.Now())
-		u.checkParent(parent{tb.name, "workspace_id", tb.kind, "FOR UPDATE"}, id, actor, min, what, refuse, more, args...)
+		check(u, id)
 		event, params := recordedFrom(&rec, "d", "d.workspace_id", "d.id", snapshot, []any{id})
 		u.write("delete "+tb.kind, `WITH d AS (DELETE FROM `+tb.name+` WHERE id = $1 AND taskflow_ok() RETURNING *)
 			`+event, params, 1)
 		db.onCommit(ctx, db.wakeSealer) // as appendAudit's events do
 		return nil
 	})
+}
+
+// recordNow returns the record of action by actor, occurring now, whose
+// workspace, entity and metadata Postgres makes (recordedFrom).
+func recordNow(ctx context.Context, actor *User, action string) (audit.Record, error) {
+	rec, err := newAuditRecord(ctx, audit.Event{ActorID: &actor.ID, Action: action})
+	rec.OccurredAt = stamp(time.Now())
+	return rec, err
 }
 
 // recordedFrom returns the INSERT of rec's event made in SQL from the rows of
@@ -294,12 +313,11 @@ func updateRecorded[T any](ctx context.Context, db *DB, tb table[T], actor *User
 	out := tb.withID(canon)
 	err = db.WithTx(ctx, func(ctx context.Context, _ Querier) error {
 		u := unitOfWorkFrom(ctx)
-		rec, err := newAuditRecord(ctx, audit.Event{ActorID: &actor.ID, Action: action, EntityID: canon})
+		rec, err := recordNow(ctx, actor, action)
 		if err != nil {
 			return err
 		}
-		now := stamp(time.Now())
-		rec.OccurredAt = now
+		now := rec.OccurredAt
 		u.checkParent(parent{tb.name, "workspace_id", tb.kind, tb.lock}, canon, actor, min, what, refuse, more, args...)
 		params := []any{canon, now}
 		set := []string{"updated_at = $2"}
