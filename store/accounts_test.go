@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -149,5 +150,51 @@ func TestRevokeTokenRecordsOneLogout(t *testing.T) {
 	}
 	if err := db.Pool.QueryRow(ctx, `SELECT count(*) FROM audit_events`).Scan(&n); err != nil || n != 1 {
 		t.Fatalf("%d events in all, want 1 (%v)", n, err)
+	}
+}
+
+// An account's creation (the user, its first token and user.registered) and
+// a session's (the token, a rehashed password, user.logged_in) are one round
+// trip each with their COMMIT; a taken e-mail is CONFLICT from that round
+// trip, and leaves no token behind. The user returned is the user stored.
+func TestAccountWritesAreOneRoundTrip(t *testing.T) {
+	t.Parallel()
+	db, pool, rec := tracedDB(t)
+	ctx := t.Context()
+	if err := pool.Ping(ctx); err != nil {
+		t.Fatal(err)
+	}
+	rec.take()
+	u, err := db.CreateUser(ctx, " New@Example.com ", "New", "hash-1", []byte("token-1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if trips := rec.take(); len(trips) != 1 || !strings.HasPrefix(trips[0], "begin ; insert into users") ||
+		!strings.Contains(trips[0], "insert into tokens") || !strings.HasSuffix(trips[0], "; commit") {
+		t.Fatalf("register: round trips %q, want one: the user, its token, its event, COMMIT", trips)
+	}
+	stored, err := db.UserByEmail(ctx, "new@example.com")
+	if err != nil || !stored.CreatedAt.Equal(u.CreatedAt) {
+		t.Fatalf("registered at %v, stored %v (%v)", u.CreatedAt, stored.CreatedAt, err)
+	}
+	if stored.CreatedAt = u.CreatedAt; !reflect.DeepEqual(u, stored) {
+		t.Fatalf("registered %+v, stored %+v (%v)", u, stored, err)
+	}
+	if _, err := db.CreateUser(ctx, "new@example.com", "Again", "hash-2", []byte("token-2")); errs.CodeOf(err) != errs.CodeConflict {
+		t.Fatalf("a taken e-mail: %v, want CONFLICT", err)
+	}
+	rec.take()
+	if err := db.CreateSession(ctx, u, []byte("token-3"), "hash-3"); err != nil {
+		t.Fatal(err)
+	}
+	if trips := rec.take(); len(trips) != 1 || !strings.HasPrefix(trips[0], "begin ; insert into tokens") ||
+		!strings.Contains(trips[0], "update users") || !strings.HasSuffix(trips[0], "; commit") {
+		t.Fatalf("session: round trips %q, want one: the token, the rehash, the event, COMMIT", trips)
+	}
+	var tokens int
+	var hash string
+	if err := pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM tokens WHERE user_id = $1), password_hash FROM users WHERE id = $1`,
+		u.ID).Scan(&tokens, &hash); err != nil || tokens != 2 || hash != "hash-3" {
+		t.Fatalf("%d tokens, hash %q (%v): want 2 and the rehash", tokens, hash, err)
 	}
 }

@@ -159,14 +159,12 @@ func (db *DB) UserByEmail(ctx context.Context, email string) (*User, error) {
 // TokenLifetime is how long a bearer token from register or login is valid.
 const TokenLifetime = 30 * 24 * time.Hour
 
-// insertToken stores the SHA-256 of a new token of userID, valid for TokenLifetime.
-func insertToken(ctx context.Context, tx Querier, userID string, tokenHash []byte) error {
-	_, err := tx.Exec(ctx, `INSERT INTO tokens (token_hash, user_id, expires_at) VALUES ($1, $2, now() + $3 * interval '1 second')`,
-		tokenHash, userID, int64(TokenLifetime/time.Second))
-	if err != nil {
-		return fmt.Errorf("insert token: %w", err)
-	}
-	return nil
+// insertToken stores the SHA-256 of a new token of userID, valid for
+// TokenLifetime: deferred in the unit of work of ctx (db.exec).
+func (db *DB) insertToken(ctx context.Context, tx Querier, userID string, tokenHash []byte) error {
+	return db.exec(ctx, tx, "insert token", `INSERT INTO tokens (token_hash, user_id, expires_at)
+		SELECT $1, $2, now() + $3 * interval '1 second' WHERE taskflow_ok()`,
+		[]any{tokenHash, userID, int64(TokenLifetime / time.Second)}, 1)
 }
 
 // CreateUser creates an account with an already hashed password, stores the hash
@@ -182,27 +180,24 @@ func (db *DB) CreateUser(ctx context.Context, email, name, passwordHash string, 
 	if err != nil {
 		return nil, err
 	}
-	var out *User
+	u := &User{ID: newID(), Email: email, Name: name, PasswordHash: passwordHash, CreatedAt: stamp(time.Now())}
 	err = db.WithTx(ctx, func(ctx context.Context, tx Querier) error {
-		u, err := scanUser(tx.QueryRow(ctx, `INSERT INTO users AS u (email, name, password_hash)
-			VALUES (lower($1), $2, $3) RETURNING `+userColumns, email, name, passwordHash))
-		if err != nil {
-			return mapError(err)
-		}
-		if err := insertToken(ctx, tx, u.ID, tokenHash); err != nil {
+		// One round trip with the commit: the account, its token and its event
+		// (a taken e-mail is refused by the account's insert: CONFLICT).
+		if err := db.exec(ctx, tx, "insert user", `INSERT INTO users (id, email, name, password_hash, created_at)
+			SELECT $1, $2, $3, $4, $5 WHERE taskflow_ok()`, []any{u.ID, u.Email, u.Name, u.PasswordHash, u.CreatedAt}, 1); err != nil {
 			return err
 		}
-		if err := db.appendAudit(ctx, tx, audit.Event{ActorID: &u.ID, Action: "user.registered",
-			EntityID: u.ID, Metadata: audit.Snapshot(u)}); err != nil {
+		if err := db.insertToken(ctx, tx, u.ID, tokenHash); err != nil {
 			return err
 		}
-		out = u
-		return nil
+		return db.appendAudit(ctx, tx, audit.Event{ActorID: &u.ID, Action: "user.registered",
+			EntityID: u.ID, Metadata: audit.Snapshot(u)})
 	})
 	if err != nil {
 		return nil, err
 	}
-	return out, nil
+	return u, nil
 }
 
 // CreateSession stores the hash of a new token for a user whose password was
@@ -211,13 +206,14 @@ func (db *DB) CreateUser(ctx context.Context, email, name, passwordHash string, 
 // event notes as {"passwordRehashed": true}.
 func (db *DB) CreateSession(ctx context.Context, u *User, tokenHash []byte, newPasswordHash string) error {
 	return db.WithTx(ctx, func(ctx context.Context, tx Querier) error {
-		if err := insertToken(ctx, tx, u.ID, tokenHash); err != nil {
+		if err := db.insertToken(ctx, tx, u.ID, tokenHash); err != nil {
 			return err
 		}
 		meta := map[string]any{}
 		if newPasswordHash != "" {
-			if _, err := tx.Exec(ctx, `UPDATE users SET password_hash = $2 WHERE id = $1`, u.ID, newPasswordHash); err != nil {
-				return fmt.Errorf("rehash password: %w", err)
+			if err := db.exec(ctx, tx, "rehash password", `UPDATE users SET password_hash = $2 WHERE id = $1 AND taskflow_ok()`,
+				[]any{u.ID, newPasswordHash}, -1); err != nil {
+				return err
 			}
 			meta["passwordRehashed"] = true
 		}

@@ -72,7 +72,8 @@ func (u *unitOfWork) check(sql string, args []any, r refusals) {
 	}})
 }
 
-// write queues a write that must change rows rows (-1: any number). Its SQL
+// write queues a write that must change rows rows (-1: any number; a
+// constraint it violates is the error mapError makes of it). Its SQL
 // must apply nothing unless taskflow_ok() (an INSERT ... SELECT ... WHERE
 // taskflow_ok(), an UPDATE or DELETE ... AND taskflow_ok()), so that a unit of
 // work an idempotency claim refused changes nothing (migration 0009).
@@ -81,7 +82,7 @@ func (u *unitOfWork) write(what, sql string, args []any, rows int64) {
 	u.tx.queueDeferred(deferred{sql: sql, args: args, read: func(br pgx.BatchResults) error {
 		tag, err := br.Exec()
 		if err != nil {
-			return fmt.Errorf("%s: %w", what, err)
+			return mapError(fmt.Errorf("%s: %w", what, err))
 		}
 		if rows >= 0 && tag.RowsAffected() != rows && tx.err == nil {
 			return fmt.Errorf("%s: %d rows changed, want %d", what, tag.RowsAffected(), rows)
@@ -416,7 +417,7 @@ func (db *DB) exec(ctx context.Context, tx Querier, what, sql string, args []any
 	}
 	tag, err := tx.Exec(ctx, sql, args...)
 	if err != nil {
-		return fmt.Errorf("%s: %w", what, err)
+		return mapError(fmt.Errorf("%s: %w", what, err))
 	}
 	if rows >= 0 && tag.RowsAffected() != rows {
 		return fmt.Errorf("%s: %d rows changed, want %d", what, tag.RowsAffected(), rows)
