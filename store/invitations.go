@@ -79,7 +79,7 @@ func scanInvitation(row pgx.Row, lead ...any) (*Invitation, error) {
 // invitations. None of its answers, nor the statements, depends on whether
 // an account has the e-mail without being a member.
 func (u *unitOfWork) inviteChecks(ws string, actor *User, email string, emailErr error, role Role, open bool) {
-	u.checkParent(parent{"workspaces", "id", "workspace", "FOR NO KEY UPDATE"}, ws, actor, RoleViewer, "invite members", "", nil)
+	u.checkParent(parentWorkspace.locked("FOR NO KEY UPDATE"), ws, actor, RoleViewer, "invite members", "", nil)
 	u.check(`SELECT taskflow_check(CASE
 			WHEN a.role IS NULL THEN 'no_workspace'
 			WHEN NOT (a.role = ANY($3::text[])) THEN 'forbidden'

@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/google/uuid"
@@ -38,24 +37,6 @@ func (db *DB) MembersByWorkspaces(ctx context.Context, viewerID string, workspac
 	return out, rows.Err()
 }
 
-// lockWorkspace locks the workspace row for the rest of tx, serialising every
-// membership change of the workspace (so two concurrent demotions cannot both see
-// another OWNER left). It returns NOT_FOUND if the workspace does not exist.
-func lockWorkspace(ctx context.Context, tx Querier, workspaceID string) error {
-	if !validID(workspaceID) {
-		return notFound("workspace")
-	}
-	var one int
-	err := tx.QueryRow(ctx, `SELECT 1 FROM workspaces WHERE id = $1 FOR NO KEY UPDATE`, workspaceID).Scan(&one)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return notFound("workspace")
-	}
-	if err != nil {
-		return fmt.Errorf("lock workspace: %w", err)
-	}
-	return nil
-}
-
 // errLastOwner is returned when a change would leave a workspace without an OWNER.
 var errLastOwner = errs.Errorf(errs.CodeConflict, "the last OWNER of a workspace cannot be removed or demoted")
 
@@ -75,7 +56,7 @@ var errOwnerOnly = errs.Errorf(errs.CodeForbidden, "only an OWNER can make or un
 // FORBIDDEN), and the last OWNER stays one (CONFLICT) unless the role does
 // not change.
 func (u *unitOfWork) memberChange(ws string, actor *User, user string, self bool, to Role) {
-	u.checkParent(parent{"workspaces", "id", "workspace", "FOR NO KEY UPDATE"}, ws, actor, RoleViewer, "manage members", "", nil)
+	u.checkParent(parentWorkspace.locked("FOR NO KEY UPDATE"), ws, actor, RoleViewer, "manage members", "", nil)
 	u.check(`SELECT taskflow_check(CASE
 			WHEN a.role IS NULL THEN 'no_workspace'
 			WHEN NOT $4::bool AND NOT (a.role = ANY($5::text[])) THEN 'forbidden'

@@ -3,16 +3,19 @@ package store_test
 import (
 	"context"
 	"encoding/base64"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
 
+	"taskflow/errs"
 	"taskflow/store"
 	"taskflow/store/storetest"
 )
 
-// A webhook endpoint's update, enabling, disabling, secret rotation and ping
-// are one round trip each: BEGIN, the check (the endpoint locked, the actor
+// A webhook endpoint's creation is the actor's role, read before the URL is
+// resolved, then one round trip; its update, enabling, disabling, secret
+// rotation and ping are one round trip each: BEGIN, the check (the endpoint locked, the actor
 // an OWNER or ADMIN), the change with its event (the ping: its event), and
 // COMMIT. A refused one is refused by the check in its first round trip. A
 // keyed rotation carries its idempotency record, the endpoint and the new
@@ -22,11 +25,29 @@ func TestWebhookEndpointChangesAreOneRoundTrip(t *testing.T) {
 	t.Parallel()
 	f := newRoundTripFixture(t)
 	db, pool, rec, ctx := f.db, f.pool, f.rec, t.Context()
+	rec.take()
 	created, err := db.CreateWebhookEndpoint(ctx, f.admin, store.WebhookEndpointInput{WorkspaceID: f.ws, URL: hookURL})
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The role first, before the URL's DNS lookup, then the unit of work.
+	if trips := rec.take(); len(trips) != 2 || !strings.HasPrefix(trips[0], "select role from members") ||
+		!strings.HasPrefix(trips[1], "begin ; select taskflow_check(") || !strings.Contains(trips[1], "insert into webhook_endpoints") ||
+		!strings.HasSuffix(trips[1], "; commit") {
+		t.Fatalf("create: round trips %q: want the role's read, then BEGIN, the checks, the endpoint, its event and COMMIT", trips)
+	}
 	id := created.Endpoint.ID
+	stored, err := db.WebhookEndpoint(ctx, f.admin, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !stored.CreatedAt.Equal(created.Endpoint.CreatedAt) {
+		t.Fatalf("created at %v, stored %v", created.Endpoint.CreatedAt, stored.CreatedAt)
+	}
+	stored.CreatedAt, stored.UpdatedAt = created.Endpoint.CreatedAt, created.Endpoint.UpdatedAt
+	if !reflect.DeepEqual(stored, created.Endpoint) {
+		t.Fatalf("created %+v, stored %+v", created.Endpoint, stored)
+	}
 	for _, c := range []struct {
 		action, statement string
 		change            func(actor *store.User) error
@@ -95,7 +116,7 @@ func TestWebhookEndpointChangesAreOneRoundTrip(t *testing.T) {
 		!strings.Contains(trips[0], "insert into idempotency_keys") || !strings.HasSuffix(trips[0], "; commit") {
 		t.Fatalf("keyed rotation: round trips %q, want one: the claim, the check, the rotation, the record, COMMIT", trips)
 	}
-	stored, err := db.WebhookEndpoint(ctx, f.admin, id)
+	stored, err = db.WebhookEndpoint(ctx, f.admin, id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -193,5 +214,52 @@ func TestWebhookEndpointChangesInSQLAreGos(t *testing.T) {
 	storetest.Seal(t, f.db)
 	if r, err := f.db.VerifyAuditLog(ctx, f.owner, f.workspace, nil, nil); err != nil || !r.Valid {
 		t.Fatalf("verify: %+v %v", r, err)
+	}
+}
+
+// Concurrent creations never take a workspace past MaxWebhookEndpoints: the
+// bound is counted in a statement that starts once the workspace's lock is
+// held, so it sees the endpoints of the creation it waited for. Ten rounds of
+// eight creations at once, two places left each time.
+func TestConcurrentEndpointCreationsKeepTheBound(t *testing.T) {
+	t.Parallel()
+	f := newHookFixture(t)
+	ctx := t.Context()
+	for range store.MaxWebhookEndpoints - 2 {
+		f.endpoint(t)
+	}
+	const n = 8
+	for round := range 10 {
+		results := make(chan error, n)
+		start := make(chan struct{})
+		for range n {
+			go func() {
+				<-start
+				_, err := f.db.CreateWebhookEndpoint(ctx, f.owner, store.WebhookEndpointInput{WorkspaceID: f.workspace, URL: hookURL})
+				results <- err
+			}()
+		}
+		close(start)
+		created := 0
+		for range n {
+			switch err := <-results; errs.CodeOf(err) {
+			case "":
+				created++
+			case errs.CodeConflict:
+			default:
+				t.Errorf("a creation: %v", err)
+			}
+		}
+		var count int
+		if err := f.db.Pool.QueryRow(ctx, `SELECT count(*) FROM webhook_endpoints WHERE workspace_id = $1`, f.workspace).Scan(&count); err != nil {
+			t.Fatal(err)
+		}
+		if created != 2 || count != store.MaxWebhookEndpoints {
+			t.Fatalf("round %d: %d of %d concurrent creations succeeded, %d endpoints: want 2 and %d", round, created, n, count, store.MaxWebhookEndpoints)
+		}
+		if _, err := f.db.Pool.Exec(ctx, `DELETE FROM webhook_endpoints WHERE id IN (SELECT id FROM webhook_endpoints
+			WHERE workspace_id = $1 ORDER BY created_at DESC LIMIT 2)`, f.workspace); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

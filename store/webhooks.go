@@ -159,37 +159,32 @@ func (db *DB) CreateWebhookEndpoint(ctx context.Context, actor *User, in Webhook
 		return nil, err
 	}
 	secret, key := newWebhookSecret()
-	var out *WebhookEndpointSecret
+	now := stamp(time.Now())
+	e := &WebhookEndpoint{ID: newID(), WorkspaceID: mustCanonical(in.WorkspaceID), URL: u, Description: desc, Actions: actions,
+		Enabled: true, CreatedByID: &actor.ID, CreatedAt: now, UpdatedAt: now}
 	err = db.WithTx(ctx, func(ctx context.Context, tx Querier) error {
-		if err := lockWorkspace(ctx, tx, in.WorkspaceID); err != nil {
+		// One round trip with the commit: the workspace locked (the role
+		// checked again under the lock), then, in a statement whose snapshot
+		// follows the lock (memberChange says why), the bound on endpoints;
+		// the endpoint and its event.
+		u := unitOfWorkFrom(ctx)
+		u.checkParent(parentWorkspace.locked("FOR NO KEY UPDATE"), e.WorkspaceID, actor, RoleAdmin, webhookAdminAction, "", nil)
+		u.check(`SELECT taskflow_check(CASE WHEN (SELECT count(*) FROM webhook_endpoints WHERE workspace_id = $1) >= $2::int
+			THEN 'too_many' END)`, []any{e.WorkspaceID, MaxWebhookEndpoints}, refusals{"too_many": errs.Errorf(errs.CodeConflict,
+			"the workspace has %d webhook endpoints, the most it may have: delete one first", MaxWebhookEndpoints)})
+		if err := db.exec(ctx, tx, "create webhook endpoint", `INSERT INTO webhook_endpoints
+				(id, workspace_id, url, description, actions, secret, created_by, created_at, updated_at)
+			SELECT $1, $2, $3, $4, $5, $6, $7, $8, $8 WHERE taskflow_ok()`,
+			[]any{e.ID, e.WorkspaceID, e.URL, e.Description, e.Actions, key, actor.ID, now}, 1); err != nil {
 			return err
 		}
-		if _, err := db.requireRole(ctx, in.WorkspaceID, actor, RoleAdmin, "workspace", webhookAdminAction); err != nil {
-			return err
-		}
-		var n int
-		if err := tx.QueryRow(ctx, `SELECT count(*) FROM webhook_endpoints WHERE workspace_id = $1`, in.WorkspaceID).Scan(&n); err != nil {
-			return fmt.Errorf("count webhook endpoints: %w", err)
-		}
-		if n >= MaxWebhookEndpoints {
-			return errs.Errorf(errs.CodeConflict, "the workspace has %d webhook endpoints, the most it may have: delete one first", MaxWebhookEndpoints)
-		}
-		e, err := scanWebhookEndpoint(tx.QueryRow(ctx, `INSERT INTO webhook_endpoints AS e (workspace_id, url, description, actions, secret, created_by)
-			VALUES ($1, $2, $3, $4, $5, $6) RETURNING `+webhookEndpointColumns, in.WorkspaceID, u, desc, actions, key, actor.ID))
-		if err != nil {
-			return fmt.Errorf("create webhook endpoint: %w", err)
-		}
-		if err := db.appendAudit(ctx, tx, audit.Event{WorkspaceID: &e.WorkspaceID, ActorID: &actor.ID,
-			Action: "webhook.created", EntityID: e.ID, Metadata: audit.Snapshot(e)}); err != nil {
-			return err
-		}
-		out = &WebhookEndpointSecret{Endpoint: e, Secret: secret}
-		return nil
+		return db.appendAudit(ctx, tx, audit.Event{WorkspaceID: &e.WorkspaceID, ActorID: &actor.ID,
+			Action: "webhook.created", EntityID: e.ID, Metadata: audit.Snapshot(e)})
 	})
 	if err != nil {
 		return nil, err
 	}
-	return out, nil
+	return &WebhookEndpointSecret{Endpoint: e, Secret: secret}, nil
 }
 
 // lockWebhookEndpoint returns the endpoint locked for the rest of tx, after

@@ -118,6 +118,12 @@ var (
 	parentTask      = parent{"tasks", "workspace_id", "task", "FOR KEY SHARE"}
 )
 
+// locked returns p with lock instead of its own.
+func (p parent) locked(lock string) parent {
+	p.lock = lock
+	return p
+}
+
 // checkParent queues the check that actor may write under the row id of p: it
 // exists and actor's role in its workspace is at least min (else NOT_FOUND, or
 // FORBIDDEN naming action), and refuse (an SQL expression over the row as r,
