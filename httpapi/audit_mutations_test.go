@@ -83,6 +83,21 @@ type mutationRow struct {
 	refused string
 }
 
+// args returns the caller (anonymous: the zero User), the variables and the
+// files (nil: a JSON call) of the row's call on f.
+func (row mutationRow) args(f *mutationFixture) (caller apitest.User, vars map[string]any, files []apitest.File) {
+	if row.as != nil {
+		caller = row.as(f)
+	}
+	if row.vars != nil {
+		vars = row.vars(f)
+	}
+	if row.files != nil {
+		files = row.files(f)
+	}
+	return caller, vars, files
+}
+
 func owner(f *mutationFixture) apitest.User    { return f.owner }
 func member(f *mutationFixture) apitest.User   { return f.member }
 func outsider(f *mutationFixture) apitest.User { return f.outsider }
@@ -336,18 +351,7 @@ func TestEveryMutationWritesItsAuditEvents(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			f := newMutationFixture(t, env)
-			var caller apitest.User
-			if row.as != nil {
-				caller = row.as(f)
-			}
-			var vars map[string]any
-			if row.vars != nil {
-				vars = row.vars(f)
-			}
-			var files []apitest.File
-			if row.files != nil {
-				files = row.files(f)
-			}
+			caller, vars, files := row.args(f)
 			res, evs := auditActionCall(t, env, caller.Token, row.query, vars, files...)
 			if row.refused != "" {
 				if res.Code() != row.refused || len(evs) != 0 {

@@ -256,19 +256,20 @@ func (db *DB) RevokeToken(ctx context.Context, u *User, tokenHash []byte) error 
 	if u == nil {
 		return errs.ErrUnauthenticated
 	}
-	return db.WithTx(ctx, func(ctx context.Context, tx Querier) error {
-		tag, err := tx.Exec(ctx, `UPDATE tokens SET revoked_at = now()
-			WHERE token_hash = $1 AND user_id = $2 AND revoked_at IS NULL`, tokenHash, u.ID)
+	return db.WithTx(ctx, func(ctx context.Context, _ Querier) error {
+		// One round trip with the commit: the token revoked and, when it was
+		// not revoked already, user.logged_out.
+		rec, err := recordNow(ctx, u, "user.logged_out")
 		if err != nil {
-			return fmt.Errorf("revoke token: %w", err)
+			return err
 		}
-		if tag.RowsAffected() == 0 {
-			return nil
-		}
+		event, params := recordedFrom(&rec, "r", "NULL::uuid", "r.user_id", `'{}'::jsonb`, []any{tokenHash, u.ID})
+		unitOfWorkFrom(ctx).write("revoke token", `WITH r AS (UPDATE tokens SET revoked_at = now()
+			WHERE token_hash = $1 AND user_id = $2 AND revoked_at IS NULL AND taskflow_ok() RETURNING user_id) `+event, params, -1)
 		// This instance refuses the token from the commit on; the others
 		// once their revocation feeds read the change (RunRevocationFeed).
 		db.onCommit(ctx, func() { db.sessions.revoked(string(tokenHash)) })
-		return db.appendAudit(ctx, tx, audit.Event{ActorID: &u.ID, Action: "user.logged_out", EntityID: u.ID,
-			Metadata: map[string]any{}})
+		db.onCommit(ctx, db.wakeSealer) // as appendAudit's events do
+		return nil
 	})
 }

@@ -245,8 +245,9 @@ func recordNow(ctx context.Context, actor *User, action string) (audit.Record, e
 }
 
 // recordedFrom returns the INSERT of rec's event made in SQL from the rows of
-// from (a FROM list): its chain and workspace are the SQL expression
-// workspace, its entity entity's, its metadata the SQL expression metadata,
+// from (a FROM list): its workspace is the SQL expression workspace, and so
+// is its chain (the user's whom entity names when that is NULL: an account's
+// event), its entity entity's, its metadata the SQL expression metadata,
 // the rest rec's, as parameters appended to params (the statement's, which it
 // returns).
 func recordedFrom(rec *audit.Record, from, workspace, entity, metadata string, params []any) (string, []any) {
@@ -254,8 +255,8 @@ func recordedFrom(rec *audit.Record, from, workspace, entity, metadata string, p
 	recArgs := auditRecordArgs(rec)
 	for i, f := range auditRecordFields {
 		switch f.column {
-		case "chain_key":
-			cols[i] = workspace + "::text"
+		case "chain_key": // as audit.Event.ChainKey: the workspace's, else the user's
+			cols[i] = "coalesce((" + workspace + ")::text, 'user:' || (" + entity + ")::text)"
 		case "workspace_id":
 			cols[i] = workspace
 		case "entity_id":

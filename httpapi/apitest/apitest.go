@@ -58,6 +58,13 @@ func New(t testing.TB, opts ...Option) *Env {
 	return newEnv(t, httpapi.NewHandler, opts)
 }
 
+// NewOn returns an Env on db, a store of a fresh migrated database (one
+// whose pool traces its statements, say).
+func NewOn(t testing.TB, db *store.DB, opts ...Option) *Env {
+	t.Helper()
+	return newEnvOn(t, db, httpapi.NewHandler, opts)
+}
+
 // NewUnguarded returns an Env whose handler leaves out the guards named
 // (httpapi.NewUnguardedHandler), for benchmarks that measure what they cost.
 func NewUnguarded(t testing.TB, without []httpapi.Guard, opts ...Option) *Env {
@@ -68,7 +75,12 @@ func NewUnguarded(t testing.TB, without []httpapi.Guard, opts ...Option) *Env {
 // newEnv builds the Env with the handler newHandler makes.
 func newEnv(t testing.TB, newHandler func(httpapi.Options) http.Handler, opts []Option) *Env {
 	t.Helper()
-	db := storetest.DB(t)
+	return newEnvOn(t, storetest.DB(t), newHandler, opts)
+}
+
+// newEnvOn is newEnv on db.
+func newEnvOn(t testing.TB, db *store.DB, newHandler func(httpapi.Options) http.Handler, opts []Option) *Env {
+	t.Helper()
 	key := audit.GenerateSigningKey()
 	o := httpapi.Options{DB: db, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		PasswordParams: auth.FastPasswordParams, Limiter: Unlimited(),
