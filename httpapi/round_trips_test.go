@@ -73,10 +73,10 @@ var mutationTrips = map[string]int{
 	"createWebhookEndpoint": 2,
 	// A refusal: the checks of inviteMember, then the ROLLBACK of FORBIDDEN.
 	"addMember": 2,
-	// The claim with the delivery's read, the endpoint's lock, the
-	// delivery's update, River's InsertTx (and JobRetryTx when the delivery
-	// has a job already), which send statements of their own, then COMMIT.
-	"redeliverWebhook": 6,
+	// The claim with the delivery's check and update; River's InsertTx, and
+	// its JobRetryTx when the delivery has a job already (as a delivery that
+	// failed has), which send statements of their own; the event and COMMIT.
+	"redeliverWebhook": 4,
 	// The upload's key registered before the file is streamed (committed on
 	// its own, so that a crash leaves no object unaccounted for); the claim
 	// with the task's check; the quota's lock and count; the blob's row (new,

@@ -163,6 +163,9 @@ func (db *DB) WebhookDeliveries(ctx context.Context, viewer *User, endpointID st
 var errAttemptInFlight = errs.Errorf(errs.CodeConflict,
 	"an attempt of this delivery is in flight right now: look at the delivery again when it has ended")
 
+// errRedeliverDisabled answers a redelivery of a disabled endpoint's delivery.
+var errRedeliverDisabled = errs.Errorf(errs.CodeConflict, "the endpoint is disabled: enable it before redelivering")
+
 // RedeliverWebhook starts a delivery over: it becomes PENDING with a new
 // attempt due now and, after it, the whole retry schedule, with the same
 // webhook-id and body. An attempt already scheduled is moved to now instead
@@ -179,34 +182,36 @@ func (db *DB) RedeliverWebhook(ctx context.Context, actor *User, deliveryID stri
 	if !validID(deliveryID) {
 		return nil, notFound("webhook delivery")
 	}
-	var out *WebhookDelivery
+	canon := mustCanonical(deliveryID)
+	out := &WebhookDelivery{}
 	err := db.WithTx(ctx, func(ctx context.Context, tx Querier) error {
-		var endpointID string
-		err := tx.QueryRow(ctx, `SELECT endpoint_id FROM webhook_deliveries WHERE id = $1`, deliveryID).Scan(&endpointID)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return notFound("webhook delivery")
-		}
-		if err != nil {
-			return fmt.Errorf("redeliver: %w", err)
-		}
-		e, err := lockWebhookEndpoint(ctx, tx, actor, endpointID)
-		if errs.CodeOf(err) == errs.CodeNotFound {
-			return notFound("webhook delivery")
-		}
-		if err != nil {
-			return err
-		}
-		if !e.Enabled {
-			return errs.Errorf(errs.CodeConflict, "the endpoint is disabled: enable it before redelivering")
-		}
-		d, err := scanWebhookDelivery(tx.QueryRow(ctx, `UPDATE webhook_deliveries d SET status = 'PENDING', next_attempt_at = now()
-			WHERE d.id = $1 AND (d.in_flight_until IS NULL OR d.in_flight_until <= now()) RETURNING `+webhookDeliveryColumns, deliveryID))
-		if errors.Is(err, pgx.ErrNoRows) {
-			return errAttemptInFlight
-		}
-		if err != nil {
-			return fmt.Errorf("redeliver: %w", err)
-		}
+		// The delivery locked with its endpoint, the rules in their order,
+		// and the delivery's update, with the key's claim: one round trip
+		// (the lock on the delivery keeps an attempt from starting between
+		// the check and the update).
+		u := unitOfWorkFrom(ctx)
+		u.check(`SELECT taskflow_check(CASE WHEN r.role IS NULL THEN 'not_found'
+				WHEN NOT (r.role = ANY($3::text[])) THEN 'forbidden'
+				WHEN NOT r.enabled THEN 'disabled'
+				WHEN r.in_flight_until > now() THEN 'in_flight' END)
+			FROM (SELECT 1) one LEFT JOIN LATERAL (SELECT e.enabled, d.in_flight_until, m.role FROM webhook_deliveries d
+				JOIN webhook_endpoints e ON e.id = d.endpoint_id
+				LEFT JOIN members m ON m.workspace_id = e.workspace_id AND m.user_id = $2
+				WHERE d.id = $1 FOR UPDATE OF d FOR NO KEY UPDATE OF e) r ON true`,
+			[]any{canon, actor.ID, rolesAtLeast(RoleAdmin)},
+			refusals{"not_found": notFound("webhook delivery"), "forbidden": forbidden(webhookAdminAction),
+				"disabled": errRedeliverDisabled, "in_flight": errAttemptInFlight})
+		u.tx.queueDeferred(deferred{sql: `UPDATE webhook_deliveries d SET status = 'PENDING', next_attempt_at = now()
+			WHERE d.id = $1 AND taskflow_ok() RETURNING ` + webhookDeliveryColumns, args: []any{canon},
+			read: func(br pgx.BatchResults) error {
+				d, err := scanWebhookDelivery(br.QueryRow())
+				if err != nil {
+					return fmt.Errorf("redeliver: %w", err)
+				}
+				*out = *d
+				return nil
+			}})
+		d := out
 		ptx, err := pgxTxOf(ctx, tx)
 		if err != nil {
 			return err
@@ -228,13 +233,9 @@ func (db *DB) RedeliverWebhook(ctx context.Context, actor *User, deliveryID stri
 				return fmt.Errorf("redeliver: %w", err)
 			}
 		}
-		if err := db.appendAudit(ctx, tx, audit.Event{WorkspaceID: &d.WorkspaceID, ActorID: &actor.ID,
+		return db.appendAudit(ctx, tx, audit.Event{WorkspaceID: &d.WorkspaceID, ActorID: &actor.ID,
 			Action: "webhook.redelivered", EntityID: d.EndpointID,
-			Metadata: map[string]any{"deliveryId": d.ID, "eventId": d.EventID, "action": d.Action}}); err != nil {
-			return err
-		}
-		out = d
-		return nil
+			Metadata: map[string]any{"deliveryId": d.ID, "eventId": d.EventID, "action": d.Action}})
 	})
 	if err != nil {
 		return nil, err
