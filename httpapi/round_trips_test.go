@@ -78,12 +78,10 @@ var mutationTrips = map[string]int{
 	// failed has), which send statements of their own; the event and COMMIT.
 	"redeliverWebhook": 4,
 	// The upload's key registered before the file is streamed (committed on
-	// its own, so that a crash leaves no object unaccounted for); the claim
-	// with the task's check; the quota's lock and count; the blob's row (new,
-	// or the workspace's copy of the content); the registration's delete;
-	// the attachment; its event and COMMIT; then whether the staged object
-	// became the blob (else it is deleted).
-	"addAttachment": 8,
+	// its own, so that a crash leaves no object unaccounted for); the unit
+	// of work; then whether the staged object became the blob (else it is
+	// deleted: blobs.Store.Release).
+	"addAttachment": 3,
 }
 
 // Every mutation of the schema makes at most the round trips to Postgres

@@ -5,15 +5,16 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"time"
 	"unicode"
 	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"golang.org/x/text/unicode/norm"
 
-	"taskflow/audit"
 	"taskflow/errs"
 )
 
@@ -133,93 +134,100 @@ func (db *DB) AddAttachment(ctx context.Context, actor *User, taskID string, fil
 	if !validID(taskID) {
 		return nil, notFound("task")
 	}
+	canon := mustCanonical(taskID)
 	f := file.UploadedFile
-	var a *Attachment
-	err := db.WithTx(ctx, func(ctx context.Context, tx Querier) error {
-		var workspaceID string
-		var role *Role
-		err := tx.QueryRow(ctx, `SELECT t.workspace_id, m.role FROM tasks t`+joinRole("t", "$2")+`
-			WHERE t.id = $1 FOR KEY SHARE OF t`, taskID, actor.ID).Scan(&workspaceID, &role)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return notFound("task")
-		}
+	out := &Attachment{ID: newID()}
+	err := db.WithTx(ctx, func(ctx context.Context, _ Querier) error {
+		// One round trip with the commit: the task's check, the quota's,
+		// the blob, the attachment and its event.
+		u := unitOfWorkFrom(ctx)
+		rec, err := recordNow(ctx, actor, "attachment.added")
 		if err != nil {
-			return fmt.Errorf("add attachment: task: %w", err)
-		}
-		if _, err := checkRole(role, RoleMember, "task", "attach files to tasks"); err != nil {
 			return err
 		}
-		if err := checkQuota(ctx, tx, workspaceID, f, quota); err != nil {
-			return err
+		u.checkParent(parentTask, canon, actor, RoleMember, "attach files to tasks", "", nil)
+		if quota > 0 {
+			u.checkQuota(canon, f, quota)
 		}
 		// The workspace's blob of this content: ours, or the one it has. The
-		// update of last_used_at makes a sweeper deleting it re-check and spare it.
-		// (xmax = 0 tells the row this statement inserted from the one it updated.)
-		var inserted bool
-		err = tx.QueryRow(ctx, `INSERT INTO attachment_blobs (workspace_id, sha256, key, size, content_type)
-			VALUES ($1, $2, $3, $4, $5)
-			ON CONFLICT (workspace_id, sha256) DO UPDATE SET last_used_at = now()
-			RETURNING xmax = 0`, workspaceID, f.SHA256, f.Key, f.Size, f.ContentType).Scan(&inserted)
-		if err != nil {
-			return fmt.Errorf("add attachment: blob: %w", err)
-		}
-		if inserted {
-			// Adopted: from the commit on, the object is referenced and no
-			// longer an upload. The sweeper deleted the registration (and the
-			// object) of an upload older than its grace period.
-			tag, err := tx.Exec(ctx, `DELETE FROM blob_uploads WHERE key = $1`, f.Key)
+		// update of last_used_at makes a sweeper deleting it re-check and
+		// spare it. Ours is adopted: from the commit on, the object is
+		// referenced and no longer an upload, so its registration goes; the
+		// sweeper deleted the registration (and the object) of an upload
+		// older than its grace period, which refuses the unit of work.
+		// (xmax = 0 tells the row this statement inserted from the one it
+		// updated.)
+		u.check(`WITH b AS (INSERT INTO attachment_blobs (workspace_id, sha256, key, size, content_type)
+				SELECT t.workspace_id, $2, $3, $4, $5 FROM tasks t WHERE t.id = $1 AND taskflow_ok()
+				ON CONFLICT (workspace_id, sha256) DO UPDATE SET last_used_at = now()
+				RETURNING xmax = 0 AS adopted),
+			r AS (DELETE FROM blob_uploads WHERE key = $3 AND (SELECT adopted FROM b) RETURNING 1)
+			SELECT taskflow_check(CASE WHEN (SELECT adopted FROM b) AND NOT EXISTS (SELECT FROM r) THEN 'expired' END)`,
+			[]any{canon, f.SHA256, f.Key, f.Size, f.ContentType}, refusals{"expired": errUploadExpired})
+		event, params := recordedFrom(&rec, "d", "d.workspace_id", "d.id", attachmentSnapshotSQL,
+			[]any{out.ID, canon, f.SHA256, f.Filename, actor.ID})
+		u.tx.queueDeferred(deferred{sql: `WITH d AS (INSERT INTO attachments (id, task_id, workspace_id, sha256, filename,
+					content_type, size, uploader_id)
+				SELECT $1, $2, b.workspace_id, b.sha256, $4, b.content_type, b.size, $5 FROM attachment_blobs b
+				WHERE b.workspace_id = (SELECT workspace_id FROM tasks WHERE id = $2) AND b.sha256 = $3 AND taskflow_ok()
+				RETURNING *),
+				e AS (` + event + `)
+			SELECT ` + attachmentColumns + ` FROM d a`, args: params, read: func(br pgx.BatchResults) error {
+			a, err := scanAttachment(br.QueryRow())
 			if err != nil {
-				return fmt.Errorf("add attachment: registration: %w", err)
+				return mapError(fmt.Errorf("add attachment: %w", err))
 			}
-			if tag.RowsAffected() == 0 {
-				return errUploadExpired
-			}
-		}
-		a, err = scanAttachment(tx.QueryRow(ctx, `INSERT INTO attachments AS a (task_id, workspace_id, sha256, filename,
-				content_type, size, uploader_id)
-			SELECT $1, $2, b.sha256, $4, b.content_type, b.size, $5 FROM attachment_blobs b
-			WHERE b.workspace_id = $2 AND b.sha256 = $3
-			RETURNING `+attachmentColumns, taskID, workspaceID, f.SHA256, f.Filename, actor.ID))
-		if err != nil {
-			return fmt.Errorf("add attachment: %w", mapError(err))
-		}
-		return db.appendAudit(ctx, tx, audit.Event{
-			WorkspaceID: &a.WorkspaceID, ActorID: &actor.ID, Action: "attachment.added",
-			EntityID: a.ID, Metadata: audit.Snapshot(a),
-		})
+			*out = *a
+			return nil
+		}})
+		u.made(out, `(SELECT `+attachmentSnapshotSQL+` || jsonb_build_object('createdAt', `+rfc3339SQL("d.created_at")+`)
+			FROM attachments d WHERE d.id = $5::uuid)`, out.ID)
+		db.onCommit(ctx, db.wakeSealer) // as appendAudit's events do
+		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
-	return a, nil
+	return out, nil
 }
 
-// checkQuota refuses (QuotaError) a file whose content is new to the workspace
-// and would take its distinct attached contents over quota; quota <= 0 means
-// none. It serialises the uploads of the workspace until tx ends, so that two
-// concurrent uploads cannot both fit in the same room.
-func checkQuota(ctx context.Context, tx Querier, workspaceID string, f *UploadedFile, quota int64) error {
-	if quota <= 0 {
-		return nil
-	}
-	var known bool
-	var used int64
-	b := &pgx.Batch{}
-	b.Queue(`SELECT pg_advisory_xact_lock(hashtextextended('attachments:' || $1, 0))`, workspaceID)
-	// A statement of its own: its snapshot is taken once the lock is held.
-	b.Queue(`SELECT EXISTS (SELECT 1 FROM attachment_blobs WHERE workspace_id = $1 AND sha256 = $2),
-			coalesce(sum(b.size), 0)::bigint
-		FROM attachment_blobs b
-		WHERE b.workspace_id = $1
-			AND EXISTS (SELECT 1 FROM attachments a WHERE a.workspace_id = b.workspace_id AND a.sha256 = b.sha256)`,
-		workspaceID, f.SHA256).QueryRow(func(row pgx.Row) error { return row.Scan(&known, &used) })
-	if err := tx.SendBatch(ctx, b).Close(); err != nil {
-		return fmt.Errorf("add attachment: quota: %w", err)
-	}
-	if !known && used+f.Size > quota {
-		return QuotaError(quota, used, f.Size)
-	}
-	return nil
+// checkQuota queues the refusal (QuotaError) of a file whose content is new
+// to the workspace of the task taskID and would take its distinct attached
+// contents over quota (> 0). It serialises the uploads of the workspace until
+// the unit of work ends, so that two concurrent uploads cannot both fit in
+// the same room: the lock, then, in a statement of its own whose snapshot is
+// taken once the lock is held, the count.
+func (u *unitOfWork) checkQuota(taskID string, f *UploadedFile, quota int64) {
+	u.tx.queueDeferred(deferred{sql: `SELECT pg_advisory_xact_lock(hashtextextended('attachments:' ||
+			(SELECT workspace_id FROM tasks WHERE id = $1), 0))`, args: []any{taskID},
+		read: func(br pgx.BatchResults) error {
+			if _, err := br.Exec(); err != nil {
+				return fmt.Errorf("add attachment: quota: %w", err)
+			}
+			return nil
+		}})
+	u.tx.queueDeferred(deferred{sql: `SELECT taskflow_check(CASE WHEN NOT q.known AND q.used + $3 > $4 THEN 'quota:' || q.used END)
+		FROM (SELECT EXISTS (SELECT 1 FROM attachment_blobs WHERE workspace_id = t.workspace_id AND sha256 = $2) AS known,
+				(SELECT coalesce(sum(b.size), 0)::bigint FROM attachment_blobs b WHERE b.workspace_id = t.workspace_id
+					AND EXISTS (SELECT 1 FROM attachments a WHERE a.workspace_id = b.workspace_id AND a.sha256 = b.sha256)) AS used
+			FROM tasks t WHERE t.id = $1) q`, args: []any{taskID, f.SHA256, f.Size, quota},
+		read: func(br pgx.BatchResults) error {
+			_, err := br.Exec()
+			var pgErr *pgconn.PgError
+			if errors.As(err, &pgErr) && pgErr.Code == refusalCode {
+				if used, ok := strings.CutPrefix(pgErr.Message, "quota:"); ok {
+					n, perr := strconv.ParseInt(used, 10, 64)
+					if perr != nil {
+						return fmt.Errorf("add attachment: quota refusal %q: %w", pgErr.Message, perr)
+					}
+					return QuotaError(quota, n, f.Size)
+				}
+			}
+			if err != nil {
+				return fmt.Errorf("add attachment: quota: %w", err)
+			}
+			return nil
+		}})
 }
 
 // attachmentsTable is the attachments table for the write helpers.

@@ -24,8 +24,9 @@ import (
 // task, a comment, a project or a webhook endpoint (its enabling, disabling
 // and secret rotation too; updateRecorded: Postgres applies the change and
 // makes the event's changes and the idempotency record's result), a
-// member's role change or removal (memberChange, in members.go), and an
-// invitation's making, acceptance, refusal or revocation (invitations.go).
+// member's role change or removal (memberChange, in members.go), an
+// invitation's making, acceptance, refusal or revocation (invitations.go),
+// and an attachment's (attachments.go).
 // docs/decisions/2026-12-01-one-round-trip.md says why and what it costs.
 //
 // The helpers below are the whole vocabulary an entity needs:
