@@ -73,10 +73,12 @@ var mutationTrips = map[string]int{
 	"createWebhookEndpoint": 2,
 	// A refusal: the checks of inviteMember, then the ROLLBACK of FORBIDDEN.
 	"addMember": 2,
-	// The claim with the delivery's check and update; River's InsertTx, and
-	// its JobRetryTx when the delivery has a job already (as a delivery that
-	// failed has), which send statements of their own; the event and COMMIT.
-	"redeliverWebhook": 4,
+	// The claim with the delivery's check and update; River's InsertTx
+	// (with a pg_notify for the queue's producers, at most once per fetch
+	// cooldown: one statement or two), and its JobRetryTx when the delivery
+	// has a job already (as a delivery that failed has); the event and
+	// COMMIT.
+	"redeliverWebhook": 5,
 	// The upload's key registered before the file is streamed (committed on
 	// its own, so that a crash leaves no object unaccounted for); the unit
 	// of work; then whether the staged object became the blob (else it is
