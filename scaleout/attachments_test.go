@@ -58,12 +58,12 @@ func filesIn(t testing.TB, dir string) []string {
 	return out
 }
 
-// A server SIGKILLed after an upload's bytes are in the blob store and before
-// its attachment commits leaves no attachment and a registered object; the
-// server started again keeps every committed attachment's bytes and its
-// sweeper deletes the orphan once BLOB_SWEEP_GRACE (shortened here, as an
-// operator may) has passed. The upload is held between the two by a lock on
-// its task, so the kill lands there and nowhere else.
+// A server SIGKILLed after an upload's bytes are going into the blob store
+// and before its attachment commits leaves no attachment and a registered
+// object; the server started again keeps every committed attachment's bytes
+// and its sweeper deletes the orphan once BLOB_SWEEP_GRACE (shortened here, as
+// an operator may) has passed. The upload is held between the two by its own
+// body, which stalls halfway, so the kill lands there and nowhere else.
 func TestSIGKILLBetweenBlobAndRow(t *testing.T) {
 	t.Parallel()
 	dbURL := storetest.URL(t)
@@ -82,38 +82,32 @@ func TestSIGKILLBetweenBlobAndRow(t *testing.T) {
 		t.Fatalf("files %v, want the kept one", got)
 	}
 
-	// Hold the task: the upload's transaction waits for it after the bytes are stored.
-	ctx := context.Background()
-	lock, err := pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lock.Rollback(ctx)
-	if _, err := lock.Exec(ctx, `SELECT 1 FROM tasks WHERE id = $1 FOR UPDATE`, task); err != nil {
-		t.Fatal(err)
-	}
+	// Hold the upload after the first half of its bytes is stored: its
+	// body stalls there, so the kill lands between the blob and the row. (A
+	// kill once the upload's unit of work is sent changes nothing of this:
+	// the unit of work, COMMIT included, is at Postgres in one round trip,
+	// and commits or not as a whole: then the attachment holds the bytes.)
+	stall := make(chan struct{})
 	sent := make(chan struct{})
 	go func() {
 		defer close(sent)
-		_, _ = in.upload(token, task, apitest.File{Path: "f", Name: "lost.bin", Size: 1 << 20, Body: apitest.Pattern(0, 1<<20)})
+		body := io.MultiReader(apitest.Pattern(0, 512<<10), stalled(stall))
+		_, _ = in.upload(token, task, apitest.File{Path: "f", Name: "lost.bin", Size: 1 << 20, Body: body})
 	}()
 	waited := false
 	for range 2000 { // a readiness poll, not a timing assertion
-		if len(filesIn(t, dir)) == 2 && count(t, pool, `SELECT count(*) FROM pg_stat_activity
-				WHERE wait_event_type = 'Lock' AND query LIKE '%FROM tasks t%FOR KEY SHARE%'`) == 1 {
+		if len(filesIn(t, dir)) == 2 && count(t, pool, `SELECT count(*) FROM blob_uploads`) == 1 {
 			waited = true
 			break
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
 	if !waited {
-		t.Fatalf("the upload never waited for its task with its bytes stored: files %v\n%s", filesIn(t, dir), in.stderr)
+		t.Fatalf("the upload's bytes were never being stored: files %v\n%s", filesIn(t, dir), in.stderr)
 	}
 	in.signalKill()
+	close(stall)
 	<-sent
-	if err := lock.Rollback(ctx); err != nil {
-		t.Fatal(err)
-	}
 	if n := count(t, pool, `SELECT count(*) FROM attachments`); n != 1 {
 		t.Fatalf("%d attachments after the kill, want the kept one", n)
 	}
@@ -141,7 +135,7 @@ func TestSIGKILLBetweenBlobAndRow(t *testing.T) {
 		t.Fatalf("the kept attachment: %d, %d bytes, %v", code, len(body), err)
 	}
 	// Every attachment's blob exists.
-	rows, err := pool.Query(ctx, `SELECT b.key FROM attachments a JOIN attachment_blobs b USING (workspace_id, sha256)`)
+	rows, err := pool.Query(context.Background(), `SELECT b.key FROM attachments a JOIN attachment_blobs b USING (workspace_id, sha256)`)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,6 +149,19 @@ func TestSIGKILLBetweenBlobAndRow(t *testing.T) {
 		}
 	}
 }
+
+// stalled returns a reader that blocks until release is closed, then ends.
+func stalled(release <-chan struct{}) io.Reader {
+	return readerFunc(func([]byte) (int, error) {
+		<-release
+		return 0, io.ErrUnexpectedEOF
+	})
+}
+
+// readerFunc is a function as an io.Reader.
+type readerFunc func([]byte) (int, error)
+
+func (f readerFunc) Read(p []byte) (int, error) { return f(p) }
 
 // getAs fetches a path of the instance with a bearer token.
 func (in *instance) getAs(token, path string) (int, []byte, error) {
