@@ -141,7 +141,7 @@ func (db *DB) AddAttachment(ctx context.Context, actor *User, taskID string, fil
 		// One round trip with the commit: the task's check, the quota's,
 		// the blob, the attachment and its event.
 		u := unitOfWorkFrom(ctx)
-		rec, err := recordNow(ctx, actor, "attachment.added")
+		rec, err := db.recordNow(ctx, actor, "attachment.added")
 		if err != nil {
 			return err
 		}
@@ -166,23 +166,15 @@ func (db *DB) AddAttachment(ctx context.Context, actor *User, taskID string, fil
 			[]any{canon, f.SHA256, f.Key, f.Size, f.ContentType}, refusals{"expired": errUploadExpired})
 		event, params := recordedFrom(&rec, "d", "d.workspace_id", "d.id", attachmentSnapshotSQL,
 			[]any{out.ID, canon, f.SHA256, f.Filename, actor.ID})
-		u.tx.queueDeferred(deferred{sql: `WITH d AS (INSERT INTO attachments (id, task_id, workspace_id, sha256, filename,
+		queueRow(u, "add attachment", `WITH d AS (INSERT INTO attachments (id, task_id, workspace_id, sha256, filename,
 					content_type, size, uploader_id)
 				SELECT $1, $2, b.workspace_id, b.sha256, $4, b.content_type, b.size, $5 FROM attachment_blobs b
 				WHERE b.workspace_id = (SELECT workspace_id FROM tasks WHERE id = $2) AND b.sha256 = $3 AND taskflow_ok()
 				RETURNING *),
-				e AS (` + event + `)
-			SELECT ` + attachmentColumns + ` FROM d a`, args: params, read: func(br pgx.BatchResults) error {
-			a, err := scanAttachment(br.QueryRow())
-			if err != nil {
-				return mapError(fmt.Errorf("add attachment: %w", err))
-			}
-			*out = *a
-			return nil
-		}})
+				e AS (`+event+`)
+			SELECT `+attachmentColumns+` FROM d a`, params, scanAttachment, out)
 		u.made(out, `(SELECT `+attachmentSnapshotSQL+` || jsonb_build_object('createdAt', `+rfc3339SQL("d.created_at")+`)
 			FROM attachments d WHERE d.id = $5::uuid)`, out.ID)
-		db.onCommit(ctx, db.wakeSealer) // as appendAudit's events do
 		return nil
 	})
 	if err != nil {

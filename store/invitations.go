@@ -104,11 +104,10 @@ var invitationsTable = table[Invitation]{kind: "invitation", name: "invitations"
 var invitationSnapshotSQL = `jsonb_build_object('id', d.id, 'workspaceId', d.workspace_id, 'email', d.email,
 	'role', d.role, 'invitedById', d.invited_by, 'expiresAt', ` + rfc3339SQL("d.expires_at") + `)`
 
-// invitationJSONSQL is the JSON of an Invitation i of workspace w as
+// invitationJSONSQL is the JSON of an Invitation d of workspace w as
 // json.Marshal writes it: the idempotency record of inviteMember.
-var invitationJSONSQL = `jsonb_build_object('id', i.id, 'workspaceId', i.workspace_id, 'workspaceName', w.name,
-	'email', i.email, 'role', i.role, 'invitedById', i.invited_by, 'createdAt', ` + rfc3339SQL("i.created_at") + `,
-	'expiresAt', ` + rfc3339SQL("i.expires_at") + `)`
+var invitationJSONSQL = invitationSnapshotSQL + ` || jsonb_build_object('workspaceName', w.name, 'createdAt', ` +
+	rfc3339SQL("d.created_at") + `)`
 
 // InviteMember invites the e-mail address to the workspace with role and
 // records member.invited (entity: the invitation). The invitation is open for
@@ -143,7 +142,7 @@ func (db *DB) InviteMember(ctx context.Context, actor *User, workspaceID, email 
 			}
 			return emailErr
 		}
-		rec, err := recordNow(ctx, actor, "member.invited")
+		rec, err := db.recordNow(ctx, actor, "member.invited")
 		if err != nil {
 			return err
 		}
@@ -153,24 +152,15 @@ func (db *DB) InviteMember(ctx context.Context, actor *User, workspaceID, email 
 			AND taskflow_ok()`, []any{ws}, -1)
 		event, params := recordedFrom(&rec, "d", "d.workspace_id", "d.id", invitationSnapshotSQL,
 			[]any{ws, e, string(role), actor.ID, int64(InvitationLifetime / time.Second)})
-		u.tx.queueDeferred(deferred{sql: `WITH d AS (
+		queueRow(u, "invite", `WITH d AS (
 				INSERT INTO invitations (workspace_id, email, role, invited_by, created_at, expires_at)
 				SELECT $1, $2, $3, $4, c.at, c.at + $5 * interval '1 second' FROM (SELECT clock_timestamp() AS at) c
 				WHERE taskflow_ok()
 				RETURNING *),
-				e AS (` + event + `)
-			SELECT ` + invitationColumns + ` FROM d i JOIN workspaces w ON w.id = i.workspace_id`,
-			args: params, read: func(br pgx.BatchResults) error {
-				inv, err := scanInvitation(br.QueryRow())
-				if err != nil {
-					return mapError(fmt.Errorf("invite: %w", err))
-				}
-				*out = *inv
-				return nil
-			}})
-		u.made(out, `(SELECT `+invitationJSONSQL+` FROM invitations i JOIN workspaces w ON w.id = i.workspace_id
-			WHERE i.workspace_id = ($5::text[])[1]::uuid AND i.email = ($5::text[])[2])`, []string{ws, e})
-		db.onCommit(ctx, db.wakeSealer) // as appendAudit's events do
+				e AS (`+event+`)
+			SELECT `+invitationColumns+` FROM d i JOIN workspaces w ON w.id = i.workspace_id`, params, scanInvitation, out)
+		u.made(out, `(SELECT `+invitationJSONSQL+` FROM invitations d JOIN workspaces w ON w.id = d.workspace_id
+			WHERE d.workspace_id = ($5::text[])[1]::uuid AND d.email = ($5::text[])[2])`, []string{ws, e})
 		return nil
 	})
 	if err != nil {
@@ -261,7 +251,7 @@ func (db *DB) AcceptInvitation(ctx context.Context, actor *User, id string) (*Wo
 	out := &Workspace{}
 	err = db.WithTx(ctx, func(ctx context.Context, _ Querier) error {
 		u := unitOfWorkFrom(ctx)
-		rec, err := recordNow(ctx, actor, "member.joined")
+		rec, err := db.recordNow(ctx, actor, "member.joined")
 		if err != nil {
 			return err
 		}
@@ -288,7 +278,6 @@ func (db *DB) AcceptInvitation(ctx context.Context, actor *User, id string) (*Wo
 		u.made(out, `(SELECT jsonb_build_object('id', w.id, 'name', w.name, 'createdAt', `+rfc3339SQL("w.created_at")+`,
 			'viewerRole', m.role) FROM members m JOIN workspaces w ON w.id = m.workspace_id
 			WHERE m.user_id = $5::uuid AND m.xmin = pg_current_xact_id()::xid)`, actor.ID)
-		db.onCommit(ctx, db.wakeSealer) // as appendAudit's events do
 		return nil
 	})
 	if err != nil {

@@ -115,7 +115,7 @@ func (db *DB) UpdateMemberRole(ctx context.Context, actor *User, workspaceID, us
 	err = db.WithTx(ctx, func(ctx context.Context, _ Querier) error {
 		u := unitOfWorkFrom(ctx)
 		u.memberChange(ws, actor, user, false, role)
-		rec, err := recordNow(ctx, actor, "member.role_changed")
+		rec, err := db.recordNow(ctx, actor, "member.role_changed")
 		if err != nil {
 			return err
 		}
@@ -133,7 +133,6 @@ func (db *DB) UpdateMemberRole(ctx context.Context, actor *User, workspaceID, us
 			}})
 		u.made(out, `(SELECT `+memberSnapshotSQL+` || jsonb_build_object('joinedAt', `+rfc3339SQL("d.joined_at")+`)
 			FROM members d WHERE d.workspace_id = ($5::uuid[])[1] AND d.user_id = ($5::uuid[])[2])`, []string{ws, user})
-		db.onCommit(ctx, db.wakeSealer)
 		return nil
 	})
 	if err != nil {
@@ -161,7 +160,7 @@ func (db *DB) RemoveMember(ctx context.Context, actor *User, workspaceID, userID
 	return db.WithTx(ctx, func(ctx context.Context, _ Querier) error {
 		u := unitOfWorkFrom(ctx)
 		u.memberChange(ws, actor, user, user == actor.ID, "")
-		rec, err := recordNow(ctx, actor, "member.removed")
+		rec, err := db.recordNow(ctx, actor, "member.removed")
 		if err != nil {
 			return err
 		}
@@ -172,7 +171,6 @@ func (db *DB) RemoveMember(ctx context.Context, actor *User, workspaceID, userID
 				WHERE t.workspace_id = d.workspace_id AND t.assignee_id = d.user_id))`, []any{ws, user})
 		u.write("remove member", `WITH d AS (DELETE FROM members WHERE workspace_id = $1 AND user_id = $2
 			AND taskflow_ok() RETURNING *) `+event, params, 1)
-		db.onCommit(ctx, db.wakeSealer)
 		return nil
 	})
 }

@@ -259,7 +259,7 @@ func (db *DB) RevokeToken(ctx context.Context, u *User, tokenHash []byte) error 
 	return db.WithTx(ctx, func(ctx context.Context, _ Querier) error {
 		// One round trip with the commit: the token revoked and, when it was
 		// not revoked already, user.logged_out.
-		rec, err := recordNow(ctx, u, "user.logged_out")
+		rec, err := db.recordNow(ctx, u, "user.logged_out")
 		if err != nil {
 			return err
 		}
@@ -269,7 +269,6 @@ func (db *DB) RevokeToken(ctx context.Context, u *User, tokenHash []byte) error 
 		// This instance refuses the token from the commit on; the others
 		// once their revocation feeds read the change (RunRevocationFeed).
 		db.onCommit(ctx, func() { db.sessions.revoked(string(tokenHash)) })
-		db.onCommit(ctx, db.wakeSealer) // as appendAudit's events do
 		return nil
 	})
 }

@@ -201,17 +201,8 @@ func (db *DB) RedeliverWebhook(ctx context.Context, actor *User, deliveryID stri
 			[]any{canon, actor.ID, rolesAtLeast(RoleAdmin)},
 			refusals{"not_found": notFound("webhook delivery"), "forbidden": forbidden(webhookAdminAction),
 				"disabled": errRedeliverDisabled, "in_flight": errAttemptInFlight})
-		u.tx.queueDeferred(deferred{sql: `UPDATE webhook_deliveries d SET status = 'PENDING', next_attempt_at = now()
-			WHERE d.id = $1 AND taskflow_ok() RETURNING ` + webhookDeliveryColumns, args: []any{canon},
-			read: func(br pgx.BatchResults) error {
-				d, err := scanWebhookDelivery(br.QueryRow())
-				if err != nil {
-					return fmt.Errorf("redeliver: %w", err)
-				}
-				*out = *d
-				return nil
-			}})
-		d := out
+		queueRow(u, "redeliver", `UPDATE webhook_deliveries d SET status = 'PENDING', next_attempt_at = now()
+			WHERE d.id = $1 AND taskflow_ok() RETURNING `+webhookDeliveryColumns, []any{canon}, scanWebhookDelivery, out)
 		ptx, err := pgxTxOf(ctx, tx)
 		if err != nil {
 			return err
@@ -220,7 +211,7 @@ func (db *DB) RedeliverWebhook(ctx context.Context, actor *User, deliveryID stri
 		if err != nil {
 			return fmt.Errorf("river client: %w", err)
 		}
-		res, err := c.InsertTx(ctx, ptx, WebhookDeliveryArgs{DeliveryID: d.ID}, nil)
+		res, err := c.InsertTx(ctx, ptx, WebhookDeliveryArgs{DeliveryID: out.ID}, nil)
 		if err != nil {
 			return fmt.Errorf("redeliver: %w", err)
 		}
@@ -233,9 +224,9 @@ func (db *DB) RedeliverWebhook(ctx context.Context, actor *User, deliveryID stri
 				return fmt.Errorf("redeliver: %w", err)
 			}
 		}
-		return db.appendAudit(ctx, tx, audit.Event{WorkspaceID: &d.WorkspaceID, ActorID: &actor.ID,
-			Action: "webhook.redelivered", EntityID: d.EndpointID,
-			Metadata: map[string]any{"deliveryId": d.ID, "eventId": d.EventID, "action": d.Action}})
+		return db.appendAudit(ctx, tx, audit.Event{WorkspaceID: &out.WorkspaceID, ActorID: &actor.ID,
+			Action: "webhook.redelivered", EntityID: out.EndpointID,
+			Metadata: map[string]any{"deliveryId": out.ID, "eventId": out.EventID, "action": out.Action}})
 	})
 	if err != nil {
 		return nil, err

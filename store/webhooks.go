@@ -378,16 +378,14 @@ func (db *DB) PingWebhookEndpoint(ctx context.Context, actor *User, id string) e
 	}
 	return db.WithTx(ctx, func(ctx context.Context, _ Querier) error {
 		u := unitOfWorkFrom(ctx)
-		rec, err := recordNow(ctx, actor, "webhook.pinged")
+		rec, err := db.recordNow(ctx, actor, "webhook.pinged")
 		if err != nil {
 			return err
 		}
-		u.checkParent(parent{"webhook_endpoints", "workspace_id", webhookEndpointsTable.kind, webhookEndpointsTable.lock},
-			canon, actor, RoleAdmin, webhookAdminAction, "", nil)
+		u.checkParent(webhookEndpointsTable.parent(webhookEndpointsTable.lock), canon, actor, RoleAdmin, webhookAdminAction, "", nil)
 		event, params := recordedFrom(&rec, "webhook_endpoints d WHERE d.id = $1 AND taskflow_ok()", "d.workspace_id", "d.id",
 			"jsonb_build_object('url', d.url)", []any{canon})
 		u.write("ping webhook endpoint", event, params, 1)
-		db.onCommit(ctx, db.wakeSealer) // as appendAudit's events do
 		return nil
 	})
 }

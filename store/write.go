@@ -92,6 +92,20 @@ func (u *unitOfWork) write(what, sql string, args []any, rows int64) {
 	}})
 }
 
+// queueRow queues a statement that gives one row, which scan reads into out
+// when the unit of work sends it (a constraint it violates is the error
+// mapError makes of it; what names the statement in other errors).
+func queueRow[T any](u *unitOfWork, what, sql string, args []any, scan func(pgx.Row, ...any) (*T, error), out *T) {
+	u.tx.queueDeferred(deferred{sql: sql, args: args, read: func(br pgx.BatchResults) error {
+		row, err := scan(br.QueryRow())
+		if err != nil {
+			return mapError(fmt.Errorf("%s: %w", what, err))
+		}
+		*out = *row
+		return nil
+	}})
+}
+
 // rolesAtLeast returns the roles at least min, as checks compare m.role
 // with them: the ranking of roles stays in Go (Role.AtLeast).
 func rolesAtLeast(min Role) []string {
@@ -167,6 +181,12 @@ type table[T any] struct {
 	json string
 }
 
+// parent returns tb as the parent of its own row's checks (checkParent),
+// locked with lock.
+func (tb table[T]) parent(lock string) parent {
+	return parent{tb.name, "workspace_id", tb.kind, lock}
+}
+
 // lockRow reads the row id of tb locked for update for the rest of the unit of
 // work, with actor's role in its workspace, and checks that role is at least
 // min. It returns NOT_FOUND if the row does not exist, the id is malformed or
@@ -206,7 +226,7 @@ func lockRow[T any](ctx context.Context, tx Querier, tb table[T], actor *User, i
 func deleteRecorded[T any](ctx context.Context, db *DB, tb table[T], actor *User, id string, min Role, what, action, snapshot,
 	refuse string, more refusals, args ...any) error {
 	return deleteChecked(ctx, db, tb, actor, id, action, snapshot, func(u *unitOfWork, id string) {
-		u.checkParent(parent{tb.name, "workspace_id", tb.kind, "FOR UPDATE"}, id, actor, min, what, refuse, more, args...)
+		u.checkParent(tb.parent("FOR UPDATE"), id, actor, min, what, refuse, more, args...)
 	})
 }
 
@@ -224,7 +244,7 @@ func deleteChecked[T any](ctx context.Context, db *DB, tb table[T], actor *User,
 	}
 	return db.WithTx(ctx, func(ctx context.Context, _ Querier) error {
 		u := unitOfWorkFrom(ctx)
-		rec, err := recordNow(ctx, actor, action)
+		rec, err := db.recordNow(ctx, actor, action)
 		if err != nil {
 			return err
 		}
@@ -232,17 +252,21 @@ func deleteChecked[T any](ctx context.Context, db *DB, tb table[T], actor *User,
 		event, params := recordedFrom(&rec, "d", "d.workspace_id", "d.id", snapshot, []any{id})
 		u.write("delete "+tb.kind, `WITH d AS (DELETE FROM `+tb.name+` WHERE id = $1 AND taskflow_ok() RETURNING *)
 			`+event, params, 1)
-		db.onCommit(ctx, db.wakeSealer) // as appendAudit's events do
 		return nil
 	})
 }
 
 // recordNow returns the record of action by actor, occurring now, whose
-// workspace, entity and metadata Postgres makes (recordedFrom).
-func recordNow(ctx context.Context, actor *User, action string) (audit.Record, error) {
+// workspace, entity and metadata Postgres makes (recordedFrom), and wakes the
+// sealer once the unit of work of ctx commits, as appendAudit's events do.
+func (db *DB) recordNow(ctx context.Context, actor *User, action string) (audit.Record, error) {
 	rec, err := newAuditRecord(ctx, audit.Event{ActorID: &actor.ID, Action: action})
+	if err != nil {
+		return rec, err
+	}
 	rec.OccurredAt = stamp(time.Now())
-	return rec, err
+	db.onCommit(ctx, db.wakeSealer)
+	return rec, nil
 }
 
 // recordedFrom returns the INSERT of rec's event made in SQL from the rows of
@@ -322,12 +346,12 @@ func updateRecorded[T any](ctx context.Context, db *DB, tb table[T], actor *User
 	out := tb.withID(canon)
 	err = db.WithTx(ctx, func(ctx context.Context, _ Querier) error {
 		u := unitOfWorkFrom(ctx)
-		rec, err := recordNow(ctx, actor, action)
+		rec, err := db.recordNow(ctx, actor, action)
 		if err != nil {
 			return err
 		}
 		now := rec.OccurredAt
-		u.checkParent(parent{tb.name, "workspace_id", tb.kind, tb.lock}, canon, actor, min, what, refuse, more, args...)
+		u.checkParent(tb.parent(tb.lock), canon, actor, min, what, refuse, more, args...)
 		params := []any{canon, now}
 		set := []string{"updated_at = $2"}
 		var after, before, changes []string
@@ -363,16 +387,8 @@ func updateRecorded[T any](ctx context.Context, db *DB, tb table[T], actor *User
 				`jsonb_build_object('changes', `+recorded+`)`, params)
 			sql = changeSQL(tb.name, "id = $1", "x.id = b.id", strings.Join(set, ", "), changed, event, tb.columns, tb.alias)
 		}
-		u.tx.queueDeferred(deferred{sql: sql, args: params, read: func(br pgx.BatchResults) error {
-			row, err := tb.scan(br.QueryRow())
-			if err != nil {
-				return fmt.Errorf("update %s: %w", tb.kind, err)
-			}
-			*out = *row
-			return nil
-		}})
+		queueRow(u, "update "+tb.kind, sql, params, tb.scan, out)
 		u.made(out, `(SELECT `+tb.json+` FROM `+tb.name+` d WHERE d.id = $5::uuid)`, canon)
-		db.onCommit(ctx, db.wakeSealer) // as appendAudit's events do
 		return nil
 	})
 	if err != nil {
