@@ -1,3 +1,4 @@
 package main
 
-//go:generate go run github.com/99designs/gqlgen generate
+// gqlgen's generate, then inorder's rewrite of its list marshalers (inorder/gen).
+//go:generate go run ./inorder/gen

@@ -21,12 +21,21 @@ func BenchmarkProjectTasksPage(b *testing.B) {
 	env := apitest.New(b)
 	w := newWorld(b, env)
 	for i := range 20 {
-		insertTask(b, env, w.project, fmt.Sprintf("Task %d", i), "", store.TaskStatusTodo, w.member)
+		id := insertTask(b, env, w.project, fmt.Sprintf("Task %d", i), "", store.TaskStatusTodo, w.member)
+		if _, err := env.DB.Pool.Exec(b.Context(), `UPDATE tasks SET assignee_id = $2 WHERE id = $1`, id, w.member.ID); err != nil {
+			b.Fatal(err)
+		}
+		for j := range 3 {
+			insertComment(b, env, id, fmt.Sprintf("Comment %d", j), w.member)
+		}
 	}
 	for _, q := range []struct{ name, query string }{
 		{"nodes", `query($id: ID!) { project(id: $id) { tasks(first: 20) { nodes { id title status priority } } } }`},
 		{"cursors", `query($id: ID!) { project(id: $id) { tasks(first: 20) {
 			edges { cursor node { id title status priority } } pageInfo { hasNextPage endCursor } } } }`},
+		// The nested page of bench/load's taskPage scenario.
+		{"nested", `query($id: ID!) { project(id: $id) { tasks(first: 20) { nodes { id title status priority
+			assignee { id name } comments(first: 5) { nodes { id body author { id name } } } } pageInfo { hasNextPage } } } }`},
 	} {
 		b.Run(q.name, func(b *testing.B) {
 			body, _ := json.Marshal(map[string]any{"query": q.query, "variables": map[string]any{"id": w.project}})
