@@ -90,7 +90,6 @@ type Middleware struct {
 var (
 	_ graphql.HandlerExtension        = (*Middleware)(nil)
 	_ graphql.OperationContextMutator = (*Middleware)(nil)
-	_ graphql.FieldInterceptor        = (*Middleware)(nil)
 )
 
 // New returns the middleware.
@@ -205,6 +204,15 @@ func jsonSafe(t reflect.Type, seen map[reflect.Type]bool) error {
 func (m *Middleware) MutateOperationContext(ctx context.Context, oc *graphql.OperationContext) *gqlerror.Error {
 	if oc.Operation == nil || oc.Operation.Operation != ast.Mutation {
 		return nil
+	}
+	// The mutation's fields run through aroundField, inside the field
+	// middleware of the other extensions (tracing's spans). The middleware is
+	// not a gqlgen field interceptor: gqlgen would call it, and allocate its
+	// link of the chain, around every field of every query too
+	// (docs/decisions/2026-12-03-lists-in-order.md, addendum).
+	outer := oc.ResolverMiddleware
+	oc.ResolverMiddleware = func(ctx context.Context, next graphql.Resolver) (any, error) {
+		return outer(ctx, func(ctx context.Context) (any, error) { return m.aroundField(ctx, next) })
 	}
 	header := ""
 	if values := oc.Headers.Values(HeaderKey); len(values) > 0 {
@@ -365,9 +373,10 @@ func validKey(k string) error {
 	return nil
 }
 
-// InterceptField runs each root mutation field in a unit of work, and applies the
-// idempotency rules to fields that take a key and were given one.
-func (m *Middleware) InterceptField(ctx context.Context, next graphql.Resolver) (any, error) {
+// aroundField runs each root mutation field in a unit of work, and applies the
+// idempotency rules to fields that take a key and were given one; it passes
+// the fields below them through.
+func (m *Middleware) aroundField(ctx context.Context, next graphql.Resolver) (any, error) {
 	fc := graphql.GetFieldContext(ctx)
 	if fc == nil || fc.Object != "Mutation" || fc.Field.Field == nil {
 		return next(ctx)

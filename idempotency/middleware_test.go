@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/99designs/gqlgen/graphql"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -24,6 +25,7 @@ import (
 	"taskflow/graph/model"
 	"taskflow/httpapi"
 	"taskflow/httpapi/apitest"
+	"taskflow/idempotency"
 	"taskflow/resolvers"
 	"taskflow/store"
 	"taskflow/store/storetest"
@@ -552,3 +554,14 @@ func counters(t *testing.T, reg *prometheus.Registry) map[string]float64 {
 }
 
 func silent() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+// The middleware wraps only a mutation's field middleware (in
+// MutateOperationContext): as a gqlgen field interceptor it would be called
+// around every field of every query, with an allocation each.
+func TestNotAroundEveryField(t *testing.T) {
+	t.Parallel()
+	var ext graphql.HandlerExtension = idempotency.New(idempotency.Options{})
+	if _, ok := ext.(graphql.FieldInterceptor); ok {
+		t.Fatal("the idempotency middleware is a field interceptor: gqlgen runs it around every field of every operation")
+	}
+}
