@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/99designs/gqlgen/graphql"
+	"github.com/vektah/gqlparser/v2/gqlerror"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	semconv "go.opentelemetry.io/otel/semconv/v1.40.0"
@@ -104,12 +105,13 @@ func setOutcome(span trace.Span, outcome string, err error) {
 // root get no span: most are plain struct fields, and the ones that load do
 // so through the request's loaders in batches, whose Postgres spans are in the
 // trace anyway; a span per element of a page would cost more than it tells.
-// It is only installed with tracing on.
+// It is only installed with tracing on, before the other extensions, so that
+// its span holds the unit of work of a mutation's field.
 type rootFieldSpans struct{ tracer trace.Tracer }
 
 var (
-	_ graphql.HandlerExtension = rootFieldSpans{}
-	_ graphql.FieldInterceptor = rootFieldSpans{}
+	_ graphql.HandlerExtension        = rootFieldSpans{}
+	_ graphql.OperationContextMutator = rootFieldSpans{}
 )
 
 // ExtensionName names the extension for gqlgen.
@@ -118,23 +120,31 @@ func (rootFieldSpans) ExtensionName() string { return "TaskflowRootFieldSpans" }
 // Validate accepts every schema.
 func (rootFieldSpans) Validate(graphql.ExecutableSchema) error { return nil }
 
-// InterceptField wraps a root field's resolver in a span named
-// "Query.task"; it passes every other field through.
-func (e rootFieldSpans) InterceptField(ctx context.Context, next graphql.Resolver) (any, error) {
-	fc := graphql.GetFieldContext(ctx)
-	if fc == nil || fc.Field.Field == nil || fc.Parent != nil && fc.Parent.Field.Field != nil {
-		// Not a root field: the parent of a root field is the operation's
-		// context, which has no field.
-		return next(ctx)
+// MutateOperationContext wraps the operation's field middleware: a root
+// field resolves in a span named "Query.task", every other field goes
+// through as it is, with no allocation. It is not a gqlgen field
+// interceptor, which gqlgen would call, and allocate a link of its chain
+// for, around every field (docs/decisions/2026-12-03-lists-in-order.md,
+// addendum).
+func (e rootFieldSpans) MutateOperationContext(_ context.Context, oc *graphql.OperationContext) *gqlerror.Error {
+	outer := oc.ResolverMiddleware
+	oc.ResolverMiddleware = func(ctx context.Context, next graphql.Resolver) (any, error) {
+		fc := graphql.GetFieldContext(ctx)
+		if fc == nil || fc.Field.Field == nil || fc.Parent != nil && fc.Parent.Field.Field != nil {
+			// Not a root field: the parent of a root field is the
+			// operation's context, which has no field.
+			return outer(ctx, next)
+		}
+		ctx, span := e.tracer.Start(ctx, fc.Object+"."+fc.Field.Name, trace.WithSpanKind(trace.SpanKindInternal),
+			trace.WithAttributes(attrFieldName.String(fc.Field.Name), attrFieldPath.String(fc.Field.Alias)))
+		defer span.End()
+		res, err := outer(ctx, next)
+		outcome := "ok"
+		if err != nil {
+			outcome = string(errs.CodeOf(err))
+		}
+		setOutcome(span, outcome, err)
+		return res, err
 	}
-	ctx, span := e.tracer.Start(ctx, fc.Object+"."+fc.Field.Name, trace.WithSpanKind(trace.SpanKindInternal),
-		trace.WithAttributes(attrFieldName.String(fc.Field.Name), attrFieldPath.String(fc.Field.Alias)))
-	defer span.End()
-	res, err := next(ctx)
-	outcome := "ok"
-	if err != nil {
-		outcome = string(errs.CodeOf(err))
-	}
-	setOutcome(span, outcome, err)
-	return res, err
+	return nil
 }

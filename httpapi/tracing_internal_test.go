@@ -28,13 +28,24 @@ func TestRootFieldSpanOutcomes(t *testing.T) {
 		return graphql.WithFieldContext(ctx, &graphql.FieldContext{Object: "Query",
 			Field: graphql.CollectedField{Field: &ast.Field{Name: name, Alias: name}}})
 	}
+	// The operation's field middleware as gqlgen makes it with no field
+	// interceptor, wrapped by the extension.
+	oc := &graphql.OperationContext{ResolverMiddleware: func(ctx context.Context, next graphql.Resolver) (any, error) { return next(ctx) }}
+	if err := ext.MutateOperationContext(context.Background(), oc); err != nil {
+		t.Fatal(err)
+	}
 	boom := errors.New("connection reset by peer")
-	_, _ = ext.InterceptField(field(op, "task"), func(context.Context) (any, error) { return nil, boom })
-	_, _ = ext.InterceptField(field(op, "project"), func(context.Context) (any, error) {
+	_, _ = oc.ResolverMiddleware(field(op, "task"), func(context.Context) (any, error) { return nil, boom })
+	_, _ = oc.ResolverMiddleware(field(op, "project"), func(context.Context) (any, error) {
 		return nil, errs.Errorf(errs.CodeNotFound, "no such project")
 	})
 	nested := &graphql.FieldContext{Object: "Task", Field: graphql.CollectedField{Field: &ast.Field{Name: "assignee"}}, Parent: op}
-	_, _ = ext.InterceptField(field(nested, "name"), func(context.Context) (any, error) { return "x", nil })
+	if res, err := oc.ResolverMiddleware(field(nested, "name"), func(context.Context) (any, error) { return "x", nil }); res != "x" || err != nil {
+		t.Errorf("a nested field: %v, %v", res, err)
+	}
+	if _, ok := any(ext).(graphql.FieldInterceptor); ok {
+		t.Error("rootFieldSpans is a field interceptor: gqlgen runs it around every field")
+	}
 
 	spans := rec.Ended()
 	if len(spans) != 2 {

@@ -212,6 +212,9 @@ func (m *Middleware) MutateOperationContext(ctx context.Context, oc *graphql.Ope
 	// (docs/decisions/2026-12-03-lists-in-order.md, addendum).
 	outer := oc.ResolverMiddleware
 	oc.ResolverMiddleware = func(ctx context.Context, next graphql.Resolver) (any, error) {
+		if fc := graphql.GetFieldContext(ctx); fc == nil || fc.Object != "Mutation" || fc.Field.Field == nil {
+			return outer(ctx, next) // a field of the result: as it is, no allocation
+		}
 		return outer(ctx, func(ctx context.Context) (any, error) { return m.aroundField(ctx, next) })
 	}
 	header := ""
