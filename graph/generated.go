@@ -16832,7 +16832,7 @@ func (ec *executionContext) ___Type(ctx context.Context, sel ast.SelectionSet, o
 // region    ***************************** type.gotpl *****************************
 
 func (ec *executionContext) marshalNAttachment2ᚕᚖtaskflowᚋstoreᚐAttachmentᚄ(ctx context.Context, sel ast.SelectionSet, v []*store.Attachment) graphql.Marshaler {
-	ret := inorder.MarshalSlice(ctx, ListOrder.InOrder("Attachment", sel), len(v), func(ctx context.Context, i int) graphql.Marshaler {
+	ret := inorder.MarshalSlice(ctx, ListOrder, "Attachment", sel, len(v), func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
 		fc.Result = &v[i]
 		return ec.marshalNAttachment2ᚖtaskflowᚋstoreᚐAttachment(ctx, sel, v[i])
@@ -16864,7 +16864,7 @@ func (ec *executionContext) marshalNAttachmentConnection2ᚖtaskflowᚋstoreᚐC
 }
 
 func (ec *executionContext) marshalNAttachmentEdge2ᚕᚖtaskflowᚋstoreᚐEdgeᚄ(ctx context.Context, sel ast.SelectionSet, v []*store.Edge[store.Attachment]) graphql.Marshaler {
-	ret := inorder.MarshalSlice(ctx, ListOrder.InOrder("AttachmentEdge", sel), len(v), func(ctx context.Context, i int) graphql.Marshaler {
+	ret := inorder.MarshalSlice(ctx, ListOrder, "AttachmentEdge", sel, len(v), func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
 		fc.Result = &v[i]
 		return ec.marshalNAttachmentEdge2ᚖtaskflowᚋstoreᚐEdge(ctx, sel, v[i])
@@ -16888,7 +16888,7 @@ func (ec *executionContext) marshalNAttachmentEdge2ᚖtaskflowᚋstoreᚐEdge(ct
 }
 
 func (ec *executionContext) marshalNAuditEvent2ᚕᚖtaskflowᚋstoreᚐAuditEventᚄ(ctx context.Context, sel ast.SelectionSet, v []*store.AuditEvent) graphql.Marshaler {
-	ret := inorder.MarshalSlice(ctx, ListOrder.InOrder("AuditEvent", sel), len(v), func(ctx context.Context, i int) graphql.Marshaler {
+	ret := inorder.MarshalSlice(ctx, ListOrder, "AuditEvent", sel, len(v), func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
 		fc.Result = &v[i]
 		return ec.marshalNAuditEvent2ᚖtaskflowᚋstoreᚐAuditEvent(ctx, sel, v[i])
@@ -16920,7 +16920,7 @@ func (ec *executionContext) marshalNAuditEventConnection2ᚖtaskflowᚋstoreᚐC
 }
 
 func (ec *executionContext) marshalNAuditEventEdge2ᚕᚖtaskflowᚋstoreᚐEdgeᚄ(ctx context.Context, sel ast.SelectionSet, v []*store.Edge[store.AuditEvent]) graphql.Marshaler {
-	ret := inorder.MarshalSlice(ctx, ListOrder.InOrder("AuditEventEdge", sel), len(v), func(ctx context.Context, i int) graphql.Marshaler {
+	ret := inorder.MarshalSlice(ctx, ListOrder, "AuditEventEdge", sel, len(v), func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
 		fc.Result = &v[i]
 		return ec.marshalNAuditEventEdge2ᚖtaskflowᚋstoreᚐEdge(ctx, sel, v[i])
@@ -16952,7 +16952,7 @@ func (ec *executionContext) marshalNAuditEventStreamItem2ᚖtaskflowᚋliveᚐAu
 }
 
 func (ec *executionContext) marshalNAuditSigningKey2ᚕᚖtaskflowᚋstoreᚐAuditSigningKeyᚄ(ctx context.Context, sel ast.SelectionSet, v []*store.AuditSigningKey) graphql.Marshaler {
-	ret := inorder.MarshalSlice(ctx, ListOrder.InOrder("AuditSigningKey", sel), len(v), func(ctx context.Context, i int) graphql.Marshaler {
+	ret := inorder.MarshalSlice(ctx, ListOrder, "AuditSigningKey", sel, len(v), func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
 		fc.Result = &v[i]
 		return ec.marshalNAuditSigningKey2ᚖtaskflowᚋstoreᚐAuditSigningKey(ctx, sel, v[i])
@@ -17006,7 +17006,7 @@ func (ec *executionContext) marshalNBoolean2bool(ctx context.Context, sel ast.Se
 }
 
 func (ec *executionContext) marshalNComment2ᚕᚖtaskflowᚋstoreᚐCommentᚄ(ctx context.Context, sel ast.SelectionSet, v []*store.Comment) graphql.Marshaler {
-	ret := inorder.MarshalSlice(ctx, ListOrder.InOrder("Comment", sel), len(v), func(ctx context.Context, i int) graphql.Marshaler {
+	ret := inorder.MarshalSlice(ctx, ListOrder, "Comment", sel, len(v), func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
 		fc.Result = &v[i]
 		return ec.marshalNComment2ᚖtaskflowᚋstoreᚐComment(ctx, sel, v[i])
@@ -17038,7 +17038,7 @@ func (ec *executionContext) marshalNCommentConnection2ᚖtaskflowᚋstoreᚐConn
 }
 
 func (ec *executionContext) marshalNCommentEdge2ᚕᚖtaskflowᚋstoreᚐEdgeᚄ(ctx context.Context, sel ast.SelectionSet, v []*store.Edge[store.Comment]) graphql.Marshaler {
-	ret := inorder.MarshalSlice(ctx, ListOrder.InOrder("CommentEdge", sel), len(v), func(ctx context.Context, i int) graphql.Marshaler {
+	ret := inorder.MarshalSlice(ctx, ListOrder, "CommentEdge", sel, len(v), func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
 		fc.Result = &v[i]
 		return ec.marshalNCommentEdge2ᚖtaskflowᚋstoreᚐEdge(ctx, sel, v[i])
@@ -17124,7 +17124,7 @@ func (ec *executionContext) marshalNInt2int64(ctx context.Context, sel ast.Selec
 }
 
 func (ec *executionContext) marshalNInvitation2ᚕᚖtaskflowᚋstoreᚐInvitationᚄ(ctx context.Context, sel ast.SelectionSet, v []*store.Invitation) graphql.Marshaler {
-	ret := inorder.MarshalSlice(ctx, ListOrder.InOrder("Invitation", sel), len(v), func(ctx context.Context, i int) graphql.Marshaler {
+	ret := inorder.MarshalSlice(ctx, ListOrder, "Invitation", sel, len(v), func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
 		fc.Result = &v[i]
 		return ec.marshalNInvitation2ᚖtaskflowᚋstoreᚐInvitation(ctx, sel, v[i])
@@ -17156,7 +17156,7 @@ func (ec *executionContext) marshalNInvitationConnection2ᚖtaskflowᚋstoreᚐC
 }
 
 func (ec *executionContext) marshalNInvitationEdge2ᚕᚖtaskflowᚋstoreᚐEdgeᚄ(ctx context.Context, sel ast.SelectionSet, v []*store.Edge[store.Invitation]) graphql.Marshaler {
-	ret := inorder.MarshalSlice(ctx, ListOrder.InOrder("InvitationEdge", sel), len(v), func(ctx context.Context, i int) graphql.Marshaler {
+	ret := inorder.MarshalSlice(ctx, ListOrder, "InvitationEdge", sel, len(v), func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
 		fc.Result = &v[i]
 		return ec.marshalNInvitationEdge2ᚖtaskflowᚋstoreᚐEdge(ctx, sel, v[i])
@@ -17194,7 +17194,7 @@ func (ec *executionContext) marshalNJSON2taskflowᚋstoreᚐRawJSON(ctx context.
 }
 
 func (ec *executionContext) marshalNMember2ᚕᚖtaskflowᚋstoreᚐMemberᚄ(ctx context.Context, sel ast.SelectionSet, v []*store.Member) graphql.Marshaler {
-	ret := inorder.MarshalSlice(ctx, ListOrder.InOrder("Member", sel), len(v), func(ctx context.Context, i int) graphql.Marshaler {
+	ret := inorder.MarshalSlice(ctx, ListOrder, "Member", sel, len(v), func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
 		fc.Result = &v[i]
 		return ec.marshalNMember2ᚖtaskflowᚋstoreᚐMember(ctx, sel, v[i])
@@ -17222,7 +17222,7 @@ func (ec *executionContext) marshalNPageInfo2taskflowᚋstoreᚐPageInfo(ctx con
 }
 
 func (ec *executionContext) marshalNProject2ᚕᚖtaskflowᚋstoreᚐProjectᚄ(ctx context.Context, sel ast.SelectionSet, v []*store.Project) graphql.Marshaler {
-	ret := inorder.MarshalSlice(ctx, ListOrder.InOrder("Project", sel), len(v), func(ctx context.Context, i int) graphql.Marshaler {
+	ret := inorder.MarshalSlice(ctx, ListOrder, "Project", sel, len(v), func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
 		fc.Result = &v[i]
 		return ec.marshalNProject2ᚖtaskflowᚋstoreᚐProject(ctx, sel, v[i])
@@ -17254,7 +17254,7 @@ func (ec *executionContext) marshalNProjectConnection2ᚖtaskflowᚋstoreᚐConn
 }
 
 func (ec *executionContext) marshalNProjectEdge2ᚕᚖtaskflowᚋstoreᚐEdgeᚄ(ctx context.Context, sel ast.SelectionSet, v []*store.Edge[store.Project]) graphql.Marshaler {
-	ret := inorder.MarshalSlice(ctx, ListOrder.InOrder("ProjectEdge", sel), len(v), func(ctx context.Context, i int) graphql.Marshaler {
+	ret := inorder.MarshalSlice(ctx, ListOrder, "ProjectEdge", sel, len(v), func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
 		fc.Result = &v[i]
 		return ec.marshalNProjectEdge2ᚖtaskflowᚋstoreᚐEdge(ctx, sel, v[i])
@@ -17344,7 +17344,7 @@ func (ec *executionContext) marshalNString2ᚕstringᚄ(ctx context.Context, sel
 }
 
 func (ec *executionContext) marshalNTask2ᚕᚖtaskflowᚋstoreᚐTaskᚄ(ctx context.Context, sel ast.SelectionSet, v []*store.Task) graphql.Marshaler {
-	ret := inorder.MarshalSlice(ctx, ListOrder.InOrder("Task", sel), len(v), func(ctx context.Context, i int) graphql.Marshaler {
+	ret := inorder.MarshalSlice(ctx, ListOrder, "Task", sel, len(v), func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
 		fc.Result = &v[i]
 		return ec.marshalNTask2ᚖtaskflowᚋstoreᚐTask(ctx, sel, v[i])
@@ -17384,7 +17384,7 @@ func (ec *executionContext) marshalNTaskConnection2ᚖtaskflowᚋstoreᚐConnect
 }
 
 func (ec *executionContext) marshalNTaskEdge2ᚕᚖtaskflowᚋstoreᚐEdgeᚄ(ctx context.Context, sel ast.SelectionSet, v []*store.Edge[store.Task]) graphql.Marshaler {
-	ret := inorder.MarshalSlice(ctx, ListOrder.InOrder("TaskEdge", sel), len(v), func(ctx context.Context, i int) graphql.Marshaler {
+	ret := inorder.MarshalSlice(ctx, ListOrder, "TaskEdge", sel, len(v), func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
 		fc.Result = &v[i]
 		return ec.marshalNTaskEdge2ᚖtaskflowᚋstoreᚐEdge(ctx, sel, v[i])
@@ -17475,7 +17475,7 @@ func (ec *executionContext) marshalNUser2ᚖtaskflowᚋstoreᚐUser(ctx context.
 }
 
 func (ec *executionContext) marshalNWebhookDelivery2ᚕᚖtaskflowᚋstoreᚐWebhookDeliveryᚄ(ctx context.Context, sel ast.SelectionSet, v []*store.WebhookDelivery) graphql.Marshaler {
-	ret := inorder.MarshalSlice(ctx, ListOrder.InOrder("WebhookDelivery", sel), len(v), func(ctx context.Context, i int) graphql.Marshaler {
+	ret := inorder.MarshalSlice(ctx, ListOrder, "WebhookDelivery", sel, len(v), func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
 		fc.Result = &v[i]
 		return ec.marshalNWebhookDelivery2ᚖtaskflowᚋstoreᚐWebhookDelivery(ctx, sel, v[i])
@@ -17507,7 +17507,7 @@ func (ec *executionContext) marshalNWebhookDeliveryConnection2ᚖtaskflowᚋstor
 }
 
 func (ec *executionContext) marshalNWebhookDeliveryEdge2ᚕᚖtaskflowᚋstoreᚐEdgeᚄ(ctx context.Context, sel ast.SelectionSet, v []*store.Edge[store.WebhookDelivery]) graphql.Marshaler {
-	ret := inorder.MarshalSlice(ctx, ListOrder.InOrder("WebhookDeliveryEdge", sel), len(v), func(ctx context.Context, i int) graphql.Marshaler {
+	ret := inorder.MarshalSlice(ctx, ListOrder, "WebhookDeliveryEdge", sel, len(v), func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
 		fc.Result = &v[i]
 		return ec.marshalNWebhookDeliveryEdge2ᚖtaskflowᚋstoreᚐEdge(ctx, sel, v[i])
@@ -17557,7 +17557,7 @@ func (ec *executionContext) marshalNWebhookEndpointWithSecret2ᚖtaskflowᚋstor
 }
 
 func (ec *executionContext) marshalNWorkspace2ᚕᚖtaskflowᚋstoreᚐWorkspaceᚄ(ctx context.Context, sel ast.SelectionSet, v []*store.Workspace) graphql.Marshaler {
-	ret := inorder.MarshalSlice(ctx, ListOrder.InOrder("Workspace", sel), len(v), func(ctx context.Context, i int) graphql.Marshaler {
+	ret := inorder.MarshalSlice(ctx, ListOrder, "Workspace", sel, len(v), func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
 		fc.Result = &v[i]
 		return ec.marshalNWorkspace2ᚖtaskflowᚋstoreᚐWorkspace(ctx, sel, v[i])
@@ -17593,7 +17593,7 @@ func (ec *executionContext) marshalN__Directive2githubᚗcomᚋ99designsᚋgqlge
 }
 
 func (ec *executionContext) marshalN__Directive2ᚕgithubᚗcomᚋ99designsᚋgqlgenᚋgraphqlᚋintrospectionᚐDirectiveᚄ(ctx context.Context, sel ast.SelectionSet, v []introspection.Directive) graphql.Marshaler {
-	ret := inorder.MarshalSlice(ctx, ListOrder.InOrder("__Directive", sel), len(v), func(ctx context.Context, i int) graphql.Marshaler {
+	ret := inorder.MarshalSlice(ctx, ListOrder, "__Directive", sel, len(v), func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
 		fc.Result = &v[i]
 		return ec.marshalN__Directive2githubᚗcomᚋ99designsᚋgqlgenᚋgraphqlᚋintrospectionᚐDirective(ctx, sel, v[i])
@@ -17665,7 +17665,7 @@ func (ec *executionContext) marshalN__InputValue2githubᚗcomᚋ99designsᚋgqlg
 }
 
 func (ec *executionContext) marshalN__InputValue2ᚕgithubᚗcomᚋ99designsᚋgqlgenᚋgraphqlᚋintrospectionᚐInputValueᚄ(ctx context.Context, sel ast.SelectionSet, v []introspection.InputValue) graphql.Marshaler {
-	ret := inorder.MarshalSlice(ctx, ListOrder.InOrder("__InputValue", sel), len(v), func(ctx context.Context, i int) graphql.Marshaler {
+	ret := inorder.MarshalSlice(ctx, ListOrder, "__InputValue", sel, len(v), func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
 		fc.Result = &v[i]
 		return ec.marshalN__InputValue2githubᚗcomᚋ99designsᚋgqlgenᚋgraphqlᚋintrospectionᚐInputValue(ctx, sel, v[i])
@@ -17693,7 +17693,7 @@ func (ec *executionContext) marshalN__Type2githubᚗcomᚋ99designsᚋgqlgenᚋg
 }
 
 func (ec *executionContext) marshalN__Type2ᚕgithubᚗcomᚋ99designsᚋgqlgenᚋgraphqlᚋintrospectionᚐTypeᚄ(ctx context.Context, sel ast.SelectionSet, v []introspection.Type) graphql.Marshaler {
-	ret := inorder.MarshalSlice(ctx, ListOrder.InOrder("__Type", sel), len(v), func(ctx context.Context, i int) graphql.Marshaler {
+	ret := inorder.MarshalSlice(ctx, ListOrder, "__Type", sel, len(v), func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
 		fc.Result = &v[i]
 		return ec.marshalN__Type2githubᚗcomᚋ99designsᚋgqlgenᚋgraphqlᚋintrospectionᚐType(ctx, sel, v[i])
@@ -18050,7 +18050,7 @@ func (ec *executionContext) marshalOWebhookEndpoint2ᚕᚖtaskflowᚋstoreᚐWeb
 	if v == nil {
 		return graphql.Null
 	}
-	ret := inorder.MarshalSlice(ctx, ListOrder.InOrder("WebhookEndpoint", sel), len(v), func(ctx context.Context, i int) graphql.Marshaler {
+	ret := inorder.MarshalSlice(ctx, ListOrder, "WebhookEndpoint", sel, len(v), func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
 		fc.Result = &v[i]
 		return ec.marshalNWebhookEndpoint2ᚖtaskflowᚋstoreᚐWebhookEndpoint(ctx, sel, v[i])
@@ -18083,7 +18083,7 @@ func (ec *executionContext) marshalO__EnumValue2ᚕgithubᚗcomᚋ99designsᚋgq
 	if v == nil {
 		return graphql.Null
 	}
-	ret := inorder.MarshalSlice(ctx, ListOrder.InOrder("__EnumValue", sel), len(v), func(ctx context.Context, i int) graphql.Marshaler {
+	ret := inorder.MarshalSlice(ctx, ListOrder, "__EnumValue", sel, len(v), func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
 		fc.Result = &v[i]
 		return ec.marshalN__EnumValue2githubᚗcomᚋ99designsᚋgqlgenᚋgraphqlᚋintrospectionᚐEnumValue(ctx, sel, v[i])
@@ -18102,7 +18102,7 @@ func (ec *executionContext) marshalO__Field2ᚕgithubᚗcomᚋ99designsᚋgqlgen
 	if v == nil {
 		return graphql.Null
 	}
-	ret := inorder.MarshalSlice(ctx, ListOrder.InOrder("__Field", sel), len(v), func(ctx context.Context, i int) graphql.Marshaler {
+	ret := inorder.MarshalSlice(ctx, ListOrder, "__Field", sel, len(v), func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
 		fc.Result = &v[i]
 		return ec.marshalN__Field2githubᚗcomᚋ99designsᚋgqlgenᚋgraphqlᚋintrospectionᚐField(ctx, sel, v[i])
@@ -18121,7 +18121,7 @@ func (ec *executionContext) marshalO__InputValue2ᚕgithubᚗcomᚋ99designsᚋg
 	if v == nil {
 		return graphql.Null
 	}
-	ret := inorder.MarshalSlice(ctx, ListOrder.InOrder("__InputValue", sel), len(v), func(ctx context.Context, i int) graphql.Marshaler {
+	ret := inorder.MarshalSlice(ctx, ListOrder, "__InputValue", sel, len(v), func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
 		fc.Result = &v[i]
 		return ec.marshalN__InputValue2githubᚗcomᚋ99designsᚋgqlgenᚋgraphqlᚋintrospectionᚐInputValue(ctx, sel, v[i])
@@ -18140,7 +18140,7 @@ func (ec *executionContext) marshalO__Type2ᚕgithubᚗcomᚋ99designsᚋgqlgen�
 	if v == nil {
 		return graphql.Null
 	}
-	ret := inorder.MarshalSlice(ctx, ListOrder.InOrder("__Type", sel), len(v), func(ctx context.Context, i int) graphql.Marshaler {
+	ret := inorder.MarshalSlice(ctx, ListOrder, "__Type", sel, len(v), func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
 		fc.Result = &v[i]
 		return ec.marshalN__Type2githubᚗcomᚋ99designsᚋgqlgenᚋgraphqlᚋintrospectionᚐType(ctx, sel, v[i])

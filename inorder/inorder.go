@@ -41,13 +41,24 @@ const maxDepth = 32
 // may be marshaled one after another: no field selected below them, through
 // fragments and object fields of any depth, is concurrent. It answers false
 // for a type it does not know, a field it does not know (a fragment on
-// another type), a @defer, and a selection deeper than maxDepth.
+// another type), a @defer, and a selection deeper than maxDepth. Its walk
+// is linear in the document: a fragment is walked once per type it is
+// spread in, however often it is spread.
 func (s Schema) InOrder(typ string, sel ast.SelectionSet) bool {
-	return s.inOrder(typ, sel, 0)
+	w := walk{schema: s}
+	return w.inOrder(typ, sel, 0)
 }
 
-func (s Schema) inOrder(typ string, sel ast.SelectionSet, depth int) bool {
-	fields, ok := s[typ]
+// walk is one InOrder: the answers for the fragments it has walked, by type
+// and name (false while one is being walked, so that a cycle, which
+// validation refuses anyway, answers false).
+type walk struct {
+	schema    Schema
+	fragments map[[2]string]bool
+}
+
+func (w *walk) inOrder(typ string, sel ast.SelectionSet, depth int) bool {
+	fields, ok := w.schema[typ]
 	if !ok || depth > maxDepth {
 		return false
 	}
@@ -58,15 +69,15 @@ func (s Schema) inOrder(typ string, sel ast.SelectionSet, depth int) bool {
 				continue
 			}
 			f, ok := fields[x.Name]
-			if !ok || f.Concurrent || f.Type != "" && !s.inOrder(f.Type, x.SelectionSet, depth+1) {
+			if !ok || f.Concurrent || f.Type != "" && !w.inOrder(f.Type, x.SelectionSet, depth+1) {
 				return false
 			}
 		case *ast.InlineFragment:
-			if x.Directives.ForName("defer") != nil || !s.inOrder(typ, x.SelectionSet, depth+1) {
+			if x.Directives.ForName("defer") != nil || !w.inOrder(typ, x.SelectionSet, depth+1) {
 				return false
 			}
 		case *ast.FragmentSpread:
-			if x.Directives.ForName("defer") != nil || x.Definition == nil || !s.inOrder(typ, x.Definition.SelectionSet, depth+1) {
+			if x.Directives.ForName("defer") != nil || x.Definition == nil || !w.fragment(typ, x.Definition, depth) {
 				return false
 			}
 		default:
@@ -76,13 +87,29 @@ func (s Schema) inOrder(typ string, sel ast.SelectionSet, depth int) bool {
 	return true
 }
 
-// MarshalSlice marshals the n elements of a list with marshal: one after
-// another when inOrder, each with its own field context (its index) and
-// its panic recovered into a null and an error, as gqlgen's
-// graphql.MarshalSliceConcurrently does in its goroutines; otherwise with
-// graphql.MarshalSliceConcurrently itself.
-func MarshalSlice(ctx context.Context, inOrder bool, n int, marshal func(ctx context.Context, i int) graphql.Marshaler) graphql.Array {
-	if !inOrder {
+// fragment is inOrder of the fragment def spread in typ, walked once.
+func (w *walk) fragment(typ string, def *ast.FragmentDefinition, depth int) bool {
+	key := [2]string{typ, def.Name}
+	if answer, ok := w.fragments[key]; ok {
+		return answer
+	}
+	if w.fragments == nil {
+		w.fragments = map[[2]string]bool{}
+	}
+	w.fragments[key] = false
+	answer := w.inOrder(typ, def.SelectionSet, depth+1)
+	w.fragments[key] = answer
+	return answer
+}
+
+// MarshalSlice marshals the n elements of a list of typ with selection sel
+// by marshal: one after another when s.InOrder says they may be, each with
+// its own field context (its index) and its panic recovered into a null and
+// an error, as gqlgen's graphql.MarshalSliceConcurrently does in its
+// goroutines; otherwise, and for one element or none (which gqlgen marshals
+// in the caller's goroutine anyway), with graphql.MarshalSliceConcurrently.
+func MarshalSlice(ctx context.Context, s Schema, typ string, sel ast.SelectionSet, n int, marshal func(ctx context.Context, i int) graphql.Marshaler) graphql.Array {
+	if n <= 1 || !s.InOrder(typ, sel) {
 		return graphql.MarshalSliceConcurrently(ctx, n, 0, false, marshal)
 	}
 	ret := make(graphql.Array, n)

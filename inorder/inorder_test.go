@@ -141,6 +141,23 @@ func TestInOrderRefusesWhatItDoesNotFollow(t *testing.T) {
 	if s.InOrder("T", deep) {
 		t.Error("40 levels: in order")
 	}
+	// Fragments that spread the next one twice, 60 deep: 2^60 spreads,
+	// walked once each (and refused for their depth).
+	frags := make([]*ast.FragmentDefinition, 61)
+	frags[60] = &ast.FragmentDefinition{Name: "F60", SelectionSet: leaf}
+	for i := 59; i >= 0; i-- {
+		next := frags[i+1]
+		frags[i] = &ast.FragmentDefinition{Name: fmt.Sprintf("F%d", i), SelectionSet: ast.SelectionSet{
+			&ast.FragmentSpread{Name: next.Name, Definition: next}, &ast.FragmentSpread{Name: next.Name, Definition: next}}}
+	}
+	if s.InOrder("T", ast.SelectionSet{&ast.FragmentSpread{Name: "F0", Definition: frags[0]}}) {
+		t.Error("fragments 60 deep: in order")
+	}
+	// 30 deep, within maxDepth: 2^30 spreads of plain fields, in order.
+	twice := ast.SelectionSet{&ast.FragmentSpread{Name: "F30", Definition: frags[30]}}
+	if !s.InOrder("T", twice) {
+		t.Error("fragments 30 deep, each spread twice: not in order")
+	}
 	shallow := leaf
 	for range 10 {
 		shallow = ast.SelectionSet{&ast.Field{Name: "t", SelectionSet: shallow}}
@@ -149,6 +166,13 @@ func TestInOrderRefusesWhatItDoesNotFollow(t *testing.T) {
 		t.Error("10 levels of plain fields: not in order")
 	}
 }
+
+// plain is a schema of one type T with a plain field and a concurrent one;
+// plainSel selects the plain one.
+var (
+	plain    = inorder.Schema{"T": {"id": {}, "r": {Concurrent: true}}}
+	plainSel = ast.SelectionSet{&ast.Field{Name: "id"}}
+)
 
 // responseContext is a context in which errors can be added, as the
 // executor's is.
@@ -168,7 +192,7 @@ func TestMarshalSliceInOrder(t *testing.T) {
 	var running, overlapped atomic.Int32
 	var order []int
 	caller := goroutineID()
-	ret := inorder.MarshalSlice(ctx, true, 4, func(ctx context.Context, i int) graphql.Marshaler {
+	ret := inorder.MarshalSlice(ctx, plain, "T", plainSel, 4, func(ctx context.Context, i int) graphql.Marshaler {
 		if running.Add(1) > 1 {
 			overlapped.Add(1)
 		}
@@ -210,7 +234,7 @@ func TestMarshalSliceConcurrently(t *testing.T) {
 	started.Add(n)
 	all := make(chan struct{})
 	go func() { started.Wait(); close(all) }()
-	ret := inorder.MarshalSlice(responseContext(), false, n, func(ctx context.Context, i int) graphql.Marshaler {
+	ret := inorder.MarshalSlice(responseContext(), plain, "T", ast.SelectionSet{&ast.Field{Name: "r"}}, n, func(ctx context.Context, i int) graphql.Marshaler {
 		started.Done()
 		select {
 		case <-all:

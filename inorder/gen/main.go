@@ -125,7 +125,7 @@ func rewriteCalls(src string, objects map[string]string) (string, int, error) {
 		if c := strings.Count(fn, call); c != 1 {
 			return "", 0, fmt.Errorf("%s: %d calls of %q, want 1", name, c, call)
 		}
-		fn = strings.Replace(fn, call, "inorder.MarshalSlice(ctx, "+schemaVar+".InOrder("+strconv.Quote(objects[name])+", sel), len(v), func(ctx context.Context, i int) graphql.Marshaler {", 1)
+		fn = strings.Replace(fn, call, "inorder.MarshalSlice(ctx, "+schemaVar+", "+strconv.Quote(objects[name])+", sel, len(v), func(ctx context.Context, i int) graphql.Marshaler {", 1)
 		src = src[:start] + fn + src[end:]
 	}
 	return src, len(names), nil

@@ -29,7 +29,7 @@ func TestRewriteCalls(t *testing.T) {
 	if err != nil || n != 1 {
 		t.Fatalf("rewriteCalls: %d, %v", n, err)
 	}
-	if !strings.Contains(out, `inorder.MarshalSlice(ctx, ListOrder.InOrder("Task", sel), len(v), func(`) {
+	if !strings.Contains(out, `inorder.MarshalSlice(ctx, ListOrder, "Task", sel, len(v), func(`) {
 		t.Errorf("the object list's marshaler was not rewritten:\n%s", out)
 	}
 	if strings.Count(out, call) != 1 || countCalls(out, map[string]bool{"marshalNNode2ᚕNodes": true}) != 1 {
