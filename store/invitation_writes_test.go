@@ -103,13 +103,13 @@ func TestInvitationChangesAreOneRoundTrip(t *testing.T) {
 	}
 
 	rec.take()
-	assertRefusedByCheck(t, rec, "invite", []*store.User{f.member, f.viewer}, func(a *store.User) error {
+	assertRefusedByCheck(t, rec, "invite", plainCheck, []*store.User{f.member, f.viewer}, func(a *store.User) error {
 		_, err := db.InviteMember(ctx, a, f.ws, "x@example.com", store.RoleMember)
 		return err
 	})
 	inv := invite("invite")
 	rec.take()
-	assertRefusedByCheck(t, rec, "decline", []*store.User{f.admin}, func(a *store.User) error {
+	assertRefusedByCheck(t, rec, "decline", plainCheck, []*store.User{f.admin}, func(a *store.User) error {
 		return db.DeclineInvitation(ctx, a, inv.ID)
 	})
 	rec.take()
@@ -121,7 +121,7 @@ func TestInvitationChangesAreOneRoundTrip(t *testing.T) {
 
 	inv = invite("")
 	rec.take()
-	assertRefusedByCheck(t, rec, "revoke", []*store.User{invitee}, func(a *store.User) error {
+	assertRefusedByCheck(t, rec, "revoke", plainCheck, []*store.User{invitee}, func(a *store.User) error {
 		return db.RevokeInvitation(ctx, a, inv.ID)
 	})
 	if err := db.RevokeInvitation(ctx, f.admin, strings.ToUpper(inv.ID)); err != nil {
@@ -132,7 +132,7 @@ func TestInvitationChangesAreOneRoundTrip(t *testing.T) {
 
 	inv = invite("")
 	rec.take()
-	assertRefusedByCheck(t, rec, "accept", []*store.User{f.admin}, func(a *store.User) error {
+	assertRefusedByCheck(t, rec, "accept", plainCheck, []*store.User{f.admin}, func(a *store.User) error {
 		_, err := db.AcceptInvitation(ctx, a, inv.ID)
 		return err
 	})

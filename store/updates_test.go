@@ -50,13 +50,13 @@ func TestUpdatesAreOneRoundTrip(t *testing.T) {
 			[]*store.User{viewer, member}, admin, "project.archived"},
 	} {
 		rec.take()
-		assertRefusedByCheck(t, rec, c.action, c.refused, c.update)
+		assertRefusedByCheck(t, rec, c.action, orderedCheck, c.refused, c.update)
 		for i := range 2 { // the second changes nothing
 			if err := c.update(c.by); err != nil {
 				t.Fatal(err)
 			}
 			trips := rec.take()
-			if len(trips) != 1 || !strings.HasPrefix(trips[0], "begin ; select taskflow_check(") ||
+			if len(trips) != 1 || !strings.HasPrefix(trips[0], orderedCheck) ||
 				!strings.Contains(trips[0], "update "+c.table) || !strings.HasSuffix(trips[0], "; commit") {
 				t.Fatalf("%s %d: round trips %q: want one, BEGIN, the check, the update with its event and COMMIT", c.action, i, trips)
 			}
@@ -185,15 +185,24 @@ func newRoundTripFixture(t *testing.T) *roundTripFixture {
 	return f
 }
 
+// orderedCheck begins the first round trip of a change of a row (or of a
+// membership, under its workspace): the ordering lock (checkParent), then
+// the check.
+const orderedCheck = "begin ; select pg_advisory_xact_lock(hashtextextended($1, 0)) ; select taskflow_check("
+
+// plainCheck begins the first round trip of the other checked writes.
+const plainCheck = "begin ; select taskflow_check("
+
 // assertRefusedByCheck checks that change by each of actors is FORBIDDEN,
-// refused by a check in its first round trip (then rolled back).
-func assertRefusedByCheck(t *testing.T, rec *roundTrips, what string, actors []*store.User, change func(actor *store.User) error) {
+// refused by a check in its first round trip (then rolled back), which
+// begins with first (orderedCheck or plainCheck).
+func assertRefusedByCheck(t *testing.T, rec *roundTrips, what, first string, actors []*store.User, change func(actor *store.User) error) {
 	t.Helper()
 	for _, u := range actors {
 		if err := change(u); errs.CodeOf(err) != errs.CodeForbidden {
 			t.Fatalf("%s: %s's change: %v", what, u.Email, err)
 		}
-		if trips := rec.take(); len(trips) == 0 || !strings.HasPrefix(trips[0], "begin ; select taskflow_check(") {
+		if trips := rec.take(); len(trips) == 0 || !strings.HasPrefix(trips[0], first) {
 			t.Fatalf("%s: %s's refused change: round trips %q, want the check in the first", what, u.Email, trips)
 		}
 	}
@@ -406,13 +415,13 @@ func TestMemberChangesInSQLAreGos(t *testing.T) {
 	oneTrip := func(what, write string) {
 		t.Helper()
 		trips := rec.take()
-		if len(trips) != 1 || !strings.HasPrefix(trips[0], "begin ; select taskflow_check(") ||
+		if len(trips) != 1 || !strings.HasPrefix(trips[0], orderedCheck) ||
 			!strings.Contains(trips[0], write) || !strings.HasSuffix(trips[0], "; commit") {
 			t.Fatalf("%s: round trips %q, want one: BEGIN, the checks, the change with its event, COMMIT", what, trips)
 		}
 	}
 	rec.take()
-	assertRefusedByCheck(t, rec, "member.removed", []*store.User{viewer},
+	assertRefusedByCheck(t, rec, "member.removed", orderedCheck, []*store.User{viewer},
 		func(a *store.User) error { return db.RemoveMember(ctx, a, ws, member.ID) })
 	for i, role := range []store.Role{store.RoleViewer, store.RoleViewer, store.RoleAdmin} {
 		rec.take()

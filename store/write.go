@@ -124,18 +124,29 @@ func rolesAtLeast(min Role) []string {
 // when a column of it decides, as a project's archived_at does).
 type parent struct {
 	table, workspaceColumn, kind, lock string
+	// ordered says the unit of work changes the row itself (table.parent),
+	// or what the lock on it serialises (a workspace's memberships), and
+	// records it: its event must take its spine position in the lock's
+	// order (checkParent).
+	ordered bool
 }
 
 // The parents of the things TaskFlow creates.
 var (
-	parentWorkspace = parent{"workspaces", "id", "workspace", "FOR KEY SHARE"}
-	parentProject   = parent{"projects", "workspace_id", "project", "FOR SHARE"}
-	parentTask      = parent{"tasks", "workspace_id", "task", "FOR KEY SHARE"}
+	parentWorkspace = parent{"workspaces", "id", "workspace", "FOR KEY SHARE", false}
+	parentProject   = parent{"projects", "workspace_id", "project", "FOR SHARE", false}
+	parentTask      = parent{"tasks", "workspace_id", "task", "FOR KEY SHARE", false}
 )
 
 // locked returns p with lock instead of its own.
 func (p parent) locked(lock string) parent {
 	p.lock = lock
+	return p
+}
+
+// inOrder returns p with ordered set.
+func (p parent) inOrder() parent {
+	p.ordered = true
 	return p
 }
 
@@ -152,6 +163,19 @@ func (u *unitOfWork) checkParent(p parent, id string, actor *User, min Role, act
 	r := refusals{"not_found": notFound(p.kind), "forbidden": forbidden(action)}
 	for k, v := range more {
 		r[k] = v
+	}
+	if p.ordered {
+		// The changes of one row must take their places in the event spine
+		// (and so in the audit chain) in the order the row lock lets them
+		// happen: each event's changes.from is the change before it. Spine
+		// order is the order of transaction ids, and a transaction waiting
+		// for the row lock could be given its id before the one that gets
+		// the lock first (TestConcurrentTaskUpdatesChainTheirDiffs: 5 runs
+		// in 40). Waiting first on a transaction-level advisory lock on the
+		// row, which gives no id, makes the next changer of the row start
+		// writing only once the one before it committed, so ids follow the
+		// row's changes (docs/decisions/2026-12-01-event-spine.md, "Order").
+		u.check(`SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`, []any{"ordered:" + p.table + ":" + id}, nil)
 	}
 	u.check(`SELECT taskflow_check(CASE WHEN r.role IS NULL THEN 'not_found'
 			WHEN NOT (r.role = ANY($3::text[])) THEN 'forbidden' ELSE `+refuse+` END)
@@ -184,7 +208,7 @@ type table[T any] struct {
 // parent returns tb as the parent of its own row's checks (checkParent),
 // locked with lock.
 func (tb table[T]) parent(lock string) parent {
-	return parent{tb.name, "workspace_id", tb.kind, lock}
+	return parent{tb.name, "workspace_id", tb.kind, lock, false}.inOrder()
 }
 
 // lockRow reads the row id of tb locked for update for the rest of the unit of
