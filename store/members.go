@@ -56,7 +56,7 @@ var errOwnerOnly = errs.Errorf(errs.CodeForbidden, "only an OWNER can make or un
 // FORBIDDEN), and the last OWNER stays one (CONFLICT) unless the role does
 // not change.
 func (u *unitOfWork) memberChange(ws string, actor *User, user string, self bool, to Role) {
-	u.checkParent(parentWorkspace.locked("FOR NO KEY UPDATE").inOrder(), ws, actor, RoleViewer, "manage members", "", nil)
+	u.checkParent(parentWorkspace.locked("FOR NO KEY UPDATE"), ws, actor, RoleViewer, "manage members", "", nil)
 	u.check(`SELECT taskflow_check(CASE
 			WHEN a.role IS NULL THEN 'no_workspace'
 			WHEN NOT $4::bool AND NOT (a.role = ANY($5::text[])) THEN 'forbidden'

@@ -124,10 +124,9 @@ func rolesAtLeast(min Role) []string {
 // when a column of it decides, as a project's archived_at does).
 type parent struct {
 	table, workspaceColumn, kind, lock string
-	// ordered says the unit of work changes the row itself (table.parent),
-	// or what the lock on it serialises (a workspace's memberships), and
-	// records it: its event must take its spine position in the lock's
-	// order (checkParent).
+	// ordered says the unit of work changes the row itself (table.parent)
+	// and records it: its event must take its spine position in the order
+	// the row lock lets the changes happen (checkParent).
 	ordered bool
 }
 
@@ -141,12 +140,6 @@ var (
 // locked returns p with lock instead of its own.
 func (p parent) locked(lock string) parent {
 	p.lock = lock
-	return p
-}
-
-// inOrder returns p with ordered set.
-func (p parent) inOrder() parent {
-	p.ordered = true
 	return p
 }
 
@@ -208,7 +201,7 @@ type table[T any] struct {
 // parent returns tb as the parent of its own row's checks (checkParent),
 // locked with lock.
 func (tb table[T]) parent(lock string) parent {
-	return parent{tb.name, "workspace_id", tb.kind, lock, false}.inOrder()
+	return parent{tb.name, "workspace_id", tb.kind, lock, true}
 }
 
 // lockRow reads the row id of tb locked for update for the rest of the unit of
