@@ -212,10 +212,11 @@ func (m *Middleware) MutateOperationContext(ctx context.Context, oc *graphql.Ope
 	// (docs/decisions/2026-12-03-lists-in-order.md, addendum).
 	outer := oc.ResolverMiddleware
 	oc.ResolverMiddleware = func(ctx context.Context, next graphql.Resolver) (any, error) {
-		if fc := graphql.GetFieldContext(ctx); fc == nil || fc.Object != "Mutation" || fc.Field.Field == nil {
+		fc := graphql.GetFieldContext(ctx)
+		if fc == nil || fc.Object != "Mutation" || fc.Field.Field == nil {
 			return outer(ctx, next) // a field of the result: as it is, no allocation
 		}
-		return outer(ctx, func(ctx context.Context) (any, error) { return m.aroundField(ctx, next) })
+		return outer(ctx, func(ctx context.Context) (any, error) { return m.aroundField(ctx, fc, next) })
 	}
 	header := ""
 	if values := oc.Headers.Values(HeaderKey); len(values) > 0 {
@@ -376,14 +377,9 @@ func validKey(k string) error {
 	return nil
 }
 
-// aroundField runs each root mutation field in a unit of work, and applies the
-// idempotency rules to fields that take a key and were given one; it passes
-// the fields below them through.
-func (m *Middleware) aroundField(ctx context.Context, next graphql.Resolver) (any, error) {
-	fc := graphql.GetFieldContext(ctx)
-	if fc == nil || fc.Object != "Mutation" || fc.Field.Field == nil {
-		return next(ctx)
-	}
+// aroundField runs the root mutation field of fc in a unit of work, and
+// applies the idempotency rules when the field takes a key and was given one.
+func (m *Middleware) aroundField(ctx context.Context, fc *graphql.FieldContext, next graphql.Resolver) (any, error) {
 	resultType, keyed := m.results[fc.Field.Name]
 	key := ""
 	if keyed {

@@ -6,8 +6,8 @@
 // fields (id, title, status) nothing waits on anything, and the goroutines,
 // their stacks and the wait for them were a quarter of the server's time per
 // request (docs/decisions/2026-12-03-lists-in-order.md). The generator in
-// inorder/gen rewrites gqlgen's list marshalers to call MarshalSlice with
-// Schema.InOrder's answer; a list whose selection reaches a concurrent field
+// inorder/gen rewrites gqlgen's list marshalers to call MarshalSlice with the
+// schema's fields, the element type and the selection; a list whose selection reaches a concurrent field
 // (a resolver, or a method that takes a context) keeps gqlgen's goroutines.
 package inorder
 

@@ -89,8 +89,9 @@ func rewrite(cfg *config.Config, data *codegen.Data) error {
 	if err != nil {
 		return err
 	}
-	if total := strings.Count(string(src), "graphql.MarshalSliceConcurrently("); total != n+countCalls(string(src), others) {
-		return fmt.Errorf("%s: %d calls of graphql.MarshalSliceConcurrently, %d of them in the list marshalers gqlgen's types name", exec, total, n+countCalls(string(src), others))
+	total, named := strings.Count(string(src), "graphql.MarshalSliceConcurrently("), n+countCalls(string(src), others)
+	if total != named {
+		return fmt.Errorf("%s: %d calls of graphql.MarshalSliceConcurrently, %d of them in the list marshalers gqlgen's types name", exec, total, named)
 	}
 	out = strings.Replace(out, "import (\n", "import (\n\t"+strconv.Quote(importPath)+"\n", 1)
 	formatted, err := format.Source([]byte(out))
