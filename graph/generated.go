@@ -14078,7 +14078,7 @@ func (ec *executionContext) _Attachment(ctx context.Context, sel ast.SelectionSe
 				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "task":
-			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+			inorder.ResolveConcurrently(ctx, out, ec.OperationContext, &deferred, i,
 				true, true,
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Attachment_task(ctx, field, obj)
@@ -14104,7 +14104,7 @@ func (ec *executionContext) _Attachment(ctx context.Context, sel ast.SelectionSe
 				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "uploader":
-			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+			inorder.ResolveConcurrently(ctx, out, ec.OperationContext, &deferred, i,
 				true, true,
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Attachment_uploader(ctx, field, obj)
@@ -14115,7 +14115,7 @@ func (ec *executionContext) _Attachment(ctx context.Context, sel ast.SelectionSe
 				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "downloadUrl":
-			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+			inorder.ResolveConcurrently(ctx, out, ec.OperationContext, &deferred, i,
 				true, true,
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Attachment_downloadUrl(ctx, field, obj)
@@ -14371,7 +14371,7 @@ func (ec *executionContext) _AuditEvent(ctx context.Context, sel ast.SelectionSe
 				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "actor":
-			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+			inorder.ResolveConcurrently(ctx, out, ec.OperationContext, &deferred, i,
 				true, false,
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._AuditEvent_actor(ctx, field, obj)
@@ -14753,13 +14753,13 @@ func (ec *executionContext) _Comment(ctx context.Context, sel ast.SelectionSet, 
 				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "task":
-			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+			inorder.ResolveConcurrently(ctx, out, ec.OperationContext, &deferred, i,
 				true, true,
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Comment_task(ctx, field, obj)
 				})
 		case "author":
-			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+			inorder.ResolveConcurrently(ctx, out, ec.OperationContext, &deferred, i,
 				true, true,
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Comment_author(ctx, field, obj)
@@ -14914,7 +14914,7 @@ func (ec *executionContext) _Invitation(ctx context.Context, sel ast.SelectionSe
 				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "invitedBy":
-			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+			inorder.ResolveConcurrently(ctx, out, ec.OperationContext, &deferred, i,
 				true, false,
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Invitation_invitedBy(ctx, field, obj)
@@ -15039,7 +15039,7 @@ func (ec *executionContext) _Member(ctx context.Context, sel ast.SelectionSet, o
 		case "__typename":
 			out.Values[i] = graphql.MarshalString("Member")
 		case "user":
-			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+			inorder.ResolveConcurrently(ctx, out, ec.OperationContext, &deferred, i,
 				true, true,
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Member_user(ctx, field, obj)
@@ -15372,7 +15372,7 @@ func (ec *executionContext) _Project(ctx context.Context, sel ast.SelectionSet, 
 				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "workspace":
-			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+			inorder.ResolveConcurrently(ctx, out, ec.OperationContext, &deferred, i,
 				true, true,
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Project_workspace(ctx, field, obj)
@@ -15408,7 +15408,7 @@ func (ec *executionContext) _Project(ctx context.Context, sel ast.SelectionSet, 
 				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "tasks":
-			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+			inorder.ResolveConcurrently(ctx, out, ec.OperationContext, &deferred, i,
 				true, true,
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Project_tasks(ctx, field, obj)
@@ -15716,7 +15716,7 @@ func (ec *executionContext) _Task(ctx context.Context, sel ast.SelectionSet, obj
 				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "project":
-			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+			inorder.ResolveConcurrently(ctx, out, ec.OperationContext, &deferred, i,
 				true, true,
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Task_project(ctx, field, obj)
@@ -15742,7 +15742,7 @@ func (ec *executionContext) _Task(ctx context.Context, sel ast.SelectionSet, obj
 				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "assignee":
-			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+			inorder.ResolveConcurrently(ctx, out, ec.OperationContext, &deferred, i,
 				true, false,
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Task_assignee(ctx, field, obj)
@@ -15753,7 +15753,7 @@ func (ec *executionContext) _Task(ctx context.Context, sel ast.SelectionSet, obj
 				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "createdBy":
-			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+			inorder.ResolveConcurrently(ctx, out, ec.OperationContext, &deferred, i,
 				true, true,
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Task_createdBy(ctx, field, obj)
@@ -15769,13 +15769,13 @@ func (ec *executionContext) _Task(ctx context.Context, sel ast.SelectionSet, obj
 				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "comments":
-			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+			inorder.ResolveConcurrently(ctx, out, ec.OperationContext, &deferred, i,
 				true, true,
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Task_comments(ctx, field, obj)
 				})
 		case "attachments":
-			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+			inorder.ResolveConcurrently(ctx, out, ec.OperationContext, &deferred, i,
 				true, true,
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Task_attachments(ctx, field, obj)
@@ -15824,7 +15824,7 @@ func (ec *executionContext) _TaskChange(ctx context.Context, sel ast.SelectionSe
 				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "actor":
-			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+			inorder.ResolveConcurrently(ctx, out, ec.OperationContext, &deferred, i,
 				true, false,
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._TaskChange_actor(ctx, field, obj)
@@ -15835,7 +15835,7 @@ func (ec *executionContext) _TaskChange(ctx context.Context, sel ast.SelectionSe
 				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "task":
-			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+			inorder.ResolveConcurrently(ctx, out, ec.OperationContext, &deferred, i,
 				true, false,
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._TaskChange_task(ctx, field, obj)
@@ -15846,7 +15846,7 @@ func (ec *executionContext) _TaskChange(ctx context.Context, sel ast.SelectionSe
 				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "comment":
-			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+			inorder.ResolveConcurrently(ctx, out, ec.OperationContext, &deferred, i,
 				true, false,
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._TaskChange_comment(ctx, field, obj)
@@ -15986,19 +15986,19 @@ func (ec *executionContext) _User(ctx context.Context, sel ast.SelectionSet, obj
 				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "workspaces":
-			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+			inorder.ResolveConcurrently(ctx, out, ec.OperationContext, &deferred, i,
 				true, true,
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._User_workspaces(ctx, field, obj)
 				})
 		case "auditEvents":
-			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+			inorder.ResolveConcurrently(ctx, out, ec.OperationContext, &deferred, i,
 				true, true,
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._User_auditEvents(ctx, field, obj)
 				})
 		case "invitations":
-			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+			inorder.ResolveConcurrently(ctx, out, ec.OperationContext, &deferred, i,
 				true, true,
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._User_invitations(ctx, field, obj)
@@ -16266,7 +16266,7 @@ func (ec *executionContext) _WebhookEndpoint(ctx context.Context, sel ast.Select
 				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "deliveries":
-			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+			inorder.ResolveConcurrently(ctx, out, ec.OperationContext, &deferred, i,
 				true, true,
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._WebhookEndpoint_deliveries(ctx, field, obj)
@@ -16358,25 +16358,25 @@ func (ec *executionContext) _Workspace(ctx context.Context, sel ast.SelectionSet
 				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "members":
-			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+			inorder.ResolveConcurrently(ctx, out, ec.OperationContext, &deferred, i,
 				true, true,
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Workspace_members(ctx, field, obj)
 				})
 		case "projects":
-			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+			inorder.ResolveConcurrently(ctx, out, ec.OperationContext, &deferred, i,
 				true, true,
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Workspace_projects(ctx, field, obj)
 				})
 		case "invitations":
-			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+			inorder.ResolveConcurrently(ctx, out, ec.OperationContext, &deferred, i,
 				true, false,
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Workspace_invitations(ctx, field, obj)
 				})
 		case "webhookEndpoints":
-			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+			inorder.ResolveConcurrently(ctx, out, ec.OperationContext, &deferred, i,
 				true, false,
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Workspace_webhookEndpoints(ctx, field, obj)
@@ -16425,13 +16425,13 @@ func (ec *executionContext) _WorkspaceChange(ctx context.Context, sel ast.Select
 				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "actor":
-			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+			inorder.ResolveConcurrently(ctx, out, ec.OperationContext, &deferred, i,
 				true, false,
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._WorkspaceChange_actor(ctx, field, obj)
 				})
 		case "project":
-			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+			inorder.ResolveConcurrently(ctx, out, ec.OperationContext, &deferred, i,
 				true, false,
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._WorkspaceChange_project(ctx, field, obj)
@@ -16442,7 +16442,7 @@ func (ec *executionContext) _WorkspaceChange(ctx context.Context, sel ast.Select
 				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "member":
-			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+			inorder.ResolveConcurrently(ctx, out, ec.OperationContext, &deferred, i,
 				true, false,
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._WorkspaceChange_member(ctx, field, obj)

@@ -8,11 +8,18 @@
 // request (docs/decisions/2026-12-03-lists-in-order.md). The generator in
 // inorder/gen rewrites gqlgen's list marshalers to call MarshalSlice with the
 // schema's fields, the element type and the selection; a list whose selection reaches a concurrent field
-// (a resolver, or a method that takes a context) keeps gqlgen's goroutines.
+// (a resolver, or a method that takes a context) keeps gqlgen's goroutines,
+// unless the list's parent value says those fields are settled (Settler):
+// read with the list, so that resolving them waits on nothing. Under a list
+// marshaled in order, the generator's ResolveConcurrently resolves an
+// object's concurrent fields at once, in the same goroutine, instead of
+// gqlgen's one goroutine per field but the first
+// (docs/decisions/2026-12-03-settled-pages.md).
 package inorder
 
 import (
 	"context"
+	"sync/atomic"
 
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/vektah/gqlparser/v2/ast"
@@ -45,7 +52,24 @@ const maxDepth = 32
 // is linear in the document: a fragment is walked once per type it is
 // spread in, however often it is spread.
 func (s Schema) InOrder(typ string, sel ast.SelectionSet) bool {
-	w := walk{schema: s}
+	return s.InOrderSettled(typ, sel, nil)
+}
+
+// Settler is implemented by a value holding lists (a page of tasks) whose
+// elements, and what is below them, have some concurrent fields settled:
+// their values were read with the list and wait in the request's loaders,
+// so resolving them waits on nothing. Settled reports whether field of
+// typ is settled everywhere below the value's lists, for every field of
+// that name the request's document selects there.
+type Settler interface {
+	Settled(typ, field string) bool
+}
+
+// InOrderSettled is InOrder where a concurrent field that settled (nil for
+// none) reports settled does not stop the walk: it is walked as a plain
+// field.
+func (s Schema) InOrderSettled(typ string, sel ast.SelectionSet, settled Settler) bool {
+	w := walk{schema: s, settled: settled}
 	return w.inOrder(typ, sel, 0)
 }
 
@@ -54,7 +78,13 @@ func (s Schema) InOrder(typ string, sel ast.SelectionSet) bool {
 // validation refuses anyway, answers false).
 type walk struct {
 	schema    Schema
+	settled   Settler
 	fragments map[[2]string]bool
+}
+
+// plain reports whether the walk may go through field name of typ, f.
+func (w *walk) plain(typ, name string, f Field) bool {
+	return !f.Concurrent || w.settled != nil && w.settled.Settled(typ, name)
 }
 
 func (w *walk) inOrder(typ string, sel ast.SelectionSet, depth int) bool {
@@ -69,7 +99,7 @@ func (w *walk) inOrder(typ string, sel ast.SelectionSet, depth int) bool {
 				continue
 			}
 			f, ok := fields[x.Name]
-			if !ok || f.Concurrent || f.Type != "" && !w.inOrder(f.Type, x.SelectionSet, depth+1) {
+			if !ok || !w.plain(typ, x.Name, f) || f.Type != "" && !w.inOrder(f.Type, x.SelectionSet, depth+1) {
 				return false
 			}
 		case *ast.InlineFragment:
@@ -103,20 +133,81 @@ func (w *walk) fragment(typ string, def *ast.FragmentDefinition, depth int) bool
 }
 
 // MarshalSlice marshals the n elements of a list of typ with selection sel
-// by marshal: one after another when s.InOrder says they may be, each with
-// its own field context (its index) and its panic recovered into a null and
-// an error, as gqlgen's graphql.MarshalSliceConcurrently does in its
-// goroutines; otherwise, and for one element or none (which gqlgen marshals
-// in the caller's goroutine anyway), with graphql.MarshalSliceConcurrently.
+// by marshal: one after another when they may be, each with its own field
+// context (its index) and its panic recovered into a null and an error, as
+// gqlgen's graphql.MarshalSliceConcurrently does in its goroutines;
+// otherwise, and for an empty list, with graphql.MarshalSliceConcurrently.
+// They may be when the list is below another one marshaled in order, or
+// when s.InOrderSettled says so with the list's parent value (the page
+// holding it) as the Settler, if it is one. Everything below a list
+// marshaled in order is marshaled in order, and ResolveConcurrently
+// resolves its objects' concurrent fields at once.
 func MarshalSlice(ctx context.Context, s Schema, typ string, sel ast.SelectionSet, n int, marshal func(ctx context.Context, i int) graphql.Marshaler) graphql.Array {
-	if n <= 1 || !s.InOrder(typ, sel) {
+	if n == 0 || !inOrder(ctx, s, typ, sel) {
 		return graphql.MarshalSliceConcurrently(ctx, n, 0, false, marshal)
 	}
+	ctx = context.WithValue(ctx, inOrderKey{}, true)
 	ret := make(graphql.Array, n)
 	for i := range n {
 		ret[i] = marshalOne(graphql.WithFieldContext(ctx, &graphql.FieldContext{Index: &i}), i, marshal)
 	}
 	return ret
+}
+
+// inOrderKey marks the context of a list marshaled in order, and so of
+// everything below it.
+type inOrderKey struct{}
+
+// inOrder reports whether the list of ctx's field may be marshaled in order.
+func inOrder(ctx context.Context, s Schema, typ string, sel ast.SelectionSet) bool {
+	if ctx.Value(inOrderKey{}) != nil {
+		return true
+	}
+	var settled Settler
+	if fc := graphql.GetFieldContext(ctx); fc != nil && fc.Parent != nil {
+		settled, _ = fc.Parent.Result.(Settler)
+	}
+	return s.InOrderSettled(typ, sel, settled)
+}
+
+// ResolveConcurrently is out.ResolveConcurrently(oc, deferred, i,
+// recoverFromPanic, nonNull, resolve), which gqlgen's object marshalers
+// call for each concurrent field and run in goroutines of their own (all
+// but the first) when the object is dispatched. Below a list MarshalSlice
+// marshals in order, whose walk found every concurrent field below it
+// settled and no @defer, it resolves the field at once instead, in the
+// caller's goroutine, and counts its value against out.Invalids as
+// Dispatch would: a null for a non-null field, a required null for another.
+// A panic is the field's null and an error when recoverFromPanic, as in
+// gqlgen.
+func ResolveConcurrently(ctx context.Context, out *graphql.FieldSet, oc *graphql.OperationContext, deferred *graphql.DeferredGroup, i int, recoverFromPanic, nonNull bool, resolve func(context.Context) graphql.Marshaler) {
+	if ctx.Value(inOrderKey{}) == nil {
+		out.ResolveConcurrently(oc, deferred, i, recoverFromPanic, nonNull, resolve)
+		return
+	}
+	v := resolveNow(ctx, oc, recoverFromPanic, resolve)
+	out.Values[i] = v
+	invalid := graphql.Marshaler(graphql.RequiredNull)
+	if nonNull {
+		invalid = graphql.Null
+	}
+	if v == invalid {
+		atomic.AddUint32(&out.Invalids, 1)
+	}
+}
+
+// resolveNow runs resolve, a panic reported through oc and resolved to a
+// null when recoverFromPanic.
+func resolveNow(ctx context.Context, oc *graphql.OperationContext, recoverFromPanic bool, resolve func(context.Context) graphql.Marshaler) (v graphql.Marshaler) {
+	if recoverFromPanic {
+		defer func() {
+			if r := recover(); r != nil {
+				oc.Error(ctx, oc.Recover(ctx, r))
+				v = graphql.Null
+			}
+		}()
+	}
+	return resolve(ctx)
 }
 
 // marshalOne marshals element i, a panic recovered into a null and an error.

@@ -254,3 +254,104 @@ func goroutineID() string {
 	buf = buf[:runtime.Stack(buf, false)]
 	return strings.Fields(string(buf))[1]
 }
+
+// settler is an inorder.Settler settling the fields it holds, as
+// "Type.field".
+type settler map[string]bool
+
+func (s settler) Settled(typ, field string) bool { return s[typ+"."+field] }
+
+// A concurrent field that the list's page settles does not stop the walk,
+// which still goes through its selection; any other concurrent field does.
+func TestInOrderSettled(t *testing.T) {
+	t.Parallel()
+	s := schema(t)
+	page := settler{"Task.assignee": true, "Task.comments": true, "Comment.author": true}
+	const query = `query($id: ID!) { project(id: $id) { tasks(first: 20) { nodes { %s } } } }`
+	for _, c := range []struct {
+		selection string
+		settled   inorder.Settler
+		want      bool
+	}{
+		{`id assignee { id name } comments { nodes { body author { name } } }`, page, true},
+		{`id assignee { id name }`, nil, false},
+		{`id assignee { id name }`, settler{}, false},
+		{`id createdBy { id }`, page, false},
+		{`assignee { workspaces { id } }`, page, false},
+		{`comments { nodes { task { id } } }`, page, false},
+		{`comments { nodes { author { id } } }`, settler{"Task.comments": true}, false},
+	} {
+		sel := listSelection(t, s, fmt.Sprintf(query, c.selection), "project", "tasks", "nodes")
+		if got := graph.ListOrder.InOrderSettled("Task", sel, c.settled); got != c.want {
+			t.Errorf("InOrderSettled(Task, %s, %v) = %t, want %t", c.selection, c.settled, got, c.want)
+		}
+	}
+}
+
+// Under a list of a page that settles its concurrent field, MarshalSlice
+// marshals in order, and ResolveConcurrently resolves the field at once in
+// the same goroutine, counting a null of a non-null field (and a panic's)
+// against the field set's Invalids as Dispatch would. Elsewhere
+// ResolveConcurrently only schedules the field for Dispatch.
+func TestResolveConcurrentlyUnderASettledList(t *testing.T) {
+	t.Parallel()
+	ctx := graphql.WithFieldContext(responseContext(), &graphql.FieldContext{Result: settler{"T.r": true}})
+	ctx = graphql.WithFieldContext(ctx, &graphql.FieldContext{Field: graphql.CollectedField{Field: &ast.Field{Alias: "nodes"}}})
+	oc := &graphql.OperationContext{RecoverFunc: func(_ context.Context, r any) error { return fmt.Errorf("recovered: %v", r) }}
+	sel := ast.SelectionSet{&ast.Field{Name: "id"}, &ast.Field{Name: "r"}}
+	caller := goroutineID()
+	values := map[int][]graphql.Marshaler{}
+	invalids := map[int]uint32{}
+	inorder.MarshalSlice(ctx, plain, "T", sel, 3, func(ctx context.Context, i int) graphql.Marshaler {
+		fields := []graphql.CollectedField{{Field: &ast.Field{Alias: "a"}}, {Field: &ast.Field{Alias: "b"}}}
+		out := graphql.NewFieldSet(fields)
+		deferred := graphql.NewDeferredGroup(ctx)
+		for j := range fields {
+			inorder.ResolveConcurrently(ctx, out, oc, &deferred, j, true, true, func(ctx context.Context) graphql.Marshaler {
+				if goroutineID() != caller {
+					t.Errorf("element %d, field %d resolved in another goroutine", i, j)
+				}
+				switch {
+				case i == 1 && j == 0:
+					return graphql.Null
+				case i == 2 && j == 1:
+					panic("field b of 2")
+				}
+				return graphql.MarshalInt(i*10 + j)
+			})
+			if out.Values[j] == nil {
+				t.Errorf("element %d, field %d not resolved at once", i, j)
+			}
+		}
+		out.Dispatch(ctx)
+		values[i], invalids[i] = out.Values, out.Invalids
+		return out
+	})
+	if fmt.Sprint(invalids) != "map[0:0 1:1 2:1]" || values[0][1] == graphql.Null || values[2][1] != graphql.Null {
+		t.Errorf("invalids %v, values %v", invalids, values)
+	}
+	if errList := graphql.GetErrors(ctx); len(errList) != 1 || !strings.Contains(errList[0].Message, "field b of 2") {
+		t.Errorf("errors %v", errList)
+	}
+
+	// Not under such a list: scheduled, resolved by Dispatch (the second of
+	// two fields in a goroutine of its own).
+	out := graphql.NewFieldSet([]graphql.CollectedField{{Field: &ast.Field{Alias: "a"}}, {Field: &ast.Field{Alias: "b"}}})
+	deferred := graphql.NewDeferredGroup(ctx)
+	var elsewhere atomic.Int32
+	for j := range 2 {
+		inorder.ResolveConcurrently(ctx, out, oc, &deferred, j, true, true, func(context.Context) graphql.Marshaler {
+			if goroutineID() != caller {
+				elsewhere.Add(1)
+			}
+			return graphql.MarshalInt(j)
+		})
+	}
+	if out.Values[0] != nil || out.Values[1] != nil {
+		t.Fatal("resolved before Dispatch")
+	}
+	out.Dispatch(ctx)
+	if elsewhere.Load() != 1 || out.Values[1] == nil {
+		t.Errorf("%d fields resolved in other goroutines, values %v", elsewhere.Load(), out.Values)
+	}
+}

@@ -37,6 +37,9 @@ func (r *queryResolver) projectWithTasks(ctx context.Context, id string) (*store
 		return l.Project(ctx, id)
 	}
 	l.projects.Prime(id, p)
+	if settled := settledBy(page, also, extras); settled != nil {
+		page.Settle(settled)
+	}
 	l.taskPages.Prime(key, page)
 	for uid, u := range extras.Users {
 		l.users.Prime(uid, u)
@@ -51,6 +54,57 @@ func (r *queryResolver) projectWithTasks(ctx context.Context, id string) (*store
 		}
 	}
 	return p, nil
+}
+
+// settledBy returns what a page read with also has settled for its list's
+// marshaling (inorder.Settler, store.Connection.Settle), nil for nothing:
+// Task.assignee when every task's assignee is among the users read,
+// Task.comments when every task's page of comments was read (every
+// comments field of its tasks asks for that page, see taskExtrasAsked), and
+// Comment.author when the authors were asked for and every comment's is
+// among the users read. A task added or reassigned between the lookahead's
+// statements leaves its field unsettled: the list then keeps gqlgen's
+// goroutines and its loaders batch what is missing, as without it.
+func settledBy(page *store.TaskConnection, also store.TaskPageAlso, extras *store.TaskPageExtras) func(typ, field string) bool {
+	var assignees, comments, authors bool
+	if also.Assignees {
+		assignees = true
+		for _, e := range page.Edges {
+			if id := e.Node.AssigneeID; id != nil && extras.Users[*id] == nil {
+				assignees = false
+			}
+		}
+	}
+	if c := also.Comments; c != nil {
+		comments, authors = true, c.Authors
+		for _, e := range page.Edges {
+			k, err := store.NewCommentPageKey(e.Node.ID, &c.First, nil)
+			cs := extras.Comments[k]
+			if err != nil || cs == nil {
+				comments = false
+				break
+			}
+			for _, ce := range cs.Edges {
+				if extras.Users[ce.Node.AuthorID] == nil {
+					authors = false
+				}
+			}
+		}
+	}
+	if !assignees && !comments {
+		return nil
+	}
+	return func(typ, field string) bool {
+		switch {
+		case typ == "Task" && field == "assignee":
+			return assignees
+		case typ == "Task" && field == "comments":
+			return comments
+		case typ == "Comment" && field == "author":
+			return comments && authors
+		}
+		return false
+	}
 }
 
 // taskPageAsked returns the key of the page of tasks (Project.tasks) that the

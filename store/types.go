@@ -278,6 +278,21 @@ type Connection[T any] struct {
 	PageInfo PageInfo   `json:"pageInfo"`
 	// list is what the page's edges share.
 	list edgeList[T]
+	// settled is what Settle recorded; nil for nothing.
+	settled func(typ, field string) bool
+}
+
+// Settle records settled as the fields (by GraphQL type and field name)
+// whose values for every item of the page, and below them, were read with
+// it and wait in the request's loaders, so that resolving them waits on
+// nothing (inorder.Settler). A page is settled before anyone else sees it.
+func (c *Connection[T]) Settle(settled func(typ, field string) bool) {
+	c.settled = settled
+}
+
+// Settled reports whether Settle recorded field of typ as settled.
+func (c *Connection[T]) Settled(typ, field string) bool {
+	return c.settled != nil && c.settled(typ, field)
 }
 
 // Nodes returns the items of the page.

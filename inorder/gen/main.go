@@ -5,6 +5,9 @@
 // fields for inorder.Schema next to the generated executor and rewrites
 // each such call of graphql.MarshalSliceConcurrently in it into
 // inorder.MarshalSlice. Lists of interfaces and unions keep gqlgen's call.
+// It rewrites the object marshalers' scheduling of concurrent fields
+// (FieldSet.ResolveConcurrently) into inorder.ResolveConcurrently, which
+// resolves them at once below a list marshaled in order.
 // It fails, leaving gqlgen's output as it is, when the calls are not the
 // shape it expects (a gqlgen upgrade that changed them).
 package main
@@ -29,6 +32,10 @@ import (
 // call is gqlgen's call in a list marshaler of a non-scalar type (its
 // codegen/type.gotpl, with no worker limit and the panic handler on).
 const call = "graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {"
+
+// fieldCall is gqlgen's call in an object marshaler for a concurrent field
+// (its codegen/object.gotpl), rewritten into inorder.ResolveConcurrently.
+const fieldCall = "out.ResolveConcurrently(ec.OperationContext, &deferred, i,"
 
 // importPath is the package of inorder.MarshalSlice.
 const importPath = "taskflow/inorder"
@@ -93,6 +100,9 @@ func rewrite(cfg *config.Config, data *codegen.Data) error {
 	if total != named {
 		return fmt.Errorf("%s: %d calls of graphql.MarshalSliceConcurrently, %d of them in the list marshalers gqlgen's types name", exec, total, named)
 	}
+	if out, err = rewriteFieldCalls(out); err != nil {
+		return fmt.Errorf("%s: %w", exec, err)
+	}
 	out = strings.Replace(out, "import (\n", "import (\n\t"+strconv.Quote(importPath)+"\n", 1)
 	formatted, err := format.Source([]byte(out))
 	if err != nil {
@@ -130,6 +140,17 @@ func rewriteCalls(src string, objects map[string]string) (string, int, error) {
 		src = src[:start] + fn + src[end:]
 	}
 	return src, len(names), nil
+}
+
+// rewriteFieldCalls replaces every fieldCall, gqlgen's scheduling of an
+// object's concurrent field, with inorder.ResolveConcurrently. Every call of
+// FieldSet.ResolveConcurrently must be a fieldCall (the root types' calls,
+// ResolveRootConcurrently, are kept).
+func rewriteFieldCalls(src string) (string, error) {
+	if fields, calls := strings.Count(src, fieldCall), strings.Count(src, ".ResolveConcurrently("); fields == 0 || fields != calls {
+		return "", fmt.Errorf("%d calls of ResolveConcurrently, %d of them %q", calls, fields, fieldCall)
+	}
+	return strings.ReplaceAll(src, fieldCall, "inorder.ResolveConcurrently(ctx, out, ec.OperationContext, &deferred, i,"), nil
 }
 
 // countCalls counts the calls of graphql.MarshalSliceConcurrently in the
