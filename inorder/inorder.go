@@ -220,3 +220,21 @@ func marshalOne(ctx context.Context, i int, marshal func(ctx context.Context, i 
 	}()
 	return marshal(ctx, i)
 }
+
+// NewDeferredGroup is graphql.NewDeferredGroup(ctx) for an object whose
+// collected fields hold a deferred one (a field under @defer), and an empty
+// group for any other: gqlgen's object marshalers make a group for every
+// object, which reads the object's path into a new slice and makes a field
+// set and a map (8% of the server's CPU and 19% of its allocations for a
+// nested page of tasks), while an object without a deferred field only asks
+// the group's Defers for its length (zero) and passes it to
+// FieldSet.ResolveConcurrently, which uses it for deferred fields only.
+// The generator rewrites gqlgen's calls into this one.
+func NewDeferredGroup(ctx context.Context, fields []graphql.CollectedField) graphql.DeferredGroup {
+	for i := range fields {
+		if fields[i].IsDeferred() {
+			return graphql.NewDeferredGroup(ctx)
+		}
+	}
+	return graphql.DeferredGroup{}
+}

@@ -355,3 +355,19 @@ func TestResolveConcurrentlyUnderASettledList(t *testing.T) {
 		t.Errorf("%d fields resolved in other goroutines, values %v", elsewhere.Load(), out.Values)
 	}
 }
+
+// An object with a deferred field gets gqlgen's group (its path, a field set
+// and a map for the labels); any other an empty one.
+func TestNewDeferredGroupOnlyForDeferredFields(t *testing.T) {
+	t.Parallel()
+	ctx := graphql.WithFieldContext(responseContext(), &graphql.FieldContext{Index: new(int)})
+	plainField := graphql.CollectedField{Field: &ast.Field{Alias: "a"}}
+	deferredField := graphql.CollectedField{Field: &ast.Field{Alias: "b"}, Deferrables: []*graphql.Deferrable{{Label: "x"}}}
+	if g := inorder.NewDeferredGroup(ctx, []graphql.CollectedField{plainField}); g.FieldSet != nil || g.Defers != nil || g.Path != nil {
+		t.Errorf("no deferred field: group %+v", g)
+	}
+	g := inorder.NewDeferredGroup(ctx, []graphql.CollectedField{plainField, deferredField})
+	if g.FieldSet == nil || g.Defers == nil || fmt.Sprint(g.Path) != "list[0]" {
+		t.Errorf("a deferred field: group %+v", g)
+	}
+}

@@ -7,7 +7,9 @@
 // inorder.MarshalSlice. Lists of interfaces and unions keep gqlgen's call.
 // It rewrites the object marshalers' scheduling of concurrent fields
 // (FieldSet.ResolveConcurrently) into inorder.ResolveConcurrently, which
-// resolves them at once below a list marshaled in order.
+// resolves them at once below a list marshaled in order, and their making
+// of a group of deferred fields into inorder.NewDeferredGroup, which makes
+// none for an object without a deferred field.
 // It fails, leaving gqlgen's output as it is, when the calls are not the
 // shape it expects (a gqlgen upgrade that changed them).
 package main
@@ -36,6 +38,12 @@ const call = "graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx c
 // fieldCall is gqlgen's call in an object marshaler for a concurrent field
 // (its codegen/object.gotpl), rewritten into inorder.ResolveConcurrently.
 const fieldCall = "out.ResolveConcurrently(ec.OperationContext, &deferred, i,"
+
+// groupCall is gqlgen's making of an object's group of deferred fields (its
+// codegen/object.gotpl), after the object's field set; rewritten into
+// inorder.NewDeferredGroup, which makes an empty group for an object with no
+// deferred field.
+const groupCall = "out := graphql.NewFieldSet(fields)\n\tdeferred := graphql.NewDeferredGroup(ctx)\n"
 
 // importPath is the package of inorder.MarshalSlice.
 const importPath = "taskflow/inorder"
@@ -146,10 +154,16 @@ func rewriteCalls(src string, objects map[string]string) (string, int, error) {
 // object's concurrent field, with inorder.ResolveConcurrently. Every call of
 // FieldSet.ResolveConcurrently must be a fieldCall (the root types' calls,
 // ResolveRootConcurrently, are kept).
+// It also replaces every groupCall with inorder.NewDeferredGroup; every call
+// of graphql.NewDeferredGroup must be a groupCall.
 func rewriteFieldCalls(src string) (string, error) {
 	if fields, calls := strings.Count(src, fieldCall), strings.Count(src, ".ResolveConcurrently("); fields == 0 || fields != calls {
 		return "", fmt.Errorf("%d calls of ResolveConcurrently, %d of them %q", calls, fields, fieldCall)
 	}
+	if groups, calls := strings.Count(src, groupCall), strings.Count(src, "graphql.NewDeferredGroup("); groups == 0 || groups != calls {
+		return "", fmt.Errorf("%d calls of graphql.NewDeferredGroup, %d of them %q", calls, groups, groupCall)
+	}
+	src = strings.ReplaceAll(src, groupCall, "out := graphql.NewFieldSet(fields)\n\tdeferred := inorder.NewDeferredGroup(ctx, fields)\n")
 	return strings.ReplaceAll(src, fieldCall, "inorder.ResolveConcurrently(ctx, out, ec.OperationContext, &deferred, i,"), nil
 }
 

@@ -57,9 +57,7 @@ func TestRewriteCallsRefusesAnotherShape(t *testing.T) {
 // objectMarshaler is gqlgen's marshaler of an object with a concurrent field
 // (abridged).
 const objectMarshaler = `func (ec *executionContext) _Task(ctx context.Context, sel ast.SelectionSet, obj *store.Task) graphql.Marshaler {
-	out := graphql.NewFieldSet(fields)
-	deferred := graphql.NewDeferredGroup(ctx)
-	for i, field := range fields {
+	` + groupCall + `	for i, field := range fields {
 		switch field.Name {
 		case "assignee":
 			` + fieldCall + `
@@ -73,17 +71,20 @@ const objectMarshaler = `func (ec *executionContext) _Task(ctx context.Context, 
 }
 `
 
-// An object's concurrent fields are scheduled through inorder; a call of
-// another shape, or none, is an error.
+// An object's concurrent fields are scheduled, and its group of deferred
+// fields made, through inorder; a call of another shape, or none, is an
+// error.
 func TestRewriteFieldCalls(t *testing.T) {
 	out, err := rewriteFieldCalls(objectMarshaler)
-	if err != nil || strings.Contains(out, fieldCall) ||
-		!strings.Contains(out, "inorder.ResolveConcurrently(ctx, out, ec.OperationContext, &deferred, i,\n\t\t\t\ttrue, false,") {
+	if err != nil || strings.Contains(out, fieldCall) || strings.Contains(out, groupCall) ||
+		!strings.Contains(out, "inorder.ResolveConcurrently(ctx, out, ec.OperationContext, &deferred, i,\n\t\t\t\ttrue, false,") ||
+		!strings.Contains(out, "deferred := inorder.NewDeferredGroup(ctx, fields)\n") {
 		t.Fatalf("rewriteFieldCalls: %v\n%s", err, out)
 	}
 	for name, src := range map[string]string{
 		"none":          "package graph\n",
 		"another shape": objectMarshaler + "\nout.ResolveConcurrently(oc, &deferred, i, true, false, f)\n",
+		"another group": objectMarshaler + "\ndeferred := graphql.NewDeferredGroup(innerCtx)\n",
 	} {
 		if _, err := rewriteFieldCalls(src); err == nil {
 			t.Errorf("%s: no error", name)
