@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/99designs/gqlgen/graphql"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"taskflow/graph"
@@ -84,6 +86,32 @@ func (c watchedComment) Author(ctx context.Context, obj *store.Comment) (*store.
 	return c.CommentResolver.Author(ctx, obj)
 }
 
+// requestStatements is statementCounter counting only the statements sent
+// for a GraphQL operation (its context has one), not those of the
+// handler's background readers (the live tailer, the revocation feed),
+// which share the pool.
+type requestStatements struct{ statementCounter }
+
+func (c *requestStatements) TraceQueryStart(ctx context.Context, conn *pgx.Conn, data pgx.TraceQueryStartData) context.Context {
+	if !graphql.HasOperationContext(ctx) {
+		return ctx
+	}
+	return c.statementCounter.TraceQueryStart(ctx, conn, data)
+}
+
+func (c *requestStatements) TraceBatchStart(ctx context.Context, conn *pgx.Conn, data pgx.TraceBatchStartData) context.Context {
+	if !graphql.HasOperationContext(ctx) {
+		return ctx
+	}
+	return c.statementCounter.TraceBatchStart(ctx, conn, data)
+}
+
+func (c *requestStatements) TraceBatchQuery(ctx context.Context, conn *pgx.Conn, data pgx.TraceBatchQueryData) {
+	if graphql.HasOperationContext(ctx) {
+		c.statementCounter.TraceBatchQuery(ctx, conn, data)
+	}
+}
+
 // A page of tasks whose assignees, comments and comment authors the
 // project's lookahead read with it is settled: its tasks and their comments
 // are marshaled one after another and their concurrent fields resolved at
@@ -94,7 +122,7 @@ func (c watchedComment) Author(ctx context.Context, obj *store.Comment) (*store.
 func TestSettledPageResolvesInOneGoroutine(t *testing.T) {
 	t.Parallel()
 	watch := &goroutineWatch{seen: map[string]int{}}
-	counter := &statementCounter{}
+	counter := &requestStatements{}
 	db := store.New(storetest.PoolWith(t, func(c *pgxpool.Config) { c.ConnConfig.Tracer = counter }), nil)
 	env := apitest.NewOn(t, db, func(o *httpapi.Options) {
 		watch.Resolver = &resolvers.Resolver{DB: o.DB, AuditKeys: o.AuditKeys, Live: o.Live}
