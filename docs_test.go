@@ -17,6 +17,7 @@ import (
 
 	"taskflow/graph"
 	"taskflow/querydoc"
+	"taskflow/schema"
 )
 
 // gqlExamples returns the gql '<json>' calls of a markdown file (one or more
@@ -53,8 +54,8 @@ func gqlExamples(t *testing.T, path string) []string {
 // call.
 func TestDocExamplesAreValid(t *testing.T) {
 	t.Parallel()
-	schema := graph.NewExecutableSchema(graph.Config{}).Schema()
-	documents := querydoc.NewValidator(schema, querydoc.DefaultLimits)
+	served := schema.Served(graph.NewExecutableSchema(graph.Config{}).Schema())
+	documents := querydoc.NewValidator(served, querydoc.DefaultLimits)
 	want := map[string][]string{
 		"README.md":    {"register", "createWorkspace"},
 		"docs/tour.md": {"register", "login", "createWorkspace", "createProject", "createTask", "tasks(", "auditEvents"},
@@ -74,12 +75,12 @@ func TestDocExamplesAreValid(t *testing.T) {
 				t.Errorf("%s: example is not JSON: %v\n%s", path, err, body)
 				continue
 			}
-			doc, errs := gqlparser.LoadQuery(schema, req.Query)
+			doc, errs := gqlparser.LoadQuery(served, req.Query)
 			if errs != nil {
 				t.Errorf("%s: example %q: %v", path, req.Query, errs)
 				continue
 			}
-			if _, err := validator.VariableValues(schema, doc.Operations[0], req.Variables); err != nil {
+			if _, err := validator.VariableValues(served, doc.Operations[0], req.Variables); err != nil {
 				t.Errorf("%s: example %q variables: %v", path, req.Query, err)
 			}
 			if _, _, errs := documents.Prepare(req.Query); errs != nil {

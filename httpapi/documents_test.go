@@ -79,3 +79,44 @@ func TestLongPersistedQueriesAreRunButNotStored(t *testing.T) {
 		t.Fatalf("short text by hash: %d %s", r.Status, r.Raw)
 	}
 }
+
+// TestIncrementalDeliveryIsRefused checks that @defer and @stream are refused
+// before anything runs, with the reason, and that introspection does not offer
+// @defer: TaskFlow sends every response whole. A deferred fragment used to come
+// back as nulls with "hasNext": true, and nothing after.
+func TestIncrementalDeliveryIsRefused(t *testing.T) {
+	t.Parallel()
+	env := apitest.New(t)
+	alice := env.SignUp(t, "alice")
+	cases := map[string]string{
+		`{ me { id ... @defer { name } } }`:                                                  "@defer",
+		`{ me { id ...F @defer(label: "f") } } fragment F on User { name }`:                  "@defer",
+		`query($d: Boolean!) { me { id ... @defer(if: $d) { name } } }`:                      "@defer",
+		`{ me { workspaces @stream(initialCount: 1) { id } } }`:                              "@stream",
+		`mutation { createWorkspace(input: {name: "Deferred"}) { id ... @defer { name } } }`: "@defer",
+	}
+	for query, directive := range cases {
+		r := env.Post(t, alice.Token, query, map[string]any{"d": true})
+		if r.Status != http.StatusOK || r.Code() != "GRAPHQL_VALIDATION_FAILED" || len(r.Body.Errors) != 1 {
+			t.Errorf("%s: %d %s", query, r.Status, r.Raw)
+			continue
+		}
+		if msg, _ := r.Body.Errors[0]["message"].(string); !strings.HasPrefix(msg, "TaskFlow does not support "+directive+":") || r.Body.Data != nil ||
+			strings.Contains(string(r.Raw), "hasNext") {
+			t.Errorf("%s: %d %s", query, r.Status, r.Raw)
+		}
+	}
+	r := env.Post(t, alice.Token, `{ me { workspaces { name } } }`, nil)
+	if r.Code() != "" || strings.Contains(string(r.Raw), "Deferred") {
+		t.Errorf("the refused mutation ran: %s", r.Raw)
+	}
+	r = env.Post(t, "", `{ __schema { directives { name } } }`, nil)
+	if r.Code() != "" || !strings.Contains(string(r.Raw), `"include"`) || strings.Contains(string(r.Raw), `"defer"`) {
+		t.Errorf("introspection: %s", r.Raw)
+	}
+	// Another unknown directive keeps gqlparser's message.
+	r = env.Post(t, "", `{ __typename @later }`, nil)
+	if len(r.Body.Errors) != 1 || r.Body.Errors[0]["message"] != `Unknown directive "@later".` {
+		t.Errorf("unknown directive: %s", r.Raw)
+	}
+}

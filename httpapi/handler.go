@@ -31,6 +31,7 @@ import (
 	"taskflow/ratelimit"
 	"taskflow/reqinfo"
 	"taskflow/resolvers"
+	"taskflow/schema"
 	"taskflow/store"
 	"taskflow/tracing"
 )
@@ -148,7 +149,11 @@ func newHandler(o Options, without []Guard) http.Handler {
 	if o.Resolvers == nil {
 		o.Resolvers = &resolvers.Resolver{DB: o.DB, Hasher: o.Hasher, AuditKeys: o.AuditKeys, Blobs: o.Blobs, Live: o.Live}
 	}
-	es := graph.NewExecutableSchema(graph.Config{Resolvers: o.Resolvers})
+	// The schema served is the generated one without the directives TaskFlow
+	// does not serve (schema.Unserved: @defer), for introspection and
+	// validation alike.
+	es := graph.NewExecutableSchema(graph.Config{Resolvers: o.Resolvers,
+		Schema: schema.Served(graph.NewExecutableSchema(graph.Config{}).Schema())})
 	gql := handler.New(es)
 	// Every document is parsed and validated within querydoc's limits, in
 	// time linear in its size, and kept in a cache bounded by bytes; the

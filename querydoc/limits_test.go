@@ -12,6 +12,7 @@ import (
 	"github.com/vektah/gqlparser/v2/parser"
 
 	"taskflow/graph"
+	"taskflow/schema"
 )
 
 var taskflowSchema = graph.NewExecutableSchema(graph.Config{}).Schema()
@@ -203,5 +204,31 @@ func TestErrorsAreCapped(t *testing.T) {
 		if e.Extensions["code"] != "GRAPHQL_VALIDATION_FAILED" {
 			t.Fatalf("code: %v", e.Extensions)
 		}
+	}
+}
+
+// TestUnservedDirectivesGetTheirReason checks that @defer, absent from the
+// served schema, is refused with schema.Unserved's reason (not "Unknown
+// directive") by the linear rules of a large document as by gqlparser's own
+// rules of a small one, once for each use.
+func TestUnservedDirectivesGetTheirReason(t *testing.T) {
+	t.Parallel()
+	v := NewValidator(schema.Served(taskflowSchema), DefaultLimits)
+	small := `{ me { id ... @defer { name } } }`
+	large := "# " + strings.Repeat("x", smallBytes) + "\n" + `{ me { id ... @defer { name } ... @defer { email } } }`
+	for query, n := range map[string]int{small: 1, large: 2} {
+		_, _, errs := v.Prepare(query)
+		if len(errs) != n {
+			t.Fatalf("%d errors, want %d: %v", len(errs), n, errs)
+		}
+		for _, e := range errs {
+			if e.Message != schema.Unserved["defer"] || e.Extensions["code"] != "GRAPHQL_VALIDATION_FAILED" {
+				t.Errorf("%.40s: %v", query, e)
+			}
+		}
+	}
+	// The generated schema, @defer in it, still validates it.
+	if _, _, errs := NewValidator(taskflowSchema, DefaultLimits).Prepare(small); errs != nil {
+		t.Errorf("with @defer in the schema: %v", errs)
 	}
 }

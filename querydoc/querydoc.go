@@ -29,6 +29,7 @@ import (
 	"github.com/vektah/gqlparser/v2/validator/rules"
 
 	"taskflow/errs"
+	"taskflow/schema"
 )
 
 // Limits bound a document. A document over one is refused with
@@ -153,7 +154,7 @@ func (v *Validator) Validate(query string, doc *ast.QueryDocument) (Shape, gqler
 	}
 	problems := v.validate(doc, &shape)
 	if len(problems) > 0 && len(query) <= smallBytes && shape.Walk <= smallWalk {
-		problems = validator.ValidateWithRules(v.schema, doc, capped(list(rules.NewDefaultRules())))
+		problems = validator.ValidateWithRules(v.schema, doc, capped(list(defaultRules())))
 	}
 	for _, e := range problems {
 		errcode.Set(e, errcode.ValidationFailed)
@@ -177,7 +178,7 @@ func (v *Validator) Rules() *rules.Rules {
 // rules are gqlparser's default rules with the quadratic ones replaced and
 // the suggestions left out; shape is the document's, nil when unknown.
 func (v *Validator) rules(shape *Shape) []core.Rule {
-	r := rules.NewDefaultRules()
+	r := defaultRules()
 	for _, s := range []struct{ with, without core.Rule }{
 		{rules.FieldsOnCorrectTypeRule, rules.FieldsOnCorrectTypeRuleWithoutSuggestions},
 		{rules.KnownArgumentNamesRule, rules.KnownArgumentNamesRuleWithoutSuggestions},
@@ -195,6 +196,36 @@ func (v *Validator) rules(shape *Shape) []core.Rule {
 	r.ReplaceRule(overlapRuleName, overlapRule(shape, budget).RuleFunc)
 	r.ReplaceRule(noFragmentCyclesRule.Name, noFragmentCyclesRule.RuleFunc)
 	return list(r)
+}
+
+// defaultRules are gqlparser's default rules, but for an unknown directive
+// named in schema.Unserved, which gets the reason it is not served instead of
+// "Unknown directive".
+func defaultRules() *rules.Rules {
+	r := rules.NewDefaultRules()
+	r.ReplaceRule(rules.KnownDirectivesRule.Name, knownDirectives)
+	return r
+}
+
+// knownDirectives is gqlparser's KnownDirectives rule, but for a directive
+// named in schema.Unserved and absent from the schema: its error is the
+// reason from schema.Unserved. The walker calls a rule's observers of one
+// directive in the order they were added, so the first one tells the
+// gqlparser rule's errors which directive they are about.
+func knownDirectives(observers *core.Events, addError core.AddErrFunc) {
+	unserved := false
+	observers.OnDirective(func(_ *core.Walker, d *ast.Directive) {
+		reason, ok := schema.Unserved[d.Name]
+		unserved = ok && d.Definition == nil
+		if unserved {
+			addError(core.Message("%s", reason), core.At(d.Position))
+		}
+	})
+	rules.KnownDirectivesRule.RuleFunc(observers, func(options ...core.ErrorOption) {
+		if !unserved {
+			addError(options...)
+		}
+	})
 }
 
 // capped returns the rules rs adding at most maxErrors errors, then one that

@@ -49,7 +49,34 @@ func Load() (*ast.Schema, error) {
 	if gerr != nil {
 		return nil, gerr
 	}
-	return s, nil
+	return Served(s), nil
+}
+
+// Unserved names the directives that GraphQL servers may offer and TaskFlow
+// does not, each with what a client that sends one is told. gqlparser's
+// prelude declares @defer; Served leaves it out, so that introspection (and
+// every code generator that reads it) does not promise incremental delivery:
+// TaskFlow answers an operation in one response, and a deferred fragment
+// used to come back as nulls with "hasNext": true and nothing after.
+var Unserved = map[string]string{
+	"defer": "TaskFlow does not support @defer: every response is sent whole, in one part. " +
+		"Remove the directive; the fields of its fragment are then returned with the rest.",
+	"stream": "TaskFlow does not support @stream: every list is sent whole, in one response. " +
+		"Remove the directive; the list is then returned with the rest.",
+}
+
+// Served returns s without the directives named in Unserved: the schema
+// TaskFlow serves and publishes. s is left as it is; the result shares its
+// types.
+func Served(s *ast.Schema) *ast.Schema {
+	served := *s
+	served.Directives = make(map[string]*ast.DirectiveDefinition, len(s.Directives))
+	for name, d := range s.Directives {
+		if _, ok := Unserved[name]; !ok {
+			served.Directives[name] = d
+		}
+	}
+	return &served
 }
 
 // builtins are the names of the types and directives that every schema gets
