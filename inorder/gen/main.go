@@ -108,7 +108,7 @@ func rewrite(cfg *config.Config, data *codegen.Data) error {
 	if total != named {
 		return fmt.Errorf("%s: %d calls of graphql.MarshalSliceConcurrently, %d of them in the list marshalers gqlgen's types name", exec, total, named)
 	}
-	if out, err = rewriteFieldCalls(out); err != nil {
+	if out, err = rewriteObjectCalls(out); err != nil {
 		return fmt.Errorf("%s: %w", exec, err)
 	}
 	out = strings.Replace(out, "import (\n", "import (\n\t"+strconv.Quote(importPath)+"\n", 1)
@@ -150,13 +150,13 @@ func rewriteCalls(src string, objects map[string]string) (string, int, error) {
 	return src, len(names), nil
 }
 
-// rewriteFieldCalls replaces every fieldCall, gqlgen's scheduling of an
-// object's concurrent field, with inorder.ResolveConcurrently. Every call of
-// FieldSet.ResolveConcurrently must be a fieldCall (the root types' calls,
-// ResolveRootConcurrently, are kept).
-// It also replaces every groupCall with inorder.NewDeferredGroup; every call
-// of graphql.NewDeferredGroup must be a groupCall.
-func rewriteFieldCalls(src string) (string, error) {
+// rewriteObjectCalls rewrites the two calls of every object marshaler that
+// inorder takes over: each fieldCall, gqlgen's scheduling of an object's
+// concurrent field, becomes inorder.ResolveConcurrently, and each groupCall
+// becomes inorder.NewDeferredGroup. Every call of FieldSet.ResolveConcurrently
+// must be a fieldCall (the root types' calls, ResolveRootConcurrently, are
+// kept), and every call of graphql.NewDeferredGroup a groupCall.
+func rewriteObjectCalls(src string) (string, error) {
 	if fields, calls := strings.Count(src, fieldCall), strings.Count(src, ".ResolveConcurrently("); fields == 0 || fields != calls {
 		return "", fmt.Errorf("%d calls of ResolveConcurrently, %d of them %q", calls, fields, fieldCall)
 	}

@@ -74,19 +74,19 @@ const objectMarshaler = `func (ec *executionContext) _Task(ctx context.Context, 
 // An object's concurrent fields are scheduled, and its group of deferred
 // fields made, through inorder; a call of another shape, or none, is an
 // error.
-func TestRewriteFieldCalls(t *testing.T) {
-	out, err := rewriteFieldCalls(objectMarshaler)
+func TestRewriteObjectCalls(t *testing.T) {
+	out, err := rewriteObjectCalls(objectMarshaler)
 	if err != nil || strings.Contains(out, fieldCall) || strings.Contains(out, groupCall) ||
 		!strings.Contains(out, "inorder.ResolveConcurrently(ctx, out, ec.OperationContext, &deferred, i,\n\t\t\t\ttrue, false,") ||
 		!strings.Contains(out, "deferred := inorder.NewDeferredGroup(ctx, fields)\n") {
-		t.Fatalf("rewriteFieldCalls: %v\n%s", err, out)
+		t.Fatalf("rewriteObjectCalls: %v\n%s", err, out)
 	}
 	for name, src := range map[string]string{
 		"none":          "package graph\n",
 		"another shape": objectMarshaler + "\nout.ResolveConcurrently(oc, &deferred, i, true, false, f)\n",
 		"another group": objectMarshaler + "\ndeferred := graphql.NewDeferredGroup(innerCtx)\n",
 	} {
-		if _, err := rewriteFieldCalls(src); err == nil {
+		if _, err := rewriteObjectCalls(src); err == nil {
 			t.Errorf("%s: no error", name)
 		}
 	}
