@@ -5159,6 +5159,9 @@ func (ec *executionContext) field___Type_inputFields_args(ctx context.Context, r
 // region    **************************** field.gotpl *****************************
 
 func (ec *executionContext) _Attachment_id(ctx context.Context, field graphql.CollectedField, obj *store.Attachment) (ret graphql.Marshaler) {
+	if res := graphql.MarshalID(obj.ID); res != graphql.Null {
+		return res
+	}
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -5214,6 +5217,9 @@ func (ec *executionContext) fieldContext_Attachment_task(_ context.Context, fiel
 }
 
 func (ec *executionContext) _Attachment_filename(ctx context.Context, field graphql.CollectedField, obj *store.Attachment) (ret graphql.Marshaler) {
+	if res := graphql.MarshalString(obj.Filename); res != graphql.Null {
+		return res
+	}
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -5237,6 +5243,9 @@ func (ec *executionContext) fieldContext_Attachment_filename(_ context.Context, 
 }
 
 func (ec *executionContext) _Attachment_contentType(ctx context.Context, field graphql.CollectedField, obj *store.Attachment) (ret graphql.Marshaler) {
+	if res := graphql.MarshalString(obj.ContentType); res != graphql.Null {
+		return res
+	}
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -5260,6 +5269,9 @@ func (ec *executionContext) fieldContext_Attachment_contentType(_ context.Contex
 }
 
 func (ec *executionContext) _Attachment_size(ctx context.Context, field graphql.CollectedField, obj *store.Attachment) (ret graphql.Marshaler) {
+	if res := graphql.MarshalInt64(obj.Size); res != graphql.Null {
+		return res
+	}
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -5283,6 +5295,9 @@ func (ec *executionContext) fieldContext_Attachment_size(_ context.Context, fiel
 }
 
 func (ec *executionContext) _Attachment_sha256(ctx context.Context, field graphql.CollectedField, obj *store.Attachment) (ret graphql.Marshaler) {
+	if res := graphql.MarshalString(obj.SHA256); res != graphql.Null {
+		return res
+	}
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -5338,6 +5353,9 @@ func (ec *executionContext) fieldContext_Attachment_uploader(_ context.Context, 
 }
 
 func (ec *executionContext) _Attachment_createdAt(ctx context.Context, field graphql.CollectedField, obj *store.Attachment) (ret graphql.Marshaler) {
+	if res := graphql.MarshalTime(obj.CreatedAt); res != graphql.Null {
+		return res
+	}
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -5535,6 +5553,9 @@ func (ec *executionContext) fieldContext_AttachmentEdge_node(_ context.Context, 
 }
 
 func (ec *executionContext) _AuditCheckpoint_version(ctx context.Context, field graphql.CollectedField, obj *store.AuditCheckpoint) (ret graphql.Marshaler) {
+	if res := graphql.MarshalString(obj.Version); res != graphql.Null {
+		return res
+	}
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -5558,6 +5579,9 @@ func (ec *executionContext) fieldContext_AuditCheckpoint_version(_ context.Conte
 }
 
 func (ec *executionContext) _AuditCheckpoint_chainKey(ctx context.Context, field graphql.CollectedField, obj *store.AuditCheckpoint) (ret graphql.Marshaler) {
+	if res := graphql.MarshalString(obj.ChainKey); res != graphql.Null {
+		return res
+	}
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -5581,6 +5605,9 @@ func (ec *executionContext) fieldContext_AuditCheckpoint_chainKey(_ context.Cont
 }
 
 func (ec *executionContext) _AuditCheckpoint_position(ctx context.Context, field graphql.CollectedField, obj *store.AuditCheckpoint) (ret graphql.Marshaler) {
+	if res := graphql.MarshalInt64(obj.Position); res != graphql.Null {
+		return res
+	}
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -5604,6 +5631,9 @@ func (ec *executionContext) fieldContext_AuditCheckpoint_position(_ context.Cont
 }
 
 func (ec *executionContext) _AuditCheckpoint_headHash(ctx context.Context, field graphql.CollectedField, obj *store.AuditCheckpoint) (ret graphql.Marshaler) {
+	if res := graphql.MarshalString(obj.HeadHash); res != graphql.Null {
+		return res
+	}
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -5627,6 +5657,9 @@ func (ec *executionContext) fieldContext_AuditCheckpoint_headHash(_ context.Cont
 }
 
 func (ec *executionContext) _AuditCheckpoint_signedAt(ctx context.Context, field graphql.CollectedField, obj *store.AuditCheckpoint) (ret graphql.Marshaler) {
+	if res := graphql.MarshalTime(obj.SignedAt); res != graphql.Null {
+		return res
+	}
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -5650,6 +5683,9 @@ func (ec *executionContext) fieldContext_AuditCheckpoint_signedAt(_ context.Cont
 }
 
 func (ec *executionContext) _AuditCheckpoint_keyId(ctx context.Context, field graphql.CollectedField, obj *store.AuditCheckpoint) (ret graphql.Marshaler) {
+	if res := graphql.MarshalString(obj.KeyID); res != graphql.Null {
+		return res
+	}
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -5673,6 +5709,9 @@ func (ec *executionContext) fieldContext_AuditCheckpoint_keyId(_ context.Context
 }
 
 func (ec *executionContext) _AuditCheckpoint_publicKey(ctx context.Context, field graphql.CollectedField, obj *store.AuditCheckpoint) (ret graphql.Marshaler) {
+	if res := graphql.MarshalString(obj.PublicKey); res != graphql.Null {
+		return res
+	}
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -5696,6 +5735,9 @@ func (ec *executionContext) fieldContext_AuditCheckpoint_publicKey(_ context.Con
 }
 
 func (ec *executionContext) _AuditCheckpoint_signature(ctx context.Context, field graphql.CollectedField, obj *store.AuditCheckpoint) (ret graphql.Marshaler) {
+	if res := graphql.MarshalString(obj.Signature); res != graphql.Null {
+		return res
+	}
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -5719,6 +5761,9 @@ func (ec *executionContext) fieldContext_AuditCheckpoint_signature(_ context.Con
 }
 
 func (ec *executionContext) _AuditCheckpoint_message(ctx context.Context, field graphql.CollectedField, obj *store.AuditCheckpoint) (ret graphql.Marshaler) {
+	if res := graphql.MarshalString(obj.Message); res != graphql.Null {
+		return res
+	}
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -5742,6 +5787,9 @@ func (ec *executionContext) fieldContext_AuditCheckpoint_message(_ context.Conte
 }
 
 func (ec *executionContext) _AuditCheckpointVerification_valid(ctx context.Context, field graphql.CollectedField, obj *store.AuditCheckpointVerification) (ret graphql.Marshaler) {
+	if res := graphql.MarshalBoolean(obj.Valid); res != graphql.Null {
+		return res
+	}
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -5765,6 +5813,9 @@ func (ec *executionContext) fieldContext_AuditCheckpointVerification_valid(_ con
 }
 
 func (ec *executionContext) _AuditCheckpointVerification_signatureValid(ctx context.Context, field graphql.CollectedField, obj *store.AuditCheckpointVerification) (ret graphql.Marshaler) {
+	if res := graphql.MarshalBoolean(obj.SignatureValid); res != graphql.Null {
+		return res
+	}
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -5788,6 +5839,9 @@ func (ec *executionContext) fieldContext_AuditCheckpointVerification_signatureVa
 }
 
 func (ec *executionContext) _AuditCheckpointVerification_extended(ctx context.Context, field graphql.CollectedField, obj *store.AuditCheckpointVerification) (ret graphql.Marshaler) {
+	if res := graphql.MarshalBoolean(obj.Extended); res != graphql.Null {
+		return res
+	}
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -5811,6 +5865,9 @@ func (ec *executionContext) fieldContext_AuditCheckpointVerification_extended(_ 
 }
 
 func (ec *executionContext) _AuditCheckpointVerification_position(ctx context.Context, field graphql.CollectedField, obj *store.AuditCheckpointVerification) (ret graphql.Marshaler) {
+	if res := graphql.MarshalInt64(obj.Position); res != graphql.Null {
+		return res
+	}
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -5834,6 +5891,9 @@ func (ec *executionContext) fieldContext_AuditCheckpointVerification_position(_ 
 }
 
 func (ec *executionContext) _AuditCheckpointVerification_keyId(ctx context.Context, field graphql.CollectedField, obj *store.AuditCheckpointVerification) (ret graphql.Marshaler) {
+	if res := graphql.MarshalString(obj.KeyID); res != graphql.Null {
+		return res
+	}
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -5857,29 +5917,16 @@ func (ec *executionContext) fieldContext_AuditCheckpointVerification_keyId(_ con
 }
 
 func (ec *executionContext) _AuditCheckpointVerification_reason(ctx context.Context, field graphql.CollectedField, obj *store.AuditCheckpointVerification) (ret graphql.Marshaler) {
-	return graphql.ResolveField(
-		ctx,
-		ec.OperationContext,
-		field,
-		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.fieldContext_AuditCheckpointVerification_reason(ctx, field)
-		},
-		func(ctx context.Context) (any, error) {
-			return obj.Reason, nil
-		},
-		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
-			return ec.marshalOString2ᚖstring(ctx, selections, v)
-		},
-		true,
-		false,
-	)
+	return ec.marshalOString2ᚖstring(ctx, field.Selections, obj.Reason)
 }
 func (ec *executionContext) fieldContext_AuditCheckpointVerification_reason(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("AuditCheckpointVerification", field, false, false, "String")
 }
 
 func (ec *executionContext) _AuditEvent_id(ctx context.Context, field graphql.CollectedField, obj *store.AuditEvent) (ret graphql.Marshaler) {
+	if res := graphql.MarshalID(obj.ID); res != graphql.Null {
+		return res
+	}
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -5903,23 +5950,7 @@ func (ec *executionContext) fieldContext_AuditEvent_id(_ context.Context, field 
 }
 
 func (ec *executionContext) _AuditEvent_workspaceId(ctx context.Context, field graphql.CollectedField, obj *store.AuditEvent) (ret graphql.Marshaler) {
-	return graphql.ResolveField(
-		ctx,
-		ec.OperationContext,
-		field,
-		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.fieldContext_AuditEvent_workspaceId(ctx, field)
-		},
-		func(ctx context.Context) (any, error) {
-			return obj.WorkspaceID, nil
-		},
-		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
-			return ec.marshalOID2ᚖstring(ctx, selections, v)
-		},
-		true,
-		false,
-	)
+	return ec.marshalOID2ᚖstring(ctx, field.Selections, obj.WorkspaceID)
 }
 func (ec *executionContext) fieldContext_AuditEvent_workspaceId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("AuditEvent", field, false, false, "ID")
@@ -5958,29 +5989,16 @@ func (ec *executionContext) fieldContext_AuditEvent_actor(_ context.Context, fie
 }
 
 func (ec *executionContext) _AuditEvent_actorId(ctx context.Context, field graphql.CollectedField, obj *store.AuditEvent) (ret graphql.Marshaler) {
-	return graphql.ResolveField(
-		ctx,
-		ec.OperationContext,
-		field,
-		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.fieldContext_AuditEvent_actorId(ctx, field)
-		},
-		func(ctx context.Context) (any, error) {
-			return obj.ActorID, nil
-		},
-		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
-			return ec.marshalOID2ᚖstring(ctx, selections, v)
-		},
-		true,
-		false,
-	)
+	return ec.marshalOID2ᚖstring(ctx, field.Selections, obj.ActorID)
 }
 func (ec *executionContext) fieldContext_AuditEvent_actorId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("AuditEvent", field, false, false, "ID")
 }
 
 func (ec *executionContext) _AuditEvent_action(ctx context.Context, field graphql.CollectedField, obj *store.AuditEvent) (ret graphql.Marshaler) {
+	if res := graphql.MarshalString(obj.Action); res != graphql.Null {
+		return res
+	}
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -6004,6 +6022,9 @@ func (ec *executionContext) fieldContext_AuditEvent_action(_ context.Context, fi
 }
 
 func (ec *executionContext) _AuditEvent_entityType(ctx context.Context, field graphql.CollectedField, obj *store.AuditEvent) (ret graphql.Marshaler) {
+	if res := graphql.MarshalString(obj.EntityType); res != graphql.Null {
+		return res
+	}
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -6027,6 +6048,9 @@ func (ec *executionContext) fieldContext_AuditEvent_entityType(_ context.Context
 }
 
 func (ec *executionContext) _AuditEvent_entityId(ctx context.Context, field graphql.CollectedField, obj *store.AuditEvent) (ret graphql.Marshaler) {
+	if res := graphql.MarshalID(obj.EntityID); res != graphql.Null {
+		return res
+	}
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -6050,6 +6074,9 @@ func (ec *executionContext) fieldContext_AuditEvent_entityId(_ context.Context, 
 }
 
 func (ec *executionContext) _AuditEvent_occurredAt(ctx context.Context, field graphql.CollectedField, obj *store.AuditEvent) (ret graphql.Marshaler) {
+	if res := graphql.MarshalTime(obj.OccurredAt); res != graphql.Null {
+		return res
+	}
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -6073,98 +6100,37 @@ func (ec *executionContext) fieldContext_AuditEvent_occurredAt(_ context.Context
 }
 
 func (ec *executionContext) _AuditEvent_ip(ctx context.Context, field graphql.CollectedField, obj *store.AuditEvent) (ret graphql.Marshaler) {
-	return graphql.ResolveField(
-		ctx,
-		ec.OperationContext,
-		field,
-		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.fieldContext_AuditEvent_ip(ctx, field)
-		},
-		func(ctx context.Context) (any, error) {
-			return obj.IP, nil
-		},
-		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
-			return ec.marshalOString2ᚖstring(ctx, selections, v)
-		},
-		true,
-		false,
-	)
+	return ec.marshalOString2ᚖstring(ctx, field.Selections, obj.IP)
 }
 func (ec *executionContext) fieldContext_AuditEvent_ip(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("AuditEvent", field, false, false, "String")
 }
 
 func (ec *executionContext) _AuditEvent_userAgent(ctx context.Context, field graphql.CollectedField, obj *store.AuditEvent) (ret graphql.Marshaler) {
-	return graphql.ResolveField(
-		ctx,
-		ec.OperationContext,
-		field,
-		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.fieldContext_AuditEvent_userAgent(ctx, field)
-		},
-		func(ctx context.Context) (any, error) {
-			return obj.UserAgent, nil
-		},
-		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
-			return ec.marshalOString2ᚖstring(ctx, selections, v)
-		},
-		true,
-		false,
-	)
+	return ec.marshalOString2ᚖstring(ctx, field.Selections, obj.UserAgent)
 }
 func (ec *executionContext) fieldContext_AuditEvent_userAgent(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("AuditEvent", field, false, false, "String")
 }
 
 func (ec *executionContext) _AuditEvent_requestId(ctx context.Context, field graphql.CollectedField, obj *store.AuditEvent) (ret graphql.Marshaler) {
-	return graphql.ResolveField(
-		ctx,
-		ec.OperationContext,
-		field,
-		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.fieldContext_AuditEvent_requestId(ctx, field)
-		},
-		func(ctx context.Context) (any, error) {
-			return obj.RequestID, nil
-		},
-		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
-			return ec.marshalOString2ᚖstring(ctx, selections, v)
-		},
-		true,
-		false,
-	)
+	return ec.marshalOString2ᚖstring(ctx, field.Selections, obj.RequestID)
 }
 func (ec *executionContext) fieldContext_AuditEvent_requestId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("AuditEvent", field, false, false, "String")
 }
 
 func (ec *executionContext) _AuditEvent_metadata(ctx context.Context, field graphql.CollectedField, obj *store.AuditEvent) (ret graphql.Marshaler) {
-	return graphql.ResolveField(
-		ctx,
-		ec.OperationContext,
-		field,
-		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.fieldContext_AuditEvent_metadata(ctx, field)
-		},
-		func(ctx context.Context) (any, error) {
-			return obj.Metadata, nil
-		},
-		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v store.RawJSON) graphql.Marshaler {
-			return ec.marshalOJSON2taskflowᚋstoreᚐRawJSON(ctx, selections, v)
-		},
-		true,
-		false,
-	)
+	return ec.marshalOJSON2taskflowᚋstoreᚐRawJSON(ctx, field.Selections, obj.Metadata)
 }
 func (ec *executionContext) fieldContext_AuditEvent_metadata(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("AuditEvent", field, false, false, "JSON")
 }
 
 func (ec *executionContext) _AuditEvent_sealed(ctx context.Context, field graphql.CollectedField, obj *store.AuditEvent) (ret graphql.Marshaler) {
+	if res := graphql.MarshalBoolean(obj.Sealed); res != graphql.Null {
+		return res
+	}
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -6188,92 +6154,28 @@ func (ec *executionContext) fieldContext_AuditEvent_sealed(_ context.Context, fi
 }
 
 func (ec *executionContext) _AuditEvent_chainPosition(ctx context.Context, field graphql.CollectedField, obj *store.AuditEvent) (ret graphql.Marshaler) {
-	return graphql.ResolveField(
-		ctx,
-		ec.OperationContext,
-		field,
-		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.fieldContext_AuditEvent_chainPosition(ctx, field)
-		},
-		func(ctx context.Context) (any, error) {
-			return obj.ChainPosition, nil
-		},
-		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v *int64) graphql.Marshaler {
-			return ec.marshalOInt2ᚖint64(ctx, selections, v)
-		},
-		true,
-		false,
-	)
+	return ec.marshalOInt2ᚖint64(ctx, field.Selections, obj.ChainPosition)
 }
 func (ec *executionContext) fieldContext_AuditEvent_chainPosition(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("AuditEvent", field, false, false, "Int")
 }
 
 func (ec *executionContext) _AuditEvent_hash(ctx context.Context, field graphql.CollectedField, obj *store.AuditEvent) (ret graphql.Marshaler) {
-	return graphql.ResolveField(
-		ctx,
-		ec.OperationContext,
-		field,
-		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.fieldContext_AuditEvent_hash(ctx, field)
-		},
-		func(ctx context.Context) (any, error) {
-			return obj.Hash, nil
-		},
-		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
-			return ec.marshalOString2ᚖstring(ctx, selections, v)
-		},
-		true,
-		false,
-	)
+	return ec.marshalOString2ᚖstring(ctx, field.Selections, obj.Hash)
 }
 func (ec *executionContext) fieldContext_AuditEvent_hash(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("AuditEvent", field, false, false, "String")
 }
 
 func (ec *executionContext) _AuditEvent_prevHash(ctx context.Context, field graphql.CollectedField, obj *store.AuditEvent) (ret graphql.Marshaler) {
-	return graphql.ResolveField(
-		ctx,
-		ec.OperationContext,
-		field,
-		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.fieldContext_AuditEvent_prevHash(ctx, field)
-		},
-		func(ctx context.Context) (any, error) {
-			return obj.PrevHash, nil
-		},
-		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
-			return ec.marshalOString2ᚖstring(ctx, selections, v)
-		},
-		true,
-		false,
-	)
+	return ec.marshalOString2ᚖstring(ctx, field.Selections, obj.PrevHash)
 }
 func (ec *executionContext) fieldContext_AuditEvent_prevHash(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("AuditEvent", field, false, false, "String")
 }
 
 func (ec *executionContext) _AuditEvent_traceId(ctx context.Context, field graphql.CollectedField, obj *store.AuditEvent) (ret graphql.Marshaler) {
-	return graphql.ResolveField(
-		ctx,
-		ec.OperationContext,
-		field,
-		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.fieldContext_AuditEvent_traceId(ctx, field)
-		},
-		func(ctx context.Context) (any, error) {
-			return obj.TraceID, nil
-		},
-		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
-			return ec.marshalOString2ᚖstring(ctx, selections, v)
-		},
-		true,
-		false,
-	)
+	return ec.marshalOString2ᚖstring(ctx, field.Selections, obj.TraceID)
 }
 func (ec *executionContext) fieldContext_AuditEvent_traceId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("AuditEvent", field, false, false, "String")
@@ -6431,6 +6333,9 @@ func (ec *executionContext) fieldContext_AuditEventEdge_node(_ context.Context, 
 }
 
 func (ec *executionContext) _AuditEventStreamItem_cursor(ctx context.Context, field graphql.CollectedField, obj *live.AuditItem) (ret graphql.Marshaler) {
+	if res := graphql.MarshalString(obj.Cursor); res != graphql.Null {
+		return res
+	}
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -6486,6 +6391,9 @@ func (ec *executionContext) fieldContext_AuditEventStreamItem_event(_ context.Co
 }
 
 func (ec *executionContext) _AuditSigningKey_keyId(ctx context.Context, field graphql.CollectedField, obj *store.AuditSigningKey) (ret graphql.Marshaler) {
+	if res := graphql.MarshalString(obj.KeyID); res != graphql.Null {
+		return res
+	}
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -6509,6 +6417,9 @@ func (ec *executionContext) fieldContext_AuditSigningKey_keyId(_ context.Context
 }
 
 func (ec *executionContext) _AuditSigningKey_publicKey(ctx context.Context, field graphql.CollectedField, obj *store.AuditSigningKey) (ret graphql.Marshaler) {
+	if res := graphql.MarshalString(obj.PublicKey); res != graphql.Null {
+		return res
+	}
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -6532,6 +6443,9 @@ func (ec *executionContext) fieldContext_AuditSigningKey_publicKey(_ context.Con
 }
 
 func (ec *executionContext) _AuditSigningKey_algorithm(ctx context.Context, field graphql.CollectedField, obj *store.AuditSigningKey) (ret graphql.Marshaler) {
+	if res := graphql.MarshalString(obj.Algorithm); res != graphql.Null {
+		return res
+	}
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -6555,6 +6469,9 @@ func (ec *executionContext) fieldContext_AuditSigningKey_algorithm(_ context.Con
 }
 
 func (ec *executionContext) _AuditSigningKey_current(ctx context.Context, field graphql.CollectedField, obj *store.AuditSigningKey) (ret graphql.Marshaler) {
+	if res := graphql.MarshalBoolean(obj.Current); res != graphql.Null {
+		return res
+	}
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -6578,6 +6495,9 @@ func (ec *executionContext) fieldContext_AuditSigningKey_current(_ context.Conte
 }
 
 func (ec *executionContext) _AuditVerification_valid(ctx context.Context, field graphql.CollectedField, obj *store.AuditVerification) (ret graphql.Marshaler) {
+	if res := graphql.MarshalBoolean(obj.Valid); res != graphql.Null {
+		return res
+	}
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -6601,6 +6521,9 @@ func (ec *executionContext) fieldContext_AuditVerification_valid(_ context.Conte
 }
 
 func (ec *executionContext) _AuditVerification_checkedEvents(ctx context.Context, field graphql.CollectedField, obj *store.AuditVerification) (ret graphql.Marshaler) {
+	if res := graphql.MarshalInt(obj.CheckedEvents); res != graphql.Null {
+		return res
+	}
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -6624,52 +6547,23 @@ func (ec *executionContext) fieldContext_AuditVerification_checkedEvents(_ conte
 }
 
 func (ec *executionContext) _AuditVerification_firstInvalidEventId(ctx context.Context, field graphql.CollectedField, obj *store.AuditVerification) (ret graphql.Marshaler) {
-	return graphql.ResolveField(
-		ctx,
-		ec.OperationContext,
-		field,
-		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.fieldContext_AuditVerification_firstInvalidEventId(ctx, field)
-		},
-		func(ctx context.Context) (any, error) {
-			return obj.FirstInvalidEventID, nil
-		},
-		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
-			return ec.marshalOID2ᚖstring(ctx, selections, v)
-		},
-		true,
-		false,
-	)
+	return ec.marshalOID2ᚖstring(ctx, field.Selections, obj.FirstInvalidEventID)
 }
 func (ec *executionContext) fieldContext_AuditVerification_firstInvalidEventId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("AuditVerification", field, false, false, "ID")
 }
 
 func (ec *executionContext) _AuditVerification_headHash(ctx context.Context, field graphql.CollectedField, obj *store.AuditVerification) (ret graphql.Marshaler) {
-	return graphql.ResolveField(
-		ctx,
-		ec.OperationContext,
-		field,
-		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.fieldContext_AuditVerification_headHash(ctx, field)
-		},
-		func(ctx context.Context) (any, error) {
-			return obj.HeadHash, nil
-		},
-		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
-			return ec.marshalOString2ᚖstring(ctx, selections, v)
-		},
-		true,
-		false,
-	)
+	return ec.marshalOString2ᚖstring(ctx, field.Selections, obj.HeadHash)
 }
 func (ec *executionContext) fieldContext_AuditVerification_headHash(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("AuditVerification", field, false, false, "String")
 }
 
 func (ec *executionContext) _AuditVerification_sealedEvents(ctx context.Context, field graphql.CollectedField, obj *store.AuditVerification) (ret graphql.Marshaler) {
+	if res := graphql.MarshalInt(obj.SealedEvents); res != graphql.Null {
+		return res
+	}
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -6693,6 +6587,9 @@ func (ec *executionContext) fieldContext_AuditVerification_sealedEvents(_ contex
 }
 
 func (ec *executionContext) _AuditVerification_unsealedEvents(ctx context.Context, field graphql.CollectedField, obj *store.AuditVerification) (ret graphql.Marshaler) {
+	if res := graphql.MarshalInt(obj.UnsealedEvents); res != graphql.Null {
+		return res
+	}
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -6716,23 +6613,7 @@ func (ec *executionContext) fieldContext_AuditVerification_unsealedEvents(_ cont
 }
 
 func (ec *executionContext) _AuditVerification_headPosition(ctx context.Context, field graphql.CollectedField, obj *store.AuditVerification) (ret graphql.Marshaler) {
-	return graphql.ResolveField(
-		ctx,
-		ec.OperationContext,
-		field,
-		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.fieldContext_AuditVerification_headPosition(ctx, field)
-		},
-		func(ctx context.Context) (any, error) {
-			return obj.HeadPosition, nil
-		},
-		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v *int64) graphql.Marshaler {
-			return ec.marshalOInt2ᚖint64(ctx, selections, v)
-		},
-		true,
-		false,
-	)
+	return ec.marshalOInt2ᚖint64(ctx, field.Selections, obj.HeadPosition)
 }
 func (ec *executionContext) fieldContext_AuditVerification_headPosition(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("AuditVerification", field, false, false, "Int")
@@ -6771,6 +6652,9 @@ func (ec *executionContext) fieldContext_AuditVerification_checkpoint(_ context.
 }
 
 func (ec *executionContext) _AuthPayload_token(ctx context.Context, field graphql.CollectedField, obj *store.AuthPayload) (ret graphql.Marshaler) {
+	if res := graphql.MarshalString(obj.Token); res != graphql.Null {
+		return res
+	}
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -6826,6 +6710,9 @@ func (ec *executionContext) fieldContext_AuthPayload_user(_ context.Context, fie
 }
 
 func (ec *executionContext) _Comment_id(ctx context.Context, field graphql.CollectedField, obj *store.Comment) (ret graphql.Marshaler) {
+	if res := graphql.MarshalID(obj.ID); res != graphql.Null {
+		return res
+	}
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -6913,6 +6800,9 @@ func (ec *executionContext) fieldContext_Comment_author(_ context.Context, field
 }
 
 func (ec *executionContext) _Comment_body(ctx context.Context, field graphql.CollectedField, obj *store.Comment) (ret graphql.Marshaler) {
+	if res := graphql.MarshalString(obj.Body); res != graphql.Null {
+		return res
+	}
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -6936,6 +6826,9 @@ func (ec *executionContext) fieldContext_Comment_body(_ context.Context, field g
 }
 
 func (ec *executionContext) _Comment_createdAt(ctx context.Context, field graphql.CollectedField, obj *store.Comment) (ret graphql.Marshaler) {
+	if res := graphql.MarshalTime(obj.CreatedAt); res != graphql.Null {
+		return res
+	}
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -6959,6 +6852,9 @@ func (ec *executionContext) fieldContext_Comment_createdAt(_ context.Context, fi
 }
 
 func (ec *executionContext) _Comment_updatedAt(ctx context.Context, field graphql.CollectedField, obj *store.Comment) (ret graphql.Marshaler) {
+	if res := graphql.MarshalTime(obj.UpdatedAt); res != graphql.Null {
+		return res
+	}
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -7133,6 +7029,9 @@ func (ec *executionContext) fieldContext_CommentEdge_node(_ context.Context, fie
 }
 
 func (ec *executionContext) _Invitation_id(ctx context.Context, field graphql.CollectedField, obj *store.Invitation) (ret graphql.Marshaler) {
+	if res := graphql.MarshalID(obj.ID); res != graphql.Null {
+		return res
+	}
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -7156,6 +7055,9 @@ func (ec *executionContext) fieldContext_Invitation_id(_ context.Context, field 
 }
 
 func (ec *executionContext) _Invitation_email(ctx context.Context, field graphql.CollectedField, obj *store.Invitation) (ret graphql.Marshaler) {
+	if res := graphql.MarshalString(obj.Email); res != graphql.Null {
+		return res
+	}
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -7179,29 +7081,16 @@ func (ec *executionContext) fieldContext_Invitation_email(_ context.Context, fie
 }
 
 func (ec *executionContext) _Invitation_role(ctx context.Context, field graphql.CollectedField, obj *store.Invitation) (ret graphql.Marshaler) {
-	return graphql.ResolveField(
-		ctx,
-		ec.OperationContext,
-		field,
-		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.fieldContext_Invitation_role(ctx, field)
-		},
-		func(ctx context.Context) (any, error) {
-			return obj.Role, nil
-		},
-		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v store.Role) graphql.Marshaler {
-			return ec.marshalNRole2taskflowᚋstoreᚐRole(ctx, selections, v)
-		},
-		true,
-		true,
-	)
+	return ec.marshalNRole2taskflowᚋstoreᚐRole(ctx, field.Selections, obj.Role)
 }
 func (ec *executionContext) fieldContext_Invitation_role(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Invitation", field, false, false, "Role")
 }
 
 func (ec *executionContext) _Invitation_workspaceId(ctx context.Context, field graphql.CollectedField, obj *store.Invitation) (ret graphql.Marshaler) {
+	if res := graphql.MarshalID(obj.WorkspaceID); res != graphql.Null {
+		return res
+	}
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -7225,6 +7114,9 @@ func (ec *executionContext) fieldContext_Invitation_workspaceId(_ context.Contex
 }
 
 func (ec *executionContext) _Invitation_workspaceName(ctx context.Context, field graphql.CollectedField, obj *store.Invitation) (ret graphql.Marshaler) {
+	if res := graphql.MarshalString(obj.WorkspaceName); res != graphql.Null {
+		return res
+	}
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -7280,6 +7172,9 @@ func (ec *executionContext) fieldContext_Invitation_invitedBy(_ context.Context,
 }
 
 func (ec *executionContext) _Invitation_createdAt(ctx context.Context, field graphql.CollectedField, obj *store.Invitation) (ret graphql.Marshaler) {
+	if res := graphql.MarshalTime(obj.CreatedAt); res != graphql.Null {
+		return res
+	}
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -7303,6 +7198,9 @@ func (ec *executionContext) fieldContext_Invitation_createdAt(_ context.Context,
 }
 
 func (ec *executionContext) _Invitation_expiresAt(ctx context.Context, field graphql.CollectedField, obj *store.Invitation) (ret graphql.Marshaler) {
+	if res := graphql.MarshalTime(obj.ExpiresAt); res != graphql.Null {
+		return res
+	}
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -7509,29 +7407,16 @@ func (ec *executionContext) fieldContext_Member_user(_ context.Context, field gr
 }
 
 func (ec *executionContext) _Member_role(ctx context.Context, field graphql.CollectedField, obj *store.Member) (ret graphql.Marshaler) {
-	return graphql.ResolveField(
-		ctx,
-		ec.OperationContext,
-		field,
-		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.fieldContext_Member_role(ctx, field)
-		},
-		func(ctx context.Context) (any, error) {
-			return obj.Role, nil
-		},
-		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v store.Role) graphql.Marshaler {
-			return ec.marshalNRole2taskflowᚋstoreᚐRole(ctx, selections, v)
-		},
-		true,
-		true,
-	)
+	return ec.marshalNRole2taskflowᚋstoreᚐRole(ctx, field.Selections, obj.Role)
 }
 func (ec *executionContext) fieldContext_Member_role(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Member", field, false, false, "Role")
 }
 
 func (ec *executionContext) _Member_joinedAt(ctx context.Context, field graphql.CollectedField, obj *store.Member) (ret graphql.Marshaler) {
+	if res := graphql.MarshalTime(obj.JoinedAt); res != graphql.Null {
+		return res
+	}
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -8854,6 +8739,9 @@ func (ec *executionContext) fieldContext_Mutation_redeliverWebhook(ctx context.C
 }
 
 func (ec *executionContext) _PageInfo_hasNextPage(ctx context.Context, field graphql.CollectedField, obj *store.PageInfo) (ret graphql.Marshaler) {
+	if res := graphql.MarshalBoolean(obj.HasNextPage); res != graphql.Null {
+		return res
+	}
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -8900,6 +8788,9 @@ func (ec *executionContext) fieldContext_PageInfo_endCursor(_ context.Context, f
 }
 
 func (ec *executionContext) _Project_id(ctx context.Context, field graphql.CollectedField, obj *store.Project) (ret graphql.Marshaler) {
+	if res := graphql.MarshalID(obj.ID); res != graphql.Null {
+		return res
+	}
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -8955,6 +8846,9 @@ func (ec *executionContext) fieldContext_Project_workspace(_ context.Context, fi
 }
 
 func (ec *executionContext) _Project_name(ctx context.Context, field graphql.CollectedField, obj *store.Project) (ret graphql.Marshaler) {
+	if res := graphql.MarshalString(obj.Name); res != graphql.Null {
+		return res
+	}
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -8978,23 +8872,7 @@ func (ec *executionContext) fieldContext_Project_name(_ context.Context, field g
 }
 
 func (ec *executionContext) _Project_description(ctx context.Context, field graphql.CollectedField, obj *store.Project) (ret graphql.Marshaler) {
-	return graphql.ResolveField(
-		ctx,
-		ec.OperationContext,
-		field,
-		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.fieldContext_Project_description(ctx, field)
-		},
-		func(ctx context.Context) (any, error) {
-			return obj.Description, nil
-		},
-		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
-			return ec.marshalOString2ᚖstring(ctx, selections, v)
-		},
-		true,
-		false,
-	)
+	return ec.marshalOString2ᚖstring(ctx, field.Selections, obj.Description)
 }
 func (ec *executionContext) fieldContext_Project_description(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Project", field, false, false, "String")
@@ -9024,29 +8902,16 @@ func (ec *executionContext) fieldContext_Project_archived(_ context.Context, fie
 }
 
 func (ec *executionContext) _Project_archivedAt(ctx context.Context, field graphql.CollectedField, obj *store.Project) (ret graphql.Marshaler) {
-	return graphql.ResolveField(
-		ctx,
-		ec.OperationContext,
-		field,
-		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.fieldContext_Project_archivedAt(ctx, field)
-		},
-		func(ctx context.Context) (any, error) {
-			return obj.ArchivedAt, nil
-		},
-		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v *time.Time) graphql.Marshaler {
-			return ec.marshalOTime2ᚖtimeᚐTime(ctx, selections, v)
-		},
-		true,
-		false,
-	)
+	return ec.marshalOTime2ᚖtimeᚐTime(ctx, field.Selections, obj.ArchivedAt)
 }
 func (ec *executionContext) fieldContext_Project_archivedAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Project", field, false, false, "Time")
 }
 
 func (ec *executionContext) _Project_createdAt(ctx context.Context, field graphql.CollectedField, obj *store.Project) (ret graphql.Marshaler) {
+	if res := graphql.MarshalTime(obj.CreatedAt); res != graphql.Null {
+		return res
+	}
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -9070,6 +8935,9 @@ func (ec *executionContext) fieldContext_Project_createdAt(_ context.Context, fi
 }
 
 func (ec *executionContext) _Project_updatedAt(ctx context.Context, field graphql.CollectedField, obj *store.Project) (ret graphql.Marshaler) {
+	if res := graphql.MarshalTime(obj.UpdatedAt); res != graphql.Null {
+		return res
+	}
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -9812,6 +9680,9 @@ func (ec *executionContext) fieldContext_Query___schema(_ context.Context, field
 }
 
 func (ec *executionContext) _RateLimitStatus_limit(ctx context.Context, field graphql.CollectedField, obj *ratelimit.Budget) (ret graphql.Marshaler) {
+	if res := graphql.MarshalInt(obj.Limit); res != graphql.Null {
+		return res
+	}
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -9835,6 +9706,9 @@ func (ec *executionContext) fieldContext_RateLimitStatus_limit(_ context.Context
 }
 
 func (ec *executionContext) _RateLimitStatus_remaining(ctx context.Context, field graphql.CollectedField, obj *ratelimit.Budget) (ret graphql.Marshaler) {
+	if res := graphql.MarshalInt(obj.Remaining); res != graphql.Null {
+		return res
+	}
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -9858,6 +9732,9 @@ func (ec *executionContext) fieldContext_RateLimitStatus_remaining(_ context.Con
 }
 
 func (ec *executionContext) _RateLimitStatus_resetAt(ctx context.Context, field graphql.CollectedField, obj *ratelimit.Budget) (ret graphql.Marshaler) {
+	if res := graphql.MarshalTime(obj.ResetAt); res != graphql.Null {
+		return res
+	}
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -9881,6 +9758,9 @@ func (ec *executionContext) fieldContext_RateLimitStatus_resetAt(_ context.Conte
 }
 
 func (ec *executionContext) _RateLimitStatus_cost(ctx context.Context, field graphql.CollectedField, obj *ratelimit.Budget) (ret graphql.Marshaler) {
+	if res := graphql.MarshalInt(obj.Cost); res != graphql.Null {
+		return res
+	}
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -10036,6 +9916,9 @@ func (ec *executionContext) fieldContext_Subscription_auditEventAdded(ctx contex
 }
 
 func (ec *executionContext) _Task_id(ctx context.Context, field graphql.CollectedField, obj *store.Task) (ret graphql.Marshaler) {
+	if res := graphql.MarshalID(obj.ID); res != graphql.Null {
+		return res
+	}
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -10091,6 +9974,9 @@ func (ec *executionContext) fieldContext_Task_project(_ context.Context, field g
 }
 
 func (ec *executionContext) _Task_title(ctx context.Context, field graphql.CollectedField, obj *store.Task) (ret graphql.Marshaler) {
+	if res := graphql.MarshalString(obj.Title); res != graphql.Null {
+		return res
+	}
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -10114,69 +10000,21 @@ func (ec *executionContext) fieldContext_Task_title(_ context.Context, field gra
 }
 
 func (ec *executionContext) _Task_description(ctx context.Context, field graphql.CollectedField, obj *store.Task) (ret graphql.Marshaler) {
-	return graphql.ResolveField(
-		ctx,
-		ec.OperationContext,
-		field,
-		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.fieldContext_Task_description(ctx, field)
-		},
-		func(ctx context.Context) (any, error) {
-			return obj.Description, nil
-		},
-		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
-			return ec.marshalOString2ᚖstring(ctx, selections, v)
-		},
-		true,
-		false,
-	)
+	return ec.marshalOString2ᚖstring(ctx, field.Selections, obj.Description)
 }
 func (ec *executionContext) fieldContext_Task_description(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Task", field, false, false, "String")
 }
 
 func (ec *executionContext) _Task_status(ctx context.Context, field graphql.CollectedField, obj *store.Task) (ret graphql.Marshaler) {
-	return graphql.ResolveField(
-		ctx,
-		ec.OperationContext,
-		field,
-		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.fieldContext_Task_status(ctx, field)
-		},
-		func(ctx context.Context) (any, error) {
-			return obj.Status, nil
-		},
-		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v store.TaskStatus) graphql.Marshaler {
-			return ec.marshalNTaskStatus2taskflowᚋstoreᚐTaskStatus(ctx, selections, v)
-		},
-		true,
-		true,
-	)
+	return ec.marshalNTaskStatus2taskflowᚋstoreᚐTaskStatus(ctx, field.Selections, obj.Status)
 }
 func (ec *executionContext) fieldContext_Task_status(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Task", field, false, false, "TaskStatus")
 }
 
 func (ec *executionContext) _Task_priority(ctx context.Context, field graphql.CollectedField, obj *store.Task) (ret graphql.Marshaler) {
-	return graphql.ResolveField(
-		ctx,
-		ec.OperationContext,
-		field,
-		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.fieldContext_Task_priority(ctx, field)
-		},
-		func(ctx context.Context) (any, error) {
-			return obj.Priority, nil
-		},
-		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v store.TaskPriority) graphql.Marshaler {
-			return ec.marshalNTaskPriority2taskflowᚋstoreᚐTaskPriority(ctx, selections, v)
-		},
-		true,
-		true,
-	)
+	return ec.marshalNTaskPriority2taskflowᚋstoreᚐTaskPriority(ctx, field.Selections, obj.Priority)
 }
 func (ec *executionContext) fieldContext_Task_priority(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Task", field, false, false, "TaskPriority")
@@ -10215,23 +10053,7 @@ func (ec *executionContext) fieldContext_Task_assignee(_ context.Context, field 
 }
 
 func (ec *executionContext) _Task_dueDate(ctx context.Context, field graphql.CollectedField, obj *store.Task) (ret graphql.Marshaler) {
-	return graphql.ResolveField(
-		ctx,
-		ec.OperationContext,
-		field,
-		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.fieldContext_Task_dueDate(ctx, field)
-		},
-		func(ctx context.Context) (any, error) {
-			return obj.DueDate, nil
-		},
-		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v *time.Time) graphql.Marshaler {
-			return ec.marshalOTime2ᚖtimeᚐTime(ctx, selections, v)
-		},
-		true,
-		false,
-	)
+	return ec.marshalOTime2ᚖtimeᚐTime(ctx, field.Selections, obj.DueDate)
 }
 func (ec *executionContext) fieldContext_Task_dueDate(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Task", field, false, false, "Time")
@@ -10270,6 +10092,9 @@ func (ec *executionContext) fieldContext_Task_createdBy(_ context.Context, field
 }
 
 func (ec *executionContext) _Task_createdAt(ctx context.Context, field graphql.CollectedField, obj *store.Task) (ret graphql.Marshaler) {
+	if res := graphql.MarshalTime(obj.CreatedAt); res != graphql.Null {
+		return res
+	}
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -10293,6 +10118,9 @@ func (ec *executionContext) fieldContext_Task_createdAt(_ context.Context, field
 }
 
 func (ec *executionContext) _Task_updatedAt(ctx context.Context, field graphql.CollectedField, obj *store.Task) (ret graphql.Marshaler) {
+	if res := graphql.MarshalTime(obj.UpdatedAt); res != graphql.Null {
+		return res
+	}
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -10404,6 +10232,9 @@ func (ec *executionContext) fieldContext_Task_attachments(ctx context.Context, f
 }
 
 func (ec *executionContext) _TaskChange_cursor(ctx context.Context, field graphql.CollectedField, obj *live.TaskChange) (ret graphql.Marshaler) {
+	if res := graphql.MarshalString(obj.Cursor); res != graphql.Null {
+		return res
+	}
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -10427,6 +10258,9 @@ func (ec *executionContext) fieldContext_TaskChange_cursor(_ context.Context, fi
 }
 
 func (ec *executionContext) _TaskChange_action(ctx context.Context, field graphql.CollectedField, obj *live.TaskChange) (ret graphql.Marshaler) {
+	if res := graphql.MarshalString(obj.Action); res != graphql.Null {
+		return res
+	}
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -10450,6 +10284,9 @@ func (ec *executionContext) fieldContext_TaskChange_action(_ context.Context, fi
 }
 
 func (ec *executionContext) _TaskChange_occurredAt(ctx context.Context, field graphql.CollectedField, obj *live.TaskChange) (ret graphql.Marshaler) {
+	if res := graphql.MarshalTime(obj.OccurredAt); res != graphql.Null {
+		return res
+	}
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -10505,6 +10342,9 @@ func (ec *executionContext) fieldContext_TaskChange_actor(_ context.Context, fie
 }
 
 func (ec *executionContext) _TaskChange_taskId(ctx context.Context, field graphql.CollectedField, obj *live.TaskChange) (ret graphql.Marshaler) {
+	if res := graphql.MarshalID(obj.TaskID); res != graphql.Null {
+		return res
+	}
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -10560,23 +10400,7 @@ func (ec *executionContext) fieldContext_TaskChange_task(_ context.Context, fiel
 }
 
 func (ec *executionContext) _TaskChange_commentId(ctx context.Context, field graphql.CollectedField, obj *live.TaskChange) (ret graphql.Marshaler) {
-	return graphql.ResolveField(
-		ctx,
-		ec.OperationContext,
-		field,
-		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.fieldContext_TaskChange_commentId(ctx, field)
-		},
-		func(ctx context.Context) (any, error) {
-			return obj.CommentID, nil
-		},
-		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
-			return ec.marshalOID2ᚖstring(ctx, selections, v)
-		},
-		true,
-		false,
-	)
+	return ec.marshalOID2ᚖstring(ctx, field.Selections, obj.CommentID)
 }
 func (ec *executionContext) fieldContext_TaskChange_commentId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("TaskChange", field, false, false, "ID")
@@ -10615,23 +10439,7 @@ func (ec *executionContext) fieldContext_TaskChange_comment(_ context.Context, f
 }
 
 func (ec *executionContext) _TaskChange_changes(ctx context.Context, field graphql.CollectedField, obj *live.TaskChange) (ret graphql.Marshaler) {
-	return graphql.ResolveField(
-		ctx,
-		ec.OperationContext,
-		field,
-		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.fieldContext_TaskChange_changes(ctx, field)
-		},
-		func(ctx context.Context) (any, error) {
-			return obj.Changes, nil
-		},
-		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v store.RawJSON) graphql.Marshaler {
-			return ec.marshalOJSON2taskflowᚋstoreᚐRawJSON(ctx, selections, v)
-		},
-		true,
-		false,
-	)
+	return ec.marshalOJSON2taskflowᚋstoreᚐRawJSON(ctx, field.Selections, obj.Changes)
 }
 func (ec *executionContext) fieldContext_TaskChange_changes(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("TaskChange", field, false, false, "JSON")
@@ -10789,6 +10597,9 @@ func (ec *executionContext) fieldContext_TaskEdge_node(_ context.Context, field 
 }
 
 func (ec *executionContext) _User_id(ctx context.Context, field graphql.CollectedField, obj *store.User) (ret graphql.Marshaler) {
+	if res := graphql.MarshalID(obj.ID); res != graphql.Null {
+		return res
+	}
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -10812,6 +10623,9 @@ func (ec *executionContext) fieldContext_User_id(_ context.Context, field graphq
 }
 
 func (ec *executionContext) _User_email(ctx context.Context, field graphql.CollectedField, obj *store.User) (ret graphql.Marshaler) {
+	if res := graphql.MarshalString(obj.Email); res != graphql.Null {
+		return res
+	}
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -10835,6 +10649,9 @@ func (ec *executionContext) fieldContext_User_email(_ context.Context, field gra
 }
 
 func (ec *executionContext) _User_name(ctx context.Context, field graphql.CollectedField, obj *store.User) (ret graphql.Marshaler) {
+	if res := graphql.MarshalString(obj.Name); res != graphql.Null {
+		return res
+	}
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -10858,6 +10675,9 @@ func (ec *executionContext) fieldContext_User_name(_ context.Context, field grap
 }
 
 func (ec *executionContext) _User_createdAt(ctx context.Context, field graphql.CollectedField, obj *store.User) (ret graphql.Marshaler) {
+	if res := graphql.MarshalTime(obj.CreatedAt); res != graphql.Null {
+		return res
+	}
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -11001,6 +10821,9 @@ func (ec *executionContext) fieldContext_User_invitations(ctx context.Context, f
 }
 
 func (ec *executionContext) _WebhookDelivery_id(ctx context.Context, field graphql.CollectedField, obj *store.WebhookDelivery) (ret graphql.Marshaler) {
+	if res := graphql.MarshalID(obj.ID); res != graphql.Null {
+		return res
+	}
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -11024,6 +10847,9 @@ func (ec *executionContext) fieldContext_WebhookDelivery_id(_ context.Context, f
 }
 
 func (ec *executionContext) _WebhookDelivery_endpointId(ctx context.Context, field graphql.CollectedField, obj *store.WebhookDelivery) (ret graphql.Marshaler) {
+	if res := graphql.MarshalID(obj.EndpointID); res != graphql.Null {
+		return res
+	}
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -11047,6 +10873,9 @@ func (ec *executionContext) fieldContext_WebhookDelivery_endpointId(_ context.Co
 }
 
 func (ec *executionContext) _WebhookDelivery_eventId(ctx context.Context, field graphql.CollectedField, obj *store.WebhookDelivery) (ret graphql.Marshaler) {
+	if res := graphql.MarshalID(obj.EventID); res != graphql.Null {
+		return res
+	}
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -11070,6 +10899,9 @@ func (ec *executionContext) fieldContext_WebhookDelivery_eventId(_ context.Conte
 }
 
 func (ec *executionContext) _WebhookDelivery_action(ctx context.Context, field graphql.CollectedField, obj *store.WebhookDelivery) (ret graphql.Marshaler) {
+	if res := graphql.MarshalString(obj.Action); res != graphql.Null {
+		return res
+	}
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -11116,29 +10948,16 @@ func (ec *executionContext) fieldContext_WebhookDelivery_payload(_ context.Conte
 }
 
 func (ec *executionContext) _WebhookDelivery_status(ctx context.Context, field graphql.CollectedField, obj *store.WebhookDelivery) (ret graphql.Marshaler) {
-	return graphql.ResolveField(
-		ctx,
-		ec.OperationContext,
-		field,
-		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.fieldContext_WebhookDelivery_status(ctx, field)
-		},
-		func(ctx context.Context) (any, error) {
-			return obj.Status, nil
-		},
-		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v store.WebhookDeliveryStatus) graphql.Marshaler {
-			return ec.marshalNWebhookDeliveryStatus2taskflowᚋstoreᚐWebhookDeliveryStatus(ctx, selections, v)
-		},
-		true,
-		true,
-	)
+	return ec.marshalNWebhookDeliveryStatus2taskflowᚋstoreᚐWebhookDeliveryStatus(ctx, field.Selections, obj.Status)
 }
 func (ec *executionContext) fieldContext_WebhookDelivery_status(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("WebhookDelivery", field, false, false, "WebhookDeliveryStatus")
 }
 
 func (ec *executionContext) _WebhookDelivery_attempts(ctx context.Context, field graphql.CollectedField, obj *store.WebhookDelivery) (ret graphql.Marshaler) {
+	if res := graphql.MarshalInt(obj.Attempts); res != graphql.Null {
+		return res
+	}
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -11162,46 +10981,14 @@ func (ec *executionContext) fieldContext_WebhookDelivery_attempts(_ context.Cont
 }
 
 func (ec *executionContext) _WebhookDelivery_lastAttemptAt(ctx context.Context, field graphql.CollectedField, obj *store.WebhookDelivery) (ret graphql.Marshaler) {
-	return graphql.ResolveField(
-		ctx,
-		ec.OperationContext,
-		field,
-		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.fieldContext_WebhookDelivery_lastAttemptAt(ctx, field)
-		},
-		func(ctx context.Context) (any, error) {
-			return obj.LastAttemptAt, nil
-		},
-		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v *time.Time) graphql.Marshaler {
-			return ec.marshalOTime2ᚖtimeᚐTime(ctx, selections, v)
-		},
-		true,
-		false,
-	)
+	return ec.marshalOTime2ᚖtimeᚐTime(ctx, field.Selections, obj.LastAttemptAt)
 }
 func (ec *executionContext) fieldContext_WebhookDelivery_lastAttemptAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("WebhookDelivery", field, false, false, "Time")
 }
 
 func (ec *executionContext) _WebhookDelivery_lastStatusCode(ctx context.Context, field graphql.CollectedField, obj *store.WebhookDelivery) (ret graphql.Marshaler) {
-	return graphql.ResolveField(
-		ctx,
-		ec.OperationContext,
-		field,
-		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.fieldContext_WebhookDelivery_lastStatusCode(ctx, field)
-		},
-		func(ctx context.Context) (any, error) {
-			return obj.LastStatusCode, nil
-		},
-		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v *int) graphql.Marshaler {
-			return ec.marshalOInt2ᚖint(ctx, selections, v)
-		},
-		true,
-		false,
-	)
+	return ec.marshalOInt2ᚖint(ctx, field.Selections, obj.LastStatusCode)
 }
 func (ec *executionContext) fieldContext_WebhookDelivery_lastStatusCode(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("WebhookDelivery", field, false, false, "Int")
@@ -11231,52 +11018,23 @@ func (ec *executionContext) fieldContext_WebhookDelivery_lastLatencyMs(_ context
 }
 
 func (ec *executionContext) _WebhookDelivery_lastError(ctx context.Context, field graphql.CollectedField, obj *store.WebhookDelivery) (ret graphql.Marshaler) {
-	return graphql.ResolveField(
-		ctx,
-		ec.OperationContext,
-		field,
-		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.fieldContext_WebhookDelivery_lastError(ctx, field)
-		},
-		func(ctx context.Context) (any, error) {
-			return obj.LastError, nil
-		},
-		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
-			return ec.marshalOString2ᚖstring(ctx, selections, v)
-		},
-		true,
-		false,
-	)
+	return ec.marshalOString2ᚖstring(ctx, field.Selections, obj.LastError)
 }
 func (ec *executionContext) fieldContext_WebhookDelivery_lastError(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("WebhookDelivery", field, false, false, "String")
 }
 
 func (ec *executionContext) _WebhookDelivery_nextAttemptAt(ctx context.Context, field graphql.CollectedField, obj *store.WebhookDelivery) (ret graphql.Marshaler) {
-	return graphql.ResolveField(
-		ctx,
-		ec.OperationContext,
-		field,
-		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.fieldContext_WebhookDelivery_nextAttemptAt(ctx, field)
-		},
-		func(ctx context.Context) (any, error) {
-			return obj.NextAttemptAt, nil
-		},
-		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v *time.Time) graphql.Marshaler {
-			return ec.marshalOTime2ᚖtimeᚐTime(ctx, selections, v)
-		},
-		true,
-		false,
-	)
+	return ec.marshalOTime2ᚖtimeᚐTime(ctx, field.Selections, obj.NextAttemptAt)
 }
 func (ec *executionContext) fieldContext_WebhookDelivery_nextAttemptAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("WebhookDelivery", field, false, false, "Time")
 }
 
 func (ec *executionContext) _WebhookDelivery_createdAt(ctx context.Context, field graphql.CollectedField, obj *store.WebhookDelivery) (ret graphql.Marshaler) {
+	if res := graphql.MarshalTime(obj.CreatedAt); res != graphql.Null {
+		return res
+	}
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -11451,6 +11209,9 @@ func (ec *executionContext) fieldContext_WebhookDeliveryEdge_node(_ context.Cont
 }
 
 func (ec *executionContext) _WebhookEndpoint_id(ctx context.Context, field graphql.CollectedField, obj *store.WebhookEndpoint) (ret graphql.Marshaler) {
+	if res := graphql.MarshalID(obj.ID); res != graphql.Null {
+		return res
+	}
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -11474,6 +11235,9 @@ func (ec *executionContext) fieldContext_WebhookEndpoint_id(_ context.Context, f
 }
 
 func (ec *executionContext) _WebhookEndpoint_workspaceId(ctx context.Context, field graphql.CollectedField, obj *store.WebhookEndpoint) (ret graphql.Marshaler) {
+	if res := graphql.MarshalID(obj.WorkspaceID); res != graphql.Null {
+		return res
+	}
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -11497,6 +11261,9 @@ func (ec *executionContext) fieldContext_WebhookEndpoint_workspaceId(_ context.C
 }
 
 func (ec *executionContext) _WebhookEndpoint_url(ctx context.Context, field graphql.CollectedField, obj *store.WebhookEndpoint) (ret graphql.Marshaler) {
+	if res := graphql.MarshalString(obj.URL); res != graphql.Null {
+		return res
+	}
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -11520,23 +11287,7 @@ func (ec *executionContext) fieldContext_WebhookEndpoint_url(_ context.Context, 
 }
 
 func (ec *executionContext) _WebhookEndpoint_description(ctx context.Context, field graphql.CollectedField, obj *store.WebhookEndpoint) (ret graphql.Marshaler) {
-	return graphql.ResolveField(
-		ctx,
-		ec.OperationContext,
-		field,
-		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.fieldContext_WebhookEndpoint_description(ctx, field)
-		},
-		func(ctx context.Context) (any, error) {
-			return obj.Description, nil
-		},
-		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
-			return ec.marshalOString2ᚖstring(ctx, selections, v)
-		},
-		true,
-		false,
-	)
+	return ec.marshalOString2ᚖstring(ctx, field.Selections, obj.Description)
 }
 func (ec *executionContext) fieldContext_WebhookEndpoint_description(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("WebhookEndpoint", field, false, false, "String")
@@ -11566,6 +11317,9 @@ func (ec *executionContext) fieldContext_WebhookEndpoint_actions(_ context.Conte
 }
 
 func (ec *executionContext) _WebhookEndpoint_enabled(ctx context.Context, field graphql.CollectedField, obj *store.WebhookEndpoint) (ret graphql.Marshaler) {
+	if res := graphql.MarshalBoolean(obj.Enabled); res != graphql.Null {
+		return res
+	}
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -11589,98 +11343,37 @@ func (ec *executionContext) fieldContext_WebhookEndpoint_enabled(_ context.Conte
 }
 
 func (ec *executionContext) _WebhookEndpoint_disabledReason(ctx context.Context, field graphql.CollectedField, obj *store.WebhookEndpoint) (ret graphql.Marshaler) {
-	return graphql.ResolveField(
-		ctx,
-		ec.OperationContext,
-		field,
-		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.fieldContext_WebhookEndpoint_disabledReason(ctx, field)
-		},
-		func(ctx context.Context) (any, error) {
-			return obj.DisabledReason, nil
-		},
-		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
-			return ec.marshalOString2ᚖstring(ctx, selections, v)
-		},
-		true,
-		false,
-	)
+	return ec.marshalOString2ᚖstring(ctx, field.Selections, obj.DisabledReason)
 }
 func (ec *executionContext) fieldContext_WebhookEndpoint_disabledReason(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("WebhookEndpoint", field, false, false, "String")
 }
 
 func (ec *executionContext) _WebhookEndpoint_disabledAt(ctx context.Context, field graphql.CollectedField, obj *store.WebhookEndpoint) (ret graphql.Marshaler) {
-	return graphql.ResolveField(
-		ctx,
-		ec.OperationContext,
-		field,
-		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.fieldContext_WebhookEndpoint_disabledAt(ctx, field)
-		},
-		func(ctx context.Context) (any, error) {
-			return obj.DisabledAt, nil
-		},
-		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v *time.Time) graphql.Marshaler {
-			return ec.marshalOTime2ᚖtimeᚐTime(ctx, selections, v)
-		},
-		true,
-		false,
-	)
+	return ec.marshalOTime2ᚖtimeᚐTime(ctx, field.Selections, obj.DisabledAt)
 }
 func (ec *executionContext) fieldContext_WebhookEndpoint_disabledAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("WebhookEndpoint", field, false, false, "Time")
 }
 
 func (ec *executionContext) _WebhookEndpoint_failingSince(ctx context.Context, field graphql.CollectedField, obj *store.WebhookEndpoint) (ret graphql.Marshaler) {
-	return graphql.ResolveField(
-		ctx,
-		ec.OperationContext,
-		field,
-		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.fieldContext_WebhookEndpoint_failingSince(ctx, field)
-		},
-		func(ctx context.Context) (any, error) {
-			return obj.FailingSince, nil
-		},
-		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v *time.Time) graphql.Marshaler {
-			return ec.marshalOTime2ᚖtimeᚐTime(ctx, selections, v)
-		},
-		true,
-		false,
-	)
+	return ec.marshalOTime2ᚖtimeᚐTime(ctx, field.Selections, obj.FailingSince)
 }
 func (ec *executionContext) fieldContext_WebhookEndpoint_failingSince(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("WebhookEndpoint", field, false, false, "Time")
 }
 
 func (ec *executionContext) _WebhookEndpoint_previousSecretExpiresAt(ctx context.Context, field graphql.CollectedField, obj *store.WebhookEndpoint) (ret graphql.Marshaler) {
-	return graphql.ResolveField(
-		ctx,
-		ec.OperationContext,
-		field,
-		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.fieldContext_WebhookEndpoint_previousSecretExpiresAt(ctx, field)
-		},
-		func(ctx context.Context) (any, error) {
-			return obj.PreviousSecretUntil, nil
-		},
-		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v *time.Time) graphql.Marshaler {
-			return ec.marshalOTime2ᚖtimeᚐTime(ctx, selections, v)
-		},
-		true,
-		false,
-	)
+	return ec.marshalOTime2ᚖtimeᚐTime(ctx, field.Selections, obj.PreviousSecretUntil)
 }
 func (ec *executionContext) fieldContext_WebhookEndpoint_previousSecretExpiresAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("WebhookEndpoint", field, false, false, "Time")
 }
 
 func (ec *executionContext) _WebhookEndpoint_createdAt(ctx context.Context, field graphql.CollectedField, obj *store.WebhookEndpoint) (ret graphql.Marshaler) {
+	if res := graphql.MarshalTime(obj.CreatedAt); res != graphql.Null {
+		return res
+	}
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -11704,6 +11397,9 @@ func (ec *executionContext) fieldContext_WebhookEndpoint_createdAt(_ context.Con
 }
 
 func (ec *executionContext) _WebhookEndpoint_updatedAt(ctx context.Context, field graphql.CollectedField, obj *store.WebhookEndpoint) (ret graphql.Marshaler) {
+	if res := graphql.MarshalTime(obj.UpdatedAt); res != graphql.Null {
+		return res
+	}
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -11803,6 +11499,9 @@ func (ec *executionContext) fieldContext_WebhookEndpointWithSecret_endpoint(_ co
 }
 
 func (ec *executionContext) _WebhookEndpointWithSecret_secret(ctx context.Context, field graphql.CollectedField, obj *store.WebhookEndpointSecret) (ret graphql.Marshaler) {
+	if res := graphql.MarshalString(obj.Secret); res != graphql.Null {
+		return res
+	}
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -11826,6 +11525,9 @@ func (ec *executionContext) fieldContext_WebhookEndpointWithSecret_secret(_ cont
 }
 
 func (ec *executionContext) _Workspace_id(ctx context.Context, field graphql.CollectedField, obj *store.Workspace) (ret graphql.Marshaler) {
+	if res := graphql.MarshalID(obj.ID); res != graphql.Null {
+		return res
+	}
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -11849,6 +11551,9 @@ func (ec *executionContext) fieldContext_Workspace_id(_ context.Context, field g
 }
 
 func (ec *executionContext) _Workspace_name(ctx context.Context, field graphql.CollectedField, obj *store.Workspace) (ret graphql.Marshaler) {
+	if res := graphql.MarshalString(obj.Name); res != graphql.Null {
+		return res
+	}
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -11872,6 +11577,9 @@ func (ec *executionContext) fieldContext_Workspace_name(_ context.Context, field
 }
 
 func (ec *executionContext) _Workspace_createdAt(ctx context.Context, field graphql.CollectedField, obj *store.Workspace) (ret graphql.Marshaler) {
+	if res := graphql.MarshalTime(obj.CreatedAt); res != graphql.Null {
+		return res
+	}
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -11895,23 +11603,7 @@ func (ec *executionContext) fieldContext_Workspace_createdAt(_ context.Context, 
 }
 
 func (ec *executionContext) _Workspace_viewerRole(ctx context.Context, field graphql.CollectedField, obj *store.Workspace) (ret graphql.Marshaler) {
-	return graphql.ResolveField(
-		ctx,
-		ec.OperationContext,
-		field,
-		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.fieldContext_Workspace_viewerRole(ctx, field)
-		},
-		func(ctx context.Context) (any, error) {
-			return obj.ViewerRole, nil
-		},
-		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v store.Role) graphql.Marshaler {
-			return ec.marshalNRole2taskflowᚋstoreᚐRole(ctx, selections, v)
-		},
-		true,
-		true,
-	)
+	return ec.marshalNRole2taskflowᚋstoreᚐRole(ctx, field.Selections, obj.ViewerRole)
 }
 func (ec *executionContext) fieldContext_Workspace_viewerRole(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Workspace", field, false, false, "Role")
@@ -12070,6 +11762,9 @@ func (ec *executionContext) fieldContext_Workspace_webhookEndpoints(_ context.Co
 }
 
 func (ec *executionContext) _WorkspaceChange_cursor(ctx context.Context, field graphql.CollectedField, obj *live.WorkspaceChange) (ret graphql.Marshaler) {
+	if res := graphql.MarshalString(obj.Cursor); res != graphql.Null {
+		return res
+	}
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -12093,6 +11788,9 @@ func (ec *executionContext) fieldContext_WorkspaceChange_cursor(_ context.Contex
 }
 
 func (ec *executionContext) _WorkspaceChange_action(ctx context.Context, field graphql.CollectedField, obj *live.WorkspaceChange) (ret graphql.Marshaler) {
+	if res := graphql.MarshalString(obj.Action); res != graphql.Null {
+		return res
+	}
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -12116,6 +11814,9 @@ func (ec *executionContext) fieldContext_WorkspaceChange_action(_ context.Contex
 }
 
 func (ec *executionContext) _WorkspaceChange_occurredAt(ctx context.Context, field graphql.CollectedField, obj *live.WorkspaceChange) (ret graphql.Marshaler) {
+	if res := graphql.MarshalTime(obj.OccurredAt); res != graphql.Null {
+		return res
+	}
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -12203,23 +11904,7 @@ func (ec *executionContext) fieldContext_WorkspaceChange_project(_ context.Conte
 }
 
 func (ec *executionContext) _WorkspaceChange_userId(ctx context.Context, field graphql.CollectedField, obj *live.WorkspaceChange) (ret graphql.Marshaler) {
-	return graphql.ResolveField(
-		ctx,
-		ec.OperationContext,
-		field,
-		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.fieldContext_WorkspaceChange_userId(ctx, field)
-		},
-		func(ctx context.Context) (any, error) {
-			return obj.UserID, nil
-		},
-		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
-			return ec.marshalOID2ᚖstring(ctx, selections, v)
-		},
-		true,
-		false,
-	)
+	return ec.marshalOID2ᚖstring(ctx, field.Selections, obj.UserID)
 }
 func (ec *executionContext) fieldContext_WorkspaceChange_userId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("WorkspaceChange", field, false, false, "ID")
@@ -12258,29 +11943,16 @@ func (ec *executionContext) fieldContext_WorkspaceChange_member(_ context.Contex
 }
 
 func (ec *executionContext) _WorkspaceChange_changes(ctx context.Context, field graphql.CollectedField, obj *live.WorkspaceChange) (ret graphql.Marshaler) {
-	return graphql.ResolveField(
-		ctx,
-		ec.OperationContext,
-		field,
-		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.fieldContext_WorkspaceChange_changes(ctx, field)
-		},
-		func(ctx context.Context) (any, error) {
-			return obj.Changes, nil
-		},
-		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v store.RawJSON) graphql.Marshaler {
-			return ec.marshalOJSON2taskflowᚋstoreᚐRawJSON(ctx, selections, v)
-		},
-		true,
-		false,
-	)
+	return ec.marshalOJSON2taskflowᚋstoreᚐRawJSON(ctx, field.Selections, obj.Changes)
 }
 func (ec *executionContext) fieldContext_WorkspaceChange_changes(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("WorkspaceChange", field, false, false, "JSON")
 }
 
 func (ec *executionContext) ___Directive_name(ctx context.Context, field graphql.CollectedField, obj *introspection.Directive) (ret graphql.Marshaler) {
+	if res := graphql.MarshalString(obj.Name); res != graphql.Null {
+		return res
+	}
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -12327,6 +11999,9 @@ func (ec *executionContext) fieldContext___Directive_description(_ context.Conte
 }
 
 func (ec *executionContext) ___Directive_isRepeatable(ctx context.Context, field graphql.CollectedField, obj *introspection.Directive) (ret graphql.Marshaler) {
+	if res := graphql.MarshalBoolean(obj.IsRepeatable); res != graphql.Null {
+		return res
+	}
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -12417,6 +12092,9 @@ func (ec *executionContext) fieldContext___Directive_args(ctx context.Context, f
 }
 
 func (ec *executionContext) ___EnumValue_name(ctx context.Context, field graphql.CollectedField, obj *introspection.EnumValue) (ret graphql.Marshaler) {
+	if res := graphql.MarshalString(obj.Name); res != graphql.Null {
+		return res
+	}
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -12509,6 +12187,9 @@ func (ec *executionContext) fieldContext___EnumValue_deprecationReason(_ context
 }
 
 func (ec *executionContext) ___Field_name(ctx context.Context, field graphql.CollectedField, obj *introspection.Field) (ret graphql.Marshaler) {
+	if res := graphql.MarshalString(obj.Name); res != graphql.Null {
+		return res
+	}
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -12677,6 +12358,9 @@ func (ec *executionContext) fieldContext___Field_deprecationReason(_ context.Con
 }
 
 func (ec *executionContext) ___InputValue_name(ctx context.Context, field graphql.CollectedField, obj *introspection.InputValue) (ret graphql.Marshaler) {
+	if res := graphql.MarshalString(obj.Name); res != graphql.Null {
+		return res
+	}
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -12755,23 +12439,7 @@ func (ec *executionContext) fieldContext___InputValue_type(_ context.Context, fi
 }
 
 func (ec *executionContext) ___InputValue_defaultValue(ctx context.Context, field graphql.CollectedField, obj *introspection.InputValue) (ret graphql.Marshaler) {
-	return graphql.ResolveField(
-		ctx,
-		ec.OperationContext,
-		field,
-		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.fieldContext___InputValue_defaultValue(ctx, field)
-		},
-		func(ctx context.Context) (any, error) {
-			return obj.DefaultValue, nil
-		},
-		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
-			return ec.marshalOString2ᚖstring(ctx, selections, v)
-		},
-		true,
-		false,
-	)
+	return ec.marshalOString2ᚖstring(ctx, field.Selections, obj.DefaultValue)
 }
 func (ec *executionContext) fieldContext___InputValue_defaultValue(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("__InputValue", field, false, false, "String")

@@ -154,7 +154,7 @@ func newHandler(o Options, without []Guard) http.Handler {
 	// validation alike.
 	es := graph.NewExecutableSchema(graph.Config{Resolvers: o.Resolvers,
 		Schema: schema.Served(graph.NewExecutableSchema(graph.Config{}).Schema())})
-	gql := handler.New(es)
+	gql := leafServer{handler.New(es)}
 	// Every document is parsed and validated within querydoc's limits, in
 	// time linear in its size, and kept in a cache bounded by bytes; the
 	// executor takes the validated document from querydoc.Extension.
@@ -273,3 +273,26 @@ func writeAuthError(w http.ResponseWriter, r *http.Request, err error) {
 }
 
 func fmtAny(v any) string { return fmt.Sprint(v) }
+
+// leafServer is gqlgen's server refusing extensions that intercept fields:
+// the generated functions of leaf fields (scalars and enums read from a struct
+// field) marshal at once, without the field middleware (inorder/gen,
+// rewriteLeaves; docs/decisions/2026-12-03-leaf-fields.md), so such an
+// extension would see only some fields. It panics when one is added, at
+// start-up. An operation context mutator that wraps the field middleware
+// (idempotency's, rootFieldSpans) does not see leaf fields either: those two
+// act on root fields only.
+type leafServer struct{ *handler.Server }
+
+// Use adds ext, which must not be a graphql.FieldInterceptor.
+func (s leafServer) Use(ext graphql.HandlerExtension) {
+	if _, ok := ext.(graphql.FieldInterceptor); ok {
+		panic(fmt.Sprintf("httpapi: extension %s intercepts fields, and leaf fields skip field middleware", ext.ExtensionName()))
+	}
+	s.Server.Use(ext)
+}
+
+// AroundFields panics: leaf fields skip field middleware.
+func (s leafServer) AroundFields(graphql.FieldMiddleware) {
+	panic("httpapi: AroundFields: leaf fields skip field middleware")
+}

@@ -10,6 +10,10 @@
 // resolves them at once below a list marshaled in order, and their making
 // of a group of deferred fields into inorder.NewDeferredGroup, which makes
 // none for an object without a deferred field.
+// It rewrites the function of each leaf field read from a struct field
+// (a scalar or an enum, no resolver, arguments or directives) to marshal the
+// struct field at once, without gqlgen's FieldContext and field middleware
+// (rewriteLeaves).
 // It fails, leaving gqlgen's output as it is, when the calls are not the
 // shape it expects (a gqlgen upgrade that changed them).
 package main
@@ -110,6 +114,11 @@ func rewrite(cfg *config.Config, data *codegen.Data) error {
 	}
 	if out, err = rewriteObjectCalls(out); err != nil {
 		return fmt.Errorf("%s: %w", exec, err)
+	}
+	if out, n, err = rewriteLeaves(out); err != nil {
+		return fmt.Errorf("%s: %w", exec, err)
+	} else if n == 0 {
+		return fmt.Errorf("%s: no leaf field of the shape rewriteLeaves expects", exec)
 	}
 	out = strings.Replace(out, "import (\n", "import (\n\t"+strconv.Quote(importPath)+"\n", 1)
 	formatted, err := format.Source([]byte(out))
