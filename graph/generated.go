@@ -13802,7 +13802,7 @@ func (ec *executionContext) _Attachment(ctx context.Context, sel ast.SelectionSe
 		ec.ProcessDeferredGroup(deferred)
 	}
 
-	return out
+	return inorder.Object(fields, out)
 }
 
 var attachmentConnectionImplementors = []string{"AttachmentConnection"}
@@ -13845,7 +13845,7 @@ func (ec *executionContext) _AttachmentConnection(ctx context.Context, sel ast.S
 		ec.ProcessDeferredGroup(deferred)
 	}
 
-	return out
+	return inorder.Object(fields, out)
 }
 
 var attachmentEdgeImplementors = []string{"AttachmentEdge"}
@@ -13883,7 +13883,7 @@ func (ec *executionContext) _AttachmentEdge(ctx context.Context, sel ast.Selecti
 		ec.ProcessDeferredGroup(deferred)
 	}
 
-	return out
+	return inorder.Object(fields, out)
 }
 
 var auditCheckpointImplementors = []string{"AuditCheckpoint"}
@@ -13956,7 +13956,7 @@ func (ec *executionContext) _AuditCheckpoint(ctx context.Context, sel ast.Select
 		ec.ProcessDeferredGroup(deferred)
 	}
 
-	return out
+	return inorder.Object(fields, out)
 }
 
 var auditCheckpointVerificationImplementors = []string{"AuditCheckpointVerification"}
@@ -14014,7 +14014,7 @@ func (ec *executionContext) _AuditCheckpointVerification(ctx context.Context, se
 		ec.ProcessDeferredGroup(deferred)
 	}
 
-	return out
+	return inorder.Object(fields, out)
 }
 
 var auditEventImplementors = []string{"AuditEvent"}
@@ -14128,7 +14128,7 @@ func (ec *executionContext) _AuditEvent(ctx context.Context, sel ast.SelectionSe
 		ec.ProcessDeferredGroup(deferred)
 	}
 
-	return out
+	return inorder.Object(fields, out)
 }
 
 var auditEventConnectionImplementors = []string{"AuditEventConnection"}
@@ -14171,7 +14171,7 @@ func (ec *executionContext) _AuditEventConnection(ctx context.Context, sel ast.S
 		ec.ProcessDeferredGroup(deferred)
 	}
 
-	return out
+	return inorder.Object(fields, out)
 }
 
 var auditEventEdgeImplementors = []string{"AuditEventEdge"}
@@ -14209,7 +14209,7 @@ func (ec *executionContext) _AuditEventEdge(ctx context.Context, sel ast.Selecti
 		ec.ProcessDeferredGroup(deferred)
 	}
 
-	return out
+	return inorder.Object(fields, out)
 }
 
 var auditEventStreamItemImplementors = []string{"AuditEventStreamItem"}
@@ -14247,7 +14247,7 @@ func (ec *executionContext) _AuditEventStreamItem(ctx context.Context, sel ast.S
 		ec.ProcessDeferredGroup(deferred)
 	}
 
-	return out
+	return inorder.Object(fields, out)
 }
 
 var auditSigningKeyImplementors = []string{"AuditSigningKey"}
@@ -14295,7 +14295,7 @@ func (ec *executionContext) _AuditSigningKey(ctx context.Context, sel ast.Select
 		ec.ProcessDeferredGroup(deferred)
 	}
 
-	return out
+	return inorder.Object(fields, out)
 }
 
 var auditVerificationImplementors = []string{"AuditVerification"}
@@ -14363,7 +14363,7 @@ func (ec *executionContext) _AuditVerification(ctx context.Context, sel ast.Sele
 		ec.ProcessDeferredGroup(deferred)
 	}
 
-	return out
+	return inorder.Object(fields, out)
 }
 
 var authPayloadImplementors = []string{"AuthPayload"}
@@ -14401,7 +14401,7 @@ func (ec *executionContext) _AuthPayload(ctx context.Context, sel ast.SelectionS
 		ec.ProcessDeferredGroup(deferred)
 	}
 
-	return out
+	return inorder.Object(fields, out)
 }
 
 var commentImplementors = []string{"Comment"}
@@ -14461,7 +14461,7 @@ func (ec *executionContext) _Comment(ctx context.Context, sel ast.SelectionSet, 
 		ec.ProcessDeferredGroup(deferred)
 	}
 
-	return out
+	return inorder.Object(fields, out)
 }
 
 var commentConnectionImplementors = []string{"CommentConnection"}
@@ -14504,7 +14504,7 @@ func (ec *executionContext) _CommentConnection(ctx context.Context, sel ast.Sele
 		ec.ProcessDeferredGroup(deferred)
 	}
 
-	return out
+	return inorder.Object(fields, out)
 }
 
 var commentEdgeImplementors = []string{"CommentEdge"}
@@ -14542,7 +14542,7 @@ func (ec *executionContext) _CommentEdge(ctx context.Context, sel ast.SelectionS
 		ec.ProcessDeferredGroup(deferred)
 	}
 
-	return out
+	return inorder.Object(fields, out)
 }
 
 var invitationImplementors = []string{"Invitation"}
@@ -14611,7 +14611,7 @@ func (ec *executionContext) _Invitation(ctx context.Context, sel ast.SelectionSe
 		ec.ProcessDeferredGroup(deferred)
 	}
 
-	return out
+	return inorder.Object(fields, out)
 }
 
 var invitationConnectionImplementors = []string{"InvitationConnection"}
@@ -14654,7 +14654,7 @@ func (ec *executionContext) _InvitationConnection(ctx context.Context, sel ast.S
 		ec.ProcessDeferredGroup(deferred)
 	}
 
-	return out
+	return inorder.Object(fields, out)
 }
 
 var invitationEdgeImplementors = []string{"InvitationEdge"}
@@ -14692,7 +14692,7 @@ func (ec *executionContext) _InvitationEdge(ctx context.Context, sel ast.Selecti
 		ec.ProcessDeferredGroup(deferred)
 	}
 
-	return out
+	return inorder.Object(fields, out)
 }
 
 var memberImplementors = []string{"Member"}
@@ -14736,7 +14736,7 @@ func (ec *executionContext) _Member(ctx context.Context, sel ast.SelectionSet, o
 		ec.ProcessDeferredGroup(deferred)
 	}
 
-	return out
+	return inorder.Object(fields, out)
 }
 
 var mutationImplementors = []string{"Mutation"}
@@ -14982,7 +14982,7 @@ func (ec *executionContext) _Mutation(ctx context.Context, sel ast.SelectionSet)
 		ec.ProcessDeferredGroup(deferred)
 	}
 
-	return out
+	return inorder.Object(fields, out)
 }
 
 var pageInfoImplementors = []string{"PageInfo"}
@@ -15020,7 +15020,7 @@ func (ec *executionContext) _PageInfo(ctx context.Context, sel ast.SelectionSet,
 		ec.ProcessDeferredGroup(deferred)
 	}
 
-	return out
+	return inorder.Object(fields, out)
 }
 
 var projectImplementors = []string{"Project"}
@@ -15095,7 +15095,7 @@ func (ec *executionContext) _Project(ctx context.Context, sel ast.SelectionSet, 
 		ec.ProcessDeferredGroup(deferred)
 	}
 
-	return out
+	return inorder.Object(fields, out)
 }
 
 var projectConnectionImplementors = []string{"ProjectConnection"}
@@ -15138,7 +15138,7 @@ func (ec *executionContext) _ProjectConnection(ctx context.Context, sel ast.Sele
 		ec.ProcessDeferredGroup(deferred)
 	}
 
-	return out
+	return inorder.Object(fields, out)
 }
 
 var projectEdgeImplementors = []string{"ProjectEdge"}
@@ -15176,7 +15176,7 @@ func (ec *executionContext) _ProjectEdge(ctx context.Context, sel ast.SelectionS
 		ec.ProcessDeferredGroup(deferred)
 	}
 
-	return out
+	return inorder.Object(fields, out)
 }
 
 var queryImplementors = []string{"Query"}
@@ -15292,7 +15292,7 @@ func (ec *executionContext) _Query(ctx context.Context, sel ast.SelectionSet) gr
 		ec.ProcessDeferredGroup(deferred)
 	}
 
-	return out
+	return inorder.Object(fields, out)
 }
 
 var rateLimitStatusImplementors = []string{"RateLimitStatus"}
@@ -15340,7 +15340,7 @@ func (ec *executionContext) _RateLimitStatus(ctx context.Context, sel ast.Select
 		ec.ProcessDeferredGroup(deferred)
 	}
 
-	return out
+	return inorder.Object(fields, out)
 }
 
 var subscriptionImplementors = []string{"Subscription"}
@@ -15462,7 +15462,7 @@ func (ec *executionContext) _Task(ctx context.Context, sel ast.SelectionSet, obj
 		ec.ProcessDeferredGroup(deferred)
 	}
 
-	return out
+	return inorder.Object(fields, out)
 }
 
 var taskChangeImplementors = []string{"TaskChange"}
@@ -15538,7 +15538,7 @@ func (ec *executionContext) _TaskChange(ctx context.Context, sel ast.SelectionSe
 		ec.ProcessDeferredGroup(deferred)
 	}
 
-	return out
+	return inorder.Object(fields, out)
 }
 
 var taskConnectionImplementors = []string{"TaskConnection"}
@@ -15581,7 +15581,7 @@ func (ec *executionContext) _TaskConnection(ctx context.Context, sel ast.Selecti
 		ec.ProcessDeferredGroup(deferred)
 	}
 
-	return out
+	return inorder.Object(fields, out)
 }
 
 var taskEdgeImplementors = []string{"TaskEdge"}
@@ -15619,7 +15619,7 @@ func (ec *executionContext) _TaskEdge(ctx context.Context, sel ast.SelectionSet,
 		ec.ProcessDeferredGroup(deferred)
 	}
 
-	return out
+	return inorder.Object(fields, out)
 }
 
 var userImplementors = []string{"User"}
@@ -15685,7 +15685,7 @@ func (ec *executionContext) _User(ctx context.Context, sel ast.SelectionSet, obj
 		ec.ProcessDeferredGroup(deferred)
 	}
 
-	return out
+	return inorder.Object(fields, out)
 }
 
 var webhookDeliveryImplementors = []string{"WebhookDelivery"}
@@ -15778,7 +15778,7 @@ func (ec *executionContext) _WebhookDelivery(ctx context.Context, sel ast.Select
 		ec.ProcessDeferredGroup(deferred)
 	}
 
-	return out
+	return inorder.Object(fields, out)
 }
 
 var webhookDeliveryConnectionImplementors = []string{"WebhookDeliveryConnection"}
@@ -15821,7 +15821,7 @@ func (ec *executionContext) _WebhookDeliveryConnection(ctx context.Context, sel 
 		ec.ProcessDeferredGroup(deferred)
 	}
 
-	return out
+	return inorder.Object(fields, out)
 }
 
 var webhookDeliveryEdgeImplementors = []string{"WebhookDeliveryEdge"}
@@ -15859,7 +15859,7 @@ func (ec *executionContext) _WebhookDeliveryEdge(ctx context.Context, sel ast.Se
 		ec.ProcessDeferredGroup(deferred)
 	}
 
-	return out
+	return inorder.Object(fields, out)
 }
 
 var webhookEndpointImplementors = []string{"WebhookEndpoint"}
@@ -15953,7 +15953,7 @@ func (ec *executionContext) _WebhookEndpoint(ctx context.Context, sel ast.Select
 		ec.ProcessDeferredGroup(deferred)
 	}
 
-	return out
+	return inorder.Object(fields, out)
 }
 
 var webhookEndpointWithSecretImplementors = []string{"WebhookEndpointWithSecret"}
@@ -15991,7 +15991,7 @@ func (ec *executionContext) _WebhookEndpointWithSecret(ctx context.Context, sel 
 		ec.ProcessDeferredGroup(deferred)
 	}
 
-	return out
+	return inorder.Object(fields, out)
 }
 
 var workspaceImplementors = []string{"Workspace"}
@@ -16063,7 +16063,7 @@ func (ec *executionContext) _Workspace(ctx context.Context, sel ast.SelectionSet
 		ec.ProcessDeferredGroup(deferred)
 	}
 
-	return out
+	return inorder.Object(fields, out)
 }
 
 var workspaceChangeImplementors = []string{"WorkspaceChange"}
@@ -16134,7 +16134,7 @@ func (ec *executionContext) _WorkspaceChange(ctx context.Context, sel ast.Select
 		ec.ProcessDeferredGroup(deferred)
 	}
 
-	return out
+	return inorder.Object(fields, out)
 }
 
 var __DirectiveImplementors = []string{"__Directive"}
@@ -16187,7 +16187,7 @@ func (ec *executionContext) ___Directive(ctx context.Context, sel ast.SelectionS
 		ec.ProcessDeferredGroup(deferred)
 	}
 
-	return out
+	return inorder.Object(fields, out)
 }
 
 var __EnumValueImplementors = []string{"__EnumValue"}
@@ -16235,7 +16235,7 @@ func (ec *executionContext) ___EnumValue(ctx context.Context, sel ast.SelectionS
 		ec.ProcessDeferredGroup(deferred)
 	}
 
-	return out
+	return inorder.Object(fields, out)
 }
 
 var __FieldImplementors = []string{"__Field"}
@@ -16293,7 +16293,7 @@ func (ec *executionContext) ___Field(ctx context.Context, sel ast.SelectionSet, 
 		ec.ProcessDeferredGroup(deferred)
 	}
 
-	return out
+	return inorder.Object(fields, out)
 }
 
 var __InputValueImplementors = []string{"__InputValue"}
@@ -16351,7 +16351,7 @@ func (ec *executionContext) ___InputValue(ctx context.Context, sel ast.Selection
 		ec.ProcessDeferredGroup(deferred)
 	}
 
-	return out
+	return inorder.Object(fields, out)
 }
 
 var __SchemaImplementors = []string{"__Schema"}
@@ -16409,7 +16409,7 @@ func (ec *executionContext) ___Schema(ctx context.Context, sel ast.SelectionSet,
 		ec.ProcessDeferredGroup(deferred)
 	}
 
-	return out
+	return inorder.Object(fields, out)
 }
 
 var __TypeImplementors = []string{"__Type"}
@@ -16492,7 +16492,7 @@ func (ec *executionContext) ___Type(ctx context.Context, sel ast.SelectionSet, o
 		ec.ProcessDeferredGroup(deferred)
 	}
 
-	return out
+	return inorder.Object(fields, out)
 }
 
 // endregion **************************** object.gotpl ****************************

@@ -49,6 +49,11 @@ const fieldCall = "out.ResolveConcurrently(ec.OperationContext, &deferred, i,"
 // deferred field.
 const groupCall = "out := graphql.NewFieldSet(fields)\n\tdeferred := graphql.NewDeferredGroup(ctx)\n"
 
+// objectReturn is the end of gqlgen's object marshaler (its
+// codegen/object.gotpl): its field set, marshaled later by gqlgen's
+// FieldSet.MarshalGQL; rewritten to return inorder.Object.
+const objectReturn = "\n\treturn out\n}\n"
+
 // importPath is the package of inorder.MarshalSlice.
 const importPath = "taskflow/inorder"
 
@@ -159,12 +164,14 @@ func rewriteCalls(src string, objects map[string]string) (string, int, error) {
 	return src, len(names), nil
 }
 
-// rewriteObjectCalls rewrites the two calls of every object marshaler that
+// rewriteObjectCalls rewrites the three calls of every object marshaler that
 // inorder takes over: each fieldCall, gqlgen's scheduling of an object's
-// concurrent field, becomes inorder.ResolveConcurrently, and each groupCall
-// becomes inorder.NewDeferredGroup. Every call of FieldSet.ResolveConcurrently
-// must be a fieldCall (the root types' calls, ResolveRootConcurrently, are
-// kept), and every call of graphql.NewDeferredGroup a groupCall.
+// concurrent field, becomes inorder.ResolveConcurrently, each groupCall
+// becomes inorder.NewDeferredGroup, and each objectReturn returns
+// inorder.Object. Every call of FieldSet.ResolveConcurrently must be a
+// fieldCall (the root types' calls, ResolveRootConcurrently, are kept),
+// every call of graphql.NewDeferredGroup a groupCall, and every object
+// marshaler (one per groupCall) must end in an objectReturn.
 func rewriteObjectCalls(src string) (string, error) {
 	if fields, calls := strings.Count(src, fieldCall), strings.Count(src, ".ResolveConcurrently("); fields == 0 || fields != calls {
 		return "", fmt.Errorf("%d calls of ResolveConcurrently, %d of them %q", calls, fields, fieldCall)
@@ -172,6 +179,10 @@ func rewriteObjectCalls(src string) (string, error) {
 	if groups, calls := strings.Count(src, groupCall), strings.Count(src, "graphql.NewDeferredGroup("); groups == 0 || groups != calls {
 		return "", fmt.Errorf("%d calls of graphql.NewDeferredGroup, %d of them %q", calls, groups, groupCall)
 	}
+	if returns := strings.Count(src, objectReturn); returns != strings.Count(src, groupCall) {
+		return "", fmt.Errorf("%d object marshalers, %d of them ending in %q", strings.Count(src, groupCall), returns, objectReturn)
+	}
+	src = strings.ReplaceAll(src, objectReturn, "\n\treturn inorder.Object(fields, out)\n}\n")
 	src = strings.ReplaceAll(src, groupCall, "out := graphql.NewFieldSet(fields)\n\tdeferred := inorder.NewDeferredGroup(ctx, fields)\n")
 	return strings.ReplaceAll(src, fieldCall, "inorder.ResolveConcurrently(ctx, out, ec.OperationContext, &deferred, i,"), nil
 }

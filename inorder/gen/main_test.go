@@ -68,23 +68,27 @@ const objectMarshaler = `func (ec *executionContext) _Task(ctx context.Context, 
 		}
 	}
 	out.Dispatch(ctx)
+	return out
 }
 `
 
-// An object's concurrent fields are scheduled, and its group of deferred
-// fields made, through inorder; a call of another shape, or none, is an
+// An object's concurrent fields are scheduled, its group of deferred fields
+// made, and its field set returned, through inorder; a call of another
+// shape, or none, is an
 // error.
 func TestRewriteObjectCalls(t *testing.T) {
 	out, err := rewriteObjectCalls(objectMarshaler)
 	if err != nil || strings.Contains(out, fieldCall) || strings.Contains(out, groupCall) ||
 		!strings.Contains(out, "inorder.ResolveConcurrently(ctx, out, ec.OperationContext, &deferred, i,\n\t\t\t\ttrue, false,") ||
-		!strings.Contains(out, "deferred := inorder.NewDeferredGroup(ctx, fields)\n") {
+		!strings.Contains(out, "deferred := inorder.NewDeferredGroup(ctx, fields)\n") ||
+		!strings.Contains(out, "\n\treturn inorder.Object(fields, out)\n}\n") {
 		t.Fatalf("rewriteObjectCalls: %v\n%s", err, out)
 	}
 	for name, src := range map[string]string{
 		"none":          "package graph\n",
 		"another shape": objectMarshaler + "\nout.ResolveConcurrently(oc, &deferred, i, true, false, f)\n",
 		"another group": objectMarshaler + "\ndeferred := graphql.NewDeferredGroup(innerCtx)\n",
+		"another end":   strings.Replace(objectMarshaler, "\treturn out\n", "\treturn &out\n", 1),
 	} {
 		if _, err := rewriteObjectCalls(src); err == nil {
 			t.Errorf("%s: no error", name)
