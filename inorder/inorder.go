@@ -14,7 +14,10 @@
 // marshaled in order, the generator's ResolveConcurrently resolves an
 // object's concurrent fields at once, in the same goroutine, instead of
 // gqlgen's one goroutine per field but the first
-// (docs/decisions/2026-12-03-settled-pages.md).
+// (docs/decisions/2026-12-03-settled-pages.md). Object writes an object's
+// field set without gqlgen's per-object allocations, and the generator also
+// makes the functions of leaf fields marshal their struct field at once,
+// without gqlgen's field context (docs/decisions/2026-12-03-leaf-fields.md).
 package inorder
 
 import (
