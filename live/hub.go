@@ -108,7 +108,12 @@ type Hub struct {
 	closing chan struct{} // closed by Close
 	poke    chan struct{} // a wake-up from another instance
 	first   chan struct{} // the hub got a subscriber when it had none
+	// runOnce starts the hub's one tailer: Run's, or the one start begins
+	// for a hub nobody ran yet; then own stops that one and ownDone is
+	// closed when it has stopped (both set within runOnce).
 	runOnce sync.Once
+	own     context.CancelFunc
+	ownDone chan struct{}
 }
 
 // New returns a hub; Run starts its tailer (Subscribe starts one of its own
@@ -164,9 +169,24 @@ func (h *Hub) Open() int {
 // instance committed events, after a wake-up from another instance (Redis)
 // or after Poll, and at once again after a full read
 // (store.RunSpineConsumer, which logs errors and retries after a backoff;
-// subscribers wait meanwhile).
+// subscribers wait meanwhile). A hub has one tailer: when a subscriber came
+// before Run and started the hub's own (start), Run lets that one go on and
+// stops it when ctx ends, returning once it has stopped. (Two tailers used to
+// run then, and the second's close of ready panicked the process.)
 func (h *Hub) Run(ctx context.Context) {
-	h.runOnce.Do(func() {})
+	first := false
+	h.runOnce.Do(func() { first = true })
+	if !first {
+		<-ctx.Done()
+		h.own()
+		<-h.ownDone
+		return
+	}
+	h.run(ctx)
+}
+
+// run is the tailer, until ctx ends.
+func (h *Hub) run(ctx context.Context) {
 	local := h.o.DB.SpineWakeups()
 	var publish chan struct{}
 	if h.o.Redis != nil {
@@ -233,7 +253,14 @@ func (h *Hub) Run(ctx context.Context) {
 // start makes sure a tailer runs (one of the hub's own, for a hub nobody
 // runs) and waits until it has a position.
 func (h *Hub) start(ctx context.Context) error {
-	h.runOnce.Do(func() { go h.Run(context.WithoutCancel(ctx)) })
+	h.runOnce.Do(func() {
+		own, stop := context.WithCancel(context.WithoutCancel(ctx))
+		h.own, h.ownDone = stop, make(chan struct{})
+		go func() {
+			defer close(h.ownDone)
+			h.run(own)
+		}()
+	})
 	select {
 	case <-h.ready:
 		return nil

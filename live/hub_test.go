@@ -32,6 +32,17 @@ type env struct {
 
 func setup(t *testing.T, o live.Options) *env {
 	t.Helper()
+	e := setupUnrun(t, o)
+	runCtx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); e.hub.Run(runCtx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return e
+}
+
+// setupUnrun is setup with a hub nobody runs yet.
+func setupUnrun(t *testing.T, o live.Options) *env {
+	t.Helper()
 	db := storetest.DB(t)
 	ctx := t.Context()
 	e := &env{db: db, user: &store.User{}}
@@ -55,10 +66,6 @@ func setup(t *testing.T, o live.Options) *env {
 	e.ws, e.project = ws.ID, p.ID
 	o.DB, o.Log = db, slog.New(slog.NewTextHandler(io.Discard, nil))
 	e.hub = live.New(o)
-	runCtx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); e.hub.Run(runCtx) }()
-	t.Cleanup(func() { cancel(); <-done })
 	return e
 }
 
@@ -328,5 +335,39 @@ func TestBadCursorIsRefused(t *testing.T) {
 		if errs.CodeOf(err) != errs.CodeBadUserInput {
 			t.Errorf("after %q: %v", after, err)
 		}
+	}
+}
+
+// A hub a subscriber started before anyone ran it has one tailer: Run,
+// called after, lets that one go on (events still come, once) and stops it
+// when its context ends. Run used to start a second tailer, whose close of
+// the hub's ready channel panicked the process (seen in CI, live/hub.go:183).
+func TestRunAfterASubscriberStartedTheTailer(t *testing.T) {
+	t.Parallel()
+	e := setupUnrun(t, live.Options{Poll: 20 * time.Millisecond})
+	ctx := t.Context()
+	ch, _ := e.subscribe(t, ctx, "") // starts the hub's own tailer
+	runCtx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); e.hub.Run(runCtx) }()
+	for i := range 3 {
+		id, err := e.createTask(ctx, fmt.Sprintf("task %d", i), 0, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case ev := <-ch:
+			if ev.Record.EntityID != id {
+				t.Fatalf("event of %s, want %s", ev.Record.EntityID, id)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("no event for task %d", i)
+		}
+	}
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not return after its context ended")
 	}
 }
