@@ -67,33 +67,33 @@ func rewriteLeaves(src string) (string, int, error) {
 	out := leafField.ReplaceAllStringFunc(src, func(fn string) string {
 		m := leafField.FindStringSubmatch(fn)
 		name, original, fieldContext, goField, marshaler := m[1], m[2], m[3], m[4], m[5]
-		if start, end, err := body(src, fieldContext); err != nil {
+		fail := func(err error) string {
 			if failed == nil {
 				failed = fmt.Errorf("%s: %w", name, err)
 			}
 			return fn
-		} else if !strings.Contains(src[start:end], "\treturn graphql.NewScalarFieldContext(") {
+		}
+		start, end, err := body(src, fieldContext)
+		if err != nil {
+			return fail(err)
+		}
+		if !strings.Contains(src[start:end], "\treturn graphql.NewScalarFieldContext(") {
 			return fn // an object's field, or one with arguments to parse
 		}
-		start, end, err := body(src, marshaler)
-		if err != nil {
-			if failed == nil {
-				failed = fmt.Errorf("%s: %w", name, err)
-			}
-			return fn
+		if start, end, err = body(src, marshaler); err != nil {
+			return fail(err)
 		}
 		mbody := src[start:end]
 		mbody = mbody[strings.Index(mbody, "{\n")+2 : len(mbody)-2]
 		head := fn[:strings.Index(fn, "{\n")+2]
 		value := "obj." + goField
-		switch {
-		case plainMarshaler(mbody):
+		if plainMarshaler(mbody) {
 			n++
 			return head + "\treturn ec." + marshaler + "(ctx, field.Selections, " + value + ")\n}\n"
-		case checkedMarshaler.MatchString(mbody):
+		}
+		if c := checkedMarshaler.FindStringSubmatch(mbody); c != nil {
 			n++
-			marshal := checkedMarshaler.FindStringSubmatch(mbody)[1]
-			return head + "\tif res := " + marshal + "(" + value + "); res != graphql.Null {\n\t\treturn res\n\t}\n" + original + "}\n"
+			return head + "\tif res := " + c[1] + "(" + value + "); res != graphql.Null {\n\t\treturn res\n\t}\n" + original + "}\n"
 		}
 		return fn
 	})
