@@ -171,15 +171,18 @@ func (h *Hub) Open() int {
 // (store.RunSpineConsumer, which logs errors and retries after a backoff;
 // subscribers wait meanwhile). A hub has one tailer: when a subscriber came
 // before Run and started the hub's own (start), Run lets that one go on and
-// stops it when ctx ends, returning once it has stopped. (Two tailers used to
-// run then, and the second's close of ready panicked the process.)
+// stops it when ctx ends, returning once it has stopped; a second Run only
+// waits for its ctx. (Two tailers used to run then, and the second's close of
+// ready panicked the process.)
 func (h *Hub) Run(ctx context.Context) {
 	first := false
 	h.runOnce.Do(func() { first = true })
 	if !first {
 		<-ctx.Done()
-		h.own()
-		<-h.ownDone
+		if h.own != nil { // else another Run runs the tailer, until its own ctx ends
+			h.own()
+			<-h.ownDone
+		}
 		return
 	}
 	h.run(ctx)

@@ -371,3 +371,27 @@ func TestRunAfterASubscriberStartedTheTailer(t *testing.T) {
 		t.Fatal("Run did not return after its context ended")
 	}
 }
+
+// Two Runs of a hub nobody else started: whichever comes first runs the
+// tailer until its context ends, the other waits for its own context; both
+// return when their contexts end, in either order of start.
+func TestTwoRunsReturnWithTheirContexts(t *testing.T) {
+	t.Parallel()
+	e := setupUnrun(t, live.Options{Poll: 20 * time.Millisecond})
+	var runs []chan struct{}
+	var cancels []context.CancelFunc
+	for range 2 {
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { defer close(done); e.hub.Run(ctx) }()
+		runs, cancels = append(runs, done), append(cancels, cancel)
+	}
+	for i, cancel := range cancels {
+		cancel()
+		select {
+		case <-runs[i]:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("Run %d did not return after its context ended", i)
+		}
+	}
+}
