@@ -14,6 +14,8 @@ import (
 	"sync"
 	"time"
 	"unicode/utf8"
+
+	"taskflow/jsoncanon"
 )
 
 // Event is an audit event as a domain operation describes it; the store adds the
@@ -342,8 +344,21 @@ func CleanText(s string) string {
 	return s
 }
 
-// DecodeMetadata decodes stored metadata, keeping numbers as json.Number.
+// DecodeMetadata decodes stored metadata, keeping numbers as json.Number:
+// what json.Decoder.UseNumber decodes of b's first value into a map. An
+// object jsoncanon.DecodeObject reads (every one jsonb gives back) it decodes
+// without encoding/json's reflection, which took 29% of the sealer's CPU
+// (docs/decisions/2026-12-03-canonical-encoding.md); anything else, errors
+// included, goes through encoding/json.
 func DecodeMetadata(b []byte) (map[string]any, error) {
+	if m, ok := jsoncanon.DecodeObject(b); ok {
+		return m, nil
+	}
+	return decodeMetadataJSON(b)
+}
+
+// decodeMetadataJSON is DecodeMetadata by encoding/json.
+func decodeMetadataJSON(b []byte) (map[string]any, error) {
 	dec := json.NewDecoder(strings.NewReader(string(b)))
 	dec.UseNumber()
 	out := map[string]any{}
@@ -369,8 +384,164 @@ func Hash(prev []byte, r Record) ([]byte, error) {
 	return h.Sum(nil), nil
 }
 
-// Canonical returns the canonical encoding of r that Hash covers.
+// Canonical returns the canonical encoding of r that Hash covers: what
+// json.Marshal gives for r with its time in UTC at microsecond precision and
+// its metadata's numbers in canonical form (nil maps and slices in it as {}
+// and []). It writes the record by hand and its metadata with jsoncanon, byte
+// for byte as encoding/json does; a record it cannot write so (a value of
+// another type in the metadata, a number that is not one, a year outside
+// 0-9999) takes encoding/json's way, which gives the answer or the error.
+// encoding/json's reflection took 23% of the sealer's CPU here
+// (docs/decisions/2026-12-03-canonical-encoding.md).
 func Canonical(r Record) ([]byte, error) {
+	if b, ok := appendCanonical(make([]byte, 0, 1024), &r); ok {
+		return b, nil
+	}
+	return canonicalJSON(r)
+}
+
+// canonicalMetadata writes metadata as canonicalValue's copy of it marshals.
+var canonicalMetadata = jsoncanon.Encoder{Number: appendCanonicalNumber, EmptyNil: true}
+
+// appendCanonical appends Canonical(*r) to b, writing Record's fields in
+// their order with their JSON names, or reports false where it leaves the
+// record to canonicalJSON. (TestCanonicalMatchesOracle fills every field of
+// Record, so a field added to it and not here fails it.)
+func appendCanonical(b []byte, r *Record) ([]byte, bool) {
+	at := r.OccurredAt.UTC().Truncate(time.Microsecond)
+	if y := at.Year(); y < 0 || y > 9999 {
+		return b, false // Time.MarshalJSON fails
+	}
+	b = append(b, `{"id":`...)
+	b = jsoncanon.AppendString(b, r.ID)
+	b = append(b, `,"chainKey":`...)
+	b = jsoncanon.AppendString(b, r.ChainKey)
+	b = append(b, `,"workspaceId":`...)
+	b = appendNullable(b, r.WorkspaceID)
+	b = append(b, `,"actorId":`...)
+	b = appendNullable(b, r.ActorID)
+	b = append(b, `,"action":`...)
+	b = jsoncanon.AppendString(b, r.Action)
+	b = append(b, `,"entityType":`...)
+	b = jsoncanon.AppendString(b, r.EntityType)
+	b = append(b, `,"entityId":`...)
+	b = jsoncanon.AppendString(b, r.EntityID)
+	b = append(b, `,"occurredAt":"`...)
+	b = at.AppendFormat(b, time.RFC3339Nano) // as Time.MarshalJSON
+	b = append(b, `","ip":`...)
+	b = appendNullable(b, r.IP)
+	b = append(b, `,"userAgent":`...)
+	b = appendNullable(b, r.UserAgent)
+	b = append(b, `,"requestId":`...)
+	b = appendNullable(b, r.RequestID)
+	b = append(b, `,"metadata":`...)
+	b, ok := canonicalMetadata.Append(b, map[string]any(r.Metadata))
+	if !ok {
+		return b, false
+	}
+	if r.TraceID != nil {
+		b = append(b, `,"traceId":`...)
+		b = jsoncanon.AppendString(b, *r.TraceID)
+	}
+	return append(b, '}'), true
+}
+
+// appendNullable appends a *string as json.Marshal writes it.
+func appendNullable(b []byte, s *string) []byte {
+	if s == nil {
+		return append(b, "null"...)
+	}
+	return jsoncanon.AppendString(b, *s)
+}
+
+// appendCanonicalNumber appends canonicalNumber(s), or reports false where
+// that fails. It reads the literals of JSON's grammar (with at most 9
+// exponent digits) itself, without allocating, and leaves anything else to
+// canonicalNumber (FuzzCanonicalNumber compares them).
+func appendCanonicalNumber(dst []byte, s string) ([]byte, bool) {
+	lit, neg := s, false
+	if len(s) > 0 && s[0] == '-' {
+		neg, s = true, s[1:]
+	}
+	i := 0
+	for i < len(s) && '0' <= s[i] && s[i] <= '9' {
+		i++
+	}
+	intPart, frac := s[:i], ""
+	if i < len(s) && s[i] == '.' {
+		j := i + 1
+		for j < len(s) && '0' <= s[j] && s[j] <= '9' {
+			j++
+		}
+		frac, i = s[i+1:j], j
+	}
+	exp := 0
+	if i < len(s) {
+		j := i + 1
+		if s[i] != 'e' && s[i] != 'E' {
+			return appendCanonicalSlow(dst, lit)
+		}
+		expNeg := false
+		if j < len(s) && (s[j] == '+' || s[j] == '-') {
+			expNeg = s[j] == '-'
+			j++
+		}
+		if j == len(s) || len(s)-j > 9 {
+			return appendCanonicalSlow(dst, lit)
+		}
+		for ; j < len(s); j++ {
+			if s[j] < '0' || s[j] > '9' {
+				return appendCanonicalSlow(dst, lit)
+			}
+			exp = exp*10 + int(s[j]-'0')
+		}
+		if expNeg {
+			exp = -exp
+		}
+	}
+	if intPart == "" && frac == "" {
+		return dst, false
+	}
+	start := len(dst)
+	if neg {
+		dst = append(dst, '-')
+	}
+	at := len(dst)
+	dst = append(dst, intPart...)
+	dst = append(dst, frac...)
+	digits := dst[at:]
+	lead := 0
+	for lead < len(digits) && digits[lead] == '0' {
+		lead++
+	}
+	if lead == len(digits) {
+		return append(dst[:start], '0'), true // every zero is 0, -0 too
+	}
+	trail := 0
+	for digits[len(digits)-1-trail] == '0' {
+		trail++
+	}
+	dst = dst[:at+copy(digits, digits[lead:len(digits)-trail])]
+	if exp += trail - len(frac); exp != 0 {
+		dst = append(dst, 'e')
+		dst = strconv.AppendInt(dst, int64(exp), 10)
+	}
+	return dst, true
+}
+
+// appendCanonicalSlow appends canonicalNumber(s), or reports false where
+// that fails.
+func appendCanonicalSlow(dst []byte, s string) ([]byte, bool) {
+	n, err := canonicalNumber(s)
+	if err != nil {
+		return dst, false
+	}
+	return append(dst, n...), true
+}
+
+// canonicalJSON is Canonical by encoding/json: canonicalValue's copy of the
+// metadata, and json.Marshal of the record.
+func canonicalJSON(r Record) ([]byte, error) {
 	r.OccurredAt = r.OccurredAt.UTC().Truncate(time.Microsecond)
 	meta, err := canonicalValue(map[string]any(r.Metadata))
 	if err != nil {
