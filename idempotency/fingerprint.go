@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/vektah/gqlparser/v2/ast"
+
+	"taskflow/jsoncanon"
 )
 
 // keyArg is the name of the argument that carries an idempotency key.
@@ -47,15 +49,35 @@ func Fingerprint(schema *ast.Schema, field *ast.Field, vars map[string]any) ([]b
 	if c.err != nil {
 		return nil, c.err
 	}
-	b, err := json.Marshal(struct {
-		Field string         `json:"field"`
-		Args  map[string]any `json:"args"`
-	}{field.Name, args})
+	b, err := fingerprintJSON(field.Name, args)
 	if err != nil {
-		return nil, fmt.Errorf("fingerprint: %w", err)
+		return nil, err
 	}
 	sum := sha256.Sum256(b)
 	return sum[:], nil
+}
+
+// fingerprintJSON returns what Fingerprint hashes: the JSON of
+// {"field": name, "args": args}, as json.Marshal writes that struct. The
+// arguments are written by jsoncanon, byte for byte as encoding/json does,
+// without its reflection; arguments it does not handle (a Fingerprinter's
+// value of another type, a custom scalar's) are marshaled by encoding/json
+// (docs/decisions/2026-12-03-canonical-encoding.md).
+func fingerprintJSON(name string, args map[string]any) ([]byte, error) {
+	b := append(make([]byte, 0, 256), `{"field":`...)
+	b = jsoncanon.AppendString(b, name)
+	b = append(b, `,"args":`...)
+	if b, ok := jsoncanon.Append(b, args); ok {
+		return append(b, '}'), nil
+	}
+	b, err := json.Marshal(struct {
+		Field string         `json:"field"`
+		Args  map[string]any `json:"args"`
+	}{name, args})
+	if err != nil {
+		return nil, fmt.Errorf("fingerprint: %w", err)
+	}
+	return b, nil
 }
 
 // Fingerprinter is an argument value whose fingerprint is not its JSON form:

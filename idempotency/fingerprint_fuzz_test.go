@@ -26,8 +26,9 @@ func decodeVars(raw []byte) (map[string]any, bool) {
 
 // FuzzFingerprint fingerprints every root field of arbitrary valid mutation
 // documents with arbitrary variables: it never panics, gives 32 bytes, the same
-// bytes every time, and the same bytes for the variables written in another key
-// order, and ignores the value of the idempotency key.
+// bytes every time, the oracle's (encoding/json's) bytes, and the same bytes for
+// the variables written in another key order, and ignores the value of the
+// idempotency key.
 func FuzzFingerprint(f *testing.F) {
 	f.Add(`mutation { createTask(input: {projectId: "p1", title: "T", priority: HIGH}, idempotencyKey: "k") { id } }`, ``)
 	f.Add(`mutation($in: CreateTaskInput!, $k: String) { createTask(input: $in, idempotencyKey: $k) { id } }`,
@@ -37,6 +38,8 @@ func FuzzFingerprint(f *testing.F) {
 	f.Add(`mutation($w: ID!, $e: String!, $r: Role!) { addMember(workspaceId: $w, email: $e, role: $r) { role } a: removeMember(workspaceId: $w, userId: "u") }`,
 		`{"w": "w1", "e": "\u00e9@example.com", "r": "ADMIN"}`)
 	f.Add(`mutation { createWorkspace(input: {name: "\uD83D\uDE00"}) { id } login(email: "a", password: "b") { token } }`, `{}`)
+	f.Add(`mutation($in: CreateTaskInput!) { createTask(input: $in) { id } }`,
+		`{"in": {"title": "<b>\u2028\ud800\u0000</b> & \"q\"", "priority": "LOW", "projectId": 1.50}}`)
 	f.Fuzz(func(t *testing.T, query, rawVars string) {
 		vars, ok := decodeVars([]byte(rawVars))
 		if !ok {
@@ -67,6 +70,9 @@ func FuzzFingerprint(f *testing.F) {
 				b, err := Fingerprint(schema, field, coerced)
 				if err != nil || !bytes.Equal(a, b) || len(a) != 32 {
 					t.Fatalf("%s: fingerprints %x and %x (%v)", field.Name, a, b, err)
+				}
+				if o, err := oracleFingerprint(schema, field, coerced); err != nil || !bytes.Equal(a, o) {
+					t.Fatalf("%s: fingerprint %x; the oracle's %x (%v)", field.Name, a, o, err)
 				}
 				if c, err := Fingerprint(schema, field, reordered); err != nil || !bytes.Equal(a, c) {
 					t.Fatalf("%s: %x, with the variables re-encoded %x (%v)", field.Name, a, c, err)
