@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"taskflow/audit"
+	"taskflow/jsoncanon"
 )
 
 // auditRecordFields maps the columns of audit_events to the fields of
@@ -57,11 +58,24 @@ func auditRecordRefs(r *audit.Record) []any {
 // type (a **string) it first tries in the uuid's binary format, fails,
 // builds the error and falls back to text (about 2% of createTask's server
 // CPU, in a profile of 2026-12-02).
+//
+// The metadata goes as its JSON text, written by jsoncanon as json.Marshal
+// writes it, which pgx sends to the jsonb parameter as it is; pgx marshaled
+// the map with encoding/json's reflection (2.3% of createTask's server CPU,
+// docs/decisions/2026-12-03-canonical-encoding.md). Metadata that jsoncanon
+// does not handle, or nil metadata, goes as before.
 func auditRecordArgs(r *audit.Record) []any {
 	args := auditRecordRefs(r)
 	for i, a := range args {
-		if p, ok := a.(**string); ok {
-			args[i] = *p
+		switch a := a.(type) {
+		case **string:
+			args[i] = *a
+		case *recordMetadata:
+			if *a != nil {
+				if b, ok := jsoncanon.Append(nil, map[string]any(*a)); ok {
+					args[i] = b
+				}
+			}
 		}
 	}
 	return args

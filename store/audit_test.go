@@ -174,6 +174,7 @@ func TestAuditMetadataRoundTripVerifies(t *testing.T) {
 		{"nested": map[string]any{"a": []any{1, "two", nil, true, map[string]any{"deep": []any{}}}}, "null": nil},
 		{"changes": map[string]any{"title": audit.Change{From: "a", To: "b"}, "dueDate": audit.Change{From: nil, To: "2026-01-01T00:00:00Z"}}},
 		{"nul": "a\x00b", "k\x00": 1},
+		{"<k>": "\u2029&", "num": json.Number("1.50"), "list": []any{json.Number("15e-1"), json.Number("-0")}},
 	}
 	for i, m := range metas {
 		f.append(ctx, auditWsEvent(ws, owner, "task.updated", fmt.Sprint("e", i), m), nil)
