@@ -11,7 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vektah/gqlparser/v2"
 	"github.com/vektah/gqlparser/v2/ast"
+	"github.com/vektah/gqlparser/v2/validator"
 )
 
 // oracleFingerprint is Fingerprint as it was before fingerprintJSON
@@ -145,5 +147,33 @@ func TestFingerprintGolden(t *testing.T) {
 	const want = "9dd85787b95a5227f97593c63dbe2a833100fbe2bc90f0dabdc31fae1adb303c"
 	if hex.EncodeToString([]byte(got)) != want {
 		t.Errorf("fingerprint %x; want %s", got, want)
+	}
+}
+
+func BenchmarkFingerprint(b *testing.B) {
+	doc, errs := gqlparser.LoadQuery(schema, `mutation($in: CreateTaskInput!) { createTask(input: $in, idempotencyKey: "k") { id } }`)
+	if errs != nil {
+		b.Fatal(errs)
+	}
+	raw := map[string]any{"in": map[string]any{"projectId": "5d0c6a1b-2f3e-4a9b-8c7d-1e2f3a4b5c6d", "title": "Write the report",
+		"description": "Numbers of the week, and what they mean.", "priority": "HIGH", "dueDate": "2026-12-10T17:00:00Z"}}
+	op := doc.Operations[0]
+	vars, err := validator.VariableValues(schema, op, raw)
+	if err != nil {
+		b.Fatal(err)
+	}
+	field := op.SelectionSet[0].(*ast.Field)
+	for _, c := range []struct {
+		name string
+		fn   func(*ast.Schema, *ast.Field, map[string]any) ([]byte, error)
+	}{{"old", oracleFingerprint}, {"new", Fingerprint}} {
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := c.fn(schema, field, vars); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
