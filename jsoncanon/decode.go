@@ -207,7 +207,7 @@ func (d *decoder) number() (any, bool) {
 func (d *decoder) string() (string, bool) {
 	s := d.s
 	start := d.i + 1
-	plain := true
+	escaped, ascii := false, true
 	i := start
 	for ; i < len(s); i++ {
 		c := s[i]
@@ -218,32 +218,20 @@ func (d *decoder) string() (string, bool) {
 			return "", false
 		}
 		if c == '\\' {
-			plain = false
+			escaped = true
 			i++ // the escaped byte is checked by unquote
 		} else if c >= utf8.RuneSelf {
-			plain = false
+			ascii = false
 		}
 	}
 	if i >= len(s) {
 		return "", false
 	}
 	d.i = i + 1
-	if plain {
-		return s[start:i], true
-	}
-	if raw := s[start:i]; !hasByte(raw, '\\') && utf8.ValidString(raw) {
+	if raw := s[start:i]; !escaped && (ascii || utf8.ValidString(raw)) {
 		return raw, true
 	}
 	return unquote(s[start:i])
-}
-
-func hasByte(s string, b byte) bool {
-	for i := 0; i < len(s); i++ {
-		if s[i] == b {
-			return true
-		}
-	}
-	return false
 }
 
 // unquote decodes the body of a string with escapes or non-ASCII bytes as
