@@ -305,8 +305,8 @@ func paramsFromJSON(body []byte) (*graphql.RawParams, *requestError) {
 	if len(trimmed) > 0 && trimmed[0] == '[' {
 		return nil, parseError(http.StatusBadRequest, "batched operations are not supported: send one operation per request")
 	}
-	var b postBody
-	if err := decodeObject(string(body), &b); err != nil {
+	b, err := decodeBody(body)
+	if err != nil {
 		return nil, parseError(http.StatusBadRequest, "the body is not a JSON object {query, variables, operationName, extensions}")
 	}
 	p := &graphql.RawParams{Variables: b.Variables, Extensions: b.Extensions}

@@ -41,40 +41,66 @@ func (d *decoder) space() {
 	}
 }
 
+// DecodeFields decodes b when it is one JSON object and nothing more but
+// white space, calling field with each of its members in the order they are
+// written (duplicates included), their values decoded as DecodeObject
+// decodes them. It reports false for anything else (field may have been
+// called for the members before the fault): the caller then decodes with
+// encoding/json. It is for decoding into a struct, whose members
+// encoding/json assigns in document order.
+func DecodeFields(b []byte, field func(key string, v any)) bool {
+	d := decoder{s: string(b)}
+	d.space()
+	if d.i >= len(d.s) || d.s[d.i] != '{' || !d.members(0, field) {
+		return false
+	}
+	d.space()
+	return d.i == len(d.s)
+}
+
 // object reads an object from its '{' at d.i.
 func (d *decoder) object(depth int) (map[string]any, bool) {
-	if depth >= maxDepth {
+	m := map[string]any{}
+	if !d.members(depth, func(k string, v any) { m[k] = v }) {
 		return nil, false
 	}
+	return m, true
+}
+
+// members reads an object from its '{' at d.i, calling field with each
+// member in order.
+func (d *decoder) members(depth int, field func(key string, v any)) bool {
+	if depth >= maxDepth {
+		return false
+	}
 	d.i++
-	m := map[string]any{}
 	d.space()
 	if d.i < len(d.s) && d.s[d.i] == '}' {
 		d.i++
-		return m, true
+		return true
 	}
 	for {
 		if d.i >= len(d.s) || d.s[d.i] != '"' {
-			return nil, false
+			return false
 		}
 		k, ok := d.string()
 		if !ok {
-			return nil, false
+			return false
 		}
 		d.space()
 		if d.i >= len(d.s) || d.s[d.i] != ':' {
-			return nil, false
+			return false
 		}
 		d.i++
 		d.space()
 		v, ok := d.value(depth)
 		if !ok {
-			return nil, false
+			return false
 		}
-		m[k] = v
+		field(k, v)
 		d.space()
 		if d.i >= len(d.s) {
-			return nil, false
+			return false
 		}
 		switch d.s[d.i] {
 		case ',':
@@ -82,9 +108,9 @@ func (d *decoder) object(depth int) (map[string]any, bool) {
 			d.space()
 		case '}':
 			d.i++
-			return m, true
+			return true
 		default:
-			return nil, false
+			return false
 		}
 	}
 }

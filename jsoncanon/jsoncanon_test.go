@@ -67,6 +67,29 @@ func FuzzDecodeObject(f *testing.F) {
 	})
 }
 
+// TestDecodeFields checks that DecodeFields gives an object's members in
+// the order written, duplicates included, with DecodeObject's values, and
+// declines a document with anything but white space after the object.
+func TestDecodeFields(t *testing.T) {
+	type member struct {
+		k string
+		v any
+	}
+	var got []member
+	ok := DecodeFields([]byte(" {\"b\":1,\"a\":{\"x\":[true,null]},\"b\":\"s\\u00e9\"}\n\t"), func(k string, v any) {
+		got = append(got, member{k, v})
+	})
+	want := []member{{"b", json.Number("1")}, {"a", map[string]any{"x": []any{true, nil}}}, {"b", "sé"}}
+	if !ok || !reflect.DeepEqual(got, want) {
+		t.Fatalf("DecodeFields: %v %#v, want %#v", ok, got, want)
+	}
+	for _, s := range []string{`{"a":1} {}`, `{"a":1}x`, `{"a":1`, `[]`, ` null`, `{"a":1}` + "\u00a0"} {
+		if DecodeFields([]byte(s), func(string, any) {}) {
+			t.Errorf("DecodeFields(%q) read it; it must decline", s)
+		}
+	}
+}
+
 // plainObject reports whether b is an object that DecodeObject must decode
 // itself: one not nested deeper than 1000.
 func plainObject(b []byte) bool {
