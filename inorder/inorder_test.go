@@ -191,6 +191,7 @@ func TestMarshalSliceInOrder(t *testing.T) {
 	ctx := responseContext()
 	var running, overlapped atomic.Int32
 	var order []int
+	var kept []context.Context // the elements' contexts, which outlive their marshaling
 	caller := goroutineID()
 	ret := inorder.MarshalSlice(ctx, plain, "T", plainSel, 4, func(ctx context.Context, i int) graphql.Marshaler {
 		if running.Add(1) > 1 {
@@ -204,6 +205,7 @@ func TestMarshalSliceInOrder(t *testing.T) {
 			t.Errorf("element %d: field context index %v", i, fc.Index)
 		}
 		order = append(order, i)
+		kept = append(kept, ctx)
 		if i == 2 {
 			panic("element 2")
 		}
@@ -214,6 +216,11 @@ func TestMarshalSliceInOrder(t *testing.T) {
 	}
 	if len(ret) != 4 || ret[2] != graphql.Null || ret[3] == graphql.Null {
 		t.Fatalf("results %v", ret)
+	}
+	for i, c := range kept {
+		if fc := graphql.GetFieldContext(c); fc.Index == nil || *fc.Index != i || fc.Path().String() != fmt.Sprintf("list[%d]", i) {
+			t.Errorf("after the list, element %d's field context has index %v, path %s", i, fc.Index, fc.Path())
+		}
 	}
 	errList := graphql.GetErrors(ctx)
 	if len(errList) != 1 || !strings.Contains(errList[0].Message, "element 2") || fmt.Sprint(errList[0].Path) != "list[2]" {
