@@ -5159,26 +5159,7 @@ func (ec *executionContext) field___Type_inputFields_args(ctx context.Context, r
 // region    **************************** field.gotpl *****************************
 
 func (ec *executionContext) _Attachment_id(ctx context.Context, field graphql.CollectedField, obj *store.Attachment) (ret graphql.Marshaler) {
-	if res := graphql.MarshalID(obj.ID); res != graphql.Null {
-		return res
-	}
-	return graphql.ResolveField(
-		ctx,
-		ec.OperationContext,
-		field,
-		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.fieldContext_Attachment_id(ctx, field)
-		},
-		func(ctx context.Context) (any, error) {
-			return obj.ID, nil
-		},
-		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
-			return ec.marshalNID2string(ctx, selections, v)
-		},
-		true,
-		true,
-	)
+	return inorder.String(&obj.ID)
 }
 func (ec *executionContext) fieldContext_Attachment_id(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Attachment", field, false, false, "ID")
@@ -5217,52 +5198,14 @@ func (ec *executionContext) fieldContext_Attachment_task(_ context.Context, fiel
 }
 
 func (ec *executionContext) _Attachment_filename(ctx context.Context, field graphql.CollectedField, obj *store.Attachment) (ret graphql.Marshaler) {
-	if res := graphql.MarshalString(obj.Filename); res != graphql.Null {
-		return res
-	}
-	return graphql.ResolveField(
-		ctx,
-		ec.OperationContext,
-		field,
-		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.fieldContext_Attachment_filename(ctx, field)
-		},
-		func(ctx context.Context) (any, error) {
-			return obj.Filename, nil
-		},
-		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
-			return ec.marshalNString2string(ctx, selections, v)
-		},
-		true,
-		true,
-	)
+	return inorder.String(&obj.Filename)
 }
 func (ec *executionContext) fieldContext_Attachment_filename(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Attachment", field, false, false, "String")
 }
 
 func (ec *executionContext) _Attachment_contentType(ctx context.Context, field graphql.CollectedField, obj *store.Attachment) (ret graphql.Marshaler) {
-	if res := graphql.MarshalString(obj.ContentType); res != graphql.Null {
-		return res
-	}
-	return graphql.ResolveField(
-		ctx,
-		ec.OperationContext,
-		field,
-		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.fieldContext_Attachment_contentType(ctx, field)
-		},
-		func(ctx context.Context) (any, error) {
-			return obj.ContentType, nil
-		},
-		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
-			return ec.marshalNString2string(ctx, selections, v)
-		},
-		true,
-		true,
-	)
+	return inorder.String(&obj.ContentType)
 }
 func (ec *executionContext) fieldContext_Attachment_contentType(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Attachment", field, false, false, "String")
@@ -5295,26 +5238,7 @@ func (ec *executionContext) fieldContext_Attachment_size(_ context.Context, fiel
 }
 
 func (ec *executionContext) _Attachment_sha256(ctx context.Context, field graphql.CollectedField, obj *store.Attachment) (ret graphql.Marshaler) {
-	if res := graphql.MarshalString(obj.SHA256); res != graphql.Null {
-		return res
-	}
-	return graphql.ResolveField(
-		ctx,
-		ec.OperationContext,
-		field,
-		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.fieldContext_Attachment_sha256(ctx, field)
-		},
-		func(ctx context.Context) (any, error) {
-			return obj.SHA256, nil
-		},
-		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
-			return ec.marshalNString2string(ctx, selections, v)
-		},
-		true,
-		true,
-	)
+	return inorder.String(&obj.SHA256)
 }
 func (ec *executionContext) fieldContext_Attachment_sha256(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Attachment", field, false, false, "String")
@@ -5553,52 +5477,14 @@ func (ec *executionContext) fieldContext_AttachmentEdge_node(_ context.Context, 
 }
 
 func (ec *executionContext) _AuditCheckpoint_version(ctx context.Context, field graphql.CollectedField, obj *store.AuditCheckpoint) (ret graphql.Marshaler) {
-	if res := graphql.MarshalString(obj.Version); res != graphql.Null {
-		return res
-	}
-	return graphql.ResolveField(
-		ctx,
-		ec.OperationContext,
-		field,
-		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.fieldContext_AuditCheckpoint_version(ctx, field)
-		},
-		func(ctx context.Context) (any, error) {
-			return obj.Version, nil
-		},
-		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
-			return ec.marshalNString2string(ctx, selections, v)
-		},
-		true,
-		true,
-	)
+	return inorder.String(&obj.Version)
 }
 func (ec *executionContext) fieldContext_AuditCheckpoint_version(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("AuditCheckpoint", field, false, false, "String")
 }
 
 func (ec *executionContext) _AuditCheckpoint_chainKey(ctx context.Context, field graphql.CollectedField, obj *store.AuditCheckpoint) (ret graphql.Marshaler) {
-	if res := graphql.MarshalString(obj.ChainKey); res != graphql.Null {
-		return res
-	}
-	return graphql.ResolveField(
-		ctx,
-		ec.OperationContext,
-		field,
-		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.fieldContext_AuditCheckpoint_chainKey(ctx, field)
-		},
-		func(ctx context.Context) (any, error) {
-			return obj.ChainKey, nil
-		},
-		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
-			return ec.marshalNString2string(ctx, selections, v)
-		},
-		true,
-		true,
-	)
+	return inorder.String(&obj.ChainKey)
 }
 func (ec *executionContext) fieldContext_AuditCheckpoint_chainKey(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("AuditCheckpoint", field, false, false, "String")
@@ -5631,26 +5517,7 @@ func (ec *executionContext) fieldContext_AuditCheckpoint_position(_ context.Cont
 }
 
 func (ec *executionContext) _AuditCheckpoint_headHash(ctx context.Context, field graphql.CollectedField, obj *store.AuditCheckpoint) (ret graphql.Marshaler) {
-	if res := graphql.MarshalString(obj.HeadHash); res != graphql.Null {
-		return res
-	}
-	return graphql.ResolveField(
-		ctx,
-		ec.OperationContext,
-		field,
-		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.fieldContext_AuditCheckpoint_headHash(ctx, field)
-		},
-		func(ctx context.Context) (any, error) {
-			return obj.HeadHash, nil
-		},
-		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
-			return ec.marshalNString2string(ctx, selections, v)
-		},
-		true,
-		true,
-	)
+	return inorder.String(&obj.HeadHash)
 }
 func (ec *executionContext) fieldContext_AuditCheckpoint_headHash(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("AuditCheckpoint", field, false, false, "String")
@@ -5683,104 +5550,28 @@ func (ec *executionContext) fieldContext_AuditCheckpoint_signedAt(_ context.Cont
 }
 
 func (ec *executionContext) _AuditCheckpoint_keyId(ctx context.Context, field graphql.CollectedField, obj *store.AuditCheckpoint) (ret graphql.Marshaler) {
-	if res := graphql.MarshalString(obj.KeyID); res != graphql.Null {
-		return res
-	}
-	return graphql.ResolveField(
-		ctx,
-		ec.OperationContext,
-		field,
-		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.fieldContext_AuditCheckpoint_keyId(ctx, field)
-		},
-		func(ctx context.Context) (any, error) {
-			return obj.KeyID, nil
-		},
-		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
-			return ec.marshalNString2string(ctx, selections, v)
-		},
-		true,
-		true,
-	)
+	return inorder.String(&obj.KeyID)
 }
 func (ec *executionContext) fieldContext_AuditCheckpoint_keyId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("AuditCheckpoint", field, false, false, "String")
 }
 
 func (ec *executionContext) _AuditCheckpoint_publicKey(ctx context.Context, field graphql.CollectedField, obj *store.AuditCheckpoint) (ret graphql.Marshaler) {
-	if res := graphql.MarshalString(obj.PublicKey); res != graphql.Null {
-		return res
-	}
-	return graphql.ResolveField(
-		ctx,
-		ec.OperationContext,
-		field,
-		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.fieldContext_AuditCheckpoint_publicKey(ctx, field)
-		},
-		func(ctx context.Context) (any, error) {
-			return obj.PublicKey, nil
-		},
-		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
-			return ec.marshalNString2string(ctx, selections, v)
-		},
-		true,
-		true,
-	)
+	return inorder.String(&obj.PublicKey)
 }
 func (ec *executionContext) fieldContext_AuditCheckpoint_publicKey(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("AuditCheckpoint", field, false, false, "String")
 }
 
 func (ec *executionContext) _AuditCheckpoint_signature(ctx context.Context, field graphql.CollectedField, obj *store.AuditCheckpoint) (ret graphql.Marshaler) {
-	if res := graphql.MarshalString(obj.Signature); res != graphql.Null {
-		return res
-	}
-	return graphql.ResolveField(
-		ctx,
-		ec.OperationContext,
-		field,
-		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.fieldContext_AuditCheckpoint_signature(ctx, field)
-		},
-		func(ctx context.Context) (any, error) {
-			return obj.Signature, nil
-		},
-		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
-			return ec.marshalNString2string(ctx, selections, v)
-		},
-		true,
-		true,
-	)
+	return inorder.String(&obj.Signature)
 }
 func (ec *executionContext) fieldContext_AuditCheckpoint_signature(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("AuditCheckpoint", field, false, false, "String")
 }
 
 func (ec *executionContext) _AuditCheckpoint_message(ctx context.Context, field graphql.CollectedField, obj *store.AuditCheckpoint) (ret graphql.Marshaler) {
-	if res := graphql.MarshalString(obj.Message); res != graphql.Null {
-		return res
-	}
-	return graphql.ResolveField(
-		ctx,
-		ec.OperationContext,
-		field,
-		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.fieldContext_AuditCheckpoint_message(ctx, field)
-		},
-		func(ctx context.Context) (any, error) {
-			return obj.Message, nil
-		},
-		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
-			return ec.marshalNString2string(ctx, selections, v)
-		},
-		true,
-		true,
-	)
+	return inorder.String(&obj.Message)
 }
 func (ec *executionContext) fieldContext_AuditCheckpoint_message(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("AuditCheckpoint", field, false, false, "String")
@@ -5891,26 +5682,7 @@ func (ec *executionContext) fieldContext_AuditCheckpointVerification_position(_ 
 }
 
 func (ec *executionContext) _AuditCheckpointVerification_keyId(ctx context.Context, field graphql.CollectedField, obj *store.AuditCheckpointVerification) (ret graphql.Marshaler) {
-	if res := graphql.MarshalString(obj.KeyID); res != graphql.Null {
-		return res
-	}
-	return graphql.ResolveField(
-		ctx,
-		ec.OperationContext,
-		field,
-		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.fieldContext_AuditCheckpointVerification_keyId(ctx, field)
-		},
-		func(ctx context.Context) (any, error) {
-			return obj.KeyID, nil
-		},
-		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
-			return ec.marshalNString2string(ctx, selections, v)
-		},
-		true,
-		true,
-	)
+	return inorder.String(&obj.KeyID)
 }
 func (ec *executionContext) fieldContext_AuditCheckpointVerification_keyId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("AuditCheckpointVerification", field, false, false, "String")
@@ -5924,26 +5696,7 @@ func (ec *executionContext) fieldContext_AuditCheckpointVerification_reason(_ co
 }
 
 func (ec *executionContext) _AuditEvent_id(ctx context.Context, field graphql.CollectedField, obj *store.AuditEvent) (ret graphql.Marshaler) {
-	if res := graphql.MarshalID(obj.ID); res != graphql.Null {
-		return res
-	}
-	return graphql.ResolveField(
-		ctx,
-		ec.OperationContext,
-		field,
-		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.fieldContext_AuditEvent_id(ctx, field)
-		},
-		func(ctx context.Context) (any, error) {
-			return obj.ID, nil
-		},
-		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
-			return ec.marshalNID2string(ctx, selections, v)
-		},
-		true,
-		true,
-	)
+	return inorder.String(&obj.ID)
 }
 func (ec *executionContext) fieldContext_AuditEvent_id(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("AuditEvent", field, false, false, "ID")
@@ -5996,78 +5749,21 @@ func (ec *executionContext) fieldContext_AuditEvent_actorId(_ context.Context, f
 }
 
 func (ec *executionContext) _AuditEvent_action(ctx context.Context, field graphql.CollectedField, obj *store.AuditEvent) (ret graphql.Marshaler) {
-	if res := graphql.MarshalString(obj.Action); res != graphql.Null {
-		return res
-	}
-	return graphql.ResolveField(
-		ctx,
-		ec.OperationContext,
-		field,
-		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.fieldContext_AuditEvent_action(ctx, field)
-		},
-		func(ctx context.Context) (any, error) {
-			return obj.Action, nil
-		},
-		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
-			return ec.marshalNString2string(ctx, selections, v)
-		},
-		true,
-		true,
-	)
+	return inorder.String(&obj.Action)
 }
 func (ec *executionContext) fieldContext_AuditEvent_action(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("AuditEvent", field, false, false, "String")
 }
 
 func (ec *executionContext) _AuditEvent_entityType(ctx context.Context, field graphql.CollectedField, obj *store.AuditEvent) (ret graphql.Marshaler) {
-	if res := graphql.MarshalString(obj.EntityType); res != graphql.Null {
-		return res
-	}
-	return graphql.ResolveField(
-		ctx,
-		ec.OperationContext,
-		field,
-		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.fieldContext_AuditEvent_entityType(ctx, field)
-		},
-		func(ctx context.Context) (any, error) {
-			return obj.EntityType, nil
-		},
-		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
-			return ec.marshalNString2string(ctx, selections, v)
-		},
-		true,
-		true,
-	)
+	return inorder.String(&obj.EntityType)
 }
 func (ec *executionContext) fieldContext_AuditEvent_entityType(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("AuditEvent", field, false, false, "String")
 }
 
 func (ec *executionContext) _AuditEvent_entityId(ctx context.Context, field graphql.CollectedField, obj *store.AuditEvent) (ret graphql.Marshaler) {
-	if res := graphql.MarshalID(obj.EntityID); res != graphql.Null {
-		return res
-	}
-	return graphql.ResolveField(
-		ctx,
-		ec.OperationContext,
-		field,
-		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.fieldContext_AuditEvent_entityId(ctx, field)
-		},
-		func(ctx context.Context) (any, error) {
-			return obj.EntityID, nil
-		},
-		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
-			return ec.marshalNID2string(ctx, selections, v)
-		},
-		true,
-		true,
-	)
+	return inorder.String(&obj.EntityID)
 }
 func (ec *executionContext) fieldContext_AuditEvent_entityId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("AuditEvent", field, false, false, "ID")
@@ -6333,26 +6029,7 @@ func (ec *executionContext) fieldContext_AuditEventEdge_node(_ context.Context, 
 }
 
 func (ec *executionContext) _AuditEventStreamItem_cursor(ctx context.Context, field graphql.CollectedField, obj *live.AuditItem) (ret graphql.Marshaler) {
-	if res := graphql.MarshalString(obj.Cursor); res != graphql.Null {
-		return res
-	}
-	return graphql.ResolveField(
-		ctx,
-		ec.OperationContext,
-		field,
-		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.fieldContext_AuditEventStreamItem_cursor(ctx, field)
-		},
-		func(ctx context.Context) (any, error) {
-			return obj.Cursor, nil
-		},
-		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
-			return ec.marshalNString2string(ctx, selections, v)
-		},
-		true,
-		true,
-	)
+	return inorder.String(&obj.Cursor)
 }
 func (ec *executionContext) fieldContext_AuditEventStreamItem_cursor(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("AuditEventStreamItem", field, false, false, "String")
@@ -6391,78 +6068,21 @@ func (ec *executionContext) fieldContext_AuditEventStreamItem_event(_ context.Co
 }
 
 func (ec *executionContext) _AuditSigningKey_keyId(ctx context.Context, field graphql.CollectedField, obj *store.AuditSigningKey) (ret graphql.Marshaler) {
-	if res := graphql.MarshalString(obj.KeyID); res != graphql.Null {
-		return res
-	}
-	return graphql.ResolveField(
-		ctx,
-		ec.OperationContext,
-		field,
-		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.fieldContext_AuditSigningKey_keyId(ctx, field)
-		},
-		func(ctx context.Context) (any, error) {
-			return obj.KeyID, nil
-		},
-		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
-			return ec.marshalNString2string(ctx, selections, v)
-		},
-		true,
-		true,
-	)
+	return inorder.String(&obj.KeyID)
 }
 func (ec *executionContext) fieldContext_AuditSigningKey_keyId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("AuditSigningKey", field, false, false, "String")
 }
 
 func (ec *executionContext) _AuditSigningKey_publicKey(ctx context.Context, field graphql.CollectedField, obj *store.AuditSigningKey) (ret graphql.Marshaler) {
-	if res := graphql.MarshalString(obj.PublicKey); res != graphql.Null {
-		return res
-	}
-	return graphql.ResolveField(
-		ctx,
-		ec.OperationContext,
-		field,
-		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.fieldContext_AuditSigningKey_publicKey(ctx, field)
-		},
-		func(ctx context.Context) (any, error) {
-			return obj.PublicKey, nil
-		},
-		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
-			return ec.marshalNString2string(ctx, selections, v)
-		},
-		true,
-		true,
-	)
+	return inorder.String(&obj.PublicKey)
 }
 func (ec *executionContext) fieldContext_AuditSigningKey_publicKey(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("AuditSigningKey", field, false, false, "String")
 }
 
 func (ec *executionContext) _AuditSigningKey_algorithm(ctx context.Context, field graphql.CollectedField, obj *store.AuditSigningKey) (ret graphql.Marshaler) {
-	if res := graphql.MarshalString(obj.Algorithm); res != graphql.Null {
-		return res
-	}
-	return graphql.ResolveField(
-		ctx,
-		ec.OperationContext,
-		field,
-		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.fieldContext_AuditSigningKey_algorithm(ctx, field)
-		},
-		func(ctx context.Context) (any, error) {
-			return obj.Algorithm, nil
-		},
-		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
-			return ec.marshalNString2string(ctx, selections, v)
-		},
-		true,
-		true,
-	)
+	return inorder.String(&obj.Algorithm)
 }
 func (ec *executionContext) fieldContext_AuditSigningKey_algorithm(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("AuditSigningKey", field, false, false, "String")
@@ -6652,26 +6272,7 @@ func (ec *executionContext) fieldContext_AuditVerification_checkpoint(_ context.
 }
 
 func (ec *executionContext) _AuthPayload_token(ctx context.Context, field graphql.CollectedField, obj *store.AuthPayload) (ret graphql.Marshaler) {
-	if res := graphql.MarshalString(obj.Token); res != graphql.Null {
-		return res
-	}
-	return graphql.ResolveField(
-		ctx,
-		ec.OperationContext,
-		field,
-		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.fieldContext_AuthPayload_token(ctx, field)
-		},
-		func(ctx context.Context) (any, error) {
-			return obj.Token, nil
-		},
-		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
-			return ec.marshalNString2string(ctx, selections, v)
-		},
-		true,
-		true,
-	)
+	return inorder.String(&obj.Token)
 }
 func (ec *executionContext) fieldContext_AuthPayload_token(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("AuthPayload", field, false, false, "String")
@@ -6710,26 +6311,7 @@ func (ec *executionContext) fieldContext_AuthPayload_user(_ context.Context, fie
 }
 
 func (ec *executionContext) _Comment_id(ctx context.Context, field graphql.CollectedField, obj *store.Comment) (ret graphql.Marshaler) {
-	if res := graphql.MarshalID(obj.ID); res != graphql.Null {
-		return res
-	}
-	return graphql.ResolveField(
-		ctx,
-		ec.OperationContext,
-		field,
-		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.fieldContext_Comment_id(ctx, field)
-		},
-		func(ctx context.Context) (any, error) {
-			return obj.ID, nil
-		},
-		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
-			return ec.marshalNID2string(ctx, selections, v)
-		},
-		true,
-		true,
-	)
+	return inorder.String(&obj.ID)
 }
 func (ec *executionContext) fieldContext_Comment_id(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Comment", field, false, false, "ID")
@@ -6800,26 +6382,7 @@ func (ec *executionContext) fieldContext_Comment_author(_ context.Context, field
 }
 
 func (ec *executionContext) _Comment_body(ctx context.Context, field graphql.CollectedField, obj *store.Comment) (ret graphql.Marshaler) {
-	if res := graphql.MarshalString(obj.Body); res != graphql.Null {
-		return res
-	}
-	return graphql.ResolveField(
-		ctx,
-		ec.OperationContext,
-		field,
-		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.fieldContext_Comment_body(ctx, field)
-		},
-		func(ctx context.Context) (any, error) {
-			return obj.Body, nil
-		},
-		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
-			return ec.marshalNString2string(ctx, selections, v)
-		},
-		true,
-		true,
-	)
+	return inorder.String(&obj.Body)
 }
 func (ec *executionContext) fieldContext_Comment_body(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Comment", field, false, false, "String")
@@ -7029,111 +6592,35 @@ func (ec *executionContext) fieldContext_CommentEdge_node(_ context.Context, fie
 }
 
 func (ec *executionContext) _Invitation_id(ctx context.Context, field graphql.CollectedField, obj *store.Invitation) (ret graphql.Marshaler) {
-	if res := graphql.MarshalID(obj.ID); res != graphql.Null {
-		return res
-	}
-	return graphql.ResolveField(
-		ctx,
-		ec.OperationContext,
-		field,
-		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.fieldContext_Invitation_id(ctx, field)
-		},
-		func(ctx context.Context) (any, error) {
-			return obj.ID, nil
-		},
-		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
-			return ec.marshalNID2string(ctx, selections, v)
-		},
-		true,
-		true,
-	)
+	return inorder.String(&obj.ID)
 }
 func (ec *executionContext) fieldContext_Invitation_id(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Invitation", field, false, false, "ID")
 }
 
 func (ec *executionContext) _Invitation_email(ctx context.Context, field graphql.CollectedField, obj *store.Invitation) (ret graphql.Marshaler) {
-	if res := graphql.MarshalString(obj.Email); res != graphql.Null {
-		return res
-	}
-	return graphql.ResolveField(
-		ctx,
-		ec.OperationContext,
-		field,
-		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.fieldContext_Invitation_email(ctx, field)
-		},
-		func(ctx context.Context) (any, error) {
-			return obj.Email, nil
-		},
-		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
-			return ec.marshalNString2string(ctx, selections, v)
-		},
-		true,
-		true,
-	)
+	return inorder.String(&obj.Email)
 }
 func (ec *executionContext) fieldContext_Invitation_email(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Invitation", field, false, false, "String")
 }
 
 func (ec *executionContext) _Invitation_role(ctx context.Context, field graphql.CollectedField, obj *store.Invitation) (ret graphql.Marshaler) {
-	return ec.marshalNRole2taskflowᚋstoreᚐRole(ctx, field.Selections, obj.Role)
+	return inorder.Value(&obj.Role)
 }
 func (ec *executionContext) fieldContext_Invitation_role(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Invitation", field, false, false, "Role")
 }
 
 func (ec *executionContext) _Invitation_workspaceId(ctx context.Context, field graphql.CollectedField, obj *store.Invitation) (ret graphql.Marshaler) {
-	if res := graphql.MarshalID(obj.WorkspaceID); res != graphql.Null {
-		return res
-	}
-	return graphql.ResolveField(
-		ctx,
-		ec.OperationContext,
-		field,
-		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.fieldContext_Invitation_workspaceId(ctx, field)
-		},
-		func(ctx context.Context) (any, error) {
-			return obj.WorkspaceID, nil
-		},
-		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
-			return ec.marshalNID2string(ctx, selections, v)
-		},
-		true,
-		true,
-	)
+	return inorder.String(&obj.WorkspaceID)
 }
 func (ec *executionContext) fieldContext_Invitation_workspaceId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Invitation", field, false, false, "ID")
 }
 
 func (ec *executionContext) _Invitation_workspaceName(ctx context.Context, field graphql.CollectedField, obj *store.Invitation) (ret graphql.Marshaler) {
-	if res := graphql.MarshalString(obj.WorkspaceName); res != graphql.Null {
-		return res
-	}
-	return graphql.ResolveField(
-		ctx,
-		ec.OperationContext,
-		field,
-		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.fieldContext_Invitation_workspaceName(ctx, field)
-		},
-		func(ctx context.Context) (any, error) {
-			return obj.WorkspaceName, nil
-		},
-		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
-			return ec.marshalNString2string(ctx, selections, v)
-		},
-		true,
-		true,
-	)
+	return inorder.String(&obj.WorkspaceName)
 }
 func (ec *executionContext) fieldContext_Invitation_workspaceName(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Invitation", field, false, false, "String")
@@ -7407,7 +6894,7 @@ func (ec *executionContext) fieldContext_Member_user(_ context.Context, field gr
 }
 
 func (ec *executionContext) _Member_role(ctx context.Context, field graphql.CollectedField, obj *store.Member) (ret graphql.Marshaler) {
-	return ec.marshalNRole2taskflowᚋstoreᚐRole(ctx, field.Selections, obj.Role)
+	return inorder.Value(&obj.Role)
 }
 func (ec *executionContext) fieldContext_Member_role(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Member", field, false, false, "Role")
@@ -8788,26 +8275,7 @@ func (ec *executionContext) fieldContext_PageInfo_endCursor(_ context.Context, f
 }
 
 func (ec *executionContext) _Project_id(ctx context.Context, field graphql.CollectedField, obj *store.Project) (ret graphql.Marshaler) {
-	if res := graphql.MarshalID(obj.ID); res != graphql.Null {
-		return res
-	}
-	return graphql.ResolveField(
-		ctx,
-		ec.OperationContext,
-		field,
-		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.fieldContext_Project_id(ctx, field)
-		},
-		func(ctx context.Context) (any, error) {
-			return obj.ID, nil
-		},
-		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
-			return ec.marshalNID2string(ctx, selections, v)
-		},
-		true,
-		true,
-	)
+	return inorder.String(&obj.ID)
 }
 func (ec *executionContext) fieldContext_Project_id(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Project", field, false, false, "ID")
@@ -8846,26 +8314,7 @@ func (ec *executionContext) fieldContext_Project_workspace(_ context.Context, fi
 }
 
 func (ec *executionContext) _Project_name(ctx context.Context, field graphql.CollectedField, obj *store.Project) (ret graphql.Marshaler) {
-	if res := graphql.MarshalString(obj.Name); res != graphql.Null {
-		return res
-	}
-	return graphql.ResolveField(
-		ctx,
-		ec.OperationContext,
-		field,
-		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.fieldContext_Project_name(ctx, field)
-		},
-		func(ctx context.Context) (any, error) {
-			return obj.Name, nil
-		},
-		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
-			return ec.marshalNString2string(ctx, selections, v)
-		},
-		true,
-		true,
-	)
+	return inorder.String(&obj.Name)
 }
 func (ec *executionContext) fieldContext_Project_name(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Project", field, false, false, "String")
@@ -9916,26 +9365,7 @@ func (ec *executionContext) fieldContext_Subscription_auditEventAdded(ctx contex
 }
 
 func (ec *executionContext) _Task_id(ctx context.Context, field graphql.CollectedField, obj *store.Task) (ret graphql.Marshaler) {
-	if res := graphql.MarshalID(obj.ID); res != graphql.Null {
-		return res
-	}
-	return graphql.ResolveField(
-		ctx,
-		ec.OperationContext,
-		field,
-		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.fieldContext_Task_id(ctx, field)
-		},
-		func(ctx context.Context) (any, error) {
-			return obj.ID, nil
-		},
-		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
-			return ec.marshalNID2string(ctx, selections, v)
-		},
-		true,
-		true,
-	)
+	return inorder.String(&obj.ID)
 }
 func (ec *executionContext) fieldContext_Task_id(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Task", field, false, false, "ID")
@@ -9974,26 +9404,7 @@ func (ec *executionContext) fieldContext_Task_project(_ context.Context, field g
 }
 
 func (ec *executionContext) _Task_title(ctx context.Context, field graphql.CollectedField, obj *store.Task) (ret graphql.Marshaler) {
-	if res := graphql.MarshalString(obj.Title); res != graphql.Null {
-		return res
-	}
-	return graphql.ResolveField(
-		ctx,
-		ec.OperationContext,
-		field,
-		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.fieldContext_Task_title(ctx, field)
-		},
-		func(ctx context.Context) (any, error) {
-			return obj.Title, nil
-		},
-		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
-			return ec.marshalNString2string(ctx, selections, v)
-		},
-		true,
-		true,
-	)
+	return inorder.String(&obj.Title)
 }
 func (ec *executionContext) fieldContext_Task_title(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Task", field, false, false, "String")
@@ -10007,14 +9418,14 @@ func (ec *executionContext) fieldContext_Task_description(_ context.Context, fie
 }
 
 func (ec *executionContext) _Task_status(ctx context.Context, field graphql.CollectedField, obj *store.Task) (ret graphql.Marshaler) {
-	return ec.marshalNTaskStatus2taskflowᚋstoreᚐTaskStatus(ctx, field.Selections, obj.Status)
+	return inorder.Value(&obj.Status)
 }
 func (ec *executionContext) fieldContext_Task_status(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Task", field, false, false, "TaskStatus")
 }
 
 func (ec *executionContext) _Task_priority(ctx context.Context, field graphql.CollectedField, obj *store.Task) (ret graphql.Marshaler) {
-	return ec.marshalNTaskPriority2taskflowᚋstoreᚐTaskPriority(ctx, field.Selections, obj.Priority)
+	return inorder.Value(&obj.Priority)
 }
 func (ec *executionContext) fieldContext_Task_priority(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Task", field, false, false, "TaskPriority")
@@ -10232,52 +9643,14 @@ func (ec *executionContext) fieldContext_Task_attachments(ctx context.Context, f
 }
 
 func (ec *executionContext) _TaskChange_cursor(ctx context.Context, field graphql.CollectedField, obj *live.TaskChange) (ret graphql.Marshaler) {
-	if res := graphql.MarshalString(obj.Cursor); res != graphql.Null {
-		return res
-	}
-	return graphql.ResolveField(
-		ctx,
-		ec.OperationContext,
-		field,
-		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.fieldContext_TaskChange_cursor(ctx, field)
-		},
-		func(ctx context.Context) (any, error) {
-			return obj.Cursor, nil
-		},
-		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
-			return ec.marshalNString2string(ctx, selections, v)
-		},
-		true,
-		true,
-	)
+	return inorder.String(&obj.Cursor)
 }
 func (ec *executionContext) fieldContext_TaskChange_cursor(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("TaskChange", field, false, false, "String")
 }
 
 func (ec *executionContext) _TaskChange_action(ctx context.Context, field graphql.CollectedField, obj *live.TaskChange) (ret graphql.Marshaler) {
-	if res := graphql.MarshalString(obj.Action); res != graphql.Null {
-		return res
-	}
-	return graphql.ResolveField(
-		ctx,
-		ec.OperationContext,
-		field,
-		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.fieldContext_TaskChange_action(ctx, field)
-		},
-		func(ctx context.Context) (any, error) {
-			return obj.Action, nil
-		},
-		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
-			return ec.marshalNString2string(ctx, selections, v)
-		},
-		true,
-		true,
-	)
+	return inorder.String(&obj.Action)
 }
 func (ec *executionContext) fieldContext_TaskChange_action(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("TaskChange", field, false, false, "String")
@@ -10342,26 +9715,7 @@ func (ec *executionContext) fieldContext_TaskChange_actor(_ context.Context, fie
 }
 
 func (ec *executionContext) _TaskChange_taskId(ctx context.Context, field graphql.CollectedField, obj *live.TaskChange) (ret graphql.Marshaler) {
-	if res := graphql.MarshalID(obj.TaskID); res != graphql.Null {
-		return res
-	}
-	return graphql.ResolveField(
-		ctx,
-		ec.OperationContext,
-		field,
-		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.fieldContext_TaskChange_taskId(ctx, field)
-		},
-		func(ctx context.Context) (any, error) {
-			return obj.TaskID, nil
-		},
-		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
-			return ec.marshalNID2string(ctx, selections, v)
-		},
-		true,
-		true,
-	)
+	return inorder.String(&obj.TaskID)
 }
 func (ec *executionContext) fieldContext_TaskChange_taskId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("TaskChange", field, false, false, "ID")
@@ -10597,78 +9951,21 @@ func (ec *executionContext) fieldContext_TaskEdge_node(_ context.Context, field 
 }
 
 func (ec *executionContext) _User_id(ctx context.Context, field graphql.CollectedField, obj *store.User) (ret graphql.Marshaler) {
-	if res := graphql.MarshalID(obj.ID); res != graphql.Null {
-		return res
-	}
-	return graphql.ResolveField(
-		ctx,
-		ec.OperationContext,
-		field,
-		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.fieldContext_User_id(ctx, field)
-		},
-		func(ctx context.Context) (any, error) {
-			return obj.ID, nil
-		},
-		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
-			return ec.marshalNID2string(ctx, selections, v)
-		},
-		true,
-		true,
-	)
+	return inorder.String(&obj.ID)
 }
 func (ec *executionContext) fieldContext_User_id(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("User", field, false, false, "ID")
 }
 
 func (ec *executionContext) _User_email(ctx context.Context, field graphql.CollectedField, obj *store.User) (ret graphql.Marshaler) {
-	if res := graphql.MarshalString(obj.Email); res != graphql.Null {
-		return res
-	}
-	return graphql.ResolveField(
-		ctx,
-		ec.OperationContext,
-		field,
-		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.fieldContext_User_email(ctx, field)
-		},
-		func(ctx context.Context) (any, error) {
-			return obj.Email, nil
-		},
-		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
-			return ec.marshalNString2string(ctx, selections, v)
-		},
-		true,
-		true,
-	)
+	return inorder.String(&obj.Email)
 }
 func (ec *executionContext) fieldContext_User_email(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("User", field, false, false, "String")
 }
 
 func (ec *executionContext) _User_name(ctx context.Context, field graphql.CollectedField, obj *store.User) (ret graphql.Marshaler) {
-	if res := graphql.MarshalString(obj.Name); res != graphql.Null {
-		return res
-	}
-	return graphql.ResolveField(
-		ctx,
-		ec.OperationContext,
-		field,
-		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.fieldContext_User_name(ctx, field)
-		},
-		func(ctx context.Context) (any, error) {
-			return obj.Name, nil
-		},
-		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
-			return ec.marshalNString2string(ctx, selections, v)
-		},
-		true,
-		true,
-	)
+	return inorder.String(&obj.Name)
 }
 func (ec *executionContext) fieldContext_User_name(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("User", field, false, false, "String")
@@ -10821,104 +10118,28 @@ func (ec *executionContext) fieldContext_User_invitations(ctx context.Context, f
 }
 
 func (ec *executionContext) _WebhookDelivery_id(ctx context.Context, field graphql.CollectedField, obj *store.WebhookDelivery) (ret graphql.Marshaler) {
-	if res := graphql.MarshalID(obj.ID); res != graphql.Null {
-		return res
-	}
-	return graphql.ResolveField(
-		ctx,
-		ec.OperationContext,
-		field,
-		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.fieldContext_WebhookDelivery_id(ctx, field)
-		},
-		func(ctx context.Context) (any, error) {
-			return obj.ID, nil
-		},
-		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
-			return ec.marshalNID2string(ctx, selections, v)
-		},
-		true,
-		true,
-	)
+	return inorder.String(&obj.ID)
 }
 func (ec *executionContext) fieldContext_WebhookDelivery_id(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("WebhookDelivery", field, false, false, "ID")
 }
 
 func (ec *executionContext) _WebhookDelivery_endpointId(ctx context.Context, field graphql.CollectedField, obj *store.WebhookDelivery) (ret graphql.Marshaler) {
-	if res := graphql.MarshalID(obj.EndpointID); res != graphql.Null {
-		return res
-	}
-	return graphql.ResolveField(
-		ctx,
-		ec.OperationContext,
-		field,
-		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.fieldContext_WebhookDelivery_endpointId(ctx, field)
-		},
-		func(ctx context.Context) (any, error) {
-			return obj.EndpointID, nil
-		},
-		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
-			return ec.marshalNID2string(ctx, selections, v)
-		},
-		true,
-		true,
-	)
+	return inorder.String(&obj.EndpointID)
 }
 func (ec *executionContext) fieldContext_WebhookDelivery_endpointId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("WebhookDelivery", field, false, false, "ID")
 }
 
 func (ec *executionContext) _WebhookDelivery_eventId(ctx context.Context, field graphql.CollectedField, obj *store.WebhookDelivery) (ret graphql.Marshaler) {
-	if res := graphql.MarshalID(obj.EventID); res != graphql.Null {
-		return res
-	}
-	return graphql.ResolveField(
-		ctx,
-		ec.OperationContext,
-		field,
-		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.fieldContext_WebhookDelivery_eventId(ctx, field)
-		},
-		func(ctx context.Context) (any, error) {
-			return obj.EventID, nil
-		},
-		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
-			return ec.marshalNID2string(ctx, selections, v)
-		},
-		true,
-		true,
-	)
+	return inorder.String(&obj.EventID)
 }
 func (ec *executionContext) fieldContext_WebhookDelivery_eventId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("WebhookDelivery", field, false, false, "ID")
 }
 
 func (ec *executionContext) _WebhookDelivery_action(ctx context.Context, field graphql.CollectedField, obj *store.WebhookDelivery) (ret graphql.Marshaler) {
-	if res := graphql.MarshalString(obj.Action); res != graphql.Null {
-		return res
-	}
-	return graphql.ResolveField(
-		ctx,
-		ec.OperationContext,
-		field,
-		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.fieldContext_WebhookDelivery_action(ctx, field)
-		},
-		func(ctx context.Context) (any, error) {
-			return obj.Action, nil
-		},
-		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
-			return ec.marshalNString2string(ctx, selections, v)
-		},
-		true,
-		true,
-	)
+	return inorder.String(&obj.Action)
 }
 func (ec *executionContext) fieldContext_WebhookDelivery_action(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("WebhookDelivery", field, false, false, "String")
@@ -10948,7 +10169,7 @@ func (ec *executionContext) fieldContext_WebhookDelivery_payload(_ context.Conte
 }
 
 func (ec *executionContext) _WebhookDelivery_status(ctx context.Context, field graphql.CollectedField, obj *store.WebhookDelivery) (ret graphql.Marshaler) {
-	return ec.marshalNWebhookDeliveryStatus2taskflowᚋstoreᚐWebhookDeliveryStatus(ctx, field.Selections, obj.Status)
+	return inorder.Value(&obj.Status)
 }
 func (ec *executionContext) fieldContext_WebhookDelivery_status(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("WebhookDelivery", field, false, false, "WebhookDeliveryStatus")
@@ -11209,78 +10430,21 @@ func (ec *executionContext) fieldContext_WebhookDeliveryEdge_node(_ context.Cont
 }
 
 func (ec *executionContext) _WebhookEndpoint_id(ctx context.Context, field graphql.CollectedField, obj *store.WebhookEndpoint) (ret graphql.Marshaler) {
-	if res := graphql.MarshalID(obj.ID); res != graphql.Null {
-		return res
-	}
-	return graphql.ResolveField(
-		ctx,
-		ec.OperationContext,
-		field,
-		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.fieldContext_WebhookEndpoint_id(ctx, field)
-		},
-		func(ctx context.Context) (any, error) {
-			return obj.ID, nil
-		},
-		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
-			return ec.marshalNID2string(ctx, selections, v)
-		},
-		true,
-		true,
-	)
+	return inorder.String(&obj.ID)
 }
 func (ec *executionContext) fieldContext_WebhookEndpoint_id(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("WebhookEndpoint", field, false, false, "ID")
 }
 
 func (ec *executionContext) _WebhookEndpoint_workspaceId(ctx context.Context, field graphql.CollectedField, obj *store.WebhookEndpoint) (ret graphql.Marshaler) {
-	if res := graphql.MarshalID(obj.WorkspaceID); res != graphql.Null {
-		return res
-	}
-	return graphql.ResolveField(
-		ctx,
-		ec.OperationContext,
-		field,
-		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.fieldContext_WebhookEndpoint_workspaceId(ctx, field)
-		},
-		func(ctx context.Context) (any, error) {
-			return obj.WorkspaceID, nil
-		},
-		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
-			return ec.marshalNID2string(ctx, selections, v)
-		},
-		true,
-		true,
-	)
+	return inorder.String(&obj.WorkspaceID)
 }
 func (ec *executionContext) fieldContext_WebhookEndpoint_workspaceId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("WebhookEndpoint", field, false, false, "ID")
 }
 
 func (ec *executionContext) _WebhookEndpoint_url(ctx context.Context, field graphql.CollectedField, obj *store.WebhookEndpoint) (ret graphql.Marshaler) {
-	if res := graphql.MarshalString(obj.URL); res != graphql.Null {
-		return res
-	}
-	return graphql.ResolveField(
-		ctx,
-		ec.OperationContext,
-		field,
-		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.fieldContext_WebhookEndpoint_url(ctx, field)
-		},
-		func(ctx context.Context) (any, error) {
-			return obj.URL, nil
-		},
-		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
-			return ec.marshalNString2string(ctx, selections, v)
-		},
-		true,
-		true,
-	)
+	return inorder.String(&obj.URL)
 }
 func (ec *executionContext) fieldContext_WebhookEndpoint_url(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("WebhookEndpoint", field, false, false, "String")
@@ -11499,78 +10663,21 @@ func (ec *executionContext) fieldContext_WebhookEndpointWithSecret_endpoint(_ co
 }
 
 func (ec *executionContext) _WebhookEndpointWithSecret_secret(ctx context.Context, field graphql.CollectedField, obj *store.WebhookEndpointSecret) (ret graphql.Marshaler) {
-	if res := graphql.MarshalString(obj.Secret); res != graphql.Null {
-		return res
-	}
-	return graphql.ResolveField(
-		ctx,
-		ec.OperationContext,
-		field,
-		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.fieldContext_WebhookEndpointWithSecret_secret(ctx, field)
-		},
-		func(ctx context.Context) (any, error) {
-			return obj.Secret, nil
-		},
-		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
-			return ec.marshalNString2string(ctx, selections, v)
-		},
-		true,
-		true,
-	)
+	return inorder.String(&obj.Secret)
 }
 func (ec *executionContext) fieldContext_WebhookEndpointWithSecret_secret(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("WebhookEndpointWithSecret", field, false, false, "String")
 }
 
 func (ec *executionContext) _Workspace_id(ctx context.Context, field graphql.CollectedField, obj *store.Workspace) (ret graphql.Marshaler) {
-	if res := graphql.MarshalID(obj.ID); res != graphql.Null {
-		return res
-	}
-	return graphql.ResolveField(
-		ctx,
-		ec.OperationContext,
-		field,
-		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.fieldContext_Workspace_id(ctx, field)
-		},
-		func(ctx context.Context) (any, error) {
-			return obj.ID, nil
-		},
-		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
-			return ec.marshalNID2string(ctx, selections, v)
-		},
-		true,
-		true,
-	)
+	return inorder.String(&obj.ID)
 }
 func (ec *executionContext) fieldContext_Workspace_id(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Workspace", field, false, false, "ID")
 }
 
 func (ec *executionContext) _Workspace_name(ctx context.Context, field graphql.CollectedField, obj *store.Workspace) (ret graphql.Marshaler) {
-	if res := graphql.MarshalString(obj.Name); res != graphql.Null {
-		return res
-	}
-	return graphql.ResolveField(
-		ctx,
-		ec.OperationContext,
-		field,
-		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.fieldContext_Workspace_name(ctx, field)
-		},
-		func(ctx context.Context) (any, error) {
-			return obj.Name, nil
-		},
-		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
-			return ec.marshalNString2string(ctx, selections, v)
-		},
-		true,
-		true,
-	)
+	return inorder.String(&obj.Name)
 }
 func (ec *executionContext) fieldContext_Workspace_name(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Workspace", field, false, false, "String")
@@ -11603,7 +10710,7 @@ func (ec *executionContext) fieldContext_Workspace_createdAt(_ context.Context, 
 }
 
 func (ec *executionContext) _Workspace_viewerRole(ctx context.Context, field graphql.CollectedField, obj *store.Workspace) (ret graphql.Marshaler) {
-	return ec.marshalNRole2taskflowᚋstoreᚐRole(ctx, field.Selections, obj.ViewerRole)
+	return inorder.Value(&obj.ViewerRole)
 }
 func (ec *executionContext) fieldContext_Workspace_viewerRole(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Workspace", field, false, false, "Role")
@@ -11762,52 +10869,14 @@ func (ec *executionContext) fieldContext_Workspace_webhookEndpoints(_ context.Co
 }
 
 func (ec *executionContext) _WorkspaceChange_cursor(ctx context.Context, field graphql.CollectedField, obj *live.WorkspaceChange) (ret graphql.Marshaler) {
-	if res := graphql.MarshalString(obj.Cursor); res != graphql.Null {
-		return res
-	}
-	return graphql.ResolveField(
-		ctx,
-		ec.OperationContext,
-		field,
-		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.fieldContext_WorkspaceChange_cursor(ctx, field)
-		},
-		func(ctx context.Context) (any, error) {
-			return obj.Cursor, nil
-		},
-		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
-			return ec.marshalNString2string(ctx, selections, v)
-		},
-		true,
-		true,
-	)
+	return inorder.String(&obj.Cursor)
 }
 func (ec *executionContext) fieldContext_WorkspaceChange_cursor(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("WorkspaceChange", field, false, false, "String")
 }
 
 func (ec *executionContext) _WorkspaceChange_action(ctx context.Context, field graphql.CollectedField, obj *live.WorkspaceChange) (ret graphql.Marshaler) {
-	if res := graphql.MarshalString(obj.Action); res != graphql.Null {
-		return res
-	}
-	return graphql.ResolveField(
-		ctx,
-		ec.OperationContext,
-		field,
-		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.fieldContext_WorkspaceChange_action(ctx, field)
-		},
-		func(ctx context.Context) (any, error) {
-			return obj.Action, nil
-		},
-		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
-			return ec.marshalNString2string(ctx, selections, v)
-		},
-		true,
-		true,
-	)
+	return inorder.String(&obj.Action)
 }
 func (ec *executionContext) fieldContext_WorkspaceChange_action(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("WorkspaceChange", field, false, false, "String")
@@ -11950,26 +11019,7 @@ func (ec *executionContext) fieldContext_WorkspaceChange_changes(_ context.Conte
 }
 
 func (ec *executionContext) ___Directive_name(ctx context.Context, field graphql.CollectedField, obj *introspection.Directive) (ret graphql.Marshaler) {
-	if res := graphql.MarshalString(obj.Name); res != graphql.Null {
-		return res
-	}
-	return graphql.ResolveField(
-		ctx,
-		ec.OperationContext,
-		field,
-		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.fieldContext___Directive_name(ctx, field)
-		},
-		func(ctx context.Context) (any, error) {
-			return obj.Name, nil
-		},
-		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
-			return ec.marshalNString2string(ctx, selections, v)
-		},
-		true,
-		true,
-	)
+	return inorder.String(&obj.Name)
 }
 func (ec *executionContext) fieldContext___Directive_name(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("__Directive", field, false, false, "String")
@@ -12092,26 +11142,7 @@ func (ec *executionContext) fieldContext___Directive_args(ctx context.Context, f
 }
 
 func (ec *executionContext) ___EnumValue_name(ctx context.Context, field graphql.CollectedField, obj *introspection.EnumValue) (ret graphql.Marshaler) {
-	if res := graphql.MarshalString(obj.Name); res != graphql.Null {
-		return res
-	}
-	return graphql.ResolveField(
-		ctx,
-		ec.OperationContext,
-		field,
-		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.fieldContext___EnumValue_name(ctx, field)
-		},
-		func(ctx context.Context) (any, error) {
-			return obj.Name, nil
-		},
-		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
-			return ec.marshalNString2string(ctx, selections, v)
-		},
-		true,
-		true,
-	)
+	return inorder.String(&obj.Name)
 }
 func (ec *executionContext) fieldContext___EnumValue_name(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("__EnumValue", field, false, false, "String")
@@ -12187,26 +11218,7 @@ func (ec *executionContext) fieldContext___EnumValue_deprecationReason(_ context
 }
 
 func (ec *executionContext) ___Field_name(ctx context.Context, field graphql.CollectedField, obj *introspection.Field) (ret graphql.Marshaler) {
-	if res := graphql.MarshalString(obj.Name); res != graphql.Null {
-		return res
-	}
-	return graphql.ResolveField(
-		ctx,
-		ec.OperationContext,
-		field,
-		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.fieldContext___Field_name(ctx, field)
-		},
-		func(ctx context.Context) (any, error) {
-			return obj.Name, nil
-		},
-		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
-			return ec.marshalNString2string(ctx, selections, v)
-		},
-		true,
-		true,
-	)
+	return inorder.String(&obj.Name)
 }
 func (ec *executionContext) fieldContext___Field_name(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("__Field", field, false, false, "String")
@@ -12358,26 +11370,7 @@ func (ec *executionContext) fieldContext___Field_deprecationReason(_ context.Con
 }
 
 func (ec *executionContext) ___InputValue_name(ctx context.Context, field graphql.CollectedField, obj *introspection.InputValue) (ret graphql.Marshaler) {
-	if res := graphql.MarshalString(obj.Name); res != graphql.Null {
-		return res
-	}
-	return graphql.ResolveField(
-		ctx,
-		ec.OperationContext,
-		field,
-		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.fieldContext___InputValue_name(ctx, field)
-		},
-		func(ctx context.Context) (any, error) {
-			return obj.Name, nil
-		},
-		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
-			return ec.marshalNString2string(ctx, selections, v)
-		},
-		true,
-		true,
-	)
+	return inorder.String(&obj.Name)
 }
 func (ec *executionContext) fieldContext___InputValue_name(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("__InputValue", field, false, false, "String")

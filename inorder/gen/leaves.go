@@ -13,7 +13,7 @@ import (
 // a FieldContext, a context.WithValue, the field middleware and the
 // marshaler, about eight allocations for a string; rewriteLeaves marshals the
 // struct field at once instead, when that answers the same.
-var leafField = regexp.MustCompile(`(?m)^func \(ec \*executionContext\) (_\w+)\(ctx context\.Context, field graphql\.CollectedField, obj \*?[\w.]+\) \(ret graphql\.Marshaler\) \{
+var leafField = regexp.MustCompile(`(?m)^func \(ec \*executionContext\) (_\w+)\(ctx context\.Context, field graphql\.CollectedField, obj (\*?)[\w.]+\) \(ret graphql\.Marshaler\) \{
 (	return graphql\.ResolveField\(
 		ctx,
 		ec\.OperationContext,
@@ -25,7 +25,7 @@ var leafField = regexp.MustCompile(`(?m)^func \(ec \*executionContext\) (_\w+)\(
 			return obj\.(\w+), nil
 		\},
 		nil,
-		func\(ctx context\.Context, selections ast\.SelectionSet, v [^\n]+\) graphql\.Marshaler \{
+		func\(ctx context\.Context, selections ast\.SelectionSet, v ([^\n]+)\) graphql\.Marshaler \{
 			return ec\.([^(\s]+)\(ctx, selections, v\)
 		\},
 		(?:true|false),
@@ -47,7 +47,12 @@ $`)
 
 // rewriteLeaves rewrites the function of every leaf field (leafField) whose
 // marshaler allows it, and returns the source and how many it rewrote:
-//   - a marshaler that uses neither the context nor the executor (an enum's
+//   - of an object passed as a pointer, an enum (whose marshaler is
+//     `return v`) is inorder.Value(&obj.Field), and a non-null String or ID
+//     (MarshalString or MarshalID, which never give null) is
+//     inorder.String(&obj.Field): the same bytes, written when the response
+//     is, without boxing the value or a closure around it;
+//   - any other marshaler that uses neither the context nor the executor (an enum's
 //     `return v`, a nullable scalar's `if v == nil { return graphql.Null }`
 //     then its marshal function) is called with the struct field at once:
 //     without the field's FieldContext it answers the same;
@@ -66,7 +71,7 @@ func rewriteLeaves(src string) (string, int, error) {
 	n := 0
 	out := leafField.ReplaceAllStringFunc(src, func(fn string) string {
 		m := leafField.FindStringSubmatch(fn)
-		name, original, fieldContext, goField, marshaler := m[1], m[2], m[3], m[4], m[5]
+		name, pointer, original, fieldContext, goField, vtype, marshaler := m[1], m[2] == "*", m[3], m[4], m[5], m[6], m[7]
 		fail := func(err error) string {
 			if failed == nil {
 				failed = fmt.Errorf("%s: %w", name, err)
@@ -87,11 +92,18 @@ func rewriteLeaves(src string) (string, int, error) {
 		mbody = mbody[strings.Index(mbody, "{\n")+2 : len(mbody)-2]
 		head := fn[:strings.Index(fn, "{\n")+2]
 		value := "obj." + goField
-		if plainMarshaler(mbody) {
+		c := checkedMarshaler.FindStringSubmatch(mbody)
+		switch {
+		case pointer && strings.TrimSpace(mbody) == "return v":
+			n++
+			return head + "\treturn inorder.Value(&" + value + ")\n}\n"
+		case pointer && vtype == "string" && c != nil && (c[1] == "graphql.MarshalString" || c[1] == "graphql.MarshalID"):
+			n++
+			return head + "\treturn inorder.String(&" + value + ")\n}\n"
+		case plainMarshaler(mbody):
 			n++
 			return head + "\treturn ec." + marshaler + "(ctx, field.Selections, " + value + ")\n}\n"
-		}
-		if c := checkedMarshaler.FindStringSubmatch(mbody); c != nil {
+		case c != nil:
 			n++
 			return head + "\tif res := " + c[1] + "(" + value + "); res != graphql.Null {\n\t\treturn res\n\t}\n" + original + "}\n"
 		}

@@ -78,6 +78,19 @@ func (ec *executionContext) marshalNUser2User(ctx context.Context, sel ast.Selec
 }
 `
 
+// timeMarshaler is gqlgen's marshaler of a non-null Time: a checked
+// scalar whose marshal function can give null (a zero time).
+const timeMarshaler = `func (ec *executionContext) marshalNTime2timeᚐTime(ctx context.Context, sel ast.SelectionSet, v time.Time) graphql.Marshaler {
+	_ = sel
+	res := graphql.MarshalTime(v)
+	if res == graphql.Null {
+		graphql.AddInvalidNullFromMarshaler(ctx, "Time!")
+	}
+	return res
+}
+
+`
+
 // A leaf whose marshaler needs no field context marshals its struct field at
 // once; a checked scalar marshals at once unless that gives null, then goes
 // gqlgen's way; any other field keeps gqlgen's function.
@@ -89,21 +102,29 @@ func TestRewriteLeaves(t *testing.T) {
 		"method":   strings.Replace(leafFn("method", "Method", "string", "marshalNString2string", scalarContext), "return obj.Method, nil", "return obj.Method(), nil", 1),
 		"directed": strings.Replace(leafFn("directed", "Directed", "string", "marshalNString2string", scalarContext), "\t\tnil,\n", "\t\tfunc(ctx context.Context, next graphql.Resolver) graphql.Resolver { return next },\n", 1),
 	}
-	src := "package graph\n\n" + marshalers +
+	byValue := func(fn string) string { return strings.Replace(fn, "obj *store.Task)", "obj store.Task)", 1) }
+	src := "package graph\n\n" + marshalers + timeMarshaler +
 		leafFn("title", "Title", "string", "marshalNString2string", scalarContext) +
 		leafFn("status", "Status", "store.TaskStatus", "marshalNTaskStatus2Status", scalarContext) +
-		leafFn("description", "Description", "*string", "marshalOString2ᚖstring", scalarContext)
+		leafFn("description", "Description", "*string", "marshalOString2ᚖstring", scalarContext) +
+		leafFn("createdAt", "CreatedAt", "time.Time", "marshalNTime2timeᚐTime", scalarContext) +
+		byValue(leafFn("name", "Name", "string", "marshalNString2string", scalarContext)) +
+		byValue(leafFn("state", "State", "store.TaskStatus", "marshalNTaskStatus2Status", scalarContext))
 	for _, fn := range kept {
 		src += fn
 	}
 	out, n, err := rewriteLeaves(src)
-	if err != nil || n != 3 {
+	if err != nil || n != 6 {
 		t.Fatalf("rewriteLeaves: %d, %v\n%s", n, err, out)
 	}
 	for _, want := range []string{
-		"obj *store.Task) (ret graphql.Marshaler) {\n\tif res := graphql.MarshalString(obj.Title); res != graphql.Null {\n\t\treturn res\n\t}\n\treturn graphql.ResolveField(\n",
-		"obj *store.Task) (ret graphql.Marshaler) {\n\treturn ec.marshalNTaskStatus2Status(ctx, field.Selections, obj.Status)\n}\n",
+		"obj *store.Task) (ret graphql.Marshaler) {\n\treturn inorder.String(&obj.Title)\n}\n",
+		"obj *store.Task) (ret graphql.Marshaler) {\n\treturn inorder.Value(&obj.Status)\n}\n",
 		"obj *store.Task) (ret graphql.Marshaler) {\n\treturn ec.marshalOString2ᚖstring(ctx, field.Selections, obj.Description)\n}\n",
+		"obj *store.Task) (ret graphql.Marshaler) {\n\tif res := graphql.MarshalTime(obj.CreatedAt); res != graphql.Null {\n\t\treturn res\n\t}\n\treturn graphql.ResolveField(\n",
+		// An object passed by value: &obj.Field would move it to the heap.
+		"obj store.Task) (ret graphql.Marshaler) {\n\tif res := graphql.MarshalString(obj.Name); res != graphql.Null {\n\t\treturn res\n\t}\n\treturn graphql.ResolveField(\n",
+		"obj store.Task) (ret graphql.Marshaler) {\n\treturn ec.marshalNTaskStatus2Status(ctx, field.Selections, obj.State)\n}\n",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("not rewritten: %q\n%s", want, out)
