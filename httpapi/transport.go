@@ -553,6 +553,10 @@ func decodeBody(body []byte) (postBody, error) {
 		case nil:
 			return nil, true
 		case string:
+			// jsoncanon's strings share one copy of the body: a query kept
+			// by the document caches, weighed by its own length, must not
+			// keep the body's megabyte of variables with it.
+			v = strings.Clone(v)
 			return &v, true
 		}
 		return nil, false
