@@ -437,3 +437,50 @@ func insertAttachment(t *testing.T, pool *pgxpool.Pool, task *store.Task, upload
 	}
 	return a
 }
+
+// Pages and searches (taskScanner, which writes a row's ids into one string)
+// read every task as Task (pgx's own scan) reads it: ids, a NULL and a set
+// assignee, and the other columns.
+func TestPagedTasksAreReadAsOneTaskIs(t *testing.T) {
+	t.Parallel()
+	f := newTaskFixture(t)
+	ctx := t.Context()
+	desc, due := "words", time.Date(2026, 12, 24, 0, 0, 0, 0, time.UTC)
+	created := map[string]bool{}
+	for i, in := range []store.NewTask{
+		{ProjectID: f.project, Title: "alpha unassigned"},
+		{ProjectID: f.project, Title: "alpha assigned", AssigneeID: &f.member.ID, Description: &desc, DueDate: &due},
+	} {
+		task, err := f.db.CreateTask(ctx, f.member, in)
+		if err != nil {
+			t.Fatalf("task %d: %v", i, err)
+		}
+		created[task.ID] = true
+	}
+	key, err := store.NewTaskPageKey(f.project, nil, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pages, err := f.db.TaskPages(ctx, []store.TaskPageKey{key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	found, err := f.db.SearchTasks(ctx, f.member, f.workspace, "alpha", nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, c := range map[string]*store.TaskConnection{"page": pages[0], "search": found} {
+		if len(c.Edges) != 2 {
+			t.Fatalf("%s: %d tasks, want 2", name, len(c.Edges))
+		}
+		for _, e := range c.Edges {
+			one, err := f.db.Task(ctx, f.member, e.Node.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !created[e.Node.ID] || !reflect.DeepEqual(e.Node, one) {
+				t.Errorf("%s read\n%+v\nTask reads\n%+v", name, *e.Node, *one)
+			}
+		}
+	}
+}
