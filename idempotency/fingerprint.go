@@ -25,6 +25,21 @@ const keyArg = "idempotencyKey"
 // by what it says. The arguments are hashed as JSON with sorted keys, so the order
 // of object fields, aliases and the selection set do not change it.
 func Fingerprint(schema *ast.Schema, field *ast.Field, vars map[string]any) ([]byte, error) {
+	args, err := fingerprintArgs(schema, field, vars)
+	if err != nil {
+		return nil, err
+	}
+	b, err := fingerprintJSON(field.Name, args)
+	if err != nil {
+		return nil, err
+	}
+	sum := sha256.Sum256(b)
+	return sum[:], nil
+}
+
+// fingerprintArgs returns the arguments Fingerprint hashes: every argument
+// of field but the key, coerced, by name.
+func fingerprintArgs(schema *ast.Schema, field *ast.Field, vars map[string]any) (map[string]any, error) {
 	if field.Definition == nil {
 		return nil, fmt.Errorf("fingerprint: field %s has no definition", field.Name)
 	}
@@ -49,12 +64,7 @@ func Fingerprint(schema *ast.Schema, field *ast.Field, vars map[string]any) ([]b
 	if c.err != nil {
 		return nil, c.err
 	}
-	b, err := fingerprintJSON(field.Name, args)
-	if err != nil {
-		return nil, err
-	}
-	sum := sha256.Sum256(b)
-	return sum[:], nil
+	return args, nil
 }
 
 // fingerprintJSON returns what Fingerprint hashes: the JSON of

@@ -17,33 +17,13 @@ import (
 )
 
 // oracleFingerprint is Fingerprint as it was before fingerprintJSON
-// (2026-12-03): the coerced arguments marshaled by encoding/json. Fingerprints
-// are stored with idempotency keys, so a byte of difference would make a
-// retry look like a reused key.
+// (2026-12-03): the coerced arguments (fingerprintArgs, unchanged) marshaled
+// by encoding/json. Fingerprints are stored with idempotency keys, so a byte
+// of difference would make a retry look like a reused key.
 func oracleFingerprint(schema *ast.Schema, field *ast.Field, vars map[string]any) ([]byte, error) {
-	if field.Definition == nil {
-		return nil, fmt.Errorf("fingerprint: field %s has no definition", field.Name)
-	}
-	c := canonicalizer{schema: schema, vars: vars}
-	args := map[string]any{}
-	for _, def := range field.Definition.Arguments {
-		if def.Name == keyArg {
-			continue
-		}
-		var v any
-		present := false
-		if a := field.Arguments.ForName(def.Name); a != nil {
-			v, present = c.ast(a.Value, def.Type)
-		}
-		if !present && def.DefaultValue != nil {
-			v, present = c.ast(def.DefaultValue, def.Type)
-		}
-		if present {
-			args[def.Name] = v
-		}
-	}
-	if c.err != nil {
-		return nil, c.err
+	args, err := fingerprintArgs(schema, field, vars)
+	if err != nil {
+		return nil, err
 	}
 	b, err := oracleFingerprintJSON(field.Name, args)
 	if err != nil {
