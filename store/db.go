@@ -47,6 +47,9 @@ type DB struct {
 	riverOnce   sync.Once
 	riverClient *river.Client[pgx.Tx]
 	riverErr    error
+
+	// reads sends concurrent requests' reads together (see read).
+	reads readBatcher
 }
 
 // Open connects to Postgres at url ("" means libpq defaults and PG* variables, as
@@ -102,11 +105,18 @@ func New(pool *pgxpool.Pool, log *slog.Logger) *DB {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &DB{Pool: pool, log: log, sealWake: make(chan struct{}, 1), dispatchWake: make(chan struct{}, 1),
+	db := &DB{Pool: pool, log: log, sealWake: make(chan struct{}, 1), dispatchWake: make(chan struct{}, 1),
 		sessions: newSessionCache(),
 		workspaces: otter.Must(&otter.Options[string, string]{MaximumSize: workspaceCacheSize,
 			Executor: func(evict func()) { evict() }})}
+	db.reads = readBatcher{pool: pool, limit: DefaultReadBatches(pool.Config().MaxConns)}
+	return db
 }
+
+// SetReadBatches sets how many batches of concurrent requests' reads are in
+// flight at most (see DefaultReadBatches, the default); 0 sends every read
+// on its own. Set it before the DB is used.
+func (db *DB) SetReadBatches(n int) { db.reads.limit = max(n, 0) }
 
 // wakeSealer tells the sealer and the webhook dispatcher of this instance
 // that events were committed: sends that never block (a wake-up already

@@ -1,6 +1,10 @@
 package store
 
-import "context"
+import (
+	"context"
+
+	"github.com/jackc/pgx/v5"
+)
 
 // Defer queues sql as a deferred statement of the unit of work of ctx, for the
 // tests of the pipeline (package store_test).
@@ -19,3 +23,15 @@ const AttachmentSnapshotSQL = attachmentSnapshotSQL
 
 // WebhookSnapshotSQL is webhookSnapshotSQL, for TestSnapshotsInSQLAreGos.
 const WebhookSnapshotSQL = webhookSnapshotSQL
+
+// Read is read, for the tests of the read batcher (package store_test).
+func (db *DB) Read(ctx context.Context, queue func(b *pgx.Batch), read func(br pgx.BatchResults) error) error {
+	return db.read(ctx, queue, read)
+}
+
+// WaitingReads returns how many reads wait for a batch.
+func (db *DB) WaitingReads() int {
+	db.reads.mu.Lock()
+	defer db.reads.mu.Unlock()
+	return len(db.reads.queue)
+}

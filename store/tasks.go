@@ -294,10 +294,16 @@ func (db *DB) TaskWithAssignee(ctx context.Context, viewer *User, id string) (*T
 		id, email, name, hash *string
 		createdAt             *time.Time
 	}
-	t, err := scanTask(db.q(ctx).QueryRow(ctx, `SELECT `+taskColumns+`, `+userColumns+` FROM tasks t
-		JOIN members m ON m.workspace_id = t.workspace_id AND m.user_id = $2
-		LEFT JOIN users u ON u.id = t.assignee_id
-		WHERE t.id = $1`, id, viewer.ID), &a.id, &a.email, &a.name, &a.hash, &a.createdAt)
+	var t *Task
+	err := db.read(ctx, func(b *pgx.Batch) {
+		b.Queue(`SELECT `+taskColumns+`, `+userColumns+` FROM tasks t
+			JOIN members m ON m.workspace_id = t.workspace_id AND m.user_id = $2
+			LEFT JOIN users u ON u.id = t.assignee_id
+			WHERE t.id = $1`, id, viewer.ID)
+	}, func(br pgx.BatchResults) (err error) {
+		t, err = scanTask(br.QueryRow(), &a.id, &a.email, &a.name, &a.hash, &a.createdAt)
+		return err
+	})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil, notFound("task")
 	}
@@ -549,69 +555,79 @@ func (db *DB) ProjectWithTaskPage(ctx context.Context, viewerID string, key Task
 			return nil, nil, nil, err
 		}
 	}
-	b := &pgx.Batch{}
-	b.Queue(projectsByIDsSQL("p.id = $2::uuid"), viewerID, id)
-	b.Queue(q.sql, q.args...)
 	// The tasks shown: the page's rows but the one that tells of a next page.
 	shown := `SELECT t.id, t.assignee_id, t.created_at FROM tasks t` + onePageWhere + `
 			ORDER BY t.created_at DESC, t.id DESC LIMIT $5::int - 1`
-	if also.Assignees {
-		b.Queue(`SELECT `+userColumns+` FROM users u WHERE u.id IN (SELECT assignee_id FROM (`+shown+`) k)`, q.args...)
-	}
-	if also.Comments != nil {
-		cols, join := commentColumns, ""
-		if also.Comments.Authors {
-			cols, join = commentColumns+", "+userColumns, " LEFT JOIN users u ON u.id = c.author_id"
+	var (
+		p      *Project
+		page   *TaskConnection
+		extras *TaskPageExtras
+	)
+	err = db.read(ctx, func(b *pgx.Batch) {
+		b.Queue(projectsByIDsSQL("p.id = $2::uuid"), viewerID, id)
+		b.Queue(q.sql, q.args...)
+		if also.Assignees {
+			b.Queue(`SELECT `+userColumns+` FROM users u WHERE u.id IN (SELECT assignee_id FROM (`+shown+`) k)`, q.args...)
 		}
-		// A task without comments is a row of NULLs but its id: its page
-		// is read too (empty).
-		b.Queue(`SELECT `+cols+`, k.id::text FROM (`+shown+`) k
-			LEFT JOIN LATERAL (SELECT * FROM comments c WHERE c.task_id = k.id
-				ORDER BY c.created_at DESC, c.id DESC LIMIT $6::int) c ON true`+join+`
-			ORDER BY k.created_at DESC, k.id DESC, c.created_at DESC, c.id DESC`,
-			append(q.args, int32(commentPage.First+1))...)
-	}
-	br := db.q(ctx).SendBatch(ctx, b)
-	defer br.Close()
-	var p *Project
-	rows, err := br.Query()
-	if err == nil {
-		p, err = pgx.CollectExactlyOneRow(rows, func(row pgx.CollectableRow) (*Project, error) { return scanProject(row) })
-		if errors.Is(err, pgx.ErrNoRows) {
-			p, err = nil, nil
+		if also.Comments != nil {
+			cols, join := commentColumns, ""
+			if also.Comments.Authors {
+				cols, join = commentColumns+", "+userColumns, " LEFT JOIN users u ON u.id = c.author_id"
+			}
+			// A task without comments is a row of NULLs but its id: its page
+			// is read too (empty).
+			b.Queue(`SELECT `+cols+`, k.id::text FROM (`+shown+`) k
+				LEFT JOIN LATERAL (SELECT * FROM comments c WHERE c.task_id = k.id
+					ORDER BY c.created_at DESC, c.id DESC LIMIT $6::int) c ON true`+join+`
+				ORDER BY k.created_at DESC, k.id DESC, c.created_at DESC, c.id DESC`,
+				append(q.args, int32(commentPage.First+1))...)
 		}
-	}
-	if err != nil {
-		return nil, nil, nil, fmt.Errorf("project: %w", err)
-	}
-	rows, err = br.Query()
-	if err != nil {
-		return nil, nil, nil, fmt.Errorf("task pages: %w", err)
-	}
-	pages, err := q.read(rows)
-	if err != nil || p == nil {
-		return p, nil, nil, err
-	}
-	extras := &TaskPageExtras{Users: map[string]*User{}}
-	if also.Assignees {
+	}, func(br pgx.BatchResults) error {
+		p, page, extras = nil, nil, nil
 		rows, err := br.Query()
 		if err == nil {
-			err = readUsers(rows, extras.Users)
+			p, err = pgx.CollectExactlyOneRow(rows, func(row pgx.CollectableRow) (*Project, error) { return scanProject(row) })
+			if errors.Is(err, pgx.ErrNoRows) {
+				p, err = nil, nil
+			}
 		}
 		if err != nil {
-			return nil, nil, nil, fmt.Errorf("assignees: %w", err)
+			return fmt.Errorf("project: %w", err)
 		}
-	}
-	if also.Comments != nil {
-		rows, err := br.Query()
-		if err == nil {
-			extras.Comments, err = readCommentsAlso(rows, *also.Comments, commentPage, extras.Users)
-		}
+		rows, err = br.Query()
 		if err != nil {
-			return nil, nil, nil, fmt.Errorf("comments: %w", err)
+			return fmt.Errorf("task pages: %w", err)
 		}
+		pages, err := q.read(rows)
+		if err != nil || p == nil {
+			return err
+		}
+		page = pages[0]
+		extras = &TaskPageExtras{Users: map[string]*User{}}
+		if also.Assignees {
+			rows, err := br.Query()
+			if err == nil {
+				err = readUsers(rows, extras.Users)
+			}
+			if err != nil {
+				return fmt.Errorf("assignees: %w", err)
+			}
+		}
+		if also.Comments != nil {
+			rows, err := br.Query()
+			if err == nil {
+				extras.Comments, err = readCommentsAlso(rows, *also.Comments, commentPage, extras.Users)
+			}
+			if err != nil {
+				return fmt.Errorf("comments: %w", err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, nil, nil, err
 	}
-	return p, pages[0], extras, br.Close()
+	return p, page, extras, nil
 }
 
 // readUsers reads rows of userColumns into users, by id.

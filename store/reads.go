@@ -1,0 +1,349 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// readBatcher sends the reads of concurrent requests to Postgres together
+// (docs/decisions/2026-12-03-coalesced-reads.md). A request's read is the
+// statements it queues and a function that reads their results. At most
+// limit batches are in flight; a read that finds them all busy waits, and the
+// batch that ends next sends every read that waited, in one round trip, in
+// the order they came. A read that finds a batch free goes at once, so one
+// request alone waits for no one, and one read alone is sent as it would be
+// without the batcher: on its own context, its statements alone.
+//
+// Reads are all one backend then does with one wake-up: at 16 requests in
+// flight on 2 cores, a `task(id)` took half the Postgres CPU it took alone.
+//
+// Together, the reads share one implicit transaction: a statement that fails
+// makes pgx fail every later result of the batch. A read that finds the
+// batch already failed is sent again on its own, so every read gets the
+// answer and the error it would get alone. Its read function may run twice:
+// it must set what it reads, not add to it.
+//
+// A batch of several reads runs on a context detached from the leading
+// request (its values kept, its cancellation not), bounded by
+// readBatchTimeout: one client going away fails no one else's read. Only
+// reads whose statements are bounded go through the batcher (a row by key, a
+// page of at most 100 rows by index): the batch is as slow as its slowest
+// read.
+type readBatcher struct {
+	pool *pgxpool.Pool
+	// limit is the most batches in flight; 0 sends every read on its own.
+	limit int
+
+	mu    sync.Mutex
+	queue []*batchedRead
+	busy  int
+}
+
+// readBatchTimeout bounds a batch of several requests' reads.
+const readBatchTimeout = time.Minute
+
+// maxBatchedReads is the most reads one batch sends; the rest wait for the
+// next. It bounds the statements in one pipeline.
+const maxBatchedReads = 64
+
+// DefaultReadBatches returns how many batches of reads are in flight at most
+// for a pool of poolSize connections: one for every 8 connections, at least
+// one (2 for the default pool of 16; measured in the decision).
+func DefaultReadBatches(poolSize int32) int { return max(1, int(poolSize)/8) }
+
+// batchedRead is one request's read in the batcher.
+type batchedRead struct {
+	queue func(b *pgx.Batch)
+	read  func(br pgx.BatchResults) error
+	// err is what read returned; again, that the batch had failed before
+	// this read's statements, so it must be sent on its own; panicked, a
+	// panic of read, raised again in the request's goroutine.
+	err      error
+	again    bool
+	panicked any
+	// lead, when set as done closes, is the batch this read must send.
+	lead []*batchedRead
+	done chan struct{}
+}
+
+// read sends the statements queue adds to a batch and reads their results
+// with read, in one round trip shared with concurrent reads when ctx carries
+// no unit of work (see readBatcher), in it when it does. It returns what read
+// returns, or the error of sending the batch. read may run twice (see
+// readBatcher) and must not keep br.
+func (db *DB) read(ctx context.Context, queue func(b *pgx.Batch), read func(br pgx.BatchResults) error) error {
+	if tx := TxFrom(ctx); tx != nil {
+		return sendRead(ctx, tx, &batchedRead{queue: queue, read: read})
+	}
+	return db.reads.do(ctx, &batchedRead{queue: queue, read: read})
+}
+
+// sendRead sends r's statements alone on q and reads them. The batch is
+// closed, and its connection released, even when read panics.
+func sendRead(ctx context.Context, q Querier, r *batchedRead) (err error) {
+	b := &pgx.Batch{}
+	r.queue(b)
+	br := q.SendBatch(ctx, b)
+	defer func() {
+		if cerr := br.Close(); err == nil {
+			err = cerr
+		}
+	}()
+	return r.read(br)
+}
+
+// do sends r in a batch, leading one when fewer than limit are in flight and
+// waiting for the next otherwise.
+func (c *readBatcher) do(ctx context.Context, r *batchedRead) error {
+	if c.limit <= 0 {
+		return sendRead(ctx, c.pool, r)
+	}
+	r.done = make(chan struct{})
+	c.mu.Lock()
+	c.queue = append(c.queue, r)
+	if c.busy < c.limit {
+		c.busy++
+		r.lead = c.take()
+		c.mu.Unlock()
+	} else {
+		c.mu.Unlock()
+		<-r.done
+	}
+	if batch := r.lead; batch != nil {
+		r.lead = nil
+		c.lead(ctx, batch, r)
+	}
+	if r.panicked != nil {
+		panic(r.panicked)
+	}
+	if r.again {
+		return sendRead(ctx, c.pool, r)
+	}
+	return r.err
+}
+
+// take removes the next batch from the queue; c.mu is held.
+func (c *readBatcher) take() []*batchedRead {
+	n := min(len(c.queue), maxBatchedReads)
+	batch := c.queue[:n:n]
+	c.queue = c.queue[n:]
+	if len(c.queue) == 0 {
+		c.queue = nil
+	}
+	return batch
+}
+
+// lead sends batch, which holds me, tells the others in it their answers,
+// and hands the next batch to the first read waiting, if any.
+func (c *readBatcher) lead(ctx context.Context, batch []*batchedRead, me *batchedRead) {
+	if len(batch) == 1 {
+		defer c.handOff()
+		me.err = sendRead(ctx, c.pool, me)
+		return
+	}
+	for _, r := range batch {
+		r.err = errNotRead
+	}
+	var sendErr error
+	defer func() {
+		for _, r := range batch {
+			if r.err == errNotRead {
+				// The batch failed before r's statements were read.
+				r.err, r.again = sendErr, true
+			}
+			if r != me {
+				close(r.done)
+			}
+		}
+		c.handOff()
+	}()
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), readBatchTimeout)
+	defer cancel()
+	b := &pgx.Batch{}
+	var failed bool
+	for _, r := range batch {
+		first := len(b.QueuedQueries)
+		r.queue(b)
+		n := len(b.QueuedQueries) - first
+		s := &sharedResults{left: n, failed: &failed}
+		if n == 0 {
+			r.err = s.run(r)
+			continue
+		}
+		b.QueuedQueries[first].Fn = func(br pgx.BatchResults) error {
+			s.br = br
+			if failed {
+				// An earlier read's statement failed, and with it r's.
+				r.err, r.again = nil, true
+				s.skip()
+				return nil
+			}
+			r.err = s.run(r)
+			return nil
+		}
+	}
+	sendErr = c.pool.SendBatch(ctx, b).Close()
+}
+
+// handOff hands the next batch to the first read waiting, or frees the batch
+// slot when none is.
+func (c *readBatcher) handOff() {
+	c.mu.Lock()
+	if len(c.queue) == 0 {
+		c.busy--
+		c.mu.Unlock()
+		return
+	}
+	next := c.take()
+	c.mu.Unlock()
+	next[0].lead = next
+	close(next[0].done)
+}
+
+// errNotRead is a read's error until its statements were read.
+var errNotRead = errors.New("batched read not read")
+
+// sharedResults is one read's share of a batch's results: its own n
+// statements', in order. It notes in failed whether a statement failed,
+// which fails every later statement of the batch.
+type sharedResults struct {
+	br     pgx.BatchResults
+	left   int
+	failed *bool
+	// rows are the last rows read, closed when the read ends.
+	rows *sharedRows
+}
+
+// run runs r's read on its share, recovering a panic for r's own goroutine,
+// then closes the rows r left open and reads the statements it left unread,
+// so that the next read starts at its own statements and a failure is noted.
+func (s *sharedResults) run(r *batchedRead) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			r.panicked = fmt.Sprintf("%v (in a batched read)\n%s", p, debug.Stack())
+		}
+		s.skip()
+	}()
+	return r.read(s)
+}
+
+// skip reads the share's statements not read yet.
+func (s *sharedResults) skip() {
+	if s.rows != nil {
+		s.rows.Close()
+	}
+	for s.left > 0 {
+		s.Exec()
+	}
+}
+
+// next takes the share's next statement.
+func (s *sharedResults) next() error {
+	if s.left == 0 {
+		return errors.New("batched read: read past its own statements")
+	}
+	s.left--
+	return nil
+}
+
+// note records that err, a statement's error, failed the batch.
+func (s *sharedResults) note(err error) {
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		*s.failed = true
+	}
+}
+
+// Exec reads the next statement's command tag.
+func (s *sharedResults) Exec() (pgconn.CommandTag, error) {
+	if err := s.next(); err != nil {
+		return pgconn.CommandTag{}, err
+	}
+	tag, err := s.br.Exec()
+	s.note(err)
+	return tag, err
+}
+
+// Query reads the next statement's rows.
+func (s *sharedResults) Query() (pgx.Rows, error) {
+	if err := s.next(); err != nil {
+		return nil, err
+	}
+	if s.rows != nil {
+		s.rows.Close()
+	}
+	rows, err := s.br.Query()
+	s.note(err)
+	s.rows = &sharedRows{Rows: rows, s: s}
+	return s.rows, err
+}
+
+// QueryRow reads the next statement's row.
+func (s *sharedResults) QueryRow() pgx.Row {
+	rows, err := s.Query()
+	if rows == nil {
+		return errRow{err}
+	}
+	return sharedRow{rows.(*sharedRows)}
+}
+
+// Close does nothing: the batch is closed by its leader.
+func (*sharedResults) Close() error { return nil }
+
+// Tx returns nil: the batch is in no transaction.
+func (*sharedResults) Tx() pgx.Tx { return nil }
+
+// sharedRows notes the error of the rows it reads.
+type sharedRows struct {
+	pgx.Rows
+	s *sharedResults
+}
+
+// Close closes the rows and notes their error.
+func (r *sharedRows) Close() {
+	r.Rows.Close()
+	r.s.note(r.Rows.Err())
+}
+
+// Next moves to the next row, noting the rows' error at their end.
+func (r *sharedRows) Next() bool {
+	if r.Rows.Next() {
+		return true
+	}
+	r.s.note(r.Rows.Err())
+	return false
+}
+
+// sharedRow is a row of a share's statement, read as pgx reads QueryRow's.
+type sharedRow struct{ rows *sharedRows }
+
+// Scan scans the row's only row into dest: pgx.ErrNoRows when there is none.
+func (r sharedRow) Scan(dest ...any) error {
+	rows := r.rows
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	for _, d := range dest {
+		if _, ok := d.(*pgtype.DriverBytes); ok {
+			rows.Close()
+			return errors.New("cannot scan into *pgtype.DriverBytes from QueryRow")
+		}
+	}
+	if !rows.Next() {
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		return pgx.ErrNoRows
+	}
+	rows.Scan(dest...)
+	rows.Close()
+	return rows.Err()
+}
