@@ -34,6 +34,11 @@ type Config struct {
 	// DatabaseURL is the Postgres URL or key=value string (DATABASE_URL); empty
 	// means the libpq defaults and PG* variables, as psql with no arguments.
 	DatabaseURL string
+	// ReadBatches is how many batches of concurrent requests' reads an
+	// instance has in flight at most (DATABASE_READ_BATCHES); 0 sends every
+	// read on its own; -1, the default, is store.DefaultReadBatches of the
+	// pool size.
+	ReadBatches int
 	// RedisURL is the Redis URL (REDIS_URL): one server, or a Redis Cluster by
 	// several seed addresses (see parseRedisURL); empty means an in-process rate
 	// limiter.
@@ -134,6 +139,7 @@ type WebhookConfig struct {
 func loadConfig(getenv func(string) string) (Config, error) {
 	c := Config{
 		HTTPAddr:              ":8080",
+		ReadBatches:           -1,
 		RateLimitPoints:       1000,
 		RateLimitWindow:       time.Minute,
 		MaxQueryCost:          1000,
@@ -237,6 +243,13 @@ func loadConfig(getenv func(string) string) (Config, error) {
 		}
 	}
 	positiveInt("RATE_LIMIT_POINTS", &c.RateLimitPoints)
+	if v, ok := get("DATABASE_READ_BATCHES"); ok {
+		if n, err := strconv.Atoi(v); err != nil || n < 0 || n > 1024 {
+			bad("DATABASE_READ_BATCHES", v, "not a whole number from 0 (off) to 1024")
+		} else {
+			c.ReadBatches = n
+		}
+	}
 	positiveInt("MAX_QUERY_COST", &c.MaxQueryCost)
 	positiveInt("SUBSCRIPTION_MAX_PER_USER", &c.SubscriptionMaxPerUser)
 	positiveInt("SUBSCRIPTION_MAX_CONNECTIONS", &c.SubscriptionMaxConnections)

@@ -46,6 +46,7 @@ func TestConfigFromEnvironment(t *testing.T) {
 		"HTTP_ADDR":                   "127.0.0.1:9000",
 		"DATABASE_URL":                "postgres://app:secret@db.internal:5433/taskflow?sslmode=require",
 		"REDIS_URL":                   "redis://cache.internal:6380/2",
+		"DATABASE_READ_BATCHES":       "6",
 		"CORS_ALLOWED_ORIGINS":        "https://app.example.com, http://localhost:3000",
 		"CORS_ALLOW_CREDENTIALS":      "true",
 		"TRUSTED_PROXIES":             "10.0.0.0/8, 192.168.1.7",
@@ -81,7 +82,7 @@ func TestConfigFromEnvironment(t *testing.T) {
 		c.RedisURL != "redis://cache.internal:6380/2" || c.RateLimitPoints != 5000 || c.RateLimitWindow != 30*time.Second ||
 		c.MaxQueryCost != 250 || c.RateLimitLease != 0.25 || c.IdempotencyTTL != 7*24*time.Hour || c.IdempotencyWait != 0 ||
 		c.AuditRetention != 365*24*time.Hour || c.ShutdownTimeout != 5*time.Second || c.LogLevel != slog.LevelDebug ||
-		c.PprofAddr != "127.0.0.1:6060" || c.MetricsToken != "0123456789abcdef0123" {
+		c.PprofAddr != "127.0.0.1:6060" || c.MetricsToken != "0123456789abcdef0123" || c.ReadBatches != 6 {
 		t.Fatalf("config = %+v", c)
 	}
 	if strings.Join(c.CORS.AllowedOrigins, " ") != "https://app.example.com http://localhost:3000" || !c.CORS.AllowCredentials {
@@ -90,6 +91,13 @@ func TestConfigFromEnvironment(t *testing.T) {
 	if len(c.TrustedProxies) != 2 || !c.TrustedProxies[0].Contains(netip.MustParseAddr("10.1.2.3")) ||
 		!c.TrustedProxies[1].Contains(netip.MustParseAddr("192.168.1.7")) {
 		t.Fatalf("TrustedProxies = %v", c.TrustedProxies)
+	}
+	// Unset, the store's default; 0 turns read batching off.
+	if c, err = loadConfig(env(nil)); err != nil || c.ReadBatches != -1 {
+		t.Fatalf("DATABASE_READ_BATCHES unset: %v %v", c.ReadBatches, err)
+	}
+	if c, err = loadConfig(env(map[string]string{"DATABASE_READ_BATCHES": "0"})); err != nil || c.ReadBatches != 0 {
+		t.Fatalf("DATABASE_READ_BATCHES=0: %v %v", c.ReadBatches, err)
 	}
 	// 0 turns leases off.
 	c, err = loadConfig(env(map[string]string{"RATE_LIMIT_LEASE": "0"}))
@@ -125,6 +133,7 @@ func TestConfigBadValues(t *testing.T) {
 		"HTTP_ADDR":                          "8080",
 		"DATABASE_URL":                       "postgres://app:secret@db:notaport/x",
 		"REDIS_URL":                          "http://cache:6379",
+		"DATABASE_READ_BATCHES":              "-1",
 		"CORS_ALLOWED_ORIGINS":               "app.example.com",
 		"CORS_ALLOW_CREDENTIALS":             "maybe",
 		"TRUSTED_PROXIES":                    "10.0.0.0/33",

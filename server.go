@@ -169,6 +169,9 @@ func run(cfg Config, log *slog.Logger) error {
 	}
 	defer db.Close()
 	db.Egress = egress.Policy{AllowHTTP: cfg.Webhooks.AllowHTTP, AllowPrivate: cfg.Webhooks.AllowPrivate}
+	if cfg.ReadBatches >= 0 {
+		db.SetReadBatches(cfg.ReadBatches)
+	}
 	// Partitions ahead and AUDIT_RETENTION, now and every few hours.
 	go db.RunAuditMaintenance(ctx, cfg.AuditRetention, 6*time.Hour)
 	// The audit sealer of this instance: it chains what the units of work

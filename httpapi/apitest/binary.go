@@ -69,7 +69,7 @@ func userDataDir() string {
 
 // serverVariables are the environment variables the server reads (config.go).
 var serverVariables = map[string]bool{
-	"HTTP_ADDR": true, "DATABASE_URL": true, "REDIS_URL": true, "CORS_ALLOWED_ORIGINS": true,
+	"HTTP_ADDR": true, "DATABASE_URL": true, "DATABASE_READ_BATCHES": true, "REDIS_URL": true, "CORS_ALLOWED_ORIGINS": true,
 	"CORS_ALLOW_CREDENTIALS": true, "TRUSTED_PROXIES": true, "RATE_LIMIT_POINTS": true,
 	"RATE_LIMIT_WINDOW": true, "RATE_LIMIT_LEASE": true, "MAX_QUERY_COST": true, "IDEMPOTENCY_TTL": true,
 	"IDEMPOTENCY_WAIT": true, "AUDIT_RETENTION": true, "SHUTDOWN_TIMEOUT": true, "LOG_LEVEL": true,
