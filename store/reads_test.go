@@ -222,7 +222,7 @@ func (a readAnswer) String() string {
 	return string(b)
 }
 
-// seedTaskFixture fills f as newTaskFixture does, on f.db.
+// seedTaskFixture makes, on f.db, a workspace with a MEMBER and a project.
 func seedTaskFixture(t *testing.T, f *taskFixture) {
 	t.Helper()
 	ctx := t.Context()

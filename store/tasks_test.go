@@ -28,24 +28,8 @@ type taskFixture struct {
 
 func newTaskFixture(t *testing.T) *taskFixture {
 	t.Helper()
-	db := storetest.DB(t)
-	ctx := t.Context()
-	f := &taskFixture{db: db, member: &store.User{}}
-	if err := db.Pool.QueryRow(ctx, `INSERT INTO users (email, name, password_hash) VALUES ('m@example.com', 'M', 'x')
-		RETURNING id, email, name`).Scan(&f.member.ID, &f.member.Email, &f.member.Name); err != nil {
-		t.Fatal(err)
-	}
-	if err := db.Pool.QueryRow(ctx, `INSERT INTO workspaces (name) VALUES ('W') RETURNING id`).Scan(&f.workspace); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := db.Pool.Exec(ctx, `INSERT INTO members (workspace_id, user_id, role) VALUES ($1, $2, 'MEMBER')`,
-		f.workspace, f.member.ID); err != nil {
-		t.Fatal(err)
-	}
-	if err := db.Pool.QueryRow(ctx, `INSERT INTO projects (workspace_id, name) VALUES ($1, 'P') RETURNING id`,
-		f.workspace).Scan(&f.project); err != nil {
-		t.Fatal(err)
-	}
+	f := &taskFixture{db: storetest.DB(t)}
+	seedTaskFixture(t, f)
 	return f
 }
 
