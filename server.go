@@ -193,6 +193,7 @@ func run(cfg Config, log *slog.Logger) error {
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(readMetrics(db)...)
 
 	// Webhooks: this instance's dispatcher and River workers; the attempts in
 	// flight finish within what is left of SHUTDOWN_TIMEOUT at the end.
@@ -456,4 +457,31 @@ func auditSigningKey(key ed25519.PrivateKey, log *slog.Logger) ed25519.PrivateKe
 		"set one key on every instance (for local use, this one)",
 		"key_id", audit.KeyID(pub), "public_key", audit.EncodePublicKey(pub), "AUDIT_SIGNING_KEY", audit.EncodeSigningKey(key))
 	return key
+}
+
+// readMetrics are the counters of db.ReadStats: taskflow_db_reads_total by how
+// a read was sent (alone, together with other requests' reads, or again on
+// its own after a failure before it) and taskflow_db_read_batches_total, the
+// round trips reads shared, and taskflow_db_reads_waiting.
+func readMetrics(db *store.DB) []prometheus.Collector {
+	reads := func(sent string, n func(store.ReadStats) uint64) prometheus.Collector {
+		return prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name:        "taskflow_db_reads_total",
+			Help:        "Reads of tasks and task pages sent outside a transaction, by how: alone, together (sharing a round trip with other requests' reads), again (alone, after a failure before them in a shared round trip).",
+			ConstLabels: prometheus.Labels{"sent": sent},
+		}, func() float64 { return float64(n(db.ReadStats())) })
+	}
+	return []prometheus.Collector{
+		reads("alone", func(s store.ReadStats) uint64 { return s.Alone }),
+		reads("together", func(s store.ReadStats) uint64 { return s.Together }),
+		reads("again", func(s store.ReadStats) uint64 { return s.Again }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "taskflow_db_read_batches_total",
+			Help: "Round trips to Postgres that several requests' reads shared (DATABASE_READ_BATCHES).",
+		}, func() float64 { return float64(db.ReadStats().Batches) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "taskflow_db_reads_waiting",
+			Help: "Reads waiting for a round trip: every one of DATABASE_READ_BATCHES was in flight when they came.",
+		}, func() float64 { return float64(db.ReadStats().Waiting) }),
+	}
 }

@@ -28,10 +28,3 @@ const WebhookSnapshotSQL = webhookSnapshotSQL
 func (db *DB) Read(ctx context.Context, queue func(b *pgx.Batch), read func(br pgx.BatchResults) error) error {
 	return db.read(ctx, queue, read)
 }
-
-// WaitingReads returns how many reads wait for a batch.
-func (db *DB) WaitingReads() int {
-	db.reads.mu.Lock()
-	defer db.reads.mu.Unlock()
-	return len(db.reads.queue)
-}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -46,6 +47,34 @@ type readBatcher struct {
 	mu    sync.Mutex
 	queue []*batchedRead
 	busy  int
+
+	// alone, together, again and batches count what ReadStats reports.
+	alone, together, again, batches atomic.Uint64
+}
+
+// ReadStats counts the reads sent outside units of work since the DB was
+// made, by how they went (see readBatcher).
+type ReadStats struct {
+	// Alone are the reads sent in a round trip of their own.
+	Alone uint64
+	// Together are the reads sent in a round trip with others, Batches those
+	// round trips: Together/Batches reads shared each.
+	Together, Batches uint64
+	// Again are the reads of a shared round trip sent again on their own,
+	// because a statement before theirs failed.
+	Again uint64
+	// Waiting are the reads waiting now for a round trip.
+	Waiting int
+}
+
+// ReadStats returns how this DB's reads went so far.
+func (db *DB) ReadStats() ReadStats {
+	c := &db.reads
+	c.mu.Lock()
+	waiting := len(c.queue)
+	c.mu.Unlock()
+	return ReadStats{Alone: c.alone.Load(), Together: c.together.Load(), Batches: c.batches.Load(), Again: c.again.Load(),
+		Waiting: waiting}
 }
 
 // readBatchTimeout bounds a batch of several requests' reads.
@@ -105,6 +134,7 @@ func sendRead(ctx context.Context, q Querier, r *batchedRead) (err error) {
 // waiting for the next otherwise.
 func (c *readBatcher) do(ctx context.Context, r *batchedRead) error {
 	if c.limit <= 0 {
+		c.alone.Add(1)
 		return sendRead(ctx, c.pool, r)
 	}
 	r.done = make(chan struct{})
@@ -126,6 +156,7 @@ func (c *readBatcher) do(ctx context.Context, r *batchedRead) error {
 		panic(r.panicked)
 	}
 	if r.again {
+		c.again.Add(1)
 		return sendRead(ctx, c.pool, r)
 	}
 	return r.err
@@ -147,9 +178,12 @@ func (c *readBatcher) take() []*batchedRead {
 func (c *readBatcher) lead(ctx context.Context, batch []*batchedRead, me *batchedRead) {
 	if len(batch) == 1 {
 		defer c.handOff()
+		c.alone.Add(1)
 		me.err = sendRead(ctx, c.pool, me)
 		return
 	}
+	c.batches.Add(1)
+	c.together.Add(uint64(len(batch)))
 	for _, r := range batch {
 		r.err = errNotRead
 	}

@@ -91,7 +91,7 @@ func (b *readsBundle) hold(t *testing.T) (release func(want int)) {
 	})
 	return func(want int) {
 		t.Helper()
-		waitFor(t, fmt.Sprintf("%d reads to wait", want), func() bool { return b.db.WaitingReads() == want })
+		waitFor(t, fmt.Sprintf("%d reads to wait", want), func() bool { return b.db.ReadStats().Waiting == want })
 		_, err := conn.Exec(ctx, `SELECT pg_advisory_unlock(7)`)
 		once.Do(conn.Release)
 		if err != nil {
@@ -183,6 +183,9 @@ func TestConcurrentReadsShareOneRoundTrip(t *testing.T) {
 		if g, w := together[i].String(), alone[i].String(); g != w {
 			t.Errorf("read %d together: %s\nalone: %s", i, g, w)
 		}
+	}
+	if got, want := b.db.ReadStats(), (store.ReadStats{Alone: uint64(len(reads)) + 1, Together: uint64(len(reads)), Batches: 1}); got != want {
+		t.Errorf("ReadStats: %+v, want %+v", got, want)
 	}
 	// The held read, then every read's statements in one batch: 1 for a
 	// task, 4 for a page with assignees and comments.
@@ -308,7 +311,7 @@ func TestBatchedReadsFailAlone(t *testing.T) {
 			})
 		})
 		// In this order in the batch.
-		waitFor(t, r.name+" to wait", func() bool { return b.db.WaitingReads() == i+1 })
+		waitFor(t, r.name+" to wait", func() bool { return b.db.ReadStats().Waiting == i+1 })
 	}
 	release(len(reads))
 	wg.Wait()
@@ -338,6 +341,10 @@ func TestBatchedReadsFailAlone(t *testing.T) {
 	sizes := b.batches.take()
 	if len(sizes) != 5 || sizes[0] != 1 || sizes[1] != 10 || !slices.Equal(slices.Sorted(slices.Values(sizes[2:])), []int{1, 2, 2}) {
 		t.Errorf("batches sent (statements): %v, want [1 10] and then 1, 2 and 2 in any order", sizes)
+	}
+	// Alone: the held read. Sent again: "after", "fails too" and "last".
+	if got, want := b.db.ReadStats(), (store.ReadStats{Alone: 1, Together: 7, Batches: 1, Again: 3}); got != want {
+		t.Errorf("ReadStats: %+v, want %+v", got, want)
 	}
 	// The batcher is free again.
 	var v int
