@@ -24,8 +24,9 @@ import (
 // request alone waits for no one, and one read alone is sent as it would be
 // without the batcher: on its own context, its statements alone.
 //
-// Reads are all one backend then does with one wake-up: at 16 requests in
-// flight on 2 cores, a `task(id)` took half the Postgres CPU it took alone.
+// The reads of a batch cost one backend one wake-up, and the server one
+// write: at 16 requests in flight on 2 cores, a `task(id)` cost Postgres
+// about half the CPU it cost alone.
 //
 // Together, the reads share one implicit transaction: a statement that fails
 // makes pgx fail every later result of the batch. A read that finds the
