@@ -138,14 +138,16 @@ func (c *readBatcher) do(ctx context.Context, r *batchedRead) error {
 		c.alone.Add(1)
 		return sendRead(ctx, c.pool, r)
 	}
-	r.done = make(chan struct{})
 	c.mu.Lock()
-	c.queue = append(c.queue, r)
 	if c.busy < c.limit {
+		// Reads wait only while every slot is busy, so the queue is empty:
+		// r leads a batch of its own.
 		c.busy++
-		r.lead = c.take()
 		c.mu.Unlock()
+		r.lead = []*batchedRead{r}
 	} else {
+		r.done = make(chan struct{})
+		c.queue = append(c.queue, r)
 		c.mu.Unlock()
 		<-r.done
 	}
