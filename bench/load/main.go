@@ -45,6 +45,7 @@ func main() {
 	flag.BoolVar(&cfg.Seal, "seal", false, "run the audit sealer next to the in-process server and report sealing against the write scenarios")
 	flag.BoolVar(&cfg.GuardsOff, "guards-off", false, "in process: run the scenarios with the rate limiter and idempotency off")
 	flag.StringVar(&cfg.CPUProfile, "cpuprofile", "", "profile the in-process server runs into <prefix>.<scenario>.pprof")
+	flag.StringVar(&cfg.Client, "client", loadgen.ClientFast, "HTTP client of the load generator: "+loadgen.ClientFast+" or "+loadgen.ClientNet)
 	out := flag.String("out", "", "also write the table to this file")
 	stmts := flag.Bool("statements", false, "print the SQL statements of each scenario's request")
 	keep := flag.Bool("keep", false, "keep the bench database")

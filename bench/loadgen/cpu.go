@@ -68,18 +68,23 @@ type cpuMeter struct {
 	pool      *pgxpool.Pool // a connection of the harness's own to ask pg_stat_activity
 	serverPID int           // 0: no server process (raw SQL) or it is this process
 	appName   string        // application_name of the contender's connections
+	self      bool          // also this process's CPU: the load generator's
 }
 
 // cpuSnapshot is what a cpuMeter read at one moment.
 type cpuSnapshot struct {
 	server   time.Duration
 	serverOK bool
+	self     time.Duration // -1: not read
 	backends map[int]time.Duration
 	pgOK     bool
 }
 
 func (m cpuMeter) snapshot(ctx context.Context) cpuSnapshot {
-	var s cpuSnapshot
+	s := cpuSnapshot{self: -1}
+	if m.self {
+		s.self = selfCPU()
+	}
 	if m.serverPID > 0 {
 		s.server, s.serverOK = procCPU(m.serverPID)
 	}
@@ -110,13 +115,16 @@ func (m cpuMeter) snapshot(ctx context.Context) cpuSnapshot {
 	return s
 }
 
-// cpuUsed returns the server's and the backends' CPU time between two
-// snapshots; -1 for what could not be read, and for the backends when none
+// cpuUsed returns the server's, the backends' and this process's CPU time
+// between two snapshots; -1 for what could not be read, and for the backends when none
 // was found (a contender that did work had some). A backend that appeared in
 // between counts from its start (it was born in the interval); one that
 // ended in between is lost (pools keep their connections while busy).
-func cpuUsed(before, after cpuSnapshot) (server, pg time.Duration) {
-	server, pg = -1, -1
+func cpuUsed(before, after cpuSnapshot) (server, pg, self time.Duration) {
+	server, pg, self = -1, -1, -1
+	if before.self >= 0 && after.self >= 0 {
+		self = after.self - before.self
+	}
 	if before.serverOK && after.serverOK {
 		server = after.server - before.server
 	}
@@ -126,5 +134,13 @@ func cpuUsed(before, after cpuSnapshot) (server, pg time.Duration) {
 			pg += t - before.backends[pid]
 		}
 	}
-	return server, pg
+	return server, pg, self
+}
+
+// sumCPU adds two runs' CPU time; -1 when either was not measured.
+func sumCPU(a, b time.Duration) time.Duration {
+	if a < 0 || b < 0 {
+		return -1
+	}
+	return a + b
 }

@@ -9,13 +9,11 @@
 package loadgen
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"net/http"
 	"os"
 	"path/filepath"
 	"runtime/pprof"
@@ -103,6 +101,9 @@ type Config struct {
 	CPUProfile string
 	// Fixture sizes (defaults: 200 users, 100 tasks, 3 comments each).
 	Users, Tasks, CommentsPerTask int
+	// Client is the HTTP client of the load generator: ClientFast (default)
+	// or ClientNet.
+	Client string
 	// ServerEnv is added to the environment of the server binary (Exec,
 	// StartBinary), after the harness's own variables, which it may override.
 	ServerEnv []string
@@ -144,6 +145,10 @@ type Stats struct {
 	// ServerCPU and PostgresCPU are the CPU time the server process and the
 	// contender's Postgres backends used during the run; -1: not measured.
 	ServerCPU, PostgresCPU time.Duration
+	// LoadCPU is the CPU time the harness process used during the run: the
+	// load generator's (the HTTP client's, or raw SQL's pgx); -1: not
+	// measured (an in-process server, whose CPU it would include).
+	LoadCPU time.Duration
 }
 
 // PerRequest returns cpu per request, or -1 when cpu was not measured.
@@ -398,14 +403,17 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		defer stopSealer()
 		go (&store.AuditSealer{DB: target.db}).Run(sealCtx)
 	}
-	client := newClient(cfg.Concurrency)
+	client, err := newPoster(cfg.Client, cfg.Concurrency)
+	if err != nil {
+		return nil, err
+	}
 
 	contenders := []contender{
-		{name: TaskFlow, meter: cpuMeter{pool: ctl, serverPID: target.pid, appName: appTaskFlow},
+		{name: TaskFlow, meter: cpuMeter{pool: ctl, serverPID: target.pid, appName: appTaskFlow, self: cfg.Exec},
 			work: func(sc Scenario, _ []Statement) func(context.Context, int, int) error {
 				return taskflowRequests(client, target.url, sc, fix)
 			}},
-		{name: RawSQL, meter: cpuMeter{pool: ctl, appName: appRaw},
+		{name: RawSQL, meter: cpuMeter{pool: ctl, appName: appRaw, self: true},
 			work: func(sc Scenario, _ []Statement) func(context.Context, int, int) error {
 				return func(ctx context.Context, w, i int) error { return sc.raw.run(ctx, rawPool, fix, w, i) }
 			}},
@@ -419,13 +427,13 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		defer srv.Close()
 		defer func() { rep.PeerRSS = statusKB(fmt.Sprintf("/proc/%d/status", srv.PID), "VmHWM:") }()
 		contenders = append(contenders, contender{name: PostGraphile,
-			meter: cpuMeter{pool: ctl, serverPID: srv.PID, appName: peer.ApplicationName},
+			meter: cpuMeter{pool: ctl, serverPID: srv.PID, appName: peer.ApplicationName, self: true},
 			work: func(sc Scenario, _ []Statement) func(context.Context, int, int) error {
 				if sc.peer == nil {
 					return nil
 				}
 				return func(ctx context.Context, w, i int) error {
-					return post(ctx, client, srv.URL, "", sc.peer(fix, w, i), sc.Want)
+					return client.post(ctx, srv.URL, "", sc.peer(fix, w, i), sc.Want)
 				}
 			}})
 	}
@@ -435,7 +443,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			return nil, err
 		}
 		defer replayPool.Close()
-		contenders = append(contenders, contender{name: Replay, meter: cpuMeter{pool: ctl, appName: appReplay},
+		contenders = append(contenders, contender{name: Replay, meter: cpuMeter{pool: ctl, appName: appReplay, self: true},
 			work: func(sc Scenario, stmts []Statement) func(context.Context, int, int) error {
 				if sc.PerWorker {
 					return nil
@@ -542,11 +550,11 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 // statistics (ANALYZE), then measures it for cfg.Duration with its CPU meter
 // read before and after. Failed requests of the warm-up count as failures of
 // the run too.
-func runContender(ctx context.Context, cfg Config, ctl *pgxpool.Pool, client *http.Client, meter cpuMeter,
+func runContender(ctx context.Context, cfg Config, ctl *pgxpool.Pool, client poster, meter cpuMeter,
 	do func(context.Context, int, int) error, scenario string, profile bool) (Stats, error) {
 	// Every contender starts on fresh HTTP connections: one left idle since
 	// the contender's last run may be closed by its server as it is reused.
-	client.CloseIdleConnections()
+	client.closeIdle()
 	warm := cfg
 	warm.Duration = cfg.Warmup
 	w := measure(ctx, warm, do)
@@ -563,7 +571,7 @@ func runContender(ctx context.Context, cfg Config, ctl *pgxpool.Pool, client *ht
 	s := measure(ctx, cfg, do)
 	after := meter.snapshot(ctx)
 	stop()
-	s.ServerCPU, s.PostgresCPU = cpuUsed(before, after)
+	s.ServerCPU, s.PostgresCPU, s.LoadCPU = cpuUsed(before, after)
 	if w.Errors > 0 {
 		if s.Errors == 0 {
 			s.FirstError = "warm-up: " + w.FirstError
@@ -576,7 +584,7 @@ func runContender(ctx context.Context, cfg Config, ctl *pgxpool.Pool, client *ht
 // compare runs createTask and task(id) against two in-process servers on the
 // same database, one with the rate limiter and idempotency off and one with
 // both on, in pairs of adjacent rounds.
-func compare(ctx context.Context, cfg Config, poolCfg *pgxpool.Config, log *slog.Logger, client *http.Client, fix *Fixtures, rep *Report) error {
+func compare(ctx context.Context, cfg Config, poolCfg *pgxpool.Config, log *slog.Logger, client poster, fix *Fixtures, rep *Report) error {
 	off, err := startInproc(ctx, cfg, poolCfg, nil, false, log, appTwin)
 	if err != nil {
 		return err
@@ -646,7 +654,7 @@ func startPeer(ctx context.Context, cfg Config, ctl *pgxpool.Pool, poolSize int)
 
 // capture sends a few requests of sc to the target (and its twin), then one to
 // the twin alone while rec records the statements it runs.
-func capture(ctx context.Context, client *http.Client, target, twin *server, rec *Recorder, sc Scenario, fix *Fixtures) ([]Statement, error) {
+func capture(ctx context.Context, client poster, target, twin *server, rec *Recorder, sc Scenario, fix *Fixtures) ([]Statement, error) {
 	send := func(url string, i int) error { return taskflowRequests(client, url, sc, fix)(ctx, 0, i) }
 	for i := range 3 {
 		if err := send(target.url, i); err != nil {
@@ -720,7 +728,7 @@ func measure(ctx context.Context, cfg Config, fn func(ctx context.Context, w, i 
 		})
 	}
 	wg.Wait()
-	s := Stats{Requests: len(all), Errors: errs, FirstError: firstErr, Elapsed: time.Since(start), ServerCPU: -1, PostgresCPU: -1}
+	s := Stats{Requests: len(all), Errors: errs, FirstError: firstErr, Elapsed: time.Since(start), ServerCPU: -1, PostgresCPU: -1, LoadCPU: -1}
 	s.finish(all)
 	return s
 }
@@ -751,13 +759,9 @@ func mergeRound(a, b Stats) Stats {
 			out.RPS = float64(out.Requests) / out.Elapsed.Seconds()
 		}
 	}
-	out.ServerCPU, out.PostgresCPU = -1, -1
-	if a.ServerCPU >= 0 && b.ServerCPU >= 0 {
-		out.ServerCPU = a.ServerCPU + b.ServerCPU
-	}
-	if a.PostgresCPU >= 0 && b.PostgresCPU >= 0 {
-		out.PostgresCPU = a.PostgresCPU + b.PostgresCPU
-	}
+	out.ServerCPU = sumCPU(a.ServerCPU, b.ServerCPU)
+	out.PostgresCPU = sumCPU(a.PostgresCPU, b.PostgresCPU)
+	out.LoadCPU = sumCPU(a.LoadCPU, b.LoadCPU)
 	return out
 }
 
@@ -772,7 +776,7 @@ func merge(a, b Stats) Stats {
 		return time.Duration((int64(x)*int64(a.Requests) + int64(y)*int64(b.Requests)) / int64(n))
 	}
 	out := Stats{Requests: n, Errors: a.Errors + b.Errors, FirstError: a.FirstError, Elapsed: a.Elapsed + b.Elapsed,
-		P50: w(a.P50, b.P50), P95: w(a.P95, b.P95), P99: w(a.P99, b.P99), ServerCPU: -1, PostgresCPU: -1}
+		P50: w(a.P50, b.P50), P95: w(a.P95, b.P95), P99: w(a.P99, b.P99), ServerCPU: -1, PostgresCPU: -1, LoadCPU: -1}
 	if out.FirstError == "" {
 		out.FirstError = b.FirstError
 	}
@@ -780,46 +784,13 @@ func merge(a, b Stats) Stats {
 	return out
 }
 
-func newClient(concurrency int) *http.Client {
-	t := http.DefaultTransport.(*http.Transport).Clone()
-	t.MaxIdleConns = 4 * concurrency
-	t.MaxIdleConnsPerHost = 4 * concurrency
-	return &http.Client{Transport: t, Timeout: 30 * time.Second}
-}
-
 // taskflowRequests returns what sends TaskFlow request i of worker w of sc to
 // the server at url and checks the answer.
-func taskflowRequests(client *http.Client, url string, sc Scenario, f *Fixtures) func(ctx context.Context, w, i int) error {
+func taskflowRequests(client poster, url string, sc Scenario, f *Fixtures) func(ctx context.Context, w, i int) error {
 	return func(ctx context.Context, w, i int) error {
 		u, body := sc.request(f, w, i)
-		return post(ctx, client, url+"/query", u.Token, body, sc.Want)
+		return client.post(ctx, url+"/query", u.Token, body, sc.Want)
 	}
-}
-
-// post sends a GraphQL request (with a bearer token unless token is "") and
-// checks that it succeeded: HTTP 200, no errors, and want in the answer.
-func post(ctx context.Context, client *http.Client, url, token string, body []byte, want string) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	res, err := client.Do(req)
-	if err != nil {
-		return err
-	}
-	defer res.Body.Close()
-	out, err := io.ReadAll(res.Body)
-	if err != nil {
-		return err
-	}
-	if res.StatusCode != http.StatusOK || bytes.Contains(out, []byte(`"errors"`)) || !bytes.Contains(out, []byte(want)) {
-		return fmt.Errorf("HTTP %d: %.200s", res.StatusCode, out)
-	}
-	return nil
 }
 
 func startProfile(prefix, name string, enabled bool) func() {

@@ -61,6 +61,9 @@ func TestHarnessSmoke(t *testing.T) {
 			if hasServer := row.Contender == PostGraphile; hasServer != (row.ServerCPU >= 0) {
 				t.Errorf("%s, %s: server CPU %v (measured for PostGraphile's node only: TaskFlow runs in process here)", res.Scenario, row.Contender, row.ServerCPU)
 			}
+			if inProcess := row.Contender == TaskFlow; inProcess != (row.LoadCPU < 0) {
+				t.Errorf("%s, %s: load generator CPU %v (measured for every contender but the in-process server, whose CPU it would include)", res.Scenario, row.Contender, row.LoadCPU)
+			}
 		}
 		if !slices.Equal(got, want) {
 			t.Errorf("%s: contenders %v, want %v", res.Scenario, got, want)
@@ -148,7 +151,8 @@ func TestReplayFreshIDs(t *testing.T) {
 }
 
 // With rounds, the contenders take turns and each row adds its rounds up: the
-// requests of every round, and the CPU each round measured.
+// requests of every round, and the CPU each round measured. It sends with
+// net/http's client (TestHarnessSmoke with the default, fasthttp's).
 func TestHarnessRounds(t *testing.T) {
 	t.Parallel()
 	withPeer := peer.Installed("../peer")
@@ -157,7 +161,7 @@ func TestHarnessRounds(t *testing.T) {
 		RedisURL:    "redis://127.0.0.1:6379/0",
 		Concurrency: 2, Requests: 6, Rounds: 3, Duration: 20 * time.Second, Warmup: 20 * time.Second,
 		Users: 3, Tasks: 4, CommentsPerTask: 2, Scenarios: []string{"task", "createTask"},
-		Peer: withPeer, PeerDir: "../peer",
+		Peer: withPeer, PeerDir: "../peer", Client: ClientNet,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -188,11 +192,19 @@ func TestHarnessRounds(t *testing.T) {
 // leaves the sum unmeasured.
 func TestMergeRound(t *testing.T) {
 	t.Parallel()
-	a := Stats{Requests: 100, Elapsed: time.Second, RPS: 100, P50: time.Millisecond, ServerCPU: 50 * time.Millisecond, PostgresCPU: 20 * time.Millisecond}
-	b := Stats{Requests: 300, Elapsed: time.Second, RPS: 300, P50: 3 * time.Millisecond, ServerCPU: 150 * time.Millisecond, PostgresCPU: -1}
+	a := Stats{Requests: 100, Elapsed: time.Second, RPS: 100, P50: time.Millisecond, ServerCPU: 50 * time.Millisecond, PostgresCPU: 20 * time.Millisecond, LoadCPU: 5 * time.Millisecond}
+	b := Stats{Requests: 300, Elapsed: time.Second, RPS: 300, P50: 3 * time.Millisecond, ServerCPU: 150 * time.Millisecond, PostgresCPU: -1, LoadCPU: 7 * time.Millisecond}
 	got := mergeRound(mergeRound(Stats{}, a), b)
 	if got.Requests != 400 || got.Elapsed != 2*time.Second || got.RPS != 200 || got.ServerCPU != 200*time.Millisecond ||
-		got.PostgresCPU != -1 || got.P50 != 2500*time.Microsecond {
+		got.PostgresCPU != -1 || got.LoadCPU != 12*time.Millisecond || got.P50 != 2500*time.Microsecond {
 		t.Fatalf("merged %+v", got)
+	}
+}
+
+// An unknown client is a clear error before anything runs.
+func TestUnknownClient(t *testing.T) {
+	t.Parallel()
+	if _, err := newPoster("curl", 1); err == nil || !strings.Contains(err.Error(), ClientFast) {
+		t.Errorf("newPoster(curl) = %v; want an error naming the clients", err)
 	}
 }

@@ -107,7 +107,7 @@ const (
 		VALUES ($1, $2, $3, $4, $5) RETURNING id, title, status`
 	rawInsertAudit = `INSERT INTO audit_events (id, chain_key, workspace_id, actor_id, action, entity_type, entity_id,
 		occurred_at, ip, user_agent, request_id, metadata, hash)
-		VALUES ($1, $2, $3, $4, 'task.created', 'task', $5, now(), '127.0.0.1', 'Go-http-client/1.1', $6, $7, $8)`
+		VALUES ($1, $2, $3, $4, 'task.created', 'task', $5, now(), '127.0.0.1', '` + userAgent + `', $6, $7, $8)`
 	rawInsertKey = `INSERT INTO idempotency_keys (user_id, key, field, fingerprint, result, expires_at)
 		VALUES ($1, $2, 'createTask', $3, $4, now() + interval '1 day')`
 )

@@ -27,12 +27,16 @@ func (r *Report) Markdown(w io.Writer) {
 	}
 	fmt.Fprintf(w, "Run of %s: concurrency %d, %s per contender (%s) after a %s warm-up, ANALYZE before each; %s; GOMAXPROCS %d, pool max %d connections; load average %s.\n\n",
 		r.Started.UTC().Format(time.RFC3339), c.Concurrency, c.Duration, turns, c.Warmup, mode, r.GoMaxProcs, r.PoolConns, r.LoadAvg)
-	fmt.Fprintf(w, "CPU per request: the server process's (TaskFlow's binary, PostGraphile's node; /proc/<pid>/stat) and its Postgres backends' (those with its application_name; /proc/<pid>/schedstat), read before and after the measured run.\n\n")
-	fmt.Fprintf(w, "| scenario | contender | req/s | p50 | p99 | server CPU | Postgres CPU | × raw SQL | × PostGraphile | failed |\n")
-	fmt.Fprintf(w, "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+	client := c.Client
+	if client == "" {
+		client = ClientFast
+	}
+	fmt.Fprintf(w, "CPU per request: the server process's (TaskFlow's binary, PostGraphile's node; /proc/<pid>/stat), its Postgres backends' (those with its application_name; /proc/<pid>/schedstat) and the load generator's (this process, %s's client or raw SQL's pgx; getrusage), read before and after the measured run.\n\n", client)
+	fmt.Fprintf(w, "| scenario | contender | req/s | p50 | p99 | server CPU | Postgres CPU | load generator CPU | × raw SQL | × PostGraphile | failed |\n")
+	fmt.Fprintf(w, "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
 	for _, res := range r.Results {
 		if res.Unavailable != "" {
-			fmt.Fprintf(w, "| %s | — | | | | | | | | could not run |\n", res.Scenario)
+			fmt.Fprintf(w, "| %s | — | | | | | | | | | could not run |\n", res.Scenario)
 			continue
 		}
 		for i, row := range res.Rows {
@@ -40,8 +44,8 @@ func (r *Report) Markdown(w io.Writer) {
 			if i > 0 {
 				name = ""
 			}
-			fmt.Fprintf(w, "| %s | %s | %.0f | %s | %s | %s | %s | %s | %s | %d |\n", name, row.Contender, row.RPS,
-				ms(row.P50), ms(row.P99), us(row.PerRequest(row.ServerCPU)), us(row.PerRequest(row.PostgresCPU)),
+			fmt.Fprintf(w, "| %s | %s | %.0f | %s | %s | %s | %s | %s | %s | %s | %d |\n", name, row.Contender, row.RPS,
+				ms(row.P50), ms(row.P99), us(row.PerRequest(row.ServerCPU)), us(row.PerRequest(row.PostgresCPU)), us(row.PerRequest(row.LoadCPU)),
 				ratio(res, row.Contender, RawSQL), ratio(res, row.Contender, PostGraphile), row.Errors)
 		}
 	}
