@@ -149,6 +149,8 @@ type Stats struct {
 	// load generator's (the HTTP client's, or raw SQL's pgx); -1: not
 	// measured (an in-process server, whose CPU it would include).
 	LoadCPU time.Duration
+	// RoundRPS is the throughput of each round, in order (Config.Rounds).
+	RoundRPS []float64
 }
 
 // PerRequest returns cpu per request, or -1 when cpu was not measured.
@@ -196,6 +198,25 @@ func (r Result) Ratio(a, b string) float64 {
 		return 0
 	}
 	return ra.RPS / rb.RPS
+}
+
+// RoundRatios are a's throughput over b's round by round (the contenders
+// take turns within a round, so round i of each ran minutes apart at most);
+// nil when either did not run or they ran different numbers of rounds.
+func (r Result) RoundRatios(a, b string) []float64 {
+	ra, oka := r.Row(a)
+	rb, okb := r.Row(b)
+	if !oka || !okb || len(ra.RoundRPS) != len(rb.RoundRPS) {
+		return nil
+	}
+	out := make([]float64, len(ra.RoundRPS))
+	for i, x := range ra.RoundRPS {
+		if rb.RoundRPS[i] == 0 {
+			return nil
+		}
+		out[i] = x / rb.RoundRPS[i]
+	}
+	return out
 }
 
 // Valid reports whether the scenario ran and every answer of every
@@ -521,6 +542,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 					}
 				}
 				fmt.Fprintf(cfg.Progress, "  %.0f req/s, %d failed\n", s.RPS, s.Errors)
+				s.RoundRPS = []float64{s.RPS}
 				t.s = mergeRound(t.s, s)
 			}
 		}
@@ -762,6 +784,7 @@ func mergeRound(a, b Stats) Stats {
 	out.ServerCPU = sumCPU(a.ServerCPU, b.ServerCPU)
 	out.PostgresCPU = sumCPU(a.PostgresCPU, b.PostgresCPU)
 	out.LoadCPU = sumCPU(a.LoadCPU, b.LoadCPU)
+	out.RoundRPS = append(slices.Clone(a.RoundRPS), b.RoundRPS...)
 	return out
 }
 

@@ -181,10 +181,44 @@ func TestHarnessRounds(t *testing.T) {
 			if row.PostgresCPU <= 0 {
 				t.Errorf("%s, %s: Postgres CPU %v over three rounds", res.Scenario, row.Contender, row.PostgresCPU)
 			}
+			if len(row.RoundRPS) != 3 {
+				t.Errorf("%s, %s: throughput of rounds %v, want three", res.Scenario, row.Contender, row.RoundRPS)
+			}
 		}
 		if !slices.Equal(got, want) {
 			t.Errorf("%s: contenders %v, want %v", res.Scenario, got, want)
 		}
+		if r := res.RoundRatios(TaskFlow, RawSQL); len(r) != 3 {
+			t.Errorf("%s: TaskFlow over raw SQL round by round: %v, want three ratios", res.Scenario, r)
+		}
+	}
+	var b bytes.Buffer
+	rep.Markdown(&b)
+	if !strings.Contains(b.String(), "raw SQL: ") || !strings.Contains(b.String(), "x (rounds ") {
+		t.Errorf("the report does not give the ratios' spread over rounds:\n%s", b.String())
+	}
+}
+
+// A ratio's rounds pair the contenders' rounds in order, and the report gives
+// their least and greatest.
+func TestRoundRatios(t *testing.T) {
+	t.Parallel()
+	r := Result{Rows: []Row{
+		{Contender: TaskFlow, Stats: Stats{RoundRPS: []float64{300, 200, 360}}},
+		{Contender: PostGraphile, Stats: Stats{RoundRPS: []float64{100, 100, 120}}},
+		{Contender: RawSQL, Stats: Stats{RoundRPS: []float64{1000}}},
+	}}
+	if got := r.RoundRatios(TaskFlow, PostGraphile); !slices.Equal(got, []float64{3, 2, 3}) {
+		t.Errorf("round ratios %v, want [3 2 3]", got)
+	}
+	if got := r.RoundRatios(TaskFlow, RawSQL); got != nil {
+		t.Errorf("rounds of different counts paired: %v", got)
+	}
+	if got := spread(r.RoundRatios(TaskFlow, PostGraphile)); got != " (rounds 2.00x to 3.00x)" {
+		t.Errorf("spread %q", got)
+	}
+	if got := spread([]float64{2}); got != "" {
+		t.Errorf("spread of one round %q, want none", got)
 	}
 }
 
@@ -192,11 +226,12 @@ func TestHarnessRounds(t *testing.T) {
 // leaves the sum unmeasured.
 func TestMergeRound(t *testing.T) {
 	t.Parallel()
-	a := Stats{Requests: 100, Elapsed: time.Second, RPS: 100, P50: time.Millisecond, ServerCPU: 50 * time.Millisecond, PostgresCPU: 20 * time.Millisecond, LoadCPU: 5 * time.Millisecond}
-	b := Stats{Requests: 300, Elapsed: time.Second, RPS: 300, P50: 3 * time.Millisecond, ServerCPU: 150 * time.Millisecond, PostgresCPU: -1, LoadCPU: 7 * time.Millisecond}
+	a := Stats{Requests: 100, Elapsed: time.Second, RPS: 100, P50: time.Millisecond, ServerCPU: 50 * time.Millisecond, PostgresCPU: 20 * time.Millisecond, LoadCPU: 5 * time.Millisecond, RoundRPS: []float64{100}}
+	b := Stats{Requests: 300, Elapsed: time.Second, RPS: 300, P50: 3 * time.Millisecond, ServerCPU: 150 * time.Millisecond, PostgresCPU: -1, LoadCPU: 7 * time.Millisecond, RoundRPS: []float64{300}}
 	got := mergeRound(mergeRound(Stats{}, a), b)
 	if got.Requests != 400 || got.Elapsed != 2*time.Second || got.RPS != 200 || got.ServerCPU != 200*time.Millisecond ||
-		got.PostgresCPU != -1 || got.LoadCPU != 12*time.Millisecond || got.P50 != 2500*time.Microsecond {
+		got.PostgresCPU != -1 || got.LoadCPU != 12*time.Millisecond || got.P50 != 2500*time.Microsecond ||
+		!slices.Equal(got.RoundRPS, []float64{100, 300}) {
 		t.Fatalf("merged %+v", got)
 	}
 }

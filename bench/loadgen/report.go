@@ -3,6 +3,7 @@ package loadgen
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 )
@@ -62,12 +63,12 @@ func (r *Report) Markdown(w io.Writer) {
 	}
 	for _, res := range r.Results {
 		if res.Target > 0 {
-			fmt.Fprintf(w, "\nTarget: %s, TaskFlow ≥ %.2fx raw SQL: %.2fx, %s.\n", res.Scenario, res.Target,
-				res.Ratio(TaskFlow, RawSQL), passFail(res.Valid() && res.rawPass()))
+			fmt.Fprintf(w, "\nTarget: %s, TaskFlow ≥ %.2fx raw SQL: %.2fx%s, %s.\n", res.Scenario, res.Target,
+				res.Ratio(TaskFlow, RawSQL), spread(res.RoundRatios(TaskFlow, RawSQL)), passFail(res.Valid() && res.rawPass()))
 		}
 		if _, ran := res.Row(PostGraphile); res.PeerTarget > 0 && ran {
-			fmt.Fprintf(w, "\nTarget: %s, TaskFlow ≥ %.2fx PostGraphile: %.2fx, %s.\n", res.Scenario, res.PeerTarget,
-				res.Ratio(TaskFlow, PostGraphile), passFail(res.Valid() && res.peerPass()))
+			fmt.Fprintf(w, "\nTarget: %s, TaskFlow ≥ %.2fx PostGraphile: %.2fx%s, %s.\n", res.Scenario, res.PeerTarget,
+				res.Ratio(TaskFlow, PostGraphile), spread(res.RoundRatios(TaskFlow, PostGraphile)), passFail(res.Valid() && res.peerPass()))
 		}
 		if server, postgres := res.CPURatios(); res.CPU != (CPUTarget{}) && (server > 0 || postgres > 0) {
 			fmt.Fprintf(w, "\nTarget: %s, TaskFlow's CPU per request ≤ %.1fx PostGraphile's (server) and ≤ %.1fx (Postgres): %.2fx and %.2fx, %s.\n",
@@ -198,6 +199,16 @@ func ratio(res Result, contender, other string) string {
 		return "—"
 	}
 	return fmt.Sprintf("%.2fx", x)
+}
+
+// spread formats the least and the greatest of a ratio's rounds, so that a
+// reader sees how far the machine moved it within the run; "" for fewer than
+// two rounds.
+func spread(rounds []float64) string {
+	if len(rounds) < 2 {
+		return ""
+	}
+	return fmt.Sprintf(" (rounds %.2fx to %.2fx)", slices.Min(rounds), slices.Max(rounds))
 }
 
 func passFail(ok bool) string {
