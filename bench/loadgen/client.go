@@ -22,7 +22,7 @@ const (
 	// single core (PostGraphile's node).
 	ClientFast = "fasthttp"
 	// ClientNet is net/http's client, the harness's client until
-	// 2026-12-03: about 58 µs of CPU a request against fasthttp's 15 (see
+	// 2026-12-03: 61–63 µs of CPU a task(id) against fasthttp's 41–42 (see
 	// docs/decisions/2026-12-03-lean-load-generator.md).
 	ClientNet = "net/http"
 )
@@ -66,7 +66,7 @@ func newPoster(name string, concurrency int) (poster, error) {
 }
 
 // fastPoster is a poster on fasthttp: requests and responses from its pools,
-// no allocation per request once warm.
+// and its connections' buffers reused.
 type fastPoster struct{ c *fasthttp.Client }
 
 func (p fastPoster) post(ctx context.Context, url, token string, body []byte, want string) error {

@@ -201,7 +201,7 @@ func (r Result) Ratio(a, b string) float64 {
 }
 
 // RoundRatios are a's throughput over b's round by round (the contenders
-// take turns within a round, so round i of each ran minutes apart at most);
+// take turns within a round, so round i of each ran seconds apart);
 // nil when either did not run or they ran different numbers of rounds.
 func (r Result) RoundRatios(a, b string) []float64 {
 	ra, oka := r.Row(a)
