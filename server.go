@@ -100,13 +100,15 @@ func main() {
 		fmt.Fprintf(os.Stderr, "taskflow: %v\n", err)
 		os.Exit(1)
 	}
-	log := slog.New(httpapi.LogHandler(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: cfg.LogLevel})))
+	logs := newProcessLogs(os.Stderr, cfg.LogLevel, accessLogFlush)
+	defer logs.Close()
+	log := logs.log
 	slog.SetDefault(log)
 	setGCPercent(os.Getenv)
 	if limit := setMemoryLimit(os.Getenv, os.ReadFile); limit > 0 {
 		log.Info("soft memory limit set from the container's", "gomemlimit_bytes", limit, "percent", memoryLimitPercent)
 	}
-	if err := run(cfg, log); err != nil {
+	if err := run(cfg, log, logs.access); err != nil {
 		var plain *startupError
 		if errors.As(err, &plain) {
 			log.Error("taskflow could not start", "err", plain.cause)
@@ -114,6 +116,7 @@ func main() {
 		} else {
 			log.Error("taskflow stopped", "err", err)
 		}
+		logs.Close() // os.Exit runs no deferred call
 		os.Exit(1)
 	}
 }
@@ -131,7 +134,7 @@ func (e *startupError) Error() string { return e.advice }
 // gracefully: it stops accepting connections, waits for the requests in flight
 // and exports the spans still buffered (all within cfg.ShutdownTimeout) and
 // returns nil.
-func run(cfg Config, log *slog.Logger) error {
+func run(cfg Config, log, accessLog *slog.Logger) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 
@@ -247,6 +250,7 @@ func run(cfg Config, log *slog.Logger) error {
 		Limiter:         limiter,
 		DB:              db,
 		Log:             log,
+		AccessLog:       accessLog,
 		TrustedProxies:  cfg.TrustedProxies,
 		Registry:        reg,
 		CORS:            cfg.CORS,

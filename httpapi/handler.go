@@ -38,8 +38,11 @@ import (
 
 // Options are the dependencies and settings of the HTTP API.
 type Options struct {
-	DB             *store.DB
-	Log            *slog.Logger
+	DB  *store.DB
+	Log *slog.Logger
+	// AccessLog receives the access log: a line for every request. Nil means
+	// Log.
+	AccessLog      *slog.Logger
 	TrustedProxies Proxies
 	// IdempotencyTTL and IdempotencyWait are IDEMPOTENCY_TTL and IDEMPOTENCY_WAIT;
 	// zero means the default (24h, 5s); a negative wait means no waiting.

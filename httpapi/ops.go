@@ -49,8 +49,11 @@ type ops struct {
 }
 
 // newOps prepares the operational parts for o, with a registry of their own
-// when o.Registry is nil.
+// when o.Registry is nil, and the access log on o.Log when o.AccessLog is nil.
 func newOps(o Options) *ops {
+	if o.AccessLog == nil {
+		o.AccessLog = o.Log
+	}
 	reg := o.Registry
 	if reg == nil {
 		reg = prometheus.NewRegistry()
@@ -249,7 +252,7 @@ func (p *ops) accessLog(next http.Handler) http.Handler {
 			case status < 300 && (route == "GET /healthz" || route == "GET /metrics"):
 				level = slog.LevelDebug
 			}
-			p.o.Log.LogAttrs(r.Context(), level, "request", attrs...)
+			p.o.AccessLog.LogAttrs(r.Context(), level, "request", attrs...)
 		}()
 		next.ServeHTTP(sw, r)
 	})
