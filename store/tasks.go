@@ -682,27 +682,42 @@ func readCommentsAlso(rows pgx.Rows, also CommentsAlso, page Page, users map[str
 // taskScanner scans rows of a leading column, then the columns of taskColumns,
 // into new Tasks. It keeps the list of destinations rows.Scan takes, which
 // would otherwise be allocated for every row, and reads a row's five ids as
-// UUIDs, writing their text into one string that the Task's ids are slices
-// of: pgx writes each into a string of its own, five allocations a task,
-// 16% of a page's (BenchmarkProjectTasksPage, 2026-12-03).
+// UUIDs, writing their text and the title into one string that the Task's
+// ids and title are slices of: pgx writes each into a string of its own
+// (BenchmarkProjectTasksPage, 2026-12-03: the ids' strings were 16% of a
+// page's allocations, the title's 20 of 543). A Task and its assignee's id
+// are one allocation (taskRow).
 type taskScanner struct {
 	dest [13]any
 	// ids are the id, project_id, workspace_id, assignee_id and created_by
 	// of the row.
-	ids [5]pgtype.UUID
+	ids   [5]pgtype.UUID
+	title rawText
+	// text is the buffer the row's ids and title are written to, at first
+	// textBuf (which holds five ids and a title of up to 76 bytes without
+	// growing; a title's own buffer is titleBuf).
+	text     []byte
+	textBuf  [5*36 + 76]byte
+	titleBuf [76]byte
 }
 
 // scan reads the current row of rows: the leading column into first, the
 // others into a new Task.
 func (s *taskScanner) scan(rows pgx.Rows, first any) (*Task, error) {
-	t := new(Task)
-	s.dest = [13]any{first, &s.ids[0], &s.ids[1], &s.ids[2], &t.Title, &t.Description, &t.Status,
+	row := new(taskRow)
+	t := &row.Task
+	if s.text == nil {
+		s.text, s.title.b = s.textBuf[:0], s.titleBuf[:0]
+	}
+	s.dest = [13]any{first, &s.ids[0], &s.ids[1], &s.ids[2], &s.title, &t.Description, &t.Status,
 		&t.Priority, &s.ids[3], &t.DueDate, &s.ids[4], &t.CreatedAt, &t.UpdatedAt}
 	if err := rows.Scan(s.dest[:]...); err != nil {
 		return nil, err
 	}
-	var buf [len(s.ids) * 36]byte
-	text := buf[:0]
+	if s.title.null {
+		return nil, errors.New("task: its title is NULL")
+	}
+	text := s.text[:0]
 	for i, id := range s.ids {
 		switch {
 		case id.Valid:
@@ -711,7 +726,10 @@ func (s *taskScanner) scan(rows pgx.Rows, first any) (*Task, error) {
 			return nil, fmt.Errorf("task: column %d of taskColumns is NULL", i)
 		}
 	}
+	text = append(text, s.title.b...)
+	s.text = text
 	all := string(text)
+	t.Title = all[len(all)-len(s.title.b):]
 	next := func() string {
 		id := all[:36]
 		all = all[36:]
@@ -719,11 +737,30 @@ func (s *taskScanner) scan(rows pgx.Rows, first any) (*Task, error) {
 	}
 	t.ID, t.ProjectID, t.WorkspaceID = next(), next(), next()
 	if s.ids[3].Valid {
-		a := next()
-		t.AssigneeID = &a
+		row.assignee = next()
+		t.AssigneeID = &row.assignee
 	}
 	t.CreatedByID = next()
 	return t, nil
+}
+
+// taskRow is a Task read by taskScanner, with room for its assignee's id.
+type taskRow struct {
+	Task
+	assignee string
+}
+
+// rawText is a scan destination that keeps a copy of a text column's bytes in
+// a buffer of its own, reused from row to row.
+type rawText struct {
+	b    []byte
+	null bool
+}
+
+// ScanBytes copies v (pgx's buffer, valid only during the call); nil is NULL.
+func (r *rawText) ScanBytes(v []byte) error {
+	r.b, r.null = append(r.b[:0], v...), v == nil
+	return nil
 }
 
 // appendUUID appends u's text: lower-case hexadecimal in groups of 8, 4, 4,

@@ -422,18 +422,21 @@ func insertAttachment(t *testing.T, pool *pgxpool.Pool, task *store.Task, upload
 	return a
 }
 
-// Pages and searches (taskScanner, which writes a row's ids into one string)
-// read every task as Task (pgx's own scan) reads it: ids, a NULL and a set
-// assignee, and the other columns.
+// Pages and searches (taskScanner, which writes a row's ids and title into
+// one string and reads the status and priority as known values) read every
+// task as Task (pgx's own scan) reads it: ids, a NULL and a set assignee, a
+// status and a priority other than the defaults, and the other columns.
 func TestPagedTasksAreReadAsOneTaskIs(t *testing.T) {
 	t.Parallel()
 	f := newTaskFixture(t)
 	ctx := t.Context()
 	desc, due := "words", time.Date(2026, 12, 24, 0, 0, 0, 0, time.UTC)
+	done, urgent := store.TaskStatusDone, store.TaskPriorityUrgent
 	created := map[string]bool{}
 	for i, in := range []store.NewTask{
 		{ProjectID: f.project, Title: "alpha unassigned"},
 		{ProjectID: f.project, Title: "alpha assigned", AssigneeID: &f.member.ID, Description: &desc, DueDate: &due},
+		{ProjectID: f.project, Title: "alpha ünïcode ✓ done", Status: &done, Priority: &urgent},
 	} {
 		task, err := f.db.CreateTask(ctx, f.member, in)
 		if err != nil {
@@ -454,8 +457,8 @@ func TestPagedTasksAreReadAsOneTaskIs(t *testing.T) {
 		t.Fatal(err)
 	}
 	for name, c := range map[string]*store.TaskConnection{"page": pages[0], "search": found} {
-		if len(c.Edges) != 2 {
-			t.Fatalf("%s: %d tasks, want 2", name, len(c.Edges))
+		if len(c.Edges) != 3 {
+			t.Fatalf("%s: %d tasks, want 3", name, len(c.Edges))
 		}
 		for _, e := range c.Edges {
 			one, err := f.db.Task(ctx, f.member, e.Node.ID)
