@@ -10,9 +10,10 @@ import (
 	"taskflow/httpapi"
 )
 
-// accessLogFlush is how late an access log line may reach stderr: its lines
-// are written in batches, at most this long after the request and at least
-// every accessLogBuffer bytes (docs/decisions/2026-12-03-batched-access-log.md).
+// accessLogFlush and accessLogBuffer bound the batches of the access log: a
+// line reaches stderr at most accessLogFlush after it was logged, and a batch
+// is written whenever it reaches accessLogBuffer bytes
+// (docs/decisions/2026-12-03-batched-access-log.md).
 const (
 	accessLogFlush  = 200 * time.Millisecond
 	accessLogBuffer = 32 << 10
