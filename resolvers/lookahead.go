@@ -242,3 +242,25 @@ func optionalArg[T any](v any, unmarshal func(any) (T, error)) (*T, bool) {
 	}
 	return &x, true
 }
+
+// listedFields are the Task fields a Task of store.ListedTaskFields answers.
+var listedFields = map[string]bool{"id": true, "title": true, "status": true, "priority": true,
+	"createdAt": true, "__typename": true}
+
+// taskFieldsAsked returns the fields of a task that the tasks of ctx's field
+// (a TaskConnection) need set: store.ListedTaskFields when every selection of
+// its tasks asks only for listedFields, else store.AllTaskFields.
+func taskFieldsAsked(ctx context.Context) store.TaskFields {
+	fc, oc := graphql.GetFieldContext(ctx), graphql.GetOperationContext(ctx)
+	if fc == nil || oc == nil {
+		return store.AllTaskFields
+	}
+	for _, sel := range taskSelections(oc, fc.Field.Selections) {
+		for _, f := range graphql.CollectFields(oc, sel, []string{"Task"}) {
+			if !listedFields[f.Name] {
+				return store.AllTaskFields
+			}
+		}
+	}
+	return store.ListedTaskFields
+}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
 	"taskflow/errs"
@@ -143,4 +144,85 @@ func TestSearchTasksPagination(t *testing.T) {
 	_, taskCur := walk(t, projectTasks(t, env, w.member, want[0], nil), 3)
 	_, r = search(t, env, w.member, w.workspace, "deploy")(3, &taskCur)
 	wantCode(t, r, errs.CodeBadUserInput)
+}
+
+// A search whose tasks are asked only for what a list shows (id, title,
+// status, priority, createdAt) reads only those columns
+// (store.ListedTaskFields) and answers as a search of whole tasks does, in
+// nodes, edges and fragments alike; one that asks for more (here the
+// description, the assignee, the project) gets whole tasks. In the same
+// request, task(id) of a found task still answers all of it.
+func TestSearchTasksListedFields(t *testing.T) {
+	t.Parallel()
+	env := apitest.New(t)
+	w := newWorld(t, env)
+	id := insertTask(t, env, w.project, "Login fails", "on every upgrade", store.TaskStatusDone, w.member)
+	if _, err := env.DB.Pool.Exec(t.Context(), `UPDATE tasks SET assignee_id = $2, priority = 'URGENT' WHERE id = $1`,
+		id, w.member.ID); err != nil {
+		t.Fatal(err)
+	}
+	insertTask(t, env, w.project, "Login page", "", store.TaskStatusTodo, w.member)
+	type task struct {
+		ID, Title, Status, Priority, CreatedAt, Typename string
+		Description                                      *string
+		Assignee, Project                                *struct{ ID string }
+	}
+	var listed, whole struct {
+		SearchTasks struct {
+			Nodes []task
+			Edges []struct {
+				Cursor string
+				Node   task
+			}
+		}
+		Task *task
+	}
+	mustCall(t, env, w.viewer, `query($ws: ID!, $id: ID!) { searchTasks(workspaceId: $ws, query: "login") {
+		nodes { id title status priority createdAt Typename: __typename }
+		edges { cursor node { ...on Task { id title } ...L } } }
+		task(id: $id) { id description assignee { id } project { id } } }
+		fragment L on Task { status priority }`, map[string]any{"ws": w.workspace, "id": id}, &listed)
+	mustCall(t, env, w.viewer, `query($ws: ID!) { searchTasks(workspaceId: $ws, query: "login") {
+		nodes { id title status priority createdAt Typename: __typename description assignee { id } project { id } }
+		edges { cursor node { id title status priority } } } }`, map[string]any{"ws": w.workspace}, &whole)
+	if len(whole.SearchTasks.Nodes) != 2 || len(listed.SearchTasks.Nodes) != 2 {
+		t.Fatalf("found %d and %d tasks, want 2", len(listed.SearchTasks.Nodes), len(whole.SearchTasks.Nodes))
+	}
+	for i, n := range whole.SearchTasks.Nodes {
+		l := listed.SearchTasks.Nodes[i]
+		if l.ID != n.ID || l.Title != n.Title || l.Status != n.Status || l.Priority != n.Priority ||
+			l.CreatedAt != n.CreatedAt || l.Typename != "Task" || n.Project == nil || n.Project.ID != w.project {
+			t.Errorf("task %d: listed %+v, whole %+v", i, l, n)
+		}
+		if e, f := listed.SearchTasks.Edges[i], whole.SearchTasks.Edges[i]; e != f {
+			t.Errorf("edge %d: listed %+v, whole %+v", i, e, f)
+		}
+	}
+	i := slices.IndexFunc(whole.SearchTasks.Nodes, func(n task) bool { return n.ID == id })
+	if i < 0 {
+		t.Fatalf("task %s not found", id)
+	}
+	first := whole.SearchTasks.Nodes[i]
+	if first.Priority != "URGENT" || first.Status != "DONE" || first.Description == nil ||
+		*first.Description != "on every upgrade" || first.Assignee == nil || first.Assignee.ID != w.member.ID {
+		t.Errorf("whole search's task = %+v", first)
+	}
+	// Each field beyond the listed ones, asked alone beside them, is answered.
+	for field, want := range map[string]string{
+		"description":      `"description":"on every upgrade"`,
+		"assignee { id }":  `"assignee":{"id":"` + w.member.ID + `"}`,
+		"project { id }":   `"project":{"id":"` + w.project + `"}`,
+		"createdBy { id }": `"createdBy":{"id":"` + w.member.ID + `"}`,
+		"updatedAt":        `"updatedAt":"20`,
+	} {
+		r := call(t, env, w.viewer, `query($ws: ID!) { searchTasks(workspaceId: $ws, query: "login") { nodes { id title `+field+` } } }`,
+			map[string]any{"ws": w.workspace})
+		if len(r.Body.Errors) > 0 || !strings.Contains(string(r.Body.Data), want) {
+			t.Errorf("search asking %s: %s", field, r.Raw)
+		}
+	}
+	if got := listed.Task; got == nil || got.Description == nil || *got.Description != "on every upgrade" ||
+		got.Assignee == nil || got.Assignee.ID != w.member.ID || got.Project == nil || got.Project.ID != w.project {
+		t.Errorf("task(id) beside a listed search = %+v", got)
+	}
 }

@@ -73,8 +73,9 @@ func decodeSearchCursor(after *string, scope string) (*searchCursor, error) {
 // cursor carries the rank, so paging is keyset, not offset. It returns a NOT_FOUND
 // error if the workspace does not exist or viewer is not a member, and
 // BAD_USER_INPUT for an empty or too long query, first out of 1..100, or a
-// cursor from another workspace or query.
-func (db *DB) SearchTasks(ctx context.Context, viewer *User, workspaceID, query string, first *int, after *string) (*TaskConnection, error) {
+// cursor from another workspace or query. The Tasks have the fields of fields
+// set.
+func (db *DB) SearchTasks(ctx context.Context, viewer *User, workspaceID, query string, first *int, after *string, fields TaskFields) (*TaskConnection, error) {
 	if viewer == nil {
 		return nil, errs.ErrUnauthenticated
 	}
@@ -108,7 +109,11 @@ func (db *DB) SearchTasks(ctx context.Context, viewer *User, workspaceID, query 
 	// one-time filter, so a stranger's search scans nothing).
 	b := &pgx.Batch{}
 	b.Queue(roleInSQL, workspaceID, viewer.ID)
-	b.Queue(`SELECT t.rank, `+taskColumns+`
+	columns := taskColumns
+	if fields == ListedTaskFields {
+		columns = listedTaskColumns
+	}
+	b.Queue(`SELECT t.rank, `+columns+`
 		FROM (SELECT t.*, ts_rank(t.search, q.q) AS rank
 			FROM tasks t, websearch_to_tsquery('english', $2) AS q(q)
 			WHERE t.workspace_id = $1 AND t.search @@ q.q
@@ -130,8 +135,12 @@ func (db *DB) SearchTasks(ctx context.Context, viewer *User, workspaceID, query 
 	var ranks []float32
 	var sc taskScanner
 	var r float32
+	scan := sc.scan
+	if fields == ListedTaskFields {
+		scan = sc.scanListed
+	}
 	for rows.Next() {
-		t, err := sc.scan(rows, &r)
+		t, err := scan(rows, &r)
 		if err != nil {
 			return nil, fmt.Errorf("search tasks: %w", err)
 		}

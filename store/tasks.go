@@ -63,6 +63,24 @@ type TaskPatch struct {
 const taskColumns = `t.id, t.project_id, t.workspace_id, t.title, t.description, t.status, t.priority,
 	t.assignee_id, t.due_date, t.created_by, t.created_at, t.updated_at`
 
+// TaskFields says which fields of the Tasks a read returns are set.
+type TaskFields int
+
+const (
+	// AllTaskFields sets every field.
+	AllTaskFields TaskFields = iota
+	// ListedTaskFields sets ID, Title, Status, Priority and CreatedAt only:
+	// what a list of tasks shows. Such Tasks must not be taken for whole
+	// ones (a loader's cache of tasks by id). A search that reads only these
+	// columns costs Postgres about 17 µs less, a sixth of the statement
+	// (docs/decisions/2026-12-03-listed-search-columns.md).
+	ListedTaskFields
+)
+
+// listedTaskColumns are the columns of ListedTaskFields, as taskScanner's
+// scanListed reads them.
+const listedTaskColumns = `t.id, t.title, t.status, t.priority, t.created_at`
+
 // scanTask scans the columns of taskColumns, followed by extra destinations.
 func scanTask(row pgx.Row, extra ...any) (*Task, error) {
 	var t Task
@@ -741,6 +759,28 @@ func (s *taskScanner) scan(rows pgx.Rows, first any) (*Task, error) {
 		t.AssigneeID = &row.assignee
 	}
 	t.CreatedByID = next()
+	return t, nil
+}
+
+// scanListed reads the current row of rows, of a leading column and then
+// listedTaskColumns: the leading column into first, the others into a new
+// Task of ListedTaskFields, whose id and title share one string.
+func (s *taskScanner) scanListed(rows pgx.Rows, first any) (*Task, error) {
+	t := new(Task)
+	if s.text == nil {
+		s.text, s.title.b = s.textBuf[:0], s.titleBuf[:0]
+	}
+	dest := s.dest[:6]
+	dest[0], dest[1], dest[2], dest[3], dest[4], dest[5] = first, &s.ids[0], &s.title, &t.Status, &t.Priority, &t.CreatedAt
+	if err := rows.Scan(dest...); err != nil {
+		return nil, err
+	}
+	if !s.ids[0].Valid || s.title.null {
+		return nil, errors.New("task: its id or title is NULL")
+	}
+	s.text = append(appendUUID(s.text[:0], s.ids[0].Bytes), s.title.b...)
+	all := string(s.text)
+	t.ID, t.Title = all[:36], all[36:]
 	return t, nil
 }
 

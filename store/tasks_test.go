@@ -452,9 +452,27 @@ func TestPagedTasksAreReadAsOneTaskIs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	found, err := f.db.SearchTasks(ctx, f.member, f.workspace, "alpha", nil, nil)
+	found, err := f.db.SearchTasks(ctx, f.member, f.workspace, "alpha", nil, nil, store.AllTaskFields)
 	if err != nil {
 		t.Fatal(err)
+	}
+	// A search of ListedTaskFields reads the same tasks, in the same order
+	// with the same cursors, with only those fields set.
+	listed, err := f.db.SearchTasks(ctx, f.member, f.workspace, "alpha", nil, nil, store.ListedTaskFields)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(listed.Edges) != len(found.Edges) || listed.PageInfo.HasNextPage != found.PageInfo.HasNextPage ||
+		*listed.PageInfo.EndCursor() != *found.PageInfo.EndCursor() {
+		t.Fatalf("listed search: %d tasks, %+v; whole: %d, %+v", len(listed.Edges), listed.PageInfo, len(found.Edges), found.PageInfo)
+	}
+	for i, e := range listed.Edges {
+		whole := found.Edges[i]
+		want := store.Task{ID: whole.Node.ID, Title: whole.Node.Title, Status: whole.Node.Status,
+			Priority: whole.Node.Priority, CreatedAt: whole.Node.CreatedAt}
+		if !reflect.DeepEqual(*e.Node, want) || e.Cursor() != whole.Cursor() {
+			t.Errorf("listed search read\n%+v (%s)\nwant\n%+v (%s)", *e.Node, e.Cursor(), want, whole.Cursor())
+		}
 	}
 	for name, c := range map[string]*store.TaskConnection{"page": pages[0], "search": found} {
 		if len(c.Edges) != 3 {
