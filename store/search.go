@@ -109,9 +109,10 @@ func (db *DB) SearchTasks(ctx context.Context, viewer *User, workspaceID, query 
 	// one-time filter, so a stranger's search scans nothing).
 	b := &pgx.Batch{}
 	b.Queue(roleInSQL, workspaceID, viewer.ID)
-	columns := taskColumns
+	var sc taskScanner
+	columns, scan := taskColumns, sc.scan
 	if fields == ListedTaskFields {
-		columns = listedTaskColumns
+		columns, scan = listedTaskColumns, sc.scanListed
 	}
 	b.Queue(`SELECT t.rank, `+columns+`
 		FROM (SELECT t.*, ts_rank(t.search, q.q) AS rank
@@ -133,12 +134,7 @@ func (db *DB) SearchTasks(ctx context.Context, viewer *User, workspaceID, query 
 	defer rows.Close()
 	var tasks []*Task
 	var ranks []float32
-	var sc taskScanner
 	var r float32
-	scan := sc.scan
-	if fields == ListedTaskFields {
-		scan = sc.scanListed
-	}
 	for rows.Next() {
 		t, err := scan(rows, &r)
 		if err != nil {

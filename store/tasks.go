@@ -724,9 +724,7 @@ type taskScanner struct {
 func (s *taskScanner) scan(rows pgx.Rows, first any) (*Task, error) {
 	row := new(taskRow)
 	t := &row.Task
-	if s.text == nil {
-		s.text, s.title.b = s.textBuf[:0], s.titleBuf[:0]
-	}
+	s.useBuffers()
 	s.dest = [13]any{first, &s.ids[0], &s.ids[1], &s.ids[2], &s.title, &t.Description, &t.Status,
 		&t.Priority, &s.ids[3], &t.DueDate, &s.ids[4], &t.CreatedAt, &t.UpdatedAt}
 	if err := rows.Scan(s.dest[:]...); err != nil {
@@ -767,9 +765,7 @@ func (s *taskScanner) scan(rows pgx.Rows, first any) (*Task, error) {
 // Task of ListedTaskFields, whose id and title share one string.
 func (s *taskScanner) scanListed(rows pgx.Rows, first any) (*Task, error) {
 	t := new(Task)
-	if s.text == nil {
-		s.text, s.title.b = s.textBuf[:0], s.titleBuf[:0]
-	}
+	s.useBuffers()
 	dest := s.dest[:6]
 	dest[0], dest[1], dest[2], dest[3], dest[4], dest[5] = first, &s.ids[0], &s.title, &t.Status, &t.Priority, &t.CreatedAt
 	if err := rows.Scan(dest...); err != nil {
@@ -782,6 +778,14 @@ func (s *taskScanner) scanListed(rows pgx.Rows, first any) (*Task, error) {
 	all := string(s.text)
 	t.ID, t.Title = all[:36], all[36:]
 	return t, nil
+}
+
+// useBuffers points the row's text and title at the scanner's own arrays the
+// first time.
+func (s *taskScanner) useBuffers() {
+	if s.text == nil {
+		s.text, s.title.b = s.textBuf[:0], s.titleBuf[:0]
+	}
 }
 
 // taskRow is a Task read by taskScanner, with room for its assignee's id.
