@@ -64,11 +64,15 @@ func optional[T any](o graphql.Omittable[*T]) store.Optional[T] {
 	return store.Optional[T]{Set: o.IsSet(), Value: o.Value()}
 }
 
-// primeTasks puts the tasks of a page into the task-by-id cache, so that hops
-// back to them (a comment's task) cost no query.
-func (l *taskLoaders) primeTasks(c *store.TaskConnection, err error) (*store.TaskConnection, error) {
+// primeTasks puts the tasks of a page read with fields into the task-by-id
+// cache, so that hops back to them (a comment's task) cost no query; tasks
+// with fewer than store.AllTaskFields set stay out of it.
+func (l *taskLoaders) primeTasks(fields store.TaskFields, c *store.TaskConnection, err error) (*store.TaskConnection, error) {
 	if err != nil {
 		return nil, err
+	}
+	if fields != store.AllTaskFields {
+		return c, nil
 	}
 	for _, e := range c.Edges {
 		l.taskByID.Prime(e.Node.ID, e.Node)

@@ -127,6 +127,7 @@ func taskPageAsked(ctx context.Context, projectID string) (store.TaskPageKey, st
 			continue
 		}
 		k, ok := taskPageKeyOf(projectID, f.ArgumentMap(oc.Variables))
+		k.Fields = taskFieldsOf(oc, f.Selections) // as Project.tasks makes its key
 		if !ok || (found && k != key) {
 			return store.TaskPageKey{}, store.TaskPageAlso{}, false
 		}
@@ -248,14 +249,21 @@ var listedFields = map[string]bool{"id": true, "title": true, "status": true, "p
 	"createdAt": true, "__typename": true}
 
 // taskFieldsAsked returns the fields of a task that the tasks of ctx's field
-// (a TaskConnection) need set: store.ListedTaskFields when every selection of
-// its tasks asks only for listedFields, else store.AllTaskFields.
+// (a TaskConnection) need set (taskFieldsOf).
 func taskFieldsAsked(ctx context.Context) store.TaskFields {
 	fc, oc := graphql.GetFieldContext(ctx), graphql.GetOperationContext(ctx)
 	if fc == nil || oc == nil {
 		return store.AllTaskFields
 	}
-	for _, sel := range taskSelections(oc, fc.Field.Selections) {
+	return taskFieldsOf(oc, fc.Field.Selections)
+}
+
+// taskFieldsOf returns the fields of a task that the tasks of a
+// TaskConnection selection need set: store.ListedTaskFields when every
+// selection of its tasks asks only for listedFields, else
+// store.AllTaskFields.
+func taskFieldsOf(oc *graphql.OperationContext, conn ast.SelectionSet) store.TaskFields {
+	for _, sel := range taskSelections(oc, conn) {
 		for _, f := range graphql.CollectFields(oc, sel, []string{"Task"}) {
 			if !listedFields[f.Name] {
 				return store.AllTaskFields

@@ -246,10 +246,7 @@ func (r *queryResolver) Task(ctx context.Context, id string) (*store.Task, error
 func (r *queryResolver) SearchTasks(ctx context.Context, workspaceID string, query string, first *int, after *string) (*store.Connection[store.Task], error) {
 	fields := taskFieldsAsked(ctx)
 	found, err := r.DB.SearchTasks(ctx, auth.UserFrom(ctx), workspaceID, query, first, after, fields)
-	if fields == store.ListedTaskFields {
-		return found, err // tasks with some fields only: not for the task-by-id cache
-	}
-	return r.loaders(ctx).primeTasks(found, err)
+	return r.loaders(ctx).primeTasks(fields, found, err)
 }
 
 // AuditEvents is the resolver for the auditEvents field.

@@ -32,8 +32,10 @@ func (r *projectResolver) Tasks(ctx context.Context, obj *store.Project, status 
 	if err != nil {
 		return nil, err
 	}
+	key.Fields = taskFieldsAsked(ctx)
 	l := r.loaders(ctx)
-	return l.primeTasks(l.taskPages.Load(ctx, key))
+	page, err := l.taskPages.Load(ctx, key)
+	return l.primeTasks(key.Fields, page, err)
 }
 
 // Members is the resolver for the members field.

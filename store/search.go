@@ -110,11 +110,8 @@ func (db *DB) SearchTasks(ctx context.Context, viewer *User, workspaceID, query 
 	b := &pgx.Batch{}
 	b.Queue(roleInSQL, workspaceID, viewer.ID)
 	var sc taskScanner
-	columns, scan := taskColumns, sc.scan
-	if fields == ListedTaskFields {
-		columns, scan = listedTaskColumns, sc.scanListed
-	}
-	b.Queue(`SELECT t.rank, `+columns+`
+	scan := sc.scanOf(fields)
+	b.Queue(`SELECT t.rank, `+fields.columns()+`
 		FROM (SELECT t.*, ts_rank(t.search, q.q) AS rank
 			FROM tasks t, websearch_to_tsquery('english', $2) AS q(q)
 			WHERE t.workspace_id = $1 AND t.search @@ q.q

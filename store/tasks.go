@@ -81,6 +81,15 @@ const (
 // scanListed reads them.
 const listedTaskColumns = `t.id, t.title, t.status, t.priority, t.created_at`
 
+// columns returns the columns (table alias t) that set f's fields, as
+// taskScanner.scanOf(f) reads them.
+func (f TaskFields) columns() string {
+	if f == ListedTaskFields {
+		return listedTaskColumns
+	}
+	return taskColumns
+}
+
 // scanTask scans the columns of taskColumns, followed by extra destinations.
 func scanTask(row pgx.Row, extra ...any) (*Task, error) {
 	var t Task
@@ -363,13 +372,16 @@ func (db *DB) TasksByID(ctx context.Context, ids []string) ([]*Task, error) {
 }
 
 // TaskPageKey names one page of a project's tasks: the project, an optional
-// status filter ("" for all), the page size and the opaque cursor ("" for the
-// first page). It is comparable, so loaders batch and cache by it.
+// status filter ("" for all), the page size, the opaque cursor ("" for the
+// first page) and the fields its tasks need set (AllTaskFields, the zero
+// value, unless the caller knows less will do). It is comparable, so loaders
+// batch and cache by it.
 type TaskPageKey struct {
 	ProjectID string
 	Status    TaskStatus
 	First     int
 	After     string
+	Fields    TaskFields
 }
 
 // taskPageScope is the cursor scope of a project's task list with a filter.
@@ -401,7 +413,8 @@ func NewTaskPageKey(projectID string, status *TaskStatus, first *int, after *str
 }
 
 // TaskPages returns one page of tasks, newest first by (created_at, id), for each
-// key, in the order of keys, with one query for all of them. It checks no access:
+// key, in the order of keys, with one query for all of them. Its tasks have
+// ListedTaskFields when every key asks for no more, else AllTaskFields. It checks no access:
 // callers pass projects the viewer can see. It returns a BAD_USER_INPUT error for
 // a key whose cursor is invalid (keys made by NewTaskPageKey never are).
 func (db *DB) TaskPages(ctx context.Context, keys []TaskPageKey) ([]*TaskConnection, error) {
@@ -419,10 +432,11 @@ func (db *DB) TaskPages(ctx context.Context, keys []TaskPageKey) ([]*TaskConnect
 // taskPagesQuery is the statement of TaskPages for its keys, and how to read
 // its rows back into pages.
 type taskPagesQuery struct {
-	keys  []TaskPageKey
-	pages []taskPage
-	sql   string
-	args  []any
+	keys   []TaskPageKey
+	pages  []taskPage
+	fields TaskFields
+	sql    string
+	args   []any
 }
 
 // taskPage is a page request of TaskPages with the cursor scope of its list.
@@ -440,7 +454,11 @@ func newTaskPagesQuery(keys []TaskPageKey) (*taskPagesQuery, error) {
 	ats := make([]*time.Time, len(keys))
 	afterIDs := make([]*string, len(keys))
 	limits := make([]int32, len(keys))
+	fields := ListedTaskFields
 	for i, k := range keys {
+		if k.Fields != ListedTaskFields {
+			fields = AllTaskFields
+		}
 		after := &k.After
 		scope := taskPageScope(k.ProjectID, k.Status)
 		p, err := NewPage(&k.First, DefaultTaskPageSize, after, scope)
@@ -461,17 +479,18 @@ func newTaskPagesQuery(keys []TaskPageKey) (*taskPagesQuery, error) {
 		}
 		limits[i] = int32(p.First + 1)
 	}
-	q := &taskPagesQuery{keys: keys, pages: pages}
+	q := &taskPagesQuery{keys: keys, pages: pages, fields: fields}
+	columns := fields.columns()
 	if len(keys) == 1 {
 		// One page (project(id) { tasks }): scalar parameters, which Postgres
 		// plans once (anyID says why the arrays below are planned every time).
-		q.sql = `SELECT 1::bigint, ` + taskColumns + ` FROM tasks t` + onePageWhere + `
+		q.sql = `SELECT 1::bigint, ` + columns + ` FROM tasks t` + onePageWhere + `
 			ORDER BY t.created_at DESC, t.id DESC
 			LIMIT $5::int`
 		q.args = []any{projects[0], statuses[0], ats[0], afterIDs[0], limits[0]}
 		return q, nil
 	}
-	q.sql = `SELECT k.ord, ` + taskColumns + `
+	q.sql = `SELECT k.ord, ` + columns + `
 			FROM unnest($1::text[]::uuid[], $2::text[], $3::timestamptz[], $4::text[]::uuid[], $5::int[])
 				WITH ORDINALITY AS k(project_id, status, at, id, lim, ord)
 			CROSS JOIN LATERAL (
@@ -491,9 +510,10 @@ func (q *taskPagesQuery) read(rows pgx.Rows) ([]*TaskConnection, error) {
 	defer rows.Close()
 	items := make([][]*Task, len(q.keys))
 	var sc taskScanner
+	scan := sc.scanOf(q.fields)
 	var ord int64
 	for rows.Next() {
-		t, err := sc.scan(rows, &ord)
+		t, err := scan(rows, &ord)
 		if err != nil {
 			return nil, fmt.Errorf("task pages: %w", err)
 		}
@@ -778,6 +798,14 @@ func (s *taskScanner) scanListed(rows pgx.Rows, first any) (*Task, error) {
 	all := string(s.text)
 	t.ID, t.Title = all[:36], all[36:]
 	return t, nil
+}
+
+// scanOf returns the scan of s that reads the columns of f.columns().
+func (s *taskScanner) scanOf(f TaskFields) func(rows pgx.Rows, first any) (*Task, error) {
+	if f == ListedTaskFields {
+		return s.scanListed
+	}
+	return s.scan
 }
 
 // useBuffers points the row's text and title at the scanner's own arrays the

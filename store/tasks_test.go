@@ -462,19 +462,35 @@ func TestPagedTasksAreReadAsOneTaskIs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(listed.Edges) != len(found.Edges) || listed.PageInfo.HasNextPage != found.PageInfo.HasNextPage ||
-		*listed.PageInfo.EndCursor() != *found.PageInfo.EndCursor() {
-		t.Fatalf("listed search: %d tasks, %+v; whole: %d, %+v", len(listed.Edges), listed.PageInfo, len(found.Edges), found.PageInfo)
+	// So does a page of ListedTaskFields, read alone; read in one batch with
+	// a key of AllTaskFields, its tasks are whole.
+	listedKey := key
+	listedKey.Fields = store.ListedTaskFields
+	listedPages, err := f.db.TaskPages(ctx, []store.TaskPageKey{listedKey})
+	if err != nil {
+		t.Fatal(err)
 	}
-	for i, e := range listed.Edges {
-		whole := found.Edges[i]
-		want := store.Task{ID: whole.Node.ID, Title: whole.Node.Title, Status: whole.Node.Status,
-			Priority: whole.Node.Priority, CreatedAt: whole.Node.CreatedAt}
-		if !reflect.DeepEqual(*e.Node, want) || e.Cursor() != whole.Cursor() {
-			t.Errorf("listed search read\n%+v (%s)\nwant\n%+v (%s)", *e.Node, e.Cursor(), want, whole.Cursor())
+	mixed, err := f.db.TaskPages(ctx, []store.TaskPageKey{listedKey, key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, c := range map[string][2]*store.TaskConnection{"search": {listed, found}, "page": {listedPages[0], pages[0]}} {
+		listed, found := c[0], c[1]
+		if len(listed.Edges) != len(found.Edges) || listed.PageInfo.HasNextPage != found.PageInfo.HasNextPage ||
+			*listed.PageInfo.EndCursor() != *found.PageInfo.EndCursor() {
+			t.Fatalf("listed %s: %d tasks, %+v; whole: %d, %+v", name, len(listed.Edges), listed.PageInfo, len(found.Edges), found.PageInfo)
+		}
+		for i, e := range listed.Edges {
+			whole := found.Edges[i]
+			want := store.Task{ID: whole.Node.ID, Title: whole.Node.Title, Status: whole.Node.Status,
+				Priority: whole.Node.Priority, CreatedAt: whole.Node.CreatedAt}
+			if !reflect.DeepEqual(*e.Node, want) || e.Cursor() != whole.Cursor() {
+				t.Errorf("listed %s read\n%+v (%s)\nwant\n%+v (%s)", name, *e.Node, e.Cursor(), want, whole.Cursor())
+			}
 		}
 	}
-	for name, c := range map[string]*store.TaskConnection{"page": pages[0], "search": found} {
+	for name, c := range map[string]*store.TaskConnection{"page": pages[0], "search": found,
+		"listed page batched with a whole one": mixed[0], "whole page batched with a listed one": mixed[1]} {
 		if len(c.Edges) != 3 {
 			t.Fatalf("%s: %d tasks, want 3", name, len(c.Edges))
 		}
