@@ -197,12 +197,16 @@ func (p *replayer) fresher(s string, remap map[string]string) string {
 	return n
 }
 
-// describe lists the statements, one line each, for the report.
+// describeStatements lists the statements, one line each, for the report; a
+// batch's follow it, indented.
 func describeStatements(stmts []Statement) []string {
 	var out []string
 	for _, st := range stmts {
 		if st.Batch != nil {
 			out = append(out, fmt.Sprintf("batch of %d", len(st.Batch)))
+			for _, line := range describeStatements(st.Batch) {
+				out = append(out, "  "+line)
+			}
 			continue
 		}
 		out = append(out, strings.Join(strings.Fields(st.SQL), " "))
