@@ -29,8 +29,13 @@ import (
 //
 // Every key fetched or primed is cached for the rest of the request, until
 // Clear or ClearAll.
+//
+// A request's loaders are fields of its Loaders, made in one allocation
+// (newLoaders): fetch is a function of the package, not a closure, and gets
+// the Loaders it serves (owner).
 type loader[K comparable, V any] struct {
-	fetch func(context.Context, []K) ([]V, []error)
+	fetch func(owner *Loaders, ctx context.Context, keys []K) ([]V, []error)
+	owner *Loaders
 	wait  time.Duration
 
 	// A request makes a loader of every kind and uses few of them: the maps
@@ -41,10 +46,11 @@ type loader[K comparable, V any] struct {
 	known   map[K]entry[K, V]               // keys fetched, being fetched or primed outside dataloadgen; nil for none
 }
 
-// newLoader returns a loader over fetch, which answers keys in order (one
-// error for all of them, or one per key), that waits at most wait for a batch.
-func newLoader[K comparable, V any](fetch func(context.Context, []K) ([]V, []error), wait time.Duration) *loader[K, V] {
-	return &loader[K, V]{fetch: fetch, wait: wait}
+// init sets l up as a loader of owner over fetch, which answers keys in order
+// (one error for all of them, or one per key), that waits at most wait for a
+// batch.
+func (l *loader[K, V]) init(owner *Loaders, fetch func(*Loaders, context.Context, []K) ([]V, []error), wait time.Duration) {
+	l.owner, l.fetch, l.wait = owner, fetch, wait
 }
 
 // learn records what the loader knows of key. l.mu is held.
@@ -129,7 +135,8 @@ func (l *loader[K, V]) Load(ctx context.Context, key K) (V, error) {
 	}
 	if el != nil { // under nested lists
 		if l.batched == nil {
-			l.batched = dataloadgen.NewLoader(l.fetch, dataloadgen.WithWait(l.wait), dataloadgen.WithBatchCapacity(loaderMaxBatch))
+			fetch := func(ctx context.Context, keys []K) ([]V, []error) { return l.fetch(l.owner, ctx, keys) }
+			l.batched = dataloadgen.NewLoader(fetch, dataloadgen.WithWait(l.wait), dataloadgen.WithBatchCapacity(loaderMaxBatch))
 		}
 		batched := l.batched
 		l.mu.Unlock()
@@ -249,7 +256,7 @@ func (l *loader[K, V]) safeFetch(ctx context.Context, keys []K) (vs []V, errs []
 			vs, errs = nil, []error{fmt.Errorf("loader: panic: %v", p)}
 		}
 	}()
-	return l.fetch(ctx, keys)
+	return l.fetch(l.owner, ctx, keys)
 }
 
 // Prime caches value for key unless key is cached already, and reports

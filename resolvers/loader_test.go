@@ -11,6 +11,14 @@ import (
 	"github.com/vektah/gqlparser/v2/ast"
 )
 
+// newLoader returns a loader of no request's Loaders over fetch, that waits at
+// most wait for a batch.
+func newLoader[K comparable, V any](fetch func(context.Context, []K) ([]V, []error), wait time.Duration) *loader[K, V] {
+	l := &loader[K, V]{}
+	l.init(nil, func(_ *Loaders, ctx context.Context, keys []K) ([]V, []error) { return fetch(ctx, keys) }, wait)
+	return l
+}
+
 // fetchLog is a loader fetch that answers "v"+key and records each call.
 type fetchLog struct {
 	mu    sync.Mutex
@@ -193,5 +201,17 @@ func TestLoaderRemembersNestedFetches(t *testing.T) {
 	}
 	if c := f.took(); len(c) != 1 {
 		t.Fatalf("fetches %q, want one", c)
+	}
+}
+
+// loadersSink keeps newLoaders' result on the heap in
+// TestNewLoadersIsOneAllocation.
+var loadersSink *Loaders
+
+// A request's loaders cost one allocation, however many kinds there are: a
+// loader added over a closure, or as a pointer, fails this.
+func TestNewLoadersIsOneAllocation(t *testing.T) {
+	if n := testing.AllocsPerRun(100, func() { loadersSink = newLoaders(nil) }); n != 1 {
+		t.Fatalf("newLoaders: %v allocations, want 1", n)
 	}
 }

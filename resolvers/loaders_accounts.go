@@ -28,15 +28,15 @@ type accountLoaders struct {
 	// the payload of those mutations is read as that user.
 	signedIn atomic.Pointer[store.User]
 
-	users        *loader[string, *store.User]
-	workspaces   *loader[string, *store.Workspace]
-	members      *loader[string, []*store.Member]
-	projects     *loader[string, *store.Project]
-	workspacesOf *loader[string, []*store.Workspace]
-	projectLists *loader[projectListKey, *store.ProjectConnection]
+	users        loader[string, *store.User]
+	workspaces   loader[string, *store.Workspace]
+	members      loader[string, []*store.Member]
+	projects     loader[string, *store.Project]
+	workspacesOf loader[string, []*store.Workspace]
+	projectLists loader[projectListKey, *store.ProjectConnection]
 	// invitations loads pages of workspaces' open invitations and of the
 	// viewer's own, batched like projectLists.
-	invitations *loader[store.InvitationPageKey, *store.InvitationConnection]
+	invitations loader[store.InvitationPageKey, *store.InvitationConnection]
 }
 
 // projectListKey names one page of a workspace's projects.
@@ -47,44 +47,59 @@ type projectListKey struct {
 	After           string
 }
 
-// newAccountLoaders returns the account loaders of one request.
-func newAccountLoaders(db *store.DB) *accountLoaders {
-	l := &accountLoaders{}
-	l.users = newLoader(func(ctx context.Context, ids []string) ([]*store.User, []error) {
-		return byKey(ids, "user", func() (map[string]*store.User, error) { return db.UsersByIDs(ctx, ids) })
-	}, loaderWait)
-	l.workspaces = newLoader(func(ctx context.Context, ids []string) ([]*store.Workspace, []error) {
-		return byKey(ids, "workspace", func() (map[string]*store.Workspace, error) {
-			return db.WorkspacesByIDs(ctx, l.viewerID(ctx), ids)
-		})
-	}, loaderWait)
-	l.members = newLoader(func(ctx context.Context, ids []string) ([][]*store.Member, []error) {
-		return listByKey(ids, func() (map[string][]*store.Member, error) {
-			return db.MembersByWorkspaces(ctx, l.viewerID(ctx), ids)
-		})
-	}, loaderWait)
-	l.projects = newLoader(func(ctx context.Context, ids []string) ([]*store.Project, []error) {
-		return byKey(ids, "project", func() (map[string]*store.Project, error) {
-			return db.ProjectsByIDs(ctx, l.viewerID(ctx), ids)
-		})
-	}, loaderWait)
-	l.workspacesOf = newLoader(func(ctx context.Context, ids []string) ([][]*store.Workspace, []error) {
-		return listByKey(ids, func() (map[string][]*store.Workspace, error) {
-			return db.WorkspacesOfUsers(ctx, l.viewerID(ctx), ids)
-		})
-	}, loaderWait)
-	l.projectLists = newLoader(func(ctx context.Context, keys []projectListKey) ([]*store.ProjectConnection, []error) {
-		return projectLists(ctx, db, l.viewerID(ctx), keys)
-	}, loaderWait)
-	l.invitations = newLoader(func(ctx context.Context, keys []store.InvitationPageKey) ([]*store.InvitationConnection, []error) {
-		return db.InvitationPages(ctx, l.Viewer(ctx), keys)
-	}, loaderWait)
-	return l
+// init sets up the account loaders of owner's request.
+func (l *accountLoaders) init(owner *Loaders) {
+	l.users.init(owner, fetchUsers, loaderWait)
+	l.workspaces.init(owner, fetchWorkspaces, loaderWait)
+	l.members.init(owner, fetchMembers, loaderWait)
+	l.projects.init(owner, fetchProjects, loaderWait)
+	l.workspacesOf.init(owner, fetchWorkspacesOf, loaderWait)
+	l.projectLists.init(owner, projectLists, loaderWait)
+	l.invitations.init(owner, fetchInvitations, loaderWait)
 }
 
-// projectLists fetches the pages of keys in one query: a NOT_FOUND error for a
-// workspace the viewer is not a member of, BAD_USER_INPUT for a bad page.
-func projectLists(ctx context.Context, db *store.DB, viewerID string, keys []projectListKey) ([]*store.ProjectConnection, []error) {
+// fetchUsers is the fetch of the users loader.
+func fetchUsers(l *Loaders, ctx context.Context, ids []string) ([]*store.User, []error) {
+	return byKey(ids, "user", func() (map[string]*store.User, error) { return l.db.UsersByIDs(ctx, ids) })
+}
+
+// fetchWorkspaces is the fetch of the workspaces loader.
+func fetchWorkspaces(l *Loaders, ctx context.Context, ids []string) ([]*store.Workspace, []error) {
+	return byKey(ids, "workspace", func() (map[string]*store.Workspace, error) {
+		return l.db.WorkspacesByIDs(ctx, l.viewerID(ctx), ids)
+	})
+}
+
+// fetchMembers is the fetch of the members loader.
+func fetchMembers(l *Loaders, ctx context.Context, ids []string) ([][]*store.Member, []error) {
+	return listByKey(ids, func() (map[string][]*store.Member, error) {
+		return l.db.MembersByWorkspaces(ctx, l.viewerID(ctx), ids)
+	})
+}
+
+// fetchProjects is the fetch of the projects loader.
+func fetchProjects(l *Loaders, ctx context.Context, ids []string) ([]*store.Project, []error) {
+	return byKey(ids, "project", func() (map[string]*store.Project, error) {
+		return l.db.ProjectsByIDs(ctx, l.viewerID(ctx), ids)
+	})
+}
+
+// fetchWorkspacesOf is the fetch of the workspacesOf loader.
+func fetchWorkspacesOf(l *Loaders, ctx context.Context, ids []string) ([][]*store.Workspace, []error) {
+	return listByKey(ids, func() (map[string][]*store.Workspace, error) {
+		return l.db.WorkspacesOfUsers(ctx, l.viewerID(ctx), ids)
+	})
+}
+
+// fetchInvitations is the fetch of the invitations loader.
+func fetchInvitations(l *Loaders, ctx context.Context, keys []store.InvitationPageKey) ([]*store.InvitationConnection, []error) {
+	return l.db.InvitationPages(ctx, l.Viewer(ctx), keys)
+}
+
+// projectLists is the fetch of the projectLists loader: the pages of keys in
+// one query, a NOT_FOUND error for a workspace the viewer is not a member of,
+// BAD_USER_INPUT for a bad page.
+func projectLists(l *Loaders, ctx context.Context, keys []projectListKey) ([]*store.ProjectConnection, []error) {
 	out := make([]*store.ProjectConnection, len(keys))
 	failed := make([]error, len(keys))
 	var lists []store.ProjectList
@@ -98,7 +113,7 @@ func projectLists(ctx context.Context, db *store.DB, viewerID string, keys []pro
 		lists = append(lists, store.ProjectList{WorkspaceID: k.WorkspaceID, IncludeArchived: k.IncludeArchived, Page: page})
 		at = append(at, i)
 	}
-	pages, err := db.ProjectLists(ctx, viewerID, lists)
+	pages, err := l.db.ProjectLists(ctx, l.viewerID(ctx), lists)
 	for j, i := range at {
 		switch {
 		case err != nil:

@@ -15,18 +15,18 @@ import (
 type taskLoaders struct {
 	// taskByID loads tasks by id (nil for none), with no access check: it serves
 	// hops from things the viewer already sees (a comment's task).
-	taskByID *loader[string, *store.Task]
+	taskByID loader[string, *store.Task]
 	// taskPages loads pages of projects' tasks: one query for every page asked
 	// for in the same tick, whatever their projects, filters, sizes and cursors.
-	taskPages *loader[store.TaskPageKey, *store.TaskConnection]
+	taskPages loader[store.TaskPageKey, *store.TaskConnection]
 	// commentPages loads pages of tasks' comments, batched like taskPages.
-	commentPages *loader[store.CommentPageKey, *store.CommentConnection]
+	commentPages loader[store.CommentPageKey, *store.CommentConnection]
 	// commentPagesWithAuthors is commentPages for comments whose authors are
 	// asked for too: it reads the authors with the pages and primes the user
 	// loader with them (see Loaders.commentPagesFor).
-	commentPagesWithAuthors *loader[store.CommentPageKey, *store.CommentConnection]
+	commentPagesWithAuthors loader[store.CommentPageKey, *store.CommentConnection]
 	// attachmentPages loads pages of tasks' attachments, batched like taskPages.
-	attachmentPages *loader[store.AttachmentPageKey, *store.AttachmentConnection]
+	attachmentPages loader[store.AttachmentPageKey, *store.AttachmentConnection]
 }
 
 // pageLoaderWait is the longest the page loaders gather keys. A to-many hop
@@ -36,26 +36,47 @@ type taskLoaders struct {
 // list asks, the batch goes as soon as the last one has (see loader).
 const pageLoaderWait = 10 * time.Millisecond
 
-// newTaskLoaders returns the task and comment loaders of one request.
-func newTaskLoaders(db *store.DB) taskLoaders {
-	return taskLoaders{
-		taskByID:        newLoader(batch(db.TasksByID), loaderWait),
-		taskPages:       newLoader(batch(db.TaskPages), pageLoaderWait),
-		commentPages:    newLoader(batch(db.CommentPages), pageLoaderWait),
-		attachmentPages: newLoader(batch(db.AttachmentPages), pageLoaderWait),
-	}
+// init sets up the task and comment loaders of owner's request.
+func (l *taskLoaders) init(owner *Loaders) {
+	l.taskByID.init(owner, fetchTasksByID, loaderWait)
+	l.taskPages.init(owner, fetchTaskPages, pageLoaderWait)
+	l.commentPages.init(owner, fetchCommentPages, pageLoaderWait)
+	l.commentPagesWithAuthors.init(owner, fetchCommentPagesWithAuthors, pageLoaderWait)
+	l.attachmentPages.init(owner, fetchAttachmentPages, pageLoaderWait)
 }
 
-// batch adapts a store function answering keys in order into a loader fetch
+// The fetches of the task loaders that are store functions answering keys in
+// order.
+var (
+	fetchTasksByID       = batch((*store.DB).TasksByID)
+	fetchTaskPages       = batch((*store.DB).TaskPages)
+	fetchCommentPages    = batch((*store.DB).CommentPages)
+	fetchAttachmentPages = batch((*store.DB).AttachmentPages)
+)
+
+// batch adapts a store method answering keys in order into a loader fetch
 // function; an error fails every key of the batch.
-func batch[K comparable, V any](fetch func(ctx context.Context, keys []K) ([]V, error)) func(context.Context, []K) ([]V, []error) {
-	return func(ctx context.Context, keys []K) ([]V, []error) {
-		vs, err := fetch(ctx, keys)
+func batch[K comparable, V any](fetch func(db *store.DB, ctx context.Context, keys []K) ([]V, error)) func(*Loaders, context.Context, []K) ([]V, []error) {
+	return func(l *Loaders, ctx context.Context, keys []K) ([]V, []error) {
+		vs, err := fetch(l.db, ctx, keys)
 		if err != nil {
 			return nil, []error{err}
 		}
 		return vs, nil
 	}
+}
+
+// fetchCommentPagesWithAuthors is the fetch of commentPagesWithAuthors: it
+// primes the user loader with the authors it reads.
+func fetchCommentPagesWithAuthors(l *Loaders, ctx context.Context, keys []store.CommentPageKey) ([]*store.CommentConnection, []error) {
+	pages, authors, err := l.db.CommentPagesWithAuthors(ctx, keys)
+	if err != nil {
+		return nil, []error{err}
+	}
+	for id, u := range authors {
+		l.users.Prime(id, u)
+	}
+	return pages, nil
 }
 
 // optional converts a gqlgen input field that may be absent or null into the
@@ -119,7 +140,5 @@ func (l *taskLoaders) taskChanged(id string, t *store.Task) {
 // mutation.
 func (l *taskLoaders) commentsChanged() {
 	l.commentPages.ClearAll()
-	if l.commentPagesWithAuthors != nil {
-		l.commentPagesWithAuthors.ClearAll()
-	}
+	l.commentPagesWithAuthors.ClearAll()
 }

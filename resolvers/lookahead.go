@@ -45,9 +45,9 @@ func (r *queryResolver) projectWithTasks(ctx context.Context, id string) (*store
 		l.users.Prime(uid, u)
 	}
 	if also.Comments != nil {
-		comments := l.commentPages
+		comments := &l.commentPages
 		if also.Comments.Authors {
-			comments = l.commentPagesWithAuthors
+			comments = &l.commentPagesWithAuthors
 		}
 		for k, c := range extras.Comments {
 			comments.Prime(k, c)
