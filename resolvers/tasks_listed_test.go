@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"taskflow/httpapi/apitest"
 	"taskflow/store"
 )
 
@@ -19,6 +20,33 @@ func pageReadsDescriptions(counter *statementCounter) bool {
 	return false
 }
 
+// insertListedTasks adds two tasks to w's project whose titles hold "login":
+// "Login fails", done, urgent, described and assigned to w's member, whose
+// id it returns, and "Login page", with the defaults.
+func insertListedTasks(t *testing.T, env *apitest.Env, w *world) string {
+	t.Helper()
+	id := insertTask(t, env, w.project, "Login fails", "on every upgrade", store.TaskStatusDone, w.member)
+	if _, err := env.DB.Pool.Exec(t.Context(), `UPDATE tasks SET assignee_id = $2, priority = 'URGENT' WHERE id = $1`,
+		id, w.member.ID); err != nil {
+		t.Fatal(err)
+	}
+	insertTask(t, env, w.project, "Login page", "", store.TaskStatusTodo, w.member)
+	return id
+}
+
+// beyondListed maps each Task field beyond the listed ones (as a selection)
+// to what the answer for insertListedTasks' first task holds of it.
+func beyondListed(w *world) map[string]string {
+	return map[string]string{
+		"description":      `"description":"on every upgrade"`,
+		"assignee { id }":  `"assignee":{"id":"` + w.member.ID + `"}`,
+		"project { id }":   `"project":{"id":"` + w.project + `"}`,
+		"createdBy { id }": `"createdBy":{"id":"` + w.member.ID + `"}`,
+		"updatedAt":        `"updatedAt":"20`,
+		"dueDate":          `"dueDate":null`,
+	}
+}
+
 // A page of a project's tasks that asks only for listed fields reads those
 // columns only, by the lookahead of project(id) or by Project.tasks, and
 // answers as a whole page does; a field beyond them, asked anywhere in the
@@ -28,12 +56,7 @@ func TestProjectTasksListedFields(t *testing.T) {
 	t.Parallel()
 	env, counter := countedEnv(t)
 	w := newWorld(t, env)
-	id := insertTask(t, env, w.project, "Login fails", "on every upgrade", store.TaskStatusDone, w.member)
-	if _, err := env.DB.Pool.Exec(t.Context(), `UPDATE tasks SET assignee_id = $2, priority = 'URGENT' WHERE id = $1`,
-		id, w.member.ID); err != nil {
-		t.Fatal(err)
-	}
-	insertTask(t, env, w.project, "Login page", "", store.TaskStatusTodo, w.member)
+	id := insertListedTasks(t, env, w)
 	vars := map[string]any{"p": w.project, "t": id}
 	type task struct {
 		ID, Title, Status, Priority, CreatedAt, Typename string
@@ -97,14 +120,7 @@ func TestProjectTasksListedFields(t *testing.T) {
 	}
 	// Each field beyond the listed ones, asked alone beside them (or by
 	// another alias of the same page), is answered.
-	for field, want := range map[string]string{
-		"description":      `"description":"on every upgrade"`,
-		"assignee { id }":  `"assignee":{"id":"` + w.member.ID + `"}`,
-		"project { id }":   `"project":{"id":"` + w.project + `"}`,
-		"createdBy { id }": `"createdBy":{"id":"` + w.member.ID + `"}`,
-		"updatedAt":        `"updatedAt":"20`,
-		"dueDate":          `"dueDate":null`,
-	} {
+	for field, want := range beyondListed(w) {
 		for _, query := range []string{
 			`query($p: ID!) { project(id: $p) { tasks(first: 5) { nodes { id title ` + field + ` } } } }`,
 			`query($p: ID!) { project(id: $p) { a: tasks(first: 5) { nodes { id title } } b: tasks(first: 5) { nodes { id ` + field + ` } } } }`,

@@ -156,12 +156,7 @@ func TestSearchTasksListedFields(t *testing.T) {
 	t.Parallel()
 	env := apitest.New(t)
 	w := newWorld(t, env)
-	id := insertTask(t, env, w.project, "Login fails", "on every upgrade", store.TaskStatusDone, w.member)
-	if _, err := env.DB.Pool.Exec(t.Context(), `UPDATE tasks SET assignee_id = $2, priority = 'URGENT' WHERE id = $1`,
-		id, w.member.ID); err != nil {
-		t.Fatal(err)
-	}
-	insertTask(t, env, w.project, "Login page", "", store.TaskStatusTodo, w.member)
+	id := insertListedTasks(t, env, w)
 	type task struct {
 		ID, Title, Status, Priority, CreatedAt, Typename string
 		Description                                      *string
@@ -208,13 +203,7 @@ func TestSearchTasksListedFields(t *testing.T) {
 		t.Errorf("whole search's task = %+v", first)
 	}
 	// Each field beyond the listed ones, asked alone beside them, is answered.
-	for field, want := range map[string]string{
-		"description":      `"description":"on every upgrade"`,
-		"assignee { id }":  `"assignee":{"id":"` + w.member.ID + `"}`,
-		"project { id }":   `"project":{"id":"` + w.project + `"}`,
-		"createdBy { id }": `"createdBy":{"id":"` + w.member.ID + `"}`,
-		"updatedAt":        `"updatedAt":"20`,
-	} {
+	for field, want := range beyondListed(w) {
 		r := call(t, env, w.viewer, `query($ws: ID!) { searchTasks(workspaceId: $ws, query: "login") { nodes { id title `+field+` } } }`,
 			map[string]any{"ws": w.workspace})
 		if len(r.Body.Errors) > 0 || !strings.Contains(string(r.Body.Data), want) {
