@@ -318,17 +318,19 @@ func (db *DB) TaskWithAssignee(ctx context.Context, viewer *User, id string) (*T
 		return nil, nil, notFound("task")
 	}
 	var a struct {
-		id, email, name, hash *string
-		createdAt             *time.Time
+		email, name, hash *string
+		createdAt         *time.Time
 	}
 	var t *Task
+	var sc taskScanner
 	err := db.read(ctx, func(b *pgx.Batch) {
 		b.Queue(`SELECT `+taskColumns+`, `+userColumns+` FROM tasks t
 			JOIN members m ON m.workspace_id = t.workspace_id AND m.user_id = $2
 			LEFT JOIN users u ON u.id = t.assignee_id
 			WHERE t.id = $1`, id, viewer.ID)
 	}, func(br pgx.BatchResults) (err error) {
-		t, err = scanTask(br.QueryRow(), &a.id, &a.email, &a.name, &a.hash, &a.createdAt)
+		// The assignee's id is the task's assignee_id: its column is skipped.
+		t, err = sc.scanRow(br.QueryRow(), nil, nil, &a.email, &a.name, &a.hash, &a.createdAt)
 		return err
 	})
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -337,10 +339,10 @@ func (db *DB) TaskWithAssignee(ctx context.Context, viewer *User, id string) (*T
 	if err != nil {
 		return nil, nil, fmt.Errorf("task: %w", err)
 	}
-	if a.id == nil {
+	if t.AssigneeID == nil || a.email == nil {
 		return t, nil, nil
 	}
-	return t, &User{ID: *a.id, Email: *a.email, Name: *a.name, PasswordHash: *a.hash, CreatedAt: *a.createdAt}, nil
+	return t, &User{ID: *t.AssigneeID, Email: *a.email, Name: *a.name, PasswordHash: *a.hash, CreatedAt: *a.createdAt}, nil
 }
 
 // TasksByID returns the tasks with the given ids, in the order of ids, with nil
@@ -726,7 +728,7 @@ func readCommentsAlso(rows pgx.Rows, also CommentsAlso, page Page, users map[str
 // page's allocations, the title's 20 of 543). A Task and its assignee's id
 // are one allocation (taskRow).
 type taskScanner struct {
-	dest [13]any
+	dest [18]any
 	// ids are the id, project_id, workspace_id, assignee_id and created_by
 	// of the row.
 	ids   [5]pgtype.UUID
@@ -742,12 +744,24 @@ type taskScanner struct {
 // scan reads the current row of rows: the leading column into first, the
 // others into a new Task.
 func (s *taskScanner) scan(rows pgx.Rows, first any) (*Task, error) {
+	return s.scanRow(rows, first)
+}
+
+// scanRow reads row: the leading column into lead (none when lead is nil),
+// then the columns of taskColumns into a new Task, then up to five more into
+// extra (a nil one skips its column).
+func (s *taskScanner) scanRow(r pgx.Row, lead any, extra ...any) (*Task, error) {
 	row := new(taskRow)
 	t := &row.Task
 	s.useBuffers()
-	s.dest = [13]any{first, &s.ids[0], &s.ids[1], &s.ids[2], &s.title, &t.Description, &t.Status,
-		&t.Priority, &s.ids[3], &t.DueDate, &s.ids[4], &t.CreatedAt, &t.UpdatedAt}
-	if err := rows.Scan(s.dest[:]...); err != nil {
+	dest := s.dest[:0]
+	if lead != nil {
+		dest = append(dest, lead)
+	}
+	dest = append(dest, &s.ids[0], &s.ids[1], &s.ids[2], &s.title, &t.Description, &t.Status,
+		&t.Priority, &s.ids[3], &t.DueDate, &s.ids[4], &t.CreatedAt, &t.UpdatedAt)
+	dest = append(dest, extra...)
+	if err := r.Scan(dest...); err != nil {
 		return nil, err
 	}
 	if s.title.null {

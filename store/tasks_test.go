@@ -502,6 +502,26 @@ func TestPagedTasksAreReadAsOneTaskIs(t *testing.T) {
 			if !created[e.Node.ID] || !reflect.DeepEqual(e.Node, one) {
 				t.Errorf("%s read\n%+v\nTask reads\n%+v", name, *e.Node, *one)
 			}
+			// TaskWithAssignee (task(id)) reads it as Task does, with its
+			// assignee as UsersByIDs does.
+			with, assignee, err := f.db.TaskWithAssignee(ctx, f.member, e.Node.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(with, one) {
+				t.Errorf("TaskWithAssignee read\n%+v\nTask reads\n%+v", *with, *one)
+			}
+			var want *store.User
+			if one.AssigneeID != nil {
+				users, err := f.db.UsersByIDs(ctx, []string{*one.AssigneeID})
+				if err != nil || users[*one.AssigneeID] == nil {
+					t.Fatal(users, err)
+				}
+				want = users[*one.AssigneeID]
+			}
+			if !reflect.DeepEqual(assignee, want) {
+				t.Errorf("TaskWithAssignee's assignee %+v, want %+v", assignee, want)
+			}
 		}
 	}
 }
