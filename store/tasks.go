@@ -719,8 +719,9 @@ func readCommentsAlso(rows pgx.Rows, also CommentsAlso, page Page, users map[str
 	return out, nil
 }
 
-// taskScanner scans rows of a leading column, then the columns of taskColumns,
-// into new Tasks. It keeps the list of destinations rows.Scan takes, which
+// taskScanner scans rows of taskColumns (after a leading column, and before
+// up to five more: scanRow) or of listedTaskColumns (scanListed) into new
+// Tasks. It keeps the list of destinations rows.Scan takes, which
 // would otherwise be allocated for every row, and reads a row's five ids as
 // UUIDs, writing their text and the title into one string that the Task's
 // ids and title are slices of: pgx writes each into a string of its own
@@ -728,6 +729,7 @@ func readCommentsAlso(rows pgx.Rows, also CommentsAlso, page Page, users map[str
 // page's allocations, the title's 20 of 543). A Task and its assignee's id
 // are one allocation (taskRow).
 type taskScanner struct {
+	// dest has room for a leading column, taskColumns and five more.
 	dest [18]any
 	// ids are the id, project_id, workspace_id, assignee_id and created_by
 	// of the row.
