@@ -9,14 +9,17 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // Statement is one SQL statement the server sent to Postgres, with its
-// arguments; Batch holds the statements of one pgx batch instead.
+// arguments and the command tag it completed with; Batch holds the statements
+// of one pgx batch instead.
 type Statement struct {
 	SQL   string
 	Args  []any
+	Tag   pgconn.CommandTag
 	Batch []Statement
 }
 
@@ -58,8 +61,15 @@ func (r *Recorder) TraceQueryStart(ctx context.Context, conn *pgx.Conn, d pgx.Tr
 	return ctx
 }
 
-// TraceQueryEnd does nothing.
-func (r *Recorder) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+// TraceQueryEnd records the command tag of the statement TraceQueryStart
+// recorded.
+func (r *Recorder) TraceQueryEnd(_ context.Context, conn *pgx.Conn, d pgx.TraceQueryEndData) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.on && r.batch[conn] == nil && len(r.stmts) > 0 {
+		r.stmts[len(r.stmts)-1].Tag = d.CommandTag
+	}
+}
 
 // TraceBatchStart opens a batch.
 func (r *Recorder) TraceBatchStart(ctx context.Context, conn *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
@@ -76,7 +86,7 @@ func (r *Recorder) TraceBatchQuery(_ context.Context, conn *pgx.Conn, d pgx.Trac
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if b := r.batch[conn]; r.on && b != nil {
-		b.Batch = append(b.Batch, Statement{SQL: d.SQL, Args: append([]any(nil), d.Args...)})
+		b.Batch = append(b.Batch, Statement{SQL: d.SQL, Args: append([]any(nil), d.Args...), Tag: d.CommandTag})
 	}
 }
 
@@ -90,13 +100,17 @@ func (r *Recorder) TraceBatchEnd(_ context.Context, conn *pgx.Conn, _ pgx.TraceB
 	}
 }
 
-var uuidRE = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
+var uuidRE = regexp.MustCompile(`[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}`)
 
 // replayer runs a captured statement list on one pooled connection, the way
 // the server ran it (transactions included: BEGIN and COMMIT are statements
-// too). With fresh set, every UUID argument that is not a fixture id (new
-// rows' ids, the idempotency key, the request id) is replaced by a new UUID for
-// each run, consistently within the run, so that inserts do not collide.
+// too). With fresh set, every UUID in a string argument that is not a fixture
+// id (new rows' ids, the idempotency key and the name of its lock, the request
+// id) is replaced by a new UUID of its version for each run, consistently
+// within the run, so that inserts do not collide and locks are not shared. A
+// run fails when a statement writes another number of rows than it did for
+// the server: a replay that skipped the server's writes would measure less
+// than its work.
 type replayer struct {
 	stmts []Statement
 	known map[string]bool
@@ -122,7 +136,21 @@ func (p *replayer) run(ctx context.Context, pool *pgxpool.Pool) error {
 				// A unit of work begins in the batch of its first statement.
 				inTx = txState(q.SQL, inTx)
 			}
-			if err := conn.SendBatch(ctx, b).Close(); err != nil {
+			br := conn.SendBatch(ctx, b)
+			var err error
+			for _, q := range st.Batch {
+				var tag pgconn.CommandTag
+				if tag, err = br.Exec(); err == nil {
+					err = sameWrites(q, tag)
+				}
+				if err != nil {
+					break
+				}
+			}
+			if cerr := br.Close(); err == nil {
+				err = cerr
+			}
+			if err != nil {
 				return p.fail(ctx, conn, inTx, err)
 			}
 			continue
@@ -133,11 +161,25 @@ func (p *replayer) run(ctx context.Context, pool *pgxpool.Pool) error {
 			for rows.Next() {
 			}
 			rows.Close()
-			err = rows.Err()
+			if err = rows.Err(); err == nil {
+				err = sameWrites(st, rows.CommandTag())
+			}
 		}
 		if err != nil {
 			return p.fail(ctx, conn, inTx, fmt.Errorf("%.60s: %w", st.SQL, err))
 		}
+	}
+	return nil
+}
+
+// sameWrites returns an error when st writes rows and its replay (tag) wrote
+// another number of them than the server's statement did.
+func sameWrites(st Statement, tag pgconn.CommandTag) error {
+	if !st.Tag.Insert() && !st.Tag.Update() && !st.Tag.Delete() {
+		return nil
+	}
+	if tag.String() != st.Tag.String() {
+		return fmt.Errorf("replay: %.60s: %q, the server's %q", strings.Join(strings.Fields(st.SQL), " "), tag, st.Tag)
 	}
 	return nil
 }
@@ -186,15 +228,23 @@ func (p *replayer) args(args []any, remap map[string]string) []any {
 }
 
 func (p *replayer) fresher(s string, remap map[string]string) string {
-	if p.known[s] || !uuidRE.MatchString(s) {
-		return s
-	}
-	if n, ok := remap[s]; ok {
+	return uuidRE.ReplaceAllStringFunc(s, func(id string) string {
+		if p.known[id] {
+			return id
+		}
+		if n, ok := remap[id]; ok {
+			return n
+		}
+		// Of the same version: a time-ordered id (7) lands on the rightmost
+		// page of its index, a random one (4) anywhere, and that costs
+		// Postgres differently.
+		n := uuid.NewString()
+		if id[14] == '7' {
+			n = uuid.Must(uuid.NewV7()).String()
+		}
+		remap[id] = n
 		return n
-	}
-	n := uuid.NewString()
-	remap[s] = n
-	return n
+	})
 }
 
 // describeStatements lists the statements, one line each, for the report; a

@@ -675,10 +675,13 @@ func startPeer(ctx context.Context, cfg Config, ctl *pgxpool.Pool, poolSize int)
 }
 
 // capture sends a few requests of sc to the target (and its twin), then one to
-// the twin alone while rec records the statements it runs.
+// the twin alone while rec records the statements it runs. The warm-up ends
+// with the captured request's own user, so that what a server remembers of a
+// user in the steady state (its token) is remembered for the capture too.
 func capture(ctx context.Context, client poster, target, twin *server, rec *Recorder, sc Scenario, fix *Fixtures) ([]Statement, error) {
+	const captured = 10
 	send := func(url string, i int) error { return taskflowRequests(client, url, sc, fix)(ctx, 0, i) }
-	for i := range 3 {
+	for _, i := range []int{0, 1, captured} {
 		if err := send(target.url, i); err != nil {
 			return nil, fmt.Errorf("warm-up: %w", err)
 		}
@@ -689,7 +692,7 @@ func capture(ctx context.Context, client poster, target, twin *server, rec *Reco
 		}
 	}
 	rec.Start()
-	err := send(twin.url, 10)
+	err := send(twin.url, captured)
 	stmts := rec.Stop()
 	if err != nil {
 		return nil, fmt.Errorf("capture: %w", err)

@@ -2,11 +2,16 @@ package loadgen
 
 import (
 	"bytes"
+	"context"
 	"math"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"taskflow/bench/peer"
 	"taskflow/store/storetest"
@@ -135,18 +140,102 @@ func TestComparisonCost(t *testing.T) {
 }
 
 // TestReplayFreshIDs checks that a replay keeps fixture ids and gives every
-// other UUID a new value, the same one within a run.
+// other UUID a new value, the same one within a run, also where it is part of
+// a string (the name of an idempotency key's lock).
 func TestReplayFreshIDs(t *testing.T) {
 	t.Parallel()
 	fixture, other := "0192d7a0-0000-7000-8000-000000000001", "0192d7a0-0000-7000-8000-000000000002"
 	p := &replayer{known: map[string]bool{fixture: true}, fresh: true}
 	remap := map[string]string{}
-	out := p.args([]any{fixture, other, &other, "not-a-uuid", 42}, remap)
+	lock := "idempotency:" + fixture + ":" + other
+	out := p.args([]any{fixture, other, &other, "not-a-uuid", 42, lock}, remap)
 	if out[0] != fixture || out[3] != "not-a-uuid" || out[4] != 42 {
 		t.Errorf("kept values changed: %v", out)
 	}
 	if out[1] == other || *(out[2].(*string)) != out[1] {
 		t.Errorf("fresh UUID: %v, %v (want a new one, the same twice)", out[1], *(out[2].(*string)))
+	}
+	if want := "idempotency:" + fixture + ":" + out[1].(string); out[5] != want {
+		t.Errorf("lock name %v, want %v", out[5], want)
+	}
+	random := "6f1c2a3b-4d5e-4f60-8a7b-9c0d1e2f3a4b"
+	for _, id := range []string{other, random} {
+		fresh := p.args([]any{id}, remap)[0].(string)
+		if v, want := uuid.MustParse(fresh).Version(), uuid.MustParse(id).Version(); v != want {
+			t.Errorf("fresh id %s for %s: version %d, want %d", fresh, id, v, want)
+		}
+	}
+}
+
+// TestReplayDoesTheServersWrites replays a captured unit of work whose
+// writes are skipped when a lock is taken, the way a claimed idempotency
+// key's are: with the lock held elsewhere, the replay fails instead of
+// measuring a transaction that wrote nothing; with the lock's name fresh, it
+// writes what the server wrote.
+func TestReplayDoesTheServersWrites(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	pool, err := pgxpool.New(ctx, storetest.URL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	if _, err := pool.Exec(ctx, `CREATE TABLE written (id uuid PRIMARY KEY)`); err != nil {
+		t.Fatal(err)
+	}
+	rec := &Recorder{}
+	cfg := pool.Config().ConnConfig.Copy()
+	cfg.Tracer = rec
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	id := uuid.NewString()
+	lock := "lock:" + id
+	const lockSQL = `SELECT set_config('test.locked', pg_try_advisory_xact_lock(hashtextextended($1, 0))::text, true)`
+	const insertSQL = `INSERT INTO written SELECT $1::uuid WHERE current_setting('test.locked') = 'true'`
+	rec.Start()
+	b := &pgx.Batch{}
+	b.Queue("BEGIN")
+	b.Queue(lockSQL, lock)
+	b.Queue(insertSQL, id)
+	b.Queue("COMMIT")
+	if err := conn.SendBatch(ctx, b).Close(); err != nil {
+		t.Fatal(err)
+	}
+	stmts := rec.Stop()
+	if len(stmts) != 1 || len(stmts[0].Batch) != 4 || stmts[0].Batch[2].Tag.RowsAffected() != 1 {
+		t.Fatalf("captured %+v, want one batch of 4 whose insert wrote a row", stmts)
+	}
+
+	// Held by another transaction, a name kept as it was: the insert writes
+	// nothing, and the replay says so.
+	hold, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hold.Rollback(context.Background())
+	if _, err := hold.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`, lock); err != nil {
+		t.Fatal(err)
+	}
+	stale := &replayer{stmts: stmts, known: map[string]bool{id: true}, fresh: true}
+	if err := stale.run(ctx, pool); err == nil || !strings.Contains(err.Error(), "INSERT 0 0") {
+		t.Errorf("replay with the lock taken: %v, want an error naming the write it skipped", err)
+	}
+
+	fresh := &replayer{stmts: stmts, known: map[string]bool{}, fresh: true}
+	for range 3 {
+		if err := fresh.run(ctx, pool); err != nil {
+			t.Fatalf("fresh replay: %v", err)
+		}
+	}
+	var n int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM written`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n != 4 {
+		t.Errorf("%d rows written, want 4 (the captured one and three replays)", n)
 	}
 }
 
