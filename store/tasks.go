@@ -90,15 +90,11 @@ func (f TaskFields) columns() string {
 	return taskColumns
 }
 
-// scanTask scans the columns of taskColumns, followed by extra destinations.
+// scanTask scans the columns of taskColumns, followed by up to five extra
+// destinations, as taskScanner.scanRow does (with a scanner of its own).
 func scanTask(row pgx.Row, extra ...any) (*Task, error) {
-	var t Task
-	dest := append([]any{&t.ID, &t.ProjectID, &t.WorkspaceID, &t.Title, &t.Description, &t.Status,
-		&t.Priority, &t.AssigneeID, &t.DueDate, &t.CreatedByID, &t.CreatedAt, &t.UpdatedAt}, extra...)
-	if err := row.Scan(dest...); err != nil {
-		return nil, err
-	}
-	return &t, nil
+	var s taskScanner
+	return s.scanRow(row, nil, extra...)
 }
 
 // cleanTitle trims a title and checks it is non-empty and not too long.
@@ -356,8 +352,9 @@ func (db *DB) TasksByID(ctx context.Context, ids []string) ([]*Task, error) {
 	}
 	defer rows.Close()
 	byID := make(map[string]*Task, n)
+	var sc taskScanner
 	for rows.Next() {
-		t, err := scanTask(rows)
+		t, err := sc.scanRow(rows, nil)
 		if err != nil {
 			return nil, fmt.Errorf("tasks by id: %w", err)
 		}

@@ -432,7 +432,9 @@ func TestPagedTasksAreReadAsOneTaskIs(t *testing.T) {
 	ctx := t.Context()
 	desc, due := "words", time.Date(2026, 12, 24, 0, 0, 0, 0, time.UTC)
 	done, urgent := store.TaskStatusDone, store.TaskPriorityUrgent
-	created := map[string]bool{}
+	// The oracle is the task CreateTask built in Go, not one read back: every
+	// read below goes through taskScanner.
+	created := map[string]*store.Task{}
 	for i, in := range []store.NewTask{
 		{ProjectID: f.project, Title: "alpha unassigned"},
 		{ProjectID: f.project, Title: "alpha assigned", AssigneeID: &f.member.ID, Description: &desc, DueDate: &due},
@@ -442,7 +444,7 @@ func TestPagedTasksAreReadAsOneTaskIs(t *testing.T) {
 		if err != nil {
 			t.Fatalf("task %d: %v", i, err)
 		}
-		created[task.ID] = true
+		created[task.ID] = task
 	}
 	key, err := store.NewTaskPageKey(f.project, nil, nil, nil)
 	if err != nil {
@@ -499,8 +501,18 @@ func TestPagedTasksAreReadAsOneTaskIs(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !created[e.Node.ID] || !reflect.DeepEqual(e.Node, one) {
+			if !reflect.DeepEqual(e.Node, one) {
 				t.Errorf("%s read\n%+v\nTask reads\n%+v", name, *e.Node, *one)
+			}
+			if want := created[e.Node.ID]; want == nil || !reflect.DeepEqual(inUTC(one), inUTC(want)) {
+				t.Errorf("Task read\n%+v\nCreateTask made\n%+v", *one, want)
+			}
+			byID, err := f.db.TasksByID(ctx, []string{e.Node.ID})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(byID[0], one) {
+				t.Errorf("TasksByID read\n%+v\nTask reads\n%+v", byID[0], *one)
 			}
 			// TaskWithAssignee (task(id)) reads it as Task does, with its
 			// assignee as UsersByIDs does.
@@ -524,4 +536,16 @@ func TestPagedTasksAreReadAsOneTaskIs(t *testing.T) {
 			}
 		}
 	}
+}
+
+// inUTC returns a copy of t with its times in UTC, as CreateTask makes them
+// (pgx reads them in the local time zone).
+func inUTC(t *store.Task) store.Task {
+	c := *t
+	c.CreatedAt, c.UpdatedAt = c.CreatedAt.UTC(), c.UpdatedAt.UTC()
+	if c.DueDate != nil {
+		d := c.DueDate.UTC()
+		c.DueDate = &d
+	}
+	return c
 }
