@@ -332,3 +332,17 @@ func TestUnknownClient(t *testing.T) {
 		t.Errorf("newPoster(curl) = %v; want an error naming the clients", err)
 	}
 }
+
+// TestSearchersStayUnderTheirLimit checks that a run bounded by its requests
+// has searchers enough for all of them to go at once, with no refill of the
+// endpoint limit: the warm-up's and the run's searches and the capture's.
+func TestSearchersStayUnderTheirLimit(t *testing.T) {
+	t.Parallel()
+	for _, n := range []int{6, 300, 1000, 20000} {
+		cfg := Config{Requests: n, Warmup: 3 * time.Second, Duration: 8 * time.Second}
+		users := searchers(cfg)
+		if most := (2*n + 10 + users - 1) / users; most > searchLimit {
+			t.Errorf("-n %d: %d searchers, up to %d searches each; the limit is %d", n, users, most, searchLimit)
+		}
+	}
+}
