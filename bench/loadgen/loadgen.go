@@ -525,7 +525,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 				if sealing {
 					stopSampling = oldestSampler(ctx, ctl)
 				}
-				s, err := runContender(ctx, round, ctl, client, c.meter, t.do, sc.Name, profile)
+				s, err := runContender(ctx, round, ctl, client, c.meter, t.do, sc.Name, profile, written(sc, fix))
 				if err != nil {
 					return nil, err
 				}
@@ -571,12 +571,20 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 // runContender warms the contender up for cfg.Warmup, refreshes the planner's
 // statistics (ANALYZE), then measures it for cfg.Duration with its CPU meter
 // read before and after. Failed requests of the warm-up count as failures of
-// the run too.
+// the run too, and so do successful ones that did not write what they should
+// have (when writes, a scenario's written, is not nil).
 func runContender(ctx context.Context, cfg Config, ctl *pgxpool.Pool, client poster, meter cpuMeter,
-	do func(context.Context, int, int) error, scenario string, profile bool) (Stats, error) {
+	do func(context.Context, int, int) error, scenario string, profile bool, writes *writeCheck) (Stats, error) {
 	// Every contender starts on fresh HTTP connections: one left idle since
 	// the contender's last run may be closed by its server as it is reused.
 	client.closeIdle()
+	var first int64
+	if writes != nil {
+		var err error
+		if first, err = writes.count(ctx, ctl); err != nil {
+			return Stats{}, err
+		}
+	}
 	warm := cfg
 	warm.Duration = cfg.Warmup
 	w := measure(ctx, warm, do)
@@ -600,7 +608,59 @@ func runContender(ctx context.Context, cfg Config, ctl *pgxpool.Pool, client pos
 		}
 		s.Errors += w.Errors
 	}
+	if writes != nil {
+		last, err := writes.count(ctx, ctl)
+		if err != nil {
+			return Stats{}, err
+		}
+		s = writes.check(s, w.Requests-w.Errors+s.Requests-(s.Errors-w.Errors), last-first)
+	}
 	return s, nil
+}
+
+// writeCheck counts the tasks of a scenario that writes: those of projects,
+// each successful request adding each.
+type writeCheck struct {
+	projects []string
+	each     int
+}
+
+// written returns the write check of sc, nil for a read.
+func written(sc Scenario, f *Fixtures) *writeCheck {
+	if sc.writes == nil {
+		return nil
+	}
+	projects, each := sc.writes(f)
+	return &writeCheck{projects: projects, each: each}
+}
+
+// count returns how many tasks the projects hold.
+func (c *writeCheck) count(ctx context.Context, ctl *pgxpool.Pool) (int64, error) {
+	var n int64
+	if err := ctl.QueryRow(ctx, `SELECT count(*) FROM tasks WHERE project_id = ANY($1::uuid[])`, c.projects).Scan(&n); err != nil {
+		return 0, fmt.Errorf("count the tasks written: %w", err)
+	}
+	return n, nil
+}
+
+// check returns s with the successful requests (ok) that did not add their
+// tasks (added in all) counted as failures.
+func (c *writeCheck) check(s Stats, ok int, added int64) Stats {
+	if want := int64(ok * c.each); added != want {
+		missing := int(max(1, abs(want-added)/int64(max(1, c.each))))
+		if s.Errors == 0 {
+			s.FirstError = fmt.Sprintf("%d successful requests added %d tasks, want %d", ok, added, want)
+		}
+		s.Errors += missing
+	}
+	return s
+}
+
+func abs(n int64) int64 {
+	if n < 0 {
+		return -n
+	}
+	return n
 }
 
 // compare runs createTask and task(id) against two in-process servers on the

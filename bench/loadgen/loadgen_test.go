@@ -346,3 +346,24 @@ func TestSearchersStayUnderTheirLimit(t *testing.T) {
 		}
 	}
 }
+
+// TestWriteCheckCountsWhatWasNotWritten checks that successful requests that
+// added fewer (or more) tasks than they should count as failures, and that a
+// run that wrote what it should is left alone.
+func TestWriteCheckCountsWhatWasNotWritten(t *testing.T) {
+	t.Parallel()
+	c := &writeCheck{each: 1}
+	if s := c.check(Stats{Requests: 10}, 10, 10); s.Errors != 0 || s.FirstError != "" {
+		t.Errorf("10 requests, 10 tasks: %+v", s)
+	}
+	if s := c.check(Stats{Requests: 10}, 10, 3); s.Errors != 7 || !strings.Contains(s.FirstError, "added 3 tasks, want 10") {
+		t.Errorf("10 requests, 3 tasks: %d errors, %q; want 7", s.Errors, s.FirstError)
+	}
+	if s := c.check(Stats{Requests: 10, Errors: 2, FirstError: "HTTP 429"}, 8, 8); s.Errors != 2 || s.FirstError != "HTTP 429" {
+		t.Errorf("8 of 10 successful, 8 tasks: %+v", s)
+	}
+	repeats := &writeCheck{each: 0}
+	if s := repeats.check(Stats{Requests: 10}, 10, 1); s.Errors != 1 {
+		t.Errorf("repeats that added a task: %d errors, want 1", s.Errors)
+	}
+}

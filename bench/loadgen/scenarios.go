@@ -41,6 +41,12 @@ type Scenario struct {
 	// peer returns the body of PostGraphile request i of worker w; nil: it has
 	// no equivalent.
 	peer func(f *Fixtures, w, i int) []byte
+	// writes, for a scenario that writes, returns the projects its requests
+	// add tasks to and how many tasks a successful request adds there: after
+	// each contender's run the harness counts them (checkWritten), so that a
+	// contender that answers without writing fails instead of measuring less
+	// than the work. nil for the reads.
+	writes func(f *Fixtures) (projects []string, each int)
 }
 
 // CPUTarget bounds TaskFlow's CPU per request against PostGraphile's: its
@@ -131,7 +137,8 @@ var Scenarios = []Scenario{
 		peer: func(f *Fixtures, w, i int) []byte {
 			return gql(peerCreateTask, map[string]any{"t": map[string]any{
 				"projectId": f.InboxID, "workspaceId": f.WorkspaceID, "createdBy": f.user(i).ID, "title": taskTitle(i)}})
-		}},
+		},
+		writes: func(f *Fixtures) ([]string, int) { return []string{f.InboxID}, 1 }},
 	// createTaskSpread is createTask with each of the clients in a workspace
 	// of its own: against createTask, what one busy workspace costs.
 	{Name: "createTaskSpread", Fresh: true, PerWorker: true, Want: `"status":"TODO"`,
@@ -144,6 +151,13 @@ var Scenarios = []Scenario{
 			s := f.spread(w)
 			return gql(peerCreateTask, map[string]any{"t": map[string]any{
 				"projectId": s.InboxID, "workspaceId": s.WorkspaceID, "createdBy": f.user(i).ID, "title": taskTitle(i)}})
+		},
+		writes: func(f *Fixtures) ([]string, int) {
+			var inboxes []string
+			for _, s := range f.Spread {
+				inboxes = append(inboxes, s.InboxID)
+			}
+			return inboxes, 1
 		}},
 	// replayStorm repeats one keyed createTask: every request is a replay.
 	// PostGraphile has no idempotency keys, so no equivalent.
@@ -152,7 +166,10 @@ var Scenarios = []Scenario{
 			return f.Users[0], gql(createTaskMutation, map[string]any{"key": stormKey,
 				"in": map[string]any{"projectId": f.InboxID, "title": "storm task"}})
 		},
-		raw: rawReplay},
+		raw: rawReplay,
+		// Every request is a repeat (the capture's warm-up made the first):
+		// none adds a task.
+		writes: func(f *Fixtures) ([]string, int) { return []string{f.InboxID}, 0 }},
 }
 
 // stormKey is the idempotency key every replayStorm request sends.
