@@ -572,7 +572,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 // statistics (ANALYZE), then measures it for cfg.Duration with its CPU meter
 // read before and after. Failed requests of the warm-up count as failures of
 // the run too, and so do successful ones that did not write what they should
-// have (when writes, a scenario's written, is not nil).
+// have (writes, the scenario's written; nil for a read).
 func runContender(ctx context.Context, cfg Config, ctl *pgxpool.Pool, client poster, meter cpuMeter,
 	do func(context.Context, int, int) error, scenario string, profile bool, writes *writeCheck) (Stats, error) {
 	// Every contender starts on fresh HTTP connections: one left idle since

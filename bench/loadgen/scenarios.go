@@ -43,7 +43,7 @@ type Scenario struct {
 	peer func(f *Fixtures, w, i int) []byte
 	// writes, for a scenario that writes, returns the projects its requests
 	// add tasks to and how many tasks a successful request adds there: after
-	// each contender's run the harness counts them (checkWritten), so that a
+	// each contender's run the harness counts them (writeCheck), so that a
 	// contender that answers without writing fails instead of measuring less
 	// than the work. nil for the reads.
 	writes func(f *Fixtures) (projects []string, each int)
