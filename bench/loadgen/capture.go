@@ -179,7 +179,7 @@ func (p *replayer) run(ctx context.Context, pool *pgxpool.Pool) error {
 // gets the server's counts.
 func sameRows(st Statement, tag pgconn.CommandTag) error {
 	if tag.String() != st.Tag.String() {
-		return fmt.Errorf("replay: %.60s: %q, the server's %q", strings.Join(strings.Fields(st.SQL), " "), tag, st.Tag)
+		return fmt.Errorf("replay: %.60s: %q, the server's %q", oneLine(st.SQL), tag, st.Tag)
 	}
 	return nil
 }
@@ -259,7 +259,10 @@ func describeStatements(stmts []Statement) []string {
 			}
 			continue
 		}
-		out = append(out, strings.Join(strings.Fields(st.SQL), " "))
+		out = append(out, oneLine(st.SQL))
 	}
 	return out
 }
+
+// oneLine returns sql on one line, its runs of white space made one space.
+func oneLine(sql string) string { return strings.Join(strings.Fields(sql), " ") }

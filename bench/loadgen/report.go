@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"io"
 	"slices"
-	"strings"
 	"time"
 )
 
@@ -135,7 +134,7 @@ func (r *Report) Statements(w io.Writer) {
 		}
 		fmt.Fprintf(w, "%s, raw SQL (one round trip):\n", res.Scenario)
 		for _, s := range res.RawSQL {
-			fmt.Fprintf(w, "  %s\n", strings.Join(strings.Fields(s), " "))
+			fmt.Fprintf(w, "  %s\n", oneLine(s))
 		}
 	}
 }
