@@ -63,32 +63,28 @@ func fetchUsers(l *Loaders, ctx context.Context, ids []string) ([]*store.User, [
 	return byKey(ids, "user", func() (map[string]*store.User, error) { return l.db.UsersByIDs(ctx, ids) })
 }
 
-// fetchWorkspaces is the fetch of the workspaces loader.
-func fetchWorkspaces(l *Loaders, ctx context.Context, ids []string) ([]*store.Workspace, []error) {
-	return byKey(ids, "workspace", func() (map[string]*store.Workspace, error) {
-		return l.db.WorkspacesByIDs(ctx, l.viewerID(ctx), ids)
-	})
+// The fetches of the account loaders that read rows by id as the viewer.
+var (
+	fetchWorkspaces   = asViewer("workspace", (*store.DB).WorkspacesByIDs)
+	fetchProjects     = asViewer("project", (*store.DB).ProjectsByIDs)
+	fetchMembers      = listsAsViewer((*store.DB).MembersByWorkspaces)
+	fetchWorkspacesOf = listsAsViewer((*store.DB).WorkspacesOfUsers)
+)
+
+// asViewer adapts a store method reading rows by id as the viewer into a
+// loader fetch: a NOT_FOUND error for an id it does not answer (byKey).
+func asViewer[V any](kind string, read func(*store.DB, context.Context, string, []string) (map[string]*V, error)) func(*Loaders, context.Context, []string) ([]*V, []error) {
+	return func(l *Loaders, ctx context.Context, ids []string) ([]*V, []error) {
+		return byKey(ids, kind, func() (map[string]*V, error) { return read(l.db, ctx, l.viewerID(ctx), ids) })
+	}
 }
 
-// fetchMembers is the fetch of the members loader.
-func fetchMembers(l *Loaders, ctx context.Context, ids []string) ([][]*store.Member, []error) {
-	return listByKey(ids, func() (map[string][]*store.Member, error) {
-		return l.db.MembersByWorkspaces(ctx, l.viewerID(ctx), ids)
-	})
-}
-
-// fetchProjects is the fetch of the projects loader.
-func fetchProjects(l *Loaders, ctx context.Context, ids []string) ([]*store.Project, []error) {
-	return byKey(ids, "project", func() (map[string]*store.Project, error) {
-		return l.db.ProjectsByIDs(ctx, l.viewerID(ctx), ids)
-	})
-}
-
-// fetchWorkspacesOf is the fetch of the workspacesOf loader.
-func fetchWorkspacesOf(l *Loaders, ctx context.Context, ids []string) ([][]*store.Workspace, []error) {
-	return listByKey(ids, func() (map[string][]*store.Workspace, error) {
-		return l.db.WorkspacesOfUsers(ctx, l.viewerID(ctx), ids)
-	})
+// listsAsViewer adapts a store method reading lists by id as the viewer into
+// a loader fetch: an empty list for an id it does not answer (listByKey).
+func listsAsViewer[V any](read func(*store.DB, context.Context, string, []string) (map[string][]*V, error)) func(*Loaders, context.Context, []string) ([][]*V, []error) {
+	return func(l *Loaders, ctx context.Context, ids []string) ([][]*V, []error) {
+		return listByKey(ids, func() (map[string][]*V, error) { return read(l.db, ctx, l.viewerID(ctx), ids) })
+	}
 }
 
 // fetchInvitations is the fetch of the invitations loader.
