@@ -11,8 +11,9 @@
 //
 // TaskFlow's own server, with all of that, is bench/load's `task` scenario.
 // The server runs as a child process, so that the CPU time read from
-// /proc/<pid>/stat is its own; the client is fasthttp's with 16 requests in
-// flight, as in bench/load. See bench/README.md ("Run 39").
+// /proc/<pid>/stat is its own, and bench/load's harness loads it
+// (loadgen.MeasureServer: its client, 16 requests in flight, every answer
+// checked). See bench/README.md ("Run 39").
 //
 //	go run ./bench/floor                  # both layers, 8 s each after a 2 s warm-up
 //	go run ./bench/floor -layer gqlgen -d 20s
@@ -20,9 +21,7 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -32,17 +31,14 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/99designs/gqlgen/graphql/handler"
 	"github.com/99designs/gqlgen/graphql/handler/lru"
 	"github.com/99designs/gqlgen/graphql/handler/transport"
-	"github.com/valyala/fasthttp"
 	"github.com/vektah/gqlparser/v2/ast"
 
+	"taskflow/bench/loadgen"
 	"taskflow/graph"
 	"taskflow/resolvers"
 	"taskflow/store"
@@ -74,14 +70,16 @@ func main() {
 		}
 		return
 	}
+	cfg := loadgen.Config{Concurrency: *c, Warmup: *warmup, Duration: *d}
+	µs := func(t time.Duration) float64 { return float64(t.Nanoseconds()) / 1e3 }
 	for _, l := range strings.Split(*layer, ",") {
-		r, err := measure(l, *c, *warmup, *d)
+		r, err := measure(context.Background(), l, cfg)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "floor:", err)
 			os.Exit(1)
 		}
 		fmt.Printf("%-7s %6.0f req/s, server CPU %5.1f µs a request, load generator CPU %5.1f µs a request (%d requests)\n",
-			l, r.rate, r.serverCPU, r.clientCPU, r.requests)
+			l, r.RPS, µs(r.PerRequest(r.ServerCPU)), µs(r.PerRequest(r.LoadCPU)), r.Requests)
 	}
 }
 
@@ -148,118 +146,33 @@ func serveLayer(layer string) error {
 	return (&http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}).Serve(ln)
 }
 
-// result is one layer's measured run.
-type result struct {
-	requests             int64
-	rate                 float64
-	serverCPU, clientCPU float64 // µs a request
-}
-
-// measure starts layer's server as a child process and loads it.
-func measure(layer string, c int, warmup, d time.Duration) (result, error) {
+// measure starts layer's server as a child process and loads it as bench/load
+// loads a contender (loadgen.MeasureServer), its answers checked against
+// answer.
+func measure(ctx context.Context, layer string, cfg loadgen.Config) (loadgen.Stats, error) {
 	self, err := os.Executable()
 	if err != nil {
-		return result{}, err
+		return loadgen.Stats{}, err
 	}
-	cmd := exec.Command(self, "-serve", layer)
+	cmd := exec.CommandContext(ctx, self, "-serve", layer)
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {
-		return result{}, err
+		return loadgen.Stats{}, err
 	}
 	if err := cmd.Start(); err != nil {
-		return result{}, err
+		return loadgen.Stats{}, err
 	}
 	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
 	addr, err := bufio.NewReader(out).ReadString('\n')
 	if err != nil {
-		return result{}, fmt.Errorf("the %s server did not start: %w", layer, err)
+		return loadgen.Stats{}, fmt.Errorf("the %s server did not start: %w", layer, err)
 	}
 	url := "http://" + strings.TrimSpace(addr) + "/query"
 	body := []byte(`{"query":` + strconv.Quote(query) + `,"variables":{"id":"` + taskID + `"}}`)
-	client := &fasthttp.Client{Name: "taskflow-floor", MaxConnsPerHost: 4 * c}
-	if _, err := load(client, url, body, c, warmup); err != nil {
-		return result{}, err
+	s, err := loadgen.MeasureServer(ctx, cfg, url, cmd.Process.Pid, body, answer)
+	if err == nil && s.Errors > 0 {
+		err = fmt.Errorf("%s: %d of %d requests failed: %s", layer, s.Errors, s.Requests, s.FirstError)
 	}
-	server0, err := processCPU(cmd.Process.Pid)
-	if err != nil {
-		return result{}, err
-	}
-	self0 := ownCPU()
-	start := time.Now()
-	n, err := load(client, url, body, c, d)
-	if err != nil {
-		return result{}, err
-	}
-	elapsed := time.Since(start)
-	server1, err := processCPU(cmd.Process.Pid)
-	if err != nil {
-		return result{}, err
-	}
-	self1 := ownCPU()
-	per := func(t time.Duration) float64 { return float64(t.Nanoseconds()) / 1e3 / float64(n) }
-	return result{requests: n, rate: float64(n) / elapsed.Seconds(), serverCPU: per(server1 - server0), clientCPU: per(self1 - self0)}, nil
-}
-
-// load sends c requests at a time for d, checks every answer, and returns
-// how many were answered.
-func load(client *fasthttp.Client, url string, body []byte, c int, d time.Duration) (int64, error) {
-	var n atomic.Int64
-	var wg sync.WaitGroup
-	errs := make(chan error, c)
-	stop := time.Now().Add(d)
-	for range c {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			req, res := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
-			defer fasthttp.ReleaseRequest(req)
-			defer fasthttp.ReleaseResponse(res)
-			req.SetRequestURI(url)
-			req.Header.SetMethod(fasthttp.MethodPost)
-			req.Header.SetContentType("application/json")
-			req.SetBody(body)
-			for time.Now().Before(stop) {
-				if err := client.Do(req, res); err != nil {
-					errs <- err
-					return
-				}
-				if res.StatusCode() != http.StatusOK || !bytes.Equal(res.Body(), []byte(answer)) {
-					errs <- fmt.Errorf("answer %d %q, want 200 %q", res.StatusCode(), res.Body(), answer)
-					return
-				}
-				n.Add(1)
-			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	return n.Load(), errors.Join(<-errs)
-}
-
-// processCPU is the user and system time pid has used (/proc/<pid>/stat, in
-// clock ticks of 10 ms).
-func processCPU(pid int) (time.Duration, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, err
-	}
-	i := bytes.LastIndexByte(b, ')')
-	f := strings.Fields(string(b[i+2:]))
-	if len(f) < 13 {
-		return 0, fmt.Errorf("/proc/%d/stat: %d fields", pid, len(f))
-	}
-	utime, err1 := strconv.ParseInt(f[11], 10, 64)
-	stime, err2 := strconv.ParseInt(f[12], 10, 64)
-	if err := errors.Join(err1, err2); err != nil {
-		return 0, err
-	}
-	return time.Duration(utime+stime) * 10 * time.Millisecond, nil
-}
-
-// ownCPU is the user and system time this process has used.
-func ownCPU() time.Duration {
-	var u syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &u)
-	return time.Duration(u.Utime.Nano() + u.Stime.Nano())
+	return s, err
 }

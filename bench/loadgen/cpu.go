@@ -65,7 +65,7 @@ func backendCPU(pid int) (time.Duration, bool) {
 // and its background processes (WAL writer, checkpointer, autovacuum) can't be
 // told apart by whose work they do.
 type cpuMeter struct {
-	pool      *pgxpool.Pool // a connection of the harness's own to ask pg_stat_activity
+	pool      *pgxpool.Pool // a connection of the harness's own to ask pg_stat_activity; nil: no backends read
 	serverPID int           // 0: no server process (raw SQL) or it is this process
 	appName   string        // application_name of the contender's connections
 	self      bool          // also this process's CPU: the load generator's
@@ -87,6 +87,9 @@ func (m cpuMeter) snapshot(ctx context.Context) cpuSnapshot {
 	}
 	if m.serverPID > 0 {
 		s.server, s.serverOK = procCPU(m.serverPID)
+	}
+	if m.pool == nil {
+		return s
 	}
 	rows, err := m.pool.Query(ctx, `SELECT pid FROM pg_stat_activity
 		WHERE datname = current_database() AND application_name = $1`, m.appName)

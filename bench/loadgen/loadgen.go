@@ -585,9 +585,7 @@ func runContender(ctx context.Context, cfg Config, ctl *pgxpool.Pool, client pos
 			return Stats{}, err
 		}
 	}
-	warm := cfg
-	warm.Duration = cfg.Warmup
-	w := measure(ctx, warm, do)
+	w := measure(ctx, warmUp(cfg), do)
 	// Fresh planner statistics: the runs before this one may have grown a
 	// table (createTask adds thousands of tasks and audit events in seconds)
 	// faster than autovacuum re-analyzes it, and a plan chosen for the table
@@ -602,12 +600,7 @@ func runContender(ctx context.Context, cfg Config, ctl *pgxpool.Pool, client pos
 	after := meter.snapshot(ctx)
 	stop()
 	s.ServerCPU, s.PostgresCPU, s.LoadCPU = cpuUsed(before, after)
-	if w.Errors > 0 {
-		if s.Errors == 0 {
-			s.FirstError = "warm-up: " + w.FirstError
-		}
-		s.Errors += w.Errors
-	}
+	s = withWarmUp(s, w)
 	if writes != nil {
 		last, err := writes.count(ctx, ctl)
 		if err != nil {
