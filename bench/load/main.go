@@ -50,7 +50,15 @@ func main() {
 	stmts := flag.Bool("statements", false, "print the SQL statements of each scenario's request")
 	keep := flag.Bool("keep", false, "keep the bench database")
 	poolMax := flag.Int("pool", 0, "pool_max_conns of the server's, raw SQL's and PostGraphile's pools (0: the server's default, 16)")
+	env := flag.String("server-env", "", "with -exec: space-separated VAR=value added to the server binary's environment (e.g. GOMAXPROCS=1)")
 	flag.Parse()
+	if *env != "" {
+		if !cfg.Exec {
+			fmt.Fprintln(os.Stderr, "load: -server-env needs -exec (the in-process server shares the harness's environment)")
+			os.Exit(2)
+		}
+		cfg.ServerEnv = strings.Fields(*env)
+	}
 	if *scenarios != "" {
 		for _, s := range strings.Split(*scenarios, ",") {
 			if _, ok := loadgen.ScenarioNamed(strings.TrimSpace(s)); !ok {

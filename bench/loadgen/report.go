@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -20,6 +21,9 @@ func (r *Report) Markdown(w io.Writer) {
 	mode := "in-process server (real HTTP on loopback; its CPU can't be told from the load generator's)"
 	if c.Exec {
 		mode = "server binary as a subprocess (real HTTP on loopback)"
+		if len(c.ServerEnv) > 0 {
+			mode = "server binary as a subprocess (real HTTP on loopback; its environment adds " + strings.Join(c.ServerEnv, " ") + ")"
+		}
 	}
 	turns := "one run per contender, back to back"
 	if c.Rounds > 1 && !c.Seal {

@@ -1,6 +1,7 @@
 package loadgen
 
 import (
+	"strings"
 	"testing"
 	"time"
 )
@@ -62,5 +63,24 @@ func TestResultCPUTargets(t *testing.T) {
 			s, p := r.CPURatios()
 			t.Errorf("%s: Pass() = %v, want %v (ratios %.2f, %.2f)", c.name, got, c.want, s, p)
 		}
+	}
+}
+
+// A run whose server binary got variables of its own (-server-env) says so in
+// its header line, so that a table measured with GOMAXPROCS=1 is not read as
+// the server's defaults.
+func TestReportNamesServerEnv(t *testing.T) {
+	t.Parallel()
+	header := func(c Config) string {
+		var b strings.Builder
+		(&Report{Config: c}).Markdown(&b)
+		first, _, _ := strings.Cut(b.String(), "\n")
+		return first
+	}
+	if h := header(Config{Exec: true, ServerEnv: []string{"GOMAXPROCS=1", "GOGC=100"}}); !strings.Contains(h, "its environment adds GOMAXPROCS=1 GOGC=100") {
+		t.Errorf("header without the server's variables: %s", h)
+	}
+	if h := header(Config{Exec: true}); strings.Contains(h, "environment adds") {
+		t.Errorf("header names variables that were not set: %s", h)
 	}
 }
