@@ -209,7 +209,9 @@ func (c *readBatcher) lead(ctx context.Context, batch []*batchedRead, me *batche
 	var failed bool
 	for _, r := range batch {
 		first := len(b.QueuedQueries)
-		r.queue(b)
+		if !queueInto(r, b) {
+			continue
+		}
 		n := len(b.QueuedQueries) - first
 		s := &sharedResults{left: n, failed: &failed}
 		if n == 0 {
@@ -221,7 +223,7 @@ func (c *readBatcher) lead(ctx context.Context, batch []*batchedRead, me *batche
 			if failed {
 				// An earlier read's statement failed, and with it r's.
 				r.err, r.again = nil, true
-				s.skip()
+				_ = s.skip() // r is sent again, alone
 				return nil
 			}
 			r.err = s.run(r)
@@ -229,6 +231,28 @@ func (c *readBatcher) lead(ctx context.Context, batch []*batchedRead, me *batche
 		}
 	}
 	sendErr = c.pool.SendBatch(ctx, b).Close()
+}
+
+// queueInto adds r's statements to b. A panic of r's queue function is
+// recovered for r's own goroutine (do panics with it there): what it queued
+// is dropped, r is not sent, and queueInto reports false, so that the
+// request leading the batch gets its own answer.
+func queueInto(r *batchedRead, b *pgx.Batch) (queued bool) {
+	first := len(b.QueuedQueries)
+	defer func() {
+		if p := recover(); p != nil {
+			b.QueuedQueries = b.QueuedQueries[:first]
+			r.err, r.panicked = nil, recovered(p)
+		}
+	}()
+	r.queue(b)
+	return true
+}
+
+// recovered is a panic of a read's function, with the stack where it
+// happened, to be raised again in the read's own goroutine.
+func recovered(p any) string {
+	return fmt.Sprintf("%v (in a batched read)\n%s", p, debug.Stack())
 }
 
 // handOff hands the next batch to the first read waiting, or frees the batch
@@ -263,24 +287,34 @@ type sharedResults struct {
 // run runs r's read on its share, recovering a panic for r's own goroutine,
 // then closes the rows r left open and reads the statements it left unread,
 // so that the next read starts at its own statements and a failure is noted.
+// When r's read returned nil, the first error of those is r's error, as
+// closing the batch returns it to a read sent alone (sendRead).
 func (s *sharedResults) run(r *batchedRead) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
-			r.panicked = fmt.Sprintf("%v (in a batched read)\n%s", p, debug.Stack())
+			r.panicked = recovered(p)
 		}
-		s.skip()
+		if serr := s.skip(); err == nil {
+			err = serr
+		}
 	}()
 	return r.read(s)
 }
 
-// skip reads the share's statements not read yet.
-func (s *sharedResults) skip() {
+// skip reads the share's statements not read yet and returns the first
+// error among them: the rows left open, then the statements left unread.
+func (s *sharedResults) skip() error {
+	var first error
 	if s.rows != nil {
 		s.rows.Close()
+		first = s.rows.Err()
 	}
 	for s.left > 0 {
-		s.Exec()
+		if _, err := s.Exec(); err != nil && first == nil {
+			first = err
+		}
 	}
+	return first
 }
 
 // next takes the share's next statement.

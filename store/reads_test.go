@@ -394,3 +394,94 @@ func TestReadsInAUnitOfWorkAndOff(t *testing.T) {
 		t.Errorf("batches sent with batching off: %v, want eight of one statement", got)
 	}
 }
+
+// A read whose queue function panics in a coalesced batch must panic in its
+// own request only (docs/decisions/2026-12-03-coalesced-reads.md, "Its own
+// panic"). The batch's leader runs every read's queue function on its own
+// goroutine, without recovering: the leader's request panics with another
+// request's panic instead of getting its answer.
+func TestBatchedQueuePanicStaysInItsOwnRequest(t *testing.T) {
+	t.Parallel()
+	b := setupReads(t)
+	type result struct {
+		value int
+		err   error
+		panic any
+	}
+	reads := []struct {
+		name   string
+		panics bool
+	}{
+		{name: "leader", panics: false}, // the first read waiting leads the next batch
+		{name: "queue panics", panics: true},
+		{name: "after", panics: false},
+	}
+	got := make([]result, len(reads))
+	release := b.hold(t)
+	var wg sync.WaitGroup
+	for i, r := range reads {
+		wg.Go(func() {
+			defer func() { got[i].panic = recover() }()
+			got[i].err = b.db.Read(context.Background(), func(b *pgx.Batch) {
+				if r.panics {
+					panic("queue boom")
+				}
+				b.Queue(fmt.Sprintf(`SELECT %d`, i+1))
+			}, func(br pgx.BatchResults) error { return br.QueryRow().Scan(&got[i].value) })
+		})
+		waitFor(t, r.name+" to wait", func() bool { return b.db.ReadStats().Waiting == i+1 })
+	}
+	release(len(reads))
+	wg.Wait()
+	for i, r := range reads {
+		g := got[i]
+		switch {
+		case r.panics:
+			if !strings.Contains(fmt.Sprint(g.panic), "queue boom") {
+				t.Errorf("%s: panic %v, error %v; want its own panic", r.name, g.panic, g.err)
+			}
+		case g.panic != nil || g.err != nil || g.value != i+1:
+			t.Errorf("%s: value %d, error %v, panic %v; want %d and no panic (another request's queue panicked)",
+				r.name, g.value, g.err, g.panic, i+1)
+		}
+	}
+}
+
+// A read that returns without reading a statement of its own that fails gets
+// that failure as its error when sent alone (sendRead returns the batch's
+// Close error), but nil when coalesced (skip notes the failure and drops it).
+// The decision promises each read "the answer or error it would have got
+// alone".
+func TestBatchedReadLeavingAFailingStatementUnreadFailsAsAlone(t *testing.T) {
+	t.Parallel()
+	b := setupReads(t)
+	queue := func(b *pgx.Batch) {
+		b.Queue(`SELECT 1`)
+		b.Queue(`SELECT 1 / (random() * 0)::int`)
+	}
+	read := func(v *int) func(br pgx.BatchResults) error {
+		return func(br pgx.BatchResults) error { return br.QueryRow().Scan(v) } // the second left unread
+	}
+	var v int
+	alone := b.db.Read(t.Context(), queue, read(&v))
+	if alone == nil {
+		t.Fatal("alone: no error; the test needs the unread statement's failure")
+	}
+	errs := make([]error, 2)
+	release := b.hold(t)
+	var wg sync.WaitGroup
+	for i := range errs {
+		wg.Go(func() {
+			var v int
+			errs[i] = b.db.Read(context.Background(), queue, read(&v))
+		})
+		waitFor(t, "reads to wait", func() bool { return b.db.ReadStats().Waiting == i+1 })
+	}
+	release(len(errs))
+	wg.Wait()
+	for i, err := range errs {
+		if fmt.Sprint(err) != fmt.Sprint(alone) {
+			t.Errorf("read %d together: error %v; alone: %v", i, err, alone)
+		}
+	}
+}
