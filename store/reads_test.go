@@ -250,8 +250,9 @@ func seedTaskFixture(t *testing.T, f *taskFixture) {
 // A statement that fails in a batch fails every later one in pgx; each read
 // still gets its own answer: the one that failed its error, those before it
 // theirs, those after it are sent again alone. A read that leaves statements
-// unread does not shift the next read's; a read that panics panics in its
-// own request, not in the one that led the batch.
+// unread does not shift the next read's; a read that panics, reading or
+// queuing its statements, panics in its own request, not in the one that led
+// the batch.
 func TestBatchedReadsFailAlone(t *testing.T) {
 	t.Parallel()
 	b := setupReads(t)
@@ -263,11 +264,12 @@ func TestBatchedReadsFailAlone(t *testing.T) {
 	reads := []struct {
 		name string
 		sql  []string
-		read int // statements read, of sql
+		read int // statements read, of sql; -1: the read function panics, -2: the queue function
 		want result
 	}{
 		{name: "before", sql: []string{`SELECT 1`}, read: 1, want: result{values: []int{1}}},
 		{name: "panics", sql: []string{`SELECT 6`}, read: -1, want: result{panic: "boom"}},
+		{name: "panics queuing", sql: []string{`SELECT 12`}, read: -2, want: result{panic: "boom"}},
 		{name: "leaves one unread", sql: []string{`SELECT 4`, `SELECT 5`}, read: 1, want: result{values: []int{4}}},
 		{name: "fails after rows", sql: []string{`SELECT 10 / (2 - g) FROM generate_series(0, 3) g`}, read: 1,
 			want: result{values: []int{5, 10}, err: &pgconn.PgError{Code: "22012"}}},
@@ -284,6 +286,9 @@ func TestBatchedReadsFailAlone(t *testing.T) {
 			got[i].err = b.db.Read(context.Background(), func(b *pgx.Batch) {
 				for _, sql := range r.sql {
 					b.Queue(sql)
+					if r.read == -2 {
+						panic("boom while queuing") // its statement queued, to be dropped
+					}
 				}
 			}, func(br pgx.BatchResults) error {
 				var values []int
@@ -336,14 +341,15 @@ func TestBatchedReadsFailAlone(t *testing.T) {
 			t.Errorf("%s: read %v, want %v", r.name, g.values, r.want.values)
 		}
 	}
-	// The held read; all seven together (10 statements); then, alone, those
-	// after the failure: "after", "fails too" and "last".
+	// The held read; all eight together (10 statements: the one that panics
+	// queuing sends none); then, alone, those after the failure: "after",
+	// "fails too" and "last".
 	sizes := b.batches.take()
 	if len(sizes) != 5 || sizes[0] != 1 || sizes[1] != 10 || !slices.Equal(slices.Sorted(slices.Values(sizes[2:])), []int{1, 2, 2}) {
 		t.Errorf("batches sent (statements): %v, want [1 10] and then 1, 2 and 2 in any order", sizes)
 	}
 	// Alone: the held read. Sent again: "after", "fails too" and "last".
-	if got, want := b.db.ReadStats(), (store.ReadStats{Alone: 1, Together: 7, Batches: 1, Again: 3}); got != want {
+	if got, want := b.db.ReadStats(), (store.ReadStats{Alone: 1, Together: 8, Batches: 1, Again: 3}); got != want {
 		t.Errorf("ReadStats: %+v, want %+v", got, want)
 	}
 	// The batcher is free again.
@@ -392,58 +398,6 @@ func TestReadsInAUnitOfWorkAndOff(t *testing.T) {
 	wg.Wait()
 	if got := b.batches.take(); !slices.Equal(got, []int{1, 1, 1, 1, 1, 1, 1, 1}) {
 		t.Errorf("batches sent with batching off: %v, want eight of one statement", got)
-	}
-}
-
-// A read whose queue function panics in a coalesced batch must panic in its
-// own request only (docs/decisions/2026-12-03-coalesced-reads.md, "Its own
-// panic"). The batch's leader runs every read's queue function on its own
-// goroutine, without recovering: the leader's request panics with another
-// request's panic instead of getting its answer.
-func TestBatchedQueuePanicStaysInItsOwnRequest(t *testing.T) {
-	t.Parallel()
-	b := setupReads(t)
-	type result struct {
-		value int
-		err   error
-		panic any
-	}
-	reads := []struct {
-		name   string
-		panics bool
-	}{
-		{name: "leader", panics: false}, // the first read waiting leads the next batch
-		{name: "queue panics", panics: true},
-		{name: "after", panics: false},
-	}
-	got := make([]result, len(reads))
-	release := b.hold(t)
-	var wg sync.WaitGroup
-	for i, r := range reads {
-		wg.Go(func() {
-			defer func() { got[i].panic = recover() }()
-			got[i].err = b.db.Read(context.Background(), func(b *pgx.Batch) {
-				if r.panics {
-					panic("queue boom")
-				}
-				b.Queue(fmt.Sprintf(`SELECT %d`, i+1))
-			}, func(br pgx.BatchResults) error { return br.QueryRow().Scan(&got[i].value) })
-		})
-		waitFor(t, r.name+" to wait", func() bool { return b.db.ReadStats().Waiting == i+1 })
-	}
-	release(len(reads))
-	wg.Wait()
-	for i, r := range reads {
-		g := got[i]
-		switch {
-		case r.panics:
-			if !strings.Contains(fmt.Sprint(g.panic), "queue boom") {
-				t.Errorf("%s: panic %v, error %v; want its own panic", r.name, g.panic, g.err)
-			}
-		case g.panic != nil || g.err != nil || g.value != i+1:
-			t.Errorf("%s: value %d, error %v, panic %v; want %d and no panic (another request's queue panicked)",
-				r.name, g.value, g.err, g.panic, i+1)
-		}
 	}
 }
 
