@@ -22,6 +22,7 @@ import (
 	"taskflow/auth"
 	"taskflow/cpumeter"
 	"taskflow/errs"
+	"taskflow/idempotency"
 	"taskflow/live"
 	"taskflow/ratelimit"
 	"taskflow/ratelimit/cost"
@@ -209,6 +210,17 @@ func (t wsTransport) Do(w http.ResponseWriter, r *http.Request, exec graphql.Gra
 			Errors gqlerror.List `json:"errors"`
 		}{gqlerror.List{{Message: "this origin may not open a WebSocket to the API: list it in CORS_ALLOWED_ORIGINS",
 			Extensions: map[string]any{"code": string(errs.CodeForbidden)}}}})
+		return
+	}
+	if r.Header.Get(idempotency.HeaderKey) != "" {
+		// gqlgen gives every operation of the connection the upgrade's
+		// headers: the key would be every mutation's.
+		w.Header().Set("Content-Type", mediaJSON)
+		writeJSON(w, http.StatusBadRequest, struct {
+			Errors gqlerror.List `json:"errors"`
+		}{gqlerror.List{{Message: "the " + idempotency.HeaderKey + " header is the key of one HTTP request's mutation, " +
+			"and a WebSocket carries many operations: send the upgrade without it and give each mutation its own idempotencyKey argument",
+			Extensions: map[string]any{"code": string(errs.CodeBadUserInput)}}}})
 		return
 	}
 	if !t.st.acquire(w) {
@@ -500,13 +512,25 @@ func (t sseTransport) Do(w http.ResponseWriter, r *http.Request, exec graphql.Gr
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	out := &sseWriter{w: w, ctrl: ctrl, timeout: t.st.limits.WriteTimeout, cancel: cancel}
+	responses, ctx := exec.DispatchOperation(ctx, rc)
+	// A query or a mutation has one result: it runs before the headers go, so
+	// that those it sets are sent (Idempotent-Replayed on a replay), as over
+	// plain HTTP. A subscription's headers go at once.
+	var first *graphql.Response
+	if rc.Operation == nil || rc.Operation.Operation != ast.Subscription {
+		first = responses(ctx)
+	}
 	w.WriteHeader(http.StatusOK)
 	out.write(":\n\n")
 	stopPings := out.pings(ctx, t.st.limits.KeepAlive)
 	defer stopPings()
-	responses, ctx := exec.DispatchOperation(ctx, rc)
 	for {
-		resp := responses(ctx)
+		resp := first
+		if first != nil {
+			first = nil
+		} else {
+			resp = responses(ctx)
+		}
 		if resp == nil {
 			break
 		}

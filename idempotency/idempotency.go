@@ -227,11 +227,15 @@ func (m *Middleware) MutateOperationContext(ctx context.Context, oc *graphql.Ope
 		header = k
 	}
 	fields := graphql.CollectFields(oc, oc.Operation.SelectionSet, []string{"Mutation"})
+	calls := 0                     // fields that call a mutation (not __typename)
 	keyed := 0                     // fields that take a key
 	byHeader := 0                  // of those, the ones the header is the key of
 	var keys []string              // the keys given, in order
 	users := map[string][]string{} // key → response names of the fields it is given to
 	for _, f := range fields {
+		if f.Name != "__typename" {
+			calls++
+		}
 		if _, ok := m.results[f.Name]; !ok {
 			continue
 		}
@@ -265,7 +269,10 @@ func (m *Middleware) MutateOperationContext(ctx context.Context, oc *graphql.Ope
 		}
 		return badInput(what + " no idempotency key: send it without the " + HeaderKey + " header; nothing was run")
 	}
-	if header != "" && len(fields) > 1 && byHeader > 0 {
+	// With several mutation fields the header is refused unless each has an
+	// idempotencyKey argument of its own: one that takes no key (logout) has
+	// none, and the header would be ignored where the client counts on it.
+	if header != "" && calls > 1 && (byHeader > 0 || keyed < calls) {
 		return badInput("the " + HeaderKey + " header is for an operation with a single mutation field; " +
 			"give each mutation its own idempotencyKey argument; nothing was run")
 	}

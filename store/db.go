@@ -12,6 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/maypok86/otter/v2"
 	"github.com/riverqueue/river"
@@ -97,7 +98,25 @@ func PoolConfig(url string) (*pgxpool.Config, error) {
 	if !strings.Contains(url, "pool_max_conns") {
 		cfg.MaxConns = DefaultPoolMaxConns
 	}
+	UTCTimes(cfg)
 	return cfg, nil
+}
+
+// UTCTimes makes the connections of cfg's pool read timestamptz values as UTC
+// times (pgx reads them in time.Local), then runs cfg's AfterConnect, if any.
+// Answers then write times as Postgres writes them into the JSON it makes
+// (audit snapshots, idempotency records: "Z"), whatever the host's time
+// zone, so that a replay is the first answer byte for byte.
+func UTCTimes(cfg *pgxpool.Config) {
+	after := cfg.AfterConnect
+	cfg.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
+		c.TypeMap().RegisterType(&pgtype.Type{Name: "timestamptz", OID: pgtype.TimestamptzOID,
+			Codec: &pgtype.TimestamptzCodec{ScanLocation: time.UTC}})
+		if after != nil {
+			return after(ctx, c)
+		}
+		return nil
+	}
 }
 
 // New wraps an existing pool whose database is already migrated.

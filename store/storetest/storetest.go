@@ -100,6 +100,7 @@ func PoolWith(t testing.TB, configure func(*pgxpool.Config)) *pgxpool.Pool {
 	if err != nil {
 		t.Fatal(err)
 	}
+	store.UTCTimes(cfg) // as the server's pools (store.PoolConfig)
 	configure(cfg)
 	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
 	if err != nil {

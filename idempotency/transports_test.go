@@ -1,0 +1,114 @@
+package idempotency_test
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"taskflow/httpapi/apitest"
+)
+
+// A replay is the first answer byte for byte (docs/api.md, "Replays") also on
+// a server whose local time zone is not UTC: the first answer of an update is
+// the row as pgx read it, the replay the record Postgres wrote as JSON
+// ("Z"); pgx read times in time.Local until the store's pools read them in
+// UTC (store.UTCTimes). Not parallel: it sets time.Local, as TZ=Europe/Paris
+// would.
+func TestReplayIsByteIdenticalOutsideUTC(t *testing.T) {
+	saved := time.Local
+	time.Local = time.FixedZone("UTC+2", 2*60*60)
+	t.Cleanup(func() { time.Local = saved })
+	env := apitest.New(t)
+	u := env.SignUp(t, "ann")
+	w := ws(t, env.Post(t, u.Token, `mutation { createWorkspace(input: {name: "W"}) { id } }`, nil), "createWorkspace")["id"]
+	p := ws(t, env.Post(t, u.Token, `mutation($w: ID!) { createProject(input: {workspaceId: $w, name: "P"}) { id } }`,
+		map[string]any{"w": w}), "createProject")["id"]
+	task := ws(t, env.Post(t, u.Token, `mutation($p: ID!) { createTask(input: {projectId: $p, title: "T"}) { id } }`,
+		map[string]any{"p": p}), "createTask")["id"]
+	keyed := `mutation($id: ID!) { updateTask(id: $id, idempotencyKey: "tz", input: {title: "T2"}) { id title createdAt updatedAt } }`
+	first := env.Post(t, u.Token, keyed, map[string]any{"id": task})
+	if first.Code() != "" || !strings.Contains(string(first.Body.Data), `Z"`) {
+		t.Fatalf("first answer (times in UTC wanted): %s", first.Raw)
+	}
+	again := env.Post(t, u.Token, keyed, map[string]any{"id": task})
+	if again.Header.Get("Idempotent-Replayed") != "true" || string(again.Body.Data) != string(first.Body.Data) {
+		t.Fatalf("replay\n %s\nfirst\n %s", again.Body.Data, first.Body.Data)
+	}
+}
+
+// docs/api.md, "Several mutation fields": a header on an operation with
+// several mutation fields is refused, nothing runs, unless each of them has
+// its own idempotencyKey argument. logout takes none, so the header would be
+// ignored where the client counts on it.
+func TestHeaderRefusedBesideAFieldWithoutKey(t *testing.T) {
+	t.Parallel()
+	env, s := newEnv(t)
+	u := env.NewUser(t, "ann")
+	r := env.Post(t, u.Token, `mutation { createWorkspace(input: {name: "A"}, idempotencyKey: "a") { id } logout }`, nil,
+		"Idempotency-Key", "h")
+	if r.Code() != "BAD_USER_INPUT" || s.calls.Load() != 0 {
+		t.Fatalf("header beside logout: %s (createWorkspace called %d times)", r.Raw, s.calls.Load())
+	}
+	if me := env.Post(t, u.Token, `{ me { id } }`, nil); me.Code() != "" {
+		t.Fatalf("logout ran: %s", me.Raw)
+	}
+	// __typename is no mutation: the header is the key of the one field.
+	r = env.Post(t, u.Token, `mutation { __typename createWorkspace(input: {name: "B"}) { id } }`, nil,
+		"Idempotency-Key", "h2")
+	if r.Code() != "" || s.calls.Load() != 1 {
+		t.Fatalf("header with __typename: %s (createWorkspace called %d times)", r.Raw, s.calls.Load())
+	}
+}
+
+// A replay is "marked by the response header Idempotent-Replayed: true"
+// (docs/api.md) over Server-Sent Events too (a POST with Accept:
+// text/event-stream runs mutations): a query's or a mutation's headers are
+// sent after it ran.
+func TestSSEReplayCarriesTheHeader(t *testing.T) {
+	t.Parallel()
+	env, _ := newEnv(t)
+	u := env.NewUser(t, "ann")
+	q := `mutation { createWorkspace(input: {name: "A"}, idempotencyKey: "sse") { id } }`
+	first := env.Post(t, u.Token, q, nil)
+	s := env.OpenSSE(t, u.Token, q, nil)
+	ev, _ := s.Next()
+	if s.Res.Header.Get("Idempotent-Replayed") != "true" || !strings.Contains(ev.Data, string(first.Body.Data)) {
+		t.Fatalf("SSE replay: header %q, event %s; first answer %s", s.Res.Header.Get("Idempotent-Replayed"), ev.Data, first.Body.Data)
+	}
+}
+
+// gqlgen gives every operation of a graphql-ws connection the upgrade
+// request's headers, so an Idempotency-Key sent with the upgrade would be the
+// key of every mutation on the connection: a second, different mutation
+// IDEMPOTENCY_KEY_REUSED, a later identical one answered with the first's
+// workspace. The upgrade is refused instead.
+func TestWebSocketUpgradeWithAKeyIsRefused(t *testing.T) {
+	t.Parallel()
+	env, _ := newEnv(t)
+	u := env.NewUser(t, "ann")
+	_, res, err := apitest.TryDialWS(t, env.Server.URL+"/query", apitest.WSOptions{
+		Header: http.Header{"Idempotency-Key": {"ws1"}},
+		Init:   map[string]any{"Authorization": "Bearer " + u.Token}})
+	if err == nil || res == nil || res.StatusCode != http.StatusBadRequest {
+		t.Fatalf("upgrade with Idempotency-Key: %v, %+v; want 400", err, res)
+	}
+	var body struct {
+		Errors []struct {
+			Message    string
+			Extensions map[string]any
+		}
+	}
+	b, _ := io.ReadAll(res.Body)
+	if json.Unmarshal(b, &body) != nil || len(body.Errors) != 1 || body.Errors[0].Extensions["code"] != "BAD_USER_INPUT" ||
+		!strings.Contains(body.Errors[0].Message, "idempotencyKey argument") {
+		t.Fatalf("refusal: %s", b)
+	}
+	if workspaces(t, env.DB) != 0 {
+		t.Fatal("a workspace was created")
+	}
+	// Without the header the connection opens.
+	apitest.DialWS(t, env.Server.URL+"/query", apitest.WSOptions{Init: map[string]any{"Authorization": "Bearer " + u.Token}})
+}
