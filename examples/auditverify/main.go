@@ -61,7 +61,7 @@ func record(e exportedEvent) (audit.Record, error) {
 	}
 	return audit.Record{ID: e.ID, ChainKey: chain, WorkspaceID: e.WorkspaceID, ActorID: e.ActorID, Action: e.Action,
 		EntityType: e.EntityType, EntityID: e.EntityID, OccurredAt: e.OccurredAt, IP: e.IP, UserAgent: e.UserAgent,
-		RequestID: e.RequestID, Metadata: meta}, nil
+		RequestID: e.RequestID, Metadata: meta, TraceID: e.TraceID}, nil
 }
 
 // run checks the files named by args and writes its findings to out; it

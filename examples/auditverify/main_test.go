@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"crypto/ed25519"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -11,9 +12,11 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"taskflow/audit"
 	"taskflow/httpapi/apitest"
+	"taskflow/store"
 )
 
 // TestRun checks a real export and checkpoint offline: it passes for the log
@@ -110,5 +113,28 @@ func TestRun(t *testing.T) {
 
 	if code, err := run([]string{"-checkpoint", cpPath}, io.Discard); code != 2 || err == nil {
 		t.Errorf("no export: %d %v", code, err)
+	}
+}
+
+// An untouched traced event verifies offline: the hash covers traceId when it
+// is set (audit.Record), and record() rebuilt it without it until 2026-12-04,
+// so every event of a traced request was reported as edited.
+func TestTracedEventVerifiesOffline(t *testing.T) {
+	ws, actor := "0190c0de-0000-7000-8000-00000000000a", "0190c0de-0000-7000-8000-00000000000b"
+	trace := "4bf92f3577b34da6a3ce929d0e0e4736"
+	at := time.Date(2026, 12, 1, 10, 0, 0, 123456000, time.UTC)
+	rec := audit.Record{ID: "0190c0de-0000-7000-8000-00000000000c", ChainKey: ws, WorkspaceID: &ws, ActorID: &actor,
+		Action: "task.created", EntityType: "task", EntityID: "t1", OccurredAt: at,
+		Metadata: map[string]any{"title": "x"}, TraceID: &trace}
+	sum, err := audit.Hash(nil, rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pos, hash := int64(1), hex.EncodeToString(sum)
+	e := store.AuditEvent{ID: rec.ID, WorkspaceID: &ws, ActorID: &actor, Action: rec.Action, EntityType: "task",
+		EntityID: "t1", OccurredAt: at, Metadata: store.RawJSON(`{"title":"x"}`), Sealed: true,
+		ChainPosition: &pos, Hash: &hash, TraceID: &trace}
+	if findings, _ := verify([]exportedEvent{e}, nil, nil); len(findings) > 0 {
+		t.Fatalf("an untouched traced event: %v", findings)
 	}
 }
