@@ -186,10 +186,13 @@ const auditEventColumns = `id, workspace_id, actor_id, action, entity_type, enti
 	ip, user_agent, request_id, metadata, trace_id, s.position, s.prev_hash, s.hash`
 
 // auditEventFrom is audit_events with each event's seal, if it has one (one
-// probe of audit_seals' event_id index per event read). Its columns other
-// than audit_events' are s.position, s.prev_hash and s.hash.
+// probe of audit_seals' event_id index per event read): the seal of its id,
+// its time and its chain, since the events' key is the time and the id (a
+// row copying a sealed event's id is not sealed). Its columns other than
+// audit_events' are s.position, s.prev_hash and s.hash.
 const auditEventFrom = `audit_events LEFT JOIN LATERAL
-	(SELECT position, prev_hash, hash FROM audit_seals WHERE event_id = audit_events.id) s ON true`
+	(SELECT position, prev_hash, hash FROM audit_seals WHERE event_id = audit_events.id
+		AND occurred_at = audit_events.occurred_at AND chain_key = audit_events.chain_key) s ON true`
 
 // scanAuditEvent scans the columns of auditEventColumns.
 func scanAuditEvent(row pgx.Row) (*AuditEvent, error) {

@@ -55,12 +55,15 @@ func (db *DB) VerifyChain(ctx context.Context, chainKey string) (*AuditVerificat
 
 // VerifyChainAgainst walks the hash chain named chainKey (a workspace id,
 // "user:<id>" or "anonymous") in one snapshot. It walks the seals by position
-// from the retention anchor on, each joined with its event, and checks that
-// positions follow each other, that each seal's prev_hash is the hash before
-// it (the anchor's for the first), that its event exists and that its hash is
-// the hash of the event's canonical encoding over prev_hash; then that the
-// head is the last seal, and that every event of the chain is sealed or
-// waiting for the sealer (past its cursor). The first failure is reported:
+// from the first, each joined with its event, and checks that positions
+// follow each other, that each seal's prev_hash is the hash before it, that
+// its event exists (up to the retention anchor it may be gone) and that its
+// hash is the hash of the event's canonical encoding over prev_hash; then
+// that the head is the last seal, that every event of the chain is sealed
+// (by a seal of its id, time and chain) or waiting for the sealer (past its
+// cursor, with a transaction id that could be real), and, for a workspace's
+// chain, that no event of the workspace is in another chain. The first
+// failure is reported:
 // an edited event or a forged seal (the event), a deleted event (its id, from
 // its seal), a deleted seal (the event after it), the head's event when the
 // newest seals are gone, an event no seal covers.
@@ -170,18 +173,19 @@ func (w *chainWalk) readEnds(ctx context.Context, tx pgx.Tx, chainKey string) er
 	return nil
 }
 
-// walk streams the chain's seals from the anchor (or from the checkpoint,
-// when that is older) by position, each with its event.
+// walk streams all the chain's seals by position, each with its event.
+// Retention drops events, never seals, so the seals run from position 1,
+// each linked to the one before; only a chain whose events retention
+// dropped before there were seals (migration 0007) starts after its anchor,
+// from the anchor's hash. The walk starts at 1 even with an anchor: an
+// anchor written by hand must not hide the seals, and the events still
+// there, below it.
 func (w *chainWalk) walk(ctx context.Context, tx pgx.Tx, chainKey string) error {
-	start := w.anchorPos + 1
-	if w.cp != nil && w.cp.Position < start {
-		start = w.cp.Position
-	}
 	rows, err := tx.Query(ctx, `SELECT s.position, s.prev_hash, s.hash, s.event_id::text, `+
 		auditRecordColumns("e.")+`
 		FROM audit_seals s LEFT JOIN audit_events e
 			ON e.occurred_at = s.occurred_at AND e.id = s.event_id AND e.chain_key = s.chain_key
-		WHERE s.chain_key = $1 AND s.position >= $2 ORDER BY s.position`, chainKey, start)
+		WHERE s.chain_key = $1 ORDER BY s.position`, chainKey)
 	if err != nil {
 		return err
 	}
@@ -191,8 +195,8 @@ func (w *chainWalk) walk(ctx context.Context, tx pgx.Tx, chainKey string) error 
 		prev, hash []byte
 		id         string
 		r          audit.Record
-		last       = start - 1
-		expected   = w.anchorHash
+		last       int64
+		expected   []byte
 		first      = true
 	)
 	for rows.Next() {
@@ -200,17 +204,22 @@ func (w *chainWalk) walk(ctx context.Context, tx pgx.Tx, chainKey string) error 
 		if err := rows.Scan(append([]any{&pos, &prev, &hash, &id}, rec...)...); err != nil {
 			return err
 		}
-		// A seal at or before the anchor is of an event retention dropped:
-		// only its place in the chain is checked.
+		if first && pos != 1 && w.anchorPos > 0 && pos == w.anchorPos+1 {
+			last, expected = w.anchorPos, w.anchorHash // a legacy chain: its seals begin after its anchor
+		}
+		// A seal at or before the anchor is of an event retention may have
+		// dropped: without its event only its place in the chain is checked;
+		// with it, its hash too (an anchor written by hand must not hide an
+		// edited event that is still there).
 		retained := pos <= w.anchorPos
 		switch {
 		case pos != last+1:
 			w.invalid(id) // a seal is missing before this one
-		case !(retained && first) && !bytes.Equal(prev, expected):
+		case !bytes.Equal(prev, expected):
 			w.invalid(id)
 		case retained && pos == w.anchorPos && !bytes.Equal(hash, w.anchorHash):
 			w.invalid(id)
-		case retained:
+		case retained && !found:
 		case !found:
 			w.invalid(id) // the event is gone (or was moved)
 		default:
@@ -234,24 +243,42 @@ func (w *chainWalk) walk(ctx context.Context, tx pgx.Tx, chainKey string) error 
 // no seal covers, checks the head and the checkpoint.
 func (w *chainWalk) finish(ctx context.Context, tx pgx.Tx, chainKey string) error {
 	// Events past the sealer's cursor wait for it; every other event of the
-	// chain must have a seal (a row with no tx_id or seq is never read by the
-	// sealer, so it counts as not waiting).
-	const pending = `coalesce((e.tx_id, e.seq) > ($2::xid8, $3::bigint), false)`
-	var stray *string
+	// chain must have a seal of its own: its id, time and chain (the events'
+	// key is the time and the id, so an id alone could be a sealed event's
+	// copy). A row with no tx_id or seq is never read by the sealer, and a
+	// tx_id at or past the snapshot's xmax no transaction could have had yet
+	// (a committed event's is below it): neither counts as waiting.
+	const pending = `coalesce((e.tx_id, e.seq) > ($2::xid8, $3::bigint)
+		AND e.tx_id < pg_snapshot_xmax(pg_current_snapshot()), false)`
+	var stray, elsewhere *string
+	scanID := func(dst **string) func(row pgx.Row) error {
+		return func(row pgx.Row) error {
+			if err := row.Scan(dst); err != nil && !auditNoRows(err) {
+				return err
+			}
+			return nil
+		}
+	}
 	b := &pgx.Batch{}
 	b.Queue(`SELECT count(*) FROM audit_events e WHERE e.chain_key = $1 AND `+pending, chainKey, w.cursor.TxID, w.cursor.Seq).
 		QueryRow(func(row pgx.Row) error { return row.Scan(&w.out.UnsealedEvents) })
 	b.Queue(`SELECT e.id::text FROM audit_events e WHERE e.chain_key = $1 AND NOT `+pending+`
-		AND NOT EXISTS (SELECT 1 FROM audit_seals s WHERE s.event_id = e.id)
+		AND NOT EXISTS (SELECT 1 FROM audit_seals s
+			WHERE s.event_id = e.id AND s.occurred_at = e.occurred_at AND s.chain_key = e.chain_key)
 		ORDER BY e.occurred_at, e.id LIMIT 1`, chainKey, w.cursor.TxID, w.cursor.Seq).
-		QueryRow(func(row pgx.Row) error {
-			if err := row.Scan(&stray); err != nil && !auditNoRows(err) {
-				return err
-			}
-			return nil
-		})
+		QueryRow(scanID(&stray))
+	if validID(chainKey) {
+		// A workspace's chain: the workspace's events are read by their
+		// workspace_id (auditEvents, the export), so one in another chain
+		// would be read as the workspace's and never verified.
+		b.Queue(`SELECT e.id::text FROM audit_events e WHERE e.workspace_id = $1::uuid AND e.chain_key <> $2::text
+			ORDER BY e.occurred_at, e.id LIMIT 1`, chainKey, chainKey).QueryRow(scanID(&elsewhere))
+	}
 	if err := tx.SendBatch(ctx, b).Close(); err != nil {
 		return err
+	}
+	if stray == nil {
+		stray = elsewhere
 	}
 	switch {
 	case !w.out.Valid:
