@@ -142,7 +142,13 @@ func (p Policy) CheckURL(ctx context.Context, raw string) (string, error) {
 			return "", badURL("%s resolves to %s, which is not a public address (loopback, private, link-local and metadata addresses are refused)", host, a.Unmap())
 		}
 	}
-	return u.String(), nil
+	// The URL as it will be used percent-encodes what the input did not (é
+	// is %C3%A9): the bound holds for it too.
+	s := u.String()
+	if len(s) > MaxURLLength {
+		return "", badURL("at most %d bytes once encoded (it is %d)", MaxURLLength, len(s))
+	}
+	return s, nil
 }
 
 // resolve returns the addresses of host: itself when it is an IP literal,

@@ -79,3 +79,17 @@ func TestClientRefusesAtConnectAndFollowsNoRedirect(t *testing.T) {
 		t.Errorf("a redirect: %d after %d requests, want 302 after 1", res.StatusCode, hits.Load())
 	}
 }
+
+// CheckURL bounds the raw input to MaxURLLength bytes but returns (and the
+// store keeps) u.String(), which percent-encodes non-ASCII path bytes: a URL
+// of 2048 bytes comes back three times as long, past the documented bound.
+func TestCheckedURLWithinMaxLengthOnceEncoded(t *testing.T) {
+	raw := "https://203.0.113.10/" + strings.Repeat("é", (egress.MaxURLLength-21)/2)
+	if len(raw) > egress.MaxURLLength {
+		t.Fatalf("the test's URL is %d bytes", len(raw))
+	}
+	got, err := egress.Policy{}.CheckURL(t.Context(), raw)
+	if err == nil && len(got) > egress.MaxURLLength || err != nil && !strings.Contains(err.Error(), "once encoded") {
+		t.Errorf("CheckURL of a %d-byte URL: %d bytes, %v (MaxURLLength %d)", len(raw), len(got), err, egress.MaxURLLength)
+	}
+}
