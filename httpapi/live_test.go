@@ -480,3 +480,33 @@ func TestLiveWorkspaceChanges(t *testing.T) {
 		t.Errorf("third: %+v", c)
 	}
 }
+
+// A WebSocket connection authenticated at connection_init runs no query or
+// mutation after its token was logged out: each operation checks the token
+// again (the docs bound revocation to one second; until 2026-12-04 only new
+// subscriptions did, and a mutation over the connection still ran).
+func TestWSOperationsAfterLogout(t *testing.T) {
+	t.Parallel()
+	e := newLiveEnv(t)
+	ws := e.dial(t, e.member)
+	e.data(t, e.member, `mutation { logout }`, nil)
+	time.Sleep(1500 * time.Millisecond) // past the documented 1 s bound
+
+	// A new subscription is refused (LiveAccess reads the token): fine.
+	ws.Subscribe("s", taskChangesQuery, map[string]any{"p": e.project})
+	if code, _ := wsError(t, ws, "s"); code != "UNAUTHENTICATED" {
+		t.Fatalf("subscription after logout: %s", code)
+	}
+	// Nor does a mutation over the same connection.
+	ws.Subscribe("m", `mutation($p: ID!) { createTask(input: {projectId: $p, title: "after logout"}) { id } }`,
+		map[string]any{"p": e.project})
+	m := ws.Next()
+	var r struct {
+		Data   map[string]any
+		Errors []struct{ Extensions map[string]any }
+	}
+	if err := json.Unmarshal(m.Payload, &r); err != nil || m.Type != "next" || m.ID != "m" || r.Data["createTask"] != nil ||
+		len(r.Errors) != 1 || r.Errors[0].Extensions["code"] != "UNAUTHENTICATED" {
+		t.Fatalf("mutation over a WebSocket whose token was logged out 1.5 s ago: %s %s, want UNAUTHENTICATED", m.Type, m.Payload)
+	}
+}

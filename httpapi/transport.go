@@ -29,6 +29,7 @@ import (
 	"taskflow/jsoncanon"
 	"taskflow/querydoc"
 	"taskflow/ratelimit"
+	"taskflow/store"
 )
 
 // Media types of GraphQL over HTTP.
@@ -293,11 +294,32 @@ func turnRefusal(err error) (int, gqlerror.List) {
 type inTurn struct {
 	graphql.GraphExecutor
 	limiter *ratelimit.Limiter
+	// db, when set, checks the connection's token again for each operation
+	// (a WebSocket's): one logged out or revoked since connection_init runs
+	// nothing more, within the second sessions are remembered.
+	db *store.DB
 }
 
 // CreateOperationContext prepares the operation in its caller's turn, or
-// refuses it with the turn's RATE_LIMITED.
+// refuses it with the turn's RATE_LIMITED, or UNAUTHENTICATED when the
+// connection's token no longer holds.
 func (e inTurn) CreateOperationContext(ctx context.Context, p *graphql.RawParams) (*graphql.OperationContext, gqlerror.List) {
+	rc, list := e.prepare(ctx, p)
+	if list != nil || e.db == nil || rc.Operation == nil || rc.Operation.Operation == ast.Subscription {
+		return rc, list // a subscription checks its token as it starts (LiveAccess)
+	}
+	if tok := auth.TokenFrom(ctx); tok != "" {
+		// Another error (the database unreachable) is left to the operation,
+		// which meets it too and reports it through the presenter.
+		if _, err := auth.Authenticate(ctx, e.db, tok); errs.CodeOf(err) == errs.CodeUnauthenticated {
+			return nil, gqlerror.List{{Message: err.Error(), Extensions: map[string]any{"code": string(errs.CodeUnauthenticated)}}}
+		}
+	}
+	return rc, nil
+}
+
+// prepare is CreateOperationContext in the caller's turn.
+func (e inTurn) prepare(ctx context.Context, p *graphql.RawParams) (*graphql.OperationContext, gqlerror.List) {
 	if e.limiter == nil {
 		return e.GraphExecutor.CreateOperationContext(ctx, p)
 	}
