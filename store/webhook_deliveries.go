@@ -313,11 +313,19 @@ func (db *DB) unclaimable(ctx context.Context, deliveryID string) error {
 	case inFlight != nil:
 		return &WebhookInFlightError{Until: *inFlight}
 	}
-	// PENDING and free: its endpoint is disabled.
-	if _, err := db.Pool.Exec(ctx, `UPDATE webhook_deliveries SET status = 'FAILED', next_attempt_at = NULL,
-		last_error = 'the endpoint is disabled' WHERE id = $1 AND status = 'PENDING'
-		AND (in_flight_until IS NULL OR in_flight_until <= now())`, deliveryID); err != nil {
+	// PENDING and free: its endpoint is disabled, or the hold that stopped
+	// the claim ended since. Only the first fails the delivery; the second
+	// is an attempt to make, after a short wait (the worker's snooze).
+	tag, err := db.Pool.Exec(ctx, `UPDATE webhook_deliveries d SET status = 'FAILED', next_attempt_at = NULL,
+		last_error = 'the endpoint is disabled' FROM webhook_endpoints e
+		WHERE d.id = $1 AND e.id = d.endpoint_id AND d.status = 'PENDING'
+		AND (d.in_flight_until IS NULL OR d.in_flight_until <= now())
+		AND NOT e.enabled AND d.action <> 'webhook.pinged'`, deliveryID)
+	if err != nil {
 		return fmt.Errorf("claim webhook attempt: %w", err)
+	}
+	if tag.RowsAffected() == 0 {
+		return &WebhookInFlightError{Until: time.Now()}
 	}
 	return ErrWebhookGone
 }
@@ -337,6 +345,11 @@ type WebhookOutcome struct {
 	// attempt since the last success failed, for at least this long (zero:
 	// never).
 	DisableAfter time.Duration
+	// Attempt is the attempt's number (WebhookAttempt.Attempt): when the
+	// delivery was claimed again since (this attempt outlived its hold), the
+	// outcome is not recorded, so that it does not release the newer
+	// attempt's hold. Zero records it whatever the delivery's count.
+	Attempt int
 }
 
 // RecordWebhookAttempt records the outcome of an attempt of a delivery
@@ -344,7 +357,7 @@ type WebhookOutcome struct {
 // endpoint's failure streak; a failure starts one or, when the streak is
 // older than DisableAfter, disables the endpoint with the reason and records
 // webhook.disabled (no actor: the server did it). A delivery deleted
-// meanwhile records nothing.
+// meanwhile, or claimed again since (o.Attempt), records nothing.
 func (db *DB) RecordWebhookAttempt(ctx context.Context, deliveryID string, o WebhookOutcome) error {
 	status := WebhookPending
 	switch {
@@ -366,9 +379,9 @@ func (db *DB) RecordWebhookAttempt(ctx context.Context, deliveryID string, o Web
 		// One statement: the delivery, and the end of the endpoint's streak.
 		_, err := db.Pool.Exec(ctx, `WITH d AS (UPDATE webhook_deliveries SET status = 'SUCCEEDED', last_attempt_at = now(),
 				last_status_code = $2, last_latency_ms = $3, last_error = NULL, next_attempt_at = NULL, in_flight_until = NULL
-			WHERE id = $1 RETURNING endpoint_id)
+			WHERE id = $1 AND ($4 = 0 OR attempts = $4) RETURNING endpoint_id)
 			UPDATE webhook_endpoints e SET failing_since = NULL FROM d WHERE e.id = d.endpoint_id AND e.failing_since IS NOT NULL`,
-			deliveryID, code, float64(o.Latency.Microseconds())/1000)
+			deliveryID, code, float64(o.Latency.Microseconds())/1000, o.Attempt)
 		if err != nil {
 			return fmt.Errorf("record webhook attempt: %w", err)
 		}
@@ -379,8 +392,8 @@ func (db *DB) RecordWebhookAttempt(ctx context.Context, deliveryID string, o Web
 		var endpointID string
 		err := tx.QueryRow(ctx, `UPDATE webhook_deliveries SET status = $2, last_attempt_at = now(), last_status_code = $3,
 				last_latency_ms = $4, last_error = $5, next_attempt_at = $6, in_flight_until = NULL
-			WHERE id = $1 RETURNING endpoint_id`,
-			deliveryID, status, code, float64(o.Latency.Microseconds())/1000, errText, o.NextAttemptAt).Scan(&endpointID)
+			WHERE id = $1 AND ($7 = 0 OR attempts = $7) RETURNING endpoint_id`,
+			deliveryID, status, code, float64(o.Latency.Microseconds())/1000, errText, o.NextAttemptAt, o.Attempt).Scan(&endpointID)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return nil
 		}

@@ -468,3 +468,106 @@ func TestDispatcherWithoutEndpointsIsQuiet(t *testing.T) {
 		}
 	}
 }
+
+// A delivery of an ENABLED endpoint, held by an attempt whose hold ends while
+// the next claim runs (here the claim statement waits a moment on a lock, as
+// any slow statement may; a job snoozed until exactly the hold's end, as Work
+// does, hits the same window): ClaimWebhookAttempt sees the hold in its first
+// statement, unclaimable sees it expired in its second and takes "PENDING and
+// free" for "the endpoint is disabled", marking the delivery FAILED, and the
+// worker returned nil (ErrWebhookGone): the delivery was lost although its
+// endpoint is enabled (found in review, 2026-12-04). It is now an attempt to
+// make after the worker's short snooze.
+func TestClaimRaceKeepsDeliveryOfEnabledEndpoint(t *testing.T) {
+	f := newHookFixture(t)
+	ctx := t.Context()
+	ep := f.endpoint(t, "webhook.pinged")
+	if err := f.db.PingWebhookEndpoint(ctx, f.owner, ep); err != nil {
+		t.Fatal(err)
+	}
+	storetest.DispatchAll(t, f.db)
+	var id string
+	if err := f.db.Pool.QueryRow(ctx, `SELECT id FROM webhook_deliveries WHERE endpoint_id = $1`, ep).Scan(&id); err != nil {
+		t.Fatal(err)
+	}
+	// Something holds webhook_endpoints for a moment (stands for a slow claim).
+	tx, err := f.db.Pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	// A first attempt holds the delivery for 700 ms (its connection, idle
+	// again, has the claim statement prepared: the next claim takes it).
+	if _, err := f.db.ClaimWebhookAttempt(ctx, id, 700*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, `LOCK TABLE webhook_endpoints IN ACCESS EXCLUSIVE MODE`); err != nil {
+		t.Fatal(err)
+	}
+	type claim struct {
+		a   *store.WebhookAttempt
+		err error
+	}
+	done := make(chan claim, 1)
+	go func() {
+		a, err := f.db.ClaimWebhookAttempt(ctx, id, time.Minute)
+		done <- claim{a, err}
+	}()
+	time.Sleep(1200 * time.Millisecond) // the first hold ends meanwhile
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	c := <-done
+	if c.a != nil {
+		t.Logf("second claim: attempt %d", c.a.Attempt)
+	}
+	t.Logf("second claim err: %v", c.err)
+	var status, lastError string
+	var enabled bool
+	if err := f.db.Pool.QueryRow(ctx, `SELECT d.status, coalesce(d.last_error, ''), e.enabled FROM webhook_deliveries d
+		JOIN webhook_endpoints e ON e.id = d.endpoint_id WHERE d.id = $1`, id).Scan(&status, &lastError, &enabled); err != nil {
+		t.Fatal(err)
+	}
+	if !enabled {
+		t.Fatal("the endpoint is disabled: the test is wrong")
+	}
+	if status != string(store.WebhookPending) || errors.Is(c.err, store.ErrWebhookGone) {
+		t.Errorf("delivery of an enabled endpoint is %s (%q), claim: %v; want it still PENDING and retried", status, lastError, c.err)
+	}
+}
+
+// The paused-instance case the hold is for: attempt A's hold ends while A is
+// paused, attempt B claims and sends; A wakes and records its (timed-out)
+// failure. Until 2026-12-04 (found in review) A's record cleared B's hold
+// (in_flight_until = NULL), so a third attempt (the job's retry, or a
+// redelivery) could start while B was still in flight: two attempts of one
+// delivery at once. A's outcome, of an attempt claimed again since, is not
+// recorded.
+func TestStaleAttemptRecordKeepsAnotherAttemptsHold(t *testing.T) {
+	f := newHookFixture(t)
+	ctx := t.Context()
+	ep := f.endpoint(t, "webhook.pinged")
+	if err := f.db.PingWebhookEndpoint(ctx, f.owner, ep); err != nil {
+		t.Fatal(err)
+	}
+	storetest.DispatchAll(t, f.db)
+	var id string
+	if err := f.db.Pool.QueryRow(ctx, `SELECT id FROM webhook_deliveries WHERE endpoint_id = $1`, ep).Scan(&id); err != nil {
+		t.Fatal(err)
+	}
+	a, err := f.db.ClaimWebhookAttempt(ctx, id, 100*time.Millisecond) // A
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond)                                        // A is paused past its hold
+	if _, err := f.db.ClaimWebhookAttempt(ctx, id, time.Minute); err != nil { // B, in flight for up to a minute
+		t.Fatal(err)
+	}
+	next := time.Now().Add(time.Second)
+	if err := f.db.RecordWebhookAttempt(ctx, id, store.WebhookOutcome{Error: "no answer within 15s", NextAttemptAt: &next, Attempt: a.Attempt}); err != nil { // A's record
+		t.Fatal(err)
+	}
+	if _, err := f.db.ClaimWebhookAttempt(ctx, id, time.Minute); !errors.As(err, new(*store.WebhookInFlightError)) {
+		t.Errorf("a third claim while B holds the delivery: %v; want *WebhookInFlightError", err)
+	}
+}

@@ -84,7 +84,7 @@ func (w *worker) Work(ctx context.Context, job *river.Job[store.WebhookDeliveryA
 	res := w.attempt(ctx, a)
 	last := job.Attempt >= job.MaxAttempts
 	o := store.WebhookOutcome{Succeeded: res.ok, StatusCode: res.status, Latency: res.latency, Error: res.err,
-		DisableAfter: w.disableAfter}
+		DisableAfter: w.disableAfter, Attempt: a.Attempt}
 	if !res.ok && !last {
 		next := time.Now().Add(RetryWait(w.retryBase, job.Attempt, job.ID))
 		o.NextAttemptAt = &next
