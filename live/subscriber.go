@@ -85,7 +85,14 @@ type subscriber struct {
 	// read: membership events before it are already in role.
 	role     store.Role
 	authFrom store.SpineCursor
-	expires  time.Time
+	// away is set, while a resumed stream catches up, between an event that
+	// took the caller's access away (removed from the workspace, or below
+	// ADMIN for the audit log) and one that gave it back, or current (the
+	// grant's Current) when none did (a member added back by SQL): the
+	// events of that stretch are not delivered.
+	away    bool
+	current store.SpineCursor
+	expires time.Time
 	// pos is how far the subscription has read: every event up to it was
 	// delivered if it matched.
 	pos store.SpineCursor
@@ -174,7 +181,7 @@ func (h *Hub) subscribe(ctx context.Context, spec Spec, send func(context.Contex
 		return errs.Errorf(errs.CodeBadUserInput, "not an event cursor: use one this API returned")
 	}
 	s.ws, s.role, s.expires = grant.WorkspaceID, grant.Role, grant.TokenExpires
-	s.authFrom = grant.Head
+	s.authFrom, s.current = grant.Head, grant.Current
 	s.pos = grant.Head
 	if after != nil {
 		s.pos = *after
@@ -374,12 +381,18 @@ var errGone = &errs.Error{Code: "", Message: "gone"}
 // then a matching event is charged to the caller's budget and delivered.
 // pos moves past e once it is handled.
 func (s *subscriber) handle(ctx context.Context, e *Event) *errs.Error {
-	if s.authEvent(e) && !e.Cursor.Before(s.authFrom) {
-		if err := s.authorize(ctx, e); err != nil {
-			return err
-		}
+	if s.away && !e.Cursor.Before(s.current) {
+		s.away = false // the grant holds from current on
 	}
-	if s.matches(e) {
+	if s.authEvent(e) {
+		if !e.Cursor.Before(s.authFrom) {
+			if err := s.authorize(ctx, e); err != nil {
+				return err
+			}
+		}
+		s.access(e)
+	}
+	if s.matches(e) && !s.away {
 		if err := charge(ctx); err != nil {
 			return err
 		}
@@ -404,17 +417,9 @@ func (s *subscriber) authorize(ctx context.Context, e *Event) *errs.Error {
 	switch r.Action {
 	case "member.removed":
 		return errs.Errorf(errs.CodeNotFound, "workspace not found: you are no longer a member")
-	case "member.joined", "member.added":
-		if role, ok := r.Metadata["role"].(string); ok {
-			s.role = store.Role(role)
-		}
-	case "member.role_changed":
-		if ch, ok := r.Metadata["changes"].(map[string]any); ok {
-			if role, ok := ch["role"].(map[string]any); ok {
-				if to, ok := role["to"].(string); ok {
-					s.role = store.Role(to)
-				}
-			}
+	case "member.joined", "member.added", "member.role_changed":
+		if role, ok := roleAfter(r); ok {
+			s.role = role
 		}
 	case "user.logged_out":
 		ok, err := s.h.o.DB.TokenValid(ctx, s.tok)
@@ -433,6 +438,34 @@ func (s *subscriber) authorize(ctx context.Context, e *Event) *errs.Error {
 		return errs.Errorf(errs.CodeForbidden, "your role does not allow you to read the audit log")
 	}
 	return nil
+}
+
+// roleAfter returns the caller's role after a membership event r that sets
+// one (joined, added, role changed).
+func roleAfter(r *audit.Record) (store.Role, bool) {
+	if r.Action == "member.role_changed" {
+		ch, _ := r.Metadata["changes"].(map[string]any)
+		role, _ := ch["role"].(map[string]any)
+		to, ok := role["to"].(string)
+		return store.Role(to), ok
+	}
+	role, ok := r.Metadata["role"].(string)
+	return store.Role(role), ok
+}
+
+// access applies a membership event of the caller to away: whether the
+// caller could see what follows it, until the next such event (a removal
+// past authFrom ended the stream already, in authorize). The role stays the
+// grant's, moved by authorize. A logout changes nothing here.
+func (s *subscriber) access(e *Event) {
+	r := e.Record
+	switch r.Action {
+	case "member.removed":
+		s.away = true
+	case "member.joined", "member.added", "member.role_changed":
+		role, ok := roleAfter(r)
+		s.away = s.kind == AuditEvents && (!ok || !role.AtLeast(store.RoleAdmin))
+	}
 }
 
 // eventsOf returns the events of a read with the routes of their task and

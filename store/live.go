@@ -74,6 +74,11 @@ type LiveGrant struct {
 	// membership change before it is in Role; every one after it is an event
 	// past Head.
 	Head SpineCursor
+	// Current is where the events of transactions that began after the
+	// grant was read start (the snapshot's xmax): the grant holds for every
+	// event from it on (until a membership event changes it), and for no
+	// event before it that a membership event had taken away.
+	Current SpineCursor
 }
 
 // LiveAccess reads the grant of a subscription by user, authenticated by the
@@ -93,16 +98,16 @@ func (db *DB) LiveAccess(ctx context.Context, userID string, tokenHash []byte, w
 		return nil, notFound(kind)
 	}
 	var g LiveGrant
-	var horizon uint64
+	var horizon, xmax uint64
 	var ws, role *string
 	var expires *time.Time
 	err := db.Pool.QueryRow(ctx, `WITH s AS (`+scope+`)
-		SELECT pg_snapshot_xmin(pg_current_snapshot()),
+		SELECT pg_snapshot_xmin(pg_current_snapshot()), pg_snapshot_xmax(pg_current_snapshot()),
 			(SELECT expires_at FROM tokens WHERE token_hash = $1 AND user_id = $2
 				AND revoked_at IS NULL AND expires_at > now()),
 			(SELECT ws::text FROM s),
 			(SELECT m.role FROM s JOIN members m ON m.workspace_id = s.ws AND m.user_id = $2)`,
-		tokenHash, userID, id).Scan(&horizon, &expires, &ws, &role)
+		tokenHash, userID, id).Scan(&horizon, &xmax, &expires, &ws, &role)
 	if err != nil {
 		return nil, fmt.Errorf("subscription access: %w", err)
 	}
@@ -113,6 +118,7 @@ func (db *DB) LiveAccess(ctx context.Context, userID string, tokenHash []byte, w
 		return nil, notFound(kind)
 	}
 	g.WorkspaceID, g.Role, g.TokenExpires, g.Head = *ws, Role(*role), *expires, spineHead(horizon)
+	g.Current = SpineCursor{TxID: xmax}
 	return &g, nil
 }
 
