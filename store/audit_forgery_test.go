@@ -18,10 +18,7 @@ import (
 func TestVerifyFindsAnEventCopyingASealedID(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	f := newAuditFixture(t)
-	owner, ws := f.ownedWorkspace(5)
-	f.seal()
-	ids := chainSeals(t, f.db, ws)
+	f, owner, ws, ids := sealedWorkspace(t)
 	tamperer{f.superuser()}.run(t, tamperStmt{`INSERT INTO audit_events (id, chain_key, workspace_id, action, entity_type, entity_id, occurred_at, tx_id, seq)
 		SELECT id, chain_key, workspace_id, 'task.deleted', 'task', 'forged', occurred_at - interval '1 second', '3', 1
 		FROM audit_events WHERE id = $1`, []any{ids[2]}})
@@ -113,10 +110,7 @@ func TestVerifyFindsAnEditBelowAForgedAnchor(t *testing.T) {
 func TestVerifyFindsAWorkspaceEventInAnotherChain(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	f := newAuditFixture(t)
-	owner, ws := f.ownedWorkspace(5)
-	f.seal()
-	ids := chainSeals(t, f.db, ws)
+	f, owner, ws, ids := sealedWorkspace(t)
 	tamperer{f.superuser()}.run(t, tamperStmt{`INSERT INTO audit_events (id, chain_key, workspace_id, action, entity_type, entity_id, occurred_at, tx_id, seq)
 		SELECT '0190c0de-0000-7000-8000-0000000000f8', 'anonymous', workspace_id, 'task.deleted', 'task', 'forged', occurred_at, '3', 1
 		FROM audit_events WHERE id = $1`, []any{ids[2]}})
@@ -135,4 +129,14 @@ func TestVerifyFindsAWorkspaceEventInAnotherChain(t *testing.T) {
 	if listed && v.Valid {
 		t.Fatalf("auditEvents lists the slipped-in event as the workspace's, verifyAuditLog = valid (%d checked)", v.CheckedEvents)
 	}
+}
+
+// sealedWorkspace is a workspace of owner with five sealed events, their
+// ids in chain order.
+func sealedWorkspace(t *testing.T) (*auditFixture, *store.User, string, []string) {
+	t.Helper()
+	f := newAuditFixture(t)
+	owner, ws := f.ownedWorkspace(5)
+	f.seal()
+	return f, owner, ws, chainSeals(t, f.db, ws)
 }

@@ -344,13 +344,8 @@ func TestRedeliver(t *testing.T) {
 	t.Parallel()
 	f := newHookFixture(t)
 	ctx := t.Context()
-	ep := f.endpoint(t, "webhook.pinged")
-	if err := f.db.PingWebhookEndpoint(ctx, f.owner, ep); err != nil {
-		t.Fatal(err)
-	}
-	storetest.DispatchAll(t, f.db)
-	var id string
-	if err := f.db.Pool.QueryRow(ctx, `UPDATE webhook_deliveries SET status = 'FAILED' RETURNING id`).Scan(&id); err != nil {
+	ep, id := f.pingDelivery(t)
+	if _, err := f.db.Pool.Exec(ctx, `UPDATE webhook_deliveries SET status = 'FAILED' WHERE id = $1`, id); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := f.db.Pool.Exec(ctx, `UPDATE river_job SET state = 'discarded', finalized_at = now()`); err != nil {
@@ -481,15 +476,7 @@ func TestDispatcherWithoutEndpointsIsQuiet(t *testing.T) {
 func TestClaimRaceKeepsDeliveryOfEnabledEndpoint(t *testing.T) {
 	f := newHookFixture(t)
 	ctx := t.Context()
-	ep := f.endpoint(t, "webhook.pinged")
-	if err := f.db.PingWebhookEndpoint(ctx, f.owner, ep); err != nil {
-		t.Fatal(err)
-	}
-	storetest.DispatchAll(t, f.db)
-	var id string
-	if err := f.db.Pool.QueryRow(ctx, `SELECT id FROM webhook_deliveries WHERE endpoint_id = $1`, ep).Scan(&id); err != nil {
-		t.Fatal(err)
-	}
+	_, id := f.pingDelivery(t)
 	// Something holds webhook_endpoints for a moment (stands for a slow claim).
 	tx, err := f.db.Pool.Begin(ctx)
 	if err != nil {
@@ -546,15 +533,7 @@ func TestClaimRaceKeepsDeliveryOfEnabledEndpoint(t *testing.T) {
 func TestStaleAttemptRecordKeepsAnotherAttemptsHold(t *testing.T) {
 	f := newHookFixture(t)
 	ctx := t.Context()
-	ep := f.endpoint(t, "webhook.pinged")
-	if err := f.db.PingWebhookEndpoint(ctx, f.owner, ep); err != nil {
-		t.Fatal(err)
-	}
-	storetest.DispatchAll(t, f.db)
-	var id string
-	if err := f.db.Pool.QueryRow(ctx, `SELECT id FROM webhook_deliveries WHERE endpoint_id = $1`, ep).Scan(&id); err != nil {
-		t.Fatal(err)
-	}
+	_, id := f.pingDelivery(t)
 	a, err := f.db.ClaimWebhookAttempt(ctx, id, 100*time.Millisecond) // A
 	if err != nil {
 		t.Fatal(err)
@@ -570,4 +549,21 @@ func TestStaleAttemptRecordKeepsAnotherAttemptsHold(t *testing.T) {
 	if _, err := f.db.ClaimWebhookAttempt(ctx, id, time.Minute); !errors.As(err, new(*store.WebhookInFlightError)) {
 		t.Errorf("a third claim while B holds the delivery: %v; want *WebhookInFlightError", err)
 	}
+}
+
+// pingDelivery pings a new endpoint of the owner and returns the endpoint's
+// id and that of the PENDING delivery the dispatcher made of the ping.
+func (f *hookFixture) pingDelivery(t *testing.T) (endpoint, delivery string) {
+	t.Helper()
+	ctx := t.Context()
+	ep := f.endpoint(t, "webhook.pinged")
+	if err := f.db.PingWebhookEndpoint(ctx, f.owner, ep); err != nil {
+		t.Fatal(err)
+	}
+	storetest.DispatchAll(t, f.db)
+	var id string
+	if err := f.db.Pool.QueryRow(ctx, `SELECT id FROM webhook_deliveries WHERE endpoint_id = $1`, ep).Scan(&id); err != nil {
+		t.Fatal(err)
+	}
+	return ep, id
 }
