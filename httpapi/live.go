@@ -516,24 +516,19 @@ func (t sseTransport) Do(w http.ResponseWriter, r *http.Request, exec graphql.Gr
 	// A query or a mutation has one result: it runs before the headers go, so
 	// that those it sets are sent (Idempotent-Replayed on a replay), as over
 	// plain HTTP. A subscription's headers go at once.
-	var first *graphql.Response
-	if rc.Operation == nil || rc.Operation.Operation != ast.Subscription {
-		first = responses(ctx)
+	subscription := rc.Operation != nil && rc.Operation.Operation == ast.Subscription
+	var resp *graphql.Response
+	if !subscription {
+		resp = responses(ctx)
 	}
 	w.WriteHeader(http.StatusOK)
 	out.write(":\n\n")
 	stopPings := out.pings(ctx, t.st.limits.KeepAlive)
 	defer stopPings()
-	for {
-		resp := first
-		if first != nil {
-			first = nil
-		} else {
-			resp = responses(ctx)
-		}
-		if resp == nil {
-			break
-		}
+	if subscription {
+		resp = responses(ctx)
+	}
+	for ; resp != nil; resp = responses(ctx) {
 		b, err := json.Marshal(resp)
 		if err != nil {
 			b = []byte(`{"errors":[{"message":"internal error","extensions":{"code":"INTERNAL"}}]}`)

@@ -107,6 +107,16 @@ func nextTaskChange(t *testing.T, ws *apitest.WS, id string) taskChange {
 	return p.Data.TaskChanges
 }
 
+// watchTasks opens u's graphql-ws connection with subscription "1" to the
+// project's task changes, and waits until it is registered.
+func (e *liveEnv) watchTasks(t *testing.T, u apitest.User) *apitest.WS {
+	t.Helper()
+	ws := e.dial(t, u)
+	ws.Subscribe("1", taskChangesQuery, map[string]any{"p": e.project})
+	e.waitSubscribed(t, 1)
+	return ws
+}
+
 // wsError reads the next message of subscription id, which must be an
 // "error" message, and returns its first error's code and extensions.
 func wsError(t *testing.T, ws *apitest.WS, id string) (string, map[string]any) {
@@ -242,9 +252,7 @@ func nextSSETaskChange(t *testing.T, s *apitest.SSE) taskChange {
 func TestLiveRolledBackMutationPublishesNothing(t *testing.T) {
 	t.Parallel()
 	e := newLiveEnv(t)
-	ws := e.dial(t, e.member)
-	ws.Subscribe("1", taskChangesQuery, map[string]any{"p": e.project})
-	e.waitSubscribed(t, 1)
+	ws := e.watchTasks(t, e.member)
 	owner := &store.User{ID: e.owner.ID}
 	boom := errors.New("boom")
 	err := e.DB.UnitOfWork(context.Background(), func(ctx context.Context) error {
@@ -520,9 +528,7 @@ func TestWSOperationsAfterLogout(t *testing.T) {
 func TestLiveResumeAcrossRemovalSkipsTheAbsence(t *testing.T) {
 	t.Parallel()
 	e := newLiveEnv(t)
-	ws := e.dial(t, e.member)
-	ws.Subscribe("1", taskChangesQuery, map[string]any{"p": e.project})
-	e.waitSubscribed(t, 1)
+	ws := e.watchTasks(t, e.member)
 	seen := e.createTask(t, "seen")
 	got := nextTaskChange(t, ws, "1")
 	if got.TaskID != seen {

@@ -265,7 +265,8 @@ func (e *WebhookInFlightError) Error() string {
 // attempt and holds the delivery for lease, in which no other attempt of it
 // may start (the attempt itself must end sooner: its HTTP timeout is shorter
 // than lease). It returns ErrWebhookGone when there is nothing to attempt and
-// a *WebhookInFlightError while another attempt holds the delivery.
+// a *WebhookInFlightError while another attempt holds the delivery, or held
+// it until a moment ago (Until is then now: try again shortly).
 func (db *DB) ClaimWebhookAttempt(ctx context.Context, deliveryID string, lease time.Duration) (*WebhookAttempt, error) {
 	// The usual case in one statement: a PENDING delivery, not held, of an
 	// enabled endpoint (or a ping).
