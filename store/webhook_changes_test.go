@@ -53,7 +53,7 @@ func TestWebhookEndpointChangesAreOneRoundTrip(t *testing.T) {
 		change            func(actor *store.User) error
 	}{
 		{"webhook.updated", "update webhook_endpoints", func(a *store.User) error {
-			_, err := db.UpdateWebhookEndpoint(ctx, a, id, store.WebhookEndpointPatch{URL: ptr(hookURL + "2")})
+			_, err := db.UpdateWebhookEndpoint(ctx, a, id, store.WebhookEndpointPatch{Description: ptr("ops"), SetDescription: true})
 			return err
 		}},
 		{"webhook.disabled", "update webhook_endpoints", func(a *store.User) error {
@@ -88,8 +88,24 @@ func TestWebhookEndpointChangesAreOneRoundTrip(t *testing.T) {
 			t.Fatalf("%s: %d events (%v), want 1", c.action, events, err)
 		}
 	}
+	// A new URL: the role first, before its DNS lookup (as create), then the
+	// unit of work.
+	rec.take()
+	if _, err := db.UpdateWebhookEndpoint(ctx, f.member, id, store.WebhookEndpointPatch{URL: ptr(hookURL + "2")}); errs.CodeOf(err) != errs.CodeForbidden {
+		t.Fatalf("a MEMBER's new URL: %v", err)
+	}
+	if trips := rec.take(); len(trips) != 1 || !strings.HasPrefix(trips[0], "select e.id") {
+		t.Fatalf("a MEMBER's new URL: round trips %q, want the endpoint's read only", trips)
+	}
+	if _, err := db.UpdateWebhookEndpoint(ctx, f.admin, id, store.WebhookEndpointPatch{URL: ptr(hookURL + "2")}); err != nil {
+		t.Fatal(err)
+	}
+	if trips := rec.take(); len(trips) != 2 || !strings.HasPrefix(trips[0], "select e.id") ||
+		!strings.HasPrefix(trips[1], orderedCheck) || !strings.HasSuffix(trips[1], "; commit") {
+		t.Fatalf("a new URL: round trips %q: want the endpoint's read, then BEGIN, the check, the change and COMMIT", trips)
+	}
 	var pinged string
-	if err := pool.QueryRow(ctx, `SELECT metadata->>'url' FROM audit_events WHERE action = 'webhook.pinged'`).Scan(&pinged); err != nil || pinged != hookURL+"2" {
+	if err := pool.QueryRow(ctx, `SELECT metadata->>'url' FROM audit_events WHERE action = 'webhook.pinged'`).Scan(&pinged); err != nil || pinged != hookURL {
 		t.Errorf("the ping's url: %q (%v)", pinged, err)
 	}
 

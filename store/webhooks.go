@@ -247,15 +247,15 @@ func (db *DB) UpdateWebhookEndpoint(ctx context.Context, actor *User, id string,
 	}
 	var u *string
 	if patch.URL != nil {
-		// Checked before the endpoint is locked: a DNS lookup holds no lock.
-		// A non-member gets NOT_FOUND from the lock, whatever the URL.
+		// The role first, as CreateWebhookEndpoint does: a caller who may
+		// not change the endpoint learns nothing of the URL and gets no DNS
+		// lookup of it. The lookup runs before the endpoint is locked (it
+		// holds no lock); the lock checks the role again.
+		if _, err := db.WebhookEndpoint(ctx, actor, id); err != nil {
+			return nil, err
+		}
 		checked, err := db.Egress.CheckURL(ctx, *patch.URL)
 		if err != nil {
-			if actor != nil && validID(id) {
-				if _, lockErr := db.WebhookEndpoint(ctx, actor, id); lockErr != nil {
-					return nil, lockErr
-				}
-			}
 			return nil, err
 		}
 		u = &checked
