@@ -30,6 +30,16 @@ const WebhookQueue = "webhooks"
 // webhook's).
 const WebhookMaxAttempts = 11
 
+// webhookJobMaxAttempts is the River attempts of a delivery's job: one run
+// more than the delivery's attempts. A run after the last attempt makes no
+// attempt: it only marks FAILED a delivery that the last attempt left
+// PENDING, because its instance died during it (River rescues the job) or
+// its outcome could not be recorded (the run returned an error); with no
+// run left, River would discard the job and the delivery would stay PENDING
+// for ever (GiveUpWebhookDelivery). Jobs inserted by earlier versions have
+// WebhookMaxAttempts runs: FailStrandedWebhookDeliveries ends what they leave.
+const webhookJobMaxAttempts = WebhookMaxAttempts + 1
+
 // WebhookDeliveryArgs is the River job of one webhook delivery: the next
 // attempt (or attempts, with River's retries) of the delivery with this id.
 type WebhookDeliveryArgs struct {
@@ -46,9 +56,10 @@ var activeJobStates = []rivertype.JobState{rivertype.JobStateAvailable, rivertyp
 	rivertype.JobStateRetryable, rivertype.JobStateRunning, rivertype.JobStateScheduled}
 
 // InsertOpts are the job's insert options: the webhooks queue, the delivery's
-// attempts, and unique by delivery among waiting and running jobs.
+// attempts and the closing run (webhookJobMaxAttempts), and unique by
+// delivery among waiting and running jobs.
 func (WebhookDeliveryArgs) InsertOpts() river.InsertOpts {
-	return river.InsertOpts{Queue: WebhookQueue, MaxAttempts: WebhookMaxAttempts,
+	return river.InsertOpts{Queue: WebhookQueue, MaxAttempts: webhookJobMaxAttempts,
 		UniqueOpts: river.UniqueOpts{ByArgs: true, ByState: activeJobStates}}
 }
 

@@ -217,11 +217,30 @@ func (db *DB) RedeliverWebhook(ctx context.Context, actor *User, deliveryID stri
 		}
 		if res.UniqueSkippedAsDuplicate {
 			// The delivery has a job already: run it now, unless it runs.
-			if res.Job.State == rivertype.JobStateRunning {
+			switch {
+			case res.Job.State == rivertype.JobStateRunning:
 				return errAttemptInFlight
-			}
-			if _, err := c.JobRetryTx(ctx, ptx, res.Job.ID); err != nil {
-				return fmt.Errorf("redeliver: %w", err)
+			case res.Job.Attempt >= WebhookMaxAttempts:
+				// Its next run would only end the delivery, attempts used up
+				// (webhookJobMaxAttempts): a new job instead, with every
+				// attempt.
+				j, err := c.JobCancelTx(ctx, ptx, res.Job.ID)
+				if err != nil {
+					return fmt.Errorf("redeliver: %w", err)
+				}
+				if j.State != rivertype.JobStateCancelled {
+					return errAttemptInFlight // it began to run meanwhile
+				}
+				if res, err = c.InsertTx(ctx, ptx, WebhookDeliveryArgs{DeliveryID: out.ID}, nil); err != nil {
+					return fmt.Errorf("redeliver: %w", err)
+				}
+				if res.UniqueSkippedAsDuplicate {
+					return errAttemptInFlight
+				}
+			default:
+				if _, err := c.JobRetryTx(ctx, ptx, res.Job.ID); err != nil {
+					return fmt.Errorf("redeliver: %w", err)
+				}
 			}
 		}
 		return db.appendAudit(ctx, tx, audit.Event{WorkspaceID: &out.WorkspaceID, ActorID: &actor.ID,
@@ -329,6 +348,121 @@ func (db *DB) unclaimable(ctx context.Context, deliveryID string) error {
 		return &WebhookInFlightError{Until: time.Now()}
 	}
 	return ErrWebhookGone
+}
+
+// Why a delivery that its last attempt left PENDING ends FAILED
+// (GiveUpWebhookDelivery, FailStrandedWebhookDeliveries): its last_error.
+const (
+	// WebhookLastAttemptInterrupted: the last attempt was claimed and its
+	// outcome never recorded (its in_flight_until is still set).
+	WebhookLastAttemptInterrupted = "the last attempt was interrupted: its outcome was not recorded " +
+		"(the server stopped or its database failed during it); it may have reached the endpoint"
+	// WebhookLastAttemptNotMade: no attempt holds the delivery, none is left.
+	WebhookLastAttemptNotMade = "the last attempt could not be made (the server's database failed); no attempt is left"
+)
+
+// giveUpSet is the SET of a PENDING delivery that no attempt will end,
+// made FAILED: $1 and $2 are the reasons (WebhookLastAttemptInterrupted,
+// WebhookLastAttemptNotMade). An attempt claimed and not recorded leaves its
+// hold: its status code and latency, unknown, are cleared with it.
+const giveUpSet = `status = 'FAILED', next_attempt_at = NULL, in_flight_until = NULL,
+	last_error = CASE WHEN d.in_flight_until IS NULL THEN $2 ELSE $1 END,
+	last_status_code = CASE WHEN d.in_flight_until IS NULL THEN d.last_status_code END,
+	last_latency_ms = CASE WHEN d.in_flight_until IS NULL THEN d.last_latency_ms END`
+
+// GiveUpWebhookDelivery marks FAILED a PENDING delivery that has no attempt
+// left but was not ended by its last one (the run of its job after the last
+// attempt: see webhookJobMaxAttempts), with why in last_error. It returns
+// ErrWebhookGone when the delivery is not PENDING (or was deleted): its last
+// attempt, or a redelivery's, ended it; and a *WebhookInFlightError while an
+// attempt holds it (one that outlived River's rescue of its job may still
+// end it), or held it until a moment ago (try again shortly).
+func (db *DB) GiveUpWebhookDelivery(ctx context.Context, deliveryID string) error {
+	tag, err := db.Pool.Exec(ctx, `UPDATE webhook_deliveries d SET `+giveUpSet+`
+		WHERE d.id = $3 AND d.status = 'PENDING' AND (d.in_flight_until IS NULL OR d.in_flight_until <= now())`,
+		WebhookLastAttemptInterrupted, WebhookLastAttemptNotMade, deliveryID)
+	if err != nil {
+		return fmt.Errorf("give up webhook delivery: %w", err)
+	}
+	if tag.RowsAffected() == 1 {
+		return nil
+	}
+	var status WebhookDeliveryStatus
+	var inFlight *time.Time
+	err = db.Pool.QueryRow(ctx, `SELECT d.status, CASE WHEN d.in_flight_until > now() THEN d.in_flight_until END
+		FROM webhook_deliveries d WHERE d.id = $1`, deliveryID).Scan(&status, &inFlight)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows), err == nil && status != WebhookPending:
+		return ErrWebhookGone
+	case err != nil:
+		return fmt.Errorf("give up webhook delivery: %w", err)
+	case inFlight != nil:
+		return &WebhookInFlightError{Until: *inFlight}
+	}
+	return &WebhookInFlightError{Until: time.Now()} // the hold ended since the update
+}
+
+// strandedBatch is the most deliveries a statement of
+// FailStrandedWebhookDeliveries takes.
+const strandedBatch = 1000
+
+// activeJobOf is the SQL of a delivery d's waiting or running job, with
+// param the parameter of activeJobStates.
+func activeJobOf(param string) string {
+	return `SELECT FROM river_job j WHERE j.kind = '` + WebhookDeliveryArgs{}.Kind() + `'
+		AND j.args->>'delivery_id' = d.id::text AND j.state = ANY(` + param + `::river_job_state[])`
+}
+
+// FailStrandedWebhookDeliveries marks FAILED the PENDING deliveries that
+// nothing will attempt again: no attempt holds them and no job of theirs
+// waits or runs. A job ends so only when its last run failed to end its
+// delivery with no run left: one inserted with WebhookMaxAttempts runs
+// (before webhookJobMaxAttempts) whose last attempt's instance died or could
+// not record it, one whose closing run failed too, or one deleted by hand.
+// Each gets why in last_error (WebhookLastAttemptInterrupted or
+// WebhookLastAttemptNotMade) and can be redelivered. It returns how many it
+// marked. Package webhook runs it every few minutes.
+func (db *DB) FailStrandedWebhookDeliveries(ctx context.Context) (int64, error) {
+	states := make([]string, len(activeJobStates))
+	for i, s := range activeJobStates {
+		states[i] = string(s)
+	}
+	var total int64
+	for more := true; more; {
+		var n int64
+		err := pgx.BeginFunc(ctx, db.Pool, func(tx pgx.Tx) error {
+			// Lock them first (skipping those a redelivery or a claim holds),
+			// then look again for a job in a statement of its own: its
+			// snapshot, taken under the locks, sees the job of a redelivery
+			// that committed before them (one statement would not).
+			rows, err := tx.Query(ctx, `SELECT d.id::text FROM webhook_deliveries d
+				WHERE d.status = 'PENDING' AND (d.in_flight_until IS NULL OR d.in_flight_until <= now())
+				AND NOT EXISTS (`+activeJobOf("$1")+`)
+				ORDER BY d.created_at LIMIT $2 FOR NO KEY UPDATE OF d SKIP LOCKED`, states, strandedBatch)
+			if err != nil {
+				return err
+			}
+			ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+			if err != nil {
+				return err
+			}
+			more = len(ids) == strandedBatch
+			if len(ids) == 0 {
+				return nil
+			}
+			tag, err := tx.Exec(ctx, `UPDATE webhook_deliveries d SET `+giveUpSet+`
+				WHERE d.id = ANY($4::uuid[]) AND d.status = 'PENDING'
+				AND (d.in_flight_until IS NULL OR d.in_flight_until <= now()) AND NOT EXISTS (`+activeJobOf("$3")+`)`,
+				WebhookLastAttemptInterrupted, WebhookLastAttemptNotMade, states, ids)
+			n = tag.RowsAffected()
+			return err
+		})
+		if err != nil {
+			return total, fmt.Errorf("fail stranded webhook deliveries: %w", err)
+		}
+		total += n
+	}
+	return total, nil
 }
 
 // WebhookOutcome is how an attempt ended.

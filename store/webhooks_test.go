@@ -567,3 +567,165 @@ func (f *hookFixture) pingDelivery(t *testing.T) (endpoint, delivery string) {
 	}
 	return ep, id
 }
+
+// jobsOf returns the state, attempt and max attempts of the delivery's jobs,
+// oldest first, as "state attempt/max" joined by commas.
+func (f *hookFixture) jobsOf(t *testing.T, delivery string) string {
+	t.Helper()
+	var s string
+	if err := f.db.Pool.QueryRow(t.Context(), `SELECT coalesce(string_agg(format('%s %s/%s', state, attempt, max_attempts), ',' ORDER BY id), '')
+		FROM river_job WHERE args->>'delivery_id' = $1`, delivery).Scan(&s); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// lastAttemptClaimed gives the delivery ten failed attempts and claims its
+// last for lease (nothing records it: its instance died during it).
+func (f *hookFixture) lastAttemptClaimed(t *testing.T, delivery string, lease time.Duration) {
+	t.Helper()
+	if _, err := f.db.Pool.Exec(t.Context(), `UPDATE webhook_deliveries SET attempts = $2 - 1, last_attempt_at = now(),
+		last_status_code = 500, last_latency_ms = 12, last_error = 'HTTP 500' WHERE id = $1`, delivery, store.WebhookMaxAttempts); err != nil {
+		t.Fatal(err)
+	}
+	if a, err := f.db.ClaimWebhookAttempt(t.Context(), delivery, lease); err != nil || a.Attempt != store.WebhookMaxAttempts {
+		t.Fatalf("claim of the last attempt: %+v %v", a, err)
+	}
+}
+
+// deliveryState returns the delivery's status, last status code (0: none) and
+// last error.
+func (f *hookFixture) deliveryState(t *testing.T, delivery string) (store.WebhookDeliveryStatus, int, string) {
+	t.Helper()
+	var status store.WebhookDeliveryStatus
+	var code int
+	var lastErr string
+	if err := f.db.Pool.QueryRow(t.Context(), `SELECT status, coalesce(last_status_code, 0), coalesce(last_error, '')
+		FROM webhook_deliveries WHERE id = $1`, delivery).Scan(&status, &code, &lastErr); err != nil {
+		t.Fatal(err)
+	}
+	return status, code, lastErr
+}
+
+// A delivery's job has one run more than the delivery's attempts, for a last
+// attempt that does not end it; GiveUpWebhookDelivery, that run, waits while
+// the attempt holds the delivery, then marks it FAILED, saying whether the
+// attempt was interrupted (claimed, never recorded) or not made; a delivery
+// that is not PENDING is left as it is.
+func TestGiveUpWebhookDelivery(t *testing.T) {
+	t.Parallel()
+	f := newHookFixture(t)
+	ctx := t.Context()
+	_, id := f.pingDelivery(t)
+	if got, want := f.jobsOf(t, id), fmt.Sprintf("available 0/%d", store.WebhookMaxAttempts+1); got != want {
+		t.Errorf("the delivery's job: %s, want %s", got, want)
+	}
+	f.lastAttemptClaimed(t, id, 300*time.Millisecond)
+	var inFlight *store.WebhookInFlightError
+	if err := f.db.GiveUpWebhookDelivery(ctx, id); !errors.As(err, &inFlight) {
+		t.Fatalf("give up while the last attempt holds the delivery: %v, want *WebhookInFlightError", err)
+	}
+	time.Sleep(time.Until(inFlight.Until) + 50*time.Millisecond)
+	if err := f.db.GiveUpWebhookDelivery(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	if status, code, lastErr := f.deliveryState(t, id); status != store.WebhookFailed || code != 0 || lastErr != store.WebhookLastAttemptInterrupted {
+		t.Errorf("after giving up: %s, %d, %q; want FAILED, no status, interrupted", status, code, lastErr)
+	}
+	if err := f.db.GiveUpWebhookDelivery(ctx, id); !errors.Is(err, store.ErrWebhookGone) {
+		t.Errorf("give up a FAILED delivery: %v, want ErrWebhookGone", err)
+	}
+
+	// The last attempt was never claimed (its claim failed): not made.
+	_, id2 := f.pingDelivery(t)
+	if _, err := f.db.Pool.Exec(ctx, `UPDATE webhook_deliveries SET attempts = $2 - 1, last_status_code = 503,
+		last_error = 'HTTP 503' WHERE id = $1`, id2, store.WebhookMaxAttempts); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.db.GiveUpWebhookDelivery(ctx, id2); err != nil {
+		t.Fatal(err)
+	}
+	if status, code, lastErr := f.deliveryState(t, id2); status != store.WebhookFailed || code != 503 || lastErr != store.WebhookLastAttemptNotMade {
+		t.Errorf("after giving up: %s, %d, %q; want FAILED, 503 kept, not made", status, code, lastErr)
+	}
+}
+
+// FailStrandedWebhookDeliveries marks FAILED the PENDING deliveries with no
+// job waiting or running and no hold (a job of an earlier version, with no
+// run after the last attempt, that River discarded), and no other: not one
+// whose job waits, nor one an attempt may still hold; a redelivered one has
+// a job again.
+func TestFailStrandedWebhookDeliveries(t *testing.T) {
+	t.Parallel()
+	f := newHookFixture(t)
+	ctx := t.Context()
+	discard := func(id string) {
+		t.Helper()
+		if _, err := f.db.Pool.Exec(ctx, `UPDATE river_job SET state = 'discarded', attempt = $2, max_attempts = $2,
+			finalized_at = now() WHERE args->>'delivery_id' = $1`, id, store.WebhookMaxAttempts); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, interrupted := f.pingDelivery(t) // its instance died during the last attempt
+	f.lastAttemptClaimed(t, interrupted, time.Millisecond)
+	discard(interrupted)
+	_, notMade := f.pingDelivery(t) // the last claim failed
+	discard(notMade)
+	_, held := f.pingDelivery(t) // the attempt may still be in flight
+	f.lastAttemptClaimed(t, held, time.Minute)
+	discard(held)
+	_, waiting := f.pingDelivery(t) // its job waits
+	f.lastAttemptClaimed(t, waiting, time.Millisecond)
+	time.Sleep(10 * time.Millisecond)
+
+	n, err := f.db.FailStrandedWebhookDeliveries(ctx)
+	if err != nil || n != 2 {
+		t.Errorf("FailStrandedWebhookDeliveries: %d, %v; want 2", n, err)
+	}
+	for id, want := range map[string]string{interrupted: store.WebhookLastAttemptInterrupted, notMade: store.WebhookLastAttemptNotMade} {
+		if status, _, lastErr := f.deliveryState(t, id); status != store.WebhookFailed || lastErr != want {
+			t.Errorf("a stranded delivery: %s %q, want FAILED %q", status, lastErr, want)
+		}
+	}
+	for name, id := range map[string]string{"held": held, "waiting": waiting} {
+		if status, _, _ := f.deliveryState(t, id); status != store.WebhookPending {
+			t.Errorf("the %s delivery is %s, want PENDING", name, status)
+		}
+	}
+
+	if _, err := f.db.RedeliverWebhook(ctx, f.owner, interrupted); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := f.db.FailStrandedWebhookDeliveries(ctx); err != nil || n != 0 {
+		t.Errorf("FailStrandedWebhookDeliveries after the redelivery: %d, %v; want 0", n, err)
+	}
+	if status, _, _ := f.deliveryState(t, interrupted); status != store.WebhookPending {
+		t.Errorf("the redelivered delivery is %s, want PENDING", status)
+	}
+}
+
+// A redelivery while the job waits for its run after the last attempt (the
+// delivery still PENDING: that attempt's instance died, or its record
+// failed) would move that run to now, which only ends the delivery FAILED:
+// no attempt was made. It cancels that job and inserts one with every
+// attempt instead.
+func TestRedeliverBeforeTheRunAfterTheLastAttempt(t *testing.T) {
+	t.Parallel()
+	f := newHookFixture(t)
+	ctx := t.Context()
+	_, id := f.pingDelivery(t)
+	f.lastAttemptClaimed(t, id, time.Millisecond)
+	if _, err := f.db.Pool.Exec(ctx, `UPDATE river_job SET state = 'retryable', attempt = $2,
+		scheduled_at = now() + interval '1 minute' WHERE args->>'delivery_id' = $1`, id, store.WebhookMaxAttempts); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(10 * time.Millisecond)
+	d, err := f.db.RedeliverWebhook(ctx, f.owner, id)
+	if err != nil || d.Status != store.WebhookPending {
+		t.Fatalf("redeliver: %+v %v", d, err)
+	}
+	runs := store.WebhookMaxAttempts + 1
+	if got, want := f.jobsOf(t, id), fmt.Sprintf("cancelled %d/%d,available 0/%d", store.WebhookMaxAttempts, runs, runs); got != want {
+		t.Errorf("the delivery's jobs after the redelivery: %s, want %s", got, want)
+	}
+}

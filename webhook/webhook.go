@@ -47,6 +47,11 @@ const (
 // MaxRetryWait caps the wait between two attempts.
 const MaxRetryWait = 6 * time.Hour
 
+// SweepInterval is how often the leader's River client marks FAILED the
+// PENDING deliveries that nothing will attempt again
+// (store.FailStrandedWebhookDeliveries), and once at its start.
+const SweepInterval = 5 * time.Minute
+
 // leaseMargin is how much longer than its timeout an attempt holds its
 // delivery (store.ClaimWebhookAttempt): room for the database work around
 // the request and for clock skew between the instance and Postgres.
@@ -104,8 +109,9 @@ type Service struct {
 // ends both.
 func Start(ctx context.Context, o Options) (*Service, error) {
 	o.defaults()
+	m := newMetrics(o.Registerer, o.DB)
 	w := &worker{db: o.DB, log: o.Log, timeout: o.Timeout, retryBase: o.RetryBase, disableAfter: o.DisableAfter,
-		metrics: newMetrics(o.Registerer, o.DB),
+		metrics: m,
 		client: o.DB.Egress.Client(egress.ClientOptions{Timeout: o.Timeout, Wrap: func(rt http.RoundTripper) http.RoundTripper {
 			return tracing.Transport(o.Tracing, rt)
 		}})}
@@ -113,6 +119,18 @@ func Start(ctx context.Context, o Options) (*Service, error) {
 	river.AddWorker(workers, w)
 	river.AddWorker(workers, river.WorkFunc(func(ctx context.Context, _ *river.Job[cleanupArgs]) error {
 		_, err := o.DB.PurgeWebhookDeliveries(ctx, store.WebhookDeliveryRetention)
+		return err
+	}))
+	river.AddWorker(workers, river.WorkFunc(func(ctx context.Context, _ *river.Job[sweepArgs]) error {
+		n, err := o.DB.FailStrandedWebhookDeliveries(ctx)
+		if n > 0 {
+			m.finishes.WithLabelValues(string(store.WebhookFailed)).Add(float64(n))
+			o.Log.WarnContext(ctx, "webhook deliveries left PENDING with no attempt to come marked FAILED", "deliveries", n)
+		}
+		if err != nil && ctx.Err() == nil {
+			// River logs a job's error below the level it logs at.
+			o.Log.ErrorContext(ctx, "webhook sweep", "err", err)
+		}
 		return err
 	}))
 	jobTimeout := o.Timeout + leaseMargin
@@ -129,8 +147,12 @@ func Start(ctx context.Context, o Options) (*Service, error) {
 		// died, and is retried; its attempt ended long before (jobTimeout).
 		RescueStuckJobsAfter: jobTimeout + river.JobStuckThresholdDefault + leaseMargin,
 		Logger:               slog.New(minLevel{o.Log.Handler(), slog.LevelWarn}),
-		PeriodicJobs: []*river.PeriodicJob{river.NewPeriodicJob(river.PeriodicInterval(time.Hour),
-			func() (river.JobArgs, *river.InsertOpts) { return cleanupArgs{}, nil }, nil)},
+		PeriodicJobs: []*river.PeriodicJob{
+			river.NewPeriodicJob(river.PeriodicInterval(time.Hour),
+				func() (river.JobArgs, *river.InsertOpts) { return cleanupArgs{}, nil }, nil),
+			river.NewPeriodicJob(river.PeriodicInterval(SweepInterval),
+				func() (river.JobArgs, *river.InsertOpts) { return sweepArgs{}, nil }, &river.PeriodicJobOpts{RunOnStart: true}),
+		},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("webhooks: %w", err)
@@ -169,6 +191,18 @@ func (cleanupArgs) Kind() string { return "webhook_cleanup" }
 // InsertOpts keep one cleanup at a time.
 func (cleanupArgs) InsertOpts() river.InsertOpts {
 	return river.InsertOpts{UniqueOpts: river.UniqueOpts{ByPeriod: time.Hour}}
+}
+
+// sweepArgs is the periodic job that ends the deliveries nothing will attempt
+// again (SweepInterval).
+type sweepArgs struct{}
+
+// Kind is the job's kind.
+func (sweepArgs) Kind() string { return "webhook_sweep" }
+
+// InsertOpts keep one sweep at a time.
+func (sweepArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{UniqueOpts: river.UniqueOpts{ByPeriod: SweepInterval}}
 }
 
 // RetryWait is the wait after failed attempt n (1 for the first) of a

@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -328,8 +329,8 @@ func TestFailingDeliveryGivesUpAndDisablesTheEndpoint(t *testing.T) {
 	e := setup(t)
 	var hits sync.Map
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		n, _ := hits.LoadOrStore(r.Header.Get("webhook-id"), new(int))
-		*n.(*int)++
+		n, _ := hits.LoadOrStore(r.Header.Get("webhook-id"), new(atomic.Int64))
+		n.(*atomic.Int64).Add(1)
 		w.WriteHeader(http.StatusBadGateway)
 	}))
 	t.Cleanup(srv.Close)
@@ -341,12 +342,20 @@ func TestFailingDeliveryGivesUpAndDisablesTheEndpoint(t *testing.T) {
 	}
 	waitFor(t, "the delivery to fail", func() bool { return e.deliveries(t, ep.Endpoint.ID)[store.WebhookFailed] == 1 })
 	var attempts, code int
-	var lastErr string
-	if err := e.db.Pool.QueryRow(ctx, `SELECT attempts, last_status_code, last_error FROM webhook_deliveries`).Scan(&attempts, &code, &lastErr); err != nil {
+	var id, lastErr string
+	if err := e.db.Pool.QueryRow(ctx, `SELECT id, attempts, last_status_code, last_error FROM webhook_deliveries`).Scan(&id, &attempts, &code, &lastErr); err != nil {
 		t.Fatal(err)
 	}
 	if attempts != store.WebhookMaxAttempts || code != http.StatusBadGateway || lastErr != "HTTP 502" {
 		t.Errorf("FAILED after %d attempts, last %d %q; want %d, 502", attempts, code, lastErr, store.WebhookMaxAttempts)
+	}
+	// The last attempt cancels the job: it has a run more (for a last attempt
+	// that does not end the delivery), which a failed one does not take.
+	if state := e.jobState(t, id); state != "cancelled" {
+		t.Errorf("the job of the FAILED delivery is %s, want cancelled", state)
+	}
+	if n, _ := hits.Load(id); n == nil || n.(*atomic.Int64).Load() != store.WebhookMaxAttempts {
+		t.Errorf("requests of the FAILED delivery: %v, want %d", n, store.WebhookMaxAttempts)
 	}
 	got, err := e.db.WebhookEndpoint(ctx, e.owner, ep.Endpoint.ID)
 	if err != nil || !got.Enabled || got.FailingSince == nil {
@@ -459,4 +468,176 @@ func secretKey(t *testing.T, secret string) []byte {
 		t.Fatalf("secret %q: %v", secret, err)
 	}
 	return b
+}
+
+// pingDelivery pings the endpoint and returns the PENDING delivery the
+// dispatcher made of it, its River job waiting (no service runs yet).
+func (e *env) pingDelivery(t *testing.T, endpoint string) string {
+	t.Helper()
+	ctx := t.Context()
+	if err := e.db.PingWebhookEndpoint(ctx, e.owner, endpoint); err != nil {
+		t.Fatal(err)
+	}
+	storetest.DispatchAll(t, e.db)
+	var id string
+	if err := e.db.Pool.QueryRow(ctx, `SELECT id FROM webhook_deliveries WHERE endpoint_id = $1`, endpoint).Scan(&id); err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+// lastAttemptClaimed makes the delivery's ten first attempts failed ones and
+// claims its eleventh, the last, for a millisecond: the claim of an instance
+// that dies during the attempt (its hold runs out; nothing is recorded).
+func (e *env) lastAttemptClaimed(t *testing.T, id string) {
+	t.Helper()
+	ctx := t.Context()
+	if _, err := e.db.Pool.Exec(ctx, `UPDATE webhook_deliveries SET attempts = $2 - 1, last_attempt_at = now() - interval '6 hours',
+		last_status_code = 500, last_latency_ms = 12, last_error = 'HTTP 500' WHERE id = $1`, id, store.WebhookMaxAttempts); err != nil {
+		t.Fatal(err)
+	}
+	a, err := e.db.ClaimWebhookAttempt(ctx, id, time.Millisecond)
+	if err != nil || a.Attempt != store.WebhookMaxAttempts {
+		t.Fatalf("claim of the last attempt: %+v %v", a, err)
+	}
+	time.Sleep(5 * time.Millisecond) // the hold runs out
+}
+
+// ended waits for the delivery to leave PENDING and returns its status,
+// attempts, last status code (0 for none) and last error.
+func (e *env) ended(t *testing.T, id string) (status store.WebhookDeliveryStatus, attempts, code int, lastErr string) {
+	t.Helper()
+	waitFor(t, "the delivery to end", func() bool {
+		if err := e.db.Pool.QueryRow(t.Context(), `SELECT status, attempts, coalesce(last_status_code, 0), coalesce(last_error, '')
+			FROM webhook_deliveries WHERE id = $1`, id).Scan(&status, &attempts, &code, &lastErr); err != nil {
+			t.Fatal(err)
+		}
+		return status != store.WebhookPending
+	})
+	return status, attempts, code, lastErr
+}
+
+// jobState returns the state of the delivery's River job once it is final
+// (River's completer may write it a moment after the delivery ended).
+func (e *env) jobState(t *testing.T, id string) string {
+	t.Helper()
+	var state string
+	waitFor(t, "the job to end", func() bool {
+		if err := e.db.Pool.QueryRow(t.Context(), `SELECT string_agg(state::text, ',') FROM river_job
+			WHERE args->>'delivery_id' = $1`, id).Scan(&state); err != nil {
+			t.Fatal(err)
+		}
+		return state != "running" && state != "available" && state != "retryable" && state != "scheduled"
+	})
+	return state
+}
+
+// An instance dies during a delivery's last attempt: River's rescuer finds
+// its job still running and, as it had no run left, discarded it, so that
+// the delivery stayed PENDING for ever with nothing to attempt it (nor to
+// redeliver it: it did not show as FAILED). Its job now has a run after the
+// last attempt, which sends nothing and ends the delivery FAILED, saying why.
+func TestLastAttemptOfADeadInstanceEndsFailed(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	s := newSink(t)
+	ep := e.endpoint(t, s.srv.URL+"/hook")
+	s.verifyWith(ep.Secret)
+	ctx := t.Context()
+	id := e.pingDelivery(t, ep.Endpoint.ID)
+	e.lastAttemptClaimed(t, id)
+	// The job as the dead instance left it: running its last attempt, since
+	// an hour ago (longer than RescueStuckJobsAfter).
+	if _, err := e.db.Pool.Exec(ctx, `UPDATE river_job SET state = 'running', attempt = $2, attempted_at = now() - interval '1 hour',
+		attempted_by = '{dead-instance}' WHERE args->>'delivery_id' = $1`, id, store.WebhookMaxAttempts); err != nil {
+		t.Fatal(err)
+	}
+	e.start(t, webhook.Options{})
+	status, attempts, code, lastErr := e.ended(t, id)
+	if status != store.WebhookFailed || attempts != store.WebhookMaxAttempts || code != 0 || !strings.Contains(lastErr, "interrupted") {
+		t.Errorf("delivery %s after %d attempts, last %d %q; want FAILED after %d, no status, the last attempt interrupted",
+			status, attempts, code, lastErr, store.WebhookMaxAttempts)
+	}
+	if state := e.jobState(t, id); state != "completed" {
+		t.Errorf("the job is %s, want completed", state)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.requests) != 0 {
+		t.Errorf("%d requests after the last attempt, want none", len(s.requests))
+	}
+}
+
+// The database fails to record a delivery's last attempt (here a trigger
+// refuses it): Work returned the error, River, with no run left, discarded
+// the job, and the delivery stayed PENDING for ever. Now the job's run after
+// the last attempt waits for that attempt's hold to end and ends the
+// delivery FAILED; no twelfth request is sent.
+func TestLastAttemptNotRecordedEndsFailed(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	var hits atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		w.WriteHeader(http.StatusBadGateway)
+	}))
+	t.Cleanup(srv.Close)
+	ep := e.endpoint(t, srv.URL, "project.*")
+	ctx := t.Context()
+	if _, err := e.db.Pool.Exec(ctx, fmt.Sprintf(`CREATE FUNCTION refuse_record() RETURNS trigger LANGUAGE plpgsql AS
+		$$BEGIN RAISE EXCEPTION 'the database fails'; END$$;
+		CREATE TRIGGER refuse_last_record BEFORE UPDATE ON webhook_deliveries FOR EACH ROW
+		WHEN (OLD.attempts >= %d AND NEW.last_attempt_at IS DISTINCT FROM OLD.last_attempt_at) EXECUTE FUNCTION refuse_record()`,
+		store.WebhookMaxAttempts)); err != nil {
+		t.Fatal(err)
+	}
+	e.start(t, webhook.Options{RetryBase: 100 * time.Microsecond, Timeout: time.Second})
+	if _, err := e.db.CreateProject(ctx, e.owner, e.workspace, "Q", nil); err != nil {
+		t.Fatal(err)
+	}
+	var id string
+	waitFor(t, "the delivery", func() bool {
+		return e.db.Pool.QueryRow(ctx, `SELECT id FROM webhook_deliveries WHERE endpoint_id = $1`, ep.Endpoint.ID).Scan(&id) == nil
+	})
+	status, attempts, code, lastErr := e.ended(t, id)
+	if status != store.WebhookFailed || attempts != store.WebhookMaxAttempts || code != 0 || !strings.Contains(lastErr, "interrupted") {
+		t.Errorf("delivery %s after %d attempts, last %d %q; want FAILED after %d, no status, the last attempt interrupted",
+			status, attempts, code, lastErr, store.WebhookMaxAttempts)
+	}
+	if n := hits.Load(); n != store.WebhookMaxAttempts {
+		t.Errorf("%d requests, want %d", n, store.WebhookMaxAttempts)
+	}
+	if state := e.jobState(t, id); state != "completed" {
+		t.Errorf("the job is %s, want completed", state)
+	}
+}
+
+// A job inserted by an earlier version has as many runs as the delivery has
+// attempts: its instance died during the last attempt and River discarded
+// it. The delivery, PENDING with nothing to attempt it, ends FAILED when the
+// service starts (and every SweepInterval).
+func TestStrandedDeliveryEndsFailedAtStart(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	s := newSink(t)
+	ep := e.endpoint(t, s.srv.URL+"/hook")
+	s.verifyWith(ep.Secret)
+	ctx := t.Context()
+	id := e.pingDelivery(t, ep.Endpoint.ID)
+	e.lastAttemptClaimed(t, id)
+	if _, err := e.db.Pool.Exec(ctx, `UPDATE river_job SET state = 'discarded', attempt = $2, max_attempts = $2,
+		attempted_at = now() - interval '1 hour', finalized_at = now() WHERE args->>'delivery_id' = $1`, id, store.WebhookMaxAttempts); err != nil {
+		t.Fatal(err)
+	}
+	e.start(t, webhook.Options{})
+	status, attempts, _, lastErr := e.ended(t, id)
+	if status != store.WebhookFailed || attempts != store.WebhookMaxAttempts || !strings.Contains(lastErr, "interrupted") {
+		t.Errorf("delivery %s after %d attempts (%q); want FAILED after %d, the last attempt interrupted",
+			status, attempts, lastErr, store.WebhookMaxAttempts)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.requests) != 0 {
+		t.Errorf("%d requests after the last attempt, want none", len(s.requests))
+	}
 }

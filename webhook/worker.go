@@ -53,6 +53,10 @@ func (w *worker) Timeout(*river.Job[store.WebhookDeliveryArgs]) time.Duration {
 // time Work recorded as the delivery's next attempt (or now, if that has
 // passed already: River would take a time in the past for a bug and use its
 // own schedule).
+//
+// After the last attempt (River rescued the job from a dead instance, or the
+// run returned an error: the delivery is still PENDING) comes the job's
+// closing run, which only ends the delivery: after the first retry's wait.
 func (w *worker) NextRetry(job *river.Job[store.WebhookDeliveryArgs]) time.Time {
 	now := time.Now()
 	if at, ok := w.next.LoadAndDelete(job.ID); ok {
@@ -61,14 +65,23 @@ func (w *worker) NextRetry(job *river.Job[store.WebhookDeliveryArgs]) time.Time 
 		}
 		return now
 	}
+	if job.Attempt >= store.WebhookMaxAttempts {
+		return now.Add(RetryWait(w.retryBase, 1, job.ID))
+	}
 	return now.Add(RetryWait(w.retryBase, job.Attempt, job.ID))
 }
 
 // Work claims the delivery, makes one attempt and records it. It returns nil
-// when there is nothing more to do (success, the delivery gone, or its last
-// attempt failed, which River then discards) and an error for River to retry
-// the job at NextRetry.
+// when there is nothing more to do (success, or the delivery gone), a
+// cancellation when its last attempt failed (River keeps the error and runs
+// the job no more), and an error for River to retry the job at NextRetry.
+// The run after the last attempt (the job has one more than the delivery's
+// attempts) makes none: it ends the delivery, which that attempt left
+// PENDING (giveUp).
 func (w *worker) Work(ctx context.Context, job *river.Job[store.WebhookDeliveryArgs]) error {
+	if job.Attempt > store.WebhookMaxAttempts {
+		return w.giveUp(ctx, job)
+	}
 	a, err := w.db.ClaimWebhookAttempt(ctx, job.Args.DeliveryID, w.timeout+leaseMargin)
 	var inFlight *store.WebhookInFlightError
 	switch {
@@ -82,7 +95,10 @@ func (w *worker) Work(ctx context.Context, job *river.Job[store.WebhookDeliveryA
 		return err
 	}
 	res := w.attempt(ctx, a)
-	last := job.Attempt >= job.MaxAttempts
+	// The delivery's last attempt, counted by the job's runs (its job has
+	// one more, the closing run; one inserted by an earlier version has as
+	// many runs as attempts).
+	last := job.Attempt >= min(job.MaxAttempts, store.WebhookMaxAttempts)
 	o := store.WebhookOutcome{Succeeded: res.ok, StatusCode: res.status, Latency: res.latency, Error: res.err,
 		DisableAfter: w.disableAfter, Attempt: a.Attempt}
 	if !res.ok && !last {
@@ -106,9 +122,31 @@ func (w *worker) Work(ctx context.Context, job *river.Job[store.WebhookDeliveryA
 		return nil
 	case last:
 		w.metrics.finished(store.WebhookFailed)
-		return fmt.Errorf("webhook delivery %s failed its last attempt: %s", a.DeliveryID, res.err)
+		return river.JobCancel(fmt.Errorf("webhook delivery %s failed its last attempt: %s", a.DeliveryID, res.err))
 	}
 	return fmt.Errorf("webhook delivery %s: %s", a.DeliveryID, res.err)
+}
+
+// giveUp is the job's closing run, after the delivery's last attempt: that
+// attempt did not end the delivery (its instance died during it and River
+// rescued the job, or recording it failed), which would otherwise stay
+// PENDING with nothing left to attempt it. It marks it FAILED, saying why;
+// while the attempt may still be in flight (its hold has not ended: an
+// instance paused, not dead), it waits for the hold to end. Nothing is sent.
+func (w *worker) giveUp(ctx context.Context, job *river.Job[store.WebhookDeliveryArgs]) error {
+	err := w.db.GiveUpWebhookDelivery(ctx, job.Args.DeliveryID)
+	var inFlight *store.WebhookInFlightError
+	switch {
+	case errors.Is(err, store.ErrWebhookGone):
+		return nil
+	case errors.As(err, &inFlight):
+		return river.JobSnooze(max(time.Until(inFlight.Until), time.Second))
+	case err != nil:
+		// No run is left: FailStrandedWebhookDeliveries ends it later.
+		return err
+	}
+	w.metrics.finished(store.WebhookFailed)
+	return nil
 }
 
 // result is how one attempt went.
