@@ -11,6 +11,7 @@ import (
 
 	coderws "github.com/coder/websocket"
 
+	"taskflow/auth"
 	"taskflow/httpapi"
 	"taskflow/httpapi/apitest"
 	"taskflow/live"
@@ -304,6 +305,71 @@ func TestLiveRevocation(t *testing.T) {
 	}
 	if ev, ok := s.Next(); !ok || ev.Event != "complete" {
 		t.Fatalf("then %+v %v, want complete", ev, ok)
+	}
+}
+
+// A stream whose token an operator revokes, deletes, or whose user it
+// deletes, in the database (no logout, no audit event) ends with
+// UNAUTHENTICATED, with a cursor, through the instance's revocation feed; the
+// other streams go on. (Found 2026-12-04: such a stream went on until the
+// token expired, up to 30 days.)
+func TestLiveRevocationBySQL(t *testing.T) {
+	t.Parallel()
+	e := newLiveEnv(t)
+	go e.DB.RunRevocationFeed(t.Context()) // as server.go runs it
+	doomed := e.NewUser(t, "Doomed")
+	if _, err := e.DB.Pool.Exec(t.Context(), `INSERT INTO members (workspace_id, user_id, role) VALUES ($1, $2, 'MEMBER')`,
+		e.ws, doomed.ID); err != nil {
+		t.Fatal(err)
+	}
+	member, owner, gone := e.watchTasks(t, e.member), e.dial(t, e.owner), e.dial(t, doomed)
+	owner.Subscribe("1", taskChangesQuery, map[string]any{"p": e.project})
+	gone.Subscribe("1", taskChangesQuery, map[string]any{"p": e.project})
+	s := e.OpenSSE(t, e.admin.Token, taskChangesQuery, map[string]any{"p": e.project})
+	e.waitSubscribed(t, 4)
+
+	ctx := t.Context()
+	if _, err := e.DB.Pool.Exec(ctx, `UPDATE tokens SET revoked_at = now() WHERE token_hash = $1`, auth.HashToken(e.member.Token)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.DB.Pool.Exec(ctx, `DELETE FROM tokens WHERE token_hash = $1`, auth.HashToken(e.admin.Token)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.DB.Pool.Exec(ctx, `DELETE FROM users WHERE id = $1`, doomed.ID); err != nil {
+		t.Fatal(err)
+	}
+	// A bound for a failure, not a measure of speed (the feed polls every
+	// 200 ms): past it the connections are cut and the reads fail.
+	const bound = 10 * time.Second
+	for name, ws := range map[string]*apitest.WS{"revoked": member, "user deleted": gone} {
+		cut := time.AfterFunc(bound, func() { ws.Conn.CloseNow() })
+		m, err := ws.TryNext()
+		cut.Stop()
+		if err != nil {
+			t.Fatalf("%s token's stream: no end within %s (%v)", name, bound, err)
+		}
+		var errs []struct {
+			Message    string
+			Extensions map[string]any
+		}
+		if m.Type != "error" || m.ID != "1" || json.Unmarshal(m.Payload, &errs) != nil || len(errs) != 1 ||
+			errs[0].Extensions["code"] != "UNAUTHENTICATED" || errs[0].Extensions["cursor"] == nil {
+			t.Fatalf("%s token's stream: %s %s %s, want UNAUTHENTICATED with a cursor", name, m.Type, m.ID, m.Payload)
+		}
+	}
+	cut := time.AfterFunc(bound, s.Close)
+	ev, ok := s.Next()
+	cut.Stop()
+	if !ok || ev.Event != "next" || !containsCode(ev.Data, "UNAUTHENTICATED") {
+		t.Fatalf("deleted token's SSE stream: %+v %v, want UNAUTHENTICATED within %s", ev, ok, bound)
+	}
+	if ev, ok := s.Next(); !ok || ev.Event != "complete" {
+		t.Fatalf("then %+v %v, want complete", ev, ok)
+	}
+
+	id := e.createTask(t, "still watched")
+	if got := nextTaskChange(t, owner, "1"); got.TaskID != id {
+		t.Fatalf("the owner's stream got %+v, want task %s", got, id)
 	}
 }
 

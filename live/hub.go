@@ -12,6 +12,12 @@
 // with no gap: see docs/decisions/2026-12-01-live-subscriptions.md. A
 // subscriber whose queue overflows (a slow client, a long catch-up) is told,
 // empties it and catches up from the spine again, the same way.
+//
+// A subscription's token is read again when the instance's revocation feed
+// learns it changed (store.DB.WatchTokens): a token revoked, deleted or made
+// to expire by any means, SQL included, ends its streams with
+// UNAUTHENTICATED within about a second, on every instance that runs the
+// feed. A logout also ends them through its user.logged_out event.
 package live
 
 import (
@@ -100,9 +106,15 @@ type Hub struct {
 	// only when no subscriber came meanwhile.
 	gen     uint64
 	byChain map[string]map[*subscriber]struct{}
-	perUser map[string]int
-	open    int
-	closed  bool
+	// byToken holds the subscribers by their token's hash; tokenChecks the
+	// hashes of those whose token changed and is not read again yet
+	// (checkTokens, woken by tokenWake).
+	byToken     map[string]map[*subscriber]struct{}
+	tokenChecks map[string]struct{}
+	tokenWake   chan struct{}
+	perUser     map[string]int
+	open        int
+	closed      bool
 
 	ready   chan struct{} // closed once the tailer has a position
 	closing chan struct{} // closed by Close
@@ -132,6 +144,7 @@ func New(o Options) *Hub {
 		o.Poll = DefaultPoll
 	}
 	return &Hub{o: o, m: newMetrics(o.Registerer), byChain: map[string]map[*subscriber]struct{}{},
+		byToken: map[string]map[*subscriber]struct{}{}, tokenChecks: map[string]struct{}{}, tokenWake: make(chan struct{}, 1),
 		perUser: map[string]int{}, ready: make(chan struct{}), closing: make(chan struct{}), poke: make(chan struct{}, 1),
 		first: make(chan struct{}, 1)}
 }
@@ -191,6 +204,9 @@ func (h *Hub) Run(ctx context.Context) {
 // run is the tailer, until ctx ends.
 func (h *Hub) run(ctx context.Context) {
 	local := h.o.DB.SpineWakeups()
+	unwatch := h.o.DB.WatchTokens(h.tokensChanged)
+	defer unwatch()
+	go h.checkTokens(ctx)
 	var publish chan struct{}
 	if h.o.Redis != nil {
 		publish = make(chan struct{}, 1)
@@ -417,6 +433,10 @@ func (h *Hub) register(s *subscriber) error {
 		}
 	}
 	h.gen++
+	if h.byToken[string(s.tok)] == nil {
+		h.byToken[string(s.tok)] = map[*subscriber]struct{}{}
+	}
+	h.byToken[string(s.tok)][s] = struct{}{}
 	for _, c := range s.chains {
 		if h.byChain[c] == nil {
 			h.byChain[c] = map[*subscriber]struct{}{}
@@ -431,6 +451,9 @@ func (h *Hub) register(s *subscriber) error {
 func (h *Hub) remove(s *subscriber) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if delete(h.byToken[string(s.tok)], s); len(h.byToken[string(s.tok)]) == 0 {
+		delete(h.byToken, string(s.tok))
+	}
 	for _, c := range s.chains {
 		delete(h.byChain[c], s)
 		if len(h.byChain[c]) == 0 {
@@ -442,6 +465,72 @@ func (h *Hub) remove(s *subscriber) {
 	}
 	h.open--
 	h.m.open.Dec()
+}
+
+// tokensChanged queues for checkTokens those of the token hashes that
+// subscribers use: the revocation feed learnt they changed. WatchTokens
+// calls it in the feed's goroutine, so it only queues.
+func (h *Hub) tokensChanged(hashes [][]byte) {
+	h.mu.Lock()
+	queued := false
+	for _, hash := range hashes {
+		if len(h.byToken[string(hash)]) > 0 {
+			h.tokenChecks[string(hash)] = struct{}{}
+			queued = true
+		}
+	}
+	h.mu.Unlock()
+	if queued {
+		select {
+		case h.tokenWake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// checkTokens reads the queued tokens again, all at once, each time some are
+// queued, until ctx ends: the subscribers of a token no longer valid end with
+// UNAUTHENTICATED, the others' expiry moves to their token's. When the read
+// fails they end with STREAM_INTERRUPTED (they subscribe again, which reads
+// the token), as when authorize cannot check a logout.
+func (h *Hub) checkTokens(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-h.tokenWake:
+		}
+		h.mu.Lock()
+		queued := h.tokenChecks
+		h.tokenChecks = map[string]struct{}{}
+		h.mu.Unlock()
+		hashes := make([][]byte, 0, len(queued))
+		for hash := range queued {
+			hashes = append(hashes, []byte(hash))
+		}
+		valid, err := h.o.DB.TokensExpire(ctx, hashes)
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			h.o.Log.ErrorContext(ctx, "live: token check", "err", err)
+		}
+		h.mu.Lock()
+		for hash := range queued {
+			expires, ok := valid[hash]
+			for s := range h.byToken[hash] {
+				switch {
+				case err != nil:
+					s.fail(interrupted("the server could not check your token: subscribe again with the last cursor you received"))
+				case !ok:
+					s.fail(errs.Errorf(errs.CodeUnauthenticated, "your token was revoked or expired: sign in again"))
+				default:
+					s.expiry.Reset(time.Until(expires))
+				}
+			}
+		}
+		h.mu.Unlock()
+	}
 }
 
 // interrupted is the STREAM_INTERRUPTED error with msg.

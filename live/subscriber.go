@@ -29,7 +29,8 @@ const (
 type Spec struct {
 	Kind Kind
 	// User is the caller; TokenHash the SHA-256 of the bearer token it
-	// authenticated with, checked again when the user logs out anywhere.
+	// authenticated with, checked again when the user logs out anywhere or
+	// the instance's revocation feed learns the token changed.
 	User      *store.User
 	TokenHash []byte
 	// WorkspaceID is the workspace of WorkspaceChanges and AuditEvents;
@@ -92,7 +93,9 @@ type subscriber struct {
 	// events of that stretch are not delivered.
 	away    bool
 	current store.SpineCursor
-	expires time.Time
+	// expiry ends the subscription when its token expires; the hub moves it
+	// when the token's expiry changed (under its lock once registered).
+	expiry *time.Timer
 	// pos is how far the subscription has read: every event up to it was
 	// delivered if it matched.
 	pos store.SpineCursor
@@ -170,6 +173,7 @@ func (h *Hub) subscribe(ctx context.Context, spec Spec, send func(context.Contex
 	default:
 		return errs.Errorf(errs.CodeBadUserInput, "unknown subscription")
 	}
+	read := time.Now() // the token's read, for TokenChangedSince
 	grant, err := h.o.DB.LiveAccess(ctx, spec.User.ID, spec.TokenHash, spec.WorkspaceID, spec.ProjectID)
 	if err != nil {
 		return err
@@ -180,7 +184,7 @@ func (h *Hub) subscribe(ctx context.Context, spec Spec, send func(context.Contex
 	if after != nil && grant.Head.Before(*after) {
 		return errs.Errorf(errs.CodeBadUserInput, "not an event cursor: use one this API returned")
 	}
-	s.ws, s.role, s.expires = grant.WorkspaceID, grant.Role, grant.TokenExpires
+	s.ws, s.role = grant.WorkspaceID, grant.Role
 	s.authFrom, s.current = grant.Head, grant.Current
 	s.pos = grant.Head
 	if after != nil {
@@ -196,14 +200,24 @@ func (h *Hub) subscribe(ctx context.Context, spec Spec, send func(context.Contex
 	if err := h.start(ctx); err != nil {
 		return err
 	}
+	s.expiry = time.AfterFunc(time.Until(grant.TokenExpires), func() {
+		s.fail(errs.Errorf(errs.CodeUnauthenticated, "your token has expired: sign in again"))
+	})
 	if err := h.register(s); err != nil {
+		s.expiry.Stop()
 		return err
+	}
+	// A change the revocation feed learnt between the read and the
+	// registration reached no subscriber: check the token now.
+	if h.o.DB.TokenChangedSince(s.tok, read) {
+		h.tokensChanged([][]byte{s.tok})
 	}
 	go s.run(ctx)
 	return nil
 }
 
-// fail ends the subscription with err (the first reason wins).
+// fail ends the subscription with err (the first reason wins), also while
+// it waits to send to a slow client.
 func (s *subscriber) fail(err *errs.Error) {
 	s.failOnce.Do(func() {
 		s.failErr = err
@@ -289,6 +303,7 @@ func (s *subscriber) matches(e *Event) bool {
 // records why it ended (nothing when the client went away).
 func (s *subscriber) run(ctx context.Context) {
 	defer s.done()
+	defer s.expiry.Stop() // after remove: the hub moves it no more
 	defer s.h.remove(s)
 	err := s.loop(ctx)
 	code := "closed"
@@ -306,8 +321,6 @@ func (s *subscriber) run(ctx context.Context) {
 // loop catches up from pos, then delivers the tailer's events past it; when
 // the tailer dropped events for a full queue it catches up again.
 func (s *subscriber) loop(ctx context.Context) *errs.Error {
-	expiry := time.NewTimer(time.Until(s.expires))
-	defer expiry.Stop()
 	for {
 		if err := s.catchUp(ctx); err != nil {
 			return ended(err)
@@ -327,8 +340,6 @@ func (s *subscriber) loop(ctx context.Context) *errs.Error {
 				break live
 			case <-s.stop:
 				return s.failErr
-			case <-expiry.C:
-				return errs.Errorf(errs.CodeUnauthenticated, "your token has expired: sign in again")
 			case <-ctx.Done():
 				return nil
 			}

@@ -97,7 +97,14 @@ type sessionCache struct {
 	origin time.Time
 	// polled is when the feed's last successful poll began.
 	polled time.Time
+
+	// watchers are the functions of WatchTokens, told what the feed learnt.
+	watchMu  sync.Mutex
+	watchers []*tokenWatcher
 }
+
+// tokenWatcher is one function of WatchTokens (a pointer, to be removed by).
+type tokenWatcher struct{ fn func(hashes [][]byte) }
 
 // newSessionCache returns an empty sessionCache.
 func newSessionCache() *sessionCache {
@@ -136,6 +143,50 @@ func (c *sessionCache) learnt(at time.Time, hashes ...string) {
 	for _, h := range hashes {
 		c.changed[h] = at
 	}
+}
+
+// tell calls the functions of WatchTokens with hashes.
+func (c *sessionCache) tell(hashes [][]byte) {
+	c.watchMu.Lock()
+	defer c.watchMu.Unlock()
+	for _, w := range c.watchers {
+		w.fn(hashes)
+	}
+}
+
+// WatchTokens calls fn with the SHA-256 hashes of the bearer tokens this
+// instance's revocation feed (RunRevocationFeed) learnt changed (revoked,
+// deleted, expiry or user changed), after each poll that found some, until
+// the returned stop is called. fn runs in the feed's goroutine, one call at
+// a time: it must return at once (hand the work to a goroutine of its own).
+// Without the feed running, fn is never called.
+func (db *DB) WatchTokens(fn func(hashes [][]byte)) (stop func()) {
+	c, w := db.sessions, &tokenWatcher{fn: fn}
+	c.watchMu.Lock()
+	c.watchers = append(c.watchers, w)
+	c.watchMu.Unlock()
+	return func() {
+		c.watchMu.Lock()
+		defer c.watchMu.Unlock()
+		for i, x := range c.watchers {
+			if x == w {
+				c.watchers = append(c.watchers[:i:i], c.watchers[i+1:]...)
+				return
+			}
+		}
+	}
+}
+
+// TokenChangedSince reports whether this instance learnt, after t, that the
+// token with this SHA-256 changed: through its revocation feed, or a logout
+// it served. A reader that read the token at t and starts to WatchTokens
+// after calls it to learn of a change the watch came too late for.
+func (db *DB) TokenChangedSince(hash []byte, t time.Time) bool {
+	c := db.sessions
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	learnt, ok := c.changed[string(hash)]
+	return ok && learnt.After(t)
 }
 
 // revoked makes this instance refuse the token key from now on: a logout it
@@ -218,10 +269,12 @@ func (db *DB) readSession(ctx context.Context, hash []byte) (*session, error) {
 
 // RunRevocationFeed keeps what this instance remembers of bearer tokens
 // trustworthy until ctx ends: every RevocationPoll it reads which tokens
-// changed since its last read (revoked, deleted, expiry or user changed) and
-// stops trusting what it read of them before. Run one per instance (server.go
-// does); without it an instance trusts a read for SessionTTL only. Safe with
-// PgBouncer in transaction mode (one statement per poll, no session state).
+// changed since its last read (revoked, deleted, expiry or user changed),
+// stops trusting what it read of them before and tells the functions of
+// WatchTokens. Run one per instance (server.go does); without it an instance
+// trusts a read for SessionTTL only, and WatchTokens learns nothing. Safe
+// with PgBouncer in transaction mode (one statement per poll, no session
+// state).
 func (db *DB) RunRevocationFeed(ctx context.Context) {
 	c := db.sessions
 	var cursor uint64
@@ -261,6 +314,9 @@ func (db *DB) RunRevocationFeed(ctx context.Context) {
 			c.polled = began
 			c.mu.Unlock()
 			started = true
+			if len(hashes) > 0 {
+				c.tell(hashes)
+			}
 		}
 		if time.Since(lastForget) > time.Minute {
 			lastForget = time.Now()
