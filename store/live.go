@@ -137,20 +137,22 @@ func (db *DB) TokenValid(ctx context.Context, tokenHash []byte) (bool, error) {
 }
 
 // TokensExpire returns, by SHA-256 (as a string), when each of the tokens
-// with these hashes that is known, not revoked and not expired expires, read
+// with these hashes that is known, not revoked and not expired expires (in
+// this instance's clock, from the time left in Postgres's: no skew), read
 // from the database in one statement (not from what UserByTokenHash
 // remembers). A token left out is no longer valid.
 func (db *DB) TokensExpire(ctx context.Context, tokenHashes [][]byte) (map[string]time.Time, error) {
-	rows, err := db.Pool.Query(ctx, `SELECT token_hash, expires_at FROM tokens WHERE token_hash = ANY($1)
-		AND revoked_at IS NULL AND expires_at > now()`, tokenHashes)
+	sent := time.Now()
+	rows, err := db.Pool.Query(ctx, `SELECT token_hash, (extract(epoch FROM expires_at - now()) * 1000)::bigint
+		FROM tokens WHERE token_hash = ANY($1) AND revoked_at IS NULL AND expires_at > now()`, tokenHashes)
 	if err != nil {
 		return nil, fmt.Errorf("tokens: %w", err)
 	}
 	out := map[string]time.Time{}
 	var hash []byte
-	var expires time.Time
-	_, err = pgx.ForEachRow(rows, []any{&hash, &expires}, func() error {
-		out[string(hash)] = expires
+	var leftMs int64
+	_, err = pgx.ForEachRow(rows, []any{&hash, &leftMs}, func() error {
+		out[string(hash)] = sent.Add(time.Duration(leftMs) * time.Millisecond)
 		return nil
 	})
 	if err != nil {
