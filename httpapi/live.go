@@ -8,6 +8,8 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"reflect"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -45,6 +47,14 @@ const (
 	DefaultStreamWriteTimeout = 10 * time.Second
 	// wsInitTimeout bounds the wait for connection_init.
 	wsInitTimeout = 10 * time.Second
+	// maxOperationID is the longest id, in bytes, an operation may be started
+	// with over a WebSocket: the longest whose 4409 reason fits a close frame
+	// (123 bytes). gqlgen keeps the id of each running operation and repeats it
+	// in each of its messages.
+	maxOperationID = 123 - len(subscriberFor+alreadyExists)
+	// subscriberFor and alreadyExists frame the id in the reason of 4409, in
+	// graphql-transport-ws's words.
+	subscriberFor, alreadyExists = "Subscriber for ", " already exists"
 )
 
 // WebSocket close codes TaskFlow sends besides the protocol's own.
@@ -56,6 +66,10 @@ const (
 	// CloseUnauthorized (4401, graphql-ws's Unauthorized): the token of
 	// connection_init is not valid; the client must sign in again.
 	CloseUnauthorized = 4401
+	// CloseSubscriberExists (4409, graphql-ws's "Subscriber for <id> already
+	// exists"): the client started an operation with the id of one still
+	// running on the connection.
+	CloseSubscriberExists = 4409
 )
 
 // StreamLimits bound the streaming transports (WebSocket and SSE) of one
@@ -311,6 +325,12 @@ type wsConn struct {
 	idle     *time.Timer
 	deadline *time.Timer
 	closing  bool
+	// ops holds the id of each operation running on the connection, from the
+	// client's subscribe (legacy graphql-ws: start) to the server's complete
+	// or error: nil while it runs, or, once the client completed (legacy:
+	// stopped) it, a channel closed at that end. It has an entry per
+	// operation gqlgen runs, each id at most maxOperationID bytes.
+	ops map[string]chan struct{}
 }
 
 var (
@@ -355,7 +375,9 @@ func (c *wsConn) stopIdle() {
 	}
 }
 
-// NextReader reads the next message.
+// NextReader reads the next message. One that starts an operation with the
+// id of one still running, or with an id over maxOperationID bytes, closes
+// the connection (fromClient) and reads as a closed connection.
 func (c *wsConn) NextReader() (int, io.Reader, error) {
 	typ, data, err := c.conn.Read(context.Background())
 	if err != nil {
@@ -365,13 +387,113 @@ func (c *wsConn) NextReader() (int, io.Reader, error) {
 		}
 		return int(typ), nil, err
 	}
+	if code, reason := c.fromClient(data); code != 0 {
+		c.closeWith(code, reason)
+		return int(typ), nil, transport.ErrWebsocketClosed
+	}
 	return int(typ), bytes.NewReader(data), nil
+}
+
+// fromClient follows the operation ids of a client's message, read for its
+// type and id only, and returns the code and reason to close the connection
+// with, or zero. gqlgen would run a subscribe (legacy: start) with the id of
+// a running operation beside it and lose the first one's cancel, so that no
+// complete could stop it: such a duplicate closes the connection with 4409,
+// as graphql-transport-ws requires, and with 4409 too over the legacy
+// protocol, which has no rule of its own (its reference server stops the
+// first; gqlgen cannot be made to do that before the second starts). An id
+// the client completed (legacy: stopped) may be reused at once: the new
+// operation waits, at most the write timeout, for the old one's last
+// message, after which gqlgen forgets it.
+func (c *wsConn) fromClient(data []byte) (coderws.StatusCode, string) {
+	var m struct {
+		Type string `json:"type"`
+		ID   string `json:"id"`
+	}
+	// Decoded as gqlgen decodes it; a message gqlgen refuses ends the
+	// connection anyway.
+	if json.NewDecoder(bytes.NewReader(data)).Decode(&m) != nil {
+		return 0, ""
+	}
+	switch m.Type {
+	case "subscribe", "start":
+		if len(m.ID) > maxOperationID {
+			return coderws.StatusProtocolError, "operation id over " + strconv.Itoa(maxOperationID) + " bytes"
+		}
+		c.mu.Lock()
+		ended := c.ops[m.ID]
+		c.mu.Unlock()
+		if ended != nil {
+			wait := time.NewTimer(c.st.limits.WriteTimeout)
+			select {
+			case <-ended:
+			case <-wait.C:
+			}
+			wait.Stop()
+		}
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if _, running := c.ops[m.ID]; running {
+			return CloseSubscriberExists, subscriberFor + m.ID + alreadyExists
+		}
+		if c.ops == nil {
+			c.ops = map[string]chan struct{}{}
+		}
+		c.ops[m.ID] = nil
+	case "complete", "stop":
+		c.mu.Lock()
+		if ended, running := c.ops[m.ID]; running && ended == nil {
+			c.ops[m.ID] = make(chan struct{})
+		}
+		c.mu.Unlock()
+	}
+	return 0, ""
+}
+
+// fromServer follows the operation ids of a message gqlgen sends (the Type
+// and ID fields of its message struct, read by reflection: gqlgen's types
+// are unexported; TestWSOperationIDReusedAfterComplete fails if they change)
+// and reports whether to send it: the end of an operation (complete, error)
+// frees its id, and nothing more of one the client completed is sent
+// (graphql-transport-ws: "no further events"; a client that reused its id
+// would take them for the new operation's).
+func (c *wsConn) fromServer(v any) bool {
+	m := reflect.Indirect(reflect.ValueOf(v))
+	if m.Kind() != reflect.Struct {
+		return true
+	}
+	typ, id := m.FieldByName("Type"), m.FieldByName("ID")
+	if typ.Kind() != reflect.String || id.Kind() != reflect.String {
+		return true
+	}
+	end := false
+	switch typ.String() {
+	case "complete", "error":
+		end = true
+	case "next", "data":
+	default:
+		return true
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ended, running := c.ops[id.String()]
+	if running && end {
+		delete(c.ops, id.String())
+		if ended != nil {
+			close(ended)
+		}
+	}
+	return ended == nil
 }
 
 // WriteJSON writes one message, within the write timeout: a client that does
 // not read is disconnected (coder/websocket closes the connection when the
-// write's context ends).
+// write's context ends). A message of an operation the client completed is
+// left out (fromServer).
 func (c *wsConn) WriteJSON(v any) error {
+	if !c.fromServer(v) {
+		return nil
+	}
 	data, err := json.Marshal(v)
 	if err != nil {
 		return err

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net/http"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -616,5 +617,152 @@ func TestLiveResumeAcrossRemovalSkipsTheAbsence(t *testing.T) {
 	if c := nextTaskChange(t, ws, "2"); c.TaskID != later {
 		t.Fatalf("resumed across the removal, the first change is of task %s %v, want the one created after the return, %s",
 			c.TaskID, c.Task, later)
+	}
+}
+
+// wsClosed reads until the server closes ws and returns the close; the end
+// of an operation ("complete", "error") and legacy keep-alives ("ka") may
+// come first, anything else fails the test.
+func wsClosed(t *testing.T, ws *apitest.WS) coderws.CloseError {
+	t.Helper()
+	for {
+		m, err := ws.TryNext()
+		var ce coderws.CloseError
+		if errors.As(err, &ce) {
+			return ce
+		}
+		if err != nil {
+			t.Fatalf("read: %v, want the connection closed", err)
+		}
+		if m.Type != "complete" && m.Type != "error" && m.Type != "ka" {
+			t.Fatalf("got %s %s %s, want the connection closed", m.Type, m.ID, m.Payload)
+		}
+	}
+}
+
+// probe sends a query with id "probe" without failing on a closed
+// connection: a server that did not close answers it, which a test reading
+// for the close then sees at once (instead of waiting for a message that
+// never comes).
+func probe(ws *apitest.WS, start string) {
+	b, _ := json.Marshal(apitest.WSMessage{Type: start, ID: "probe", Payload: json.RawMessage(`{"query":"{ me { id } }"}`)})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = ws.Conn.Write(ctx, coderws.MessageText, b)
+}
+
+// waitOpen waits until exactly n subscriptions are open on the hub.
+func (e *liveEnv) waitOpen(t *testing.T, n int) {
+	t.Helper()
+	for range 2000 {
+		if e.Live.Open() == n {
+			return
+		}
+		sleepTick()
+	}
+	t.Fatalf("%d subscriptions open, want %d", e.Live.Open(), n)
+}
+
+// A subscribe with the id of an operation still running closes the
+// connection with 4409 "Subscriber for <id> already exists", as
+// graphql-transport-ws requires, and so ends the first one (until
+// 2026-12-04 the second replaced it: the first could no longer be completed
+// and held a place of SUBSCRIPTION_MAX_PER_USER until the connection closed).
+func TestWSDuplicateSubscribeCloses4409(t *testing.T) {
+	t.Parallel()
+	e := newLiveEnv(t)
+	ws := e.watchTasks(t, e.member)
+	ws.Subscribe("1", taskChangesQuery, map[string]any{"p": e.project})
+	probe(ws, "subscribe")
+	if ce := wsClosed(t, ws); ce.Code != httpapi.CloseSubscriberExists || ce.Reason != "Subscriber for 1 already exists" {
+		t.Fatalf("closed with %d %q, want 4409 \"Subscriber for 1 already exists\"", ce.Code, ce.Reason)
+	}
+	e.waitOpen(t, 0)
+}
+
+// The legacy subprotocol graphql-ws (subscriptions-transport-ws) has no
+// 4409 of its own; a "start" with the id of an operation still running
+// closes the connection with it too, rather than orphan the first.
+func TestWSLegacyDuplicateStartCloses4409(t *testing.T) {
+	t.Parallel()
+	e := newLiveEnv(t)
+	ws := apitest.DialWS(t, e.Server.URL+"/query", apitest.WSOptions{Subprotocol: "graphql-ws",
+		Init: map[string]any{"Authorization": "Bearer " + e.member.Token}})
+	if ws.Ack.Type != "connection_ack" {
+		t.Fatalf("connection_init answered %+v", ws.Ack)
+	}
+	p, _ := json.Marshal(map[string]any{"query": taskChangesQuery, "variables": map[string]any{"p": e.project}})
+	ws.Send(apitest.WSMessage{Type: "start", ID: "1", Payload: p})
+	e.waitSubscribed(t, 1)
+	ws.Send(apitest.WSMessage{Type: "start", ID: "1", Payload: p})
+	probe(ws, "start")
+	if ce := wsClosed(t, ws); ce.Code != httpapi.CloseSubscriberExists || ce.Reason != "Subscriber for 1 already exists" {
+		t.Fatalf("closed with %d %q, want 4409", ce.Code, ce.Reason)
+	}
+	e.waitOpen(t, 0)
+}
+
+// An id is free again once its operation ended, by the server (complete,
+// error) or by the client (complete): reused, even at once after the
+// client's complete, it runs a new operation, which nothing of the old one
+// follows, which the next complete stops, and whose own duplicate is
+// refused.
+func TestWSOperationIDReusedAfterComplete(t *testing.T) {
+	t.Parallel()
+	e := newLiveEnv(t)
+	ws := e.dial(t, e.member)
+	ws.Subscribe("1", `{ me { id } }`, nil)
+	if m := ws.Next(); m.Type != "next" || m.ID != "1" {
+		t.Fatalf("query: %s %s %s", m.Type, m.ID, m.Payload)
+	}
+	if m := ws.Next(); m.Type != "complete" || m.ID != "1" {
+		t.Fatalf("after the query: %s %s %s, want complete", m.Type, m.ID, m.Payload)
+	}
+
+	vars := map[string]any{"p": e.project}
+	ws.Subscribe("1", taskChangesQuery, vars)
+	e.waitSubscribed(t, 1)
+	a := e.createTask(t, "A")
+	c := nextTaskChange(t, ws, "1")
+	if c.TaskID != a {
+		t.Fatalf("after the server's complete: %+v", c)
+	}
+
+	ws.Send(apitest.WSMessage{Type: "complete", ID: "1"})
+	vars["after"] = c.Cursor
+	ws.Subscribe("1", taskChangesQuery, vars)
+	for _, title := range []string{"B", "C"} {
+		id := e.createTask(t, title)
+		if c := nextTaskChange(t, ws, "1"); c.TaskID != id {
+			t.Fatalf("after the client's complete, want %s (task %s), got task %s %v", title, id, c.TaskID, c.Task)
+		}
+	}
+
+	ws.Send(apitest.WSMessage{Type: "complete", ID: "1"})
+	e.waitOpen(t, 0)
+
+	ws.Subscribe("1", taskChangesQuery, map[string]any{"p": e.project})
+	e.waitSubscribed(t, 1)
+	ws.Subscribe("1", taskChangesQuery, map[string]any{"p": e.project})
+	probe(ws, "subscribe")
+	if ce := wsClosed(t, ws); ce.Code != httpapi.CloseSubscriberExists {
+		t.Fatalf("a duplicate after reuse: closed with %d %q, want 4409", ce.Code, ce.Reason)
+	}
+}
+
+// An operation id is at most 93 bytes (the longest whose 4409 reason fits a
+// close frame); a longer one closes the connection with 1002.
+func TestWSOperationIDTooLong(t *testing.T) {
+	t.Parallel()
+	e := newLiveEnv(t)
+	ws := e.dial(t, e.member)
+	id := strings.Repeat("i", 93)
+	ws.Subscribe(id, `{ me { id } }`, nil)
+	if m := ws.Next(); m.Type != "next" || m.ID != id {
+		t.Fatalf("a 93-byte id: %s %s", m.Type, m.Payload)
+	}
+	ws.Subscribe(id+"i", `{ me { id } }`, nil)
+	if ce := wsClosed(t, ws); ce.Code != coderws.StatusProtocolError {
+		t.Fatalf("a 94-byte id: closed with %d %q, want 1002", ce.Code, ce.Reason)
 	}
 }

@@ -41,6 +41,11 @@ type WSOptions struct {
 	Init map[string]any
 	// NoInit skips connection_init.
 	NoInit bool
+	// Subprotocol is the one subprotocol asked for (empty:
+	// graphql-transport-ws); "graphql-ws" is the legacy
+	// subscriptions-transport-ws protocol, whose messages (start, data, stop,
+	// ka) WS sends and reads as they are.
+	Subprotocol string
 }
 
 // DialWS opens a graphql-transport-ws connection to url (http://host/query)
@@ -63,8 +68,12 @@ func TryDialWS(t testing.TB, url string, o WSOptions) (*WS, *http.Response, erro
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), streamWait)
 	defer cancel()
+	protocol := o.Subprotocol
+	if protocol == "" {
+		protocol = "graphql-transport-ws"
+	}
 	conn, res, err := coderws.Dial(ctx, "ws"+strings.TrimPrefix(url, "http"), &coderws.DialOptions{
-		HTTPHeader: o.Header, Subprotocols: []string{"graphql-transport-ws"}})
+		HTTPHeader: o.Header, Subprotocols: []string{protocol}})
 	if err != nil {
 		return nil, res, err
 	}
