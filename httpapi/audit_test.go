@@ -9,7 +9,9 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"slices"
 	"strings"
@@ -17,10 +19,12 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"taskflow/audit"
 	"taskflow/httpapi/apitest"
 	"taskflow/store"
+	"taskflow/store/storetest"
 )
 
 // auditEnv is an API with one workspace and a log written by SQL the way the
@@ -609,5 +613,71 @@ func TestAuditExport(t *testing.T) {
 			!strings.HasPrefix(res.Header.Get("Content-Type"), "application/json") {
 			t.Errorf("%s: %d %+v", c.name, res.StatusCode, body)
 		}
+	}
+}
+
+// smallWrites is a listener whose connections have a small send buffer, so
+// that a response the client does not read blocks its handler soon.
+type smallWrites struct{ net.Listener }
+
+func (l smallWrites) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if tc, ok := c.(*net.TCPConn); ok {
+		_ = tc.SetWriteBuffer(4 << 10)
+	}
+	return c, err
+}
+
+// Exports whose clients do not read (a slow or stalled download) hold no
+// connection of the pool while they wait: as many of them as the pool has
+// connections leave the API answering.
+func TestAuditExportsOfSlowReadersLeaveThePool(t *testing.T) {
+	t.Parallel()
+	const conns = 4
+	db := store.New(storetest.PoolWith(t, func(c *pgxpool.Config) { c.MaxConns = conns }), nil)
+	e := &auditEnv{Env: apitest.NewOn(t, db)}
+	e.owner = e.NewUser(t, "Owner")
+	e.ws = e.workspace(t, map[apitest.User]store.Role{e.owner: "OWNER"})
+	// 2,000 events of 2 KB: 4 MB an export, far more than the sockets buffer.
+	if _, err := db.Pool.Exec(context.Background(), `INSERT INTO audit_events (id, chain_key, workspace_id, actor_id, action,
+		entity_type, entity_id, occurred_at, metadata)
+		SELECT gen_random_uuid(), $1::text, $1::text::uuid, $2::uuid, 'task.created', 'task', 't' || i,
+			'2026-05-01T00:00:00Z'::timestamptz + i * interval '1 second', jsonb_build_object('pad', repeat('x', 2000))
+		FROM generate_series(1, 2000) i`, e.ws, e.owner.ID); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewUnstartedServer(e.Handler)
+	srv.Listener = smallWrites{srv.Listener}
+	srv.Start()
+	t.Cleanup(srv.Close)
+	for range conns {
+		c, err := net.Dial("tcp", srv.Listener.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		_, _ = c.Write([]byte("GET /audit/export?workspaceId=" + e.ws + " HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " +
+			e.owner.Token + "\r\n\r\n"))
+		_ = c.SetReadDeadline(time.Now().Add(30 * time.Second)) // a failure guard
+		status, err := bufio.NewReaderSize(c, 16).ReadString('\n')
+		if err != nil || !strings.Contains(status, " 200 ") {
+			t.Fatalf("export: %q %v", status, err)
+		}
+		// Read no more: the export blocks once the buffers are full.
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second) // a failure guard
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL+"/query",
+		strings.NewReader(`{"query":"query($w: ID!) { workspace(id: $w) { name } }","variables":{"w":"`+e.ws+`"}}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+e.owner.Token)
+	res, err := srv.Client().Do(req)
+	if err != nil {
+		t.Fatalf("a query beside %d stalled exports: %v (pool: %d of %d connections acquired)", conns, err,
+			db.Pool.Stat().AcquiredConns(), conns)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		t.Fatalf("a query beside %d stalled exports: %d", conns, res.StatusCode)
 	}
 }

@@ -27,7 +27,8 @@ var auditExportColumns = []string{"id", "occurredAt", "workspaceId", "actorId", 
 // auditExport serves GET /audit/export?workspaceId=..&format=ndjson|csv with the
 // filters of auditEvents as query parameters (actions comma-separated, actorId,
 // entityType, entityId, since, until as RFC 3339). It streams every matching
-// event newest first, one row in memory at a time, flushing every few hundred
+// event newest first, read a page at a time (store.EachAuditEvent: no database
+// connection is held while a slow client reads), flushing every few hundred
 // rows. The access rule is auditEvents': OWNER and ADMIN of the workspace.
 // Errors found before the first byte (no user 401, role 403, workspace 404, bad
 // parameters 400, a NUL or invalid UTF-8 in any parameter among them) are a

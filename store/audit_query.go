@@ -288,21 +288,30 @@ func auditKey(e *AuditEvent) (time.Time, string) { return e.OccurredAt, e.ID }
 // auditPageSQL returns the keyset page query over audit_events with the
 // conditions where (whose arguments are args) and its arguments.
 func auditPageSQL(where string, args []any, page Page) (string, []any) {
-	if page.After != nil {
-		args = append(args, page.After.At, page.After.ID)
+	return auditKeysetSQL(auditEventFrom, where, args, page.After, page.First+1)
+}
+
+// auditKeysetSQL returns the query of at most limit events of from (a FROM
+// list giving auditEventColumns) with the conditions where (whose arguments
+// are args), newest first, after the position after (nil: from the newest),
+// and its arguments.
+func auditKeysetSQL(from, where string, args []any, after *cursor, limit int) (string, []any) {
+	if after != nil {
+		args = append(args, after.At, after.ID)
 		where += fmt.Sprintf(` AND (occurred_at, id) < ($%d, $%d)`, len(args)-1, len(args))
 	}
 	// The limit is written in the statement, not bound: a generic plan of a
 	// prepared statement with LIMIT $n does not know the page is small and may
 	// pick a plan that reads far more than a page.
-	return `SELECT ` + auditEventColumns + ` FROM ` + auditEventFrom + ` WHERE ` + where +
-		fmt.Sprintf(` ORDER BY occurred_at DESC, id DESC LIMIT %d`, page.First+1), args
+	return `SELECT ` + auditEventColumns + ` FROM ` + from + ` WHERE ` + where +
+		fmt.Sprintf(` ORDER BY occurred_at DESC, id DESC LIMIT %d`, limit), args
 }
 
-// scanAuditPage reads up to First+1 events of a page query and closes rows.
-func scanAuditPage(rows pgx.Rows, page Page) ([]*AuditEvent, error) {
+// scanAuditPage reads the events of a query of at most limit of them and
+// closes rows.
+func scanAuditPage(rows pgx.Rows, limit int) ([]*AuditEvent, error) {
 	defer rows.Close()
-	items := make([]*AuditEvent, 0, page.First+1)
+	items := make([]*AuditEvent, 0, limit)
 	for rows.Next() {
 		e, err := scanAuditEvent(rows)
 		if err != nil {
@@ -330,15 +339,25 @@ func auditConnection(rows pgx.Rows, err error, page Page, scope string) (*AuditE
 	if err != nil {
 		return nil, fmt.Errorf("audit events: %w", err)
 	}
-	items, err := scanAuditPage(rows, page)
+	items, err := scanAuditPage(rows, page.First+1)
 	if err != nil {
 		return nil, err
 	}
 	return connection(items, page, scope, auditKey), nil
 }
 
+// exportPageSize is how many events EachAuditEvent reads in one query.
+const exportPageSize = 100
+
 // EachAuditEvent calls fn with every audit event of the workspace that matches
-// filter, newest first, streaming the rows (one in memory at a time). It checks
+// filter, newest first. It reads them in keyset pages of exportPageSize events,
+// each query on a connection of its own that goes back to the pool before fn
+// sees the page: a caller that writes to a slow or stalled client holds no
+// connection while it waits. The seals of the workspace's chain are read as
+// they were when the first page was read (an event sealed since is given
+// unsealed), so the sealed events given run from the chain's first position to
+// the head it had then without a gap, as one snapshot would give them; an event
+// committed while the pages are read may be given too, unsealed. It checks
 // access and the filter before the first call, so an error returned before fn
 // was called is the caller's to report as the answer. It returns
 // UNAUTHENTICATED, NOT_FOUND or FORBIDDEN as AuditEvents does, BAD_USER_INPUT
@@ -355,25 +374,39 @@ func (db *DB) EachAuditEvent(ctx context.Context, user *User, workspaceID string
 	if !ok {
 		return nil
 	}
-	rows, err := db.q(ctx).Query(ctx, `SELECT `+auditEventColumns+` FROM `+auditEventFrom+` WHERE workspace_id = $1`+
-		where+` ORDER BY occurred_at DESC, id DESC`, args...)
-	if err != nil {
-		return fmt.Errorf("audit export: %w", err)
+	chain := mustCanonical(workspaceID)
+	var head int64
+	if err := db.q(ctx).QueryRow(ctx, `SELECT coalesce(max(position), 0) FROM audit_seals WHERE chain_key = $1`,
+		chain).Scan(&head); err != nil {
+		return fmt.Errorf("audit export: head: %w", err)
 	}
-	defer rows.Close()
-	for rows.Next() {
-		e, err := scanAuditEvent(rows)
+	args = append(args, chain, head)
+	from := fmt.Sprintf(`audit_events LEFT JOIN LATERAL
+		(SELECT position, prev_hash, hash FROM audit_seals WHERE event_id = audit_events.id
+			AND occurred_at = audit_events.occurred_at AND chain_key = audit_events.chain_key
+			AND (chain_key <> $%d OR position <= $%d)) s ON true`, len(args)-1, len(args))
+	var after *cursor
+	for {
+		sql, pageArgs := auditKeysetSQL(from, `workspace_id = $1`+where, slices.Clone(args), after, exportPageSize)
+		rows, err := db.q(ctx).Query(ctx, sql, pageArgs...)
 		if err != nil {
 			return fmt.Errorf("audit export: %w", err)
 		}
-		if err := fn(e); err != nil {
-			return err
+		events, err := scanAuditPage(rows, exportPageSize)
+		if err != nil {
+			return fmt.Errorf("audit export: %w", err)
 		}
+		for _, e := range events {
+			if err := fn(e); err != nil {
+				return err
+			}
+		}
+		if len(events) < exportPageSize {
+			return nil
+		}
+		last := events[len(events)-1]
+		after = &cursor{At: last.OccurredAt, ID: last.ID}
 	}
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("audit export: %w", err)
-	}
-	return nil
 }
 
 // errNoRows reports whether err is pgx's no-rows error.

@@ -5,6 +5,7 @@ import (
 	"crypto/ed25519"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -337,6 +338,57 @@ func TestAuditEventsSaySealed(t *testing.T) {
 		return nil
 	}); err != nil || len(exported) != 4 || !exported[1].Sealed || *exported[1].Hash != *events[1].Hash {
 		t.Fatalf("export: %d events, %v", len(exported), err)
+	}
+}
+
+// An export reads its events in pages, and gives the seals of the workspace's
+// chain as they were when it began: an event committed before and sealed
+// during the export is given unsealed, and so is one committed during it
+// (with a time the pages had not reached yet), so that the sealed events
+// given run from position 1 without a gap, as a verifier requires.
+func TestAuditExportSealsAsOfItsStart(t *testing.T) {
+	t.Parallel()
+	f := newAuditFixture(t)
+	ctx := context.Background()
+	const sealed = 250 // three pages
+	owner, ws := f.ownedWorkspace(sealed)
+	f.seal()
+	f.append(ctx, auditWsEvent(ws, owner, "task.created", "pending", nil), nil)
+	var exported []*store.AuditEvent
+	if err := f.db.EachAuditEvent(ctx, owner, ws, store.AuditFilter{}, func(e *store.AuditEvent) error {
+		if len(exported) == 0 {
+			// The next pages are read after this one: an event older than
+			// every other, then a round of the sealer (pending, then late).
+			f.append(ctx, auditWsEvent(ws, owner, "task.created", "late", nil),
+				func() time.Time { return time.Now().Add(-time.Hour) })
+			f.seal()
+		}
+		exported = append(exported, e)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	var positions []int64
+	for _, e := range exported {
+		if e.EntityID == "pending" || e.EntityID == "late" {
+			if e.Sealed || e.ChainPosition != nil || e.Hash != nil {
+				t.Errorf("%s, sealed during the export, is given sealed: %+v", e.EntityID, e)
+			}
+			continue
+		}
+		if !e.Sealed || e.ChainPosition == nil {
+			t.Fatalf("an event sealed before the export is given unsealed: %+v", e)
+		}
+		positions = append(positions, *e.ChainPosition)
+	}
+	slices.Sort(positions)
+	for i, p := range positions {
+		if p != int64(i+1) {
+			t.Fatalf("sealed positions given: %d of them, the %dth is %d", len(positions), i+1, p)
+		}
+	}
+	if len(positions) != sealed || exported[0].EntityID != "pending" {
+		t.Fatalf("%d sealed events given, want %d; first %q", len(positions), sealed, exported[0].EntityID)
 	}
 }
 
