@@ -586,3 +586,58 @@ func TestAttachmentUnicodeFilename(t *testing.T) {
 		t.Fatalf("Content-Disposition %q", got)
 	}
 }
+
+// repeatReader yields line n times: a body of any length without holding it.
+type repeatReader struct {
+	line []byte
+	n    int
+	off  int
+}
+
+func (r *repeatReader) Read(p []byte) (int, error) {
+	if r.n == 0 {
+		return 0, io.EOF
+	}
+	c := copy(p, r.line[r.off:])
+	if r.off += c; r.off == len(r.line) {
+		r.off, r.n = 0, r.n-1
+	}
+	return c, nil
+}
+
+// What a multipart request may hold beside its files is bounded as the
+// operations and map parts are, also when no Content-Length declares it (a
+// chunked body): 30 MiB of preamble before the first part, or a part whose
+// headers take 2 MiB, is 413 and stores nothing, where the same request
+// without them is answered.
+func TestAttachmentMultipartOverheadIsBounded(t *testing.T) {
+	t.Parallel()
+	e := newFilesEnv(t)
+	send := func(preamble io.Reader, fileHeader string) *apitest.Response {
+		t.Helper()
+		ops, _ := json.Marshal(map[string]any{"query": addAttachment, "variables": map[string]any{"t": e.task, "f": nil}})
+		head := "--b\r\nContent-Disposition: form-data; name=\"operations\"\r\n\r\n" + string(ops) +
+			"\r\n--b\r\nContent-Disposition: form-data; name=\"map\"\r\n\r\n{\"0\":[\"variables.f\"]}" +
+			"\r\n--b\r\nContent-Disposition: form-data; name=\"0\"; filename=\"a.txt\"\r\n" + fileHeader + "\r\n"
+		body := io.MultiReader(preamble, strings.NewReader(head), strings.NewReader("hello\r\n--b--\r\n"))
+		req, _ := http.NewRequest(http.MethodPost, e.Server.URL+"/query", body)
+		req.ContentLength = -1 // chunked: no length declared
+		req.Header.Set("Content-Type", "multipart/form-data; boundary=b")
+		req.Header.Set("GraphQL-Preflight", "1")
+		req.Header.Set("Authorization", "Bearer "+e.member.Token)
+		return e.Do(t, req)
+	}
+	if res := send(strings.NewReader(""), ""); res.Status != http.StatusOK || res.Code() != "" {
+		t.Fatalf("the request alone: %d %s", res.Status, res.Raw)
+	}
+	e.expectStored(t, 1, 1, 0, 1)
+	for name, res := range map[string]*apitest.Response{
+		"30 MiB of preamble": send(&repeatReader{line: []byte(strings.Repeat("x", 1022) + "\r\n"), n: 30 << 10}, ""),
+		"2 MiB of headers":   send(strings.NewReader(""), strings.Repeat("X-Pad: "+strings.Repeat("y", 1000)+"\r\n", 2<<10)),
+	} {
+		if res.Status != http.StatusRequestEntityTooLarge {
+			t.Errorf("%s: %d %.300s", name, res.Status, res.Raw)
+		}
+	}
+	e.expectStored(t, 1, 1, 0, 1)
+}

@@ -42,6 +42,14 @@ const (
 	maxUploadPaths = 10
 	// maxMapBytes bounds the map part.
 	maxMapBytes = 64 << 10
+	// maxPartHead bounds what comes before the content of each part: the
+	// preamble or the end of the part before, the boundary and the part's
+	// headers (the server's MaxHeaderBytes; mime/multipart alone allows
+	// 10 MiB of headers a part, read into memory).
+	maxPartHead = 64 << 10
+	// partSlack is how far the multipart reader may read past a part's
+	// content: its buffer, looking for the next boundary.
+	partSlack = 8 << 10
 	// transferTimeout bounds the whole of a multipart request, and of a
 	// download's response: the server's ReadTimeout and WriteTimeout (30s,
 	// 60s) would cut a 25 MiB transfer over a slow mobile link.
@@ -76,8 +84,52 @@ type multipartFiles struct {
 	blobs    *blobs.Store
 	log      *slog.Logger
 	reader   *multipart.Reader
+	body     *budgetBody
 	uploads  []*upload
 	declared int64
+}
+
+// errPartHead is the error of a body whose part has more than maxPartHead
+// bytes before its content.
+var errPartHead = errors.New("httpapi: a multipart part's headers are too large")
+
+// budgetBody is a multipart request's body, of which the reader may read at
+// most n more bytes: the transport sets n before each part's headers
+// (maxPartHead) and before its content (what the part may hold, plus
+// partSlack), so that a body without a Content-Length, or with parts the
+// operations, map and files limits do not count, is bounded all the same.
+type budgetBody struct {
+	r io.Reader
+	n int64
+}
+
+func (b *budgetBody) Read(p []byte) (int, error) {
+	if b.n <= 0 {
+		return 0, errPartHead
+	}
+	if int64(len(p)) > b.n {
+		p = p[:b.n]
+	}
+	n, err := b.r.Read(p)
+	b.n -= int64(n)
+	return n, err
+}
+
+// nextPart returns the next part of mr, whose headers and what comes before
+// them may take maxPartHead bytes of body, and lets its content take limit
+// bytes (plus partSlack).
+func nextPart(mr *multipart.Reader, body *budgetBody, limit int64) (*multipart.Part, error) {
+	body.n = maxPartHead
+	part, err := mr.NextPart()
+	body.n = limit + partSlack
+	return part, err
+}
+
+// partHeadTooLarge is the answer to a part with more than maxPartHead bytes
+// before its content.
+func partHeadTooLarge() *requestError {
+	return parseError(http.StatusRequestEntityTooLarge, "a part of the multipart request has more than "+
+		strconv.Itoa(maxPartHead)+" bytes of headers (with what comes before them)")
 }
 
 // paramsFromMultipart reads a multipart request's operations and map parts,
@@ -108,11 +160,16 @@ func (t Transport) paramsFromMultipart(w http.ResponseWriter, r *http.Request) (
 	rc := http.NewResponseController(w)
 	_ = rc.SetReadDeadline(time.Now().Add(transferTimeout))
 	_ = rc.SetWriteDeadline(time.Now().Add(transferTimeout))
+	body := &budgetBody{r: r.Body}
+	r.Body = struct {
+		io.Reader
+		io.Closer
+	}{body, r.Body}
 	mr, err := r.MultipartReader()
 	if err != nil {
 		return nil, nil, parseError(http.StatusBadRequest, "the body is not multipart/form-data with a boundary")
 	}
-	ops, reqErr := readPart(mr, "operations", limit)
+	ops, reqErr := readPart(mr, body, "operations", limit)
 	if reqErr != nil {
 		return nil, nil, reqErr
 	}
@@ -120,11 +177,11 @@ func (t Transport) paramsFromMultipart(w http.ResponseWriter, r *http.Request) (
 	if reqErr != nil {
 		return nil, nil, reqErr
 	}
-	m, reqErr := readPart(mr, "map", maxMapBytes)
+	m, reqErr := readPart(mr, body, "map", maxMapBytes)
 	if reqErr != nil {
 		return nil, nil, reqErr
 	}
-	files := &multipartFiles{blobs: t.Blobs, log: t.Log, reader: mr, declared: r.ContentLength}
+	files := &multipartFiles{blobs: t.Blobs, log: t.Log, reader: mr, body: body, declared: r.ContentLength}
 	if files.declared < 0 {
 		files.declared = maxUpload // chunked: charged as the largest upload
 	}
@@ -144,8 +201,11 @@ func tooLarge(maximum int64) *requestError {
 
 // readPart reads the next part, which must be the form field name, of at most
 // limit bytes of UTF-8.
-func readPart(mr *multipart.Reader, name string, limit int64) ([]byte, *requestError) {
-	part, err := mr.NextPart()
+func readPart(mr *multipart.Reader, body *budgetBody, name string, limit int64) ([]byte, *requestError) {
+	part, err := nextPart(mr, body, limit)
+	if errors.Is(err, errPartHead) {
+		return nil, partHeadTooLarge()
+	}
 	if err != nil || part.FormName() != name {
 		return nil, parseError(http.StatusBadRequest, "the multipart request's parts must be operations, then map, "+
 			"then the files (the GraphQL multipart request specification); "+name+" is missing")
@@ -242,9 +302,12 @@ func setNull(vars map[string]any, path string, v any) error {
 func (f *multipartFiles) stream(ctx context.Context) *requestError {
 	left := f.blobs.MaxUploadSize()
 	for {
-		part, err := f.reader.NextPart()
+		part, err := nextPart(f.reader, f.body, left)
 		if errors.Is(err, io.EOF) {
 			break
+		}
+		if errors.Is(err, errPartHead) {
+			return partHeadTooLarge()
 		}
 		if err != nil {
 			return parseError(http.StatusBadRequest, "the body could not be read as multipart/form-data")
