@@ -312,15 +312,16 @@ const maxFilenameBytes = 255
 
 // CleanFilename returns the name under which a file is attached: the last
 // element of the client's name (after the last / or \, as browsers on Windows
-// may send C:\fakepath\x.png), without control characters or invalid UTF-8,
-// NFC-normalised, trimmed, cut to 255 bytes on a character boundary, and
-// "file" when nothing is left (or only "." or "..").
+// may send C:\fakepath\x.png), without control characters, bidirectional
+// controls (U+202E would show "invoice\u202Efdp.exe" as "invoiceexe.pdf") or
+// invalid UTF-8, NFC-normalised, trimmed, cut to 255 bytes on a character
+// boundary, and "file" when nothing is left (or only "." or "..").
 func CleanFilename(name string) string {
 	if i := strings.LastIndexAny(name, `/\`); i >= 0 {
 		name = name[i+1:]
 	}
 	name = strings.Map(func(r rune) rune {
-		if r == utf8.RuneError || unicode.IsControl(r) || r == 0x7f {
+		if r == utf8.RuneError || unicode.IsControl(r) || r == 0x7f || unicode.Is(unicode.Bidi_Control, r) {
 			return -1
 		}
 		return r
