@@ -76,8 +76,9 @@ var mutationTrips = map[string]int{
 	// The claim with the delivery's check and update; River's InsertTx
 	// (with a pg_notify for the queue's producers, at most once per fetch
 	// cooldown: one statement or two), and its JobRetryTx when the delivery
-	// has a job already (as a delivery that failed has); the event and
-	// COMMIT.
+	// has a job already that has not run (the fixture's; a job that waits
+	// after a run is cancelled and a new one inserted: one more); the event
+	// and COMMIT.
 	"redeliverWebhook": 5,
 	// The upload's key registered before the file is streamed (committed on
 	// its own, so that a crash leaves no object unaccounted for); the unit

@@ -168,8 +168,11 @@ var errRedeliverDisabled = errs.Errorf(errs.CodeConflict, "the endpoint is disab
 
 // RedeliverWebhook starts a delivery over: it becomes PENDING with a new
 // attempt due now and, after it, the whole retry schedule, with the same
-// webhook-id and body. An attempt already scheduled is moved to now instead
-// of queueing a second one. It records webhook.redelivered about the
+// webhook-id and body. A job of the delivery that waits (for a retry, or
+// for its run after the last attempt) is cancelled and replaced by a new
+// one, in the same transaction, so that the delivery has the whole schedule
+// and never two attempts at once; one that has not run yet is moved to now.
+// The delivery's attempts count on. It records webhook.redelivered about the
 // endpoint (metadata: deliveryId, eventId, action). The actor must be an
 // OWNER or ADMIN. It returns UNAUTHENTICATED for no actor, NOT_FOUND if the
 // delivery does not exist or is in a workspace the actor is not a member of,
@@ -216,14 +219,16 @@ func (db *DB) RedeliverWebhook(ctx context.Context, actor *User, deliveryID stri
 			return fmt.Errorf("redeliver: %w", err)
 		}
 		if res.UniqueSkippedAsDuplicate {
-			// The delivery has a job already: run it now, unless it runs.
+			// The delivery has a job already, unless it runs (CONFLICT).
 			switch {
 			case res.Job.State == rivertype.JobStateRunning:
 				return errAttemptInFlight
-			case res.Job.Attempt >= WebhookMaxAttempts:
-				// Its next run would only end the delivery, attempts used up
-				// (webhookJobMaxAttempts): a new job instead, with every
-				// attempt.
+			case res.Job.Attempt > 0:
+				// It waits for a retry, or for its run after the last
+				// attempt (webhookJobMaxAttempts): moved to now, it would
+				// make only the attempts left of its runs, if any. A new job
+				// instead, with every attempt (the last one is counted by the
+				// job's runs, not by the delivery's attempts).
 				j, err := c.JobCancelTx(ctx, ptx, res.Job.ID)
 				if err != nil {
 					return fmt.Errorf("redeliver: %w", err)
@@ -238,6 +243,8 @@ func (db *DB) RedeliverWebhook(ctx context.Context, actor *User, deliveryID stri
 					return errAttemptInFlight
 				}
 			default:
+				// It has not run yet (or snoozed at its first run): every
+				// attempt is ahead of it; it runs now.
 				if _, err := c.JobRetryTx(ctx, ptx, res.Job.ID); err != nil {
 					return fmt.Errorf("redeliver: %w", err)
 				}

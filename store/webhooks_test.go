@@ -704,28 +704,46 @@ func TestFailStrandedWebhookDeliveries(t *testing.T) {
 	}
 }
 
-// A redelivery while the job waits for its run after the last attempt (the
-// delivery still PENDING: that attempt's instance died, or its record
-// failed) would move that run to now, which only ends the delivery FAILED:
-// no attempt was made. It cancels that job and inserts one with every
-// attempt instead.
-func TestRedeliverBeforeTheRunAfterTheLastAttempt(t *testing.T) {
+// A redelivery while the delivery's job waits, for a retry or for its run
+// after the last attempt (the delivery still PENDING: that attempt's
+// instance died, or its record failed), moved that job to now: it made only
+// the attempts left of its runs (the run after the last attempt makes none,
+// it only ends the delivery FAILED). It cancels that job and inserts one
+// with every attempt instead; the delivery's attempts count on.
+func TestRedeliverReplacesAWaitingJob(t *testing.T) {
 	t.Parallel()
-	f := newHookFixture(t)
-	ctx := t.Context()
-	_, id := f.pingDelivery(t)
-	f.lastAttemptClaimed(t, id, time.Millisecond)
-	if _, err := f.db.Pool.Exec(ctx, `UPDATE river_job SET state = 'retryable', attempt = $2,
-		scheduled_at = now() + interval '1 minute' WHERE args->>'delivery_id' = $1`, id, store.WebhookMaxAttempts); err != nil {
-		t.Fatal(err)
-	}
-	time.Sleep(10 * time.Millisecond)
-	d, err := f.db.RedeliverWebhook(ctx, f.owner, id)
-	if err != nil || d.Status != store.WebhookPending {
-		t.Fatalf("redeliver: %+v %v", d, err)
-	}
 	runs := store.WebhookMaxAttempts + 1
-	if got, want := f.jobsOf(t, id), fmt.Sprintf("cancelled %d/%d,available 0/%d", store.WebhookMaxAttempts, runs, runs); got != want {
-		t.Errorf("the delivery's jobs after the redelivery: %s, want %s", got, want)
+	for name, attempt := range map[string]int{"a retry": 4, "the run after the last attempt": store.WebhookMaxAttempts} {
+		t.Run(name, func(t *testing.T) {
+			f := newHookFixture(t)
+			ctx := t.Context()
+			_, id := f.pingDelivery(t)
+			if attempt == store.WebhookMaxAttempts {
+				f.lastAttemptClaimed(t, id, time.Millisecond)
+			} else if _, err := f.db.Pool.Exec(ctx, `UPDATE webhook_deliveries SET attempts = $2, last_attempt_at = now(),
+				last_status_code = 500, last_error = 'HTTP 500', next_attempt_at = now() + interval '1 minute' WHERE id = $1`,
+				id, attempt); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := f.db.Pool.Exec(ctx, `UPDATE river_job SET state = 'retryable', attempt = $2,
+				scheduled_at = now() + interval '1 minute' WHERE args->>'delivery_id' = $1`, id, attempt); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(10 * time.Millisecond)
+			d, err := f.db.RedeliverWebhook(ctx, f.owner, id)
+			if err != nil || d.Status != store.WebhookPending || d.Attempts != attempt {
+				t.Fatalf("redeliver: %+v %v; want PENDING, %d attempts", d, err, attempt)
+			}
+			if got, want := f.jobsOf(t, id), fmt.Sprintf("cancelled %d/%d,available 0/%d", attempt, runs, runs); got != want {
+				t.Errorf("the delivery's jobs after the redelivery: %s, want %s", got, want)
+			}
+			// Again, before the new job runs: it is moved to now, not replaced.
+			if _, err := f.db.RedeliverWebhook(ctx, f.owner, id); err != nil {
+				t.Fatal(err)
+			}
+			if got, want := f.jobsOf(t, id), fmt.Sprintf("cancelled %d/%d,available 0/%d", attempt, runs, runs); got != want {
+				t.Errorf("the delivery's jobs after a second redelivery: %s, want %s", got, want)
+			}
+		})
 	}
 }

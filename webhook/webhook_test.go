@@ -641,3 +641,67 @@ func TestStrandedDeliveryEndsFailedAtStart(t *testing.T) {
 		t.Errorf("%d requests after the last attempt, want none", len(s.requests))
 	}
 }
+
+// A delivery failing against a receiver that answers 500 is redelivered
+// while its job waits for a retry (here its fifth attempt, its instance
+// stopped during the fourth): the redelivery gets the whole schedule,
+// WebhookMaxAttempts attempts, then ends FAILED again, with attempts
+// counting on. It got only what was left of the job's runs (moved to now).
+func TestRedeliveryWhileARetryWaitsGetsTheWholeSchedule(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	const before = 4 // attempts before the redelivery
+	var hits atomic.Int64
+	fourth := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		if hits.Add(1) == before {
+			close(fourth)
+			<-r.Context().Done() // until the instance stops
+			return
+		}
+		w.WriteHeader(http.StatusInternalServerError)
+	}))
+	t.Cleanup(srv.Close)
+	ep := e.endpoint(t, srv.URL, "webhook.pinged") // not webhook.redelivered
+	ctx := t.Context()
+	id := e.pingDelivery(t, ep.Endpoint.ID)
+
+	// An instance makes three failed attempts and stops during the fourth:
+	// the job waits for the fifth.
+	first, err := webhook.Start(ctx, webhook.Options{DB: e.db, Log: slog.New(slog.DiscardHandler),
+		RetryBase: 100 * time.Microsecond, Timeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-fourth:
+	case <-time.After(time.Minute):
+		t.Fatal("no fourth attempt after a minute")
+	}
+	stopCtx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancel()
+	if err := first.Stop(stopCtx); err != nil {
+		t.Fatal(err)
+	}
+	var state string
+	var runs, attempts int
+	if err := e.db.Pool.QueryRow(ctx, `SELECT j.state::text, j.attempt, d.attempts FROM river_job j
+		JOIN webhook_deliveries d ON j.args->>'delivery_id' = d.id::text WHERE d.id = $1`, id).Scan(&state, &runs, &attempts); err != nil {
+		t.Fatal(err)
+	}
+	if (state != "retryable" && state != "available") || runs != before || attempts != before {
+		t.Fatalf("before the redelivery: job %s after %d runs, %d attempts; want waiting after %d", state, runs, attempts, before)
+	}
+
+	if _, err := e.db.RedeliverWebhook(ctx, e.owner, id); err != nil {
+		t.Fatal(err)
+	}
+	e.start(t, webhook.Options{RetryBase: 100 * time.Microsecond})
+	status, attempts, code, _ := e.ended(t, id)
+	if n := hits.Load() - before; status != store.WebhookFailed || n != store.WebhookMaxAttempts ||
+		attempts != before+store.WebhookMaxAttempts || code != http.StatusInternalServerError {
+		t.Errorf("after the redelivery: %s, %d requests, attempts %d, last %d; want FAILED, %d requests, attempts %d, 500",
+			status, n, attempts, code, store.WebhookMaxAttempts, before+store.WebhookMaxAttempts)
+	}
+}
