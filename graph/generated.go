@@ -2942,7 +2942,11 @@ enum WebhookDeliveryStatus {
   PENDING
   "An attempt got a 2xx answer."
   SUCCEEDED
-  "Every attempt failed (lastError says why), or the endpoint was disabled."
+  """
+  Ended without a 2xx answer, no attempt to come: every attempt failed, the last
+  one was interrupted (its outcome never recorded: it may have reached the
+  endpoint) or could not be made, or the endpoint was disabled; lastError says which.
+  """
   FAILED
 }
 
