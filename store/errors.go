@@ -1,7 +1,10 @@
 package store
 
 import (
+	"context"
 	"errors"
+	"io"
+	"net"
 
 	"github.com/jackc/pgx/v5/pgconn"
 
@@ -84,4 +87,33 @@ func InputError(err error) (*errs.Error, string) {
 		}
 	}
 	return nil, ""
+}
+
+// Transient reports whether err is a failure of the moment rather than of
+// the statement: Postgres refusing it for a conflict with other transactions
+// (class 40: serialization failure, deadlock; 55P03: a lock not available),
+// for want of resources (class 53: too many connections, out of memory or
+// disk), or because the server or an operator stopped it (class 57: query
+// canceled, statement timeout, shutdown), a failed connection (class 08, or
+// an error below Postgres's answer: network, EOF, a connection refused), or
+// the caller's context ending. The same statement may succeed shortly. Any
+// other error (a refused value, a constraint, a bug in the statement, a
+// scan) is not.
+func Transient(err error) bool {
+	if err == nil {
+		return false
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		switch pgErr.Code[:min(len(pgErr.Code), 2)] {
+		case "08", "40", "53", "57":
+			return true
+		}
+		return pgErr.Code == "55P03"
+	}
+	var netErr net.Error
+	var connectErr *pgconn.ConnectError
+	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) || pgconn.Timeout(err) ||
+		pgconn.SafeToRetry(err) || errors.As(err, &netErr) || errors.As(err, &connectErr) ||
+		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
 }

@@ -705,3 +705,46 @@ func TestRedeliveryWhileARetryWaitsGetsTheWholeSchedule(t *testing.T) {
 			status, n, attempts, code, store.WebhookMaxAttempts, before+store.WebhookMaxAttempts)
 	}
 }
+
+// A claim that fails for a reason of the moment (here a trigger refuses the
+// claim of the fourth attempt twice, as Postgres refuses a deadlock's
+// victim) used up a run of the delivery's job without an attempt, so that
+// the delivery ended FAILED after 9 attempts. Such a run is now snoozed
+// (River gives the run back): the delivery gets its 11 attempts.
+func TestTransientClaimErrorUsesNoAttempt(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	var hits atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		hits.Add(1)
+		w.WriteHeader(http.StatusBadGateway)
+	}))
+	t.Cleanup(srv.Close)
+	ep := e.endpoint(t, srv.URL, "webhook.pinged")
+	ctx := t.Context()
+	const refusals = 2
+	if _, err := e.db.Pool.Exec(ctx, fmt.Sprintf(`CREATE SEQUENCE claim_refusals;
+		CREATE FUNCTION refuse_claim() RETURNS trigger LANGUAGE plpgsql AS
+		$$BEGIN IF nextval('claim_refusals') <= %d THEN
+			RAISE EXCEPTION 'deadlock detected' USING ERRCODE = 'deadlock_detected'; END IF; RETURN NEW; END$$;
+		CREATE TRIGGER refuse_fourth_claim BEFORE UPDATE ON webhook_deliveries FOR EACH ROW
+		WHEN (OLD.attempts = 3 AND NEW.attempts = 4) EXECUTE FUNCTION refuse_claim()`, refusals)); err != nil {
+		t.Fatal(err)
+	}
+	id := e.pingDelivery(t, ep.Endpoint.ID)
+	e.start(t, webhook.Options{RetryBase: 100 * time.Microsecond})
+	status, attempts, code, lastErr := e.ended(t, id)
+	if n := hits.Load(); status != store.WebhookFailed || attempts != store.WebhookMaxAttempts || n != store.WebhookMaxAttempts ||
+		code != http.StatusBadGateway || lastErr != "HTTP 502" {
+		t.Errorf("delivery %s after %d attempts, %d requests, last %d %q; want FAILED after %d, HTTP 502",
+			status, attempts, n, code, lastErr, store.WebhookMaxAttempts)
+	}
+	var calls int
+	if err := e.db.Pool.QueryRow(ctx, `SELECT last_value FROM claim_refusals`).Scan(&calls); err != nil || calls != refusals+1 {
+		t.Errorf("the fourth attempt's claims: %d (%v), want %d refused, then one", calls, err, refusals)
+	}
+	if state := e.jobState(t, id); state != "cancelled" {
+		t.Errorf("the job is %s, want cancelled (after its last attempt)", state)
+	}
+}

@@ -74,7 +74,10 @@ func (w *worker) NextRetry(job *river.Job[store.WebhookDeliveryArgs]) time.Time 
 // Work claims the delivery, makes one attempt and records it. It returns nil
 // when there is nothing more to do (success, or the delivery gone), a
 // cancellation when its last attempt failed (River keeps the error and runs
-// the job no more), and an error for River to retry the job at NextRetry.
+// the job no more), a snooze when no attempt could start (another holds the
+// delivery, or the claim failed for a reason of the moment: store.Transient),
+// which does not use up a run, and an error for River to retry the job at
+// NextRetry.
 // The run after the last attempt (the job has one more than the delivery's
 // attempts) makes none: it ends the delivery, which that attempt left
 // PENDING (giveUp).
@@ -91,7 +94,21 @@ func (w *worker) Work(ctx context.Context, job *river.Job[store.WebhookDeliveryA
 		// Only when an attempt outlived River's rescue of its job: wait for
 		// its hold to end rather than send a second one alongside it.
 		return river.JobSnooze(max(time.Until(inFlight.Until), time.Second))
+	case store.Transient(err):
+		// No attempt was made (or one was claimed and not sent, when only
+		// the answer to the claim was lost: its hold then delays the next
+		// claim). Snoozed, the run is not used up (River gives it back), so
+		// that the delivery still has all its attempts, the last one
+		// counted by the job's runs; after the first retry's wait.
+		if ctx.Err() == nil { // not the instance stopping
+			w.log.WarnContext(ctx, "webhook attempt's claim failed; retried without using an attempt",
+				"delivery", job.Args.DeliveryID, "err", err)
+		}
+		return river.JobSnooze(RetryWait(w.retryBase, 1, job.ID))
 	case err != nil:
+		// A failure of the claim's statement itself, which may come again:
+		// the run is used up, so that the delivery ends (its job's closing
+		// run, or the sweep) rather than retry for ever.
 		return err
 	}
 	res := w.attempt(ctx, a)
