@@ -304,6 +304,44 @@ func TestAliasesAndFragmentsAreCharged(t *testing.T) {
 	}
 }
 
+// An explicit null first is no first for the resolvers (the page is the
+// argument's default, 20 tasks): it is charged as that page, not as a list of
+// the default declared size (10), whether written in the document or sent as a
+// variable.
+func TestNullFirstIsChargedItsPage(t *testing.T) {
+	t.Parallel()
+	env, _ := limited(t, ratelimit.Config{}, nil, "")
+	u := env.NewUser(t, "ann")
+	task := env.NewTask(t, u, "OWNER")
+	var project string
+	if err := env.DB.Pool.QueryRow(t.Context(), `WITH p AS (SELECT project_id, workspace_id FROM tasks WHERE id = $1)
+		INSERT INTO tasks (project_id, workspace_id, title, created_by)
+		SELECT project_id, workspace_id, 't' || i, $2 FROM p, generate_series(1, 24) i RETURNING project_id`, task, u.ID).Scan(&project); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		query string
+		vars  map[string]any
+	}{
+		{`query($p: ID!) { project(id: $p) { tasks(first: null) { nodes { id } } } }`, map[string]any{"p": project}},
+		{`query($p: ID!, $n: Int) { project(id: $p) { tasks(first: $n) { nodes { id } } } }`, map[string]any{"p": project, "n": nil}},
+	} {
+		r := env.Post(t, u.Token, c.query, c.vars)
+		var body struct {
+			Project struct {
+				Tasks struct{ Nodes []struct{ ID string } }
+			}
+		}
+		if err := json.Unmarshal(r.Body.Data, &body); err != nil || r.Code() != "" {
+			t.Fatalf("%s: %v %s", c.query, err, r.Raw)
+		}
+		n := len(body.Project.Tasks.Nodes)
+		if cost, _ := costExt(t, r); n != 20 || cost != float64(1+1+n) {
+			t.Fatalf("%s: %d tasks answered, charged %v (want %d)", c.query, n, cost, 1+1+n)
+		}
+	}
+}
+
 func TestFragmentDoublingIsRefusedFast(t *testing.T) {
 	t.Parallel()
 	env, _ := limited(t, ratelimit.Config{}, nil, "")

@@ -35,7 +35,7 @@ const (
 //     field 10), a scalar or enum field 0, unless @cost(weight) says otherwise;
 //   - a list or connection multiplies the cost of its selection by its slicing
 //     argument (first by default; variables resolved, the argument's default
-//     applied), else by @listSize(assumedSize), else by 10; the fields a
+//     applied when it is absent or null), else by @listSize(assumedSize), else by 10; the fields a
 //     connection names in sizedFields are not multiplied again;
 //   - __schema and __type cost a fixed 10 each, __typename nothing;
 //   - aliases and fragments count each time they are selected; a named
@@ -214,18 +214,21 @@ func (w *walker) multiplier(f *ast.Field, sized bool) int64 {
 }
 
 // argument returns the integer value of a field argument: the literal, the
-// variable's value, or the argument's default.
+// variable's value, or the argument's default. An explicit null (a literal
+// null, or a variable sent as null) counts as no value: the resolvers read a
+// null slicing argument as its default (store's page size), so it is priced
+// as the default too.
 func (w *walker) argument(f *ast.Field, name string) (int64, bool) {
 	if a := f.Arguments.ForName(name); a != nil && a.Value != nil {
+		var v any
+		var err error
 		if a.Value.Kind == ast.Variable {
-			if v, ok := w.vars[a.Value.Raw]; ok {
-				return toInt(v)
-			}
+			v = w.vars[a.Value.Raw]
 		} else {
-			v, err := a.Value.Value(w.vars)
-			if err == nil {
-				return toInt(v)
-			}
+			v, err = a.Value.Value(w.vars)
+		}
+		if err == nil && v != nil {
+			return toInt(v)
 		}
 	}
 	if d := f.Definition.Arguments.ForName(name); d != nil && d.DefaultValue != nil {

@@ -161,3 +161,34 @@ func TestSubscriptionAndEventCost(t *testing.T) {
 		}
 	}
 }
+
+// An explicit null first (written in the document, or a variable sent as
+// null) reaches the resolver as no first at all, so the page it returns is the
+// argument's default (store: 20 tasks, 50 audit events), and the cost must
+// multiply by that default, not by DefaultListSize.
+func TestCostNullFirstIsTheArgumentDefault(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name  string
+		query string
+		vars  map[string]any
+		want  int64
+	}{
+		{"literal null", `{ auditEvents(workspaceId: "w", first: null) { nodes { actor { id } } } }`, nil, 1 + 50*(1+1)},
+		{"variable sent as null", `query($n: Int) { auditEvents(workspaceId: "w", first: $n) { nodes { actor { id } } } }`,
+			map[string]any{"n": nil}, 1 + 50*(1+1)},
+		{"nested literal nulls",
+			`{ project(id: "p") { tasks(first: null) { nodes { comments(first: null) { nodes { author { id } } } } } } }`,
+			nil, 1 + (1 + 20*(1+(1+20*(1+1))))},
+		{"a variable whose default is null",
+			`query($n: Int = null) { searchTasks(workspaceId: "w", query: "q", first: $n) { nodes { id } } }`, nil, 1 + 20*1},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			if got := costOf(t, c.query, c.vars); got != c.want {
+				t.Errorf("cost = %d, want %d", got, c.want)
+			}
+		})
+	}
+}
