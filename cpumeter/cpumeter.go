@@ -23,7 +23,14 @@ type key struct{}
 // With returns ctx carrying a new Meter, and the Meter.
 func With(ctx context.Context) (context.Context, *Meter) {
 	m := &Meter{}
-	return context.WithValue(ctx, key{}, m), m
+	return Into(ctx, m), m
+}
+
+// Into returns ctx carrying m, a Meter of With: work done under another
+// context than the one m was made for (an operation a WebSocket connection
+// prepared under one context and executes under another) is added to it.
+func Into(ctx context.Context, m *Meter) context.Context {
+	return context.WithValue(ctx, key{}, m)
 }
 
 // Add adds d to the Meter of ctx, if it has one.

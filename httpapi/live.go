@@ -26,6 +26,7 @@ import (
 	"taskflow/errs"
 	"taskflow/idempotency"
 	"taskflow/live"
+	"taskflow/querydoc"
 	"taskflow/ratelimit"
 	"taskflow/ratelimit/cost"
 	"taskflow/resolvers"
@@ -587,7 +588,8 @@ func (t sseTransport) Supports(r *http.Request) bool {
 }
 
 // Do serves one operation as an event stream. The operation is prepared in
-// its caller's turn, as the HTTP transport's are.
+// its caller's turn, and a query or mutation that executes in it
+// (executesInTurn) keeps it until answered, as the HTTP transport's do.
 func (t sseTransport) Do(w http.ResponseWriter, r *http.Request, exec graphql.GraphExecutor) {
 	w.Header().Set("Content-Type", mediaJSON)
 	ctx, body, endTurn, ok := t.http.turn(r.Context(), w, r)
@@ -619,7 +621,9 @@ func (t sseTransport) Do(w http.ResponseWriter, r *http.Request, exec graphql.Gr
 		ctx = ratelimit.WithOutcome(ctx)
 	}
 	rc, opErrs := exec.CreateOperationContext(ctx, params)
-	endTurn()
+	if opErrs != nil || !executesInTurn(ctx, rc) {
+		endTurn() // else once the operation is answered, as over plain HTTP
+	}
 	if opErrs != nil {
 		t.refuse(ctx, w, exec, rc, http.StatusBadRequest, opErrs)
 		return
@@ -641,7 +645,12 @@ func (t sseTransport) Do(w http.ResponseWriter, r *http.Request, exec graphql.Gr
 	subscription := rc.Operation != nil && rc.Operation.Operation == ast.Subscription
 	var resp *graphql.Response
 	if !subscription {
+		executing := time.Now()
 		resp = responses(ctx)
+		if querydoc.Heavy(rc) {
+			cpumeter.Add(ctx, time.Since(executing)) // gqlgen collecting its fields
+		}
+		endTurn()
 	}
 	w.WriteHeader(http.StatusOK)
 	out.write(":\n\n")

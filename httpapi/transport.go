@@ -192,14 +192,7 @@ func (t Transport) Do(w http.ResponseWriter, r *http.Request, exec graphql.Graph
 	}
 	rc, opErrs := exec.CreateOperationContext(ctx, params)
 	heavy := querydoc.Heavy(rc)
-	if !heavy && auth.UserFrom(ctx) != nil {
-		// A heavy document executes in the turn too (querydoc.Heavy says
-		// why), and so does an anonymous caller's operation: the only work
-		// an anonymous operation can ask for is a sign-up or sign-in, whose
-		// password hash is tens of milliseconds of CPU; in its caller's turn,
-		// a burst of them from one address runs one at a time and is paced
-		// like its documents (bench/abuse: 60 sign-ups at once took a
-		// signed-in client's slowest request to 39 ms, 10 times its p99).
+	if !executesInTurn(ctx, rc) {
 		endTurnOnce()
 	}
 	if all := querydoc.Errors(rc); all != nil {
@@ -273,6 +266,23 @@ func (t Transport) turn(ctx context.Context, w http.ResponseWriter, r *http.Requ
 	return ctx, body, func() { once.Do(func() { endTurn(work.Spent()) }) }, true
 }
 
+// executesInTurn reports whether the operation rc, prepared for the caller of
+// ctx, executes in its caller's turn, which then ends once the operation is
+// answered, on every transport: a heavy document (querydoc.Heavy says why),
+// and an anonymous caller's operation: the only work an anonymous operation
+// can ask for is a sign-up or sign-in, whose password hash is tens of
+// milliseconds of CPU; in its caller's turn, a burst of them from one address
+// runs one at a time and is paced like its documents (bench/abuse: 60 sign-ups
+// at once took a signed-in client's slowest request to 39 ms, 10 times its
+// p99). A subscription never does: it lasts as long as its stream, and its
+// events are paid from the cost budget.
+func executesInTurn(ctx context.Context, rc *graphql.OperationContext) bool {
+	if rc != nil && rc.Operation != nil && rc.Operation.Operation == ast.Subscription {
+		return false
+	}
+	return querydoc.Heavy(rc) || auth.UserFrom(ctx) == nil
+}
+
 // turnRefusal is the error of a refused turn (ratelimit.Limiter.Turn), and
 // its retryAfter in seconds.
 func turnRefusal(err error) (int, gqlerror.List) {
@@ -289,8 +299,10 @@ func turnRefusal(err error) (int, gqlerror.List) {
 
 // inTurn is an executor that prepares each operation in its caller's turn,
 // charged the work of preparing it (Transport.turn): the WebSocket transport
-// prepares each subscription's document through it, so that a connection
-// cannot parse documents beside its caller's turn.
+// prepares each operation's document through it, so that a connection
+// cannot parse documents beside its caller's turn. An operation that executes
+// in its turn (executesInTurn: a heavy document, an anonymous caller's
+// operation) keeps it until DispatchOperation has answered it, as over HTTP.
 type inTurn struct {
 	graphql.GraphExecutor
 	limiter *ratelimit.Limiter
@@ -304,33 +316,99 @@ type inTurn struct {
 // refuses it with the turn's RATE_LIMITED, or UNAUTHENTICATED when the
 // connection's token no longer holds.
 func (e inTurn) CreateOperationContext(ctx context.Context, p *graphql.RawParams) (*graphql.OperationContext, gqlerror.List) {
-	rc, list := e.prepare(ctx, p)
-	if list != nil || e.db == nil || rc.Operation == nil || rc.Operation.Operation == ast.Subscription {
-		return rc, list // a subscription checks its token as it starts (LiveAccess)
+	rc, list, turn := e.prepare(ctx, p)
+	if turn != nil && (list != nil || !executesInTurn(ctx, rc)) {
+		turn.end(0)
+		turn = nil
 	}
-	if tok := auth.TokenFrom(ctx); tok != "" {
-		// Another error (the database unreachable) is left to the operation,
-		// which meets it too and reports it through the presenter.
-		if _, err := auth.Authenticate(ctx, e.db, tok); errs.CodeOf(err) == errs.CodeUnauthenticated {
-			return nil, gqlerror.List{{Message: err.Error(), Extensions: map[string]any{"code": string(errs.CodeUnauthenticated)}}}
+	if list == nil && e.db != nil && rc.Operation != nil && rc.Operation.Operation != ast.Subscription {
+		// A subscription checks its token as it starts (LiveAccess).
+		if tok := auth.TokenFrom(ctx); tok != "" {
+			// Another error (the database unreachable) is left to the operation,
+			// which meets it too and reports it through the presenter.
+			if _, err := auth.Authenticate(ctx, e.db, tok); errs.CodeOf(err) == errs.CodeUnauthenticated {
+				if turn != nil {
+					turn.end(0)
+				}
+				return nil, gqlerror.List{{Message: err.Error(), Extensions: map[string]any{"code": string(errs.CodeUnauthenticated)}}}
+			}
 		}
 	}
-	return rc, nil
+	if turn != nil {
+		rc.Stats.SetExtension(heldTurnKey, turn) // ended by DispatchOperation
+	}
+	return rc, list
 }
 
-// prepare is CreateOperationContext in the caller's turn.
-func (e inTurn) prepare(ctx context.Context, p *graphql.RawParams) (*graphql.OperationContext, gqlerror.List) {
+// DispatchOperation runs the operation; one that keeps its turn
+// (CreateOperationContext) ends it once answered, charged the work of its
+// execution (its password hashes; all of it for a heavy document).
+func (e inTurn) DispatchOperation(ctx context.Context, rc *graphql.OperationContext) (graphql.ResponseHandler, context.Context) {
+	turn, _ := rc.Stats.GetExtension(heldTurnKey).(*heldTurn)
+	if turn == nil {
+		return e.GraphExecutor.DispatchOperation(ctx, rc)
+	}
+	dispatched := false
+	defer func() {
+		if !dispatched { // a panic: the turn is not left held
+			turn.end(0)
+		}
+	}()
+	responses, ctx := e.GraphExecutor.DispatchOperation(cpumeter.Into(ctx, turn.work), rc)
+	dispatched = true
+	heavy := querydoc.Heavy(rc)
+	return func(ctx context.Context) *graphql.Response {
+		executing := time.Now()
+		defer func() {
+			executed := time.Duration(0)
+			if heavy {
+				executed = time.Since(executing) // gqlgen collecting its fields
+			}
+			turn.end(executed)
+		}()
+		return responses(ctx)
+	}, ctx
+}
+
+// heldTurnKey is where CreateOperationContext leaves, in an operation's
+// stats, the turn the operation executes in.
+const heldTurnKey = "taskflow.turn"
+
+// heldTurn is a caller's turn taken by inTurn, with the meter of its work.
+type heldTurn struct {
+	work *cpumeter.Meter
+	once sync.Once
+	done ratelimit.EndTurn
+}
+
+// end ends the turn once, charging its metered work and executed more.
+func (t *heldTurn) end(executed time.Duration) {
+	t.once.Do(func() { t.done(t.work.Spent() + executed) })
+}
+
+// prepare is CreateOperationContext in the caller's turn, which it returns
+// still held (nil without a limiter, or when the turn was refused).
+func (e inTurn) prepare(ctx context.Context, p *graphql.RawParams) (*graphql.OperationContext, gqlerror.List, *heldTurn) {
 	if e.limiter == nil {
-		return e.GraphExecutor.CreateOperationContext(ctx, p)
+		rc, list := e.GraphExecutor.CreateOperationContext(ctx, p)
+		return rc, list, nil
 	}
 	end, err := e.limiter.Turn(ctx)
 	if err != nil {
 		_, list := turnRefusal(err)
-		return nil, list
+		return nil, list, nil
 	}
 	ctx, work := cpumeter.With(ctx)
-	defer func() { end(work.Spent()) }()
-	return e.GraphExecutor.CreateOperationContext(ctx, p)
+	turn := &heldTurn{work: work, done: end}
+	prepared := false
+	defer func() {
+		if !prepared { // a panic: the turn is not left held
+			turn.end(0)
+		}
+	}()
+	rc, list := e.GraphExecutor.CreateOperationContext(ctx, p)
+	prepared = true
+	return rc, list, turn
 }
 
 // writeResponse writes an executed operation's response with status 200, and

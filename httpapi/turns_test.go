@@ -2,6 +2,7 @@ package httpapi_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -241,5 +242,113 @@ func TestTurnsArePacedByTheirWork(t *testing.T) {
 	}
 	if s := e.OpenSSE(t, e.owner.Token, sub, nil); s.Res.StatusCode != http.StatusOK {
 		t.Fatalf("another caller's event stream: %d", s.Res.StatusCode)
+	}
+}
+
+// A heavy document and an anonymous caller's operation execute in their
+// caller's turn whatever the transport: over an event stream and over a
+// WebSocket as over a plain POST, the turn ends once the operation is
+// answered, not once it is admitted. Seen through an execution the test holds
+// up: the heavy mutation waits on the task's row, the anonymous login on its
+// user's row (its new session refers to it).
+func TestHeavyAndAnonymousOperationsKeepTheirTurnOnEveryTransport(t *testing.T) {
+	t.Parallel()
+	reg := prometheus.NewRegistry()
+	e := newFilesEnv(t, func(o *httpapi.Options) {
+		o.Registry = reg
+		o.Limiter = limiterWith(t, ratelimit.Config{Points: 1 << 30, MaxCost: 1 << 30}, reg)
+	})
+	const (
+		admitted = `taskflow_ratelimit_operations_total{limit="cost",outcome="allowed"}`
+		active   = "taskflow_ratelimit_turns_active"
+	)
+	heavy := `mutation($t: ID!) { updateTask(id: $t, input: {title: "heavy"}) { id }` +
+		strings.Repeat(" __typename", querydoc.HeavySelections) + ` }`
+	signer := e.SignUp(t, "Signer")
+	login := `mutation($e: String!) { login(email: $e, password: "correct horse") { token } }`
+	// Each transport sends the operation and returns its one result's JSON.
+	transports := map[string]func(token, query string, vars map[string]any) string{
+		"POST": func(token, query string, vars map[string]any) string {
+			return string(e.Post(t, token, query, vars).Raw)
+		},
+		"SSE": func(token, query string, vars map[string]any) string {
+			s := e.OpenSSE(t, token, query, vars)
+			ev, _ := s.Next()
+			return fmt.Sprintf("%d %s", s.Res.StatusCode, ev.Data)
+		},
+		"WebSocket": func(token, query string, vars map[string]any) string {
+			o := apitest.WSOptions{}
+			if token != "" {
+				o.Init = map[string]any{"Authorization": "Bearer " + token}
+			}
+			ws := apitest.DialWS(t, e.Server.URL+"/query", o)
+			ws.Subscribe("1", query, vars)
+			m := ws.Next()
+			return m.Type + " " + string(m.Payload)
+		},
+	}
+	// A heavy document's execution is charged to its caller's pace whole
+	// (here, the time it is held up): each transport's is another caller's.
+	callers := map[string]apitest.User{"POST": e.owner, "SSE": e.admin, "WebSocket": e.member}
+	for _, name := range []string{"POST", "SSE", "WebSocket"} {
+		send := transports[name]
+		for _, c := range []struct {
+			what, token, query string
+			vars               map[string]any
+			hold               string // the SQL that holds the execution up until the test commits
+			want               string // in the answer
+		}{
+			{"heavy", callers[name].Token, heavy, map[string]any{"t": e.task},
+				`SELECT 1 FROM tasks WHERE id = '` + e.task + `' FOR UPDATE`, `"title"`},
+			{"anonymous", "", login, map[string]any{"e": signer.Email},
+				`SELECT 1 FROM users WHERE id = '` + signer.ID + `' FOR UPDATE`, `"login":{"token":"`},
+		} {
+			if c.what == "heavy" {
+				c.want = `"updateTask":{"id":"` + e.task + `"`
+			}
+			tx, err := e.DB.Pool.Begin(t.Context())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tx.Rollback(context.Background()) // a no-op after the commit
+			if _, err := tx.Exec(t.Context(), c.hold); err != nil {
+				t.Fatalf("%s: %v", c.hold, err)
+			}
+			before := metricValue(t, e.Env, admitted)
+			done := make(chan string, 1)
+			go func() { done <- send(c.token, c.query, c.vars) }()
+			// Readiness polls on the metrics, not timing assertions: the
+			// operation is admitted, then held up in its execution until
+			// the commit below; its turn cannot end before that.
+			for i := 0; i < 2000 && metricValue(t, e.Env, admitted) == before; i++ {
+				time.Sleep(5 * time.Millisecond)
+			}
+			ended := false
+			for i := 0; i < 200 && !ended; i++ {
+				ended = metricValue(t, e.Env, active) == "0"
+				if !ended {
+					time.Sleep(5 * time.Millisecond)
+				}
+			}
+			if err := tx.Commit(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			answer := <-done
+			if ended {
+				t.Errorf("%s, %s operation: its turn ended while it was still executing", name, c.what)
+			}
+			if !strings.Contains(answer, c.want) {
+				t.Fatalf("%s, %s operation: answered %s", name, c.what, answer)
+			}
+			ended = false
+			for i := 0; i < 2000 && !ended; i++ { // the turn ends as the answer goes
+				if ended = metricValue(t, e.Env, active) == "0"; !ended {
+					time.Sleep(5 * time.Millisecond)
+				}
+			}
+			if !ended {
+				t.Fatalf("%s, %s operation: a turn still held after the answer", name, c.what)
+			}
+		}
 	}
 }
