@@ -433,6 +433,47 @@ func TestClientIPAndForwardedFor(t *testing.T) {
 	})
 }
 
+// An IPv6 client picks its addresses within its /64 network at will (privacy
+// addresses change every day, and any host can use millions): an anonymous
+// caller's budget, login and register limits are its /64's, or one client
+// would have as many budgets as it likes. Another /64 has its own.
+func TestIPv6ClientsCountByTheirNetwork(t *testing.T) {
+	t.Parallel()
+	proxies, err := httpapi.ParseProxies("127.0.0.0/8,::1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	behindProxy := func(o *httpapi.Options) { o.TrustedProxies = proxies }
+	env, _ := limited(t, ratelimit.Config{Points: 3}, nil, "", behindProxy)
+	for i := 1; i <= 3; i++ {
+		if r := env.Post(t, "", cheap, nil, "X-Forwarded-For", fmt.Sprintf("2001:db8:1:2::%x", i)); r.Status != http.StatusOK {
+			t.Fatalf("query %d: %d %s", i, r.Status, r.Raw)
+		}
+	}
+	if r := env.Post(t, "", cheap, nil, "X-Forwarded-For", "2001:db8:1:2:aaaa:bbbb:cccc:dddd"); r.Status != http.StatusTooManyRequests {
+		t.Fatalf("another address of the same /64 got a fresh budget: %d %s", r.Status, r.Raw)
+	}
+	if r := env.Post(t, "", cheap, nil, "X-Forwarded-For", "2001:db8:1:3::1"); r.Status != http.StatusOK {
+		t.Fatalf("another /64: %d %s", r.Status, r.Raw)
+	}
+	// IPv4 clients, and IPv4 addresses written as IPv6 (::ffff:a.b.c.d), count by address.
+	if r := env.Post(t, "", cheap, nil, "X-Forwarded-For", "::ffff:198.51.100.1"); r.Status != http.StatusOK {
+		t.Fatalf("an IPv4 client: %d %s", r.Status, r.Raw)
+	}
+	if r := env.Post(t, "", cheap, nil, "X-Forwarded-For", "198.51.100.2"); r.Status != http.StatusOK {
+		t.Fatalf("its IPv4 neighbour: %d %s", r.Status, r.Raw)
+	}
+
+	env, _ = limited(t, ratelimit.Config{RegisterPerIP: ratelimit.Limit{Points: 1, Window: time.Hour}}, nil, "", behindProxy)
+	reg := `mutation($e: String!) { register(input: {email: $e, password: "correct horse", name: "N"}) { token } }`
+	if r := env.Post(t, "", reg, map[string]any{"e": "v6a@example.com"}, "X-Forwarded-For", "2001:db8:9:9::1"); r.Status != http.StatusOK || r.Code() != "" {
+		t.Fatalf("first register: %d %s", r.Status, r.Raw)
+	}
+	if r := env.Post(t, "", reg, map[string]any{"e": "v6b@example.com"}, "X-Forwarded-For", "2001:db8:9:9::2"); r.Status != http.StatusTooManyRequests {
+		t.Fatalf("a register from another address of the same /64: %d %s", r.Status, r.Raw)
+	}
+}
+
 func TestBudgetComesBackAfterTheWindow(t *testing.T) {
 	t.Parallel()
 	env, _ := limited(t, ratelimit.Config{Points: 2, Window: 2 * time.Second}, nil, "")
