@@ -346,23 +346,34 @@ func auditConnection(rows pgx.Rows, err error, page Page, scope string) (*AuditE
 	return connection(items, page, scope, auditKey), nil
 }
 
-// exportPageSize is how many events EachAuditEvent reads in one query.
-const exportPageSize = 100
+// AuditExportPageSize is how many events EachAuditEvent reads in one query.
+const AuditExportPageSize = 100
 
 // EachAuditEvent calls fn with every audit event of the workspace that matches
-// filter, newest first. It reads them in keyset pages of exportPageSize events,
-// each query on a connection of its own that goes back to the pool before fn
-// sees the page: a caller that writes to a slow or stalled client holds no
-// connection while it waits. The seals of the workspace's chain are read as
-// they were when the first page was read (an event sealed since is given
-// unsealed), so the sealed events given run from the chain's first position to
-// the head it had then without a gap, as one snapshot would give them; an event
-// committed while the pages are read may be given too, unsealed. It checks
-// access and the filter before the first call, so an error returned before fn
-// was called is the caller's to report as the answer. It returns
-// UNAUTHENTICATED, NOT_FOUND or FORBIDDEN as AuditEvents does, BAD_USER_INPUT
-// for a malformed filter, and the first error of fn.
+// filter, newest first. It reads them in keyset pages of AuditExportPageSize
+// events, each query on a connection of its own that goes back to the pool
+// before fn sees the page: a caller that writes to a slow or stalled client
+// holds no connection while it waits. The seals of the workspace's chain are
+// read as they were when the first page was read (an event sealed since is
+// given unsealed), so the sealed events given run from the chain's first
+// position to the head it had then without a gap, as one snapshot would give
+// them; an event committed while the pages are read may be given too,
+// unsealed. It checks access and the filter before the first call, so an
+// error returned before fn was called is the caller's to report as the
+// answer. It returns UNAUTHENTICATED, NOT_FOUND or FORBIDDEN as AuditEvents
+// does, BAD_USER_INPUT for a malformed filter, and the first error of fn.
 func (db *DB) EachAuditEvent(ctx context.Context, user *User, workspaceID string, filter AuditFilter, fn func(*AuditEvent) error) error {
+	return db.EachAuditEventPaged(ctx, user, workspaceID, filter, nil, fn)
+}
+
+// EachAuditEventPaged is EachAuditEvent calling page, when it is not nil,
+// before each page is read, with the page's number from 0, holding no
+// connection: the first call comes after access and the filter are checked,
+// before anything else is read (none comes for a filter that can match
+// nothing), so a caller can charge for a page before it is read, or wait. An
+// error of page ends the walk and is returned.
+func (db *DB) EachAuditEventPaged(ctx context.Context, user *User, workspaceID string, filter AuditFilter,
+	page func(n int) error, fn func(*AuditEvent) error) error {
 	if err := db.requireAuditReader(ctx, workspaceID, user); err != nil {
 		return err
 	}
@@ -373,6 +384,12 @@ func (db *DB) EachAuditEvent(ctx context.Context, user *User, workspaceID string
 	where, args, ok := f.auditWhere([]any{workspaceID})
 	if !ok {
 		return nil
+	}
+	if page == nil {
+		page = func(int) error { return nil }
+	}
+	if err := page(0); err != nil {
+		return err
 	}
 	chain := mustCanonical(workspaceID)
 	var head int64
@@ -386,13 +403,18 @@ func (db *DB) EachAuditEvent(ctx context.Context, user *User, workspaceID string
 			AND occurred_at = audit_events.occurred_at AND chain_key = audit_events.chain_key
 			AND (chain_key <> $%d OR position <= $%d)) s ON true`, len(args)-1, len(args))
 	var after *cursor
-	for {
-		sql, pageArgs := auditKeysetSQL(from, `workspace_id = $1`+where, slices.Clone(args), after, exportPageSize)
+	for n := 0; ; n++ {
+		if n > 0 {
+			if err := page(n); err != nil {
+				return err
+			}
+		}
+		sql, pageArgs := auditKeysetSQL(from, `workspace_id = $1`+where, slices.Clone(args), after, AuditExportPageSize)
 		rows, err := db.q(ctx).Query(ctx, sql, pageArgs...)
 		if err != nil {
 			return fmt.Errorf("audit export: %w", err)
 		}
-		events, err := scanAuditPage(rows, exportPageSize)
+		events, err := scanAuditPage(rows, AuditExportPageSize)
 		if err != nil {
 			return fmt.Errorf("audit export: %w", err)
 		}
@@ -401,7 +423,7 @@ func (db *DB) EachAuditEvent(ctx context.Context, user *User, workspaceID string
 				return err
 			}
 		}
-		if len(events) < exportPageSize {
+		if len(events) < AuditExportPageSize {
 			return nil
 		}
 		last := events[len(events)-1]
