@@ -178,6 +178,10 @@ func clientNetwork(ip string) string {
 // identity).
 func costKey(ctx context.Context) string { return identity(ctx, LimitCost+":") }
 
+// userCostKey is the full key of the cost budget of the user userID: costKey
+// of a request of that user.
+func userCostKey(userID string) string { return LimitCost + ":u:" + userID }
+
 // Peek reads the caller's cost budget without charging it, for responses to
 // operations the limiter never saw (parse or validation errors).
 func (l *Limiter) Peek(ctx context.Context) *Outcome {
@@ -203,6 +207,34 @@ func (l *Limiter) ChargeEvent(ctx context.Context, points int64) *errs.Error {
 		Message:    "your query-cost budget cannot pay for the next event: subscribe again with the last cursor after retryAfter seconds",
 		Extensions: map[string]any{"retryAfter": ceilSeconds(res.RetryAfter)}}
 }
+
+// Charge takes points from the cost budget of the user userID for a request
+// served outside GraphQL operations (a download, an audit export: package
+// httpapi), the budget the user's operations are charged to, through the same
+// backends, leases and fail-open policy. A charge over the whole budget takes
+// the whole budget, so that a full budget can always pay. It returns the
+// Outcome: the budget after the charge; when the budget cannot pay, nothing is
+// taken, and Limited (LimitCost) and RetryAfter say until when. Points of 0 or
+// less read the budget without charging it.
+func (l *Limiter) Charge(ctx context.Context, userID string, points int64) *Outcome {
+	pol := l.costLimit()
+	n := int(min(max(points, 0), int64(pol.Points)))
+	o := &Outcome{Cost: int64(n), Policy: pol, policy: l.policyHeader}
+	o.Budget, o.at = l.allow(ctx, LimitCost, userCostKey(userID), pol, n), time.Now()
+	if !o.Budget.Allowed {
+		o.Limited, o.RetryAfter = LimitCost, o.Budget.RetryAfter
+	}
+	return o
+}
+
+// DownloadPointBytes is what one point of the cost budget buys of a file
+// served (GET /attachments/{id}): 64 KiB, the price of uploading it.
+const DownloadPointBytes = UploadPointBytes
+
+// DownloadCost is the points serving n bytes of a file costs: one per
+// DownloadPointBytes rounded up, at least 1 (a request that sends nothing,
+// HEAD or 304, costs 1 too).
+func DownloadCost(n int64) int64 { return max(UploadCost(n), 1) }
 
 // MaxCost is the most one operation may cost: MAX_QUERY_COST, or the whole
 // budget when that is smaller (an operation that can never fit is not a 429).
@@ -307,6 +339,12 @@ func (e extension) MutateOperationContext(ctx context.Context, rc *graphql.Opera
 // limited records a refusal and returns the RATE_LIMITED error.
 func (o *Outcome) limited(limit string, retry time.Duration) *gqlerror.Error {
 	o.Limited, o.RetryAfter = limit, retry
+	return o.RateLimitedError()
+}
+
+// RateLimitedError is the RATE_LIMITED error of a refusal: "Too many requests, retry
+// later" with extensions.retryAfter, the body of every 429 of a budget.
+func (o *Outcome) RateLimitedError() *gqlerror.Error {
 	return &gqlerror.Error{
 		Message: "Too many requests, retry later",
 		Extensions: map[string]any{
