@@ -38,9 +38,9 @@ type auditEnv struct {
 	at                                     time.Time
 }
 
-func newAuditEnv(t *testing.T) *auditEnv {
+func newAuditEnv(t *testing.T, opts ...apitest.Option) *auditEnv {
 	t.Helper()
-	e := &auditEnv{Env: apitest.New(t), prev: map[string][]byte{}, at: time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC)}
+	e := &auditEnv{Env: apitest.New(t, opts...), prev: map[string][]byte{}, at: time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC)}
 	e.owner, e.admin, e.member = e.NewUser(t, "Owner"), e.NewUser(t, "Admin"), e.NewUser(t, "Member")
 	e.viewer, e.stranger = e.NewUser(t, "Viewer"), e.NewUser(t, "Stranger")
 	e.ws = e.workspace(t, map[apitest.User]store.Role{e.owner: store.RoleOwner, e.admin: store.RoleAdmin,

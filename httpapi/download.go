@@ -10,6 +10,7 @@ import (
 	"taskflow/auth"
 	"taskflow/blobs"
 	"taskflow/errs"
+	"taskflow/ratelimit"
 	"taskflow/store"
 )
 
@@ -24,7 +25,13 @@ import (
 // (Range, If-Range: curl -C -, browsers resuming), the ETag (the SHA-256) and
 // If-None-Match, reading only the bytes of the range from the blob store.
 // Errors are JSON {"errors":[...]}, as /audit/export's.
-func download(db *store.DB, bs *blobs.Store, log *slog.Logger) http.Handler {
+//
+// Every request served to a user (by token or link) is charged to that user's
+// cost budget (budget.go): 1 point before the attachment is looked up (a
+// 404 costs that, whatever the id), and, for an answer with a body, the rest
+// of ratelimit.DownloadCost of its length before its first byte
+// (meteredDownload). A budget that cannot pay is 429, as on /query.
+func download(db *store.DB, bs *blobs.Store, lim *ratelimit.Limiter, log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
 			w.Header().Set("Allow", "GET, HEAD")
@@ -47,6 +54,11 @@ func download(db *store.DB, bs *blobs.Store, log *slog.Logger) http.Handler {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="taskflow"`)
 			writeExportJSONError(w, http.StatusUnauthorized, errs.CodeUnauthenticated,
 				"send your Authorization header, or follow the attachment's downloadUrl")
+			return
+		}
+		b := budget{lim: lim, user: userID}
+		if o := b.charge(ctx, w, 1); o != nil {
+			writeRateLimited(w, o)
 			return
 		}
 		a, key, err := db.AttachmentForDownload(ctx, userID, id)
@@ -78,7 +90,8 @@ func download(db *store.DB, bs *blobs.Store, log *slog.Logger) http.Handler {
 		h.Set("ETag", `"`+a.SHA256+`"`)
 		// Revalidated every time (a 304 when unchanged): access can be revoked.
 		h.Set("Cache-Control", "private, no-cache")
-		http.ServeContent(w, r, "", a.CreatedAt, rd)
+		http.ServeContent(&meteredDownload{ResponseWriter: w, ctx: ctx, budget: b, get: r.Method == http.MethodGet,
+			size: a.Size, paid: 1}, r, "", a.CreatedAt, rd)
 	})
 }
 

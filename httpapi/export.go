@@ -13,6 +13,7 @@ import (
 
 	"taskflow/auth"
 	"taskflow/errs"
+	"taskflow/ratelimit"
 	"taskflow/reqinfo"
 	"taskflow/store"
 )
@@ -34,7 +35,16 @@ var auditExportColumns = []string{"id", "occurredAt", "workspaceId", "actorId", 
 // parameters 400, a NUL or invalid UTF-8 in any parameter among them) are a
 // JSON body {"errors":[{"message", "extensions":{"code"}}]}; a failure while
 // streaming ends the response early (logged).
-func auditExport(db *store.DB, log *slog.Logger) http.Handler {
+//
+// An export is charged to its user's cost budget (budget.go): 1 point before
+// access is checked (a 403 or 404 costs that, whatever the workspace), then
+// exportPagePoints for each page of events before it is read: the first
+// page's before the first byte (a budget that cannot pay is 429, as on
+// /query), each later one after what was read is flushed, waiting while the
+// budget cannot pay it, so that a long export is paced by its user's budget
+// and never cut short by it. HEAD answers the headers after the access
+// check, reading no page.
+func auditExport(db *store.DB, lim *ratelimit.Limiter, log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
 			w.Header().Set("Allow", "GET, HEAD")
@@ -68,10 +78,30 @@ func auditExport(db *store.DB, log *slog.Logger) http.Handler {
 			writeExportError(w, log, r, err)
 			return
 		}
+		b := budget{lim: lim, user: user.ID}
+		if o := b.charge(r.Context(), w, 1); o != nil {
+			writeRateLimited(w, o)
+			return
+		}
 		var out exportWriter
 		started := false
 		n := 0
-		err = db.EachAuditEvent(r.Context(), user, workspaceID, filter, func(e *store.AuditEvent) error {
+		page := func(p int) error {
+			switch {
+			case p == 0 && r.Method == http.MethodHead:
+				return errExportHead
+			case p == 0:
+				if o := b.charge(r.Context(), w, exportPagePoints); o != nil {
+					return rateLimitedError{o}
+				}
+				return nil
+			}
+			if err := out.flush(); err != nil {
+				return err
+			}
+			return b.wait(r.Context(), exportPagePoints)
+		}
+		err = db.EachAuditEventPaged(r.Context(), user, workspaceID, filter, page, func(e *store.AuditEvent) error {
 			if !started {
 				started = true
 				out = startExport(w, format, workspaceID)
@@ -84,6 +114,14 @@ func auditExport(db *store.DB, log *slog.Logger) http.Handler {
 			}
 			return nil
 		})
+		var refused rateLimitedError
+		switch {
+		case errors.Is(err, errExportHead):
+			err = nil
+		case errors.As(err, &refused) && !started:
+			writeRateLimited(w, refused.o)
+			return
+		}
 		if err != nil {
 			if !started {
 				writeExportError(w, log, r, err)
@@ -105,6 +143,14 @@ func auditExport(db *store.DB, log *slog.Logger) http.Handler {
 		}
 	})
 }
+
+// exportPagePoints is what a page of an export costs: a point for each event
+// it can hold, as auditEvents(first: 100) { nodes { ... } } costs 101 on
+// /query (1 for the connection, 1 for each event).
+const exportPagePoints = store.AuditExportPageSize
+
+// errExportHead ends a HEAD export before its first page.
+var errExportHead = errors.New("audit export: HEAD reads no page")
 
 // exportFilter reads the filter query parameters; a malformed time is a
 // BAD_USER_INPUT error.

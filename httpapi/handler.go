@@ -219,9 +219,9 @@ func newHandler(o Options, without []Guard) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/query", o.CORS.handler(auth.Middleware(o.DB, authFailure(o.Log))(
 		resolvers.LoaderMiddleware(o.DB, idempotency.ResponseHeaders(gql)))))
-	mux.Handle("/audit/export", auth.Middleware(o.DB, authFailure(o.Log))(auditExport(o.DB, o.Log)))
+	mux.Handle("/audit/export", auth.Middleware(o.DB, authFailure(o.Log))(auditExport(o.DB, o.Limiter, o.Log)))
 	if o.Blobs != nil {
-		mux.Handle("/attachments/{id}", o.CORS.handler(auth.Middleware(o.DB, authFailure(o.Log))(download(o.DB, o.Blobs, o.Log))))
+		mux.Handle("/attachments/{id}", o.CORS.handler(auth.Middleware(o.DB, authFailure(o.Log))(download(o.DB, o.Blobs, o.Limiter, o.Log))))
 	}
 	ops.routes(mux)
 	return tracing.Handler(o.Tracing, requestContext(o.TrustedProxies, ops.wrap(mux)))

@@ -545,6 +545,12 @@ func (t Transport) outcome(ctx context.Context, rc *graphql.OperationContext) *r
 
 // setRateLimitHeaders writes the IETF RateLimit draft headers of the cost budget.
 func (t Transport) setRateLimitHeaders(w http.ResponseWriter, o *ratelimit.Outcome) {
+	setRateLimitHeaders(w, o)
+}
+
+// setRateLimitHeaders writes the IETF RateLimit draft headers of the cost
+// budget, for /query and the routes beside it that charge it (budget.go).
+func setRateLimitHeaders(w http.ResponseWriter, o *ratelimit.Outcome) {
 	if o == nil {
 		return
 	}

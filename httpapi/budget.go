@@ -1,0 +1,137 @@
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/vektah/gqlparser/v2/gqlerror"
+
+	"taskflow/ratelimit"
+)
+
+// budget charges the requests of the routes beside /query that serve data
+// (GET /attachments/{id}, GET /audit/export) to the cost budget of the user
+// they are served to, the budget of that user's operations on /query
+// (docs/api.md#rate-limits-and-query-cost). A nil limiter (the rate-limit
+// guard left out) charges nothing.
+type budget struct {
+	lim  *ratelimit.Limiter
+	user string
+}
+
+// charge takes points from the budget and writes the RateLimit headers of the
+// budget after it. When the budget cannot pay, nothing is taken and it
+// returns the refusal, for writeRateLimited; nothing else is written.
+func (b budget) charge(ctx context.Context, w http.ResponseWriter, points int64) (refused *ratelimit.Outcome) {
+	if b.lim == nil {
+		return nil
+	}
+	o := b.lim.Charge(ctx, b.user, points)
+	setRateLimitHeaders(w, o)
+	if o.Limited != "" {
+		return o
+	}
+	return nil
+}
+
+// wait takes points from the budget, waiting for them while it cannot pay
+// them, until ctx ends (its error is returned then).
+func (b budget) wait(ctx context.Context, points int64) error {
+	if b.lim == nil {
+		return nil
+	}
+	for {
+		o := b.lim.Charge(ctx, b.user, points)
+		if o.Limited == "" {
+			return nil
+		}
+		t := time.NewTimer(o.RetryAfter)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+// writeRateLimited answers a request its budget cannot pay as /query does:
+// 429 with Retry-After, Cache-Control: no-store and the RATE_LIMITED error
+// with retryAfter, as JSON (the RateLimit headers are the caller's, from
+// charge).
+func writeRateLimited(w http.ResponseWriter, o *ratelimit.Outcome) {
+	w.Header().Set("Content-Type", "application/json")
+	writeTooMany(w, o.RetryAfterSeconds(), gqlerror.List{o.RateLimitedError()})
+}
+
+// rateLimitedError is the refusal of a charge, as an error.
+type rateLimitedError struct{ o *ratelimit.Outcome }
+
+func (e rateLimitedError) Error() string { return "rate limited" }
+
+// meteredDownload is the ResponseWriter http.ServeContent answers a download
+// through. When ServeContent writes the status of an answer with a body (200
+// or 206 to a GET) it charges the bytes of its Content-Length (the file, the
+// range, or the ranges with their multipart framing) beyond what was paid, at
+// ratelimit.DownloadCost, before the first of them is sent; a budget that
+// cannot pay turns the answer into the 429, and nothing of the file is sent.
+type meteredDownload struct {
+	http.ResponseWriter
+	ctx    context.Context
+	budget budget
+	get    bool
+	// size is the file's size, charged when the length is missing (never, from
+	// ServeContent).
+	size int64
+	// paid is what the request has paid already.
+	paid           int64
+	wrote, refused bool
+}
+
+// contentHeaders are the headers of the file's answer, taken off a 429.
+var contentHeaders = []string{"Content-Type", "Content-Length", "Content-Range", "Content-Disposition",
+	"Content-Security-Policy", "Etag", "Last-Modified", "Accept-Ranges", "Cache-Control"}
+
+func (m *meteredDownload) WriteHeader(status int) {
+	if m.wrote {
+		m.ResponseWriter.WriteHeader(status)
+		return
+	}
+	m.wrote = true
+	if m.get && (status == http.StatusOK || status == http.StatusPartialContent) {
+		n, err := strconv.ParseInt(m.Header().Get("Content-Length"), 10, 64)
+		if err != nil {
+			n = m.size
+		}
+		if extra := ratelimit.DownloadCost(n) - m.paid; extra > 0 {
+			if o := m.budget.charge(m.ctx, m.ResponseWriter, extra); o != nil {
+				m.refused = true
+				for _, k := range contentHeaders {
+					m.Header().Del(k)
+				}
+				writeRateLimited(m.ResponseWriter, o)
+				return
+			}
+		}
+	}
+	m.ResponseWriter.WriteHeader(status)
+}
+
+func (m *meteredDownload) Write(p []byte) (int, error) {
+	if !m.wrote {
+		m.WriteHeader(http.StatusOK)
+	}
+	if m.refused {
+		return 0, errDownloadRefused
+	}
+	return m.ResponseWriter.Write(p)
+}
+
+// Unwrap is for http.ResponseController.
+func (m *meteredDownload) Unwrap() http.ResponseWriter { return m.ResponseWriter }
+
+// errDownloadRefused ends the copy of a download its budget refused.
+var errDownloadRefused = errors.New("download: refused by the cost budget")
