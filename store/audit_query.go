@@ -370,8 +370,10 @@ func (db *DB) EachAuditEvent(ctx context.Context, user *User, workspaceID string
 // before each page is read, with the page's number from 0, holding no
 // connection: the first call comes after access and the filter are checked,
 // before anything else is read (none comes for a filter that can match
-// nothing), so a caller can charge for a page before it is read, or wait. An
-// error of page ends the walk and is returned.
+// nothing), so a caller can charge for a page before it is read, or wait. n
+// matching events take max(1, ⌈n/AuditExportPageSize⌉) pages: a page reads
+// one event more, to know whether another follows. An error of page ends the
+// walk and is returned.
 func (db *DB) EachAuditEventPaged(ctx context.Context, user *User, workspaceID string, filter AuditFilter,
 	page func(n int) error, fn func(*AuditEvent) error) error {
 	if err := db.requireAuditReader(ctx, workspaceID, user); err != nil {
@@ -409,21 +411,25 @@ func (db *DB) EachAuditEventPaged(ctx context.Context, user *User, workspaceID s
 				return err
 			}
 		}
-		sql, pageArgs := auditKeysetSQL(from, `workspace_id = $1`+where, slices.Clone(args), after, AuditExportPageSize)
+		// One event more than the page, to know whether another page
+		// follows: an export whose last page is full reads no empty one.
+		sql, pageArgs := auditKeysetSQL(from, `workspace_id = $1`+where, slices.Clone(args), after, AuditExportPageSize+1)
 		rows, err := db.q(ctx).Query(ctx, sql, pageArgs...)
 		if err != nil {
 			return fmt.Errorf("audit export: %w", err)
 		}
-		events, err := scanAuditPage(rows, AuditExportPageSize)
+		events, err := scanAuditPage(rows, AuditExportPageSize+1)
 		if err != nil {
 			return fmt.Errorf("audit export: %w", err)
 		}
+		more := len(events) > AuditExportPageSize
+		events = events[:min(len(events), AuditExportPageSize)]
 		for _, e := range events {
 			if err := fn(e); err != nil {
 				return err
 			}
 		}
-		if len(events) < AuditExportPageSize {
+		if !more {
 			return nil
 		}
 		last := events[len(events)-1]
