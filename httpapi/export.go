@@ -42,7 +42,9 @@ var auditExportColumns = []string{"id", "occurredAt", "workspaceId", "actorId", 
 // page's before the first byte (a budget that cannot pay is 429, as on
 // /query), each later one after what was read is flushed, waiting while the
 // budget cannot pay it, so that a long export is paced by its user's budget
-// and never cut short by it. HEAD answers the headers after the access
+// and never cut short by it (each page has its own write deadline,
+// exportPageTimeout, so the server's WriteTimeout does not cut it either).
+// HEAD answers the headers after the access
 // check, reading no page.
 func auditExport(db *store.DB, lim *ratelimit.Limiter, log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -86,7 +88,12 @@ func auditExport(db *store.DB, lim *ratelimit.Limiter, log *slog.Logger) http.Ha
 		var out exportWriter
 		started := false
 		n := 0
+		rc := http.NewResponseController(w)
 		page := func(p int) error {
+			// Each page is written within exportPageTimeout of its start: a
+			// long (paced) export is not cut by the server's WriteTimeout, a
+			// client that stops reading still is.
+			defer func() { _ = rc.SetWriteDeadline(time.Now().Add(exportPageTimeout)) }()
 			switch {
 			case p == 0 && r.Method == http.MethodHead:
 				return errExportHead
@@ -143,6 +150,10 @@ func auditExport(db *store.DB, lim *ratelimit.Limiter, log *slog.Logger) http.Ha
 		}
 	})
 }
+
+// exportPageTimeout bounds the writing of one page of an export (the
+// server's WriteTimeout, which would otherwise bound the whole export).
+const exportPageTimeout = 60 * time.Second
 
 // exportPagePoints is what a page of an export costs: a point for each event
 // it can hold, as auditEvents(first: 100) { nodes { ... } } costs 101 on

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"reflect"
 	"strconv"
@@ -380,5 +381,35 @@ func TestExportsArePacedByTheBudget(t *testing.T) {
 	// The pages read are sent before the export waits for the next.
 	if took < 700*time.Millisecond || took-firstAt < 500*time.Millisecond {
 		t.Fatalf("an export of 301 points on a budget of 150 a second: the first event after %v, the end after %v", firstAt, took)
+	}
+}
+
+// A paced export outlasts the server's WriteTimeout (60 s in server.go, 1 s
+// here): each page has a write deadline of its own, so the export ends
+// complete however long its user's budget makes it.
+func TestPacedExportOutlastsTheWriteTimeout(t *testing.T) {
+	t.Parallel()
+	// 100 points a second: 350 events (1 + 4 pages of 100 points) take about
+	// three seconds after the first page.
+	lim := budgetLimiter(t, ratelimit.Config{Points: 101, Window: time.Second})
+	e := newAuditEnv(t, func(o *httpapi.Options) { o.Limiter = lim })
+	exportEvents(t, e, e.ws, e.owner, 350)
+	srv := httptest.NewUnstartedServer(e.Handler)
+	srv.Config.WriteTimeout = time.Second
+	srv.Start()
+	t.Cleanup(srv.Close)
+	req, _ := http.NewRequest(http.MethodGet, srv.URL+"/audit/export?"+url.Values{"workspaceId": {e.ws}}.Encode(), nil)
+	apitest.SetHeaders(req, e.owner.Token)
+	res, err := srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	body, err := io.ReadAll(res.Body)
+	if res.StatusCode != http.StatusOK || err != nil {
+		t.Fatalf("a paced export past the write timeout: %d, %v after %d bytes", res.StatusCode, err, len(body))
+	}
+	if n := ndjsonLines(t, body); n != 350 {
+		t.Fatalf("a paced export past the write timeout: %d events, want 350", n)
 	}
 }
