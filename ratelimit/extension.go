@@ -149,17 +149,18 @@ func identity(ctx context.Context, prefix string) string {
 	if u := auth.UserFrom(ctx); u != nil {
 		return prefix + "u:" + u.ID
 	}
-	return prefix + "ip:" + clientNetwork(reqinfo.From(ctx).IP)
+	return prefix + "ip:" + ClientNetwork(reqinfo.From(ctx).IP)
 }
 
-// clientNetwork is what the limits count an anonymous caller at ip by: an
-// IPv4 address (also written as ::ffff:a.b.c.d) as it is, an IPv6 address by
-// its /64 network. A /64 is the smallest network one subscriber is given
+// ClientNetwork is what the limits count an anonymous caller at ip by (and
+// what the HTTP API counts each client's open streams by): an IPv4 address
+// (also written as ::ffff:a.b.c.d) as it is, an IPv6 address by its /64
+// network. A /64 is the smallest network one subscriber is given
 // (RFC 6177), and a host picks its addresses in it at will (RFC 8981's
 // temporary addresses; any host can use millions): counted by address, one
-// IPv6 client would have as many budgets, login and register limits and turns
-// as it liked. Something that is no address is counted as it is.
-func clientNetwork(ip string) string {
+// IPv6 client would have as many budgets, login and register limits, turns
+// and streams as it liked. Something that is no address is counted as it is.
+func ClientNetwork(ip string) string {
 	if !strings.Contains(ip, ":") {
 		return ip // IPv4: no parsing on the usual path
 	}
@@ -389,7 +390,7 @@ func (l *Limiter) endpointChecks(ctx context.Context, rc *graphql.OperationConte
 			total = cost.Add(total, n)
 		}
 		if total > 0 {
-			out = append(out, check{LimitLoginIP, "ip:" + clientNetwork(reqinfo.From(ctx).IP), l.cfg.LoginPerIP, total})
+			out = append(out, check{LimitLoginIP, "ip:" + ClientNetwork(reqinfo.From(ctx).IP), l.cfg.LoginPerIP, total})
 			for email, n := range emails {
 				// Keys hold a hash, not the address.
 				sum := sha256.Sum256([]byte(email))
@@ -397,7 +398,7 @@ func (l *Limiter) endpointChecks(ctx context.Context, rc *graphql.OperationConte
 			}
 		}
 		if n := countAll(rc.Operation.SelectionSet, "register"); n > 0 {
-			out = append(out, check{LimitRegisterIP, "ip:" + clientNetwork(reqinfo.From(ctx).IP), l.cfg.RegisterPerIP, n})
+			out = append(out, check{LimitRegisterIP, "ip:" + ClientNetwork(reqinfo.From(ctx).IP), l.cfg.RegisterPerIP, n})
 		}
 	case ast.Query:
 		if n := countAll(rc.Operation.SelectionSet, "searchTasks"); n > 0 {

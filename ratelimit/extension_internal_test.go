@@ -17,8 +17,8 @@ func TestClientNetwork(t *testing.T) {
 		"not an address":                 "not an address",
 		"":                               "",
 	} {
-		if got := clientNetwork(ip); got != want {
-			t.Errorf("clientNetwork(%q) = %q, want %q", ip, got, want)
+		if got := ClientNetwork(ip); got != want {
+			t.Errorf("ClientNetwork(%q) = %q, want %q", ip, got, want)
 		}
 	}
 }
