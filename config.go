@@ -88,6 +88,10 @@ type Config struct {
 	// SubscriptionMaxConnections bounds the WebSocket connections and SSE
 	// streams one instance holds (SUBSCRIPTION_MAX_CONNECTIONS, 10000).
 	SubscriptionMaxConnections int
+	// SubscriptionMaxPerClient bounds the WebSocket connections and SSE
+	// streams one client (an IPv4 address, an IPv6 /64) holds on one instance
+	// (SUBSCRIPTION_MAX_PER_CLIENT, 200).
+	SubscriptionMaxPerClient int
 	// SubscriptionKeepAlive is the ping interval of the streams
 	// (SUBSCRIPTION_KEEPALIVE, 15s).
 	SubscriptionKeepAlive time.Duration
@@ -154,6 +158,7 @@ func loadConfig(getenv func(string) string) (Config, error) {
 
 		SubscriptionMaxPerUser:     live.DefaultMaxPerUser,
 		SubscriptionMaxConnections: httpapi.DefaultMaxStreams,
+		SubscriptionMaxPerClient:   httpapi.DefaultMaxStreamsPerClient,
 		SubscriptionKeepAlive:      httpapi.DefaultKeepAlive,
 		SubscriptionIdleTimeout:    httpapi.DefaultStreamIdle,
 	}
@@ -253,6 +258,7 @@ func loadConfig(getenv func(string) string) (Config, error) {
 	positiveInt("MAX_QUERY_COST", &c.MaxQueryCost)
 	positiveInt("SUBSCRIPTION_MAX_PER_USER", &c.SubscriptionMaxPerUser)
 	positiveInt("SUBSCRIPTION_MAX_CONNECTIONS", &c.SubscriptionMaxConnections)
+	positiveInt("SUBSCRIPTION_MAX_PER_CLIENT", &c.SubscriptionMaxPerClient)
 	duration := func(name string, dst *time.Duration, zeroOK bool) {
 		if v, ok := get(name); ok {
 			d, err := parseDuration(v)

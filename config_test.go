@@ -35,7 +35,8 @@ func TestConfigDefaults(t *testing.T) {
 		c.AuditRetention != 0 || c.ShutdownTimeout != 30*time.Second || c.LogLevel != slog.LevelInfo ||
 		c.PprofAddr != "" || c.AuditSigningKey != nil || c.Tracing.Enabled ||
 		c.BlobURL != "" || c.MaxUploadSize != 25<<20 || c.WorkspaceStorageQuota != 1<<30 ||
-		c.BlobSweepGrace != time.Hour {
+		c.BlobSweepGrace != time.Hour || c.SubscriptionMaxPerUser != 100 || c.SubscriptionMaxConnections != 10000 ||
+		c.SubscriptionMaxPerClient != 200 {
 		t.Fatalf("defaults = %+v", c)
 	}
 }
@@ -67,6 +68,7 @@ func TestConfigFromEnvironment(t *testing.T) {
 		"MAX_UPLOAD_SIZE":             "10MiB",
 		"WORKSPACE_STORAGE_QUOTA":     "5 GB",
 		"BLOB_SWEEP_GRACE":            "2s",
+		"SUBSCRIPTION_MAX_PER_CLIENT": "50",
 	}))
 	if err != nil {
 		t.Fatal(err)
@@ -82,7 +84,8 @@ func TestConfigFromEnvironment(t *testing.T) {
 		c.RedisURL != "redis://cache.internal:6380/2" || c.RateLimitPoints != 5000 || c.RateLimitWindow != 30*time.Second ||
 		c.MaxQueryCost != 250 || c.RateLimitLease != 0.25 || c.IdempotencyTTL != 7*24*time.Hour || c.IdempotencyWait != 0 ||
 		c.AuditRetention != 365*24*time.Hour || c.ShutdownTimeout != 5*time.Second || c.LogLevel != slog.LevelDebug ||
-		c.PprofAddr != "127.0.0.1:6060" || c.MetricsToken != "0123456789abcdef0123" || c.ReadBatches != 6 {
+		c.PprofAddr != "127.0.0.1:6060" || c.MetricsToken != "0123456789abcdef0123" || c.ReadBatches != 6 ||
+		c.SubscriptionMaxPerClient != 50 {
 		t.Fatalf("config = %+v", c)
 	}
 	if strings.Join(c.CORS.AllowedOrigins, " ") != "https://app.example.com http://localhost:3000" || !c.CORS.AllowCredentials {
@@ -160,6 +163,7 @@ func TestConfigBadValues(t *testing.T) {
 		"MAX_UPLOAD_SIZE":                    "3GiB",
 		"WORKSPACE_STORAGE_QUOTA":            "lots",
 		"BLOB_SWEEP_GRACE":                   "0s",
+		"SUBSCRIPTION_MAX_PER_CLIENT":        "0",
 	} {
 		_, err := loadConfig(env(map[string]string{name: value}))
 		if err == nil {

@@ -261,7 +261,7 @@ func run(cfg Config, log, accessLog *slog.Logger) error {
 		AuditKeys:       []ed25519.PublicKey{auditKey.Public().(ed25519.PublicKey)},
 		Tracing:         tp.TracerProvider(),
 		Live:            hub,
-		Streams: httpapi.StreamLimits{MaxConnections: cfg.SubscriptionMaxConnections,
+		Streams: httpapi.StreamLimits{MaxConnections: cfg.SubscriptionMaxConnections, MaxPerClient: cfg.SubscriptionMaxPerClient,
 			KeepAlive: cfg.SubscriptionKeepAlive, Idle: cfg.SubscriptionIdleTimeout},
 		Blobs: bs,
 	})

@@ -182,7 +182,7 @@ func newHandler(o Options, without []Guard) http.Handler {
 		gql.Use(rootFieldSpans{tracer})
 	}
 	httpTransport := Transport{Limiter: o.Limiter, MaxBodyBytes: o.MaxBodyBytes, Tracer: tracer, Blobs: o.Blobs, Log: o.Log}
-	st := newStreams(o.Streams, o.DB, o.Log, o.Live)
+	st := newStreams(o.Streams, o.DB, o.Log, o.Live, ops.reg)
 	readLimit := o.MaxBodyBytes
 	if readLimit <= 0 {
 		readLimit = DefaultMaxBodyBytes

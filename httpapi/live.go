@@ -18,6 +18,7 @@ import (
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/99designs/gqlgen/graphql/handler/transport"
 	coderws "github.com/coder/websocket"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/vektah/gqlparser/v2/ast"
 	"github.com/vektah/gqlparser/v2/gqlerror"
 
@@ -26,9 +27,11 @@ import (
 	"taskflow/errs"
 	"taskflow/idempotency"
 	"taskflow/live"
+	"taskflow/promreg"
 	"taskflow/querydoc"
 	"taskflow/ratelimit"
 	"taskflow/ratelimit/cost"
+	"taskflow/reqinfo"
 	"taskflow/resolvers"
 	"taskflow/store"
 )
@@ -38,6 +41,12 @@ const (
 	// DefaultMaxStreams is the most WebSocket connections and SSE streams
 	// one instance holds open.
 	DefaultMaxStreams = 10000
+	// DefaultMaxStreamsPerClient is the most of them one client (network)
+	// holds open on one instance: twice live.DefaultMaxPerUser, so that one
+	// user with a connection per subscription is not refused, and about what
+	// one browser can open at all (Firefox: 200 WebSockets, Chrome: 255);
+	// 50 clients, not one, are needed to fill DefaultMaxStreams.
+	DefaultMaxStreamsPerClient = 200
 	// DefaultKeepAlive is the interval of keep-alive pings.
 	DefaultKeepAlive = 15 * time.Second
 	// DefaultStreamIdle is how long a WebSocket connection stays open with no
@@ -80,6 +89,15 @@ type StreamLimits struct {
 	// at once (zero: DefaultMaxStreams); over it an upgrade or a stream is
 	// refused with 503 STREAM_INTERRUPTED and Retry-After.
 	MaxConnections int
+	// MaxPerClient is the most of them one client holds open at once (zero:
+	// DefaultMaxStreamsPerClient), signed in or not, the client being its
+	// network as the rate limiter counts an anonymous caller
+	// (ratelimit.ClientNetwork of the address TRUSTED_PROXIES resolves: an
+	// IPv4 address, an IPv6 /64). Over it an upgrade or a stream is refused
+	// with 429 RATE_LIMITED (extensions.limit "connections") and
+	// Retry-After, before it takes a place of MaxConnections: one client
+	// cannot fill the instance.
+	MaxPerClient int
 	// KeepAlive is the interval of pings (WebSocket ping messages, SSE
 	// comments) (zero: DefaultKeepAlive). A WebSocket client that does not
 	// answer a ping within twice the interval is disconnected.
@@ -96,6 +114,9 @@ func (l StreamLimits) withDefaults() StreamLimits {
 	if l.MaxConnections <= 0 {
 		l.MaxConnections = DefaultMaxStreams
 	}
+	if l.MaxPerClient <= 0 {
+		l.MaxPerClient = DefaultMaxStreamsPerClient
+	}
 	if l.KeepAlive <= 0 {
 		l.KeepAlive = DefaultKeepAlive
 	}
@@ -108,23 +129,45 @@ func (l StreamLimits) withDefaults() StreamLimits {
 	return l
 }
 
-// streams counts the open streams of the instance against the cap, and
-// closes the WebSocket connections when the hub closes (shutdown).
+// streams counts the open streams of the instance against its cap and each
+// client's, and closes the WebSocket connections when the hub closes
+// (shutdown).
 type streams struct {
 	limits StreamLimits
 	db     *store.DB
 	log    *slog.Logger
-	open   atomic.Int64
+	// gauge is taskflow_streams_open; refused is
+	// taskflow_streams_refused_total, by reason.
+	gauge   prometheus.Gauge
+	refused *prometheus.CounterVec
+	// warned is when a refusal by a client's cap was last logged (Unix
+	// nanoseconds): once a minute at most.
+	warned atomic.Int64
 
-	mu      sync.Mutex
-	conns   map[*wsConn]struct{}
-	closing bool
+	mu   sync.Mutex
+	open int
+	// perClient counts the open streams of each client
+	// (ratelimit.ClientNetwork): a client has an entry only while it has a
+	// stream open, so the map holds at most MaxConnections entries.
+	perClient map[string]int
+	conns     map[*wsConn]struct{}
+	closing   bool
 }
 
-// newStreams returns the stream registry of a handler; the WebSocket
-// connections close with 1012 when hub closes.
-func newStreams(limits StreamLimits, db *store.DB, log *slog.Logger, hub *live.Hub) *streams {
-	s := &streams{limits: limits.withDefaults(), db: db, log: log, conns: map[*wsConn]struct{}{}}
+// newStreams returns the stream registry of a handler, its metrics in reg;
+// the WebSocket connections close with 1012 when hub closes.
+func newStreams(limits StreamLimits, db *store.DB, log *slog.Logger, hub *live.Hub, reg prometheus.Registerer) *streams {
+	s := &streams{limits: limits.withDefaults(), db: db, log: log, perClient: map[string]int{}, conns: map[*wsConn]struct{}{},
+		gauge: promreg.Register(reg, prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "taskflow_streams_open",
+			Help: "WebSocket connections and SSE streams open on this instance.",
+		})),
+		refused: promreg.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "taskflow_streams_refused_total",
+			Help: "WebSocket upgrades and SSE streams refused before they started, by reason: client " +
+				"(the client held SUBSCRIPTION_MAX_PER_CLIENT), instance (SUBSCRIPTION_MAX_CONNECTIONS), restarting.",
+		}, []string{"reason"})),
+	}
 	go func() {
 		<-hub.Closing()
 		s.closeAll()
@@ -132,32 +175,82 @@ func newStreams(limits StreamLimits, db *store.DB, log *slog.Logger, hub *live.H
 	return s
 }
 
-// acquire takes a place for a stream, or answers 503 with Retry-After when
-// the instance is at its cap (or closing) and returns false.
-func (s *streams) acquire(w http.ResponseWriter) bool {
+// acquire takes a place for a stream of r's client and returns the client,
+// to be given to release when the stream ends, whatever way it ends (a
+// deferred call). Or it answers and returns false: 503 STREAM_INTERRUPTED
+// with Retry-After when the instance is closing; 429 RATE_LIMITED with
+// Retry-After when the client holds MaxPerClient streams (checked before the
+// instance's cap: a client at its cap is told so even when the instance is
+// full too, and can take no more of its places); 503 STREAM_INTERRUPTED with
+// Retry-After when the instance holds MaxConnections.
+func (s *streams) acquire(w http.ResponseWriter, r *http.Request) (client string, ok bool) {
+	client = ratelimit.ClientNetwork(reqinfo.From(r.Context()).IP)
 	s.mu.Lock()
-	closing := s.closing
-	s.mu.Unlock()
-	if !closing && s.open.Add(1) <= int64(s.limits.MaxConnections) {
-		return true
+	reason := ""
+	switch {
+	case s.closing:
+		reason = "restarting"
+	case s.perClient[client] >= s.limits.MaxPerClient:
+		reason = "client"
+	case s.open >= s.limits.MaxConnections:
+		reason = "instance"
+	default:
+		s.perClient[client]++
+		s.open++
+		s.gauge.Inc()
 	}
-	if !closing {
-		s.open.Add(-1)
+	s.mu.Unlock()
+	if reason == "" {
+		return client, true
+	}
+	s.refused.WithLabelValues(reason).Inc()
+	w.Header().Set("Content-Type", mediaJSON)
+	if reason == "client" {
+		s.warnClientCap(r.Context(), client)
+		writeTooMany(w, 1, gqlerror.List{{
+			Message: "too many WebSocket connections and event streams open from your network on this server: " +
+				"close one first (at most " + strconv.Itoa(s.limits.MaxPerClient) + " per client)",
+			Extensions: map[string]any{"code": string(errs.CodeRateLimited), "retryAfter": 1,
+				"limit": "connections", "maximum": s.limits.MaxPerClient}}})
+		return "", false
 	}
 	msg := "this instance holds as many streams as it may: try again, another instance may answer"
-	if closing {
+	if reason == "restarting" {
 		msg = "this instance is restarting: try again, another instance will answer"
 	}
-	w.Header().Set("Content-Type", mediaJSON)
 	w.Header().Set("Retry-After", "1")
 	writeJSON(w, http.StatusServiceUnavailable, struct {
 		Errors gqlerror.List `json:"errors"`
 	}{gqlerror.List{{Message: msg, Extensions: map[string]any{"code": string(errs.CodeStreamInterrupted), "retryAfter": 1}}}})
-	return false
+	return "", false
 }
 
-// release gives back a place.
-func (s *streams) release() { s.open.Add(-1) }
+// warnClientCap logs a refusal by the client's cap, once a minute at most:
+// behind a proxy that is not in TRUSTED_PROXIES every client is the proxy, and
+// all of them share one cap.
+func (s *streams) warnClientCap(ctx context.Context, client string) {
+	now, last := time.Now().UnixNano(), s.warned.Load()
+	if now-last < int64(time.Minute) || !s.warned.CompareAndSwap(last, now) {
+		return
+	}
+	s.log.WarnContext(ctx, "a client holds SUBSCRIPTION_MAX_PER_CLIENT WebSocket connections and SSE streams: "+
+		"its next ones are refused with 429 (logged once a minute at most; taskflow_streams_refused_total{reason=\"client\"} counts them). "+
+		"Behind a proxy or load balancer, check TRUSTED_PROXIES: without it every client is the proxy",
+		"client", client, "max", s.limits.MaxPerClient)
+}
+
+// release gives back the place acquire took for a stream of client.
+func (s *streams) release(client string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.open--
+	s.gauge.Dec()
+	if s.perClient[client] <= 1 {
+		delete(s.perClient, client)
+	} else {
+		s.perClient[client]--
+	}
+}
 
 // closeAll closes every WebSocket connection with 1012 and refuses new
 // streams.
@@ -238,10 +331,11 @@ func (t wsTransport) Do(w http.ResponseWriter, r *http.Request, exec graphql.Gra
 			Extensions: map[string]any{"code": string(errs.CodeBadUserInput)}}}})
 		return
 	}
-	if !t.st.acquire(w) {
+	client, ok := t.st.acquire(w, r)
+	if !ok {
 		return
 	}
-	defer t.st.release()
+	defer t.st.release(client)
 	c := &wsConn{st: t.st}
 	t.ws.Do(w, r.WithContext(context.WithValue(r.Context(), wsConnKey{}, c)), inTurn{exec, t.limiter, t.st.db})
 	c.stopIdle()
@@ -613,10 +707,11 @@ func (t sseTransport) Do(w http.ResponseWriter, r *http.Request, exec graphql.Gr
 		return
 	}
 	params.Headers = r.Header
-	if !t.st.acquire(w) {
+	client, ok := t.st.acquire(w, r)
+	if !ok {
 		return
 	}
-	defer t.st.release()
+	defer t.st.release(client)
 	if t.http.Limiter != nil {
 		ctx = ratelimit.WithOutcome(ctx)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"slices"
 	"strings"
@@ -765,4 +766,197 @@ func TestWSOperationIDTooLong(t *testing.T) {
 	if ce := wsClosed(t, ws); ce.Code != coderws.StatusProtocolError {
 		t.Fatalf("a 94-byte id: closed with %d %q, want 1002", ce.Code, ce.Reason)
 	}
+}
+
+// behindProxy makes the test the server's trusted proxy: the client of a
+// request is the X-Forwarded-For it sends (the test's own 127.0.0.1 without
+// one).
+func behindProxy(o *httpapi.Options) {
+	o.TrustedProxies, _ = httpapi.ParseProxies("127.0.0.1/32,::1/128")
+}
+
+// fromClient returns the options of a WebSocket from ip.
+func fromClient(ip string) apitest.WSOptions {
+	return apitest.WSOptions{Header: http.Header{"X-Forwarded-For": {ip}}}
+}
+
+// tooManyStreams fails the test unless res is the refusal of a stream over
+// the client's cap of max: 429 RATE_LIMITED, Retry-After: 1, limit
+// "connections".
+func tooManyStreams(t *testing.T, what string, res *http.Response, max int) {
+	t.Helper()
+	if res == nil {
+		t.Fatalf("%s: no response", what)
+	}
+	var body struct {
+		Data   any
+		Errors []struct {
+			Message    string
+			Extensions map[string]any
+		}
+	}
+	raw, _ := io.ReadAll(res.Body)
+	if err := json.Unmarshal(raw, &body); err != nil || len(body.Errors) != 1 {
+		t.Fatalf("%s: %d %s: %v", what, res.StatusCode, raw, err)
+	}
+	ext := body.Errors[0].Extensions
+	if res.StatusCode != http.StatusTooManyRequests || res.Header.Get("Retry-After") != "1" ||
+		res.Header.Get("Cache-Control") != "no-store" || body.Data != nil || ext["code"] != "RATE_LIMITED" ||
+		ext["limit"] != "connections" || ext["maximum"] != float64(max) || ext["retryAfter"] != float64(1) {
+		t.Fatalf("%s: %d Retry-After %q %s", what, res.StatusCode, res.Header.Get("Retry-After"), raw)
+	}
+}
+
+// dialAgain dials a WebSocket from ip until it is not refused for the
+// client's cap: a place is given back when the server has finished with the
+// stream, a moment after the client sees it end.
+func dialAgain(t *testing.T, url string, o apitest.WSOptions) *apitest.WS {
+	t.Helper()
+	for {
+		ws, res, err := apitest.TryDialWS(t, url, o)
+		if err == nil {
+			if ws.Ack.Type != "connection_ack" {
+				t.Fatalf("connection_init answered %+v", ws.Ack)
+			}
+			return ws
+		}
+		if res == nil || res.StatusCode != http.StatusTooManyRequests {
+			t.Fatalf("dial: %v %v", err, res)
+		}
+		if d, ok := t.Deadline(); ok && time.Until(d) < 5*time.Second {
+			t.Fatal("the place of a closed stream was never given back")
+		}
+		sleepTick()
+	}
+}
+
+// One client (its network: an IPv4 address, an IPv6 /64) holds at most
+// MaxPerClient (SUBSCRIPTION_MAX_PER_CLIENT) WebSocket connections and SSE
+// streams together on an instance, signed in or not: over it an upgrade or a
+// stream is refused with 429 RATE_LIMITED before it takes a place of the
+// instance's cap, so other clients, and a member's subscription, still get
+// theirs; a closed stream gives its place back. Until 2026-12-04 one client's
+// idle anonymous WebSockets could take every place of
+// SUBSCRIPTION_MAX_CONNECTIONS, and every other stream was 503.
+func TestLiveStreamsPerClient(t *testing.T) {
+	t.Parallel()
+	const perClient, instance = 2, 10
+	e := newLiveEnv(t, behindProxy, func(o *httpapi.Options) {
+		o.Streams = httpapi.StreamLimits{MaxConnections: instance, MaxPerClient: perClient}
+	})
+	url := e.Server.URL + "/query"
+
+	// One client tries to take every place of the instance with idle
+	// anonymous connections: it gets two.
+	var held []*apitest.WS
+	for i := range instance {
+		ws, res, err := apitest.TryDialWS(t, url, fromClient("192.0.2.1"))
+		if i < perClient {
+			if err != nil || ws.Ack.Type != "connection_ack" {
+				t.Fatalf("connection %d of the client: %v", i+1, err)
+			}
+			held = append(held, ws)
+			continue
+		}
+		if err == nil {
+			t.Fatalf("connection %d of a client allowed %d accepted", i+1, perClient)
+		}
+		tooManyStreams(t, "a WebSocket over the client's cap", res, perClient)
+	}
+	// Its event streams count with its WebSockets, signed in or not.
+	s := e.OpenSSE(t, e.member.Token, taskChangesQuery, map[string]any{"p": e.project}, "X-Forwarded-For", "192.0.2.1")
+	tooManyStreams(t, "an SSE stream over the client's cap", s.Res, perClient)
+	s.Close()
+
+	// An IPv6 client is its /64, whatever address it picks in it.
+	apitest.DialWS(t, url, fromClient("2001:db8:1:2::1"))
+	apitest.DialWS(t, url, fromClient("2001:db8:1:2::2"))
+	_, res, err := apitest.TryDialWS(t, url, fromClient("2001:db8:1:2:aaaa:bbbb:cccc:dddd"))
+	if err == nil {
+		t.Fatal("a third WebSocket from one /64 accepted")
+	}
+	tooManyStreams(t, "a WebSocket over the /64's cap", res, perClient)
+	apitest.DialWS(t, url, fromClient("2001:db8:1:3::1")) // the next /64
+
+	// Another client connects, and a member's subscription streams.
+	apitest.DialWS(t, url, fromClient("192.0.2.2"))
+	s = e.OpenSSE(t, e.member.Token, taskChangesQuery, map[string]any{"p": e.project})
+	if s.Res.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(s.Res.Body)
+		t.Fatalf("the member's subscription: %d %s", s.Res.StatusCode, b)
+	}
+	e.waitSubscribed(t, 1)
+	id := e.createTask(t, "still live")
+	if c := nextSSETaskChange(t, s); c.TaskID != id {
+		t.Fatalf("the member's subscription: %+v", c)
+	}
+
+	// Each refusal counted (8 WebSockets, an SSE stream, one of the /64).
+	if v := metricValue(t, e.Env, `taskflow_streams_refused_total{reason="client"}`); v != "10" {
+		t.Fatalf("refusals counted: %q, want 10", v)
+	}
+
+	// A connection closed gives the client its place back.
+	_ = held[0].Conn.Close(coderws.StatusNormalClosure, "")
+	dialAgain(t, url, fromClient("192.0.2.1"))
+	if _, res, err := apitest.TryDialWS(t, url, fromClient("192.0.2.1")); err == nil {
+		t.Fatal("a third WebSocket of the client accepted after one was given back")
+	} else {
+		tooManyStreams(t, "a WebSocket over the client's cap again", res, perClient)
+	}
+}
+
+// Every way a stream ends gives its place back: the client's close (SSE,
+// WebSocket), the server's close (idle, a protocol error), a request refused
+// after its place was taken, and the shutdown; the open streams then read 0.
+// (A handler that panics: TestStreamPlaceGivenBackOnPanic.)
+func TestLiveStreamPlacesGivenBack(t *testing.T) {
+	t.Parallel()
+	e := newLiveEnv(t, func(o *httpapi.Options) {
+		o.Streams = httpapi.StreamLimits{MaxPerClient: 1, Idle: 300 * time.Millisecond}
+	})
+	url := e.Server.URL + "/query"
+
+	// Idle: the server closes an anonymous connection with no subscription.
+	ws := apitest.DialWS(t, url, apitest.WSOptions{})
+	if ce := wsClosed(t, ws); ce.Code != coderws.StatusNormalClosure {
+		t.Fatalf("idle: closed with %d %q", ce.Code, ce.Reason)
+	}
+	// A protocol error: the server closes with 1002.
+	ws = dialAgain(t, url, apitest.WSOptions{})
+	ws.Subscribe(strings.Repeat("i", 94), `{ __typename }`, nil)
+	if ce := wsClosed(t, ws); ce.Code != coderws.StatusProtocolError {
+		t.Fatalf("long id: closed with %d %q", ce.Code, ce.Reason)
+	}
+	// The client closes its connection.
+	ws = dialAgain(t, url, apitest.WSOptions{})
+	_ = ws.Conn.Close(coderws.StatusNormalClosure, "")
+	ws = dialAgain(t, url, apitest.WSOptions{})
+	_ = ws.Conn.CloseNow()
+	_ = dialAgain(t, url, apitest.WSOptions{}).Conn.CloseNow()
+	waitForMetric(t, e.Env, "taskflow_streams_open", "0")
+
+	// SSE: a subscription the client closes; a query answered; a request
+	// refused after its place was taken (its document does not validate).
+	s := e.OpenSSE(t, e.member.Token, taskChangesQuery, map[string]any{"p": e.project})
+	e.waitSubscribed(t, 1)
+	s.Close()
+	waitForMetric(t, e.Env, "taskflow_streams_open", "0")
+	for _, q := range []string{`{ __typename }`, `{ nope }`} {
+		s = e.OpenSSE(t, e.member.Token, q, nil)
+		_, _ = io.ReadAll(s.Res.Body)
+		s.Close()
+		waitForMetric(t, e.Env, "taskflow_streams_open", "0")
+	}
+
+	// Shutdown: every connection and stream ends, and gives its place back.
+	ws = dialAgain(t, url, apitest.WSOptions{Init: map[string]any{"Authorization": "Bearer " + e.member.Token}})
+	ws.Subscribe("1", taskChangesQuery, map[string]any{"p": e.project})
+	e.waitSubscribed(t, 1)
+	waitForMetric(t, e.Env, "taskflow_streams_open", "1")
+	e.Live.Close()
+	if ce := wsClosed(t, ws); ce.Code != httpapi.CloseServiceRestart {
+		t.Fatalf("shutdown: closed with %d %q", ce.Code, ce.Reason)
+	}
+	waitForMetric(t, e.Env, "taskflow_streams_open", "0")
 }
