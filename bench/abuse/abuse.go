@@ -47,6 +47,9 @@ type Config struct {
 	// 30 s ReadTimeout).
 	SlowConns, IdleConns int
 	SlowFor              time.Duration
+	// IdleWebSockets is how many idle anonymous WebSockets one client opens
+	// (default 300: 100 over SUBSCRIPTION_MAX_PER_CLIENT).
+	IdleWebSockets int
 	// Idle is how long the victim runs alone first, for its idle latency
 	// (default 10s); VictimEvery paces it (default 10ms).
 	Idle, VictimEvery time.Duration
@@ -79,6 +82,7 @@ func (c *Config) defaults() {
 	def(&c.Registers, 60)
 	def(&c.SlowConns, 200)
 	def(&c.IdleConns, 2000)
+	def(&c.IdleWebSockets, 300)
 	defDur(&c.SlowFor, 40*time.Second)
 	defDur(&c.Idle, 10*time.Second)
 	defDur(&c.VictimEvery, 10*time.Millisecond)

@@ -19,7 +19,7 @@ func TestAbuseSmoke(t *testing.T) {
 		DatabaseURL: storetest.URL(t),
 		RedisURL:    "redis://127.0.0.1:6379/0",
 		Duration:    time.Millisecond, Attackers: 1, Scale: 0.01, Documents: 2, Registers: 2,
-		SlowConns: 2, IdleConns: 2, SlowFor: 500 * time.Millisecond,
+		SlowConns: 2, IdleConns: 2, IdleWebSockets: 2, SlowFor: 500 * time.Millisecond,
 		Idle: 300 * time.Millisecond, Settle: -1,
 	})
 	if err != nil {

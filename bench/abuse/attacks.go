@@ -16,6 +16,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	coderws "github.com/coder/websocket"
 )
 
 // attack is one row of the issue's table.
@@ -86,6 +88,7 @@ var attacks = []attack{
 	{name: "slowloris", what: "connections sending a header line a second, never finishing the headers", run: slowloris},
 	{name: "slow-body", what: "connections sending a 1 MB body a byte a second", run: slowBody},
 	{name: "idle-connections", what: "keep-alive connections left idle after one request", run: idleConnections},
+	{name: "idle-websockets", what: "anonymous WebSockets from one client, acknowledged then left idle", run: idleWebSockets},
 	// Last: argon2id's memory is not the document attacks' to answer for.
 	{name: "register", what: "60 concurrent register calls (argon2id each)", perRequestCPU: true, run: register},
 }
@@ -403,4 +406,67 @@ func slowBody(ctx context.Context, h *harness, o *outcome) error {
 // its IdleTimeout).
 func idleConnections(ctx context.Context, h *harness, o *outcome) error {
 	return h.slowConns(ctx, o, h.cfg.IdleConns, "GET /healthz HTTP/1.1\r\nHost: taskflow\r\n\r\n", "")
+}
+
+// idleWebSockets opens IdleWebSockets anonymous graphql-ws connections from
+// the harness (one client), one after the other, sends each connection_init
+// and leaves it idle (answering the server's pings, as a client that means to
+// stay does: the server keeps it for SUBSCRIPTION_IDLE_TIMEOUT, 5 minutes),
+// and holds them for SlowFor. Past SUBSCRIPTION_MAX_PER_CLIENT (200) the
+// upgrades are refused with 429 (until 2026-12-04: every one was accepted, up
+// to the instance's SUBSCRIPTION_MAX_CONNECTIONS, after which every other
+// client's stream was 503).
+func idleWebSockets(ctx context.Context, h *harness, o *outcome) error {
+	url := "ws" + strings.TrimPrefix(h.srv.URL(), "http") + "/query"
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer func() { cancel(); wg.Wait() }()
+	held := 0
+	for range h.cfg.IdleWebSockets { // each answer counts a request
+		dctx, dcancel := context.WithTimeout(ctx, 10*time.Second)
+		c, res, err := coderws.Dial(dctx, url, &coderws.DialOptions{Subprotocols: []string{"graphql-transport-ws"}})
+		if err != nil {
+			dcancel()
+			if res == nil {
+				o.answer(0, nil, err)
+				continue
+			}
+			b, _ := io.ReadAll(res.Body)
+			o.answer(res.StatusCode, b, nil)
+			continue
+		}
+		err = c.Write(dctx, coderws.MessageText, []byte(`{"type":"connection_init"}`))
+		var ack []byte
+		if err == nil {
+			_, ack, err = c.Read(dctx)
+		}
+		dcancel()
+		if err == nil && !bytes.Contains(ack, []byte(`"connection_ack"`)) {
+			err = fmt.Errorf("connection_init answered %s", ack)
+		}
+		o.answer(http.StatusSwitchingProtocols, nil, err)
+		if err != nil {
+			_ = c.CloseNow()
+			continue
+		}
+		held++
+		wg.Go(func() {
+			defer c.CloseNow()
+			for {
+				_, b, err := c.Read(ctx)
+				if err != nil {
+					return
+				}
+				if bytes.Contains(b, []byte(`"ping"`)) {
+					_ = c.Write(ctx, coderws.MessageText, []byte(`{"type":"pong"}`))
+				}
+			}
+		})
+	}
+	o.note("%d of %d connections accepted and held for %s", held, h.cfg.IdleWebSockets, h.cfg.SlowFor)
+	select {
+	case <-time.After(h.cfg.SlowFor):
+	case <-ctx.Done():
+	}
+	return nil
 }

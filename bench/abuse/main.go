@@ -37,6 +37,7 @@ func main() {
 	flag.IntVar(&cfg.Registers, "registers", 0, "concurrent register calls (default 60)")
 	flag.IntVar(&cfg.SlowConns, "slow", 0, "connections of each slow-client attack (default 200)")
 	flag.IntVar(&cfg.IdleConns, "idle", 0, "idle keep-alive connections (default 2000)")
+	flag.IntVar(&cfg.IdleWebSockets, "idle-ws", 0, "idle anonymous WebSockets of one client (default 300)")
 	flag.DurationVar(&cfg.SlowFor, "slow-for", 0, "how long slow clients are held (default 40s)")
 	flag.DurationVar(&cfg.Settle, "settle", 0, "how long the server's RSS is watched after the last attack (default 60s)")
 	env := flag.String("server-env", "", "space-separated VAR=value added to the server's environment (e.g. GOMEMLIMIT=200MiB)")
