@@ -720,7 +720,13 @@ func (t sseTransport) Do(w http.ResponseWriter, r *http.Request, exec graphql.Gr
 		endTurn() // else once the operation is answered, as over plain HTTP
 	}
 	if opErrs != nil {
-		t.refuse(ctx, w, exec, rc, http.StatusBadRequest, opErrs)
+		status := http.StatusBadRequest
+		if isGET(ctx) && rc != nil && rc.Operation != nil && rc.Operation.Operation == ast.Mutation {
+			// As over plain HTTP (a subscription by GET is EventSource's).
+			status = http.StatusMethodNotAllowed
+			w.Header().Set("Allow", "POST")
+		}
+		t.refuse(ctx, w, exec, rc, status, opErrs)
 		return
 	}
 	ctrl := http.NewResponseController(w)

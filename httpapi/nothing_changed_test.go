@@ -120,6 +120,14 @@ func TestRefusalsChangeNothing(t *testing.T) {
 		{"a mutation by GET", func(t *testing.T) *apitest.Response {
 			return get(t, env, `mutation { createWorkspace(input: {name: "n"}) { id } }`, nil, "Authorization", "Bearer "+fx.token)
 		}, "BAD_USER_INPUT", 405},
+		{"a mutation by GET over SSE", func(t *testing.T) *apitest.Response {
+			r := get(t, env, `mutation { createWorkspace(input: {name: "n"}) { id } }`, nil, "Authorization", "Bearer "+fx.token,
+				"Accept", "text/event-stream")
+			if r.Header.Get("Allow") != "POST" {
+				t.Errorf("a mutation by GET over SSE: Allow %q, want POST", r.Header.Get("Allow"))
+			}
+			return r
+		}, "BAD_USER_INPUT", 405},
 		{"a GET with a NUL in its variables", func(t *testing.T) *apitest.Response {
 			return get(t, env, `query($id: ID!) { task(id: $id) { id } }`, map[string]any{"id": "\x00"}, "Authorization", "Bearer "+fx.token)
 		}, "BAD_USER_INPUT", 0},
