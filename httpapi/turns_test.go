@@ -104,14 +104,7 @@ func TestCallersTakeTurnsBeforeExecution(t *testing.T) {
 func TestHeavyDocumentsExecuteInTheirCallersTurn(t *testing.T) {
 	t.Parallel()
 	reg := prometheus.NewRegistry()
-	e := newFilesEnv(t, func(o *httpapi.Options) {
-		o.Registry = reg
-		o.Limiter = limiterWith(t, ratelimit.Config{Points: 1 << 30, MaxCost: 1 << 30}, reg)
-	})
-	const (
-		admitted = `taskflow_ratelimit_operations_total{limit="cost",outcome="allowed"}`
-		active   = "taskflow_ratelimit_turns_active"
-	)
+	e := newUnboundedFilesEnv(t, reg)
 	for _, c := range []struct {
 		name     string
 		pad      int // __typename fields added to the mutation's selection set
@@ -254,14 +247,7 @@ func TestTurnsArePacedByTheirWork(t *testing.T) {
 func TestHeavyAndAnonymousOperationsKeepTheirTurnOnEveryTransport(t *testing.T) {
 	t.Parallel()
 	reg := prometheus.NewRegistry()
-	e := newFilesEnv(t, func(o *httpapi.Options) {
-		o.Registry = reg
-		o.Limiter = limiterWith(t, ratelimit.Config{Points: 1 << 30, MaxCost: 1 << 30}, reg)
-	})
-	const (
-		admitted = `taskflow_ratelimit_operations_total{limit="cost",outcome="allowed"}`
-		active   = "taskflow_ratelimit_turns_active"
-	)
+	e := newUnboundedFilesEnv(t, reg)
 	heavy := `mutation($t: ID!) { updateTask(id: $t, input: {title: "heavy"}) { id }` +
 		strings.Repeat(" __typename", querydoc.HeavySelections) + ` }`
 	signer := e.SignUp(t, "Signer")
@@ -351,4 +337,20 @@ func TestHeavyAndAnonymousOperationsKeepTheirTurnOnEveryTransport(t *testing.T) 
 			}
 		}
 	}
+}
+
+// The metrics the turn tests read: operations admitted, and turns held.
+const (
+	admitted = `taskflow_ratelimit_operations_total{limit="cost",outcome="allowed"}`
+	active   = "taskflow_ratelimit_turns_active"
+)
+
+// newUnboundedFilesEnv is newFilesEnv with a limiter whose budget and cost
+// bound no test reaches, its metrics in reg: turns without refusals.
+func newUnboundedFilesEnv(t *testing.T, reg *prometheus.Registry) *filesEnv {
+	t.Helper()
+	return newFilesEnv(t, func(o *httpapi.Options) {
+		o.Registry = reg
+		o.Limiter = limiterWith(t, ratelimit.Config{Points: 1 << 30, MaxCost: 1 << 30}, reg)
+	})
 }

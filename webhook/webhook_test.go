@@ -503,6 +503,36 @@ func (e *env) lastAttemptClaimed(t *testing.T, id string) {
 	time.Sleep(5 * time.Millisecond) // the hold runs out
 }
 
+// claimedLastAttemptOfAPing returns a sink and the id of a ping delivery to
+// an endpoint of it whose last attempt was claimed and never recorded (its
+// hold ran out), as an instance that died during it leaves it.
+func (e *env) claimedLastAttemptOfAPing(t *testing.T) (*sink, string) {
+	t.Helper()
+	s := newSink(t)
+	ep := e.endpoint(t, s.srv.URL+"/hook")
+	s.verifyWith(ep.Secret)
+	id := e.pingDelivery(t, ep.Endpoint.ID)
+	e.lastAttemptClaimed(t, id)
+	return s, id
+}
+
+// endedInterrupted waits for the delivery to end and checks it ended FAILED
+// after WebhookMaxAttempts attempts, its last one interrupted (no status), and
+// that s received no request after it.
+func (e *env) endedInterrupted(t *testing.T, id string, s *sink) {
+	t.Helper()
+	status, attempts, code, lastErr := e.ended(t, id)
+	if status != store.WebhookFailed || attempts != store.WebhookMaxAttempts || code != 0 || !strings.Contains(lastErr, "interrupted") {
+		t.Errorf("delivery %s after %d attempts, last %d %q; want FAILED after %d, no status, the last attempt interrupted",
+			status, attempts, code, lastErr, store.WebhookMaxAttempts)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.requests) != 0 {
+		t.Errorf("%d requests after the last attempt, want none", len(s.requests))
+	}
+}
+
 // ended waits for the delivery to leave PENDING and returns its status,
 // attempts, last status code (0 for none) and last error.
 func (e *env) ended(t *testing.T, id string) (status store.WebhookDeliveryStatus, attempts, code int, lastErr string) {
@@ -540,12 +570,8 @@ func (e *env) jobState(t *testing.T, id string) string {
 func TestLastAttemptOfADeadInstanceEndsFailed(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
-	s := newSink(t)
-	ep := e.endpoint(t, s.srv.URL+"/hook")
-	s.verifyWith(ep.Secret)
+	s, id := e.claimedLastAttemptOfAPing(t)
 	ctx := t.Context()
-	id := e.pingDelivery(t, ep.Endpoint.ID)
-	e.lastAttemptClaimed(t, id)
 	// The job as the dead instance left it: running its last attempt, since
 	// an hour ago (longer than RescueStuckJobsAfter).
 	if _, err := e.db.Pool.Exec(ctx, `UPDATE river_job SET state = 'running', attempt = $2, attempted_at = now() - interval '1 hour',
@@ -553,18 +579,9 @@ func TestLastAttemptOfADeadInstanceEndsFailed(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.start(t, webhook.Options{})
-	status, attempts, code, lastErr := e.ended(t, id)
-	if status != store.WebhookFailed || attempts != store.WebhookMaxAttempts || code != 0 || !strings.Contains(lastErr, "interrupted") {
-		t.Errorf("delivery %s after %d attempts, last %d %q; want FAILED after %d, no status, the last attempt interrupted",
-			status, attempts, code, lastErr, store.WebhookMaxAttempts)
-	}
+	e.endedInterrupted(t, id, s)
 	if state := e.jobState(t, id); state != "completed" {
 		t.Errorf("the job is %s, want completed", state)
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if len(s.requests) != 0 {
-		t.Errorf("%d requests after the last attempt, want none", len(s.requests))
 	}
 }
 
@@ -619,27 +636,14 @@ func TestLastAttemptNotRecordedEndsFailed(t *testing.T) {
 func TestStrandedDeliveryEndsFailedAtStart(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
-	s := newSink(t)
-	ep := e.endpoint(t, s.srv.URL+"/hook")
-	s.verifyWith(ep.Secret)
+	s, id := e.claimedLastAttemptOfAPing(t)
 	ctx := t.Context()
-	id := e.pingDelivery(t, ep.Endpoint.ID)
-	e.lastAttemptClaimed(t, id)
 	if _, err := e.db.Pool.Exec(ctx, `UPDATE river_job SET state = 'discarded', attempt = $2, max_attempts = $2,
 		attempted_at = now() - interval '1 hour', finalized_at = now() WHERE args->>'delivery_id' = $1`, id, store.WebhookMaxAttempts); err != nil {
 		t.Fatal(err)
 	}
 	e.start(t, webhook.Options{})
-	status, attempts, _, lastErr := e.ended(t, id)
-	if status != store.WebhookFailed || attempts != store.WebhookMaxAttempts || !strings.Contains(lastErr, "interrupted") {
-		t.Errorf("delivery %s after %d attempts (%q); want FAILED after %d, the last attempt interrupted",
-			status, attempts, lastErr, store.WebhookMaxAttempts)
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if len(s.requests) != 0 {
-		t.Errorf("%d requests after the last attempt, want none", len(s.requests))
-	}
+	e.endedInterrupted(t, id, s)
 }
 
 // A delivery failing against a receiver that answers 500 is redelivered
