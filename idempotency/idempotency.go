@@ -434,6 +434,13 @@ func (m *Middleware) aroundField(ctx context.Context, fc *graphql.FieldContext, 
 	if err == nil || errs.CodeOf(err) == errs.CodeIdempotencyKeyReused {
 		m.recent.add(user.ID, key) // the key has a record now
 	}
+	if err == nil && replayed {
+		// The fields under the result are read fresh: a caller no longer
+		// a member of its workspace gets NOT_FOUND, as for any non-member.
+		if aerr := m.db.CheckReplayAccess(ctx, user.ID, res); aerr != nil {
+			return nil, aerr
+		}
+	}
 	switch {
 	case err == nil && replayed:
 		m.metrics.requests.WithLabelValues(field, outcomeReplay).Inc()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 
 	"taskflow/errs"
 
@@ -69,4 +70,33 @@ func checkRole(role *Role, min Role, kind, action string) (Role, error) {
 // that guards it go in one round trip.
 func joinRole(alias, param string) string {
 	return ` LEFT JOIN members m ON m.workspace_id = ` + alias + `.workspace_id AND m.user_id = ` + param
+}
+
+// CheckReplayAccess returns NOT_FOUND when res, the stored result of a
+// mutation replayed for viewerID, is a task, comment, project or attachment
+// of a workspace viewerID is no longer a member of, and nil for any other
+// result. The fields under a replayed result are read fresh, and some of
+// them without an access check of their own (a task's comments and
+// attachments, a comment's or an attachment's task, a project's tasks): a
+// member removed since the first call must not read the workspace through
+// them.
+func (db *DB) CheckReplayAccess(ctx context.Context, viewerID string, res any) error {
+	var ws, kind string
+	switch v := res.(type) {
+	case *Task:
+		ws, kind = v.WorkspaceID, "task"
+	case *Comment:
+		ws, kind = v.WorkspaceID, "comment"
+	case *Project:
+		ws, kind = v.WorkspaceID, "project"
+	case *Attachment:
+		ws, kind = v.WorkspaceID, "attachment"
+	default:
+		return nil
+	}
+	if v := reflect.ValueOf(res); v.IsNil() {
+		return nil
+	}
+	_, err := db.RoleIn(ctx, ws, viewerID, kind)
+	return err
 }
