@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"reflect"
 
 	"taskflow/errs"
 
@@ -84,17 +83,23 @@ func (db *DB) CheckReplayAccess(ctx context.Context, viewerID string, res any) e
 	var ws, kind string
 	switch v := res.(type) {
 	case *Task:
-		ws, kind = v.WorkspaceID, "task"
+		if v != nil {
+			ws, kind = v.WorkspaceID, "task"
+		}
 	case *Comment:
-		ws, kind = v.WorkspaceID, "comment"
+		if v != nil {
+			ws, kind = v.WorkspaceID, "comment"
+		}
 	case *Project:
-		ws, kind = v.WorkspaceID, "project"
+		if v != nil {
+			ws, kind = v.WorkspaceID, "project"
+		}
 	case *Attachment:
-		ws, kind = v.WorkspaceID, "attachment"
-	default:
-		return nil
+		if v != nil {
+			ws, kind = v.WorkspaceID, "attachment"
+		}
 	}
-	if v := reflect.ValueOf(res); v.IsNil() {
+	if kind == "" {
 		return nil
 	}
 	_, err := db.RoleIn(ctx, ws, viewerID, kind)
