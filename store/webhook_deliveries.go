@@ -328,17 +328,8 @@ func (db *DB) ClaimWebhookAttempt(ctx context.Context, deliveryID string, lease 
 // a PENDING delivery of a disabled endpoint becomes FAILED), or a
 // *WebhookInFlightError.
 func (db *DB) unclaimable(ctx context.Context, deliveryID string) error {
-	var status WebhookDeliveryStatus
-	var inFlight *time.Time
-	err := db.Pool.QueryRow(ctx, `SELECT d.status, CASE WHEN d.in_flight_until > now() THEN d.in_flight_until END
-		FROM webhook_deliveries d WHERE d.id = $1`, deliveryID).Scan(&status, &inFlight)
-	switch {
-	case errors.Is(err, pgx.ErrNoRows), err == nil && status != WebhookPending:
-		return ErrWebhookGone
-	case err != nil:
-		return fmt.Errorf("claim webhook attempt: %w", err)
-	case inFlight != nil:
-		return &WebhookInFlightError{Until: *inFlight}
+	if err := db.heldOrGone(ctx, deliveryID, "claim webhook attempt"); err != nil {
+		return err
 	}
 	// PENDING and free: its endpoint is disabled, or the hold that stopped
 	// the claim ended since. Only the first fails the delivery; the second
@@ -394,19 +385,30 @@ func (db *DB) GiveUpWebhookDelivery(ctx context.Context, deliveryID string) erro
 	if tag.RowsAffected() == 1 {
 		return nil
 	}
+	if err := db.heldOrGone(ctx, deliveryID, "give up webhook delivery"); err != nil {
+		return err
+	}
+	return &WebhookInFlightError{Until: time.Now()} // the hold ended since the update
+}
+
+// heldOrGone reads why a statement that acts on a PENDING delivery no
+// attempt holds found none: ErrWebhookGone when it is not PENDING (or was
+// deleted), a *WebhookInFlightError while an attempt holds it, the read's
+// error (prefixed with op), or nil when it is PENDING and free now.
+func (db *DB) heldOrGone(ctx context.Context, deliveryID, op string) error {
 	var status WebhookDeliveryStatus
 	var inFlight *time.Time
-	err = db.Pool.QueryRow(ctx, `SELECT d.status, CASE WHEN d.in_flight_until > now() THEN d.in_flight_until END
+	err := db.Pool.QueryRow(ctx, `SELECT d.status, CASE WHEN d.in_flight_until > now() THEN d.in_flight_until END
 		FROM webhook_deliveries d WHERE d.id = $1`, deliveryID).Scan(&status, &inFlight)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows), err == nil && status != WebhookPending:
 		return ErrWebhookGone
 	case err != nil:
-		return fmt.Errorf("give up webhook delivery: %w", err)
+		return fmt.Errorf("%s: %w", op, err)
 	case inFlight != nil:
 		return &WebhookInFlightError{Until: *inFlight}
 	}
-	return &WebhookInFlightError{Until: time.Now()} // the hold ended since the update
+	return nil
 }
 
 // strandedBatch is the most deliveries a statement of

@@ -93,7 +93,7 @@ func (w *worker) Work(ctx context.Context, job *river.Job[store.WebhookDeliveryA
 	case errors.As(err, &inFlight):
 		// Only when an attempt outlived River's rescue of its job: wait for
 		// its hold to end rather than send a second one alongside it.
-		return river.JobSnooze(max(time.Until(inFlight.Until), time.Second))
+		return snoozeWhile(inFlight)
 	case store.Transient(err):
 		// No attempt was made (or one was claimed and not sent, when only
 		// the answer to the claim was lost: its hold then delays the next
@@ -144,6 +144,12 @@ func (w *worker) Work(ctx context.Context, job *river.Job[store.WebhookDeliveryA
 	return fmt.Errorf("webhook delivery %s: %s", a.DeliveryID, res.err)
 }
 
+// snoozeWhile snoozes the job while another attempt holds its delivery (at
+// least a second).
+func snoozeWhile(held *store.WebhookInFlightError) error {
+	return river.JobSnooze(max(time.Until(held.Until), time.Second))
+}
+
 // giveUp is the job's closing run, after the delivery's last attempt: that
 // attempt did not end the delivery (its instance died during it and River
 // rescued the job, or recording it failed), which would otherwise stay
@@ -157,7 +163,7 @@ func (w *worker) giveUp(ctx context.Context, job *river.Job[store.WebhookDeliver
 	case errors.Is(err, store.ErrWebhookGone):
 		return nil
 	case errors.As(err, &inFlight):
-		return river.JobSnooze(max(time.Until(inFlight.Until), time.Second))
+		return snoozeWhile(inFlight)
 	case err != nil:
 		// No run is left: FailStrandedWebhookDeliveries ends it later.
 		return err
