@@ -433,7 +433,7 @@ func (s *subscriber) authorize(ctx context.Context, e *Event) *errs.Error {
 			s.role = role
 		}
 	case "user.logged_out":
-		ok, err := s.h.o.DB.TokenValid(ctx, s.tok)
+		valid, err := s.h.o.DB.TokensExpire(ctx, [][]byte{s.tok})
 		if err != nil {
 			if ctx.Err() != nil {
 				return errGone
@@ -441,7 +441,7 @@ func (s *subscriber) authorize(ctx context.Context, e *Event) *errs.Error {
 			s.h.o.Log.ErrorContext(ctx, "live: token check", "err", err)
 			return interrupted("the server could not check your token: subscribe again with the last cursor you received")
 		}
-		if !ok {
+		if len(valid) == 0 {
 			return errs.Errorf(errs.CodeUnauthenticated, "your token was revoked (logout): sign in again")
 		}
 	}

@@ -122,25 +122,13 @@ func (db *DB) LiveAccess(ctx context.Context, userID string, tokenHash []byte, w
 	return &g, nil
 }
 
-// TokenValid reports whether the token with this SHA-256 is known, not
-// revoked and not expired, read from the database (not from what
-// UserByTokenHash remembers: a subscription checks it after a logout event,
-// which another instance's memory may not know of yet).
-func (db *DB) TokenValid(ctx context.Context, tokenHash []byte) (bool, error) {
-	var ok bool
-	err := db.Pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM tokens WHERE token_hash = $1
-		AND revoked_at IS NULL AND expires_at > now())`, tokenHash).Scan(&ok)
-	if err != nil {
-		return false, fmt.Errorf("token: %w", err)
-	}
-	return ok, nil
-}
-
 // TokensExpire returns, by SHA-256 (as a string), when each of the tokens
 // with these hashes that is known, not revoked and not expired expires (in
 // this instance's clock, from the time left in Postgres's: no skew), read
 // from the database in one statement (not from what UserByTokenHash
-// remembers). A token left out is no longer valid.
+// remembers: a subscription reads its token after a logout event, which
+// another instance's memory may not know of yet). A token left out is no
+// longer valid.
 func (db *DB) TokensExpire(ctx context.Context, tokenHashes [][]byte) (map[string]time.Time, error) {
 	sent := time.Now()
 	rows, err := db.Pool.Query(ctx, `SELECT token_hash, (extract(epoch FROM expires_at - now()) * 1000)::bigint
