@@ -44,8 +44,7 @@ var auditExportColumns = []string{"id", "occurredAt", "workspaceId", "actorId", 
 // budget cannot pay it, so that a long export is paced by its user's budget
 // and never cut short by it (each page has its own write deadline,
 // exportPageTimeout, so the server's WriteTimeout does not cut it either).
-// HEAD answers the headers after the access
-// check, reading no page.
+// HEAD answers the headers after the access check, reading no page.
 func auditExport(db *store.DB, lim *ratelimit.Limiter, log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {

@@ -735,7 +735,7 @@ func (t sseTransport) Do(w http.ResponseWriter, r *http.Request, exec graphql.Gr
 	h.Set("Content-Type", "text/event-stream; charset=utf-8")
 	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Accel-Buffering", "no")
-	t.http.setRateLimitHeaders(w, t.http.outcome(ctx, rc))
+	setRateLimitHeaders(w, t.http.outcome(ctx, rc))
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	out := &sseWriter{w: w, ctrl: ctrl, timeout: t.st.limits.WriteTimeout, cancel: cancel}
@@ -782,7 +782,7 @@ func (t sseTransport) refuse(ctx context.Context, w http.ResponseWriter, exec gr
 	}
 	presented := exec.DispatchError(ctx, list)
 	o := t.http.outcome(ctx, rc)
-	t.http.setRateLimitHeaders(w, o)
+	setRateLimitHeaders(w, o)
 	if o != nil && o.Limited != "" {
 		writeTooMany(w, o.RetryAfterSeconds(), presented.Errors)
 		return

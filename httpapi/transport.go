@@ -230,7 +230,7 @@ func (t Transport) Do(w http.ResponseWriter, r *http.Request, exec graphql.Graph
 	}
 	o := t.outcome(ctx, rc)
 	op.record(rc, outcomeOf(resp), o)
-	t.setRateLimitHeaders(w, o)
+	setRateLimitHeaders(w, o)
 	if retry, ok := refusedBusy(resp); ok {
 		writeTooMany(w, retry, resp.Errors)
 		return
@@ -483,7 +483,7 @@ func (t Transport) writeErrors(ctx context.Context, w http.ResponseWriter, exec 
 	presented := exec.DispatchError(ctx, errs)
 	o := t.outcome(ctx, rc)
 	op.record(rc, outcomeOf(presented), o)
-	t.setRateLimitHeaders(w, o)
+	setRateLimitHeaders(w, o)
 	if o != nil && o.Limited != "" {
 		writeTooMany(w, o.RetryAfterSeconds(), presented.Errors)
 		return
@@ -541,11 +541,6 @@ func (t Transport) outcome(ctx context.Context, rc *graphql.OperationContext) *r
 		return o
 	}
 	return t.Limiter.Peek(ctx)
-}
-
-// setRateLimitHeaders writes the IETF RateLimit draft headers of the cost budget.
-func (t Transport) setRateLimitHeaders(w http.ResponseWriter, o *ratelimit.Outcome) {
-	setRateLimitHeaders(w, o)
 }
 
 // setRateLimitHeaders writes the IETF RateLimit draft headers of the cost

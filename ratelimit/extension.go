@@ -147,7 +147,7 @@ func BudgetFrom(ctx context.Context) (*Budget, error) {
 // the client IP (one allocation, for the cost budget's full key too).
 func identity(ctx context.Context, prefix string) string {
 	if u := auth.UserFrom(ctx); u != nil {
-		return prefix + "u:" + u.ID
+		return userIdentity(prefix, u.ID)
 	}
 	return prefix + "ip:" + ClientNetwork(reqinfo.From(ctx).IP)
 }
@@ -179,9 +179,12 @@ func ClientNetwork(ip string) string {
 // identity).
 func costKey(ctx context.Context) string { return identity(ctx, LimitCost+":") }
 
+// userIdentity is identity of a request of the user userID.
+func userIdentity(prefix, userID string) string { return prefix + "u:" + userID }
+
 // userCostKey is the full key of the cost budget of the user userID: costKey
 // of a request of that user.
-func userCostKey(userID string) string { return LimitCost + ":u:" + userID }
+func userCostKey(userID string) string { return userIdentity(LimitCost+":", userID) }
 
 // Peek reads the caller's cost budget without charging it, for responses to
 // operations the limiter never saw (parse or validation errors).
