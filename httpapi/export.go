@@ -107,7 +107,7 @@ func auditExport(db *store.DB, lim *ratelimit.Limiter, log *slog.Logger) http.Ha
 			}
 			return b.wait(r.Context(), exportPagePoints)
 		}
-		err = db.EachAuditEventPaged(r.Context(), user, workspaceID, filter, page, func(e *store.AuditEvent) error {
+		err = db.EachAuditEvent(r.Context(), user, workspaceID, filter, page, func(e *store.AuditEvent) error {
 			if !started {
 				started = true
 				out = startExport(w, format, workspaceID)

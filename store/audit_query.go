@@ -362,19 +362,15 @@ const AuditExportPageSize = 100
 // error returned before fn was called is the caller's to report as the
 // answer. It returns UNAUTHENTICATED, NOT_FOUND or FORBIDDEN as AuditEvents
 // does, BAD_USER_INPUT for a malformed filter, and the first error of fn.
-func (db *DB) EachAuditEvent(ctx context.Context, user *User, workspaceID string, filter AuditFilter, fn func(*AuditEvent) error) error {
-	return db.EachAuditEventPaged(ctx, user, workspaceID, filter, nil, fn)
-}
-
-// EachAuditEventPaged is EachAuditEvent calling page, when it is not nil,
-// before each page is read, with the page's number from 0, holding no
-// connection: the first call comes after access and the filter are checked,
-// before anything else is read (none comes for a filter that can match
-// nothing), so a caller can charge for a page before it is read, or wait. n
-// matching events take max(1, ⌈n/AuditExportPageSize⌉) pages: a page reads
-// one event more, to know whether another follows. An error of page ends the
-// walk and is returned.
-func (db *DB) EachAuditEventPaged(ctx context.Context, user *User, workspaceID string, filter AuditFilter,
+//
+// When page is not nil it is called before each page is read, with the
+// page's number from 0, holding no connection: the first call comes after
+// access and the filter are checked, before anything else is read (none
+// comes for a filter that can match nothing), so a caller can charge for a
+// page before it is read, or wait. n matching events take
+// max(1, ⌈n/AuditExportPageSize⌉) pages: a page reads one event more, to know
+// whether another follows. An error of page ends the walk and is returned.
+func (db *DB) EachAuditEvent(ctx context.Context, user *User, workspaceID string, filter AuditFilter,
 	page func(n int) error, fn func(*AuditEvent) error) error {
 	if err := db.requireAuditReader(ctx, workspaceID, user); err != nil {
 		return err
