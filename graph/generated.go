@@ -2404,7 +2404,11 @@ type User {
   email: String!
   name: String!
   createdAt: Time!
-  "Workspaces of this user that you can see: all of yours on yourself, the ones you share on anyone else."
+  """
+  Workspaces of this user that you can see: all of yours on yourself, the ones
+  you share on anyone else. Priced as 10: a longer list is charged for its
+  workspaces past 10 when it is read (docs/api.md, Rate limits).
+  """
   workspaces: [Workspace!]! @listSize(assumedSize: 10)
   "Your own account events (user.*), newest first."
   auditEvents(first: Int = 50, after: String): AuditEventConnection!
@@ -3073,6 +3077,10 @@ type Workspace {
   createdAt: Time!
   "The caller's role in this workspace."
   viewerRole: Role!
+  """
+  Every member of this workspace. Priced as 50: a longer list is charged for
+  its members past 50 when it is read (docs/api.md, Rate limits).
+  """
   members: [Member!]! @listSize(assumedSize: 50)
   projects(includeArchived: Boolean = false, first: Int = 20, after: String): ProjectConnection!
     @listSize(slicingArgument: "first", sizedFields: ["edges", "nodes"])

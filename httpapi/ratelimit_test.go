@@ -643,3 +643,171 @@ func TestRedisCutFailsOpen(t *testing.T) {
 		t.Fatalf("after recovery: %d", r.Status)
 	}
 }
+
+// joinWorkspaces makes n workspaces through SQL, each with user as its OWNER
+// and with extra more members (new users), and returns the id of the last.
+func joinWorkspaces(t *testing.T, env *apitest.Env, user apitest.User, n, extra int) string {
+	t.Helper()
+	var last string
+	err := env.DB.Pool.QueryRow(t.Context(), `WITH w AS (INSERT INTO workspaces (name) SELECT 'w' || i FROM generate_series(1, $2) i RETURNING id),
+		m AS (INSERT INTO members (workspace_id, user_id, role) SELECT id, $1, 'OWNER' FROM w),
+		u AS (INSERT INTO users (email, name, password_hash)
+			SELECT 'x' || gen_random_uuid() || '@example.com', 'x', 'x' FROM generate_series(1, $3) RETURNING id),
+		o AS (INSERT INTO members (workspace_id, user_id, role) SELECT w.id, u.id, 'MEMBER' FROM w, u)
+		SELECT max(id::text) FROM w`, user.ID, n, extra).Scan(&last)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return last
+}
+
+// errExt returns the extensions of the response's first error.
+func errExt(r *apitest.Response) map[string]any {
+	ext, _ := r.Body.Errors[0]["extensions"].(map[string]any)
+	return ext
+}
+
+// actualCost returns extensions.cost.actualQueryCost (-1 when absent).
+func actualCost(t *testing.T, r *apitest.Response) float64 {
+	t.Helper()
+	c, _ := r.Body.Extensions["cost"].(map[string]any)
+	if v, ok := c["actualQueryCost"].(float64); ok {
+		return v
+	}
+	return -1
+}
+
+// A list priced by its declared size (me.workspaces: 10, Workspace.members:
+// 50) that turns out longer is charged for its items past that size, each the
+// cost of its selection, before any of them is resolved: the budget pays for
+// what the operation reads, and extensions.cost.actualQueryCost says what it
+// took.
+func TestListsLongerThanPricedAreCharged(t *testing.T) {
+	t.Parallel()
+	const (
+		perWorkspace = `{ me { workspaces { projects(first: 5) { nodes { id } } } } }` // 1 + 1 + 10 × 6
+		perMember    = `{ me { workspaces { members { user { id } } } } }`          // 1 + 1 + 10 × (1 + 50)
+	)
+	t.Run("charged", func(t *testing.T) {
+		t.Parallel()
+		env, _ := limited(t, ratelimit.Config{}, nil, "")
+		ann, bob, cat := env.NewUser(t, "ann"), env.NewUser(t, "bob"), env.NewUser(t, "cat")
+		joinWorkspaces(t, env, ann, 30, 0) // 20 past the price, 6 points each
+		joinWorkspaces(t, env, bob, 1, 59) // 60 members: 10 past the price, 1 point each
+		joinWorkspaces(t, env, cat, 2, 0)  // shorter than priced: nothing more, nothing back
+		for _, c := range []struct {
+			who              apitest.User
+			query            string
+			items            int
+			requested, taken float64
+		}{
+			{ann, perWorkspace, 30, 62, 62 + 20*6},
+			{bob, perMember, 1, 512, 512 + 10},
+			{cat, perWorkspace, 2, 62, 62},
+		} {
+			r := env.Post(t, c.who.Token, c.query, nil)
+			var body struct{ Me struct{ Workspaces []json.RawMessage } }
+			if err := json.Unmarshal(r.Body.Data, &body); err != nil || r.Code() != "" || len(body.Me.Workspaces) != c.items {
+				t.Fatalf("%s: %v %s", c.query, err, r.Raw)
+			}
+			requested, _ := costExt(t, r)
+			left, _ := rateLimitHeader(t, r)
+			if requested != c.requested || actualCost(t, r) != c.taken || left != 1000-int(c.taken) {
+				t.Errorf("%s by %d workspaces: requested %v, actual %v, %d left; want %v, %v, %v left",
+					c.query, c.items, requested, actualCost(t, r), left, c.requested, c.taken, 1000-c.taken)
+			}
+		}
+	})
+	t.Run("lists charged at once", func(t *testing.T) {
+		t.Parallel()
+		env, _ := limited(t, ratelimit.Config{}, nil, "")
+		ann := env.NewUser(t, "ann")
+		joinWorkspaces(t, env, ann, 30, 0)
+		// Two overruns resolving concurrently, and the rateLimit field beside them.
+		r := env.Post(t, ann.Token, `{ a: me { workspaces { projects(first: 5) { nodes { id } } } }
+			b: me { workspaces { projects(first: 5) { nodes { id } } } } rateLimit { cost } }`, nil)
+		left, _ := rateLimitHeader(t, r)
+		if requested, _ := costExt(t, r); r.Code() != "" || requested != 125 || actualCost(t, r) != 125+2*120 || left != 1000-365 {
+			t.Fatalf("requested %v, actual %v, %d left: %s", requested, actualCost(t, r), left, r.Raw)
+		}
+	})
+	t.Run("a budget that cannot pay the overrun", func(t *testing.T) {
+		t.Parallel()
+		env, _ := limited(t, ratelimit.Config{Points: 300}, nil, "")
+		ann := env.NewUser(t, "ann")
+		joinWorkspaces(t, env, ann, 30, 0)
+		if r := env.Post(t, ann.Token, perWorkspace, nil); r.Code() != "" || actualCost(t, r) != 182 {
+			t.Fatalf("first: %s", r.Raw)
+		}
+		// 118 left: the price (62) is paid, the overrun (120) is not.
+		r := env.Post(t, ann.Token, perWorkspace, nil)
+		if r.Status != http.StatusOK || r.Code() != "RATE_LIMITED" || string(r.Body.Data) != `{"me":null}` {
+			t.Fatalf("second: %d %s", r.Status, r.Raw)
+		}
+		if retry, _ := errExt(r)["retryAfter"].(float64); retry < 1 {
+			t.Fatalf("no retryAfter: %s", r.Raw)
+		}
+		if left, _ := rateLimitHeader(t, r); left != 118-62 || actualCost(t, r) != 62 {
+			t.Fatalf("refused overrun took something: %d left, actual %v: %s", left, actualCost(t, r), r.Raw)
+		}
+	})
+	t.Run("over the maximum cost", func(t *testing.T) {
+		t.Parallel()
+		env, _ := limited(t, ratelimit.Config{MaxCost: 100}, nil, "")
+		ann := env.NewUser(t, "ann")
+		joinWorkspaces(t, env, ann, 30, 0)
+		r := env.Post(t, ann.Token, perWorkspace, nil)
+		if r.Code() != "QUERY_TOO_COSTLY" || string(r.Body.Data) != `{"me":null}` ||
+			errExt(r)["cost"] != float64(182) || errExt(r)["maximum"] != float64(100) {
+			t.Fatalf("%d %s", r.Status, r.Raw)
+		}
+		if left, _ := rateLimitHeader(t, r); left != 1000-62 {
+			t.Fatalf("%d left, want %d", left, 1000-62)
+		}
+	})
+}
+
+// A subscription's event whose selection has a list longer than priced
+// (here Workspace.members, 62 of 50) is charged that event's overrun each
+// time, on top of the event's price; overruns of past events do not add up
+// towards MAX_QUERY_COST, which bounds each event.
+func TestSubscriptionEventOverrunsAreCharged(t *testing.T) {
+	t.Parallel()
+	lim, err := ratelimit.New(ratelimit.Options{Config: ratelimit.Config{Window: 24 * time.Hour, MaxCost: 100},
+		KeyPrefix: ratelimittest.Prefix(), Log: quiet, Registerer: prometheus.NewRegistry()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(lim.Close)
+	e := newLiveEnv(t, func(o *httpapi.Options) { o.Limiter = lim })
+	if _, err := e.DB.Pool.Exec(t.Context(), `WITH u AS (INSERT INTO users (email, name, password_hash)
+			SELECT 'x' || gen_random_uuid() || '@example.com', 'x', 'x' FROM generate_series(1, 59) RETURNING id)
+		INSERT INTO members (workspace_id, user_id, role) SELECT $1, id, 'VIEWER' FROM u`, e.ws); err != nil {
+		t.Fatal(err)
+	}
+	// Subscribing costs 10 + 54; each event 55 (1 + 1 + 1 + 1 + 51), and 12 for the members past 50.
+	s := e.OpenSSE(t, e.member.Token, `subscription($p: ID!) { taskChanges(projectId: $p) {
+		task { project { workspace { members { user { id } } } } } } }`, map[string]any{"p": e.project})
+	e.waitSubscribed(t, 1)
+	const events = 4
+	for i := range events {
+		e.createTask(t, fmt.Sprint("t", i))
+		ev, ok := s.Next()
+		var p struct {
+			Data struct {
+				TaskChanges struct {
+					Task struct{ Project struct{ Workspace struct{ Members []any } } }
+				}
+			}
+			Errors []any
+		}
+		if !ok || ev.Event != "next" || json.Unmarshal([]byte(ev.Data), &p) != nil || len(p.Errors) > 0 ||
+			len(p.Data.TaskChanges.Task.Project.Workspace.Members) != 62 {
+			t.Fatalf("event %d: %+v", i, ev)
+		}
+	}
+	r := e.Post(t, e.member.Token, cheap, nil)
+	if left, _ := rateLimitHeader(t, r); left != 1000-64-events*(55+12)-1 {
+		t.Fatalf("%d left, want %d", left, 1000-64-events*(55+12)-1)
+	}
+}

@@ -238,6 +238,8 @@ func (t Transport) Do(w http.ResponseWriter, r *http.Request, exec graphql.Graph
 	var cost *costStatus
 	if o != nil {
 		c := t.costExtension(o)
+		actual := o.Cost + o.Extra // the operation ran: what it took (each at most MaxCost)
+		c.ActualQueryCost = &actual
 		cost = &c
 	}
 	writeResponse(w, resp, cost)
@@ -560,8 +562,12 @@ func setRateLimitHeaders(w http.ResponseWriter, o *ratelimit.Outcome) {
 
 // costStatus is extensions.cost.
 type costStatus struct {
-	RequestedQueryCost int64          `json:"requestedQueryCost"`
-	ThrottleStatus     throttleStatus `json:"throttleStatus"`
+	RequestedQueryCost int64 `json:"requestedQueryCost"`
+	// ActualQueryCost is what an operation that ran took from the budget:
+	// RequestedQueryCost and the overruns of lists longer than priced
+	// (ratelimit.ChargeOverrun). Absent when the operation did not run.
+	ActualQueryCost *int64         `json:"actualQueryCost,omitempty"`
+	ThrottleStatus  throttleStatus `json:"throttleStatus"`
 }
 
 // throttleStatus is extensions.cost.throttleStatus.

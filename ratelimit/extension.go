@@ -37,10 +37,17 @@ type Outcome struct {
 	Limited string
 	// RetryAfter is how long until the refused operation would be allowed.
 	RetryAfter time.Duration
+	// Extra is what the operation was charged while it ran, past Cost: the
+	// items of lists longer than they were priced at (ChargeOverrun). It is
+	// written under overrunMu while the operation runs; read it once the
+	// operation has finished.
+	Extra int64
 	// at is when Budget was read.
 	at time.Time
 	// policy is the RateLimit-Policy header of Policy.
 	policy string
+	// l charges the operation's overruns (nil: not an operation's Outcome).
+	l *Limiter
 }
 
 // PolicyHeader is the value of the RateLimit-Policy header of the cost budget:
@@ -135,6 +142,8 @@ func BudgetFrom(ctx context.Context) (*Budget, error) {
 	if o == nil {
 		return nil, fmt.Errorf("ratelimit: the operation was not checked by the rate limiter")
 	}
+	overrunMu.Lock() // a list beside this field may be charging its overrun
+	defer overrunMu.Unlock()
 	return &Budget{
 		Limit:     o.Policy.Points,
 		Remaining: o.Budget.Remaining,
@@ -301,7 +310,7 @@ func (e extension) MutateOperationContext(ctx context.Context, rc *graphql.Opera
 	price := cost.Operation(rc.Operation, rc.Variables)
 	l.metrics.cost.Observe(float64(price))
 	files := uploadCost(ctx)
-	o := newOutcome(ctx, rc, Outcome{Cost: cost.Add(price, files), Policy: l.costLimit(), policy: l.policyHeader})
+	o := newOutcome(ctx, rc, Outcome{Cost: cost.Add(price, files), Policy: l.costLimit(), policy: l.policyHeader, l: l})
 	who := costKey(ctx)
 
 	maxCost := l.MaxCost()

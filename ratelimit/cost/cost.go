@@ -181,21 +181,11 @@ func (w *walker) children(set ast.SelectionSet, sizedFields map[string]bool) int
 // multiplier is how many times a field's selection counts.
 func (w *walker) multiplier(f *ast.Field, sized bool) int64 {
 	def := f.Definition
-	slicing := ""
 	assumed := int64(-1)
-	ls := def.Directives.ForName("listSize")
-	if ls != nil {
-		if a := ls.Arguments.ForName("slicingArgument"); a != nil && a.Value != nil {
-			slicing = a.Value.Raw
-		}
-		if n, ok := directiveInt(def, "listSize", "assumedSize"); ok {
-			assumed = max(n, 0)
-		}
+	if n, ok := directiveInt(def, "listSize", "assumedSize"); ok {
+		assumed = max(n, 0)
 	}
-	if slicing == "" && def.Arguments.ForName("first") != nil {
-		slicing = "first"
-	}
-	if slicing != "" {
+	if slicing := slicingArgument(def); slicing != "" {
 		if n, ok := w.argument(f, slicing); ok {
 			return max(n, 0)
 		}
@@ -211,6 +201,21 @@ func (w *walker) multiplier(f *ast.Field, sized bool) int64 {
 		return assumed
 	}
 	return DefaultListSize
+}
+
+// slicingArgument names the argument that sizes a list field of def: its
+// @listSize slicingArgument, else first when it has one, else "" (the list
+// is priced by its declared size).
+func slicingArgument(def *ast.FieldDefinition) string {
+	if ls := def.Directives.ForName("listSize"); ls != nil {
+		if a := ls.Arguments.ForName("slicingArgument"); a != nil && a.Value != nil && a.Value.Raw != "" {
+			return a.Value.Raw
+		}
+	}
+	if def.Arguments.ForName("first") != nil {
+		return "first"
+	}
+	return ""
 }
 
 // argument returns the integer value of a field argument: the literal, the
@@ -310,4 +315,24 @@ func mul(a, b int64) int64 {
 		return saturated
 	}
 	return a * b
+}
+
+// Overrun returns what the list field f, a field of a validated operation
+// (with the coerced variables vars), costs past its price when it returned n
+// items: the cost of its selection for each item beyond the size Operation
+// priced it at. Only a list priced by its declared size (@listSize
+// assumedSize, or DefaultListSize) can overrun; a list or connection priced by
+// a slicing argument never returns more than it asks for, and a list within
+// its size costs nothing more (nothing is refunded either).
+func Overrun(f *ast.Field, vars map[string]any, n int) int64 {
+	if f == nil || f.Definition == nil || f.Definition.Type == nil || f.Definition.Type.Elem == nil ||
+		len(f.SelectionSet) == 0 || slicingArgument(f.Definition) != "" {
+		return 0
+	}
+	w := walker{vars: vars, memo: map[string]int64{}}
+	extra := int64(n) - w.multiplier(f, false)
+	if extra <= 0 {
+		return 0
+	}
+	return mul(extra, w.selection(f.SelectionSet, false))
 }

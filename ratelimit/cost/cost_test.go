@@ -192,3 +192,64 @@ func TestCostNullFirstIsTheArgumentDefault(t *testing.T) {
 		})
 	}
 }
+
+// fieldNamed returns the first field called name in op's selection, depth first.
+func fieldNamed(set ast.SelectionSet, name string) *ast.Field {
+	for _, sel := range set {
+		if f, ok := sel.(*ast.Field); ok {
+			if f.Name == name {
+				return f
+			}
+			if g := fieldNamed(f.SelectionSet, name); g != nil {
+				return g
+			}
+		}
+	}
+	return nil
+}
+
+// A list priced by its declared size costs, once it returned more items, the
+// cost of its selection for each item past that size; a list within its
+// size, a list of scalars and a connection (priced by first) cost nothing
+// more.
+func TestOverrun(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name, query, field string
+		vars               map[string]any
+		n                  int
+		want               int64
+	}{
+		{"workspaces past 10", `{ me { workspaces { members { user { id } } } } }`, "workspaces", nil, 12, 2 * (1 + 50*1)},
+		{"workspaces within 10", `{ me { workspaces { members { user { id } } } } }`, "workspaces", nil, 10, 0},
+		{"fewer than declared: no refund", `{ me { workspaces { members { user { id } } } } }`, "workspaces", nil, 3, 0},
+		{"members past 50", `{ me { workspaces { members { user { id } } } } }`, "members", nil, 60, 10 * 1},
+		{"scalars only cost nothing", `{ me { workspaces { id name } } }`, "workspaces", nil, 1000, 0},
+		{"a connection in the item, first from a variable",
+			`query($n: Int) { me { workspaces { projects(first: $n) { nodes { id } } } } }`, "workspaces",
+			map[string]any{"n": 5}, 11, 1 + 5},
+		{"a connection never overruns", `{ searchTasks(workspaceId: "w", query: "q") { nodes { id } } }`, "searchTasks", nil, 500, 0},
+		{"huge counts saturate", `{ me { workspaces { members { user { id } } } } }`, "workspaces", nil, 1 << 62, cost.Saturated},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			doc, errs := gqlparser.LoadQuery(schema, c.query)
+			if errs != nil {
+				t.Fatal(errs)
+			}
+			op := doc.Operations[0]
+			vars, err := validator.VariableValues(schema, op, c.vars)
+			if err != nil {
+				t.Fatal(err)
+			}
+			f := fieldNamed(op.SelectionSet, c.field)
+			if got := cost.Overrun(f, vars, c.n); got != c.want {
+				t.Errorf("Overrun(%s, %d) = %d, want %d", c.field, c.n, got, c.want)
+			}
+		})
+	}
+	if got := cost.Overrun(nil, nil, 100); got != 0 {
+		t.Errorf("Overrun(nil) = %d", got)
+	}
+}

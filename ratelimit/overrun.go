@@ -1,0 +1,94 @@
+package ratelimit
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/99designs/gqlgen/graphql"
+	"github.com/vektah/gqlparser/v2/ast"
+
+	"taskflow/errs"
+	"taskflow/ratelimit/cost"
+)
+
+// overrunMu guards the Extra and Budget of every Outcome while its operation
+// runs: the lists of one operation resolve concurrently, and the rateLimit
+// field reads the Budget beside them. Only operations with a list longer than
+// its price ever take it.
+var overrunMu sync.Mutex
+
+// ChargeOverrun charges the caller's cost budget for the items a list field
+// returned past the size it was priced at (cost.Overrun), when ctx is the
+// context of that field's resolver and n how many items it returned. A list
+// priced by its declared size (User.workspaces, Workspace.members) can be
+// longer than that size; this keeps what an operation is charged at least
+// what it reads.
+//
+// It returns nil when nothing more is owed, when the budget paid (the
+// operation's Outcome then reports it in Extra and Budget), or when no
+// limiter checked the operation. Otherwise, and then nothing is taken, it
+// returns the error the field must answer instead of its items:
+// QUERY_TOO_COSTLY (with cost and maximum) when the operation's cost with the
+// overrun is more than MaxCost (for a subscription: the overrun of one event
+// alone), RATE_LIMITED (with retryAfter) when the budget cannot pay now.
+func ChargeOverrun(ctx context.Context, n int) error {
+	if !graphql.HasOperationContext(ctx) {
+		return nil
+	}
+	fc := graphql.GetFieldContext(ctx)
+	rc := graphql.GetOperationContext(ctx)
+	if fc == nil || fc.Field.Field == nil {
+		return nil
+	}
+	points := cost.Overrun(fc.Field.Field, rc.Variables, n)
+	if points <= 0 {
+		return nil
+	}
+	o := OutcomeOf(ctx, rc)
+	if o == nil || o.l == nil {
+		return nil
+	}
+	l := o.l
+	// The overrun is reserved in Extra before the budget is asked, so that
+	// lists resolving at once cannot each pass the MaxCost check; a
+	// subscription's events are each their own execution and keep nothing.
+	perEvent := rc.Operation != nil && rc.Operation.Operation == ast.Subscription
+	overrunMu.Lock()
+	total := points
+	if !perEvent {
+		total = cost.Add(cost.Add(o.Cost, o.Extra), points)
+	}
+	if total > l.MaxCost() {
+		overrunMu.Unlock()
+		l.metrics.operations.WithLabelValues(LimitCost, "too_costly").Inc()
+		return &errs.Error{Code: errs.CodeQueryTooCostly,
+			Message: fmt.Sprintf("%s returned %d items, more than it was priced at: with them the operation costs %d, more than the maximum of %d; ask for less in each item",
+				fc.Field.Name, n, total, l.MaxCost()),
+			Extensions: map[string]any{"cost": total, "maximum": l.MaxCost()}}
+	}
+	if !perEvent {
+		o.Extra += points
+	}
+	overrunMu.Unlock()
+
+	res := l.allow(ctx, LimitCost, costKey(ctx), l.costLimit(), int(points))
+	now := time.Now()
+	overrunMu.Lock()
+	defer overrunMu.Unlock()
+	if !res.Allowed {
+		if !perEvent {
+			o.Extra -= points
+		}
+		l.metrics.operations.WithLabelValues(LimitCost, "limited").Inc()
+		return &errs.Error{Code: errs.CodeRateLimited,
+			Message: fmt.Sprintf("%s returned %d items, more than it was priced at: they cost %d more points, which your query-cost budget cannot pay now; retry after retryAfter seconds",
+				fc.Field.Name, n, points),
+			Extensions: map[string]any{"retryAfter": ceilSeconds(res.RetryAfter)}}
+	}
+	if !perEvent && now.After(o.at) {
+		o.Budget, o.at = res, now
+	}
+	return nil
+}
