@@ -34,6 +34,12 @@ var constraintErrors = map[string]*errs.Error{
 	"invitations_workspace_email_key": errs.Errorf(errs.CodeConflict,
 		"an invitation of this e-mail to the workspace is open already: revoke it first to invite with another role"),
 	"tasks_assignee_member_fkey": errs.Errorf(errs.CodeBadUserInput, "the assignee must be a member of the workspace"),
+	// Raised by migration 0013's trigger when a membership would take its
+	// user past MaxWorkspacesPerUser: createWorkspace and acceptInvitation
+	// insert the actor's own membership.
+	"members_per_user_cap": errs.Errorf(errs.CodeConflict,
+		"you belong to %d workspaces, the most one account may: leave one before you create or join another",
+		MaxWorkspacesPerUser),
 }
 
 // mapError turns Postgres constraint violations into domain errors by constraint

@@ -11,6 +11,16 @@ import (
 	"taskflow/errs"
 )
 
+// MaxWorkspacesPerUser is the most workspaces one account may belong to (as
+// OWNER or in any other role): generous for a consultant in many client
+// workspaces, small enough that me.workspaces, an unpaginated list, stays
+// bounded. Creating a workspace and accepting an invitation refuse with
+// CONFLICT at the cap; leaving a workspace frees a place. Postgres enforces
+// it (migration 0013's trigger on members, which counts the user's
+// memberships with the user's row locked), so it holds under concurrent
+// mutations and across instances.
+const MaxWorkspacesPerUser = 1000
+
 // workspaceColumns is the column list scanned by scanWorkspace: the workspace w
 // and the viewer's membership v.
 const workspaceColumns = `w.id, w.name, w.created_at, v.role`
