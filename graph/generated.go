@@ -2678,6 +2678,10 @@ type Mutation {
   "Revokes the token of this request and records user.logged_out."
   logout: Boolean!
 
+  """
+  Creates a workspace with you as its OWNER. CONFLICT if you belong to 1000
+  workspaces, the most one account may: leave one first.
+  """
   createWorkspace(input: CreateWorkspaceInput!, idempotencyKey: String): Workspace!
   """
   Deprecated: adds no one. Nobody becomes a member without accepting an
@@ -2698,7 +2702,11 @@ type Mutation {
   inviteMember(workspaceId: ID!, email: String!, role: Role!, idempotencyKey: String): Invitation!
   "Withdraws an open invitation (OWNER and ADMIN; only an OWNER revokes an invitation as OWNER)."
   revokeInvitation(id: ID!, idempotencyKey: String): Boolean!
-  "Joins the workspace of an invitation to you, with its role; returns the workspace. CONFLICT once it has expired."
+  """
+  Joins the workspace of an invitation to you, with its role; returns the
+  workspace. CONFLICT once it has expired, or if you belong to 1000 workspaces,
+  the most one account may: leave one first (the invitation stays open).
+  """
   acceptInvitation(id: ID!, idempotencyKey: String): Workspace!
   "Refuses an invitation to you; the workspace's OWNERs and ADMINs see that you declined."
   declineInvitation(id: ID!, idempotencyKey: String): Boolean!

@@ -167,6 +167,8 @@ func (v *CreateWorkspaceCreateWorkspace) GetViewerRole() Role { return v.ViewerR
 
 // CreateWorkspaceResponse is returned by CreateWorkspace on success.
 type CreateWorkspaceResponse struct {
+	// Creates a workspace with you as its OWNER. CONFLICT if you belong to 1000
+	// workspaces, the most one account may: leave one first.
 	CreateWorkspace CreateWorkspaceCreateWorkspace `json:"createWorkspace"`
 }
 
