@@ -2406,8 +2406,9 @@ type User {
   createdAt: Time!
   """
   Workspaces of this user that you can see: all of yours on yourself, the ones
-  you share on anyone else. Priced as 10: a longer list is charged for its
-  workspaces past 10 when it is read (docs/api.md, Rate limits).
+  you share on anyone else (an account belongs to at most 1,000). Priced as
+  10: a longer list is charged for its workspaces past 10 when it is read
+  (docs/api.md, Rate limits).
   """
   workspaces: [Workspace!]! @listSize(assumedSize: 10)
   "Your own account events (user.*), newest first."
