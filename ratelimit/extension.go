@@ -227,8 +227,9 @@ func (l *Limiter) ChargeEvent(ctx context.Context, points int64) *errs.Error {
 // backends, leases and fail-open policy. A charge over the whole budget takes
 // the whole budget, so that a full budget can always pay. It returns the
 // Outcome: the budget after the charge; when the budget cannot pay, nothing is
-// taken, and Limited (LimitCost) and RetryAfter say until when. Points of 0 or
-// less read the budget without charging it.
+// taken, Limited (LimitCost) and RetryAfter say until when, and the refusal
+// counts in taskflow_ratelimit_operations_total{limit="cost",outcome="limited"}.
+// Points of 0 or less read the budget without charging it.
 func (l *Limiter) Charge(ctx context.Context, userID string, points int64) *Outcome {
 	pol := l.costLimit()
 	n := int(min(max(points, 0), int64(pol.Points)))
@@ -236,6 +237,7 @@ func (l *Limiter) Charge(ctx context.Context, userID string, points int64) *Outc
 	o.Budget, o.at = l.allow(ctx, LimitCost, userCostKey(userID), pol, n), time.Now()
 	if !o.Budget.Allowed {
 		o.Limited, o.RetryAfter = LimitCost, o.Budget.RetryAfter
+		l.metrics.operations.WithLabelValues(LimitCost, "limited").Inc()
 	}
 	return o
 }

@@ -134,3 +134,49 @@ func metricValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
 	t.Fatalf("metric %s not registered", name)
 	return 0
 }
+
+// A charge the budget refuses beside /query (a download, an export's page)
+// counts as limited, as a refused operation does.
+func TestRefusedChargesAreCounted(t *testing.T) {
+	t.Parallel()
+	reg := prometheus.NewRegistry()
+	l, err := ratelimit.New(ratelimit.Options{Config: ratelimit.Config{Points: 10, Window: time.Hour},
+		KeyPrefix: ratelimittest.Prefix(), Registerer: reg, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(l.Close)
+	limited := func() float64 {
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mf := range mfs {
+			if mf.GetName() != "taskflow_ratelimit_operations_total" {
+				continue
+			}
+			for _, m := range mf.GetMetric() {
+				labels := map[string]string{}
+				for _, p := range m.GetLabel() {
+					labels[p.GetName()] = p.GetValue()
+				}
+				if labels["limit"] == "cost" && labels["outcome"] == "limited" {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+		return 0
+	}
+	ctx := context.Background()
+	for _, c := range []struct {
+		points  int64
+		refused bool
+	}{{8, false}, {5, true}, {2, false}, {1, true}} {
+		if o := l.Charge(ctx, "u1", c.points); (o.Limited != "") != c.refused {
+			t.Fatalf("charge of %d: limited %q", c.points, o.Limited)
+		}
+	}
+	if n := limited(); n != 2 {
+		t.Fatalf("limited = %v, want 2", n)
+	}
+}

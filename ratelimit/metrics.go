@@ -23,7 +23,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	m := &metrics{
 		operations: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "taskflow_ratelimit_operations_total",
-			Help: "GraphQL operations checked against each limit, by outcome (allowed, limited, too_costly).",
+			Help: "GraphQL operations checked against each limit, by outcome (allowed, limited, too_costly); limited and too_costly also count the charges the cost budget refused while an operation ran (subscription events, lists longer than priced) and beside /query (downloads, audit exports).",
 		}, []string{"limit", "outcome"}),
 		cost: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "taskflow_query_cost",
