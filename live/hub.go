@@ -468,11 +468,18 @@ func (h *Hub) remove(s *subscriber) {
 }
 
 // tokensChanged queues for checkTokens those of the token hashes that
-// subscribers use: the revocation feed learnt they changed. WatchTokens
-// calls it in the feed's goroutine, so it only queues.
+// subscribers use: the revocation feed learnt they changed. nil queues every
+// subscriber's token: the feed has made its first poll, and a change
+// committed before it is one it never reads. WatchTokens calls it in the
+// feed's goroutine, so it only queues.
 func (h *Hub) tokensChanged(hashes [][]byte) {
 	h.mu.Lock()
 	queued := false
+	if hashes == nil {
+		for hash := range h.byToken {
+			hashes = append(hashes, []byte(hash))
+		}
+	}
 	for _, hash := range hashes {
 		if len(h.byToken[string(hash)]) > 0 {
 			h.tokenChecks[string(hash)] = struct{}{}

@@ -157,9 +157,12 @@ func (c *sessionCache) tell(hashes [][]byte) {
 // WatchTokens calls fn with the SHA-256 hashes of the bearer tokens this
 // instance's revocation feed (RunRevocationFeed) learnt changed (revoked,
 // deleted, expiry or user changed), after each poll that found some, until
-// the returned stop is called. fn runs in the feed's goroutine, one call at
-// a time: it must return at once (hand the work to a goroutine of its own).
-// Without the feed running, fn is never called.
+// the returned stop is called; and once with nil, after the feed's first
+// poll: a change committed before that poll is one the feed never reads, so
+// any token the watcher read before may have changed unseen (read them all
+// again). fn runs in the feed's goroutine, one call at a time: it must return
+// at once (hand the work to a goroutine of its own). Without the feed
+// running, fn is never called.
 func (db *DB) WatchTokens(fn func(hashes [][]byte)) (stop func()) {
 	c, w := db.sessions, &tokenWatcher{fn: fn}
 	c.watchMu.Lock()
@@ -177,16 +180,21 @@ func (db *DB) WatchTokens(fn func(hashes [][]byte)) (stop func()) {
 	}
 }
 
-// TokenChangedSince reports whether this instance learnt, after t, that the
-// token with this SHA-256 changed: through its revocation feed, or a logout
-// it served. A reader that read the token at t and starts to WatchTokens
-// after calls it to learn of a change the watch came too late for.
+// TokenChangedSince reports whether the token with this SHA-256 may have
+// changed after t unseen by a reader that read it at t and starts to
+// WatchTokens after: this instance learnt after t that it changed (through
+// its revocation feed, or a logout it served), or the feed's first poll
+// returned after t (a change committed between t and that poll is one the
+// feed never reads, and the call with nil that says so may have come before
+// the watch). The reader then reads the token again.
 func (db *DB) TokenChangedSince(hash []byte, t time.Time) bool {
 	c := db.sessions
 	c.mu.RLock()
 	defer c.mu.RUnlock()
-	learnt, ok := c.changed[string(hash)]
-	return ok && learnt.After(t)
+	if learnt, ok := c.changed[string(hash)]; ok && learnt.After(t) {
+		return true
+	}
+	return !c.origin.IsZero() && c.origin.After(t)
 }
 
 // revoked makes this instance refuse the token key from now on: a logout it
@@ -308,13 +316,17 @@ func (db *DB) RunRevocationFeed(ctx context.Context) {
 			}
 			c.learnt(now, keys...)
 			c.mu.Lock()
-			if !started {
+			first := !started
+			if first {
 				c.origin = now
 			}
 			c.polled = began
 			c.mu.Unlock()
 			started = true
-			if len(hashes) > 0 {
+			switch {
+			case first: // what watchers read before may have changed unseen
+				c.tell(nil)
+			case len(hashes) > 0:
 				c.tell(hashes)
 			}
 		}

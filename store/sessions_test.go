@@ -238,3 +238,35 @@ func tokenReads(rec *roundTrips) int {
 	}
 	return n
 }
+
+// A reader that read a token before the revocation feed's first poll cannot
+// trust the feed for it (a change committed before that poll is never read):
+// TokenChangedSince says so for any such read, and the watchers are told
+// with nil once that poll returned; reads after it are vouched for.
+func TestFeedsFirstPollVouchesOnlyForLaterReads(t *testing.T) {
+	t.Parallel()
+	db, _, _ := tracedDB(t)
+	hash := sha256.Sum256([]byte("a token"))
+	before := time.Now()
+	if db.TokenChangedSince(hash[:], before) {
+		t.Fatal("a change reported with no feed running")
+	}
+	told := make(chan [][]byte, 10)
+	stop := db.WatchTokens(func(h [][]byte) { told <- h })
+	defer stop()
+	go db.RunRevocationFeed(t.Context())
+	select {
+	case h := <-told:
+		if h != nil {
+			t.Fatalf("first call %v, want nil", h)
+		}
+	case <-time.After(10 * time.Second): // a bound for a failure
+		t.Fatal("the watcher was not told of the first poll")
+	}
+	if !db.TokenChangedSince(hash[:], before) {
+		t.Fatal("a read before the first poll is vouched for")
+	}
+	if db.TokenChangedSince(hash[:], time.Now()) {
+		t.Fatal("a read after the first poll is not vouched for")
+	}
+}
