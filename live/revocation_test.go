@@ -2,10 +2,13 @@ package live_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"taskflow/auth"
 	"taskflow/errs"
@@ -107,4 +110,95 @@ func TestTokenChangedBySQLEndsStreamsOnEveryInstance(t *testing.T) {
 		t.Fatal(err)
 	}
 	endsUnauthenticated(t, "expiry moved to a second from now", soon, soonEnd)
+}
+
+// A token revoked by SQL before the instance's revocation feed made its
+// first poll (an instance just started, its clients reconnecting) is a
+// change the feed never reads: its streams end once that poll returns, as
+// the streams of a token revoked later do. They used to run until the
+// token's old expiry.
+func TestTokenRevokedBeforeTheFeedsFirstPoll(t *testing.T) {
+	t.Parallel()
+	e := setup(t, live.Options{})
+	ctx := t.Context()
+	ch, end := e.watch(t, e.hub, e.token)
+	if _, err := e.db.Pool.Exec(ctx, `UPDATE tokens SET revoked_at = now() WHERE token_hash = $1`, e.token); err != nil {
+		t.Fatal(err)
+	}
+	go e.db.RunRevocationFeed(ctx)
+	endsUnauthenticated(t, "revoked before the first poll", ch, end)
+}
+
+// A stream that ends (here: its token expires) while it catches up over
+// events none of which it delivers ends there, not after reading the rest of
+// the catch-up, however long: the end used to wait for the catch-up's last
+// read.
+func TestEndDuringACatchUpThatSendsNothing(t *testing.T) {
+	t.Parallel()
+	e := setup(t, live.Options{})
+	ctx := t.Context()
+	from, err := e.db.SpineHead(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := e.db.CreateProject(ctx, e.user, e.ws, "Other", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 1,000 events the subscription reads (its workspace's) and delivers none of (another project's).
+	if err := e.db.UnitOfWork(ctx, func(ctx context.Context) error {
+		for i := range 1000 {
+			if _, err := e.db.CreateTask(ctx, e.user, store.NewTask{ProjectID: other.ID, Title: fmt.Sprint(i)}); err != nil {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	all, err := e.db.ReadSpine(ctx, from, store.SpineFilter{ChainKeys: []string{e.ws}}, 2000)
+	if err != nil || len(all.Events) < 1000 {
+		t.Fatalf("%v, %d events", err, len(all.Events))
+	}
+	last := all.Events[len(all.Events)-1].Cursor
+
+	// The catch-up's first read waits on a lock until the token has expired;
+	// the lock is an operator's (the server's role may not take it).
+	cfg := e.db.Pool.Config().ConnConfig.Copy()
+	cfg.User, cfg.Password = "postgres", ""
+	op, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer op.Close(context.WithoutCancel(ctx))
+	lock, err := op.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = lock.Rollback(context.WithoutCancel(ctx)) }()
+	if _, err := lock.Exec(ctx, `LOCK TABLE audit_events IN ACCESS EXCLUSIVE MODE`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.db.Pool.Exec(ctx, `UPDATE tokens SET expires_at = now() + interval '1 second' WHERE token_hash = $1`, e.token); err != nil {
+		t.Fatal(err)
+	}
+	sctx, end := live.WithEnd(ctx)
+	ch, err := live.Subscribe(sctx, e.hub, live.Spec{Kind: live.TaskChanges, User: e.user, TokenHash: e.token,
+		ProjectID: e.project, After: from.String()}, func(ev *live.Event) *live.Event { return ev })
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(3 * time.Second) // the expiry (1 s) has ended the stream, which waits for its first read
+	if err := lock.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	endsUnauthenticated(t, "expired during the catch-up", ch, end)
+	at, _ := end.Err().Extensions["cursor"].(string)
+	pos, err := store.ParseSpineCursor(at)
+	if err != nil {
+		t.Fatalf("end cursor %q: %v", at, err)
+	}
+	if pos.TxID > last.TxID || pos.TxID == last.TxID && pos.Seq >= last.Seq {
+		t.Fatalf("the stream ended at %v, after the catch-up's last event %v: it read the whole catch-up first", pos, last)
+	}
 }

@@ -349,9 +349,16 @@ func (s *subscriber) loop(ctx context.Context) *errs.Error {
 
 // catchUp reads the spine from pos with the subscription's filter and
 // handles what it finds, until a read comes back short: it has read
-// everything committed before its last snapshot.
+// everything committed before its last snapshot. A subscription ended
+// meanwhile (fail) stops it before its next read, even when nothing it read
+// was sent (a send would have seen the end).
 func (s *subscriber) catchUp(ctx context.Context) *errs.Error {
 	for {
+		select {
+		case <-s.stop: // ended (a revoked token, an expiry) while nothing matched
+			return s.failErr
+		default:
+		}
 		read, err := s.h.o.DB.ReadSpine(ctx, s.pos, s.filter, catchUpBatch)
 		if err == nil {
 			var events []*Event
