@@ -9,21 +9,13 @@ import (
 	"context"
 	"taskflow/auth"
 	"taskflow/graph"
-	"taskflow/ratelimit"
 	"taskflow/store"
 )
 
 // Workspaces is the resolver for the workspaces field.
 func (r *userResolver) Workspaces(ctx context.Context, obj *store.User) ([]*store.Workspace, error) {
 	list, err := r.loaders(ctx).WorkspacesOf(ctx, obj.ID)
-	if err != nil {
-		return nil, err
-	}
-	// Priced at its declared size: the items past it are charged now, before any is resolved.
-	if err := ratelimit.ChargeOverrun(ctx, len(list)); err != nil {
-		return nil, err
-	}
-	return list, nil
+	return chargeOverrun(ctx, list, err)
 }
 
 // AuditEvents is the resolver for the auditEvents field.

@@ -3,12 +3,14 @@
 package resolvers
 
 import (
+	"context"
 	"crypto/ed25519"
 
 	"taskflow/auth"
 	"taskflow/blobs"
 	"taskflow/errs"
 	"taskflow/live"
+	"taskflow/ratelimit"
 	"taskflow/store"
 )
 
@@ -31,3 +33,18 @@ type Resolver struct {
 // errNoBlobStore answers what needs a blob store when there is none: a
 // handler built without one, which a server never is.
 var errNoBlobStore = errs.Errorf(errs.CodeInternal, "this server keeps no attachments")
+
+// chargeOverrun returns the list a resolver of a list priced by its declared
+// size read (User.workspaces, Workspace.members), or err: once read, the
+// items past that size are charged (ratelimit.ChargeOverrun), before any of
+// them is resolved, and the list is the charge's refusal when the budget
+// cannot pay.
+func chargeOverrun[T any](ctx context.Context, list []T, err error) ([]T, error) {
+	if err != nil {
+		return nil, err
+	}
+	if err := ratelimit.ChargeOverrun(ctx, len(list)); err != nil {
+		return nil, err
+	}
+	return list, nil
+}

@@ -8,7 +8,6 @@ package resolvers
 import (
 	"context"
 	"taskflow/graph"
-	"taskflow/ratelimit"
 	"taskflow/store"
 )
 
@@ -42,14 +41,7 @@ func (r *projectResolver) Tasks(ctx context.Context, obj *store.Project, status 
 // Members is the resolver for the members field.
 func (r *workspaceResolver) Members(ctx context.Context, obj *store.Workspace) ([]*store.Member, error) {
 	list, err := r.loaders(ctx).Members(ctx, obj.ID)
-	if err != nil {
-		return nil, err
-	}
-	// Priced at its declared size: the items past it are charged now, before any is resolved.
-	if err := ratelimit.ChargeOverrun(ctx, len(list)); err != nil {
-		return nil, err
-	}
-	return list, nil
+	return chargeOverrun(ctx, list, err)
 }
 
 // Projects is the resolver for the projects field.
