@@ -244,6 +244,7 @@ func run(cfg Config, log, accessLog *slog.Logger) error {
 		log.Info("attachments kept in the blob store", "blobs", bs.Where())
 	}
 	// Unfinished uploads and unused blobs, after BLOB_SWEEP_GRACE.
+	warnShortSweepGrace(cfg.BlobSweepGrace, log)
 	go bs.RunSweeper(ctx)
 
 	h := httpapi.NewHandler(httpapi.Options{
@@ -487,5 +488,15 @@ func readMetrics(db *store.DB) []prometheus.Collector {
 			Name: "taskflow_db_reads_waiting",
 			Help: "Reads waiting for a round trip: every one of DATABASE_READ_BATCHES was in flight when they came.",
 		}, func() float64 { return float64(db.ReadStats().Waiting) }),
+	}
+}
+
+// warnShortSweepGrace warns when BLOB_SWEEP_GRACE is shorter than an upload
+// may take (httpapi.TransferTimeout): the sweeper may then delete the bytes
+// of an upload still under way, which fails.
+func warnShortSweepGrace(grace time.Duration, log *slog.Logger) {
+	if grace < httpapi.TransferTimeout {
+		log.Warn("BLOB_SWEEP_GRACE is shorter than an upload may take: the sweeper may delete the bytes of a slow upload under way, which then fails; keep it above "+
+			httpapi.TransferTimeout.String(), "BLOB_SWEEP_GRACE", grace.String())
 	}
 }

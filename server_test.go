@@ -20,6 +20,8 @@ import (
 	"time"
 
 	"taskflow/audit"
+	"taskflow/blobs"
+	"taskflow/httpapi"
 	"taskflow/httpapi/apitest"
 	"taskflow/store/storetest"
 )
@@ -251,5 +253,21 @@ func TestAuditSigningKeyAtStart(t *testing.T) {
 	if got := auditSigningKey(key, log); !got.Equal(key) || strings.Contains(buf.String(), audit.EncodeSigningKey(key)) ||
 		!strings.Contains(buf.String(), audit.KeyID(key.Public().(ed25519.PublicKey))) {
 		t.Fatalf("configured key: %s", buf.Bytes())
+	}
+}
+
+// A BLOB_SWEEP_GRACE shorter than an upload may take is warned of at start;
+// the default is not.
+func TestShortSweepGraceIsWarned(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		grace time.Duration
+		warn  bool
+	}{{2 * time.Second, true}, {httpapi.TransferTimeout - time.Second, true}, {blobs.DefaultSweepGrace, false}, {httpapi.TransferTimeout, false}} {
+		var buf bytes.Buffer
+		warnShortSweepGrace(c.grace, slog.New(slog.NewJSONHandler(&buf, nil)))
+		if got := strings.Contains(buf.String(), `"level":"WARN"`) && strings.Contains(buf.String(), "BLOB_SWEEP_GRACE"); got != c.warn {
+			t.Errorf("grace %s: warned %v, want %v: %s", c.grace, got, c.warn, buf.String())
+		}
 	}
 }

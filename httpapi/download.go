@@ -77,7 +77,7 @@ func download(db *store.DB, bs *blobs.Store, lim *ratelimit.Limiter, log *slog.L
 			return
 		}
 		defer rd.Close()
-		_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(transferTimeout))
+		_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(TransferTimeout))
 		h := w.Header()
 		h.Set("Content-Type", a.ContentType)
 		disposition := mime.FormatMediaType("attachment", map[string]string{"filename": a.Filename})

@@ -50,11 +50,14 @@ const (
 	// partSlack is how far the multipart reader may read past a part's
 	// content: its buffer, looking for the next boundary.
 	partSlack = 8 << 10
-	// transferTimeout bounds the whole of a multipart request, and of a
-	// download's response: the server's ReadTimeout and WriteTimeout (30s,
-	// 60s) would cut a 25 MiB transfer over a slow mobile link.
-	transferTimeout = 10 * time.Minute
 )
+
+// TransferTimeout bounds the whole of a multipart request (an upload), and
+// of a download's response: the server's ReadTimeout and WriteTimeout (30s,
+// 60s) would cut a 25 MiB transfer over a slow mobile link. An upload's
+// bytes are in the blob store, unadopted, for up to that long: a
+// BLOB_SWEEP_GRACE below it lets the sweeper delete a slow upload's bytes.
+const TransferTimeout = 10 * time.Minute
 
 // preflightHeaders are the request headers one of which a multipart request
 // must carry: a browser sends a multipart/form-data POST cross-site without a
@@ -158,8 +161,8 @@ func (t Transport) paramsFromMultipart(w http.ResponseWriter, r *http.Request) (
 		return nil, nil, tooLarge(maxUpload)
 	}
 	rc := http.NewResponseController(w)
-	_ = rc.SetReadDeadline(time.Now().Add(transferTimeout))
-	_ = rc.SetWriteDeadline(time.Now().Add(transferTimeout))
+	_ = rc.SetReadDeadline(time.Now().Add(TransferTimeout))
+	_ = rc.SetWriteDeadline(time.Now().Add(TransferTimeout))
 	body := &budgetBody{r: r.Body}
 	r.Body = struct {
 		io.Reader

@@ -686,7 +686,7 @@ func TestListsLongerThanPricedAreCharged(t *testing.T) {
 	t.Parallel()
 	const (
 		perWorkspace = `{ me { workspaces { projects(first: 5) { nodes { id } } } } }` // 1 + 1 + 10 × 6
-		perMember    = `{ me { workspaces { members { user { id } } } } }`          // 1 + 1 + 10 × (1 + 50)
+		perMember    = `{ me { workspaces { members { user { id } } } } }`             // 1 + 1 + 10 × (1 + 50)
 	)
 	t.Run("charged", func(t *testing.T) {
 		t.Parallel()
@@ -706,7 +706,9 @@ func TestListsLongerThanPricedAreCharged(t *testing.T) {
 			{cat, perWorkspace, 2, 62, 62},
 		} {
 			r := env.Post(t, c.who.Token, c.query, nil)
-			var body struct{ Me struct{ Workspaces []json.RawMessage } }
+			var body struct {
+				Me struct{ Workspaces []json.RawMessage }
+			}
 			if err := json.Unmarshal(r.Body.Data, &body); err != nil || r.Code() != "" || len(body.Me.Workspaces) != c.items {
 				t.Fatalf("%s: %v %s", c.query, err, r.Raw)
 			}
@@ -796,7 +798,9 @@ func TestSubscriptionEventOverrunsAreCharged(t *testing.T) {
 		var p struct {
 			Data struct {
 				TaskChanges struct {
-					Task struct{ Project struct{ Workspace struct{ Members []any } } }
+					Task struct {
+						Project struct{ Workspace struct{ Members []any } }
+					}
 				}
 			}
 			Errors []any
