@@ -583,11 +583,12 @@ func (m *Middleware) keyOf(ctx context.Context, fc *graphql.FieldContext) (strin
 // replayKey is the context key of the replay signal of a request.
 type replayKey struct{}
 
-// replaySignal collects the replayed fields of one request.
+// replaySignal marks the replays of one request in its response header. A
+// WebSocket's operations share their upgrade request's, so the list of
+// replayed fields is the operation's own, in its response context.
 type replaySignal struct {
 	header http.Header
 	mu     sync.Mutex
-	list   *replayList
 }
 
 // replayList is the value of extensions.idempotency.
@@ -630,15 +631,13 @@ func signalReplay(ctx context.Context, path ast.Path, key string) {
 	if sig.header != nil {
 		sig.header.Set(HeaderReplayed, "true")
 	}
-	list := sig.list
-	if list == nil {
-		if existing, ok := graphql.GetExtension(ctx, extensionName).(*replayList); ok {
-			list = existing
-		} else {
-			list = &replayList{}
-			graphql.RegisterExtension(ctx, extensionName, list)
-		}
-		sig.list = list
+	// The list of this operation (its response context), never one kept on
+	// the request: the operations of a WebSocket share it, and a list kept
+	// there would be the first replaying operation's, sent already.
+	list, ok := graphql.GetExtension(ctx, extensionName).(*replayList)
+	if !ok {
+		list = &replayList{}
+		graphql.RegisterExtension(ctx, extensionName, list)
 	}
 	sig.mu.Unlock()
 	list.mu.Lock()

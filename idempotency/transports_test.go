@@ -109,3 +109,47 @@ func TestWebSocketUpgradeWithAKeyIsRefused(t *testing.T) {
 	// Without the header the connection opens.
 	apitest.DialWS(t, env.Server.URL+"/query", apitest.WSOptions{Init: map[string]any{"Authorization": "Bearer " + u.Token}})
 }
+
+// A replay is "marked ... by extensions.idempotency" (docs/api.md,
+// "Replays") on every transport. A WebSocket carries many operations under
+// one upgrade request, whose context every operation shares: each replay on
+// the connection must be listed in its own operation's response, not in the
+// list of the first operation that replayed (already sent).
+func TestWebSocketReplaysEachCarryTheExtension(t *testing.T) {
+	t.Parallel()
+	env, s := newEnv(t)
+	u := env.NewUser(t, "ann")
+	keys := []string{"ws-k1", "ws-k2", "ws-k3"}
+	for _, k := range keys {
+		env.Post(t, u.Token, `mutation { createWorkspace(input: {name: "A"}, idempotencyKey: "`+k+`") { id } }`, nil)
+	}
+	ws := apitest.DialWS(t, env.Server.URL+"/query", apitest.WSOptions{Init: map[string]any{"Authorization": "Bearer " + u.Token}})
+	for i, k := range keys {
+		id := string(rune('a' + i))
+		ws.Subscribe(id, `mutation { createWorkspace(input: {name: "A"}, idempotencyKey: "`+k+`") { id } }`, nil)
+		m := ws.Next()
+		var p struct {
+			Extensions struct {
+				Idempotency []struct {
+					Path     []string
+					Key      string
+					Replayed bool
+				}
+			}
+		}
+		if m.Type != "next" || m.ID != id || json.Unmarshal(m.Payload, &p) != nil {
+			t.Fatalf("operation %s (key %s): %s %s", id, k, m.Type, m.Payload)
+		}
+		if got := p.Extensions.Idempotency; len(got) != 1 || got[0].Key != k || !got[0].Replayed ||
+			len(got[0].Path) != 1 || got[0].Path[0] != "createWorkspace" {
+			t.Errorf("replay %d (key %s) over one WebSocket: %s; want extensions.idempotency "+
+				`[{"path":["createWorkspace"],"key":%q,"replayed":true}]`, i+1, k, m.Payload, k)
+		}
+		if c := ws.Next(); c.Type != "complete" || c.ID != id {
+			t.Fatalf("after %s: %s %s", id, c.Type, c.Payload)
+		}
+	}
+	if n := s.runs.Load(); n != int64(len(keys)) {
+		t.Fatalf("createWorkspace ran %d times, want %d (the first calls only)", n, len(keys))
+	}
+}
