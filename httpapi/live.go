@@ -320,9 +320,10 @@ func (t wsTransport) Do(w http.ResponseWriter, r *http.Request, exec graphql.Gra
 			Extensions: map[string]any{"code": string(errs.CodeForbidden)}}}})
 		return
 	}
-	if r.Header.Get(idempotency.HeaderKey) != "" {
+	if len(r.Header.Values(idempotency.HeaderKey)) > 0 {
 		// gqlgen gives every operation of the connection the upgrade's
-		// headers: the key would be every mutation's.
+		// headers: the key would be every mutation's (an empty line, or an
+		// empty first line, too: every mutation would be refused for it).
 		w.Header().Set("Content-Type", mediaJSON)
 		writeJSON(w, http.StatusBadRequest, struct {
 			Errors gqlerror.List `json:"errors"`

@@ -153,3 +153,30 @@ func TestWebSocketReplaysEachCarryTheExtension(t *testing.T) {
 		t.Fatalf("createWorkspace ran %d times, want %d (the first calls only)", n, len(keys))
 	}
 }
+
+// "An upgrade with an Idempotency-Key header is refused" (docs/api.md,
+// "Transports"): an empty one too, and one of two lines the first of which
+// is empty. Accepted, the connection would refuse each of its mutations, the
+// header being every operation's, with a message about the header's form.
+func TestWebSocketUpgradeWithAnEmptyKeyIsRefused(t *testing.T) {
+	t.Parallel()
+	env, _ := newEnv(t)
+	u := env.NewUser(t, "ann")
+	for name, values := range map[string][]string{"empty": {""}, "empty, then a key": {"", "ws1"}} {
+		ws, res, err := apitest.TryDialWS(t, env.Server.URL+"/query", apitest.WSOptions{
+			Header: http.Header{"Idempotency-Key": values},
+			Init:   map[string]any{"Authorization": "Bearer " + u.Token}})
+		if err == nil {
+			ws.Subscribe("m", `mutation { createWorkspace(input: {name: "A"}) { id } }`, nil)
+			m := ws.Next()
+			t.Errorf("upgrade with Idempotency-Key %q: accepted; a mutation on it: %s %s", values, m.Type, m.Payload)
+			continue
+		}
+		if res == nil || res.StatusCode != http.StatusBadRequest {
+			t.Errorf("upgrade with Idempotency-Key %q (%s): %v, %+v; want 400", values, name, err, res)
+		}
+	}
+	if workspaces(t, env.DB) != 0 {
+		t.Fatal("a workspace was created")
+	}
+}
