@@ -140,3 +140,69 @@ func sealedWorkspace(t *testing.T) (*auditFixture, *store.User, string, []string
 	f.seal()
 	return f, owner, ws, chainSeals(t, f.db, ws)
 }
+
+// Found in review (2026-12-04): a seal at or before the chain's anchor may
+// lack its event (retention dropped its month), so the walk accepts any such
+// seal without its event. A superuser who deletes event 2, still in a month
+// that retention has not dropped (its partition is there), and writes an
+// anchor at position 3 (a row retention would write) passes verifyAuditLog,
+// and a signed checkpoint kept at position 5, which covers event 2, is still
+// "extended". Retention drops the oldest months only: an event can be missing
+// by retention only if it is older than every monthly partition left.
+func TestVerifyFindsADeletionBelowAForgedAnchor(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	f, ws, ids := sealedChain(t)
+	key := audit.GenerateSigningKey()
+	keys := []ed25519.PublicKey{key.Public().(ed25519.PublicKey)}
+	kept, err := (&store.AuditSealer{DB: f.db, Key: key}).Checkpoint(ctx, ws)
+	if err != nil || kept == nil || kept.Position != 5 {
+		t.Fatalf("checkpoint: %+v, %v", kept, err)
+	}
+	tamperer{f.superuser()}.run(t,
+		tamperStmt{`DELETE FROM audit_events WHERE id = $1`, []any{ids[1]}},
+		tamperStmt{`INSERT INTO audit_chain_anchors (chain_key, hash, event_id, event_at, events)
+			SELECT chain_key, hash, event_id, occurred_at, position FROM audit_seals WHERE event_id = $1`, []any{ids[2]}})
+	v, err := f.db.VerifyChain(ctx, ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v.Valid || v.FirstInvalidEventID == nil || *v.FirstInvalidEventID != ids[1] {
+		t.Errorf("event %s deleted, anchor forged: verify = valid %v at %v (%d sealed), want invalid at %s",
+			ids[1], v.Valid, v.FirstInvalidEventID, v.SealedEvents, ids[1])
+	}
+	cp := kept.Checkpoint
+	cv, err := f.db.VerifyChainAgainst(ctx, ws, &cp, keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cv.Valid || cv.Checkpoint.Extended {
+		t.Errorf("checkpoint at 5 kept before event 2 was deleted: valid=%v extended=%v, want the deletion caught", cv.Valid, cv.Checkpoint.Extended)
+	}
+}
+
+// Found in review (2026-12-04): a chain whose seals begin right after its
+// anchor is taken for a legacy chain (retention dropped its events before
+// seals existed). A superuser who deletes the first events of a live month
+// with their seals and writes an anchor at the last of them leaves such a
+// chain; the anchor names an event of a month whose partition is still
+// there, which retention never leaves.
+func TestVerifyFindsAForgedAnchorOverALiveMonth(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	f, ws, ids := sealedChain(t)
+	tamperer{f.superuser()}.run(t,
+		tamperStmt{`INSERT INTO audit_chain_anchors (chain_key, hash, event_id, event_at, events)
+			SELECT chain_key, hash, event_id, occurred_at, position FROM audit_seals WHERE event_id = $1`, []any{ids[1]}},
+		tamperStmt{`DELETE FROM audit_events WHERE id = $1`, []any{ids[0]}},
+		tamperStmt{`DELETE FROM audit_events WHERE id = $1`, []any{ids[1]}},
+		tamperStmt{`DELETE FROM audit_seals WHERE event_id = $1`, []any{ids[0]}},
+		tamperStmt{`DELETE FROM audit_seals WHERE event_id = $1`, []any{ids[1]}})
+	v, err := f.db.VerifyChain(ctx, ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v.Valid {
+		t.Errorf("first two events and seals deleted, anchor forged: verify = valid (%d sealed), want invalid", v.SealedEvents)
+	}
+}

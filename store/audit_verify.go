@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -57,7 +58,9 @@ func (db *DB) VerifyChain(ctx context.Context, chainKey string) (*AuditVerificat
 // "user:<id>" or "anonymous") in one snapshot. It walks the seals by position
 // from the first, each joined with its event, and checks that positions
 // follow each other, that each seal's prev_hash is the hash before it, that
-// its event exists (up to the retention anchor it may be gone) and that its
+// its event exists (up to the retention anchor it may be gone, if it is older
+// than every monthly partition left, as retention drops the oldest months
+// only; an anchor naming an event of a month still kept is forged) and that its
 // hash is the hash of the event's canonical encoding over prev_hash; then
 // that the head is the last seal, that every event of the chain is sealed
 // (by a seal of its id, time and chain) or waiting for the sealer (past its
@@ -116,12 +119,18 @@ func checkSignature(cp *audit.Checkpoint, keys []ed25519.PublicKey) string {
 type chainWalk struct {
 	out *AuditVerification
 	// The head, the anchor and the sealer's cursor, read first.
-	hasHead            bool
-	headHash           []byte
-	headEvent          string
-	headPos            int64
-	anchorHash         []byte
-	anchorPos          int64
+	hasHead     bool
+	headHash    []byte
+	headEvent   string
+	headPos     int64
+	anchorHash  []byte
+	anchorPos   int64
+	anchorEvent string
+	anchorAt    time.Time
+	// kept is the start of the oldest monthly partition of audit_events
+	// (zero: none). Retention drops the oldest months only, so an event at
+	// or after it cannot be missing by retention: it was deleted.
+	kept               time.Time
 	cursor             SpineCursor
 	tipPos             int64
 	tipHash            []byte
@@ -153,10 +162,24 @@ func (w *chainWalk) readEnds(ctx context.Context, tx pgx.Tx, chainKey string) er
 			}
 			return err
 		})
-	b.Queue(`SELECT hash, events FROM audit_chain_anchors WHERE chain_key = $1`, chainKey).
+	b.Queue(`SELECT hash, events, event_id::text, event_at FROM audit_chain_anchors WHERE chain_key = $1`, chainKey).
 		QueryRow(func(row pgx.Row) error {
-			if err := row.Scan(&w.anchorHash, &w.anchorPos); err != nil && !auditNoRows(err) {
+			if err := row.Scan(&w.anchorHash, &w.anchorPos, &w.anchorEvent, &w.anchorAt); err != nil && !auditNoRows(err) {
 				return err
+			}
+			return nil
+		})
+	b.Queue(`SELECT min(c.relname) FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+		WHERE i.inhparent = 'audit_events'::regclass AND c.relname LIKE 'audit\_events\_p%'`).
+		QueryRow(func(row pgx.Row) error {
+			var name *string
+			if err := row.Scan(&name); err != nil {
+				return err
+			}
+			if name != nil {
+				if m, err := time.Parse("200601", strings.TrimPrefix(*name, "audit_events_p")); err == nil {
+					w.kept = m
+				}
 			}
 			return nil
 		})
@@ -181,7 +204,7 @@ func (w *chainWalk) readEnds(ctx context.Context, tx pgx.Tx, chainKey string) er
 // anchor written by hand must not hide the seals, and the events still
 // there, below it.
 func (w *chainWalk) walk(ctx context.Context, tx pgx.Tx, chainKey string) error {
-	rows, err := tx.Query(ctx, `SELECT s.position, s.prev_hash, s.hash, s.event_id::text, `+
+	rows, err := tx.Query(ctx, `SELECT s.position, s.prev_hash, s.hash, s.event_id::text, s.occurred_at, `+
 		auditRecordColumns("e.")+`
 		FROM audit_seals s LEFT JOIN audit_events e
 			ON e.occurred_at = s.occurred_at AND e.id = s.event_id AND e.chain_key = s.chain_key
@@ -194,14 +217,15 @@ func (w *chainWalk) walk(ctx context.Context, tx pgx.Tx, chainKey string) error 
 		pos        int64
 		prev, hash []byte
 		id         string
+		at         time.Time
 		r          audit.Record
 		last       int64
 		expected   []byte
 		first      = true
 	)
 	for rows.Next() {
-		rec, found := auditRecordDests(&r, rows.RawValues(), 4)
-		if err := rows.Scan(append([]any{&pos, &prev, &hash, &id}, rec...)...); err != nil {
+		rec, found := auditRecordDests(&r, rows.RawValues(), 5)
+		if err := rows.Scan(append([]any{&pos, &prev, &hash, &id, &at}, rec...)...); err != nil {
 			return err
 		}
 		if first && pos != 1 && w.anchorPos > 0 && pos == w.anchorPos+1 {
@@ -219,7 +243,8 @@ func (w *chainWalk) walk(ctx context.Context, tx pgx.Tx, chainKey string) error 
 			w.invalid(id)
 		case retained && pos == w.anchorPos && !bytes.Equal(hash, w.anchorHash):
 			w.invalid(id)
-		case retained && !found:
+		case retained && !found && w.droppable(at):
+			// Dropped with its month by retention.
 		case !found:
 			w.invalid(id) // the event is gone (or was moved)
 		default:
@@ -237,6 +262,14 @@ func (w *chainWalk) walk(ctx context.Context, tx pgx.Tx, chainKey string) error 
 		w.tipPos, w.tipHash, w.tipEvent = pos, expected, id
 	}
 	return rows.Err()
+}
+
+// droppable reports whether retention may have dropped an event that
+// occurred at at: whether at is before every monthly partition left.
+// Retention drops the oldest months first and stops at the first it keeps,
+// and never drops the DEFAULT partition.
+func (w *chainWalk) droppable(at time.Time) bool {
+	return !w.kept.IsZero() && at.Before(w.kept)
 }
 
 // finish counts the events waiting for the sealer, looks for an event that
@@ -282,6 +315,11 @@ func (w *chainWalk) finish(ctx context.Context, tx pgx.Tx, chainKey string) erro
 	}
 	switch {
 	case !w.out.Valid:
+	case w.anchorPos > 0 && !w.droppable(w.anchorAt):
+		// An anchor names the newest event of a month retention dropped:
+		// one of a month still there was written by hand (over seals
+		// removed with their events, or the walk found it first).
+		w.invalid(w.anchorEvent)
 	case !w.hasHead && w.tipPos > w.anchorPos:
 		w.invalid(w.tipEvent) // seals with no head: the chain's end is not vouched for
 	case w.hasHead && (w.headPos != w.tipPos || !bytes.Equal(w.headHash, w.tipHash)):
