@@ -70,7 +70,9 @@ func (db *DB) AuditCheckpoint(ctx context.Context, user *User, workspaceID strin
 	if err := db.requireAuditReader(ctx, workspaceID, user); err != nil {
 		return nil, err
 	}
-	return db.LatestAuditCheckpoint(ctx, workspaceID)
+	// The chain key is the id's canonical text; the access check took any
+	// spelling of it.
+	return db.LatestAuditCheckpoint(ctx, mustCanonical(workspaceID))
 }
 
 // LatestAuditCheckpoint returns the newest signed checkpoint of the chain
