@@ -560,6 +560,11 @@ func (db *DB) RecordWebhookAttempt(ctx context.Context, deliveryID string, o Web
 			disabled_at = clock_timestamp(), updated_at = clock_timestamp() WHERE id = $1`, endpointID, reason); err != nil {
 			return fmt.Errorf("disable webhook endpoint: %w", err)
 		}
+		// Its other PENDING deliveries end FAILED now, as an admin's
+		// disabling ends them (SetWebhookEndpointEnabled).
+		if _, err := tx.Exec(ctx, failDisabledDeliveriesSQL, endpointID); err != nil {
+			return fmt.Errorf("disable webhook endpoint: %w", err)
+		}
 		db.log.WarnContext(ctx, "webhook endpoint disabled", "endpoint_id", endpointID, "failing_since", since)
 		return db.appendAudit(ctx, tx, audit.Event{WorkspaceID: &workspaceID, Action: "webhook.disabled", EntityID: endpointID,
 			Metadata: map[string]any{"changes": map[string]any{

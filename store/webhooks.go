@@ -312,8 +312,42 @@ func (db *DB) SetWebhookEndpointEnabled(ctx context.Context, actor *User, id str
 			value: "CASE WHEN b.enabled THEN %s::text ELSE b.disabled_reason END", arg: why},
 			assign{column: "disabled_at", value: "$2"})
 	}
-	return db.changeWebhookEndpoint(ctx, actor, id, action, sets)
+	if enabled {
+		return db.changeWebhookEndpoint(ctx, actor, id, action, sets)
+	}
+	var out *WebhookEndpoint
+	err := db.WithTx(ctx, func(ctx context.Context, _ Querier) error {
+		e, err := db.changeWebhookEndpoint(ctx, actor, id, action, sets)
+		if err != nil {
+			return err
+		}
+		out = e
+		// Its PENDING deliveries end FAILED now, not at their next attempt
+		// (hours away, maybe; enabling the endpoint before then would
+		// resume them): after the endpoint's update, in its transaction.
+		unitOfWorkFrom(ctx).write("fail deliveries of a disabled webhook endpoint", failDisabledDeliveriesSQL,
+			[]any{e.ID}, -1)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
 }
+
+// failDisabledDeliveriesSQL marks FAILED ("the endpoint is disabled") the
+// PENDING deliveries of the endpoint $1 when it is disabled, but its pings
+// (delivered to a disabled endpoint too) and those an attempt holds or that
+// another transaction has locked (a redelivery, a claim): the claim of their
+// next attempt fails them (unclaimable), so that this statement waits for
+// no lock, which would risk a deadlock with the statements that lock a
+// delivery, then its endpoint.
+const failDisabledDeliveriesSQL = `UPDATE webhook_deliveries d SET status = 'FAILED', next_attempt_at = NULL,
+	last_error = 'the endpoint is disabled'
+	WHERE d.id IN (SELECT p.id FROM webhook_deliveries p JOIN webhook_endpoints e ON e.id = p.endpoint_id
+		WHERE p.endpoint_id = $1 AND NOT e.enabled AND p.status = 'PENDING' AND p.action <> 'webhook.pinged'
+		AND (p.in_flight_until IS NULL OR p.in_flight_until <= now()) AND taskflow_ok()
+		FOR NO KEY UPDATE OF p SKIP LOCKED)`
 
 // RotateWebhookSecret gives an endpoint a new signing secret and returns it
 // (the only time it is shown); the secret it replaces keeps signing, next to
