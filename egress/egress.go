@@ -40,7 +40,8 @@ const resolveTimeout = 3 * time.Second
 // nonPublic are the ranges refused unless AllowPrivate, besides what netip
 // classifies as loopback, private, link-local, multicast or unspecified.
 // IPv4-mapped IPv6 addresses are unmapped first; the IPv6 ranges that embed
-// an IPv4 address (NAT64, 6to4, Teredo) are refused whole.
+// an IPv4 address (NAT64, 6to4, Teredo) are refused whole, as is every IPv6
+// address outside the global unicast space 2000::/3 (Public).
 var nonPublic = func() []netip.Prefix {
 	var out []netip.Prefix
 	for _, s := range []string{
@@ -64,12 +65,18 @@ var nonPublic = func() []netip.Prefix {
 // Public reports whether a is a public unicast address: not loopback,
 // private (RFC 1918, fc00::/7, which holds AWS's fd00:ec2::254), link-local
 // (169.254.0.0/16, which holds the cloud metadata address 169.254.169.254,
-// and fe80::/10), multicast, unspecified, or one of the other non-public
-// ranges.
+// and fe80::/10), multicast, unspecified, an IPv6 address outside 2000::/3,
+// or one of the other non-public ranges.
 func Public(a netip.Addr) bool {
 	a = a.Unmap()
 	if !a.IsValid() || a.IsLoopback() || a.IsPrivate() || a.IsLinkLocalUnicast() || a.IsLinkLocalMulticast() ||
 		a.IsInterfaceLocalMulticast() || a.IsMulticast() || a.IsUnspecified() {
+		return false
+	}
+	if a.Is6() && !globalUnicast6.Contains(a) {
+		// Reserved: ::/8 holds the IPv4-compatible ::a.b.c.d (which a Linux
+		// host with the sit module routes to a.b.c.d) and SIIT's
+		// ::ffff:0:a.b.c.d.
 		return false
 	}
 	for _, p := range nonPublic {
@@ -79,6 +86,10 @@ func Public(a netip.Addr) bool {
 	}
 	return true
 }
+
+// globalUnicast6 is the IPv6 global unicast space: every other IPv6 address
+// is reserved, unique-local, link-local or multicast.
+var globalUnicast6 = netip.MustParsePrefix("2000::/3")
 
 // Allowed reports whether the policy lets a request connect to a.
 func (p Policy) Allowed(a netip.Addr) bool { return p.AllowPrivate || Public(a) }
