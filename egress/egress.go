@@ -144,13 +144,22 @@ func (p Policy) CheckURL(ctx context.Context, raw string) (string, error) {
 			return "", badURL("the port must be a number from 1 to 65535")
 		}
 	}
-	addrs, err := p.resolve(ctx, host)
-	if err != nil {
-		return "", err
-	}
-	for _, a := range addrs {
+	if a, err := netip.ParseAddr(host); err == nil {
 		if !p.Allowed(a) {
-			return "", badURL("%s resolves to %s, which is not a public address (loopback, private, link-local and metadata addresses are refused)", host, a.Unmap())
+			return "", badURL("%s is not a public address (loopback, private, link-local, metadata and reserved addresses are refused)", host)
+		}
+	} else {
+		// A name: whether it does not resolve or resolves to an address
+		// refused, one answer that names no address, else anyone (any user
+		// may make a workspace) could map the server's internal DNS.
+		addrs, err := p.resolve(ctx, host)
+		for _, a := range addrs {
+			if !p.Allowed(a) {
+				err = errNotPublic
+			}
+		}
+		if err != nil {
+			return "", badURL("%s", NotPublicHost(host))
 		}
 	}
 	// The URL as it will be used percent-encodes what the input did not (é
@@ -162,19 +171,28 @@ func (p Policy) CheckURL(ctx context.Context, raw string) (string, error) {
 	return s, nil
 }
 
-// resolve returns the addresses of host: itself when it is an IP literal,
-// else what DNS answers within resolveTimeout.
+// errNotPublic is a name that does not resolve only to allowed addresses.
+var errNotPublic = errors.New("not public")
+
+// NotPublicHost says that the name host does not resolve, or resolves to an
+// address the policy refuses, without saying which (nor the address, nor
+// the resolver's): the text of a refused URL and of a refused attempt's
+// lastError, which the workspace's admins read.
+func NotPublicHost(host string) string {
+	return fmt.Sprintf("the host %s does not resolve to public addresses only (a name that does not resolve, "+
+		"or that resolves to a loopback, private, link-local, metadata or reserved address, is refused)", host)
+}
+
+// resolve returns the addresses of the name host, what DNS answers within
+// resolveTimeout.
 func (p Policy) resolve(ctx context.Context, host string) ([]netip.Addr, error) {
-	if a, err := netip.ParseAddr(strings.Trim(host, "[]")); err == nil {
-		return []netip.Addr{a}, nil
-	}
 	ctx, cancel := context.WithTimeout(ctx, resolveTimeout)
 	defer cancel()
 	addrs, err := net.DefaultResolver.LookupNetIP(ctx, "ip", host)
-	if err != nil || len(addrs) == 0 {
-		return nil, badURL("the host %s does not resolve", host)
+	if err == nil && len(addrs) == 0 {
+		err = errNotPublic
 	}
-	return addrs, nil
+	return addrs, err
 }
 
 // control refuses, at connect time, an address the policy does not allow:
@@ -194,6 +212,12 @@ func (p Policy) control(_, address string, _ syscall.RawConn) error {
 func Refused(err error) bool {
 	var r *RefusedError
 	return errors.As(err, &r)
+}
+
+// Unresolved reports whether err is (or wraps) a DNS lookup that failed.
+func Unresolved(err error) bool {
+	var d *net.DNSError
+	return errors.As(err, &d)
 }
 
 // ClientOptions shape the HTTP client of a Policy.

@@ -223,8 +223,15 @@ func (w *worker) attempt(ctx context.Context, a *store.WebhookAttempt) result {
 	if err != nil {
 		r := result{latency: time.Since(now), outcome: "error", err: "could not deliver: " + transportError(err)}
 		switch {
-		case egress.Refused(err):
-			r.outcome, r.err = "refused", transportError(err)
+		case egress.Refused(err) || egress.Unresolved(err):
+			// One text for both, naming neither the address nor the
+			// resolver: the workspace's admins read it, and a name of theirs
+			// that now resolves to an internal one (a CNAME, rebinding) must
+			// not map the server's network for them.
+			if egress.Refused(err) {
+				r.outcome = "refused"
+			}
+			r.err = "could not deliver: " + egress.NotPublicHost(req.URL.Hostname())
 		case errors.Is(err, context.DeadlineExceeded) || isTimeout(err):
 			r.outcome, r.err = "timeout", fmt.Sprintf("no answer within %s", w.timeout)
 		}
