@@ -74,6 +74,16 @@ func TestVerifyFindsAnEventWithAFutureTxID(t *testing.T) {
 // checkpoint kept at position 5, which covers event 2, is still "extended".
 func TestVerifyFindsAnEditBelowAForgedAnchor(t *testing.T) {
 	t.Parallel()
+	tamperBelowAForgedAnchor(t, "edited", `UPDATE audit_events SET metadata = '{"title":"forged"}' WHERE id = $1`, false)
+}
+
+// tamperBelowAForgedAnchor runs stmt on event 2 (its id is $1) of a sealed
+// chain of five, as a superuser, with an anchor forged at position 3 (a row
+// retention would write), and checks that verifyAuditLog finds the log
+// invalid (at event 2 when at is set) and that a checkpoint kept at position
+// 5 before, which covers event 2, no longer verifies nor extends.
+func tamperBelowAForgedAnchor(t *testing.T, what, stmt string, at bool) {
+	t.Helper()
 	ctx := context.Background()
 	f, ws, ids := sealedChain(t)
 	key := audit.GenerateSigningKey()
@@ -83,15 +93,16 @@ func TestVerifyFindsAnEditBelowAForgedAnchor(t *testing.T) {
 		t.Fatalf("checkpoint: %+v, %v", kept, err)
 	}
 	tamperer{f.superuser()}.run(t,
-		tamperStmt{`UPDATE audit_events SET metadata = '{"title":"forged"}' WHERE id = $1`, []any{ids[1]}},
+		tamperStmt{stmt, []any{ids[1]}},
 		tamperStmt{`INSERT INTO audit_chain_anchors (chain_key, hash, event_id, event_at, events)
 			SELECT chain_key, hash, event_id, occurred_at, position FROM audit_seals WHERE event_id = $1`, []any{ids[2]}})
 	v, err := f.db.VerifyChain(ctx, ws)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if v.Valid {
-		t.Errorf("event %s edited, anchor forged: verify = valid (%d sealed), want invalid", ids[1], v.SealedEvents)
+	if v.Valid || at && (v.FirstInvalidEventID == nil || *v.FirstInvalidEventID != ids[1]) {
+		t.Errorf("event %s %s, anchor forged: verify = valid %v at %v (%d sealed), want invalid at it",
+			ids[1], what, v.Valid, v.FirstInvalidEventID, v.SealedEvents)
 	}
 	cp := kept.Checkpoint
 	cv, err := f.db.VerifyChainAgainst(ctx, ws, &cp, keys)
@@ -99,7 +110,7 @@ func TestVerifyFindsAnEditBelowAForgedAnchor(t *testing.T) {
 		t.Fatal(err)
 	}
 	if cv.Valid || cv.Checkpoint.Extended {
-		t.Errorf("checkpoint at 5 kept before event 2 was edited: valid=%v extended=%v, want the edit caught", cv.Valid, cv.Checkpoint.Extended)
+		t.Errorf("checkpoint at 5 kept before event 2 was %s: valid=%v extended=%v, want it caught", what, cv.Valid, cv.Checkpoint.Extended)
 	}
 }
 
@@ -151,34 +162,7 @@ func sealedWorkspace(t *testing.T) (*auditFixture, *store.User, string, []string
 // by retention only if it is older than every monthly partition left.
 func TestVerifyFindsADeletionBelowAForgedAnchor(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	f, ws, ids := sealedChain(t)
-	key := audit.GenerateSigningKey()
-	keys := []ed25519.PublicKey{key.Public().(ed25519.PublicKey)}
-	kept, err := (&store.AuditSealer{DB: f.db, Key: key}).Checkpoint(ctx, ws)
-	if err != nil || kept == nil || kept.Position != 5 {
-		t.Fatalf("checkpoint: %+v, %v", kept, err)
-	}
-	tamperer{f.superuser()}.run(t,
-		tamperStmt{`DELETE FROM audit_events WHERE id = $1`, []any{ids[1]}},
-		tamperStmt{`INSERT INTO audit_chain_anchors (chain_key, hash, event_id, event_at, events)
-			SELECT chain_key, hash, event_id, occurred_at, position FROM audit_seals WHERE event_id = $1`, []any{ids[2]}})
-	v, err := f.db.VerifyChain(ctx, ws)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if v.Valid || v.FirstInvalidEventID == nil || *v.FirstInvalidEventID != ids[1] {
-		t.Errorf("event %s deleted, anchor forged: verify = valid %v at %v (%d sealed), want invalid at %s",
-			ids[1], v.Valid, v.FirstInvalidEventID, v.SealedEvents, ids[1])
-	}
-	cp := kept.Checkpoint
-	cv, err := f.db.VerifyChainAgainst(ctx, ws, &cp, keys)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if cv.Valid || cv.Checkpoint.Extended {
-		t.Errorf("checkpoint at 5 kept before event 2 was deleted: valid=%v extended=%v, want the deletion caught", cv.Valid, cv.Checkpoint.Extended)
-	}
+	tamperBelowAForgedAnchor(t, "deleted", `DELETE FROM audit_events WHERE id = $1`, true)
 }
 
 // Found in review (2026-12-04): a chain whose seals begin right after its
