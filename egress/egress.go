@@ -229,7 +229,9 @@ type ClientOptions struct {
 }
 
 // Client returns an HTTP client that connects only where the policy allows
-// (checked on every connection), uses no proxy from the environment (a proxy
+// (checked on every connection), sends nothing by plain http unless the
+// policy allows it (checked on every request: a URL registered while
+// WEBHOOK_ALLOW_HTTP was on is refused once it is off), uses no proxy from the environment (a proxy
 // would connect in its place), follows no redirect (a 3xx is the answer),
 // bounds response headers to 64 KiB and each request to Timeout.
 func (p Policy) Client(o ClientOptions) *http.Client {
@@ -245,6 +247,9 @@ func (p Policy) Client(o ClientOptions) *http.Client {
 		ResponseHeaderTimeout:  o.Timeout,
 		MaxResponseHeaderBytes: 64 << 10,
 	}
+	if !p.AllowHTTP {
+		rt = httpsOnly{rt}
+	}
 	if o.Wrap != nil {
 		rt = o.Wrap(rt)
 	}
@@ -253,4 +258,21 @@ func (p Policy) Client(o ClientOptions) *http.Client {
 		Timeout:       o.Timeout,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
+}
+
+// ErrPlainHTTP refuses a request by plain http under a policy that allows
+// https only.
+var ErrPlainHTTP = errors.New("refused to send by plain http: the URL must be https (the server's WEBHOOK_ALLOW_HTTP allows http)")
+
+// httpsOnly is a transport that sends https requests only (ErrPlainHTTP).
+type httpsOnly struct{ next http.RoundTripper }
+
+func (t httpsOnly) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.URL.Scheme != "https" {
+		if r.Body != nil {
+			_ = r.Body.Close() // a RoundTripper closes the body, even when it fails
+		}
+		return nil, ErrPlainHTTP
+	}
+	return t.next.RoundTrip(r)
 }

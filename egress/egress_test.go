@@ -93,3 +93,25 @@ func TestCheckedURLWithinMaxLengthOnceEncoded(t *testing.T) {
 		t.Errorf("CheckURL of a %d-byte URL: %d bytes, %v (MaxURLLength %d)", len(raw), len(got), err, egress.MaxURLLength)
 	}
 }
+
+// A client of a policy without AllowHTTP sends nothing by plain http, even to
+// a URL registered while WEBHOOK_ALLOW_HTTP was on: the scheme is checked on
+// every request, as the address is on every connection.
+func TestClientSendsNoPlainHTTPUnlessAllowed(t *testing.T) {
+	t.Parallel()
+	var hits atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { hits.Add(1) }))
+	t.Cleanup(srv.Close)
+	_, err := egress.Policy{AllowPrivate: true}.Client(egress.ClientOptions{Timeout: 5 * time.Second}).Post(srv.URL, "text/plain", strings.NewReader("x"))
+	if !errors.Is(err, egress.ErrPlainHTTP) || hits.Load() != 0 {
+		t.Fatalf("https-only client: %v, %d requests arrived", err, hits.Load())
+	}
+	res, err := egress.Policy{AllowHTTP: true, AllowPrivate: true}.Client(egress.ClientOptions{Timeout: 5 * time.Second}).Post(srv.URL, "text/plain", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if hits.Load() != 1 {
+		t.Fatalf("%d requests arrived, want 1", hits.Load())
+	}
+}

@@ -232,6 +232,8 @@ func (w *worker) attempt(ctx context.Context, a *store.WebhookAttempt) result {
 				r.outcome = "refused"
 			}
 			r.err = "could not deliver: " + egress.NotPublicHost(req.URL.Hostname())
+		case errors.Is(err, egress.ErrPlainHTTP): // an http:// URL registered while WEBHOOK_ALLOW_HTTP was on
+			r.outcome = "refused"
 		case errors.Is(err, context.DeadlineExceeded) || isTimeout(err):
 			r.outcome, r.err = "timeout", fmt.Sprintf("no answer within %s", w.timeout)
 		}
