@@ -222,18 +222,30 @@ func readCheckpoint(path string) (*audit.Checkpoint, error) {
 	}
 	// Accept the object itself or a GraphQL answer around it.
 	var wrapped struct {
-		Data struct {
+		Data *struct {
 			AuditCheckpoint *audit.Checkpoint `json:"auditCheckpoint"`
 		} `json:"data"`
+		Errors []struct {
+			Message string `json:"message"`
+		} `json:"errors"`
 	}
-	if json.Unmarshal(b, &wrapped) == nil && wrapped.Data.AuditCheckpoint != nil {
-		return wrapped.Data.AuditCheckpoint, nil
+	if json.Unmarshal(b, &wrapped) == nil && (wrapped.Data != nil || len(wrapped.Errors) > 0) {
+		if wrapped.Data != nil && wrapped.Data.AuditCheckpoint != nil {
+			return wrapped.Data.AuditCheckpoint, nil
+		}
+		if len(wrapped.Errors) > 0 {
+			return nil, fmt.Errorf("%s: the answer kept is an error, not a checkpoint: %s", path, wrapped.Errors[0].Message)
+		}
+		return nil, fmt.Errorf("%s: the answer kept holds no checkpoint (auditCheckpoint is null: the workspace had none yet when it was asked)", path)
 	}
-	var cp audit.Checkpoint
+	var cp *audit.Checkpoint
 	if err := json.Unmarshal(b, &cp); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	return &cp, nil
+	if cp == nil || *cp == (audit.Checkpoint{}) {
+		return nil, fmt.Errorf("%s holds no checkpoint (null or empty: the workspace had none yet when it was asked)", path)
+	}
+	return cp, nil
 }
 
 // readKey reads a public key given inline or as @file.

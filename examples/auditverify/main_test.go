@@ -114,6 +114,18 @@ func TestRun(t *testing.T) {
 	if code, err := run([]string{"-checkpoint", cpPath}, io.Discard); code != 2 || err == nil {
 		t.Errorf("no export: %d %v", code, err)
 	}
+	// A file kept when there was no checkpoint, or an error, is said to be so
+	// (it used to fail on "checkpoint chain key is empty").
+	for name, kept := range map[string]struct{ json, says string }{
+		"null":        {`null`, "holds no checkpoint"},
+		"null answer": {`{"data":{"auditCheckpoint":null}}`, "holds no checkpoint (auditCheckpoint is null"},
+		"error":       {`{"errors":[{"message":"workspace not found"}],"data":null}`, "an error, not a checkpoint: workspace not found"},
+	} {
+		code, err := run([]string{"-export", write(name+".ndjson", good), "-checkpoint", write(name+".json", []byte(kept.json)), "-key", pub}, io.Discard)
+		if code != 2 || err == nil || !strings.Contains(err.Error(), kept.says) {
+			t.Errorf("checkpoint file %s: exit %d (%v), want 2 saying %q", name, code, err, kept.says)
+		}
+	}
 }
 
 // An untouched traced event verifies offline: the hash covers traceId when it
