@@ -421,12 +421,28 @@ type wsConn struct {
 	idle     *time.Timer
 	deadline *time.Timer
 	closing  bool
-	// ops holds the id of each operation running on the connection, from the
-	// client's subscribe (legacy graphql-ws: start) to the server's complete
-	// or error: nil while it runs, or, once the client completed (legacy:
-	// stopped) it, a channel closed at that end. It has an entry per
-	// operation gqlgen runs, each id at most maxOperationID bytes.
-	ops map[string]chan struct{}
+	// ops holds, by the client's id, each operation the client started on
+	// the connection (subscribe; legacy graphql-ws: start) and has not
+	// completed (legacy: stopped) nor seen end (the server's complete or
+	// error): the id gqlgen runs it under. Each id is at most maxOperationID
+	// bytes.
+	ops map[string]string
+	// runs holds, by the id gqlgen runs it under, the client's id of every
+	// operation gqlgen has not ended yet, and whether the client completed it.
+	runs map[string]*wsRun
+	// seq numbers the operations of the connection: gqlgen runs each under
+	// an id of its own (its number), never the client's. gqlgen forgets an
+	// operation's id only after it sent its complete, so a client that
+	// reused its id at once could have its new operation forgotten in its
+	// place (never to be stopped by a complete); and a client that completed
+	// an operation and reused its id must get nothing more of the old one.
+	seq uint64
+}
+
+// wsRun is an operation gqlgen runs for a client (wsConn.runs).
+type wsRun struct {
+	id        string // the client's
+	completed bool   // by the client: nothing more of it is sent
 }
 
 var (
@@ -473,7 +489,9 @@ func (c *wsConn) stopIdle() {
 
 // NextReader reads the next message. One that starts an operation with the
 // id of one still running, or with an id over maxOperationID bytes, closes
-// the connection (fromClient) and reads as a closed connection.
+// the connection (fromClient) and reads as a closed connection. The id of a
+// message that starts or stops an operation is replaced by the one gqlgen
+// runs it under (fromClient).
 func (c *wsConn) NextReader() (int, io.Reader, error) {
 	typ, data, err := c.conn.Read(context.Background())
 	if err != nil {
@@ -483,7 +501,8 @@ func (c *wsConn) NextReader() (int, io.Reader, error) {
 		}
 		return int(typ), nil, err
 	}
-	if code, reason := c.fromClient(data); code != 0 {
+	data, code, reason := c.fromClient(data)
+	if code != 0 {
 		c.closeWith(code, reason)
 		return int(typ), nil, transport.ErrWebsocketClosed
 	}
@@ -491,17 +510,18 @@ func (c *wsConn) NextReader() (int, io.Reader, error) {
 }
 
 // fromClient follows the operation ids of a client's message, read for its
-// type and id only, and returns the code and reason to close the connection
-// with, or zero. gqlgen would run a subscribe (legacy: start) with the id of
-// a running operation beside it and lose the first one's cancel, so that no
-// complete could stop it: such a duplicate closes the connection with 4409,
-// as graphql-transport-ws requires, and with 4409 too over the legacy
-// protocol, which has no rule of its own (its reference server stops the
-// first; gqlgen cannot be made to do that before the second starts). An id
-// the client completed (legacy: stopped) may be reused at once: the new
-// operation waits, at most the write timeout, for the old one's last
-// message, after which gqlgen forgets it.
-func (c *wsConn) fromClient(data []byte) (coderws.StatusCode, string) {
+// type and id only, and returns the message to give gqlgen, or the code and
+// reason to close the connection with. gqlgen would run a subscribe (legacy:
+// start) with the id of a running operation beside it and lose the first
+// one's cancel, so that no complete could stop it: such a duplicate closes
+// the connection with 4409, as graphql-transport-ws requires, and with 4409
+// too over the legacy protocol, which has no rule of its own (its reference
+// server stops the first; gqlgen cannot be made to do that before the second
+// starts). An id the client completed (legacy: stopped), or whose end the
+// server sent, may be reused at once: gqlgen runs each operation under an id
+// of its own (wsConn.seq), given here to subscribe, start, complete and stop
+// messages.
+func (c *wsConn) fromClient(data []byte) ([]byte, coderws.StatusCode, string) {
 	var m struct {
 		Type string `json:"type"`
 		ID   string `json:"id"`
@@ -509,50 +529,61 @@ func (c *wsConn) fromClient(data []byte) (coderws.StatusCode, string) {
 	// Decoded as gqlgen decodes it; a message gqlgen refuses ends the
 	// connection anyway.
 	if json.NewDecoder(bytes.NewReader(data)).Decode(&m) != nil {
-		return 0, ""
+		return data, 0, ""
 	}
+	var run string
 	switch m.Type {
 	case "subscribe", "start":
 		if len(m.ID) > maxOperationID {
-			return coderws.StatusProtocolError, "operation id over " + strconv.Itoa(maxOperationID) + " bytes"
+			return nil, coderws.StatusProtocolError, "operation id over " + strconv.Itoa(maxOperationID) + " bytes"
 		}
 		c.mu.Lock()
-		ended := c.ops[m.ID]
-		c.mu.Unlock()
-		if ended != nil {
-			wait := time.NewTimer(c.st.limits.WriteTimeout)
-			select {
-			case <-ended:
-			case <-wait.C:
-			}
-			wait.Stop()
-		}
-		c.mu.Lock()
-		defer c.mu.Unlock()
 		if _, running := c.ops[m.ID]; running {
-			return CloseSubscriberExists, subscriberFor + m.ID + alreadyExists
+			c.mu.Unlock()
+			return nil, CloseSubscriberExists, subscriberFor + m.ID + alreadyExists
 		}
 		if c.ops == nil {
-			c.ops = map[string]chan struct{}{}
+			c.ops, c.runs = map[string]string{}, map[string]*wsRun{}
 		}
-		c.ops[m.ID] = nil
+		c.seq++
+		run = "#" + strconv.FormatUint(c.seq, 10)
+		c.ops[m.ID], c.runs[run] = run, &wsRun{id: m.ID}
+		c.mu.Unlock()
 	case "complete", "stop":
 		c.mu.Lock()
-		if ended, running := c.ops[m.ID]; running && ended == nil {
-			c.ops[m.ID] = make(chan struct{})
+		r, running := c.ops[m.ID]
+		if running {
+			delete(c.ops, m.ID)
+			c.runs[r].completed = true
+			run = r
 		}
 		c.mu.Unlock()
+		if !running {
+			return data, 0, "" // an id gqlgen does not run: it ignores it
+		}
+	default:
+		return data, 0, ""
 	}
-	return 0, ""
+	var msg map[string]json.RawMessage
+	if json.Unmarshal(data, &msg) != nil {
+		return data, 0, ""
+	}
+	msg["id"], _ = json.Marshal(run)
+	out, err := json.Marshal(msg)
+	if err != nil {
+		return data, 0, ""
+	}
+	return out, 0, ""
 }
 
 // fromServer follows the operation ids of a message gqlgen sends (the Type
-// and ID fields of its message struct, read by reflection: gqlgen's types
-// are unexported; TestWSOperationIDReusedAfterComplete fails if they change)
-// and reports whether to send it: the end of an operation (complete, error)
-// frees its id, and nothing more of one the client completed is sent
-// (graphql-transport-ws: "no further events"; a client that reused its id
-// would take them for the new operation's).
+// and ID fields of its message struct, by reflection: gqlgen's types are
+// unexported; TestWSOperationIDReusedAfterComplete fails if they change),
+// gives it back the client's id, and reports whether to send it: the end of
+// an operation (complete, error) frees the client's id, and nothing more of
+// one the client completed is sent (graphql-transport-ws: "no further
+// events"; a client that reused its id would take them for the new
+// operation's).
 func (c *wsConn) fromServer(v any) bool {
 	m := reflect.Indirect(reflect.ValueOf(v))
 	if m.Kind() != reflect.Struct {
@@ -572,14 +603,23 @@ func (c *wsConn) fromServer(v any) bool {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	ended, running := c.ops[id.String()]
-	if running && end {
-		delete(c.ops, id.String())
-		if ended != nil {
-			close(ended)
+	r, ok := c.runs[id.String()]
+	if !ok {
+		return true // an operation gqlgen ended already (cannot happen) or never ran
+	}
+	if end {
+		delete(c.runs, id.String())
+		if !r.completed {
+			delete(c.ops, r.id)
 		}
 	}
-	return ended == nil
+	if r.completed {
+		return false
+	}
+	if id.CanSet() {
+		id.SetString(r.id)
+	}
+	return true
 }
 
 // WriteJSON writes one message, within the write timeout: a client that does
