@@ -122,19 +122,9 @@ func TestHeavyDocumentsExecuteInTheirCallersTurn(t *testing.T) {
 			done <- e.Upload(t, e.member.Token, query, map[string]any{"t": e.task, "f": nil},
 				[]apitest.File{{Path: "f", Name: c.name + ".bin", Size: 4, Body: file}})
 		}()
-		// Readiness polls on the metrics, not timing assertions: the light
-		// document's turn ends within microseconds of its admission; the
-		// heavy one's cannot end before its file is sent, below.
-		for i := 0; i < 2000 && metricValue(t, e.Env, admitted) == before; i++ {
-			time.Sleep(5 * time.Millisecond)
-		}
-		ended := false
-		for i := 0; i < 200 && !ended; i++ {
-			ended = metricValue(t, e.Env, active) == "0"
-			if !ended {
-				time.Sleep(5 * time.Millisecond)
-			}
-		}
+		// The light document's turn ends within microseconds of its
+		// admission; the heavy one's cannot end before its file is sent, below.
+		ended := turnEndsOnceAdmitted(t, e.Env, before)
 		if ended != c.turnEnds {
 			send.CloseWithError(io.ErrUnexpectedEOF)
 			t.Fatalf("%s: the turn ended before the answer: %v, want %v", c.name, ended, c.turnEnds)
@@ -303,19 +293,9 @@ func TestHeavyAndAnonymousOperationsKeepTheirTurnOnEveryTransport(t *testing.T) 
 			before := metricValue(t, e.Env, admitted)
 			done := make(chan string, 1)
 			go func() { done <- send(c.token, c.query, c.vars) }()
-			// Readiness polls on the metrics, not timing assertions: the
-			// operation is admitted, then held up in its execution until
-			// the commit below; its turn cannot end before that.
-			for i := 0; i < 2000 && metricValue(t, e.Env, admitted) == before; i++ {
-				time.Sleep(5 * time.Millisecond)
-			}
-			ended := false
-			for i := 0; i < 200 && !ended; i++ {
-				ended = metricValue(t, e.Env, active) == "0"
-				if !ended {
-					time.Sleep(5 * time.Millisecond)
-				}
-			}
+			// The operation is admitted, then held up in its execution
+			// until the commit below; its turn cannot end before that.
+			ended := turnEndsOnceAdmitted(t, e.Env, before)
 			if err := tx.Commit(t.Context()); err != nil {
 				t.Fatal(err)
 			}
@@ -353,4 +333,21 @@ func newUnboundedFilesEnv(t *testing.T, reg *prometheus.Registry) *filesEnv {
 		o.Registry = reg
 		o.Limiter = limiterWith(t, ratelimit.Config{Points: 1 << 30, MaxCost: 1 << 30}, reg)
 	})
+}
+
+// turnEndsOnceAdmitted waits until an operation is admitted (the admitted
+// counter leaves before), then reports whether no turn is held within about a
+// second. Readiness polls on the metrics, not timing assertions.
+func turnEndsOnceAdmitted(t *testing.T, e *apitest.Env, before string) bool {
+	t.Helper()
+	for i := 0; i < 2000 && metricValue(t, e, admitted) == before; i++ {
+		time.Sleep(5 * time.Millisecond)
+	}
+	for i := 0; i < 200; i++ {
+		if metricValue(t, e, active) == "0" {
+			return true
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return false
 }

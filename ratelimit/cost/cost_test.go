@@ -32,8 +32,9 @@ var schema = func() *ast.Schema {
 	return gqlparser.MustLoadSchema(srcs...)
 }()
 
-// costOf validates query and costs its only operation with vars coerced as gqlgen does.
-func costOf(t testing.TB, query string, vars map[string]any) int64 {
+// operation validates query and returns its only operation with vars
+// coerced as gqlgen does.
+func operation(t testing.TB, query string, vars map[string]any) (*ast.OperationDefinition, map[string]any) {
 	t.Helper()
 	doc, errs := gqlparser.LoadQuery(schema, query)
 	if errs != nil {
@@ -44,7 +45,13 @@ func costOf(t testing.TB, query string, vars map[string]any) int64 {
 	if err != nil {
 		t.Fatalf("variables: %v", err)
 	}
-	return cost.Operation(op, coerced)
+	return op, coerced
+}
+
+// costOf costs the only operation of query with vars (operation).
+func costOf(t testing.TB, query string, vars map[string]any) int64 {
+	t.Helper()
+	return cost.Operation(operation(t, query, vars))
 }
 
 func TestCostContractExamples(t *testing.T) {
@@ -234,15 +241,7 @@ func TestOverrun(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			doc, errs := gqlparser.LoadQuery(schema, c.query)
-			if errs != nil {
-				t.Fatal(errs)
-			}
-			op := doc.Operations[0]
-			vars, err := validator.VariableValues(schema, op, c.vars)
-			if err != nil {
-				t.Fatal(err)
-			}
+			op, vars := operation(t, c.query, c.vars)
 			f := fieldNamed(op.SelectionSet, c.field)
 			if got := cost.Overrun(f, vars, c.n); got != c.want {
 				t.Errorf("Overrun(%s, %d) = %d, want %d", c.field, c.n, got, c.want)
