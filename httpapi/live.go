@@ -564,14 +564,22 @@ func (c *wsConn) fromClient(data []byte) ([]byte, coderws.StatusCode, string) {
 	default:
 		return data, 0, ""
 	}
+	// The message with the id gqlgen runs it under, decoded as m was (the
+	// first value; keys matched without regard to case, as gqlgen matches
+	// them): it always decodes, since m did from an object.
 	var msg map[string]json.RawMessage
-	if json.Unmarshal(data, &msg) != nil {
-		return data, 0, ""
+	if json.NewDecoder(bytes.NewReader(data)).Decode(&msg) != nil {
+		return nil, coderws.StatusProtocolError, "malformed message"
+	}
+	for k := range msg {
+		if strings.EqualFold(k, "id") {
+			delete(msg, k)
+		}
 	}
 	msg["id"], _ = json.Marshal(run)
 	out, err := json.Marshal(msg)
 	if err != nil {
-		return data, 0, ""
+		return nil, coderws.StatusProtocolError, "malformed message"
 	}
 	return out, 0, ""
 }

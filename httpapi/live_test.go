@@ -960,3 +960,28 @@ func TestLiveStreamPlacesGivenBack(t *testing.T) {
 	}
 	waitForMetric(t, e.Env, "taskflow_streams_open", "0")
 }
+
+// Keys are matched without regard to case, as gqlgen matches them: an
+// operation started and completed with "ID" runs under the server's own id
+// like any other, answers with the client's, and its complete stops it.
+func TestWSOperationIDKeyInAnyCase(t *testing.T) {
+	t.Parallel()
+	e := newLiveEnv(t)
+	ws := e.dial(t, e.member)
+	raw := func(s string) {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := ws.Conn.Write(ctx, coderws.MessageText, []byte(s)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	q, _ := json.Marshal(map[string]any{"query": taskChangesQuery, "variables": map[string]any{"p": e.project}})
+	raw(`{"type":"subscribe","ID":"A","payload":` + string(q) + `}`)
+	e.waitSubscribed(t, 1)
+	id := e.createTask(t, "one")
+	if c := nextTaskChange(t, ws, "A"); c.TaskID != id {
+		t.Fatalf("got %+v, want task %s", c, id)
+	}
+	raw(`{"type":"complete","ID":"A"}`)
+	e.waitOpen(t, 0)
+}
