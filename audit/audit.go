@@ -6,6 +6,7 @@ package audit
 
 import (
 	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"reflect"
@@ -61,11 +62,74 @@ const (
 	RuleSecret = "secret" // never recorded; a change is noted as "[redacted]" without values
 )
 
+// OptionURL, after the track rule (`audit:"track,url"`), records a URL field
+// (a string or *string) as RedactURL gives it, and next to it, as the field
+// "<name>Sha256", URLSha256 of the whole URL: its path, query, fragment and
+// user information, where integrations keep their credentials (a Slack
+// webhook's token is its path), never reach the log, while an admin who holds
+// a URL can still find its events. In a diff both fields change together.
+const OptionURL = "url"
+
+// Rule returns the rule of an `audit` tag's value: what comes before its
+// options ("track" of "track,url").
+func Rule(tag string) string {
+	rule, _, _ := strings.Cut(tag, ",")
+	return rule
+}
+
+// URLSha256Suffix ends the name of the field that holds the SHA-256 of a URL
+// field recorded with OptionURL.
+const URLSha256Suffix = "Sha256"
+
+// RedactURL returns what the log records of the URL s: its scheme and host
+// (with the port, if any) followed by "/…", whatever came after them (an
+// empty path too): "https://hooks.slack.com/…" of
+// "https://hooks.slack.com/services/T0/B0/secret?x=1". A user name and
+// password before the host are dropped. It reads s as text, not as a parsed
+// URL, so that Postgres makes the same of it (RedactURLSQL): the scheme is
+// what precedes the first "://" (none of ":/?#" in it), the host and port what
+// follows it up to the first "/", "?" or "#", after its last "@". Text without
+// such a scheme gives "…".
+func RedactURL(s string) string {
+	scheme, rest, ok := strings.Cut(s, "://")
+	if !ok || strings.ContainsAny(scheme, ":/?#") {
+		return "…"
+	}
+	if end := strings.IndexAny(rest, "/?#"); end >= 0 {
+		rest = rest[:end]
+	}
+	if at := strings.LastIndexByte(rest, '@'); at >= 0 {
+		rest = rest[at+1:]
+	}
+	return scheme + "://" + rest + "/…"
+}
+
+// RedactURLSQL returns the SQL expression of RedactURL of the text
+// expression url (NULL for NULL).
+func RedactURLSQL(url string) string {
+	return `CASE WHEN (` + url + `) IS NOT NULL THEN coalesce((SELECT m[1] || m[2] || '/…' FROM regexp_match(` + url +
+		`, '^([^:/?#]*://)(?:[^/?#]*@)?([^/?#]*)') m), '…') END`
+}
+
+// URLSha256 returns the SHA-256 of the URL s (its UTF-8 bytes), in lower-case
+// hex.
+func URLSha256(s string) string {
+	h := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(h[:])
+}
+
+// URLSha256SQL returns the SQL expression of URLSha256 of the text
+// expression url (NULL for NULL).
+func URLSha256SQL(url string) string {
+	return `encode(sha256(convert_to(` + url + `, 'UTF8')), 'hex')`
+}
+
 // field is one audited field of a struct type.
 type field struct {
 	index int
 	name  string // the JSON name
 	rule  string
+	url   bool // recorded with OptionURL
 }
 
 // fieldsOfType remembers fieldsOf's answer for each type (reflect.Type to
@@ -103,15 +167,32 @@ func readFields(t reflect.Type) ([]field, error) {
 		if !f.IsExported() {
 			continue
 		}
-		rule := f.Tag.Get("audit")
+		rule, option, _ := strings.Cut(f.Tag.Get("audit"), ",")
 		if rule != RuleTrack && rule != RuleIgnore && rule != RuleSecret {
 			return nil, fmt.Errorf("audit: field %s.%s has no audit rule (track, ignore or secret)", t.Name(), f.Name)
+		}
+		url := option == OptionURL && rule == RuleTrack
+		if option != "" && !url {
+			return nil, fmt.Errorf("audit: field %s.%s: option %q of rule %s: the only option is %s, of %s",
+				t.Name(), f.Name, option, rule, OptionURL, RuleTrack)
+		}
+		if ft := f.Type; url && ft.Kind() != reflect.String && (ft.Kind() != reflect.Pointer || ft.Elem().Kind() != reflect.String) {
+			return nil, fmt.Errorf("audit: field %s.%s: option %s on a %s (a string or *string only)", t.Name(), f.Name, OptionURL, ft)
 		}
 		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
 		if name == "" || name == "-" {
 			name = strings.ToLower(f.Name[:1]) + f.Name[1:]
 		}
-		out = append(out, field{index: i, name: name, rule: rule})
+		out = append(out, field{index: i, name: name, rule: rule, url: url})
+	}
+	names := map[string]bool{}
+	for _, f := range out {
+		names[f.name] = true
+	}
+	for _, f := range out {
+		if f.url && names[f.name+URLSha256Suffix] {
+			return nil, fmt.Errorf("audit: field %s's hash %s%s is the name of another field of %s", f.name, f.name, URLSha256Suffix, t.Name())
+		}
 	}
 	return out, nil
 }
@@ -141,8 +222,10 @@ func value(v reflect.Value) any {
 	return v.Interface()
 }
 
-// Snapshot returns the tracked fields of the struct v (or *v) by JSON name. It
-// panics if a field has no rule: that is a programming error caught by tests.
+// Snapshot returns the tracked fields of the struct v (or *v) by JSON name; a
+// URL field (OptionURL) as RedactURL gives it, with its URLSha256 as
+// "<name>Sha256". It panics if a field has no rule: that is a programming
+// error caught by tests.
 func Snapshot(v any) map[string]any {
 	fields, err := fieldsOf(reflect.TypeOf(v))
 	if err != nil {
@@ -151,8 +234,45 @@ func Snapshot(v any) map[string]any {
 	rv := reflect.Indirect(reflect.ValueOf(v))
 	out := make(map[string]any, len(fields))
 	for _, f := range fields {
-		if f.rule == RuleTrack {
-			out[f.name] = value(rv.Field(f.index))
+		if f.rule != RuleTrack {
+			continue
+		}
+		v := value(rv.Field(f.index))
+		if f.url {
+			out[f.name], out[f.name+URLSha256Suffix] = redactedURL(v)
+			continue
+		}
+		out[f.name] = v
+	}
+	return out
+}
+
+// redactedURL returns RedactURL and URLSha256 of the value of a field with
+// OptionURL (a string, or nil: nil and nil).
+func redactedURL(v any) (shown, sum any) {
+	s, ok := v.(string)
+	if !ok {
+		return nil, nil
+	}
+	return RedactURL(s), URLSha256(s)
+}
+
+// URLFields returns the JSON names of the fields of the struct v (or *v)
+// recorded with OptionURL: those whose SQL-made snapshots and diffs must
+// record RedactURLSQL and URLSha256SQL of the column (nil when there is none:
+// every update asks). It panics as Snapshot.
+func URLFields(v any) map[string]bool {
+	fields, err := fieldsOf(reflect.TypeOf(v))
+	if err != nil {
+		panic(err)
+	}
+	var out map[string]bool
+	for _, f := range fields {
+		if f.url {
+			if out == nil {
+				out = map[string]bool{}
+			}
+			out[f.name] = true
 		}
 	}
 	return out
@@ -166,7 +286,9 @@ type Change struct {
 
 // Changes compares two values of the same struct type and returns
 // {field: {from, to}} for every tracked field that differs; a secret field that
-// differs is recorded as {from: "[redacted]", to: "[redacted]"}. It panics if a
+// differs is recorded as {from: "[redacted]", to: "[redacted]"}, a URL field
+// (OptionURL) by its redacted forms and, as "<field>Sha256", its hashes (the
+// forms may be the same: the hashes differ). It panics if a
 // field has no rule or the types differ.
 func Changes(before, after any) map[string]any {
 	tb, ta := reflect.TypeOf(before), reflect.TypeOf(after)
@@ -189,6 +311,13 @@ func Changes(before, after any) map[string]any {
 		}
 		if f.rule == RuleSecret {
 			out[f.name] = Change{From: "[redacted]", To: "[redacted]"}
+			continue
+		}
+		if f.url {
+			shownFrom, sumFrom := redactedURL(from)
+			shownTo, sumTo := redactedURL(to)
+			out[f.name] = Change{From: shownFrom, To: shownTo}
+			out[f.name+URLSha256Suffix] = Change{From: sumFrom, To: sumTo}
 			continue
 		}
 		out[f.name] = Change{From: from, To: to}

@@ -399,3 +399,107 @@ func BenchmarkNormalizeMetadata(b *testing.B) {
 		}
 	})
 }
+
+type hook struct {
+	ID   string  `json:"id" audit:"track"`
+	URL  string  `json:"url" audit:"track,url"`
+	Prev *string `json:"prev" audit:"track,url"`
+}
+
+// A URL field (track,url) is recorded as scheme://host[:port]/… with the
+// SHA-256 of the whole URL beside it, in snapshots and in diffs: never its
+// path, query or user information.
+func TestURLFieldsAreRedacted(t *testing.T) {
+	t.Parallel()
+	const u1 = "https://hooks.slack.com/services/T0/B0/SeCrEt?token=QuErY"
+	const u2 = "https://hooks.slack.com:8443/services/T1/B1/OtHeR"
+	sum := func(s string) string { return URLSha256(s) }
+	if h := sum(""); h != "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855" {
+		t.Fatalf("URLSha256(\"\") = %s", h)
+	}
+	snap := Snapshot(hook{ID: "1", URL: u1})
+	want := map[string]any{"id": "1", "url": "https://hooks.slack.com/…", "urlSha256": sum(u1), "prev": nil, "prevSha256": nil}
+	if !reflect.DeepEqual(snap, want) {
+		t.Errorf("Snapshot = %#v, want %#v", snap, want)
+	}
+	c := Changes(hook{ID: "1", URL: u1}, hook{ID: "1", URL: u2, Prev: ptrTo(u1)})
+	wantChanges := map[string]any{
+		"url":        Change{From: "https://hooks.slack.com/…", To: "https://hooks.slack.com:8443/…"},
+		"urlSha256":  Change{From: sum(u1), To: sum(u2)},
+		"prev":       Change{From: nil, To: "https://hooks.slack.com/…"},
+		"prevSha256": Change{From: nil, To: sum(u1)},
+	}
+	if !reflect.DeepEqual(c, wantChanges) {
+		t.Errorf("Changes = %#v, want %#v", c, wantChanges)
+	}
+	// Only the query differs: the form shown is the same, the hash is not.
+	c = Changes(hook{URL: u1}, hook{URL: u1 + "&x=1"})
+	if c["url"] != (Change{From: "https://hooks.slack.com/…", To: "https://hooks.slack.com/…"}) ||
+		c["urlSha256"] != (Change{From: sum(u1), To: sum(u1 + "&x=1")}) {
+		t.Errorf("a change of the query: %#v", c)
+	}
+	for _, m := range []map[string]any{snap, c} {
+		b, _ := json.Marshal(m)
+		for _, secret := range []string{"services", "SeCrEt", "QuErY", "OtHeR", "token"} {
+			if bytes.Contains(b, []byte(secret)) {
+				t.Errorf("%s holds %q", b, secret)
+			}
+		}
+	}
+	if got := URLFields(&hook{}); !reflect.DeepEqual(got, map[string]bool{"url": true, "prev": true}) {
+		t.Errorf("URLFields = %v", got)
+	}
+}
+
+func ptrTo[T any](v T) *T { return &v }
+
+func TestRedactURL(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]string{
+		"https://hooks.slack.com/services/T0/B0/x": "https://hooks.slack.com/…",
+		"https://h.example":                        "https://h.example/…",
+		"https://h.example/":                       "https://h.example/…",
+		"https://h.example?token=x":                "https://h.example/…",
+		"https://h.example#frag":                   "https://h.example/…",
+		"https://user:pass@h.example:8443/p":       "https://h.example:8443/…",
+		"https://a@b@h.example/x@y":                "https://h.example/…",
+		"http://[2001:db8::1]:8080/x":              "http://[2001:db8::1]:8080/…",
+		"HTTPS://H.Example/x":                      "HTTPS://H.Example/…",
+		"https://x://y/z":                          "https://x:/…",
+		"a:b://x/y":                                "…",
+		"/relative/path":                           "…",
+		"":                                         "…",
+		"mailto:a@b.example":                       "…",
+	} {
+		if got := RedactURL(in); got != want {
+			t.Errorf("RedactURL(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// A tag option other than url, or url on another rule or on a field that is
+// not text, is caught as a missing rule is.
+func TestURLOptionMisuseIsCaught(t *testing.T) {
+	t.Parallel()
+	type badOption struct {
+		URL string `json:"url" audit:"track,URL"`
+	}
+	type onSecret struct {
+		URL string `json:"url" audit:"secret,url"`
+	}
+	type onNumber struct {
+		N int `json:"n" audit:"track,url"`
+	}
+	type clash struct {
+		URL string `json:"url" audit:"track,url"`
+		Sum string `json:"urlSha256" audit:"track"`
+	}
+	for _, v := range []any{badOption{}, onSecret{}, onNumber{}, clash{}} {
+		if err := Check(v); err == nil {
+			t.Errorf("Check(%T) = nil, want an error", v)
+		}
+	}
+	if err := Check(hook{}); err != nil {
+		t.Error(err)
+	}
+}
