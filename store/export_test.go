@@ -22,7 +22,7 @@ const CommentSnapshotSQL = commentSnapshotSQL
 const AttachmentSnapshotSQL = attachmentSnapshotSQL
 
 // WebhookSnapshotSQL is webhookSnapshotSQL, for TestSnapshotsInSQLAreGos.
-const WebhookSnapshotSQL = webhookSnapshotSQL
+var WebhookSnapshotSQL = webhookSnapshotSQL
 
 // Read is read, for the tests of the read batcher (package store_test).
 func (db *DB) Read(ctx context.Context, queue func(b *pgx.Batch), read func(br pgx.BatchResults) error) error {

@@ -104,9 +104,11 @@ func TestWebhookEndpointChangesAreOneRoundTrip(t *testing.T) {
 		!strings.HasPrefix(trips[1], orderedCheck) || !strings.HasSuffix(trips[1], "; commit") {
 		t.Fatalf("a new URL: round trips %q: want the endpoint's read, then BEGIN, the check, the change and COMMIT", trips)
 	}
-	var pinged string
-	if err := pool.QueryRow(ctx, `SELECT metadata->>'url' FROM audit_events WHERE action = 'webhook.pinged'`).Scan(&pinged); err != nil || pinged != hookURL {
-		t.Errorf("the ping's url: %q (%v)", pinged, err)
+	// The ping records the URL redacted, with its hash (never its path).
+	var pinged, pingedSum string
+	if err := pool.QueryRow(ctx, `SELECT metadata->>'url', metadata->>'urlSha256' FROM audit_events WHERE action = 'webhook.pinged'`).
+		Scan(&pinged, &pingedSum); err != nil || pinged != "https://203.0.113.10/…" || pingedSum != sha256Hex(hookURL) {
+		t.Errorf("the ping's url: %q, urlSha256 %q (%v)", pinged, pingedSum, err)
 	}
 
 	var before []byte

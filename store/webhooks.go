@@ -30,11 +30,13 @@ const webhookSecretPrefix = "whsec_"
 
 // WebhookEndpoint is a URL that receives a workspace's events. Its secret is
 // not part of it: the server keeps it and shows it only when it is made
-// (WebhookEndpointSecret).
+// (WebhookEndpointSecret). Audit events record its URL as
+// scheme://host[:port]/… and its SHA-256 (audit.OptionURL), never its path
+// or query, which may hold a credential (a Slack webhook's token is its path).
 type WebhookEndpoint struct {
 	ID          string  `json:"id" audit:"track"`
 	WorkspaceID string  `json:"workspaceId" audit:"track"`
-	URL         string  `json:"url" audit:"track"`
+	URL         string  `json:"url" audit:"track,url"`
 	Description *string `json:"description" audit:"track"`
 	// Actions are exact actions or prefixes ending in "*"; empty: every
 	// action.
@@ -131,8 +133,9 @@ const webhookAdminAction = "manage webhooks (OWNER or ADMIN only)"
 
 // CreateWebhookEndpoint registers an endpoint in the workspace, enabled, with
 // a new signing secret, and records webhook.created (metadata: the endpoint,
-// never the secret). The endpoint receives the events committed after it. The
-// actor must be an OWNER or ADMIN. It returns UNAUTHENTICATED for no actor,
+// its URL redacted, never the secret). The endpoint receives the events
+// committed after it. The actor must be an OWNER or ADMIN. It returns
+// UNAUTHENTICATED for no actor,
 // NOT_FOUND if the actor is not a member of the workspace, FORBIDDEN for a
 // weaker role, BAD_USER_INPUT for a URL db.Egress refuses (egress.CheckURL),
 // an over-long description or bad action patterns, and CONFLICT when the
@@ -201,7 +204,7 @@ var webhookEndpointsTable = table[WebhookEndpoint]{kind: "webhook endpoint", nam
 	columns: webhookEndpointColumns, lock: "FOR NO KEY UPDATE", scan: scanWebhookEndpoint,
 	event:  func(e *WebhookEndpoint) (string, string) { return e.WorkspaceID, e.ID },
 	withID: func(id string) *WebhookEndpoint { return &WebhookEndpoint{ID: id} },
-	json: webhookSnapshotSQL + ` || jsonb_build_object('disabledAt', ` + rfc3339SQL("d.disabled_at") +
+	json: webhookFieldsSQL + ` || jsonb_build_object('url', d.url, 'disabledAt', ` + rfc3339SQL("d.disabled_at") +
 		`, 'failingSince', ` + rfc3339SQL("d.failing_since") + `, 'previousSecretUntil', ` +
 		rfc3339SQL("CASE WHEN d.previous_until > now() THEN d.previous_until END") + `) || ` + timesSQL}
 
@@ -390,13 +393,24 @@ func (db *DB) DeleteWebhookEndpoint(ctx context.Context, actor *User, id string)
 		webhookSnapshotSQL, "", nil)
 }
 
-// webhookSnapshotSQL is audit.Snapshot of a WebhookEndpoint as Postgres makes
-// it from a webhook_endpoints row d (TestSnapshotsInSQLAreGos compares them).
-const webhookSnapshotSQL = `jsonb_build_object('id', d.id, 'workspaceId', d.workspace_id, 'url', d.url,
+// webhookFieldsSQL is the tracked fields of a webhook_endpoints row d but its
+// URL, as JSON.
+const webhookFieldsSQL = `jsonb_build_object('id', d.id, 'workspaceId', d.workspace_id,
 	'description', d.description, 'actions', d.actions, 'enabled', d.enabled, 'disabledReason', d.disabled_reason,
 	'createdById', d.created_by)`
 
-// PingWebhookEndpoint records webhook.pinged about the endpoint, an event
+// webhookURLSQL is what audit events record of the URL of a webhook_endpoints
+// row d: audit.RedactURL and audit.URLSha256 of it (audit.OptionURL), as JSON.
+var webhookURLSQL = `jsonb_build_object('url', ` + audit.RedactURLSQL("d.url") + `, 'urlSha256', ` +
+	audit.URLSha256SQL("d.url") + `)`
+
+// webhookSnapshotSQL is audit.Snapshot of a WebhookEndpoint as Postgres makes
+// it from a webhook_endpoints row d (TestSnapshotsInSQLAreGos compares them):
+// its URL redacted.
+var webhookSnapshotSQL = webhookFieldsSQL + ` || ` + webhookURLSQL
+
+// PingWebhookEndpoint records webhook.pinged about the endpoint (metadata:
+// its url, redacted, and urlSha256, as webhook.created's), an event
 // the dispatcher delivers to that endpoint alone, whatever its actions and
 // even while it is disabled: a test delivery. The actor must be an OWNER or
 // ADMIN. It returns UNAUTHENTICATED for no actor, NOT_FOUND if the endpoint
@@ -418,7 +432,7 @@ func (db *DB) PingWebhookEndpoint(ctx context.Context, actor *User, id string) e
 		}
 		u.checkParent(webhookEndpointsTable.parent(webhookEndpointsTable.lock), canon, actor, RoleAdmin, webhookAdminAction, "", nil)
 		event, params := recordedFrom(&rec, "webhook_endpoints d WHERE d.id = $1 AND taskflow_ok()", "d.workspace_id", "d.id",
-			"jsonb_build_object('url', d.url)", []any{canon})
+			webhookURLSQL, []any{canon})
 		u.write("ping webhook endpoint", event, params, 1)
 		return nil
 	})

@@ -338,7 +338,8 @@ func setTo(column, field, sqlType string, v any) assign {
 // that sets the columns of sets, and updated_at, when that changes any of
 // the recorded ones, and inserts action's event, whose metadata.changes
 // Postgres makes from the rows before and after as audit.Changes makes them
-// from the structs (TestUpdatesInSQLAreGos). An update that changes nothing
+// from the structs (TestUpdatesInSQLAreGos; a URL field, audit.OptionURL,
+// redacted with its hash). An update that changes nothing
 // recorded writes and records nothing; one whose sets are all ignored by
 // audit (a secret's rotation) always applies and records its event with
 // empty changes. It returns UNAUTHENTICATED for no actor and NOT_FOUND for a
@@ -372,6 +373,7 @@ func updateRecorded[T any](ctx context.Context, db *DB, tb table[T], actor *User
 		params := []any{canon, now}
 		set := []string{"updated_at = $2"}
 		var after, before, changes []string
+		urls := audit.URLFields(tb.withID(canon))
 		for _, s := range sets {
 			v := s.value
 			if strings.Contains(v, "%s") {
@@ -384,11 +386,17 @@ func updateRecorded[T any](ctx context.Context, db *DB, tb table[T], actor *User
 			}
 			after, before = append(after, v), append(before, "b."+s.column)
 			from, to := "b."+s.column, "a."+s.column
-			if s.time {
-				from, to = rfc3339SQL(from), rfc3339SQL(to)
+			recorded := `'` + s.field + `', jsonb_build_object('from', ` + from + `, 'to', ` + to + `)`
+			switch {
+			case s.time:
+				recorded = `'` + s.field + `', jsonb_build_object('from', ` + rfc3339SQL(from) + `, 'to', ` + rfc3339SQL(to) + `)`
+			case urls[s.field]: // as audit.Changes records an audit.OptionURL field
+				recorded = `'` + s.field + `', jsonb_build_object('from', ` + audit.RedactURLSQL(from) + `, 'to', ` +
+					audit.RedactURLSQL(to) + `), '` + s.field + audit.URLSha256Suffix + `', jsonb_build_object('from', ` +
+					audit.URLSha256SQL(from) + `, 'to', ` + audit.URLSha256SQL(to) + `)`
 			}
 			changes = append(changes, `CASE WHEN a.`+s.column+` IS DISTINCT FROM b.`+s.column+
-				` THEN jsonb_build_object('`+s.field+`', jsonb_build_object('from', `+from+`, 'to', `+to+`)) ELSE '{}' END`)
+				` THEN jsonb_build_object(`+recorded+`) ELSE '{}' END`)
 		}
 		sql := `SELECT ` + tb.columns + ` FROM ` + tb.name + ` ` + tb.alias + ` WHERE id = $1`
 		if len(sets) == 0 { // nothing to change: the row as it is
