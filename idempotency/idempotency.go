@@ -435,8 +435,11 @@ func (m *Middleware) aroundField(ctx context.Context, fc *graphql.FieldContext, 
 		m.recent.add(user.ID, key) // the key has a record now
 	}
 	if err == nil && replayed {
-		// The fields under the result are read fresh: a caller no longer
-		// a member of its workspace gets NOT_FOUND, as for any non-member.
+		// A replay is served only to a caller who could read the result
+		// now: NOT_FOUND for one no longer a member of its workspace, as
+		// for any non-member, FORBIDDEN for a role now too weak to read it
+		// (a webhook secret to a demoted ADMIN); the fields under it are
+		// read fresh.
 		if aerr := m.db.CheckReplayAccess(ctx, user.ID, res); aerr != nil {
 			return nil, aerr
 		}

@@ -71,16 +71,32 @@ func joinRole(alias, param string) string {
 	return ` LEFT JOIN members m ON m.workspace_id = ` + alias + `.workspace_id AND m.user_id = ` + param
 }
 
-// CheckReplayAccess returns NOT_FOUND when res, the stored result of a
-// mutation replayed for viewerID, is a task, comment, project or attachment
-// of a workspace viewerID is no longer a member of, and nil for any other
-// result. The fields under a replayed result are read fresh, and some of
-// them without an access check of their own (a task's comments and
-// attachments, a comment's or an attachment's task, a project's tasks): a
-// member removed since the first call must not read the workspace through
-// them.
+// CheckReplayAccess answers whether viewerID may be given res, the stored
+// result of a mutation it made and now repeats with the same idempotency
+// key: only if it could read that result now, at the role reading it needs.
+// It returns NOT_FOUND (naming the kind of result) when viewerID is no
+// longer a member of the result's workspace, FORBIDDEN (naming what the role
+// does not allow) when its role is now below the one that reads the result,
+// and nil otherwise, in one statement (RoleIn's) for a result of a
+// workspace, none for the others (a Boolean). The rules are the reads':
+//
+//   - a task, comment, project or attachment, a workspace (createWorkspace,
+//     acceptInvitation) and a membership (updateMemberRole, addMember): a
+//     member of any role, as Workspace.members and the workspace's reads;
+//   - an invitation (inviteMember): OWNER or ADMIN, as Workspace.invitations;
+//   - a webhook endpoint, with or without its secret (createWebhookEndpoint,
+//     rotateWebhookSecret, updateWebhookEndpoint and the like), and a
+//     delivery (redeliverWebhook): OWNER or ADMIN, as webhookEndpoint.
+//
+// The fields under a replayed result are read fresh, and some of them
+// without an access check of their own (a task's comments and attachments,
+// a comment's or an attachment's task, a project's tasks, a member's user,
+// an invitation's invitedBy): a member removed since the first call must
+// not read the workspace through them, nor an ADMIN demoted since read a
+// signing secret again or a delivery's payload.
 func (db *DB) CheckReplayAccess(ctx context.Context, viewerID string, res any) error {
-	var ws, kind string
+	var ws, kind, action string
+	need := RoleViewer
 	switch v := res.(type) {
 	case *Task:
 		if v != nil {
@@ -98,10 +114,38 @@ func (db *DB) CheckReplayAccess(ctx context.Context, viewerID string, res any) e
 		if v != nil {
 			ws, kind = v.WorkspaceID, "attachment"
 		}
+	case *Workspace:
+		if v != nil {
+			ws, kind = v.ID, "workspace"
+		}
+	case *Member:
+		if v != nil {
+			ws, kind = v.WorkspaceID, "workspace"
+		}
+	case *Invitation:
+		if v != nil {
+			ws, kind, need, action = v.WorkspaceID, "invitation", RoleAdmin, invitationsReadAction
+		}
+	case *WebhookEndpoint:
+		if v != nil {
+			ws, kind, need, action = v.WorkspaceID, "webhook endpoint", RoleAdmin, webhookReadAction
+		}
+	case *WebhookEndpointSecret:
+		if v != nil && v.Endpoint != nil {
+			ws, kind, need, action = v.Endpoint.WorkspaceID, "webhook endpoint", RoleAdmin, webhookReadAction
+		}
+	case *WebhookDelivery:
+		if v != nil {
+			ws, kind, need, action = v.WorkspaceID, "webhook delivery", RoleAdmin, webhookReadAction
+		}
 	}
 	if kind == "" {
 		return nil
 	}
-	_, err := db.RoleIn(ctx, ws, viewerID, kind)
+	role, err := db.RoleIn(ctx, ws, viewerID, kind)
+	if err != nil {
+		return err
+	}
+	_, err = checkRole(&role, need, kind, action)
 	return err
 }

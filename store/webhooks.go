@@ -131,6 +131,10 @@ type WebhookEndpointInput struct {
 // webhookAdminAction names managing webhooks in FORBIDDEN errors.
 const webhookAdminAction = "manage webhooks (OWNER or ADMIN only)"
 
+// webhookReadAction is the action named by FORBIDDEN for a MEMBER or VIEWER
+// who reads webhook endpoints or deliveries.
+const webhookReadAction = "see webhooks (OWNER or ADMIN only)"
+
 // CreateWebhookEndpoint registers an endpoint in the workspace, enabled, with
 // a new signing secret, and records webhook.created (metadata: the endpoint,
 // its URL redacted, never the secret). The endpoint receives the events
@@ -457,7 +461,7 @@ func (db *DB) WebhookEndpoint(ctx context.Context, viewer *User, id string) (*We
 	if err != nil {
 		return nil, fmt.Errorf("webhook endpoint: %w", err)
 	}
-	if _, err := checkRole(role, RoleAdmin, "webhook endpoint", "see webhooks (OWNER or ADMIN only)"); err != nil {
+	if _, err := checkRole(role, RoleAdmin, "webhook endpoint", webhookReadAction); err != nil {
 		return nil, err
 	}
 	return e, nil
@@ -468,7 +472,7 @@ func (db *DB) WebhookEndpoint(ctx context.Context, viewer *User, id string) (*We
 // viewer, NOT_FOUND if viewer is not a member of the workspace, and FORBIDDEN
 // for a MEMBER or VIEWER.
 func (db *DB) WebhookEndpoints(ctx context.Context, viewer *User, workspaceID string) ([]*WebhookEndpoint, error) {
-	if _, err := db.requireRole(ctx, workspaceID, viewer, RoleAdmin, "workspace", "see webhooks (OWNER or ADMIN only)"); err != nil {
+	if _, err := db.requireRole(ctx, workspaceID, viewer, RoleAdmin, "workspace", webhookReadAction); err != nil {
 		return nil, err
 	}
 	rows, err := db.q(ctx).Query(ctx, `SELECT `+webhookEndpointColumns+` FROM webhook_endpoints e
