@@ -40,6 +40,12 @@ var constraintErrors = map[string]*errs.Error{
 	"members_per_user_cap": errs.Errorf(errs.CodeConflict,
 		"you belong to %d workspaces, the most one account may: leave one before you create or join another",
 		MaxWorkspacesPerUser),
+	// Raised by migration 0014's trigger when memberships would take a
+	// workspace past MaxMembersPerWorkspace: acceptInvitation inserts the
+	// actor's membership in another's workspace.
+	"members_per_workspace_cap": errs.Errorf(errs.CodeConflict,
+		"the workspace has %d members, the most one workspace may: a member must leave or be removed before anyone else joins",
+		MaxMembersPerWorkspace),
 }
 
 // mapError turns Postgres constraint violations into domain errors by constraint

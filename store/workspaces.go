@@ -21,6 +21,21 @@ import (
 // mutations and across instances.
 const MaxWorkspacesPerUser = 1000
 
+// MaxMembersPerWorkspace is the most members one workspace may have (in any
+// role, its OWNERs included). Workspace.members is a list without pages:
+// 10,000 members are one read of 10,000 rows and about 1.5 MB of JSON with
+// each member's user, which one request can still afford, and more than a
+// demanding organisation puts in one workspace of tasks (a company-wide
+// one of a firm of several thousand people fits). Beyond it a workspace is
+// better split by team. Accepting an invitation refuses with CONFLICT at the
+// cap, the invitation staying open; removing a member or leaving frees a
+// place. Postgres enforces it (migration 0014's trigger on members, which
+// counts the workspace's members with the workspace's row locked), so it
+// holds under concurrent accepts and across instances. Open invitations are
+// bounded apart (MaxOpenInvitations), not by this cap: an invitation to a
+// full workspace may be accepted once a place is free.
+const MaxMembersPerWorkspace = 10000
+
 // workspaceColumns is the column list scanned by scanWorkspace: the workspace w
 // and the viewer's membership v.
 const workspaceColumns = `w.id, w.name, w.created_at, v.role`
