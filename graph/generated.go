@@ -2705,8 +2705,9 @@ type Mutation {
   revokeInvitation(id: ID!, idempotencyKey: String): Boolean!
   """
   Joins the workspace of an invitation to you, with its role; returns the
-  workspace. CONFLICT once it has expired, or if you belong to 1000 workspaces,
-  the most one account may: leave one first (the invitation stays open).
+  workspace. CONFLICT once it has expired, if you belong to 1000 workspaces,
+  the most one account may: leave one first, or if the workspace has 10000
+  members, the most one workspace may (the invitation stays open).
   """
   acceptInvitation(id: ID!, idempotencyKey: String): Workspace!
   "Refuses an invitation to you; the workspace's OWNERs and ADMINs see that you declined."
@@ -3087,8 +3088,8 @@ type Workspace {
   "The caller's role in this workspace."
   viewerRole: Role!
   """
-  Every member of this workspace. Priced as 50: a longer list is charged for
-  its members past 50 when it is read (docs/api.md, Rate limits).
+  Every member of this workspace (at most 10000). Priced as 50: a longer list
+  is charged for its members past 50 when it is read (docs/api.md, Rate limits).
   """
   members: [Member!]! @listSize(assumedSize: 50)
   projects(includeArchived: Boolean = false, first: Int = 20, after: String): ProjectConnection!

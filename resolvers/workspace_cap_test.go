@@ -54,3 +54,41 @@ func TestWorkspaceCapOverGraphQL(t *testing.T) {
 	}
 	wantErrCode(t, post(t, env, u.Token, create, map[string]any{"n": "More"}), "CONFLICT")
 }
+
+// Over GraphQL, acceptInvitation into a workspace of MaxMembersPerWorkspace
+// members is extensions.code CONFLICT with a message that says why, and
+// changes nothing (the invitation stays open); inviting stays possible, and
+// once a member is removed the acceptance works.
+func TestMembersCapOverGraphQL(t *testing.T) {
+	t.Parallel()
+	env := apitest.New(t)
+	owner, u, v := env.NewUser(t, "Owner"), env.NewUser(t, "U"), env.NewUser(t, "V")
+	ws := mkWorkspace(t, env, owner)
+	inv := invite(t, env, owner, ws, u.Email, "MEMBER")
+	// With the owner, the workspace is full (in SQL: fast).
+	var filler string
+	if err := env.DB.Pool.QueryRow(t.Context(), `WITH n AS (INSERT INTO users (email, name, password_hash)
+			SELECT 'filler-' || g || '-' || gen_random_uuid() || '@example.com', 'Filler', 'x'
+			FROM generate_series(1, $2::int) g RETURNING id),
+		m AS (INSERT INTO members (workspace_id, user_id, role) SELECT $1, id, 'VIEWER' FROM n RETURNING user_id)
+		SELECT min(user_id::text) FROM m`, ws, store.MaxMembersPerWorkspace-1).Scan(&filler); err != nil {
+		t.Fatal(err)
+	}
+	refused := post(t, env, u.Token, acceptMutation, map[string]any{"id": inv})
+	wantErrCode(t, refused, "CONFLICT")
+	msg, _ := refused.Body.Errors[0]["message"].(string)
+	if !strings.Contains(msg, fmt.Sprintf("has %d members", store.MaxMembersPerWorkspace)) || !strings.Contains(msg, "before anyone else joins") {
+		t.Errorf("acceptInvitation at the cap: message %q", msg)
+	}
+	if roleOf(t, env, ws, u.ID) != "" || openInvitations(t, env, ws) != 1 {
+		t.Fatal("the refused acceptance changed the membership or the invitation")
+	}
+	invite(t, env, owner, ws, v.Email, "VIEWER") // an invitation to a full workspace is made
+
+	mustData(t, post(t, env, owner.Token, removeMemberMutation, map[string]any{"w": ws, "u": filler}), &struct{}{})
+	var d struct{ AcceptInvitation struct{ ID string } }
+	mustData(t, post(t, env, u.Token, acceptMutation, map[string]any{"id": inv}), &d)
+	if d.AcceptInvitation.ID != ws || roleOf(t, env, ws, u.ID) != "MEMBER" {
+		t.Fatalf("accept after a removal: %+v", d)
+	}
+}
