@@ -370,6 +370,23 @@ func (in *instance) metric(t testing.TB, name string) float64 {
 	return 0
 }
 
+// awaitSubscriptions waits (at most a minute) until in reports n
+// subscriptions open (taskflow_subscriptions_open). A subscription without a
+// cursor starts from when the server took it, not from when the client sent
+// it, and it counts as open only once it has taken that start: a change
+// committed after this returns reaches it, one committed before may not.
+func (in *instance) awaitSubscriptions(t testing.TB, n float64) {
+	t.Helper()
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(20 * time.Millisecond) {
+		if in.metric(t, "taskflow_subscriptions_open") >= n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%v subscriptions open after a minute, want %v", in.metric(t, "taskflow_subscriptions_open"), n)
+		}
+	}
+}
+
 // openPool opens a pool on the test database.
 func openPool(t testing.TB, url string) *pgxpool.Pool {
 	t.Helper()

@@ -83,6 +83,7 @@ func TestLiveAcrossInstancesThroughSIGKILL(t *testing.T) {
 	project := newProject(t, b, token)
 
 	ws := liveDial(t, a, token, project, "")
+	a.awaitSubscriptions(t, 1)
 	// A's subscription is open once a change made after it arrives.
 	probe := b.mustPost(t, token, createTask, taskVars(project, -1)).field("createTask")["id"]
 	first, err := liveNext(t, ws)
@@ -224,6 +225,7 @@ func TestLiveSIGTERMClosesWith1012(t *testing.T) {
 	_, token := newUser(t, pool, "ann")
 	project := newProject(t, in, token)
 	ws := liveDial(t, in, token, project, "")
+	in.awaitSubscriptions(t, 1)
 	probe := in.mustPost(t, token, createTask, taskVars(project, 0)).field("createTask")["id"]
 	if it, err := liveNext(t, ws); err != nil || it.TaskID != probe {
 		t.Fatalf("before SIGTERM: %+v %v", it, err)
