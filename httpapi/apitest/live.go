@@ -120,10 +120,13 @@ func (w *WS) Next() WSMessage {
 	return m
 }
 
-// TryNext is Next returning the failure (a close: coderws.CloseStatus).
+// TryNext is Next returning the failure (a close: coderws.CloseStatus). It
+// waits at most streamWait in all, however many pings come meanwhile (a
+// stream that sends nothing else fails the test instead of hanging it).
 func (w *WS) TryNext() (WSMessage, error) {
+	deadline := time.Now().Add(streamWait)
 	for {
-		ctx, cancel := context.WithTimeout(context.Background(), streamWait)
+		ctx, cancel := context.WithDeadline(context.Background(), deadline)
 		_, b, err := w.Conn.Read(ctx)
 		cancel()
 		if err != nil {
