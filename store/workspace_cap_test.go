@@ -168,43 +168,17 @@ func TestWorkspaceCapHoldsUnderConcurrency(t *testing.T) {
 	joinFillers(t, db, alice, store.MaxWorkspacesPerUser-1)
 	workspaces := countRows(t, db, `SELECT count(*) FROM workspaces`)
 
-	holder, err := db.Pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer holder.Rollback(context.Background()) //nolint:errcheck // released below; a no-op then
-	if _, err := holder.Exec(ctx, `SELECT 1 FROM users WHERE id = $1 FOR UPDATE`, alice.ID); err != nil {
-		t.Fatal(err)
-	}
-	results := make(chan error, creates+accepts)
-	var wg sync.WaitGroup
-	for i := range creates + accepts {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			var err error
-			if i < creates {
-				_, err = db.CreateWorkspace(context.Background(), alice, fmt.Sprintf("Race %d", i))
-			} else {
-				_, err = db.AcceptInvitation(context.Background(), alice, invitations[i-creates])
-			}
-			results <- err
-		}()
-	}
-	// Release the row once all of them wait (or one has answered already).
-	for waiting := 0; waiting < creates+accepts && len(results) == 0; {
-		if err := db.Pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
-			WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&waiting); err != nil {
-			t.Fatal(err)
+	results := raceBehindLock(t, db, `SELECT 1 FROM users WHERE id = $1 FOR UPDATE`, alice.ID, creates+accepts, func(i int) error {
+		var err error
+		if i < creates {
+			_, err = db.CreateWorkspace(context.Background(), alice, fmt.Sprintf("Race %d", i))
+		} else {
+			_, err = db.AcceptInvitation(context.Background(), alice, invitations[i-creates])
 		}
-	}
-	if err := holder.Rollback(ctx); err != nil {
-		t.Fatal(err)
-	}
-	wg.Wait()
-	close(results)
+		return err
+	})
 	ok := 0
-	for err := range results {
+	for _, err := range results {
 		if err == nil {
 			ok++
 			continue
@@ -224,4 +198,43 @@ func TestWorkspaceCapHoldsUnderConcurrency(t *testing.T) {
 		t.Errorf("the race created %d workspaces, recorded %d workspace.created and %d member.joined: want one create or one join",
 			created, createdEvents, joinedEvents)
 	}
+}
+
+// raceBehindLock locks a row with lock (a SELECT ... FOR UPDATE of arg) in
+// a transaction of its own, starts run(0) to run(n-1) at once, releases the
+// row once all n wait on a lock (or one has answered already), and returns
+// their errors: n transactions that all reached the point where the row
+// decides between them.
+func raceBehindLock(t *testing.T, db *store.DB, lock string, arg any, n int, run func(i int) error) []error {
+	t.Helper()
+	ctx := t.Context()
+	holder, err := db.Pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Rollback(context.Background()) //nolint:errcheck // released below; a no-op then
+	if _, err := holder.Exec(ctx, lock, arg); err != nil {
+		t.Fatal(err)
+	}
+	results := make(chan error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() { results <- run(i) })
+	}
+	for waiting := 0; waiting < n && len(results) == 0; {
+		if err := db.Pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := holder.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	close(results)
+	var out []error
+	for err := range results {
+		out = append(out, err)
+	}
+	return out
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -169,45 +168,20 @@ func TestMembersCapHoldsUnderConcurrency(t *testing.T) {
 	}
 	fillMembers(t, db, ws.ID, store.MaxMembersPerWorkspace-2)
 
-	holder, err := db.Pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer holder.Rollback(context.Background()) //nolint:errcheck // released below; a no-op then
-	if _, err := holder.Exec(ctx, `SELECT 1 FROM workspaces WHERE id = $1 FOR NO KEY UPDATE`, ws.ID); err != nil {
-		t.Fatal(err)
-	}
-	results := make(chan error, accepts+inserts)
-	var wg sync.WaitGroup
-	for i, u := range users {
-		wg.Go(func() {
-			var err error
-			if i < accepts {
-				_, err = db.AcceptInvitation(context.Background(), u, invitations[i])
-			} else if _, err = db.Pool.Exec(context.Background(),
-				`INSERT INTO members (workspace_id, user_id, role) VALUES ($1, $2, 'VIEWER')`, ws.ID, u.ID); err != nil {
-				var pgErr *pgconn.PgError
-				if errors.As(err, &pgErr) && pgErr.ConstraintName == "members_per_workspace_cap" {
-					err = errs.Errorf(errs.CodeConflict, "the workspace has %d members", store.MaxMembersPerWorkspace)
-				}
-			}
-			results <- err
-		})
-	}
-	// Release the row once all of them wait (or one has answered already).
-	for waiting := 0; waiting < accepts+inserts && len(results) == 0; {
-		if err := db.Pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
-			WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&waiting); err != nil {
-			t.Fatal(err)
+	results := raceBehindLock(t, db, `SELECT 1 FROM workspaces WHERE id = $1 FOR NO KEY UPDATE`, ws.ID, accepts+inserts, func(i int) error {
+		if i < accepts {
+			_, err := db.AcceptInvitation(context.Background(), users[i], invitations[i])
+			return err
 		}
-	}
-	if err := holder.Rollback(ctx); err != nil {
-		t.Fatal(err)
-	}
-	wg.Wait()
-	close(results)
+		_, err := db.Pool.Exec(context.Background(), `INSERT INTO members (workspace_id, user_id, role) VALUES ($1, $2, 'VIEWER')`, ws.ID, users[i].ID)
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) && pgErr.ConstraintName == "members_per_workspace_cap" {
+			err = errs.Errorf(errs.CodeConflict, "the workspace has %d members", store.MaxMembersPerWorkspace)
+		}
+		return err
+	})
 	ok := 0
-	for err := range results {
+	for _, err := range results {
 		if err == nil {
 			ok++
 			continue
