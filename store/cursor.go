@@ -14,7 +14,7 @@ import (
 const MaxPageSize = 100
 
 // cursor is the position of an item in a list ordered by (created_at, id) newest
-// first. Scope binds it to the list it came from (a workspace, a project with its
+// first, or by a pair like it (a member's (joined_at, user id)). Scope binds it to the list it came from (a workspace, a project with its
 // filter...), so a cursor of one list is refused by another.
 type cursor struct {
 	At    time.Time `json:"t"`

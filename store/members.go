@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -11,8 +12,9 @@ import (
 )
 
 // MembersByWorkspaces returns the members of each of workspaceIDs that viewerID is
-// a member of, newest first (by joined_at, then user id). Workspaces the viewer is
-// not in map to nothing.
+// a member of, newest first (by joined_at, then user id): the deprecated
+// Workspace.members (MemberLists pages them). Workspaces the viewer is not in
+// map to nothing.
 func (db *DB) MembersByWorkspaces(ctx context.Context, viewerID string, workspaceIDs []string) (map[string][]*Member, error) {
 	out := make(map[string][]*Member, len(workspaceIDs))
 	cond, arg, n := anyID("m.workspace_id", 2, workspaceIDs)
@@ -35,6 +37,111 @@ func (db *DB) MembersByWorkspaces(ctx context.Context, viewerID string, workspac
 		out[m.WorkspaceID] = append(out[m.WorkspaceID], &m)
 	}
 	return out, rows.Err()
+}
+
+// MembersScope is the cursor scope of a workspace's member list: a cursor of
+// one workspace's members is refused by any other list.
+func MembersScope(workspaceID string) string {
+	return "members:" + workspaceID
+}
+
+// MemberList asks for one page of a workspace's members (see MemberLists).
+type MemberList struct {
+	WorkspaceID string
+	// Page must come from NewPage with MembersScope(WorkspaceID).
+	Page Page
+}
+
+// memberKey is a member's position in its workspace's list: (joined_at, user id).
+func memberKey(m *Member) (time.Time, string) { return m.JoinedAt, m.UserID }
+
+// MemberLists returns a page of each list's workspace's members, newest first
+// by (joined_at, user id) as MembersByWorkspaces lists them, in one statement
+// and in the order of lists. Each page is a keyset read of members_page_idx
+// from its cursor, so a page costs the same wherever it is in a list of
+// MaxMembersPerWorkspace. A list whose workspace viewerID is not a member of
+// (or that does not exist, or whose id is malformed) gets a nil page; a
+// member's page past the end is empty. It returns an error only when the
+// database fails.
+func (db *DB) MemberLists(ctx context.Context, viewerID string, lists []MemberList) ([]*MemberConnection, error) {
+	out := make([]*MemberConnection, len(lists))
+	if len(lists) == 0 || !validID(viewerID) {
+		return out, nil
+	}
+	var (
+		ord   []int // the index in lists of each list asked for, in the statement's order
+		ws    []string
+		at    []time.Time
+		after []string
+		limit []int32
+	)
+	for i, l := range lists {
+		if !validID(l.WorkspaceID) {
+			continue
+		}
+		ord = append(ord, i)
+		ws = append(ws, l.WorkspaceID)
+		limit = append(limit, int32(l.Page.First+1))
+		if c := l.Page.After; c != nil {
+			at, after = append(at, c.At), append(after, c.ID)
+		} else {
+			at, after = append(at, endOfTime), append(after, lastID)
+		}
+	}
+	var rows pgx.Rows
+	var err error
+	switch len(ord) {
+	case 0:
+		return out, nil
+	case 1:
+		// One page (workspace(id) { membersConnection }): scalar parameters,
+		// which Postgres plans once (docs/decisions/2026-12-01-one-key-one-plan.md).
+		rows, err = db.q(ctx).Query(ctx, `SELECT 1::bigint, v.workspace_id, m.user_id, m.role, m.joined_at FROM members v
+			LEFT JOIN LATERAL (SELECT m.user_id, m.role, m.joined_at FROM members m
+				WHERE m.workspace_id = $2::uuid AND (m.joined_at, m.user_id) < ($3::timestamptz, $4::uuid)
+				ORDER BY m.joined_at DESC, m.user_id DESC LIMIT $5::int) m ON true
+			WHERE v.workspace_id = $2::uuid AND v.user_id = $1
+			ORDER BY m.joined_at DESC, m.user_id DESC`, viewerID, ws[0], at[0], after[0], limit[0])
+	default:
+		rows, err = db.q(ctx).Query(ctx, `SELECT k.ord, v.workspace_id, m.user_id, m.role, m.joined_at
+			FROM unnest($2::text[]::uuid[], $3::timestamptz[], $4::text[]::uuid[], $5::int[])
+				WITH ORDINALITY AS k(ws, at, uid, lim, ord)
+			JOIN members v ON v.workspace_id = k.ws AND v.user_id = $1
+			LEFT JOIN LATERAL (SELECT m.user_id, m.role, m.joined_at FROM members m
+				WHERE m.workspace_id = k.ws AND (m.joined_at, m.user_id) < (k.at, k.uid)
+				ORDER BY m.joined_at DESC, m.user_id DESC LIMIT k.lim) m ON true
+			ORDER BY k.ord, m.joined_at DESC, m.user_id DESC`, viewerID, ws, at, after, limit)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("member lists: %w", err)
+	}
+	defer rows.Close()
+	items := make(map[int][]*Member, len(ord))
+	for rows.Next() {
+		var k int64
+		var wsID string
+		var userID, role *string
+		var joinedAt *time.Time
+		if err := rows.Scan(&k, &wsID, &userID, &role, &joinedAt); err != nil {
+			return nil, fmt.Errorf("member lists: %w", err)
+		}
+		i := ord[k-1]
+		if _, ok := items[i]; !ok {
+			items[i] = make([]*Member, 0, lists[i].Page.First+1) // the viewer is a member: the list exists
+		}
+		if userID == nil {
+			continue // a page past the end
+		}
+		items[i] = append(items[i], &Member{WorkspaceID: wsID, UserID: *userID, Role: Role(*role), JoinedAt: *joinedAt})
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("member lists: %w", err)
+	}
+	for i, page := range items {
+		l := lists[i]
+		out[i] = connection(page, l.Page, MembersScope(l.WorkspaceID), memberKey)
+	}
+	return out, nil
 }
 
 // errLastOwner is returned when a change would leave a workspace without an OWNER.

@@ -10,7 +10,8 @@ import (
 	"taskflow/store/storetest"
 )
 
-// A one-key load (project(id), a task's assignee, project(id) { tasks }) keeps
+// A one-key load (project(id), a task's assignee, project(id) { tasks },
+// workspace(id) { membersConnection }, me { workspacesConnection }) keeps
 // one generic plan of its statement, instead of being planned again at every
 // call as a statement with an array parameter is (80-200 µs of Postgres CPU a
 // call: docs/decisions/2026-12-01-one-key-one-plan.md). Read from
@@ -37,6 +38,14 @@ func TestOneKeyLoadsKeepAGenericPlan(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	members, err := store.NewPage(nil, 20, nil, store.MembersScope(ws.ID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	workspaces, err := store.NewPage(nil, 20, nil, store.WorkspacesScope(alice.ID))
+	if err != nil {
+		t.Fatal(err)
+	}
 	for range 10 {
 		if m, err := db.UsersByIDs(ctx, []string{alice.ID}); err != nil || m[alice.ID] == nil {
 			t.Fatalf("UsersByIDs = %v, %v", m, err)
@@ -50,13 +59,20 @@ func TestOneKeyLoadsKeepAGenericPlan(t *testing.T) {
 		if pages, err := db.TaskPages(ctx, []store.TaskPageKey{key}); err != nil || len(pages[0].Nodes()) != 1 {
 			t.Fatalf("TaskPages = %v, %v", pages, err)
 		}
+		if pages, err := db.MemberLists(ctx, alice.ID, []store.MemberList{{WorkspaceID: ws.ID, Page: members}}); err != nil || len(pages[0].Nodes()) != 1 {
+			t.Fatalf("MemberLists = %v, %v", pages, err)
+		}
+		if pages, err := db.WorkspaceLists(ctx, alice.ID, []store.WorkspaceList{{UserID: alice.ID, Page: workspaces}}); err != nil || len(pages[0].Nodes()) != 1 {
+			t.Fatalf("WorkspaceLists = %v, %v", pages, err)
+		}
 		got, assignee, err := db.TaskWithAssignee(ctx, alice, task.ID)
 		if err != nil || got.ID != task.ID || assignee == nil || assignee.ID != alice.ID || assignee.Email != alice.Email {
 			t.Fatalf("TaskWithAssignee = %+v, %+v, %v", got, assignee, err)
 		}
 	}
 	plans := map[string][2]int{} // the statement's distinctive text: generic plans, custom plans
-	for _, s := range []string{"FROM users u WHERE", "FROM projects p", "FROM workspaces w", "ORDER BY t.created_at DESC", "LEFT JOIN users u"} {
+	for _, s := range []string{"FROM users u WHERE", "FROM projects p", "FROM workspaces w", "ORDER BY t.created_at DESC", "LEFT JOIN users u",
+		"FROM members v", "(w.created_at, w.id) <"} {
 		var generic, custom int
 		if err := pool.QueryRow(ctx, `SELECT coalesce(sum(generic_plans), 0), coalesce(sum(custom_plans), 0)
 			FROM pg_prepared_statements WHERE strpos(statement, $1) > 0`, s).Scan(&generic, &custom); err != nil {

@@ -477,6 +477,14 @@ type (
 	InvitationConnection = Connection[Invitation]
 	// InvitationEdge is an invitation with its cursor.
 	InvitationEdge = Edge[Invitation]
+	// MemberConnection is a page of a workspace's members.
+	MemberConnection = Connection[Member]
+	// MemberEdge is a member with its cursor.
+	MemberEdge = Edge[Member]
+	// WorkspaceConnection is a page of workspaces.
+	WorkspaceConnection = Connection[Workspace]
+	// WorkspaceEdge is a workspace with its cursor.
+	WorkspaceEdge = Edge[Workspace]
 	// AuditEventConnection is a page of audit events.
 	AuditEventConnection = Connection[AuditEvent]
 	// AuditEventEdge is an audit event with its cursor.
