@@ -205,6 +205,17 @@ type ComplexityRoot struct {
 		User     func(childComplexity int) int
 	}
 
+	MemberConnection struct {
+		Edges    func(childComplexity int) int
+		Nodes    func(childComplexity int) int
+		PageInfo func(childComplexity int) int
+	}
+
+	MemberEdge struct {
+		Cursor func(childComplexity int) int
+		Node   func(childComplexity int) int
+	}
+
 	Mutation struct {
 		AcceptInvitation       func(childComplexity int, id string, idempotencyKey *string) int
 		AddAttachment          func(childComplexity int, taskID string, file store.Upload, idempotencyKey *string) int
@@ -333,13 +344,14 @@ type ComplexityRoot struct {
 	}
 
 	User struct {
-		AuditEvents func(childComplexity int, first *int, after *string) int
-		CreatedAt   func(childComplexity int) int
-		Email       func(childComplexity int) int
-		ID          func(childComplexity int) int
-		Invitations func(childComplexity int, first *int, after *string) int
-		Name        func(childComplexity int) int
-		Workspaces  func(childComplexity int) int
+		AuditEvents          func(childComplexity int, first *int, after *string) int
+		CreatedAt            func(childComplexity int) int
+		Email                func(childComplexity int) int
+		ID                   func(childComplexity int) int
+		Invitations          func(childComplexity int, first *int, after *string) int
+		Name                 func(childComplexity int) int
+		Workspaces           func(childComplexity int) int
+		WorkspacesConnection func(childComplexity int, first *int, after *string) int
 	}
 
 	WebhookDelivery struct {
@@ -391,14 +403,15 @@ type ComplexityRoot struct {
 	}
 
 	Workspace struct {
-		CreatedAt        func(childComplexity int) int
-		ID               func(childComplexity int) int
-		Invitations      func(childComplexity int, first *int, after *string) int
-		Members          func(childComplexity int) int
-		Name             func(childComplexity int) int
-		Projects         func(childComplexity int, includeArchived *bool, first *int, after *string) int
-		ViewerRole       func(childComplexity int) int
-		WebhookEndpoints func(childComplexity int) int
+		CreatedAt         func(childComplexity int) int
+		ID                func(childComplexity int) int
+		Invitations       func(childComplexity int, first *int, after *string) int
+		Members           func(childComplexity int) int
+		MembersConnection func(childComplexity int, first *int, after *string) int
+		Name              func(childComplexity int) int
+		Projects          func(childComplexity int, includeArchived *bool, first *int, after *string) int
+		ViewerRole        func(childComplexity int) int
+		WebhookEndpoints  func(childComplexity int) int
 	}
 
 	WorkspaceChange struct {
@@ -410,6 +423,17 @@ type ComplexityRoot struct {
 		OccurredAt func(childComplexity int) int
 		Project    func(childComplexity int) int
 		UserID     func(childComplexity int) int
+	}
+
+	WorkspaceConnection struct {
+		Edges    func(childComplexity int) int
+		Nodes    func(childComplexity int) int
+		PageInfo func(childComplexity int) int
+	}
+
+	WorkspaceEdge struct {
+		Cursor func(childComplexity int) int
+		Node   func(childComplexity int) int
 	}
 }
 
@@ -511,6 +535,7 @@ type TaskChangeResolver interface {
 }
 type UserResolver interface {
 	Workspaces(ctx context.Context, obj *store.User) ([]*store.Workspace, error)
+	WorkspacesConnection(ctx context.Context, obj *store.User, first *int, after *string) (*store.Connection[store.Workspace], error)
 	AuditEvents(ctx context.Context, obj *store.User, first *int, after *string) (*store.Connection[store.AuditEvent], error)
 	Invitations(ctx context.Context, obj *store.User, first *int, after *string) (*store.Connection[store.Invitation], error)
 }
@@ -519,6 +544,7 @@ type WebhookEndpointResolver interface {
 }
 type WorkspaceResolver interface {
 	Members(ctx context.Context, obj *store.Workspace) ([]*store.Member, error)
+	MembersConnection(ctx context.Context, obj *store.Workspace, first *int, after *string) (*store.Connection[store.Member], error)
 	Projects(ctx context.Context, obj *store.Workspace, includeArchived *bool, first *int, after *string) (*store.Connection[store.Project], error)
 	Invitations(ctx context.Context, obj *store.Workspace, first *int, after *string) (*store.Connection[store.Invitation], error)
 	WebhookEndpoints(ctx context.Context, obj *store.Workspace) ([]*store.WebhookEndpoint, error)
@@ -1130,6 +1156,38 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Member.User(childComplexity), true
+
+	case "MemberConnection.edges":
+		if e.ComplexityRoot.MemberConnection.Edges == nil {
+			break
+		}
+
+		return e.ComplexityRoot.MemberConnection.Edges(childComplexity), true
+	case "MemberConnection.nodes":
+		if e.ComplexityRoot.MemberConnection.Nodes == nil {
+			break
+		}
+
+		return e.ComplexityRoot.MemberConnection.Nodes(childComplexity), true
+	case "MemberConnection.pageInfo":
+		if e.ComplexityRoot.MemberConnection.PageInfo == nil {
+			break
+		}
+
+		return e.ComplexityRoot.MemberConnection.PageInfo(childComplexity), true
+
+	case "MemberEdge.cursor":
+		if e.ComplexityRoot.MemberEdge.Cursor == nil {
+			break
+		}
+
+		return e.ComplexityRoot.MemberEdge.Cursor(childComplexity), true
+	case "MemberEdge.node":
+		if e.ComplexityRoot.MemberEdge.Node == nil {
+			break
+		}
+
+		return e.ComplexityRoot.MemberEdge.Node(childComplexity), true
 
 	case "Mutation.acceptInvitation":
 		if e.ComplexityRoot.Mutation.AcceptInvitation == nil {
@@ -1957,6 +2015,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.User.Workspaces(childComplexity), true
+	case "User.workspacesConnection":
+		if e.ComplexityRoot.User.WorkspacesConnection == nil {
+			break
+		}
+
+		args, err := ec.field_User_workspacesConnection_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.User.WorkspacesConnection(childComplexity, args["first"].(*int), args["after"].(*string)), true
 
 	case "WebhookDelivery.action":
 		if e.ComplexityRoot.WebhookDelivery.Action == nil {
@@ -2195,6 +2264,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Workspace.Members(childComplexity), true
+	case "Workspace.membersConnection":
+		if e.ComplexityRoot.Workspace.MembersConnection == nil {
+			break
+		}
+
+		args, err := ec.field_Workspace_membersConnection_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Workspace.MembersConnection(childComplexity, args["first"].(*int), args["after"].(*string)), true
 	case "Workspace.name":
 		if e.ComplexityRoot.Workspace.Name == nil {
 			break
@@ -2273,6 +2353,38 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.WorkspaceChange.UserID(childComplexity), true
+
+	case "WorkspaceConnection.edges":
+		if e.ComplexityRoot.WorkspaceConnection.Edges == nil {
+			break
+		}
+
+		return e.ComplexityRoot.WorkspaceConnection.Edges(childComplexity), true
+	case "WorkspaceConnection.nodes":
+		if e.ComplexityRoot.WorkspaceConnection.Nodes == nil {
+			break
+		}
+
+		return e.ComplexityRoot.WorkspaceConnection.Nodes(childComplexity), true
+	case "WorkspaceConnection.pageInfo":
+		if e.ComplexityRoot.WorkspaceConnection.PageInfo == nil {
+			break
+		}
+
+		return e.ComplexityRoot.WorkspaceConnection.PageInfo(childComplexity), true
+
+	case "WorkspaceEdge.cursor":
+		if e.ComplexityRoot.WorkspaceEdge.Cursor == nil {
+			break
+		}
+
+		return e.ComplexityRoot.WorkspaceEdge.Cursor(childComplexity), true
+	case "WorkspaceEdge.node":
+		if e.ComplexityRoot.WorkspaceEdge.Node == nil {
+			break
+		}
+
+		return e.ComplexityRoot.WorkspaceEdge.Node(childComplexity), true
 
 	}
 	return 0, false
@@ -2405,12 +2517,22 @@ type User {
   name: String!
   createdAt: Time!
   """
-  Workspaces of this user that you can see: all of yours on yourself, the ones
-  you share on anyone else (an account belongs to at most 1,000). Priced as
-  10: a longer list is charged for its workspaces past 10 when it is read
+  Deprecated since 2026-12-04: use workspacesConnection, which pages the same
+  workspaces in the same order. Workspaces of this user that you can see: all
+  of yours on yourself, the ones you share on anyone else (an account belongs
+  to at most 1,000), newest first (by createdAt, then id). Priced as 10: a
+  longer list is charged for its workspaces past 10 when it is read
   (docs/api.md, Rate limits).
   """
   workspaces: [Workspace!]! @listSize(assumedSize: 10)
+    @deprecated(reason: "Use workspacesConnection(first:, after:): the same workspaces in the same order, up to 100 a page, priced by first. This list is charged for each workspace past 10 once read, so a long one can be refused QUERY_TOO_COSTLY.")
+  """
+  Workspaces of this user that you can see, a page at a time: all of yours on
+  yourself, the ones you share on anyone else (as workspaces), newest first
+  by createdAt, then id (the order of workspaces).
+  """
+  workspacesConnection(first: Int = 20, after: String): WorkspaceConnection!
+    @listSize(slicingArgument: "first", sizedFields: ["edges", "nodes"])
   "Your own account events (user.*), newest first."
   auditEvents(first: Int = 50, after: String): AuditEventConnection!
     @listSize(slicingArgument: "first", sizedFields: ["edges", "nodes"])
@@ -3088,10 +3210,21 @@ type Workspace {
   "The caller's role in this workspace."
   viewerRole: Role!
   """
-  Every member of this workspace (at most 10000). Priced as 50: a longer list
-  is charged for its members past 50 when it is read (docs/api.md, Rate limits).
+  Deprecated since 2026-12-04: use membersConnection, which pages the same
+  members in the same order. Every member of this workspace (at most 10000),
+  newest first (by joinedAt, then user id). Priced as 50: a longer list is
+  charged for its members past 50 when it is read, so with their user it is
+  refused QUERY_TOO_COSTLY past about 1,000 members (docs/api.md, Rate limits).
   """
   members: [Member!]! @listSize(assumedSize: 50)
+    @deprecated(reason: "Use membersConnection(first:, after:): the same members in the same order, up to 100 a page, priced by first. This list is charged for each member past 50 once read, so a long one is refused QUERY_TOO_COSTLY.")
+  """
+  The members of this workspace (at most 10000), a page at a time: newest
+  first, by joinedAt then user id (the order of members). A member who joins
+  while you page comes before your cursor and is not in the later pages.
+  """
+  membersConnection(first: Int = 20, after: String): MemberConnection!
+    @listSize(slicingArgument: "first", sizedFields: ["edges", "nodes"])
   projects(includeArchived: Boolean = false, first: Int = 20, after: String): ProjectConnection!
     @listSize(slicingArgument: "first", sizedFields: ["edges", "nodes"])
   """
@@ -3106,6 +3239,17 @@ type Member {
   user: User!
   role: Role!
   joinedAt: Time!
+}
+
+type MemberConnection {
+  edges: [MemberEdge!]!
+  nodes: [Member!]!
+  pageInfo: PageInfo!
+}
+
+type MemberEdge {
+  cursor: String!
+  node: Member!
 }
 
 """
@@ -3162,6 +3306,17 @@ type Project {
   updatedAt: Time!
   tasks(status: TaskStatus, first: Int = 20, after: String): TaskConnection!
     @listSize(slicingArgument: "first", sizedFields: ["edges", "nodes"])
+}
+
+type WorkspaceConnection {
+  edges: [WorkspaceEdge!]!
+  nodes: [Workspace!]!
+  pageInfo: PageInfo!
+}
+
+type WorkspaceEdge {
+  cursor: String!
+  node: Workspace!
 }
 
 type ProjectConnection {
@@ -3484,6 +3639,28 @@ func (ec *executionContext) childFields_Member(ctx context.Context, field graphq
 	return nil, fmt.Errorf("no field named %q was found under type Member", field.Name)
 }
 
+func (ec *executionContext) childFields_MemberConnection(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "edges":
+		return ec.fieldContext_MemberConnection_edges(ctx, field)
+	case "nodes":
+		return ec.fieldContext_MemberConnection_nodes(ctx, field)
+	case "pageInfo":
+		return ec.fieldContext_MemberConnection_pageInfo(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type MemberConnection", field.Name)
+}
+
+func (ec *executionContext) childFields_MemberEdge(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "cursor":
+		return ec.fieldContext_MemberEdge_cursor(ctx, field)
+	case "node":
+		return ec.fieldContext_MemberEdge_node(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type MemberEdge", field.Name)
+}
+
 func (ec *executionContext) childFields_PageInfo(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 	switch field.Name {
 	case "hasNextPage":
@@ -3644,6 +3821,8 @@ func (ec *executionContext) childFields_User(ctx context.Context, field graphql.
 		return ec.fieldContext_User_createdAt(ctx, field)
 	case "workspaces":
 		return ec.fieldContext_User_workspaces(ctx, field)
+	case "workspacesConnection":
+		return ec.fieldContext_User_workspacesConnection(ctx, field)
 	case "auditEvents":
 		return ec.fieldContext_User_auditEvents(ctx, field)
 	case "invitations":
@@ -3760,6 +3939,8 @@ func (ec *executionContext) childFields_Workspace(ctx context.Context, field gra
 		return ec.fieldContext_Workspace_viewerRole(ctx, field)
 	case "members":
 		return ec.fieldContext_Workspace_members(ctx, field)
+	case "membersConnection":
+		return ec.fieldContext_Workspace_membersConnection(ctx, field)
 	case "projects":
 		return ec.fieldContext_Workspace_projects(ctx, field)
 	case "invitations":
@@ -3790,6 +3971,28 @@ func (ec *executionContext) childFields_WorkspaceChange(ctx context.Context, fie
 		return ec.fieldContext_WorkspaceChange_changes(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type WorkspaceChange", field.Name)
+}
+
+func (ec *executionContext) childFields_WorkspaceConnection(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "edges":
+		return ec.fieldContext_WorkspaceConnection_edges(ctx, field)
+	case "nodes":
+		return ec.fieldContext_WorkspaceConnection_nodes(ctx, field)
+	case "pageInfo":
+		return ec.fieldContext_WorkspaceConnection_pageInfo(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type WorkspaceConnection", field.Name)
+}
+
+func (ec *executionContext) childFields_WorkspaceEdge(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "cursor":
+		return ec.fieldContext_WorkspaceEdge_cursor(ctx, field)
+	case "node":
+		return ec.fieldContext_WorkspaceEdge_node(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type WorkspaceEdge", field.Name)
 }
 
 func (ec *executionContext) childFields___Directive(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -5024,6 +5227,28 @@ func (ec *executionContext) field_User_invitations_args(ctx context.Context, raw
 	return args, nil
 }
 
+func (ec *executionContext) field_User_workspacesConnection_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "first",
+		func(ctx context.Context, v any) (*int, error) {
+			return ec.unmarshalOInt2ᚖint(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["first"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "after",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOString2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["after"] = arg1
+	return args, nil
+}
+
 func (ec *executionContext) field_WebhookEndpoint_deliveries_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -5055,6 +5280,28 @@ func (ec *executionContext) field_WebhookEndpoint_deliveries_args(ctx context.Co
 }
 
 func (ec *executionContext) field_Workspace_invitations_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "first",
+		func(ctx context.Context, v any) (*int, error) {
+			return ec.unmarshalOInt2ᚖint(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["first"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "after",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOString2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["after"] = arg1
+	return args, nil
+}
+
+func (ec *executionContext) field_Workspace_membersConnection_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
 	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "first",
@@ -6946,6 +7193,157 @@ func (ec *executionContext) _Member_joinedAt(ctx context.Context, field graphql.
 }
 func (ec *executionContext) fieldContext_Member_joinedAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Member", field, false, false, "Time")
+}
+
+func (ec *executionContext) _MemberConnection_edges(ctx context.Context, field graphql.CollectedField, obj *store.Connection[store.Member]) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_MemberConnection_edges(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Edges, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*store.Edge[store.Member]) graphql.Marshaler {
+			return ec.marshalNMemberEdge2ᚕᚖtaskflowᚋstoreᚐEdgeᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_MemberConnection_edges(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "MemberConnection",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_MemberEdge(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _MemberConnection_nodes(ctx context.Context, field graphql.CollectedField, obj *store.Connection[store.Member]) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_MemberConnection_nodes(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Nodes(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*store.Member) graphql.Marshaler {
+			return ec.marshalNMember2ᚕᚖtaskflowᚋstoreᚐMemberᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_MemberConnection_nodes(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "MemberConnection",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Member(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _MemberConnection_pageInfo(ctx context.Context, field graphql.CollectedField, obj *store.Connection[store.Member]) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_MemberConnection_pageInfo(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.PageInfo, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v store.PageInfo) graphql.Marshaler {
+			return ec.marshalNPageInfo2taskflowᚋstoreᚐPageInfo(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_MemberConnection_pageInfo(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "MemberConnection",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_PageInfo(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _MemberEdge_cursor(ctx context.Context, field graphql.CollectedField, obj *store.Edge[store.Member]) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_MemberEdge_cursor(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Cursor(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_MemberEdge_cursor(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("MemberEdge", field, true, false, "String")
+}
+
+func (ec *executionContext) _MemberEdge_node(ctx context.Context, field graphql.CollectedField, obj *store.Edge[store.Member]) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_MemberEdge_node(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Node, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *store.Member) graphql.Marshaler {
+			return ec.marshalNMember2ᚖtaskflowᚋstoreᚐMember(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_MemberEdge_node(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "MemberEdge",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Member(ctx, field)
+		},
+	}
+	return fc, nil
 }
 
 func (ec *executionContext) _Mutation_register(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
@@ -10051,6 +10449,50 @@ func (ec *executionContext) fieldContext_User_workspaces(_ context.Context, fiel
 	return fc, nil
 }
 
+func (ec *executionContext) _User_workspacesConnection(ctx context.Context, field graphql.CollectedField, obj *store.User) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_User_workspacesConnection(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.User().WorkspacesConnection(ctx, obj, fc.Args["first"].(*int), fc.Args["after"].(*string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *store.Connection[store.Workspace]) graphql.Marshaler {
+			return ec.marshalNWorkspaceConnection2ᚖtaskflowᚋstoreᚐConnection(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_User_workspacesConnection(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "User",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_WorkspaceConnection(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_User_workspacesConnection_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _User_auditEvents(ctx context.Context, field graphql.CollectedField, obj *store.User) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -10770,6 +11212,50 @@ func (ec *executionContext) fieldContext_Workspace_members(_ context.Context, fi
 	return fc, nil
 }
 
+func (ec *executionContext) _Workspace_membersConnection(ctx context.Context, field graphql.CollectedField, obj *store.Workspace) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Workspace_membersConnection(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Workspace().MembersConnection(ctx, obj, fc.Args["first"].(*int), fc.Args["after"].(*string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *store.Connection[store.Member]) graphql.Marshaler {
+			return ec.marshalNMemberConnection2ᚖtaskflowᚋstoreᚐConnection(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Workspace_membersConnection(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Workspace",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_MemberConnection(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Workspace_membersConnection_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _Workspace_projects(ctx context.Context, field graphql.CollectedField, obj *store.Workspace) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -11038,6 +11524,157 @@ func (ec *executionContext) _WorkspaceChange_changes(ctx context.Context, field 
 }
 func (ec *executionContext) fieldContext_WorkspaceChange_changes(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("WorkspaceChange", field, false, false, "JSON")
+}
+
+func (ec *executionContext) _WorkspaceConnection_edges(ctx context.Context, field graphql.CollectedField, obj *store.Connection[store.Workspace]) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_WorkspaceConnection_edges(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Edges, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*store.Edge[store.Workspace]) graphql.Marshaler {
+			return ec.marshalNWorkspaceEdge2ᚕᚖtaskflowᚋstoreᚐEdgeᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_WorkspaceConnection_edges(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "WorkspaceConnection",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_WorkspaceEdge(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _WorkspaceConnection_nodes(ctx context.Context, field graphql.CollectedField, obj *store.Connection[store.Workspace]) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_WorkspaceConnection_nodes(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Nodes(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*store.Workspace) graphql.Marshaler {
+			return ec.marshalNWorkspace2ᚕᚖtaskflowᚋstoreᚐWorkspaceᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_WorkspaceConnection_nodes(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "WorkspaceConnection",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Workspace(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _WorkspaceConnection_pageInfo(ctx context.Context, field graphql.CollectedField, obj *store.Connection[store.Workspace]) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_WorkspaceConnection_pageInfo(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.PageInfo, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v store.PageInfo) graphql.Marshaler {
+			return ec.marshalNPageInfo2taskflowᚋstoreᚐPageInfo(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_WorkspaceConnection_pageInfo(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "WorkspaceConnection",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_PageInfo(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _WorkspaceEdge_cursor(ctx context.Context, field graphql.CollectedField, obj *store.Edge[store.Workspace]) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_WorkspaceEdge_cursor(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Cursor(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_WorkspaceEdge_cursor(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("WorkspaceEdge", field, true, false, "String")
+}
+
+func (ec *executionContext) _WorkspaceEdge_node(ctx context.Context, field graphql.CollectedField, obj *store.Edge[store.Workspace]) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_WorkspaceEdge_node(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Node, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *store.Workspace) graphql.Marshaler {
+			return ec.marshalNWorkspace2ᚖtaskflowᚋstoreᚐWorkspace(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_WorkspaceEdge_node(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "WorkspaceEdge",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Workspace(ctx, field)
+		},
+	}
+	return fc, nil
 }
 
 func (ec *executionContext) ___Directive_name(ctx context.Context, field graphql.CollectedField, obj *introspection.Directive) (ret graphql.Marshaler) {
@@ -13754,6 +14391,87 @@ func (ec *executionContext) _Member(ctx context.Context, sel ast.SelectionSet, o
 	return inorder.Object(fields, out)
 }
 
+var memberConnectionImplementors = []string{"MemberConnection"}
+
+func (ec *executionContext) _MemberConnection(ctx context.Context, sel ast.SelectionSet, obj *store.Connection[store.Member]) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, memberConnectionImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := inorder.NewDeferredGroup(ctx, fields)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("MemberConnection")
+		case "edges":
+			out.Values[i] = ec._MemberConnection_edges(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "nodes":
+			out.Values[i] = ec._MemberConnection_nodes(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "pageInfo":
+			out.Values[i] = ec._MemberConnection_pageInfo(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return inorder.Object(fields, out)
+}
+
+var memberEdgeImplementors = []string{"MemberEdge"}
+
+func (ec *executionContext) _MemberEdge(ctx context.Context, sel ast.SelectionSet, obj *store.Edge[store.Member]) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, memberEdgeImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := inorder.NewDeferredGroup(ctx, fields)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("MemberEdge")
+		case "cursor":
+			out.Values[i] = ec._MemberEdge_cursor(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "node":
+			out.Values[i] = ec._MemberEdge_node(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return inorder.Object(fields, out)
+}
+
 var mutationImplementors = []string{"Mutation"}
 
 func (ec *executionContext) _Mutation(ctx context.Context, sel ast.SelectionSet) graphql.Marshaler {
@@ -14674,6 +15392,12 @@ func (ec *executionContext) _User(ctx context.Context, sel ast.SelectionSet, obj
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._User_workspaces(ctx, field, obj)
 				})
+		case "workspacesConnection":
+			inorder.ResolveConcurrently(ctx, out, ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._User_workspacesConnection(ctx, field, obj)
+				})
 		case "auditEvents":
 			inorder.ResolveConcurrently(ctx, out, ec.OperationContext, &deferred, i,
 				true, true,
@@ -15046,6 +15770,12 @@ func (ec *executionContext) _Workspace(ctx context.Context, sel ast.SelectionSet
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Workspace_members(ctx, field, obj)
 				})
+		case "membersConnection":
+			inorder.ResolveConcurrently(ctx, out, ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Workspace_membersConnection(ctx, field, obj)
+				})
 		case "projects":
 			inorder.ResolveConcurrently(ctx, out, ec.OperationContext, &deferred, i,
 				true, true,
@@ -15134,6 +15864,87 @@ func (ec *executionContext) _WorkspaceChange(ctx context.Context, sel ast.Select
 			out.Values[i] = ec._WorkspaceChange_changes(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
 				atomic.AddUint32(&out.Invalids, 1)
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return inorder.Object(fields, out)
+}
+
+var workspaceConnectionImplementors = []string{"WorkspaceConnection"}
+
+func (ec *executionContext) _WorkspaceConnection(ctx context.Context, sel ast.SelectionSet, obj *store.Connection[store.Workspace]) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, workspaceConnectionImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := inorder.NewDeferredGroup(ctx, fields)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("WorkspaceConnection")
+		case "edges":
+			out.Values[i] = ec._WorkspaceConnection_edges(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "nodes":
+			out.Values[i] = ec._WorkspaceConnection_nodes(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "pageInfo":
+			out.Values[i] = ec._WorkspaceConnection_pageInfo(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return inorder.Object(fields, out)
+}
+
+var workspaceEdgeImplementors = []string{"WorkspaceEdge"}
+
+func (ec *executionContext) _WorkspaceEdge(ctx context.Context, sel ast.SelectionSet, obj *store.Edge[store.Workspace]) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, workspaceEdgeImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := inorder.NewDeferredGroup(ctx, fields)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("WorkspaceEdge")
+		case "cursor":
+			out.Values[i] = ec._WorkspaceEdge_cursor(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "node":
+			out.Values[i] = ec._WorkspaceEdge_node(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
 			}
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
@@ -15900,6 +16711,38 @@ func (ec *executionContext) marshalNMember2ᚖtaskflowᚋstoreᚐMember(ctx cont
 	return ec._Member(ctx, sel, v)
 }
 
+func (ec *executionContext) marshalNMemberConnection2ᚖtaskflowᚋstoreᚐConnection(ctx context.Context, sel ast.SelectionSet, v *store.Connection[store.Member]) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "MemberConnection!")
+		return graphql.Null
+	}
+	return ec._MemberConnection(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNMemberEdge2ᚕᚖtaskflowᚋstoreᚐEdgeᚄ(ctx context.Context, sel ast.SelectionSet, v []*store.Edge[store.Member]) graphql.Marshaler {
+	ret := inorder.MarshalSlice(ctx, ListOrder, "MemberEdge", sel, len(v), func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNMemberEdge2ᚖtaskflowᚋstoreᚐEdge(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNMemberEdge2ᚖtaskflowᚋstoreᚐEdge(ctx context.Context, sel ast.SelectionSet, v *store.Edge[store.Member]) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "MemberEdge!")
+		return graphql.Null
+	}
+	return ec._MemberEdge(ctx, sel, v)
+}
+
 func (ec *executionContext) marshalNPageInfo2taskflowᚋstoreᚐPageInfo(ctx context.Context, sel ast.SelectionSet, v store.PageInfo) graphql.Marshaler {
 	return ec._PageInfo(ctx, sel, &v)
 }
@@ -16269,6 +17112,38 @@ func (ec *executionContext) marshalNWorkspaceChange2ᚖtaskflowᚋliveᚐWorkspa
 		return graphql.Null
 	}
 	return ec._WorkspaceChange(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNWorkspaceConnection2ᚖtaskflowᚋstoreᚐConnection(ctx context.Context, sel ast.SelectionSet, v *store.Connection[store.Workspace]) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "WorkspaceConnection!")
+		return graphql.Null
+	}
+	return ec._WorkspaceConnection(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNWorkspaceEdge2ᚕᚖtaskflowᚋstoreᚐEdgeᚄ(ctx context.Context, sel ast.SelectionSet, v []*store.Edge[store.Workspace]) graphql.Marshaler {
+	ret := inorder.MarshalSlice(ctx, ListOrder, "WorkspaceEdge", sel, len(v), func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNWorkspaceEdge2ᚖtaskflowᚋstoreᚐEdge(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNWorkspaceEdge2ᚖtaskflowᚋstoreᚐEdge(ctx context.Context, sel ast.SelectionSet, v *store.Edge[store.Workspace]) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "WorkspaceEdge!")
+		return graphql.Null
+	}
+	return ec._WorkspaceEdge(ctx, sel, v)
 }
 
 func (ec *executionContext) marshalN__Directive2githubᚗcomᚋ99designsᚋgqlgenᚋgraphqlᚋintrospectionᚐDirective(ctx context.Context, sel ast.SelectionSet, v introspection.Directive) graphql.Marshaler {

@@ -18,6 +18,11 @@ func (r *userResolver) Workspaces(ctx context.Context, obj *store.User) ([]*stor
 	return chargeOverrun(ctx, list, err)
 }
 
+// WorkspacesConnection is the resolver for the workspacesConnection field.
+func (r *userResolver) WorkspacesConnection(ctx context.Context, obj *store.User, first *int, after *string) (*store.Connection[store.Workspace], error) {
+	return r.loaders(ctx).WorkspacePage(ctx, obj.ID, first, after)
+}
+
 // AuditEvents is the resolver for the auditEvents field.
 func (r *userResolver) AuditEvents(ctx context.Context, obj *store.User, first *int, after *string) (*store.Connection[store.AuditEvent], error) {
 	return r.DB.UserAuditEvents(ctx, auth.UserFrom(ctx), obj.ID, first, after)

@@ -34,6 +34,10 @@ type accountLoaders struct {
 	projects     loader[string, *store.Project]
 	workspacesOf loader[string, []*store.Workspace]
 	projectLists loader[projectListKey, *store.ProjectConnection]
+	// memberLists and workspaceLists load pages of workspaces' members and
+	// of users' workspaces, batched like projectLists.
+	memberLists    loader[memberListKey, *store.MemberConnection]
+	workspaceLists loader[workspaceListKey, *store.WorkspaceConnection]
 	// invitations loads pages of workspaces' open invitations and of the
 	// viewer's own, batched like projectLists.
 	invitations loader[store.InvitationPageKey, *store.InvitationConnection]
@@ -47,6 +51,20 @@ type projectListKey struct {
 	After           string
 }
 
+// memberListKey names one page of a workspace's members.
+type memberListKey struct {
+	WorkspaceID string
+	First       int
+	After       string
+}
+
+// workspaceListKey names one page of a user's workspaces.
+type workspaceListKey struct {
+	UserID string
+	First  int
+	After  string
+}
+
 // init sets up the account loaders of owner's request.
 func (l *accountLoaders) init(owner *Loaders) {
 	l.users.init(owner, fetchUsers, loaderWait)
@@ -55,6 +73,8 @@ func (l *accountLoaders) init(owner *Loaders) {
 	l.projects.init(owner, fetchProjects, loaderWait)
 	l.workspacesOf.init(owner, fetchWorkspacesOf, loaderWait)
 	l.projectLists.init(owner, projectLists, loaderWait)
+	l.memberLists.init(owner, memberLists, loaderWait)
+	l.workspaceLists.init(owner, workspaceLists, loaderWait)
 	l.invitations.init(owner, fetchInvitations, loaderWait)
 }
 
@@ -117,6 +137,65 @@ func projectLists(l *Loaders, ctx context.Context, keys []projectListKey) ([]*st
 		case pages[j] == nil:
 			failed[i] = errs.Errorf(errs.CodeNotFound, "workspace not found")
 		default:
+			out[i] = pages[j]
+		}
+	}
+	return out, failed
+}
+
+// memberLists is the fetch of the memberLists loader: the pages of keys in
+// one statement, a NOT_FOUND error for a workspace the viewer is not a member
+// of, BAD_USER_INPUT for a bad page.
+func memberLists(l *Loaders, ctx context.Context, keys []memberListKey) ([]*store.MemberConnection, []error) {
+	out := make([]*store.MemberConnection, len(keys))
+	failed := make([]error, len(keys))
+	var lists []store.MemberList
+	var at []int
+	for i, k := range keys {
+		page, err := store.NewPage(&k.First, k.First, &k.After, store.MembersScope(k.WorkspaceID))
+		if err != nil {
+			failed[i] = err
+			continue
+		}
+		lists = append(lists, store.MemberList{WorkspaceID: k.WorkspaceID, Page: page})
+		at = append(at, i)
+	}
+	pages, err := l.db.MemberLists(ctx, l.viewerID(ctx), lists)
+	for j, i := range at {
+		switch {
+		case err != nil:
+			failed[i] = err
+		case pages[j] == nil:
+			failed[i] = errs.Errorf(errs.CodeNotFound, "workspace not found")
+		default:
+			out[i] = pages[j]
+		}
+	}
+	return out, failed
+}
+
+// workspaceLists is the fetch of the workspaceLists loader: the pages of keys
+// in one statement (an empty page for a user who shares no workspace with
+// the viewer), BAD_USER_INPUT for a bad page.
+func workspaceLists(l *Loaders, ctx context.Context, keys []workspaceListKey) ([]*store.WorkspaceConnection, []error) {
+	out := make([]*store.WorkspaceConnection, len(keys))
+	failed := make([]error, len(keys))
+	var lists []store.WorkspaceList
+	var at []int
+	for i, k := range keys {
+		page, err := store.NewPage(&k.First, k.First, &k.After, store.WorkspacesScope(k.UserID))
+		if err != nil {
+			failed[i] = err
+			continue
+		}
+		lists = append(lists, store.WorkspaceList{UserID: k.UserID, Page: page})
+		at = append(at, i)
+	}
+	pages, err := l.db.WorkspaceLists(ctx, l.viewerID(ctx), lists)
+	for j, i := range at {
+		if err != nil {
+			failed[i] = err
+		} else {
 			out[i] = pages[j]
 		}
 	}
@@ -197,6 +276,8 @@ func (l *accountLoaders) ClearAccountCache() {
 	l.projects.ClearAll()
 	l.workspacesOf.ClearAll()
 	l.projectLists.ClearAll()
+	l.memberLists.ClearAll()
+	l.workspaceLists.ClearAll()
 	l.invitations.ClearAll()
 }
 
@@ -230,7 +311,7 @@ func (l *accountLoaders) Workspace(ctx context.Context, id string) (*store.Works
 }
 
 // Members returns the members of a workspace the viewer is a member of, newest
-// first (empty for any other workspace).
+// first (empty for any other workspace): the deprecated Workspace.members.
 func (l *accountLoaders) Members(ctx context.Context, workspaceID string) ([]*store.Member, error) {
 	if l.Viewer(ctx) == nil {
 		return nil, errs.ErrUnauthenticated
@@ -248,7 +329,8 @@ func (l *accountLoaders) Project(ctx context.Context, id string) (*store.Project
 }
 
 // WorkspacesOf returns the workspaces of a user that the viewer can see: all of
-// them for the viewer itself, the shared ones for anybody else, newest first.
+// them for the viewer itself, the shared ones for anybody else, newest first
+// (the deprecated User.workspaces).
 func (l *accountLoaders) WorkspacesOf(ctx context.Context, userID string) ([]*store.Workspace, error) {
 	if l.Viewer(ctx) == nil {
 		return []*store.Workspace{}, nil
@@ -273,6 +355,47 @@ func (l *accountLoaders) Projects(ctx context.Context, workspaceID string, inclu
 		k.After = *after
 	}
 	return l.projectLists.Load(ctx, k)
+}
+
+// MemberPage returns a page of a workspace's members, newest first by
+// (joinedAt, user id), the order of Members. It returns BAD_USER_INPUT for
+// first outside 1..100 or a cursor of another list, and NOT_FOUND if the
+// viewer is not a member of the workspace. Pages of several workspaces are
+// fetched together.
+func (l *accountLoaders) MemberPage(ctx context.Context, workspaceID string, first *int, after *string) (*store.MemberConnection, error) {
+	if l.Viewer(ctx) == nil {
+		l.memberLists.Skip(ctx)
+		return nil, errs.ErrUnauthenticated
+	}
+	page, err := store.NewPage(first, defaultPageSize, after, store.MembersScope(workspaceID))
+	if err != nil {
+		l.memberLists.Skip(ctx)
+		return nil, err
+	}
+	k := memberListKey{WorkspaceID: workspaceID, First: page.First}
+	if after != nil {
+		k.After = *after
+	}
+	return l.memberLists.Load(ctx, k)
+}
+
+// WorkspacePage returns a page of the workspaces of a user that the viewer
+// can see (WorkspacesOf's: all of them for the viewer itself, the shared ones
+// for anybody else; none for no viewer), newest first by (createdAt, id), the
+// order of WorkspacesOf. It returns BAD_USER_INPUT for first outside 1..100
+// or a cursor of another list. Pages of several users are fetched together.
+func (l *accountLoaders) WorkspacePage(ctx context.Context, userID string, first *int, after *string) (*store.WorkspaceConnection, error) {
+	scope := store.WorkspacesScope(userID)
+	page, err := store.NewPage(first, defaultPageSize, after, scope)
+	if err != nil {
+		l.workspaceLists.Skip(ctx)
+		return nil, err
+	}
+	k := workspaceListKey{UserID: userID, First: page.First}
+	if after != nil {
+		k.After = *after
+	}
+	return l.workspaceLists.Load(ctx, k)
 }
 
 // Invitations returns a page of a workspace's open invitations, newest first.

@@ -44,6 +44,11 @@ func (r *workspaceResolver) Members(ctx context.Context, obj *store.Workspace) (
 	return chargeOverrun(ctx, list, err)
 }
 
+// MembersConnection is the resolver for the membersConnection field.
+func (r *workspaceResolver) MembersConnection(ctx context.Context, obj *store.Workspace, first *int, after *string) (*store.Connection[store.Member], error) {
+	return r.loaders(ctx).MemberPage(ctx, obj.ID, first, after)
+}
+
 // Projects is the resolver for the projects field.
 func (r *workspaceResolver) Projects(ctx context.Context, obj *store.Workspace, includeArchived *bool, first *int, after *string) (*store.Connection[store.Project], error) {
 	return r.loaders(ctx).Projects(ctx, obj.ID, includeArchived != nil && *includeArchived, first, after)

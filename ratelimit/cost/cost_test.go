@@ -236,6 +236,10 @@ func TestOverrun(t *testing.T) {
 			`query($n: Int) { me { workspaces { projects(first: $n) { nodes { id } } } } }`, "workspaces",
 			map[string]any{"n": 5}, 11, 1 + 5},
 		{"a connection never overruns", `{ searchTasks(workspaceId: "w", query: "q") { nodes { id } } }`, "searchTasks", nil, 500, 0},
+		{"nor does membersConnection", `{ workspace(id: "w") { membersConnection(first: 100) { nodes { user { name } } } } }`,
+			"membersConnection", nil, 100, 0},
+		{"nor workspacesConnection", `{ me { workspacesConnection { nodes { members { user { id } } } } } }`,
+			"workspacesConnection", nil, 20, 0},
 		{"huge counts saturate", `{ me { workspaces { members { user { id } } } } }`, "workspaces", nil, 1 << 62, cost.Saturated},
 	}
 	for _, c := range cases {
@@ -250,5 +254,53 @@ func TestOverrun(t *testing.T) {
 	}
 	if got := cost.Overrun(nil, nil, 100); got != 0 {
 		t.Errorf("Overrun(nil) = %d", got)
+	}
+}
+
+// maxQueryCost is MAX_QUERY_COST's default (ratelimit.Config.MaxCost).
+const maxQueryCost = 1000
+
+// A page of 100 members with their user costs what a page of 100 of any
+// connection costs, whatever the workspace's size: 1 for the connection and 2
+// for each member and its user, so 202 with the workspace (302 with
+// pageInfo, which the connection's first multiplies too), far below the
+// default MAX_QUERY_COST, and 10,000 members are read in 100 such
+// operations. The deprecated members list is priced at 50 members, and once
+// read it is charged for the rest, which takes a list of 10,000 (or of about
+// 1,000) over MAX_QUERY_COST. workspacesConnection is priced by first the
+// same way.
+func TestMemberAndWorkspacePagesCost(t *testing.T) {
+	t.Parallel()
+	const page = `query($after: String) { workspace(id: "w") {
+		membersConnection(first: 100, after: $after) { nodes { user { name } } pageInfo { hasNextPage endCursor } } } }`
+	op, vars := operation(t, page, map[string]any{"after": "c"})
+	got := cost.Operation(op, vars)
+	if want := int64(1 + 1 + 100*((1+1)+1)); got != want || got > maxQueryCost {
+		t.Errorf("a page of 100 members with pageInfo costs %d, want %d (at most %d)", got, want, maxQueryCost)
+	}
+	if got := costOf(t, `{ workspace(id: "w") { membersConnection(first: 100) { nodes { user { name } } } } }`, nil); got != 1+1+100*(1+1) {
+		t.Errorf("a page of 100 members costs %d, want %d", got, 1+1+100*(1+1))
+	}
+	if f := fieldNamed(op.SelectionSet, "membersConnection"); cost.Overrun(f, vars, 100) != 0 {
+		t.Errorf("a full page of members overruns")
+	}
+	if got := costOf(t, `{ workspace(id: "w") { membersConnection { edges { cursor node { role } } } } }`, nil); got != 1+1+20*(1+1) {
+		t.Errorf("a default page of members costs %d, want %d", got, 1+1+20*(1+1))
+	}
+	if got := costOf(t, `{ me { workspacesConnection(first: 50) { nodes { id name viewerRole } } } }`, nil); got != 1+1+50*1 {
+		t.Errorf("a page of 50 workspaces costs %d, want %d", got, 1+1+50*1)
+	}
+
+	const list = `{ workspace(id: "w") { members { user { name } } } }`
+	op, vars = operation(t, list, nil)
+	priced := cost.Operation(op, vars)
+	if priced != 1+1+50*1 {
+		t.Errorf("the deprecated members list is priced %d, want %d", priced, 1+1+50*1)
+	}
+	f := fieldNamed(op.SelectionSet, "members")
+	for _, n := range []int{1000, 10000} {
+		if total := priced + cost.Overrun(f, vars, n); total <= maxQueryCost {
+			t.Errorf("the deprecated list of %d members costs %d once read, want over %d", n, total, maxQueryCost)
+		}
 	}
 }
