@@ -769,6 +769,61 @@ func TestListsLongerThanPricedAreCharged(t *testing.T) {
 	})
 }
 
+// Under the default limits (MAX_QUERY_COST and a budget of 1,000), the
+// deprecated members list of a workspace of 1,100 members with their user is
+// refused QUERY_TOO_COSTLY once read (priced 52, 1,102 with its overrun),
+// while membersConnection reads it a page of 100 at a time, each page
+// costing its price (302 with pageInfo) and nothing more, whatever the
+// workspace's size.
+func TestBigWorkspaceIsReadInPages(t *testing.T) {
+	t.Parallel()
+	env, _ := limited(t, ratelimit.Config{}, nil, "")
+	ann := env.NewUser(t, "ann")
+	ws := joinWorkspaces(t, env, ann, 1, 1099)
+	r := env.Post(t, ann.Token, `query($w: ID!) { workspace(id: $w) { members { user { name } } } }`, map[string]any{"w": ws})
+	if r.Code() != "QUERY_TOO_COSTLY" || string(r.Body.Data) != `{"workspace":null}` || errExt(r)["cost"] != float64(1102) {
+		t.Fatalf("the deprecated list: %s", r.Raw)
+	}
+	msg, _ := r.Body.Errors[0]["message"].(string)
+	if !strings.Contains(msg, "membersConnection") {
+		t.Errorf("the refusal does not name membersConnection: %q", msg)
+	}
+	left := 1000 - 52
+	seen := map[string]bool{}
+	var after any
+	for page := 1; page <= 3; page++ {
+		r := env.Post(t, ann.Token, `query($w: ID!, $after: String) { workspace(id: $w) {
+			membersConnection(first: 100, after: $after) { nodes { user { id name } } pageInfo { hasNextPage endCursor } } } }`,
+			map[string]any{"w": ws, "after": after})
+		var d struct {
+			Workspace struct {
+				MembersConnection struct {
+					Nodes    []struct{ User struct{ ID string } }
+					PageInfo struct {
+						HasNextPage bool
+						EndCursor   string
+					}
+				}
+			}
+		}
+		if err := json.Unmarshal(r.Body.Data, &d); err != nil || r.Code() != "" {
+			t.Fatalf("page %d: %v %s", page, err, r.Raw)
+		}
+		c := d.Workspace.MembersConnection
+		for _, n := range c.Nodes {
+			seen[n.User.ID] = true
+		}
+		left -= 302
+		requested, _ := costExt(t, r)
+		if got, _ := rateLimitHeader(t, r); len(c.Nodes) != 100 || !c.PageInfo.HasNextPage || len(seen) != 100*page ||
+			requested != 302 || actualCost(t, r) != 302 || got != left {
+			t.Fatalf("page %d: %d members (%d distinct so far), cost %v, actual %v, %d left (want %d)",
+				page, len(c.Nodes), len(seen), requested, actualCost(t, r), got, left)
+		}
+		after = c.PageInfo.EndCursor
+	}
+}
+
 // A subscription's event whose selection has a list longer than priced
 // (here Workspace.members, 62 of 50) is charged that event's overrun each
 // time, on top of the event's price; overruns of past events do not add up

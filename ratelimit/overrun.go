@@ -19,6 +19,24 @@ import (
 // its price ever take it.
 var overrunMu sync.Mutex
 
+// replacedBy returns what a refused overrun of f adds to its message: for a
+// deprecated list (User.workspaces, Workspace.members, replaced by their
+// connections), its deprecation reason, which names the field that reads it
+// a page at a time; else nothing.
+func replacedBy(f *ast.Field) string {
+	if f == nil || f.Definition == nil {
+		return ""
+	}
+	d := f.Definition.Directives.ForName("deprecated")
+	if d == nil {
+		return ""
+	}
+	if r := d.Arguments.ForName("reason"); r != nil && r.Value != nil && r.Value.Raw != "" {
+		return ", or read it in pages (" + f.Name + " is deprecated: " + r.Value.Raw + ")"
+	}
+	return ""
+}
+
 // ChargeOverrun charges the caller's cost budget for the items a list field
 // returned past the size it was priced at (cost.Overrun), when ctx is the
 // context of that field's resolver and n how many items it returned. A list
@@ -32,7 +50,9 @@ var overrunMu sync.Mutex
 // returns the error the field must answer instead of its items:
 // QUERY_TOO_COSTLY (with cost and maximum) when the operation's cost with the
 // overrun is more than MaxCost (for a subscription: the overrun of one event
-// alone), RATE_LIMITED (with retryAfter) when the budget cannot pay now.
+// alone), RATE_LIMITED (with retryAfter) when the budget cannot pay now. The
+// QUERY_TOO_COSTLY of a deprecated list quotes its deprecation reason, which
+// names the connection that reads it a page at a time.
 func ChargeOverrun(ctx context.Context, n int) error {
 	if !graphql.HasOperationContext(ctx) {
 		return nil
@@ -64,8 +84,8 @@ func ChargeOverrun(ctx context.Context, n int) error {
 		overrunMu.Unlock()
 		l.metrics.operations.WithLabelValues(LimitCost, "too_costly").Inc()
 		return &errs.Error{Code: errs.CodeQueryTooCostly,
-			Message: fmt.Sprintf("%s returned %d items, more than it was priced at: with them the operation costs %d, more than the maximum of %d; ask for less in each item",
-				fc.Field.Name, n, total, l.MaxCost()),
+			Message: fmt.Sprintf("%s returned %d items, more than it was priced at: with them the operation costs %d, more than the maximum of %d; ask for less in each item%s",
+				fc.Field.Name, n, total, l.MaxCost(), replacedBy(fc.Field.Field)),
 			Extensions: map[string]any{"cost": total, "maximum": l.MaxCost()}}
 	}
 	if !perEvent {
