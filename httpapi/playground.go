@@ -40,11 +40,15 @@ mutation Login($email: String!, $password: String!) {
 	},
 	{
 		Query: `# Your workspaces and your role in each: the ids to use in the audit tabs.
-query MyWorkspaces {
+# Next page: pass pageInfo.endCursor as after.
+query MyWorkspaces($after: String) {
   me {
     id
     email
-    workspaces { id name viewerRole }
+    workspacesConnection(first: 100, after: $after) {
+      nodes { id name viewerRole }
+      pageInfo { hasNextPage endCursor }
+    }
   }
 }
 `,
