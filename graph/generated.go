@@ -281,6 +281,7 @@ type ComplexityRoot struct {
 		AuditCheckpoint  func(childComplexity int, workspaceID string) int
 		AuditEvents      func(childComplexity int, workspaceID string, filter *model.AuditEventFilter, first *int, after *string) int
 		AuditSigningKeys func(childComplexity int) int
+		ChangesCursor    func(childComplexity int) int
 		Me               func(childComplexity int) int
 		Project          func(childComplexity int, id string) int
 		RateLimit        func(childComplexity int) int
@@ -509,6 +510,7 @@ type QueryResolver interface {
 	AuditCheckpoint(ctx context.Context, workspaceID string) (*store.AuditCheckpoint, error)
 	AuditSigningKeys(ctx context.Context) ([]*store.AuditSigningKey, error)
 	RateLimit(ctx context.Context) (*ratelimit.Budget, error)
+	ChangesCursor(ctx context.Context) (string, error)
 	WebhookEndpoint(ctx context.Context, id string) (*store.WebhookEndpoint, error)
 }
 type SubscriptionResolver interface {
@@ -1648,6 +1650,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Query.AuditSigningKeys(childComplexity), true
+	case "Query.changesCursor":
+		if e.ComplexityRoot.Query.ChangesCursor == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Query.ChangesCursor(childComplexity), true
 
 	case "Query.me":
 		if e.ComplexityRoot.Query.Me == nil {
@@ -2785,6 +2793,14 @@ type Query {
   auditSigningKeys: [AuditSigningKey!]!
   "The caller's query-cost budget after this operation."
   rateLimit: RateLimitStatus!
+  """
+  A cursor of the event log taken before any other field of this operation
+  reads anything (signed-in callers; UNAUTHENTICATED otherwise). Select it with
+  the data of a live view, then subscribe (taskChanges, workspaceChanges,
+  auditEventAdded) with after: it: every change the data does not show comes,
+  some it shows may come again (apply items idempotently).
+  """
+  changesCursor: String! @cost(weight: 1)
 }
 
 type Mutation {
@@ -9428,6 +9444,29 @@ func (ec *executionContext) fieldContext_Query_rateLimit(_ context.Context, fiel
 	return fc, nil
 }
 
+func (ec *executionContext) _Query_changesCursor(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_changesCursor(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Query().ChangesCursor(ctx)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Query_changesCursor(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Query", field, true, true, "String")
+}
+
 func (ec *executionContext) _Query_webhookEndpoint(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -14990,6 +15029,12 @@ func (ec *executionContext) _Query(ctx context.Context, sel ast.SelectionSet) gr
 				true, true,
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Query_rateLimit(ctx, field)
+				})
+		case "changesCursor":
+			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Query_changesCursor(ctx, field)
 				})
 		case "webhookEndpoint":
 			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,

@@ -215,6 +215,7 @@ var ListOrder = inorder.Schema{
 		"auditCheckpoint":  {Concurrent: true, Type: "AuditCheckpoint"},
 		"auditSigningKeys": {Concurrent: true, Type: "AuditSigningKey"},
 		"rateLimit":        {Concurrent: true, Type: "RateLimitStatus"},
+		"changesCursor":    {Concurrent: true, Type: ""},
 		"webhookEndpoint":  {Concurrent: true, Type: "WebhookEndpoint"},
 		"__type":           {Concurrent: false, Type: "__Type"},
 		"__schema":         {Concurrent: false, Type: "__Schema"},

@@ -212,6 +212,7 @@ func newHandler(o Options, without []Guard) http.Handler {
 	}
 	gql.Use(storeAPQ) // after every check that may refuse the operation
 	gql.Use(liveExtension{db: o.DB, limiter: o.Limiter, present: presentError(o.Log)})
+	gql.Use(changesCursorExtension{db: o.DB}) // the spine head, before any field reads
 	gql.SetErrorPresenter(presentError(o.Log))
 	gql.SetRecoverFunc(recoverPanic)
 	gql.Use(operationMetrics{ops.metrics})

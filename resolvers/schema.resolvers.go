@@ -274,6 +274,11 @@ func (r *queryResolver) RateLimit(ctx context.Context) (*ratelimit.Budget, error
 	return ratelimit.BudgetFrom(ctx)
 }
 
+// ChangesCursor is the resolver for the changesCursor field.
+func (r *queryResolver) ChangesCursor(ctx context.Context) (string, error) {
+	return changesCursor(ctx)
+}
+
 // Mutation returns graph.MutationResolver implementation.
 func (r *Resolver) Mutation() graph.MutationResolver { return &mutationResolver{r} }
 
