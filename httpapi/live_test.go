@@ -29,7 +29,13 @@ type liveEnv struct {
 
 func newLiveEnv(t *testing.T, opts ...apitest.Option) *liveEnv {
 	t.Helper()
-	e := &liveEnv{Env: apitest.New(t, opts...)}
+	return liveEnvOn(t, apitest.New(t, opts...))
+}
+
+// liveEnvOn is newLiveEnv on env (one whose pool traces its statements, say).
+func liveEnvOn(t *testing.T, env *apitest.Env) *liveEnv {
+	t.Helper()
+	e := &liveEnv{Env: env}
 	e.owner, e.admin, e.member, e.stranger = e.NewUser(t, "Owner"), e.NewUser(t, "Admin"), e.NewUser(t, "Member"), e.NewUser(t, "Stranger")
 	e.ws = e.data(t, e.owner, `mutation { createWorkspace(input: {name: "Live"}) { id } }`, nil, "createWorkspace", "id").(string)
 	for u, r := range map[apitest.User]store.Role{e.admin: store.RoleAdmin, e.member: store.RoleMember} {
