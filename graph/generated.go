@@ -2890,10 +2890,13 @@ Live updates over graphql-ws (WebSocket, subprotocol graphql-transport-ws) or
 GraphQL over Server-Sent Events, at /query. Every item carries a cursor: a
 client that subscribes again with after: <the last cursor it received> gets
 every event it missed, in order, then the live ones, with no gap and no
-duplicate, on any instance. Without after, the stream starts now. A stream
-ends with an error when the caller loses access (UNAUTHENTICATED,
-NOT_FOUND, FORBIDDEN), runs out of budget (RATE_LIMITED) or meets a
-restarting server (STREAM_INTERRUPTED): subscribe again with the last cursor.
+duplicate, on any instance. Without after, the stream starts when the server
+processes the subscribe, which may be after a query sent later: to follow
+data you load, select Query.changesCursor with it and subscribe with after:
+that cursor (docs/api.md#subscriptions). A stream ends with an error when the
+caller loses access (UNAUTHENTICATED, NOT_FOUND, FORBIDDEN), runs out of
+budget (RATE_LIMITED) or meets a restarting server (STREAM_INTERRUPTED):
+subscribe again with the last cursor.
 """
 type Subscription {
   """
