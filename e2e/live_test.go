@@ -40,7 +40,8 @@ func newLiveFixture(t *testing.T) *liveFixture {
 }
 
 // The real graphql-ws and graphql-sse clients from npm subscribe to a
-// project: tasks created through the API arrive; after a stop, a new
+// project from the changesCursor of a query of its tasks (the live view's
+// recipe): tasks created through the API arrive; after a stop, a new
 // subscription with the last cursor gets the three missed tasks in order,
 // then a live one; a logout ends the stream with UNAUTHENTICATED.
 func TestLiveWithNpmClients(t *testing.T) {
