@@ -342,7 +342,7 @@ func TestChangesCursorTakenBeforeTheData(t *testing.T) {
 // its root (in a fragment, under an alias too, not skipped) for a signed-in
 // caller: once, in a statement that ends before any of the fields' starts.
 // Without the field, with it skipped, and for an anonymous caller (who gets
-// UNAUTHENTICATED) nothing more is read.
+// UNAUTHENTICATED) nothing more is read. The field costs 1.
 func TestChangesCursorStatements(t *testing.T) {
 	t.Parallel()
 	e, tr := newTracedLiveEnv(t)
@@ -365,6 +365,10 @@ func TestChangesCursorStatements(t *testing.T) {
 	without, res := run(e.member.Token, `query($p: ID!) { `+data+` }`)
 	if len(res.Body.Errors) > 0 {
 		t.Fatalf("without the field: %s", res.Raw)
+	}
+	_, res = run(e.member.Token, `{ changesCursor }`)
+	if cost, _ := res.Body.Extensions["cost"].(map[string]any); cost["requestedQueryCost"] != 1.0 {
+		t.Errorf("{ changesCursor } costs %v, want 1: %s", cost["requestedQueryCost"], res.Raw)
 	}
 	for _, c := range []struct {
 		name, token, query string
