@@ -396,6 +396,29 @@ func TestIntrospectionFloodIsLimited(t *testing.T) {
 	}
 }
 
+// Introspection is priced by the fields it resolves: aliases that read every
+// field of every type 64 times over (5 MB of answer, 0.6 s of CPU) were a
+// fixed 10 points, for an anonymous caller too; they are over
+// MAX_QUERY_COST now, refused before anything runs, and charged nothing.
+func TestWideIntrospectionIsPricedByItsFields(t *testing.T) {
+	t.Parallel()
+	env, _ := limited(t, ratelimit.Config{}, nil, "")
+	var b strings.Builder
+	b.WriteString("{ __schema { types { ...A } } }\nfragment A on __Type {")
+	for i := 0; i < 64; i++ {
+		fmt.Fprintf(&b, " f%d: fields { ...F }", i)
+	}
+	b.WriteString(" }\nfragment R on __Type { name kind ofType { name kind ofType { name kind ofType { name } } } }\n")
+	b.WriteString("fragment F on __Field { name description args { name description type { ...R } defaultValue } type { ...R } isDeprecated deprecationReason }\n")
+	r := post(t, env, `{"query":`+strconv.Quote(b.String())+`}`)
+	if r.Status != http.StatusOK || r.Code() != "QUERY_TOO_COSTLY" || r.Body.Data != nil || len(r.Raw) > 4096 {
+		t.Fatalf("64 aliases of every field: %d, %d bytes: %.300s", r.Status, len(r.Raw), r.Raw)
+	}
+	if left, _ := rateLimitHeader(t, r); left != 1000 {
+		t.Fatalf("a refused introspection was charged: %d left", left)
+	}
+}
+
 func TestClientIPAndForwardedFor(t *testing.T) {
 	t.Parallel()
 	t.Run("untrusted peer: X-Forwarded-For is ignored", func(t *testing.T) {

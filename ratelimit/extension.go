@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/99designs/gqlgen/graphql"
@@ -291,9 +292,16 @@ func uploadCost(ctx context.Context) int64 {
 // parse and validation and before execution: QUERY_TOO_COSTLY over the
 // maximum (nothing charged), then the login, register and searchTasks limits,
 // then the cost budget; RATE_LIMITED when one of them is exhausted.
-func (l *Limiter) Extension() graphql.HandlerExtension { return extension{l} }
+func (l *Limiter) Extension() graphql.HandlerExtension {
+	return extension{l: l, schema: new(atomic.Pointer[ast.Schema])}
+}
 
-type extension struct{ l *Limiter }
+type extension struct {
+	l *Limiter
+	// schema is the executable schema's, which introspection is priced
+	// against (cost.Operation); set by Validate when the extension is added.
+	schema *atomic.Pointer[ast.Schema]
+}
 
 var (
 	_ graphql.HandlerExtension        = extension{}
@@ -303,13 +311,16 @@ var (
 // ExtensionName names the extension.
 func (extension) ExtensionName() string { return "RateLimit" }
 
-// Validate accepts any schema.
-func (extension) Validate(graphql.ExecutableSchema) error { return nil }
+// Validate keeps the schema, which introspection is priced against.
+func (e extension) Validate(es graphql.ExecutableSchema) error {
+	e.schema.Store(es.Schema())
+	return nil
+}
 
 // MutateOperationContext checks the operation against every limit.
 func (e extension) MutateOperationContext(ctx context.Context, rc *graphql.OperationContext) *gqlerror.Error {
 	l := e.l
-	price := cost.Operation(rc.Operation, rc.Variables)
+	price := cost.Operation(e.schema.Load(), rc.Operation, rc.Variables)
 	l.metrics.cost.Observe(float64(price))
 	files := uploadCost(ctx)
 	o := newOutcome(ctx, rc, Outcome{Cost: cost.Add(price, files), Policy: l.costLimit(), policy: l.policyHeader, l: l})

@@ -37,21 +37,29 @@ const (
 //     argument (first by default; variables resolved, the argument's default
 //     applied when it is absent or null), else by @listSize(assumedSize), else by 10; the fields a
 //     connection names in sizedFields are not multiplied again;
-//   - __schema and __type cost a fixed 10 each, __typename nothing;
+//   - __schema and __type cost 10 each for up to IntrospectionFields fields
+//     they resolve in s (counted against the schema's types), and a point
+//     for every IntrospectionFieldsPerPoint fields past that; __typename
+//     nothing. With s nil they cost a fixed 10;
 //   - aliases and fragments count each time they are selected; a named
 //     fragment is costed once and memoised, so the walk is linear in the size
 //     of the document; all arithmetic saturates.
-func Operation(op *ast.OperationDefinition, vars map[string]any) int64 {
+func Operation(s *ast.Schema, op *ast.OperationDefinition, vars map[string]any) int64 {
 	if op == nil {
 		return 0
 	}
 	w := walker{vars: vars, memo: map[string]int64{}}
+	if s != nil {
+		w.intro = &introspection{s: s, vars: vars, memo: map[typeKey]int64{}}
+	}
 	return w.selection(op.SelectionSet, op.Operation == ast.Mutation)
 }
 
 type walker struct {
 	vars map[string]any
 	memo map[string]int64
+	// intro counts the fields introspection resolves; nil: a fixed price.
+	intro *introspection
 	// eventRoot is set while the root fields of a subscription are costed
 	// per event (Event): their @cost weight is the price of subscribing, not
 	// of each event.
@@ -112,7 +120,14 @@ func (w *walker) field(f *ast.Field, root, sized bool) int64 {
 	case "__typename":
 		return 0
 	case "__schema", "__type":
-		return IntrospectionCost
+		if w.intro == nil {
+			return IntrospectionCost
+		}
+		n := w.intro.root(f)
+		if n <= IntrospectionFields {
+			return IntrospectionCost
+		}
+		return Add(IntrospectionCost, (n-IntrospectionFields-1)/IntrospectionFieldsPerPoint+1)
 	}
 	def := f.Definition
 	if def == nil || def.Type == nil {

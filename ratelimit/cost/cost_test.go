@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/99designs/gqlgen/graphql/introspection"
 	"github.com/vektah/gqlparser/v2"
 	"github.com/vektah/gqlparser/v2/ast"
 	"github.com/vektah/gqlparser/v2/validator"
@@ -51,7 +52,8 @@ func operation(t testing.TB, query string, vars map[string]any) (*ast.OperationD
 // costOf costs the only operation of query with vars (operation).
 func costOf(t testing.TB, query string, vars map[string]any) int64 {
 	t.Helper()
-	return cost.Operation(operation(t, query, vars))
+	op, coerced := operation(t, query, vars)
+	return cost.Operation(schema, op, coerced)
 }
 
 func TestCostContractExamples(t *testing.T) {
@@ -160,7 +162,7 @@ func TestSubscriptionAndEventCost(t *testing.T) {
 			t.Fatalf("%s: %v", c.query, errs)
 		}
 		op := doc.Operations[0]
-		if got := cost.Operation(op, nil); got != c.subscribe {
+		if got := cost.Operation(schema, op, nil); got != c.subscribe {
 			t.Errorf("%s: subscribe costs %d, want %d", c.query, got, c.subscribe)
 		}
 		if got := cost.Event(op, nil); got != c.perEvent {
@@ -274,7 +276,7 @@ func TestMemberAndWorkspacePagesCost(t *testing.T) {
 	const page = `query($after: String) { workspace(id: "w") {
 		membersConnection(first: 100, after: $after) { nodes { user { name } } pageInfo { hasNextPage endCursor } } } }`
 	op, vars := operation(t, page, map[string]any{"after": "c"})
-	got := cost.Operation(op, vars)
+	got := cost.Operation(schema, op, vars)
 	if want := int64(1 + 1 + 100*((1+1)+1)); got != want || got > maxQueryCost {
 		t.Errorf("a page of 100 members with pageInfo costs %d, want %d (at most %d)", got, want, maxQueryCost)
 	}
@@ -293,7 +295,7 @@ func TestMemberAndWorkspacePagesCost(t *testing.T) {
 
 	const list = `{ workspace(id: "w") { members { user { name } } } }`
 	op, vars = operation(t, list, nil)
-	priced := cost.Operation(op, vars)
+	priced := cost.Operation(schema, op, vars)
 	if priced != 1+1+50*1 {
 		t.Errorf("the deprecated members list is priced %d, want %d", priced, 1+1+50*1)
 	}
@@ -302,5 +304,62 @@ func TestMemberAndWorkspacePagesCost(t *testing.T) {
 		if total := priced + cost.Overrun(f, vars, n); total <= maxQueryCost {
 			t.Errorf("the deprecated list of %d members costs %d once read, want over %d", n, total, maxQueryCost)
 		}
+	}
+}
+
+// wideIntrospection selects every field of every type k times, by aliases:
+// a document of a few KB whose answer is k times the schema's fields.
+func wideIntrospection(k int) string {
+	var b strings.Builder
+	b.WriteString("{ __schema { types { ...A } } }\nfragment A on __Type {")
+	for i := 0; i < k; i++ {
+		fmt.Fprintf(&b, " f%d: fields { ...F }", i)
+	}
+	b.WriteString(" }\nfragment R on __Type { name kind ofType { name kind ofType { name kind ofType { name } } } }\n")
+	b.WriteString("fragment F on __Field { name description args { name description type { ...R } defaultValue } type { ...R } isDeprecated deprecationReason }\n")
+	return b.String()
+}
+
+// Introspection is priced by the fields it resolves: GraphiQL's query (and
+// any of its size) costs 10 as documented, but aliases that resolve the
+// schema's fields 64 times over cost what they resolve, not 10 (they were a
+// fixed 10 for 5 MB of answer and 0.6 s of CPU).
+func TestIntrospectionIsPricedByTheFieldsItResolves(t *testing.T) {
+	for _, c := range []struct {
+		name, query string
+		want        int64
+	}{
+		{"GraphiQL", introspection.Query, cost.IntrospectionCost},
+		{"GraphiQL with isOneOf", introspection.NewQuery(introspection.QueryOptions{OneOf: true}), cost.IntrospectionCost},
+		{"__type", `{ __type(name: "Task") { name fields { name type { name kind ofType { name kind ofType { name } } } } } }`, 10},
+		{"unknown __type", `{ __type(name: "Nope") { fields { name } } }`, 10},
+		{"aliased __schema", `{ a: __schema { queryType { name } } b: __schema { queryType { name } } }`, 20},
+		{"one alias", wideIntrospection(1), 10},
+	} {
+		if got := costOf(t, c.query, nil); got != c.want {
+			t.Errorf("%s: cost %d, want %d", c.name, got, c.want)
+		}
+	}
+	// The standard query keeps room for the schema to grow.
+	op, vars := operation(t, introspection.Query, nil)
+	if got := cost.Operation(schema, op, vars); got != cost.IntrospectionCost {
+		t.Fatalf("GraphiQL's query: %d", got)
+	}
+	// 64 aliases resolve about 64 times the fields of one: each point past
+	// IntrospectionFields pays for IntrospectionFieldsPerPoint of them.
+	one := costOf(t, wideIntrospection(1), nil)
+	wide := costOf(t, wideIntrospection(64), nil)
+	if one != 10 || wide <= 1000 {
+		t.Fatalf("64 aliases of every field of every type cost %d (one alias %d): want over MAX_QUERY_COST", wide, one)
+	}
+	// The variable of __type is resolved, and a type's fields counted.
+	byVar := costOf(t, `query($n: String!) { __type(name: $n) { fields { name } } }`, map[string]any{"n": "Mutation"})
+	if byVar != 10 {
+		t.Fatalf("__type by variable: %d", byVar)
+	}
+	// Counting is bounded: 256 aliases of the schema's fields (refused) are
+	// priced in a bounded number of steps, at saturation or beyond any budget.
+	if got := costOf(t, wideIntrospection(256), nil); got <= 10_000 {
+		t.Fatalf("256 aliases cost %d", got)
 	}
 }

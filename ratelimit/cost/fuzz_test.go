@@ -73,11 +73,11 @@ func FuzzCost(f *testing.F) {
 			if err != nil {
 				continue
 			}
-			c := cost.Operation(op, coerced)
+			c := cost.Operation(schema, op, coerced)
 			if c < 0 {
 				t.Fatalf("negative cost %d", c)
 			}
-			if again := cost.Operation(op, coerced); again != c {
+			if again := cost.Operation(schema, op, coerced); again != c {
 				t.Fatalf("cost not deterministic: %d then %d", c, again)
 			}
 			budget := 20000
@@ -87,7 +87,7 @@ func FuzzCost(f *testing.F) {
 			}
 			naive := *op
 			naive.SelectionSet = set
-			if got := cost.Operation(&naive, coerced); got != c {
+			if got := cost.Operation(schema, &naive, coerced); got != c {
 				t.Fatalf("memoised cost %d, naive expansion %d", c, got)
 			}
 		}
