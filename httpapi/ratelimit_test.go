@@ -895,3 +895,51 @@ func TestSubscriptionEventOverrunsAreCharged(t *testing.T) {
 		t.Fatalf("%d left, want %d", left, 1000-64-events*(55+12)-1)
 	}
 }
+
+// verifyAuditLog walks and hashes every event of the workspace's chain
+// (about 12 µs an event: 20,000 took 0.25 s) and was priced 1 point whatever
+// the chain's length, each alias too: 8 aliases took 1.6 s for 8 points. The
+// walk is now charged a point for every 100 events before it starts, and a
+// walk the operation cannot pay for does not run.
+func TestVerifyAuditLogIsChargedItsWalk(t *testing.T) {
+	t.Parallel()
+	_, lim := limited(t, ratelimit.Config{}, nil, "")
+	e := newAuditEnv(t, func(o *httpapi.Options) { o.Limiter = lim })
+	if _, err := e.DB.Pool.Exec(context.Background(), `INSERT INTO audit_events (id, chain_key, workspace_id, actor_id,
+		action, entity_type, entity_id, occurred_at, metadata)
+		SELECT gen_random_uuid(), $1::text, $1::text::uuid, $2::uuid, 'task.created', 'task', 't' || i,
+			'2026-05-01T00:00:00Z'::timestamptz + i * interval '1 second', '{}'::jsonb
+		FROM generate_series(1, 2000) i`, e.ws, e.owner.ID); err != nil {
+		t.Fatal(err)
+	}
+	e.Seal(t)
+	verify := func(aliases int) *apitest.Response {
+		var b strings.Builder
+		b.WriteString("query($ws: ID!) {")
+		for i := range aliases {
+			fmt.Fprintf(&b, " a%d: verifyAuditLog(workspaceId: $ws) { valid checkedEvents }", i)
+		}
+		b.WriteString(" }")
+		return e.Post(t, e.owner.Token, b.String(), map[string]any{"ws": e.ws})
+	}
+	r := verify(1)
+	if r.Code() != "" || !strings.Contains(string(r.Body.Data), `"checkedEvents":2000`) {
+		t.Fatalf("verify: %s", r.Raw)
+	}
+	// 1 for the field, 20 for the walk of 2,000 events.
+	if got := actualCost(t, r); got != 21 {
+		t.Fatalf("a walk of 2,000 events took %v points, want 21: %s", got, r.Raw)
+	}
+	if left, _ := rateLimitHeader(t, r); left != 1000-21 {
+		t.Fatalf("left %d after a walk of 2,000 events", left)
+	}
+	// 64 walks in one operation are more than MAX_QUERY_COST: those past it
+	// are refused before they read anything.
+	r = verify(64)
+	if !strings.Contains(string(r.Raw), "QUERY_TOO_COSTLY") || !strings.Contains(string(r.Raw), "walks the 2000 events") {
+		t.Fatalf("64 walks: %.500s", r.Raw)
+	}
+	if got := actualCost(t, r); got > 1000 {
+		t.Fatalf("64 walks took %v points, more than MAX_QUERY_COST", got)
+	}
+}

@@ -63,6 +63,64 @@ func ChargeOverrun(ctx context.Context, n int) error {
 		return nil
 	}
 	points := cost.Overrun(fc.Field.Field, rc.Variables, n)
+	return charge(ctx, fc, rc, points,
+		func(total, maximum int64) string {
+			return fmt.Sprintf("%s returned %d items, more than it was priced at: with them the operation costs %d, more than the maximum of %d; ask for less in each item%s",
+				fc.Field.Name, n, total, maximum, replacedBy(fc.Field.Field))
+		},
+		func(points int64) string {
+			return fmt.Sprintf("%s returned %d items, more than it was priced at: they cost %d more points, which your query-cost budget cannot pay now; retry after retryAfter seconds",
+				fc.Field.Name, n, points)
+		})
+}
+
+// AuditVerifyEventsPerPoint is how many events of a chain verifyAuditLog
+// walks for one point (ChargeWork), on top of its price: a walk reads and
+// hashes every event, about 12 µs each.
+const AuditVerifyEventsPerPoint = 100
+
+// AuditVerifyCost is what walking a chain of events events costs on top of
+// the field's price: a point for every AuditVerifyEventsPerPoint, rounded up.
+func AuditVerifyCost(events int64) int64 {
+	if events <= 0 {
+		return 0
+	}
+	return (events-1)/AuditVerifyEventsPerPoint + 1
+}
+
+// ChargeWork charges the caller's cost budget points more for work the field
+// whose resolver has ctx is about to do, which its price could not know
+// (what it reads depends on the data: verifyAuditLog walks the whole chain).
+// It is ChargeOverrun's charge: nil when paid (or when no limiter checked the
+// operation); QUERY_TOO_COSTLY when the operation's cost with points is more
+// than MaxCost, RATE_LIMITED when the budget cannot pay now, and then nothing
+// is taken and the field must not do the work. what says what the points pay
+// for, and hint what to do instead when the work is too costly.
+func ChargeWork(ctx context.Context, points int64, what, hint string) error {
+	if points <= 0 || !graphql.HasOperationContext(ctx) {
+		return nil
+	}
+	fc := graphql.GetFieldContext(ctx)
+	rc := graphql.GetOperationContext(ctx)
+	if fc == nil || fc.Field.Field == nil {
+		return nil
+	}
+	return charge(ctx, fc, rc, points,
+		func(total, maximum int64) string {
+			return fmt.Sprintf("%s %s: %d points more, with which the operation costs %d, more than the maximum of %d; %s",
+				fc.Field.Name, what, points, total, maximum, hint)
+		},
+		func(points int64) string {
+			return fmt.Sprintf("%s %s: %d points more, which your query-cost budget cannot pay now; retry after retryAfter seconds",
+				fc.Field.Name, what, points)
+		})
+}
+
+// charge charges points for the field of fc in the operation rc (see
+// ChargeOverrun); tooCostly and limited write the messages of its refusals.
+func charge(ctx context.Context, fc *graphql.FieldContext, rc *graphql.OperationContext, points int64,
+	tooCostly func(total, maximum int64) string, limited func(points int64) string,
+) error {
 	if points <= 0 {
 		return nil
 	}
@@ -84,8 +142,7 @@ func ChargeOverrun(ctx context.Context, n int) error {
 		overrunMu.Unlock()
 		l.metrics.operations.WithLabelValues(LimitCost, "too_costly").Inc()
 		return &errs.Error{Code: errs.CodeQueryTooCostly,
-			Message: fmt.Sprintf("%s returned %d items, more than it was priced at: with them the operation costs %d, more than the maximum of %d; ask for less in each item%s",
-				fc.Field.Name, n, total, l.MaxCost(), replacedBy(fc.Field.Field)),
+			Message:    tooCostly(total, l.MaxCost()),
 			Extensions: map[string]any{"cost": total, "maximum": l.MaxCost()}}
 	}
 	if !perEvent {
@@ -103,8 +160,7 @@ func ChargeOverrun(ctx context.Context, n int) error {
 		}
 		l.metrics.operations.WithLabelValues(LimitCost, "limited").Inc()
 		return &errs.Error{Code: errs.CodeRateLimited,
-			Message: fmt.Sprintf("%s returned %d items, more than it was priced at: they cost %d more points, which your query-cost budget cannot pay now; retry after retryAfter seconds",
-				fc.Field.Name, n, points),
+			Message:    limited(points),
 			Extensions: map[string]any{"retryAfter": ceilSeconds(res.RetryAfter)}}
 	}
 	if !perEvent && now.After(o.at) {

@@ -5,6 +5,7 @@ package resolvers
 import (
 	"context"
 	"crypto/ed25519"
+	"fmt"
 
 	"taskflow/auth"
 	"taskflow/blobs"
@@ -47,4 +48,16 @@ func chargeOverrun[T any](ctx context.Context, list []T, err error) ([]T, error)
 		return nil, err
 	}
 	return list, nil
+}
+
+// payAuditWalk returns what verifyAuditLog calls with the seals of the chain
+// before it walks them: it charges the walk (ratelimit.AuditVerifyCost, a
+// point for every 100 events) to the caller's budget, so that what a
+// verification reads is paid for, each alias of it too.
+func payAuditWalk(ctx context.Context) func(seals int64) error {
+	return func(seals int64) error {
+		return ratelimit.ChargeWork(ctx, ratelimit.AuditVerifyCost(seals),
+			fmt.Sprintf("walks the %d events of the chain", seals),
+			"export the log (GET /audit/export, paced to your budget) and verify it offline (examples/auditverify)")
+	}
 }

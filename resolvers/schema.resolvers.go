@@ -256,7 +256,7 @@ func (r *queryResolver) AuditEvents(ctx context.Context, workspaceID string, fil
 
 // VerifyAuditLog is the resolver for the verifyAuditLog field.
 func (r *queryResolver) VerifyAuditLog(ctx context.Context, workspaceID string, checkpoint *model.AuditCheckpointInput) (*store.AuditVerification, error) {
-	return r.DB.VerifyAuditLog(ctx, auth.UserFrom(ctx), workspaceID, auditCheckpoint(checkpoint), r.AuditKeys)
+	return r.DB.VerifyAuditLog(ctx, auth.UserFrom(ctx), workspaceID, auditCheckpoint(checkpoint), r.AuditKeys, payAuditWalk(ctx))
 }
 
 // AuditCheckpoint is the resolver for the auditCheckpoint field.

@@ -133,7 +133,7 @@ func TestVerifyFindsAWorkspaceEventInAnotherChain(t *testing.T) {
 	for _, e := range conn.Nodes() {
 		listed = listed || e.EntityID == "forged"
 	}
-	v, err := f.db.VerifyAuditLog(ctx, owner, ws, nil, nil)
+	v, err := f.db.VerifyAuditLog(ctx, owner, ws, nil, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

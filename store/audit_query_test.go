@@ -273,7 +273,10 @@ func TestAuditAccessRules(t *testing.T) {
 			_, err := f.db.AuditEvents(ctx, u, ws, store.AuditFilter{}, nil, nil)
 			return err
 		},
-		"verify": func(u *store.User, ws string) error { _, err := f.db.VerifyAuditLog(ctx, u, ws, nil, nil); return err },
+		"verify": func(u *store.User, ws string) error {
+			_, err := f.db.VerifyAuditLog(ctx, u, ws, nil, nil, nil)
+			return err
+		},
 		"checkpoint": func(u *store.User, ws string) error {
 			_, err := f.db.AuditCheckpoint(ctx, u, ws)
 			return err
@@ -378,7 +381,7 @@ func TestAuditPaginationDuringConcurrentInserts(t *testing.T) {
 	if !slices.Equal(gotIDs, want) {
 		t.Fatalf("paged %d events, want the %d that existed", len(gotIDs), len(want))
 	}
-	if v, err := f.db.VerifyAuditLog(ctx, owner, ws, nil, nil); err != nil || !v.Valid {
+	if v, err := f.db.VerifyAuditLog(ctx, owner, ws, nil, nil, nil); err != nil || !v.Valid {
 		t.Fatalf("verify = %+v, %v", v, err)
 	}
 }

@@ -540,17 +540,17 @@ func TestCheckpointDetectsTruncation(t *testing.T) {
 	}
 	bad := kept.Checkpoint
 	bad.ChainKey = "user:" + owner.ID
-	if _, err := f.db.VerifyAuditLog(ctx, owner, ws, &bad, keys); errs.CodeOf(err) != errs.CodeBadUserInput {
+	if _, err := f.db.VerifyAuditLog(ctx, owner, ws, &bad, keys, nil); errs.CodeOf(err) != errs.CodeBadUserInput {
 		t.Errorf("another chain's checkpoint: %v", err)
 	}
 	bad = kept.Checkpoint
 	bad.HeadHash = "zz"
-	if _, err := f.db.VerifyAuditLog(ctx, owner, ws, &bad, keys); errs.CodeOf(err) != errs.CodeBadUserInput {
+	if _, err := f.db.VerifyAuditLog(ctx, owner, ws, &bad, keys, nil); errs.CodeOf(err) != errs.CodeBadUserInput {
 		t.Errorf("a malformed checkpoint: %v", err)
 	}
 	bad = kept.Checkpoint
 	bad.ChainKey = ""
-	if v, err := f.db.VerifyAuditLog(ctx, owner, strings.ToUpper(ws), &bad, keys); err != nil || v.Valid || v.Checkpoint.Extended {
+	if v, err := f.db.VerifyAuditLog(ctx, owner, strings.ToUpper(ws), &bad, keys, nil); err != nil || v.Valid || v.Checkpoint.Extended {
 		t.Errorf("the kept checkpoint without its chain key: %+v, %v", v, err)
 	}
 }

@@ -21,8 +21,13 @@ import (
 // be the workspace's. It returns UNAUTHENTICATED for no user, NOT_FOUND if
 // the workspace does not exist or user is not a member, FORBIDDEN for a
 // MEMBER or VIEWER, and BAD_USER_INPUT for a malformed checkpoint or one of
-// another chain.
-func (db *DB) VerifyAuditLog(ctx context.Context, user *User, workspaceID string, cp *audit.Checkpoint, keys []ed25519.PublicKey) (*AuditVerification, error) {
+// another chain. pay, when not nil, is given the number of seals the walk
+// will read once the chain's head is read, before the walk: an error it
+// returns is returned as it is, and nothing more is read (the caller pays
+// for the walk: ratelimit.ChargeWork).
+func (db *DB) VerifyAuditLog(ctx context.Context, user *User, workspaceID string, cp *audit.Checkpoint, keys []ed25519.PublicKey,
+	pay func(seals int64) error,
+) (*AuditVerification, error) {
 	if err := db.requireAuditReader(ctx, workspaceID, user); err != nil {
 		return nil, err
 	}
@@ -46,7 +51,7 @@ func (db *DB) VerifyAuditLog(ctx context.Context, user *User, workspaceID string
 		}
 		cp = &c
 	}
-	return db.VerifyChainAgainst(ctx, *chain, cp, keys)
+	return db.verifyChain(ctx, *chain, cp, keys, pay)
 }
 
 // VerifyChain is VerifyChainAgainst with no checkpoint.
@@ -77,7 +82,17 @@ func (db *DB) VerifyChain(ctx context.Context, chainKey string) (*AuditVerificat
 // extend makes the log invalid (events it covered were removed or
 // rewritten, head included).
 func (db *DB) VerifyChainAgainst(ctx context.Context, chainKey string, cp *audit.Checkpoint, keys []ed25519.PublicKey) (*AuditVerification, error) {
+	return db.verifyChain(ctx, chainKey, cp, keys, nil)
+}
+
+// verifyChain is VerifyChainAgainst, calling pay (when not nil) with the
+// seals the walk will read before it reads them; pay's error is returned as
+// it is.
+func (db *DB) verifyChain(ctx context.Context, chainKey string, cp *audit.Checkpoint, keys []ed25519.PublicKey,
+	pay func(seals int64) error,
+) (*AuditVerification, error) {
 	out := &AuditVerification{Valid: true}
+	var payErr error
 	w := &chainWalk{out: out}
 	if cp != nil {
 		out.Checkpoint = &AuditCheckpointVerification{Position: cp.Position, KeyID: cp.KeyID}
@@ -89,11 +104,25 @@ func (db *DB) VerifyChainAgainst(ctx context.Context, chainKey string, cp *audit
 		if err := w.readEnds(ctx, tx, chainKey); err != nil {
 			return err
 		}
+		if pay != nil {
+			// The seals run from position 1 to the head's (a legacy chain's
+			// from after its anchor: fewer).
+			var seals int64
+			if w.hasHead {
+				seals = w.headPos
+			}
+			if payErr = pay(seals); payErr != nil {
+				return payErr
+			}
+		}
 		if err := w.walk(ctx, tx, chainKey); err != nil {
 			return err
 		}
 		return w.finish(ctx, tx, chainKey)
 	})
+	if payErr != nil {
+		return nil, payErr
+	}
 	if err != nil {
 		return nil, fmt.Errorf("verify audit log: %w", err)
 	}

@@ -306,7 +306,7 @@ func TestUpdatesInSQLAreGos(t *testing.T) {
 			func(ctx context.Context) (*store.Project, error) { return f.db.ArchiveProject(ctx, other, f.project) }, i)
 	}
 	storetest.Seal(t, f.db)
-	if r, err := f.db.VerifyAuditLog(ctx, other, f.workspace, nil, nil); err != nil || !r.Valid {
+	if r, err := f.db.VerifyAuditLog(ctx, other, f.workspace, nil, nil, nil); err != nil || !r.Valid {
 		t.Fatalf("verify: %+v %v", r, err)
 	}
 }

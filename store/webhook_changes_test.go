@@ -230,7 +230,7 @@ func TestWebhookEndpointChangesInSQLAreGos(t *testing.T) {
 		t.Errorf("disabled with a reason: %+v", e)
 	}
 	storetest.Seal(t, f.db)
-	if r, err := f.db.VerifyAuditLog(ctx, f.owner, f.workspace, nil, nil); err != nil || !r.Valid {
+	if r, err := f.db.VerifyAuditLog(ctx, f.owner, f.workspace, nil, nil, nil); err != nil || !r.Valid {
 		t.Fatalf("verify: %+v %v", r, err)
 	}
 }
