@@ -17,6 +17,7 @@ import (
 	"github.com/vektah/gqlparser/v2/gqlerror"
 
 	"taskflow/auth"
+	"taskflow/cpumeter"
 	"taskflow/errs"
 	"taskflow/ratelimit/cost"
 	"taskflow/reqinfo"
@@ -320,7 +321,12 @@ func (e extension) Validate(es graphql.ExecutableSchema) error {
 // MutateOperationContext checks the operation against every limit.
 func (e extension) MutateOperationContext(ctx context.Context, rc *graphql.OperationContext) *gqlerror.Error {
 	l := e.l
+	// Pricing is charged to the caller's turn, as parsing and validating
+	// are: counting an introspection's fields can take milliseconds, and a
+	// document refused for its cost is charged nothing else.
+	endPricing := cpumeter.Start(ctx)
 	price := cost.Operation(e.schema.Load(), rc.Operation, rc.Variables)
+	endPricing()
 	l.metrics.cost.Observe(float64(price))
 	files := uploadCost(ctx)
 	o := newOutcome(ctx, rc, Outcome{Cost: cost.Add(price, files), Policy: l.costLimit(), policy: l.policyHeader, l: l})
