@@ -48,18 +48,18 @@ func Operation(s *ast.Schema, op *ast.OperationDefinition, vars map[string]any) 
 	if op == nil {
 		return 0
 	}
-	w := walker{vars: vars, memo: map[string]int64{}}
-	if s != nil {
-		w.intro = &introspection{s: s, vars: vars, memo: map[typeKey]int64{}}
-	}
+	w := walker{vars: vars, memo: map[string]int64{}, schema: s}
 	return w.selection(op.SelectionSet, op.Operation == ast.Mutation)
 }
 
 type walker struct {
 	vars map[string]any
 	memo map[string]int64
-	// intro counts the fields introspection resolves; nil: a fixed price.
-	intro *introspection
+	// schema is what introspection is counted against (nil: a fixed
+	// price); intro counts, made at the first introspection field, so that
+	// the operations without one allocate nothing for it.
+	schema *ast.Schema
+	intro  *introspection
 	// eventRoot is set while the root fields of a subscription are costed
 	// per event (Event): their @cost weight is the price of subscribing, not
 	// of each event.
@@ -120,8 +120,11 @@ func (w *walker) field(f *ast.Field, root, sized bool) int64 {
 	case "__typename":
 		return 0
 	case "__schema", "__type":
-		if w.intro == nil {
+		if w.schema == nil {
 			return IntrospectionCost
+		}
+		if w.intro == nil {
+			w.intro = &introspection{s: w.schema, vars: w.vars, memo: map[typeKey]int64{}}
 		}
 		n := w.intro.root(f)
 		if n <= IntrospectionFields {
