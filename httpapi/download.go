@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"mime"
 	"net/http"
+	"strings"
 	"time"
 
 	"taskflow/auth"
@@ -90,9 +91,39 @@ func download(db *store.DB, bs *blobs.Store, lim *ratelimit.Limiter, log *slog.L
 		h.Set("ETag", `"`+a.SHA256+`"`)
 		// Revalidated every time (a 304 when unchanged): access can be revoked.
 		h.Set("Cache-Control", "private, no-cache")
+		if tooManyRanges(r.Header.Get("Range")) {
+			r = r.Clone(ctx)
+			r.Header.Del("Range") // the whole file, charged as such
+		}
 		http.ServeContent(&meteredDownload{ResponseWriter: w, ctx: ctx, budget: b, get: r.Method == http.MethodGet,
 			size: a.Size, paid: 1}, r, "", a.CreatedAt, rd)
 	})
+}
+
+// maxRanges is the most ranges of one Range header served as ranges: a header
+// with more is answered with the whole file (RFC 9110 section 14.2 lets a
+// server ignore it). ServeContent reads each range from the blob store anew
+// (an S3 GET each, also for overlapping ones) and checks only that their sizes
+// add up to no more than the file's, so the 64 KiB of a request's headers
+// would ask 16,000 reads ("0-0,0-0,...") for a few points.
+const maxRanges = 16
+
+// tooManyRanges reports whether the Range header h names more than maxRanges
+// ranges (counted as ServeContent parses them: empty elements skipped).
+func tooManyRanges(h string) bool {
+	spec, ok := strings.CutPrefix(h, "bytes=")
+	if !ok || strings.Count(spec, ",") < maxRanges {
+		return false
+	}
+	n := 0
+	for ra := range strings.SplitSeq(spec, ",") {
+		if strings.Trim(ra, " \t\r\n") != "" {
+			if n++; n > maxRanges {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // writeDownloadError answers a refused download by its code.
