@@ -9,6 +9,7 @@ import (
 
 	"github.com/vektah/gqlparser/v2/gqlerror"
 
+	"taskflow/errs"
 	"taskflow/ratelimit"
 )
 
@@ -101,6 +102,10 @@ func (m *meteredDownload) WriteHeader(status int) {
 		return
 	}
 	m.wrote = true
+	if status >= http.StatusBadRequest {
+		m.refuse(status)
+		return
+	}
 	if m.get && (status == http.StatusOK || status == http.StatusPartialContent) {
 		n, err := strconv.ParseInt(m.Header().Get("Content-Length"), 10, 64)
 		if err != nil {
@@ -118,6 +123,32 @@ func (m *meteredDownload) WriteHeader(status int) {
 		}
 	}
 	m.ResponseWriter.WriteHeader(status)
+}
+
+// refuse answers ServeContent's refusals (416 for a Range the file cannot
+// satisfy, 412 for an If-Match or If-Unmodified-Since it does not, 500) as
+// JSON errors, as every other refused download, instead of its text; the
+// text it writes next is dropped. A 416 keeps its Content-Range (bytes
+// */size).
+func (m *meteredDownload) refuse(status int) {
+	m.refused = true
+	h := m.Header()
+	contentRange := h.Get("Content-Range")
+	for _, k := range contentHeaders {
+		h.Del(k)
+	}
+	code, msg := errs.CodeBadUserInput, "the file does not match the request's If-Match or If-Unmodified-Since header"
+	switch status {
+	case http.StatusRequestedRangeNotSatisfiable:
+		if contentRange != "" {
+			h.Set("Content-Range", contentRange)
+		}
+		msg = "the Range header is malformed or names no byte of the file (of " + strconv.FormatInt(m.size, 10) + " bytes)"
+	case http.StatusPreconditionFailed:
+	default:
+		code, msg = errs.CodeInternal, "internal error"
+	}
+	writeExportJSONError(m.ResponseWriter, status, code, msg)
 }
 
 func (m *meteredDownload) Write(p []byte) (int, error) {
