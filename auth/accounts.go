@@ -31,13 +31,19 @@ func (a Accounts) hasher() *Hasher {
 }
 
 // Register creates an account (e-mail trimmed and lower-cased) and signs it in
-// with a new token. It returns BAD_USER_INPUT for a malformed e-mail, a
-// password that CheckNewPassword refuses (extensions.rule names the rule) or an
-// empty name, CONFLICT if the e-mail is taken, and RATE_LIMITED (ErrHashingBusy)
+// with a new token. It returns BAD_USER_INPUT for a malformed e-mail, a name
+// that is empty or over store.MaxNameLength characters (checked before the
+// password) or a password that CheckNewPassword refuses (extensions.rule names
+// the rule), CONFLICT if the e-mail is taken, and RATE_LIMITED (ErrHashingBusy)
 // when the password could not be hashed in time.
 func (a Accounts) Register(ctx context.Context, email, password, name string) (*store.AuthPayload, error) {
 	email, err := store.NormalizeEmail(email)
 	if err != nil {
+		return nil, err
+	}
+	// The name before the password: the rules' work grows with the name's
+	// length, and a refused name must not cost a hash.
+	if name, err = store.CleanUserName(name); err != nil {
 		return nil, err
 	}
 	password, err = CheckNewPassword(password, email, name)

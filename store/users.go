@@ -62,6 +62,12 @@ func NormalizeEmail(s string) (string, error) {
 	return e, nil
 }
 
+// CleanUserName returns a user's name as it is stored (trimmed), or the
+// BAD_USER_INPUT error of one that is empty or longer than MaxNameLength
+// characters: what CreateUser checks, for a caller to check before the work
+// that comes first (register hashes the password).
+func CleanUserName(name string) (string, error) { return cleanName("name", name, MaxNameLength) }
+
 // cleanName trims a name and returns a BAD_USER_INPUT error naming field if it is
 // empty or longer than max characters.
 func cleanName(field, s string, max int) (string, error) {
