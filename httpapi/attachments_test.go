@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"taskflow/blobs"
 	"taskflow/httpapi"
@@ -694,4 +695,76 @@ func TestAttachmentUnsatisfiableRangeIsJSON(t *testing.T) {
 			t.Errorf("%s: %d %s %q %q", name, res.StatusCode, res.Header.Get("Content-Type"), res.Header.Get("Content-Range"), body)
 		}
 	}
+}
+
+// A user's multipart requests are read at most MaxUploadsPerUser at once per
+// instance: one more is 429 with Retry-After, charged nothing, while another
+// user is served; a slot is free again once its request is answered. Each may
+// take 10 minutes to arrive, and one of a few bytes costs 12 points: before,
+// a user kept hundreds stalled (each a connection, a blob-store writer and a
+// registration).
+func TestAttachmentUploadsAtOnceAreBounded(t *testing.T) {
+	t.Parallel()
+	e := newFilesEnv(t)
+	ops, _ := json.Marshal(map[string]any{"query": addAttachment, "variables": map[string]any{"t": e.task, "f": nil}})
+	head := "--b\r\nContent-Disposition: form-data; name=\"operations\"\r\n\r\n" + string(ops) +
+		"\r\n--b\r\nContent-Disposition: form-data; name=\"map\"\r\n\r\n{\"0\":[\"variables.f\"]}" +
+		"\r\n--b\r\nContent-Disposition: form-data; name=\"0\"; filename=\"a.txt\"\r\n\r\nx"
+	stalled := make([]*io.PipeWriter, httpapi.MaxUploadsPerUser)
+	answered := make(chan struct{}, len(stalled))
+	for i := range stalled {
+		pr, pw := io.Pipe()
+		stalled[i] = pw
+		req, _ := http.NewRequest(http.MethodPost, e.Server.URL+"/query", pr)
+		req.ContentLength = int64(len(head) + 100)
+		req.Header.Set("Content-Type", "multipart/form-data; boundary=b")
+		req.Header.Set("GraphQL-Preflight", "1")
+		req.Header.Set("Authorization", "Bearer "+e.member.Token)
+		go func() {
+			if res, err := e.Server.Client().Do(req); err == nil { // the client gives up: an error
+				res.Body.Close()
+			}
+			answered <- struct{}{}
+		}()
+		go func() { _, _ = io.WriteString(pw, head) }()
+	}
+	// Every stalled request has its file staged (registered) before the next one.
+	for {
+		if _, _, uploads, _ := e.stored(t); uploads == len(stalled) {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	res := e.upload(t, e.member, e.task, "a", []byte("one more"), "")
+	if res.Status != http.StatusTooManyRequests || res.Code() != "RATE_LIMITED" || res.Header.Get("Retry-After") != "1" {
+		t.Fatalf("one upload more: %d %s", res.Status, res.Raw)
+	}
+	attached(t, e.upload(t, e.owner, e.task, "b", []byte("another user"), ""))
+	stalled[0].CloseWithError(io.ErrUnexpectedEOF) // the client gives up: its slot is free
+	<-answered
+	for {
+		res := e.upload(t, e.member, e.task, "a", []byte("one more"), "")
+		if res.Status == http.StatusOK {
+			break
+		}
+		if res.Status != http.StatusTooManyRequests {
+			t.Fatalf("after one stalled upload ended: %d %s", res.Status, res.Raw)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	for _, pw := range stalled[1:] {
+		pw.CloseWithError(io.ErrUnexpectedEOF)
+	}
+	for range stalled[1:] {
+		<-answered
+	}
+	// The server discards what the stalled requests staged once it reads
+	// their end, after the client's.
+	for {
+		if _, _, uploads, _ := e.stored(t); uploads == 0 {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	e.expectStored(t, 2, 2, 0, 2)
 }

@@ -181,7 +181,8 @@ func newHandler(o Options, without []Guard) http.Handler {
 		tracer = o.Tracing.Tracer(tracerName)
 		gql.Use(rootFieldSpans{tracer})
 	}
-	httpTransport := Transport{Limiter: o.Limiter, MaxBodyBytes: o.MaxBodyBytes, Tracer: tracer, Blobs: o.Blobs, Log: o.Log}
+	httpTransport := Transport{Limiter: o.Limiter, MaxBodyBytes: o.MaxBodyBytes, Tracer: tracer, Blobs: o.Blobs,
+		Uploads: newUploadSlots(MaxUploadsPerUser), Log: o.Log}
 	st := newStreams(o.Streams, o.DB, o.Log, o.Live, ops.reg)
 	readLimit := o.MaxBodyBytes
 	if readLimit <= 0 {

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -59,6 +60,43 @@ const (
 // BLOB_SWEEP_GRACE below it lets the sweeper delete a slow upload's bytes.
 const TransferTimeout = 10 * time.Minute
 
+// MaxUploadsPerUser bounds the multipart requests of one user that a server
+// instance reads at once: each may take TransferTimeout to arrive and holds a
+// connection, a blob-store writer and a registration meanwhile, and its
+// points are charged by its Content-Length, so a few points each would
+// otherwise keep hundreds stalled per user.
+const MaxUploadsPerUser = 16
+
+// uploadSlots counts the multipart requests of each user being read.
+type uploadSlots struct {
+	max int
+	mu  sync.Mutex
+	n   map[string]int
+}
+
+func newUploadSlots(max int) *uploadSlots { return &uploadSlots{max: max, n: map[string]int{}} }
+
+// take takes a slot of user, and returns the function that gives it back
+// (once), or nil when user has max already. A nil s has no bound.
+func (s *uploadSlots) take(user string) (give func()) {
+	if s == nil {
+		return func() {}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.n[user] >= s.max {
+		return nil
+	}
+	s.n[user]++
+	return sync.OnceFunc(func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if s.n[user]--; s.n[user] <= 0 {
+			delete(s.n, user)
+		}
+	})
+}
+
 // preflightHeaders are the request headers one of which a multipart request
 // must carry: a browser sends a multipart/form-data POST cross-site without a
 // CORS preflight (it is a "simple" request), but not one with a custom header,
@@ -90,6 +128,8 @@ type multipartFiles struct {
 	body     *budgetBody
 	uploads  []*upload
 	declared int64
+	// slot gives back the request's upload slot (uploadSlots).
+	slot func()
 }
 
 // errPartHead is the error of a body whose part has more than maxPartHead
@@ -138,7 +178,7 @@ func partHeadTooLarge() *requestError {
 // paramsFromMultipart reads a multipart request's operations and map parts,
 // and puts an Upload in the variables where each file goes; the files are
 // read later (stream).
-func (t Transport) paramsFromMultipart(w http.ResponseWriter, r *http.Request) (*graphql.RawParams, *multipartFiles, *requestError) {
+func (t Transport) paramsFromMultipart(w http.ResponseWriter, r *http.Request) (_ *graphql.RawParams, files *multipartFiles, _ *requestError) {
 	if t.Blobs == nil {
 		return nil, nil, parseError(http.StatusUnsupportedMediaType, "this server takes no files: the body must be application/json")
 	}
@@ -151,10 +191,25 @@ func (t Transport) paramsFromMultipart(w http.ResponseWriter, r *http.Request) (
 			message: "a multipart request must carry the header GraphQL-Preflight: 1 (or Apollo-Require-Preflight: true), " +
 				"which browsers never send cross-site without asking"}
 	}
-	if auth.UserFrom(r.Context()) == nil {
+	user := auth.UserFrom(r.Context())
+	if user == nil {
 		return nil, nil, &requestError{status: http.StatusUnauthorized, code: string(errs.CodeUnauthenticated),
 			message: "sign in to send files"}
 	}
+	slot := t.Uploads.take(user.ID)
+	if slot == nil {
+		w.Header().Set("Retry-After", "1")
+		w.Header().Set("Cache-Control", "no-store")
+		return nil, nil, &requestError{status: http.StatusTooManyRequests, code: string(errs.CodeRateLimited),
+			message: "you are sending " + strconv.Itoa(MaxUploadsPerUser) + " multipart requests to this server already, " +
+				"the most it reads at once: send this one when one of them is answered",
+			extensions: map[string]any{"retryAfter": 1}}
+	}
+	defer func() {
+		if files == nil {
+			slot() // refused: the request is answered without reading more
+		}
+	}()
 	limit := t.maxBodyBytes()
 	maxUpload := t.Blobs.MaxUploadSize()
 	if r.ContentLength > maxUpload+limit+maxMapBytes {
@@ -184,14 +239,14 @@ func (t Transport) paramsFromMultipart(w http.ResponseWriter, r *http.Request) (
 	if reqErr != nil {
 		return nil, nil, reqErr
 	}
-	files := &multipartFiles{blobs: t.Blobs, log: t.Log, reader: mr, body: body, declared: r.ContentLength}
-	if files.declared < 0 {
-		files.declared = maxUpload // chunked: charged as the largest upload
+	f := &multipartFiles{blobs: t.Blobs, log: t.Log, reader: mr, body: body, declared: r.ContentLength, slot: slot}
+	if f.declared < 0 {
+		f.declared = maxUpload // chunked: charged as the largest upload
 	}
-	if reqErr := files.place(p, m); reqErr != nil {
+	if reqErr := f.place(p, m); reqErr != nil {
 		return nil, nil, reqErr
 	}
-	return p, files, nil
+	return p, f, nil
 }
 
 // tooLarge is the answer to files over MAX_UPLOAD_SIZE: 413, BAD_USER_INPUT
@@ -351,8 +406,10 @@ func (f *multipartFiles) find(key string) *upload {
 	return nil
 }
 
-// release deletes the staged files no attachment adopted.
+// release deletes the staged files no attachment adopted, and gives back
+// the request's upload slot: nothing more of its body is read.
 func (f *multipartFiles) release(ctx context.Context) {
+	defer f.slot()
 	for _, u := range f.uploads {
 		if u.staged {
 			f.blobs.Release(ctx, u.file)

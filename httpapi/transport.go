@@ -96,7 +96,10 @@ type Transport struct {
 	// Blobs stores the files of multipart requests (multipart.go); nil
 	// refuses them (415).
 	Blobs *blobs.Store
-	Log   *slog.Logger
+	// Uploads bounds the multipart requests of a user at once (nil: no
+	// bound; NewHandler sets one).
+	Uploads *uploadSlots
+	Log     *slog.Logger
 }
 
 // maxBodyBytes is MaxBodyBytes or its default.
