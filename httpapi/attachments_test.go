@@ -670,26 +670,31 @@ func TestAttachmentManyRangesServeTheWhole(t *testing.T) {
 	}
 }
 
-// A Range the file cannot satisfy is 416 with Content-Range "bytes */size" and
-// a JSON error as every other refused download, not ServeContent's text.
+// A Range the file cannot satisfy is 416 with Content-Range "bytes */size",
+// and an If-Match it does not match 412, each with a JSON error as every other
+// refused download, not ServeContent's text (or no body).
 func TestAttachmentUnsatisfiableRangeIsJSON(t *testing.T) {
 	t.Parallel()
 	e := newFilesEnv(t)
 	content := []byte(strings.Repeat("0123456789", 100))
 	a := attached(t, e.upload(t, e.member, e.task, "digits.txt", content, ""))
 	path := blobs.DownloadPath(a.ID)
-	for name, c := range map[string]struct{ spec, contentRange string }{
-		"past the end": {"bytes=5000-", "bytes */1000"},
-		"malformed":    {"bytes=9-1", ""},
+	for name, c := range map[string]struct {
+		header, value, contentRange string
+		status                      int
+	}{
+		"past the end":   {"Range", "bytes=5000-", "bytes */1000", http.StatusRequestedRangeNotSatisfiable},
+		"malformed":      {"Range", "bytes=9-1", "", http.StatusRequestedRangeNotSatisfiable},
+		"other If-Match": {"If-Match", `"other"`, "", http.StatusPreconditionFailed},
 	} {
-		res, body := e.get(t, e.viewer.Token, path, "Range", c.spec)
+		res, body := e.get(t, e.viewer.Token, path, c.header, c.value)
 		var answer struct {
 			Errors []struct {
 				Message    string
 				Extensions struct{ Code string }
 			}
 		}
-		if res.StatusCode != http.StatusRequestedRangeNotSatisfiable || res.Header.Get("Content-Type") != "application/json" ||
+		if res.StatusCode != c.status || res.Header.Get("Content-Type") != "application/json" ||
 			json.Unmarshal(body, &answer) != nil || len(answer.Errors) != 1 || answer.Errors[0].Extensions.Code != "BAD_USER_INPUT" ||
 			res.Header.Get("Content-Range") != c.contentRange || res.Header.Get("X-Content-Type-Options") != "nosniff" {
 			t.Errorf("%s: %d %s %q %q", name, res.StatusCode, res.Header.Get("Content-Type"), res.Header.Get("Content-Range"), body)
