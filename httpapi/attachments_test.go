@@ -773,3 +773,33 @@ func TestAttachmentUploadsAtOnceAreBounded(t *testing.T) {
 	}
 	e.expectStored(t, 2, 2, 0, 2)
 }
+
+// Content whose last attachment was deleted is new to the workspace's quota
+// again, though its bytes stay for the grace period: re-attaching it is
+// refused when it does not fit. It was taken as known (free), so deleting
+// files, filling the room with others, then re-attaching the deleted ones
+// within the grace period held any multiple of the quota.
+func TestAttachmentQuotaCountsDeletedContentAgain(t *testing.T) {
+	t.Parallel()
+	e := newFilesEnv(t, func(o *httpapi.Options) {
+		o.Blobs = apitest.OpenBlobs(t, o.DB, func(b *blobs.Options) { b.Quota = 1000 })
+	})
+	a := attached(t, e.upload(t, e.member, e.task, "a", bytes.Repeat([]byte{'a'}, 600), ""))
+	if res := e.Post(t, e.member.Token, `mutation($id: ID!) { deleteAttachment(id: $id) }`, map[string]any{"id": a.ID}); res.Code() != "" {
+		t.Fatal(res.Raw)
+	}
+	attached(t, e.upload(t, e.member, e.task, "b", bytes.Repeat([]byte{'b'}, 600), ""))
+	res := e.upload(t, e.member, e.task, "a again", bytes.Repeat([]byte{'a'}, 600), "")
+	if res.Code() != "CONFLICT" {
+		t.Fatalf("deleted content over the quota: %s", res.Raw)
+	}
+	if ext, _ := res.Body.Errors[0]["extensions"].(map[string]any); ext["used"] != float64(600) || ext["size"] != float64(600) {
+		t.Fatalf("deleted content over the quota: %s", res.Raw)
+	}
+	e.expectStored(t, 1, 2, 0, 2) // a's bytes wait for the sweeper
+	var used int64
+	if err := e.DB.Pool.QueryRow(t.Context(), `SELECT coalesce(sum(b.size), 0) FROM attachment_blobs b
+		WHERE EXISTS (SELECT 1 FROM attachments x WHERE x.workspace_id = b.workspace_id AND x.sha256 = b.sha256)`).Scan(&used); err != nil || used > 1000 {
+		t.Fatalf("%d bytes attached with a quota of 1000 (%v)", used, err)
+	}
+}

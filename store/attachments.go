@@ -185,7 +185,11 @@ func (db *DB) AddAttachment(ctx context.Context, actor *User, taskID string, fil
 
 // checkQuota queues the refusal (QuotaError) of a file whose content is new
 // to the workspace of the task taskID and would take its distinct attached
-// contents over quota (> 0). It serialises the uploads of the workspace until
+// contents over quota (> 0). Content is new unless an attachment of the
+// workspace has it: a blob whose attachments were all deleted (kept for the
+// grace period) counts in neither the room used nor as known, else deleting
+// files and re-attaching them once others took their room would hold any
+// multiple of the quota. It serialises the uploads of the workspace until
 // the unit of work ends, so that two concurrent uploads cannot both fit in
 // the same room: the lock, then, in a statement of its own whose snapshot is
 // taken once the lock is held, the count.
@@ -199,7 +203,7 @@ func (u *unitOfWork) checkQuota(taskID string, f *UploadedFile, quota int64) {
 			return nil
 		}})
 	u.tx.queueDeferred(deferred{sql: `SELECT taskflow_check(CASE WHEN NOT q.known AND q.used + $3 > $4 THEN 'quota:' || q.used END)
-		FROM (SELECT EXISTS (SELECT 1 FROM attachment_blobs WHERE workspace_id = t.workspace_id AND sha256 = $2) AS known,
+		FROM (SELECT EXISTS (SELECT 1 FROM attachments WHERE workspace_id = t.workspace_id AND sha256 = $2) AS known,
 				(SELECT coalesce(sum(b.size), 0)::bigint FROM attachment_blobs b WHERE b.workspace_id = t.workspace_id
 					AND EXISTS (SELECT 1 FROM attachments a WHERE a.workspace_id = b.workspace_id AND a.sha256 = b.sha256)) AS used
 			FROM tasks t WHERE t.id = $1) q`, args: []any{taskID, f.SHA256, f.Size, quota},
