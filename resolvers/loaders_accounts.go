@@ -116,86 +116,68 @@ func fetchInvitations(l *Loaders, ctx context.Context, keys []store.InvitationPa
 // one query, a NOT_FOUND error for a workspace the viewer is not a member of,
 // BAD_USER_INPUT for a bad page.
 func projectLists(l *Loaders, ctx context.Context, keys []projectListKey) ([]*store.ProjectConnection, []error) {
-	out := make([]*store.ProjectConnection, len(keys))
-	failed := make([]error, len(keys))
-	var lists []store.ProjectList
-	var at []int
-	for i, k := range keys {
+	return pagesOf(keys, func(k projectListKey) (store.ProjectList, error) {
 		page, err := store.NewPage(&k.First, k.First, &k.After, store.ProjectsScope(k.WorkspaceID, k.IncludeArchived))
-		if err != nil {
-			failed[i] = err
-			continue
-		}
-		lists = append(lists, store.ProjectList{WorkspaceID: k.WorkspaceID, IncludeArchived: k.IncludeArchived, Page: page})
-		at = append(at, i)
-	}
-	pages, err := l.db.ProjectLists(ctx, l.viewerID(ctx), lists)
-	for j, i := range at {
-		switch {
-		case err != nil:
-			failed[i] = err
-		case pages[j] == nil:
-			failed[i] = errs.Errorf(errs.CodeNotFound, "workspace not found")
-		default:
-			out[i] = pages[j]
-		}
-	}
-	return out, failed
+		return store.ProjectList{WorkspaceID: k.WorkspaceID, IncludeArchived: k.IncludeArchived, Page: page}, err
+	}, func(lists []store.ProjectList) ([]*store.ProjectConnection, error) {
+		return l.db.ProjectLists(ctx, l.viewerID(ctx), lists)
+	}, workspaceNotFound)
 }
 
 // memberLists is the fetch of the memberLists loader: the pages of keys in
 // one statement, a NOT_FOUND error for a workspace the viewer is not a member
 // of, BAD_USER_INPUT for a bad page.
 func memberLists(l *Loaders, ctx context.Context, keys []memberListKey) ([]*store.MemberConnection, []error) {
-	out := make([]*store.MemberConnection, len(keys))
-	failed := make([]error, len(keys))
-	var lists []store.MemberList
-	var at []int
-	for i, k := range keys {
+	return pagesOf(keys, func(k memberListKey) (store.MemberList, error) {
 		page, err := store.NewPage(&k.First, k.First, &k.After, store.MembersScope(k.WorkspaceID))
-		if err != nil {
-			failed[i] = err
-			continue
-		}
-		lists = append(lists, store.MemberList{WorkspaceID: k.WorkspaceID, Page: page})
-		at = append(at, i)
-	}
-	pages, err := l.db.MemberLists(ctx, l.viewerID(ctx), lists)
-	for j, i := range at {
-		switch {
-		case err != nil:
-			failed[i] = err
-		case pages[j] == nil:
-			failed[i] = errs.Errorf(errs.CodeNotFound, "workspace not found")
-		default:
-			out[i] = pages[j]
-		}
-	}
-	return out, failed
+		return store.MemberList{WorkspaceID: k.WorkspaceID, Page: page}, err
+	}, func(lists []store.MemberList) ([]*store.MemberConnection, error) {
+		return l.db.MemberLists(ctx, l.viewerID(ctx), lists)
+	}, workspaceNotFound)
 }
 
 // workspaceLists is the fetch of the workspaceLists loader: the pages of keys
 // in one statement (an empty page for a user who shares no workspace with
 // the viewer), BAD_USER_INPUT for a bad page.
 func workspaceLists(l *Loaders, ctx context.Context, keys []workspaceListKey) ([]*store.WorkspaceConnection, []error) {
-	out := make([]*store.WorkspaceConnection, len(keys))
+	return pagesOf(keys, func(k workspaceListKey) (store.WorkspaceList, error) {
+		page, err := store.NewPage(&k.First, k.First, &k.After, store.WorkspacesScope(k.UserID))
+		return store.WorkspaceList{UserID: k.UserID, Page: page}, err
+	}, func(lists []store.WorkspaceList) ([]*store.WorkspaceConnection, error) {
+		return l.db.WorkspaceLists(ctx, l.viewerID(ctx), lists)
+	}, nil)
+}
+
+// workspaceNotFound is the error of a page of a workspace the viewer is not
+// a member of.
+func workspaceNotFound() error { return errs.Errorf(errs.CodeNotFound, "workspace not found") }
+
+// pagesOf is the shape of the page loaders' fetches: list makes each key's
+// list (its error, a bad page, is that key's), fetch reads the lists in one
+// call, and each key gets its page, fetch's error, or missing when fetch
+// gave it no page (a nil missing leaves that page nil).
+func pagesOf[K, L, C any](keys []K, list func(K) (L, error), fetch func([]L) ([]*C, error), missing func() error) ([]*C, []error) {
+	out := make([]*C, len(keys))
 	failed := make([]error, len(keys))
-	var lists []store.WorkspaceList
+	var lists []L
 	var at []int
 	for i, k := range keys {
-		page, err := store.NewPage(&k.First, k.First, &k.After, store.WorkspacesScope(k.UserID))
+		l, err := list(k)
 		if err != nil {
 			failed[i] = err
 			continue
 		}
-		lists = append(lists, store.WorkspaceList{UserID: k.UserID, Page: page})
+		lists = append(lists, l)
 		at = append(at, i)
 	}
-	pages, err := l.db.WorkspaceLists(ctx, l.viewerID(ctx), lists)
+	pages, err := fetch(lists)
 	for j, i := range at {
-		if err != nil {
+		switch {
+		case err != nil:
 			failed[i] = err
-		} else {
+		case pages[j] == nil && missing != nil:
+			failed[i] = missing()
+		default:
 			out[i] = pages[j]
 		}
 	}
