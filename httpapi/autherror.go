@@ -1,8 +1,11 @@
 package httpapi
 
 import (
+	"errors"
 	"log/slog"
 	"net/http"
+
+	"github.com/vektah/gqlparser/v2/gqlerror"
 
 	"taskflow/errs"
 	"taskflow/reqinfo"
@@ -12,11 +15,20 @@ import (
 // expired or revoked token is 401 UNAUTHENTICATED (writeAuthError); any other
 // failure (Postgres unreachable while looking the token up) is logged and
 // answered 503 INTERNAL with Retry-After, so that a client does not take an
-// outage for a sign-out.
+// outage for a sign-out. A client refused for the invalid tokens its network
+// sent (auth.TooManyBadTokens) is 429 RATE_LIMITED with Retry-After.
 func authFailure(log *slog.Logger) func(http.ResponseWriter, *http.Request, error) {
 	return func(w http.ResponseWriter, r *http.Request, err error) {
-		if errs.CodeOf(err) == errs.CodeUnauthenticated {
+		switch errs.CodeOf(err) {
+		case errs.CodeUnauthenticated:
 			writeAuthError(w, r, err)
+			return
+		case errs.CodeRateLimited:
+			var e *errs.Error
+			errors.As(err, &e)
+			retry, _ := e.Extensions["retryAfter"].(int)
+			writeTooMany(w, max(retry, 1), gqlerror.List{{Message: e.Message,
+				Extensions: map[string]any{"code": string(errs.CodeRateLimited), "retryAfter": max(retry, 1)}}})
 			return
 		}
 		log.ErrorContext(r.Context(), "internal error", "err", err, "request_id", reqinfo.From(r.Context()).RequestID)

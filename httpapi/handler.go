@@ -183,7 +183,7 @@ func newHandler(o Options, without []Guard) http.Handler {
 	}
 	httpTransport := Transport{Limiter: o.Limiter, MaxBodyBytes: o.MaxBodyBytes, Tracer: tracer, Blobs: o.Blobs,
 		Uploads: newUploadSlots(MaxUploadsPerUser), Log: o.Log}
-	st := newStreams(o.Streams, o.DB, o.Log, o.Live, ops.reg)
+	st := newStreams(o.Streams, o.DB, tokenGuard(o.Limiter), o.Log, o.Live, ops.reg)
 	readLimit := o.MaxBodyBytes
 	if readLimit <= 0 {
 		readLimit = DefaultMaxBodyBytes
@@ -219,14 +219,24 @@ func newHandler(o Options, without []Guard) http.Handler {
 	gql.Use(operationMetrics{ops.metrics})
 
 	mux := http.NewServeMux()
-	mux.Handle("/query", o.CORS.handler(auth.Middleware(o.DB, authFailure(o.Log))(
+	authenticate := auth.Middleware(o.DB, st.guard, authFailure(o.Log))
+	mux.Handle("/query", o.CORS.handler(authenticate(
 		resolvers.LoaderMiddleware(o.DB, idempotency.ResponseHeaders(gql)))))
-	mux.Handle("/audit/export", auth.Middleware(o.DB, authFailure(o.Log))(auditExport(o.DB, o.Limiter, o.Log)))
+	mux.Handle("/audit/export", authenticate(auditExport(o.DB, o.Limiter, o.Log)))
 	if o.Blobs != nil {
-		mux.Handle("/attachments/{id}", o.CORS.handler(auth.Middleware(o.DB, authFailure(o.Log))(download(o.DB, o.Blobs, o.Limiter, o.Log))))
+		mux.Handle("/attachments/{id}", o.CORS.handler(authenticate(download(o.DB, o.Blobs, o.Limiter, o.Log))))
 	}
 	ops.routes(mux)
 	return tracing.Handler(o.Tracing, requestContext(o.TrustedProxies, ops.wrap(mux)))
+}
+
+// tokenGuard is the guard of invalid bearer tokens of l (per client network,
+// auth.Guard), or nil without a limiter.
+func tokenGuard(l *ratelimit.Limiter) auth.Guard {
+	if l == nil {
+		return nil
+	}
+	return l.TokenGuard()
 }
 
 // requestContext gives every request an id (the client's X-Request-ID when it

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
 	"net/http"
@@ -76,6 +77,10 @@ const (
 	// CloseUnauthorized (4401, graphql-ws's Unauthorized): the token of
 	// connection_init is not valid; the client must sign in again.
 	CloseUnauthorized = 4401
+	// CloseTooManyRequests (4429, graphql-ws's "Too many initialisation
+	// requests"): the client's network sent too many invalid tokens
+	// (RATE_LIMIT_BAD_TOKENS_PER_IP); the reason says when to retry.
+	CloseTooManyRequests = 4429
 	// CloseSubscriberExists (4409, graphql-ws's "Subscriber for <id> already
 	// exists"): the client started an operation with the id of one still
 	// running on the connection.
@@ -135,7 +140,9 @@ func (l StreamLimits) withDefaults() StreamLimits {
 type streams struct {
 	limits StreamLimits
 	db     *store.DB
-	log    *slog.Logger
+	// guard bounds a client's invalid tokens (nil: no bound).
+	guard auth.Guard
+	log   *slog.Logger
 	// gauge is taskflow_streams_open; refused is
 	// taskflow_streams_refused_total, by reason.
 	gauge   prometheus.Gauge
@@ -156,8 +163,8 @@ type streams struct {
 
 // newStreams returns the stream registry of a handler, its metrics in reg;
 // the WebSocket connections close with 1012 when hub closes.
-func newStreams(limits StreamLimits, db *store.DB, log *slog.Logger, hub *live.Hub, reg prometheus.Registerer) *streams {
-	s := &streams{limits: limits.withDefaults(), db: db, log: log, perClient: map[string]int{}, conns: map[*wsConn]struct{}{},
+func newStreams(limits StreamLimits, db *store.DB, guard auth.Guard, log *slog.Logger, hub *live.Hub, reg prometheus.Registerer) *streams {
+	s := &streams{limits: limits.withDefaults(), db: db, guard: guard, log: log, perClient: map[string]int{}, conns: map[*wsConn]struct{}{},
 		gauge: promreg.Register(reg, prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "taskflow_streams_open",
 			Help: "WebSocket connections and SSE streams open on this instance.",
@@ -338,7 +345,7 @@ func (t wsTransport) Do(w http.ResponseWriter, r *http.Request, exec graphql.Gra
 	}
 	defer t.st.release(client)
 	c := &wsConn{st: t.st}
-	t.ws.Do(w, r.WithContext(context.WithValue(r.Context(), wsConnKey{}, c)), inTurn{exec, t.limiter, t.st.db})
+	t.ws.Do(w, r.WithContext(context.WithValue(r.Context(), wsConnKey{}, c)), inTurn{exec, t.limiter, t.st.db, t.st.guard})
 	c.stopIdle()
 }
 
@@ -358,7 +365,14 @@ func (s *streams) wsInit(ctx context.Context, payload transport.InitPayload) (co
 	if tok = strings.TrimSpace(tok); !ok || !strings.EqualFold(scheme, "Bearer") || tok == "" {
 		return refuse(store.ErrInvalidToken)
 	}
-	authed, err := auth.Authenticate(ctx, s.db, tok)
+	authed, err := auth.Authenticate(ctx, s.db, s.guard, tok)
+	if errs.CodeOf(err) == errs.CodeRateLimited {
+		var e *errs.Error
+		errors.As(err, &e)
+		retry, _ := e.Extensions["retryAfter"].(int)
+		ctx = transport.WithWebsocketCloseCode(ctx, CloseTooManyRequests)
+		return transport.AppendCloseReason(ctx, "Too many invalid tokens: retry in "+strconv.Itoa(retry)+" s"), nil, err
+	}
 	if err != nil {
 		return refuse(err)
 	}

@@ -23,7 +23,7 @@ func newTestStreams(t *testing.T, limits StreamLimits) *streams {
 	t.Helper()
 	hub := live.New(live.Options{Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	t.Cleanup(hub.Close)
-	return newStreams(limits, nil, slog.New(slog.NewTextHandler(io.Discard, nil)), hub, prometheus.NewRegistry())
+	return newStreams(limits, nil, nil, slog.New(slog.NewTextHandler(io.Discard, nil)), hub, prometheus.NewRegistry())
 }
 
 // streamRequest is an SSE request of a client at ip, as requestContext

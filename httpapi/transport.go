@@ -315,6 +315,8 @@ type inTurn struct {
 	// (a WebSocket's): one logged out or revoked since connection_init runs
 	// nothing more, within the second sessions are remembered.
 	db *store.DB
+	// guard bounds the client's invalid tokens in those checks (nil: none).
+	guard auth.Guard
 }
 
 // CreateOperationContext prepares the operation in its caller's turn, or
@@ -331,11 +333,17 @@ func (e inTurn) CreateOperationContext(ctx context.Context, p *graphql.RawParams
 		if tok := auth.TokenFrom(ctx); tok != "" {
 			// Another error (the database unreachable) is left to the operation,
 			// which meets it too and reports it through the presenter.
-			if _, err := auth.Authenticate(ctx, e.db, tok); errs.CodeOf(err) == errs.CodeUnauthenticated {
+			_, err := auth.Authenticate(ctx, e.db, e.guard, tok)
+			if code := errs.CodeOf(err); code == errs.CodeUnauthenticated || code == errs.CodeRateLimited {
 				if turn != nil {
 					turn.end(0)
 				}
-				return nil, gqlerror.List{{Message: err.Error(), Extensions: map[string]any{"code": string(errs.CodeUnauthenticated)}}}
+				ext := map[string]any{"code": string(code)}
+				var ee *errs.Error
+				if errors.As(err, &ee) && ee.Extensions["retryAfter"] != nil {
+					ext["retryAfter"] = ee.Extensions["retryAfter"]
+				}
+				return nil, gqlerror.List{{Message: err.Error(), Extensions: ext}}
 			}
 		}
 	}

@@ -51,6 +51,10 @@ type Config struct {
 	// limits; zero values are the contract's 10/10min, 5/10min, 20/1h and
 	// 60/1min.
 	LoginPerIP, LoginPerEmail, RegisterPerIP, Search Limit
+	// BadTokenPerIP is how many bearer tokens that are not valid a client
+	// network may send (RATE_LIMIT_BAD_TOKENS_PER_IP a minute; zero value:
+	// DefaultBadTokenPerIP), checked by TokenGuard.
+	BadTokenPerIP Limit
 }
 
 // DefaultRegisterPerIP is the contract's register limit: 20 accounts per hour
@@ -87,6 +91,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Search.Points <= 0 {
 		c.Search = Limit{Points: 60, Window: time.Minute}
+	}
+	if c.BadTokenPerIP.Points <= 0 {
+		c.BadTokenPerIP = DefaultBadTokenPerIP
 	}
 	return c
 }
@@ -128,6 +135,9 @@ type Limiter struct {
 	metrics      *metrics
 	// turns are the callers' turns before execution (Turn).
 	turns turns
+	// blocked are the client networks refused for invalid bearer tokens
+	// (TokenGuard).
+	blocked *blockList
 }
 
 // New returns a Limiter; it fails only for a malformed REDIS_URL.
@@ -139,6 +149,7 @@ func New(o Options) (*Limiter, error) {
 		probe:   o.ProbeInterval,
 		done:    make(chan struct{}),
 		metrics: newMetrics(o.Registerer),
+		blocked: newBlockList(maxBlocked),
 	}
 	if l.log == nil {
 		l.log = slog.Default()

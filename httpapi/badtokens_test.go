@@ -1,0 +1,177 @@
+package httpapi_test
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"taskflow/auth"
+	"taskflow/httpapi"
+	"taskflow/httpapi/apitest"
+	"taskflow/ratelimit"
+	"taskflow/ratelimit/ratelimittest"
+	"taskflow/store"
+	"taskflow/store/storetest"
+)
+
+// tokenLookups is a pgx tracer counting the reads of bearer tokens
+// (store's readSession) a pool sends.
+type tokenLookups struct{ n atomic.Int64 }
+
+func (c *tokenLookups) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
+	if strings.Contains(d.SQL, "FROM tokens t JOIN users u") {
+		c.n.Add(1)
+	}
+	return ctx
+}
+
+func (*tokenLookups) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+// badTokenEnv is an Env whose pool counts token lookups, with a limiter in
+// Redis under prefix allowing badTokens invalid tokens per client network
+// (one back a second), and TRUSTED_PROXIES set so that X-Forwarded-For
+// names the client.
+func badTokenEnv(t *testing.T, db *store.DB, prefix string, badTokens int) *apitest.Env {
+	t.Helper()
+	lim, err := ratelimit.New(ratelimit.Options{
+		Config:    ratelimit.Config{BadTokenPerIP: ratelimit.Limit{Points: badTokens, Window: time.Duration(badTokens) * time.Second}},
+		Redis:     ratelimittest.Redis(t),
+		KeyPrefix: prefix, Log: quiet, Registerer: prometheus.NewRegistry()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(lim.Close)
+	return apitest.NewOn(t, db, func(o *httpapi.Options) {
+		o.Limiter = lim
+		o.TrustedProxies, _ = httpapi.ParseProxies("127.0.0.1/32,::1/128")
+	})
+}
+
+// tracedDB is a store on a pool of its own whose token lookups lookups counts.
+func tracedDB(t *testing.T) (*store.DB, *tokenLookups) {
+	lookups := &tokenLookups{}
+	return store.New(storetest.PoolWith(t, func(c *pgxpool.Config) { c.ConnConfig.Tracer = lookups }), nil), lookups
+}
+
+// A client that sends made-up bearer tokens is charged for each
+// (RATE_LIMIT_BAD_TOKENS_PER_IP): past its budget it is answered 429 with
+// Retry-After, and its tokens are no longer looked up in Postgres, until
+// then. Valid tokens the instance remembers, from that network too, and
+// valid tokens from other networks, are served as before.
+func TestBadTokensAreLimitedPerNetwork(t *testing.T) {
+	t.Parallel()
+	db, lookups := tracedDB(t)
+	env := badTokenEnv(t, db, ratelimittest.Prefix(), 5)
+	const flooder, other = "198.51.100.7", "203.0.113.9"
+	cached, fresh := env.NewUser(t, "Cached"), env.NewUser(t, "Fresh")
+	if res := env.Post(t, cached.Token, `{ me { id } }`, nil, "X-Forwarded-For", flooder); res.Status != http.StatusOK || res.Code() != "" {
+		t.Fatalf("valid token: %d %s", res.Status, res.Raw)
+	}
+	before := lookups.n.Load()
+	for i := range 5 {
+		res := env.Post(t, auth.NewToken(), `{ __typename }`, nil, "X-Forwarded-For", flooder)
+		if res.Status != http.StatusUnauthorized || res.Code() != "UNAUTHENTICATED" {
+			t.Fatalf("bad token %d within the budget: %d %s", i, res.Status, res.Raw)
+		}
+	}
+	if n := lookups.n.Load() - before; n != 5 {
+		t.Fatalf("%d token lookups for 5 bad tokens", n)
+	}
+	res := env.Post(t, auth.NewToken(), `{ __typename }`, nil, "X-Forwarded-For", flooder)
+	if res.Status != http.StatusTooManyRequests || res.Code() != "RATE_LIMITED" {
+		t.Fatalf("bad token past the budget: %d %s", res.Status, res.Raw)
+	}
+	retry, err := strconv.Atoi(res.Header.Get("Retry-After"))
+	if err != nil || retry < 1 || retry > 2 {
+		t.Fatalf("Retry-After %q", res.Header.Get("Retry-After"))
+	}
+	if ext, _ := res.Body.Errors[0]["extensions"].(map[string]any); ext["retryAfter"] != float64(retry) {
+		t.Fatalf("extensions %v, Retry-After %d", ext, retry)
+	}
+	refusedAt, lookedUp := time.Now(), lookups.n.Load()
+	for i := range 30 {
+		res := env.Post(t, auth.NewToken(), `{ __typename }`, nil, "X-Forwarded-For", flooder)
+		if res.Status != http.StatusTooManyRequests || res.Code() != "RATE_LIMITED" || res.Header.Get("Retry-After") == "" {
+			t.Fatalf("bad token %d while refused: %d %s", i, res.Status, res.Raw)
+		}
+	}
+	for _, path := range []string{"/audit/export", "/attachments/00000000-0000-0000-0000-000000000000"} {
+		req, _ := http.NewRequest(http.MethodGet, env.Server.URL+path, nil)
+		apitest.SetHeaders(req, auth.NewToken(), "X-Forwarded-For", flooder)
+		if res := env.Do(t, req); res.Status != http.StatusTooManyRequests || res.Header.Get("Retry-After") == "" {
+			t.Fatalf("%s with a bad token while refused: %d %s", path, res.Status, res.Raw)
+		}
+	}
+	if n := lookups.n.Load() - lookedUp; n != 0 {
+		t.Fatalf("%d token lookups while the client was refused", n)
+	}
+	if res := env.Post(t, cached.Token, `{ me { id } }`, nil, "X-Forwarded-For", flooder); res.Status != http.StatusOK || res.Code() != "" {
+		t.Fatalf("remembered valid token from the refused network: %d %s", res.Status, res.Raw)
+	}
+	if res := env.Post(t, fresh.Token, `{ me { id } }`, nil, "X-Forwarded-For", other); res.Status != http.StatusOK || res.Code() != "" {
+		t.Fatalf("valid token from another network: %d %s", res.Status, res.Raw)
+	}
+	time.Sleep(time.Until(refusedAt.Add(time.Duration(retry) * time.Second)))
+	lookedUp = lookups.n.Load()
+	res = env.Post(t, auth.NewToken(), `{ __typename }`, nil, "X-Forwarded-For", flooder)
+	if res.Status != http.StatusUnauthorized || res.Code() != "UNAUTHENTICATED" {
+		t.Fatalf("bad token after Retry-After: %d %s", res.Status, res.Raw)
+	}
+	if n := lookups.n.Load() - lookedUp; n != 1 {
+		t.Fatalf("%d token lookups after Retry-After, want 1", n)
+	}
+}
+
+// Valid tokens are never charged: many users behind one address whose
+// tokens the instance does not remember (after a deploy) are all served,
+// and the address's budget of bad tokens is whole after them.
+func TestValidTokensDoNotSpendTheBadTokenBudget(t *testing.T) {
+	t.Parallel()
+	db, _ := tracedDB(t)
+	env := badTokenEnv(t, db, ratelimittest.Prefix(), 3)
+	const office = "192.0.2.44"
+	for i := range 10 {
+		u := env.NewUser(t, "Office")
+		if res := env.Post(t, u.Token, `{ me { id } }`, nil, "X-Forwarded-For", office); res.Status != http.StatusOK || res.Code() != "" {
+			t.Fatalf("valid token %d: %d %s", i, res.Status, res.Raw)
+		}
+	}
+	for i := range 3 {
+		if res := env.Post(t, auth.NewToken(), `{ __typename }`, nil, "X-Forwarded-For", office); res.Status != http.StatusUnauthorized {
+			t.Fatalf("bad token %d after valid ones: %d %s", i, res.Status, res.Raw)
+		}
+	}
+}
+
+// The budget is shared by the instances (in Redis): bad tokens sent to one
+// are counted by the other.
+func TestBadTokenBudgetHoldsAcrossInstances(t *testing.T) {
+	t.Parallel()
+	db, lookups := tracedDB(t)
+	prefix := ratelimittest.Prefix()
+	a, b := badTokenEnv(t, db, prefix, 4), badTokenEnv(t, db, prefix, 4)
+	const client = "198.51.100.99"
+	for i, env := range []*apitest.Env{a, b, a, b} {
+		if res := env.Post(t, auth.NewToken(), `{ __typename }`, nil, "X-Forwarded-For", client); res.Status != http.StatusUnauthorized {
+			t.Fatalf("bad token %d: %d %s", i, res.Status, res.Raw)
+		}
+	}
+	if res := b.Post(t, auth.NewToken(), `{ __typename }`, nil, "X-Forwarded-For", client); res.Status != http.StatusTooManyRequests {
+		t.Fatalf("fifth bad token, on the second instance: %d %s", res.Status, res.Raw)
+	}
+	lookedUp := lookups.n.Load()
+	if res := b.Post(t, auth.NewToken(), `{ __typename }`, nil, "X-Forwarded-For", client); res.Status != http.StatusTooManyRequests {
+		t.Fatalf("bad token while refused: %d %s", res.Status, res.Raw)
+	}
+	if n := lookups.n.Load() - lookedUp; n != 0 {
+		t.Fatalf("%d token lookups while refused", n)
+	}
+}
