@@ -59,6 +59,11 @@ type Config struct {
 	// and spends without a round trip (RATE_LIMIT_LEASE, 0.1); negative turns
 	// leases off ("0" in the environment).
 	RateLimitLease float64
+	// RateLimitBadTokensPerIP is how many bearer tokens that are not valid
+	// one client network may send a minute, refilled continuously
+	// (RATE_LIMIT_BAD_TOKENS_PER_IP, 30); over it the network is answered 429
+	// without a token lookup until its retry time.
+	RateLimitBadTokensPerIP int
 	// IdempotencyTTL is how long idempotency keys are kept (IDEMPOTENCY_TTL, 24h).
 	IdempotencyTTL time.Duration
 	// IdempotencyWait bounds the wait for a concurrent request with the same key
@@ -142,19 +147,20 @@ type WebhookConfig struct {
 // validates it. Every bad value is reported, each naming its variable.
 func loadConfig(getenv func(string) string) (Config, error) {
 	c := Config{
-		HTTPAddr:              ":8080",
-		ReadBatches:           -1,
-		RateLimitPoints:       1000,
-		RateLimitWindow:       time.Minute,
-		MaxQueryCost:          1000,
-		IdempotencyTTL:        24 * time.Hour,
-		IdempotencyWait:       5 * time.Second,
-		ShutdownTimeout:       30 * time.Second,
-		LogLevel:              slog.LevelInfo,
-		MaxUploadSize:         blobs.DefaultMaxUploadSize,
-		WorkspaceStorageQuota: blobs.DefaultQuota,
-		BlobSweepGrace:        blobs.DefaultSweepGrace,
-		Webhooks:              WebhookConfig{Timeout: webhook.DefaultTimeout, RetryBase: webhook.DefaultRetryBase, Workers: webhook.DefaultWorkers},
+		HTTPAddr:                ":8080",
+		ReadBatches:             -1,
+		RateLimitPoints:         1000,
+		RateLimitWindow:         time.Minute,
+		MaxQueryCost:            1000,
+		RateLimitBadTokensPerIP: ratelimit.DefaultBadTokenPerIP.Points,
+		IdempotencyTTL:          24 * time.Hour,
+		IdempotencyWait:         5 * time.Second,
+		ShutdownTimeout:         30 * time.Second,
+		LogLevel:                slog.LevelInfo,
+		MaxUploadSize:           blobs.DefaultMaxUploadSize,
+		WorkspaceStorageQuota:   blobs.DefaultQuota,
+		BlobSweepGrace:          blobs.DefaultSweepGrace,
+		Webhooks:                WebhookConfig{Timeout: webhook.DefaultTimeout, RetryBase: webhook.DefaultRetryBase, Workers: webhook.DefaultWorkers},
 
 		SubscriptionMaxPerUser:     live.DefaultMaxPerUser,
 		SubscriptionMaxConnections: httpapi.DefaultMaxStreams,
@@ -256,6 +262,7 @@ func loadConfig(getenv func(string) string) (Config, error) {
 		}
 	}
 	positiveInt("MAX_QUERY_COST", &c.MaxQueryCost)
+	positiveInt("RATE_LIMIT_BAD_TOKENS_PER_IP", &c.RateLimitBadTokensPerIP)
 	positiveInt("SUBSCRIPTION_MAX_PER_USER", &c.SubscriptionMaxPerUser)
 	positiveInt("SUBSCRIPTION_MAX_CONNECTIONS", &c.SubscriptionMaxConnections)
 	positiveInt("SUBSCRIPTION_MAX_PER_CLIENT", &c.SubscriptionMaxPerClient)

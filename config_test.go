@@ -36,7 +36,7 @@ func TestConfigDefaults(t *testing.T) {
 		c.PprofAddr != "" || c.AuditSigningKey != nil || c.Tracing.Enabled ||
 		c.BlobURL != "" || c.MaxUploadSize != 25<<20 || c.WorkspaceStorageQuota != 1<<30 ||
 		c.BlobSweepGrace != time.Hour || c.SubscriptionMaxPerUser != 100 || c.SubscriptionMaxConnections != 10000 ||
-		c.SubscriptionMaxPerClient != 200 {
+		c.SubscriptionMaxPerClient != 200 || c.RateLimitBadTokensPerIP != 30 {
 		t.Fatalf("defaults = %+v", c)
 	}
 }
@@ -44,31 +44,32 @@ func TestConfigDefaults(t *testing.T) {
 func TestConfigFromEnvironment(t *testing.T) {
 	t.Parallel()
 	c, err := loadConfig(env(map[string]string{
-		"HTTP_ADDR":                   "127.0.0.1:9000",
-		"DATABASE_URL":                "postgres://app:secret@db.internal:5433/taskflow?sslmode=require",
-		"REDIS_URL":                   "redis://cache.internal:6380/2",
-		"DATABASE_READ_BATCHES":       "6",
-		"CORS_ALLOWED_ORIGINS":        "https://app.example.com, http://localhost:3000",
-		"CORS_ALLOW_CREDENTIALS":      "true",
-		"TRUSTED_PROXIES":             "10.0.0.0/8, 192.168.1.7",
-		"RATE_LIMIT_POINTS":           "5000",
-		"RATE_LIMIT_WINDOW":           "30s",
-		"MAX_QUERY_COST":              "250",
-		"RATE_LIMIT_LEASE":            "0.25",
-		"IDEMPOTENCY_TTL":             "7d",
-		"IDEMPOTENCY_WAIT":            "0s",
-		"AUDIT_RETENTION":             "365d",
-		"SHUTDOWN_TIMEOUT":            "5s",
-		"LOG_LEVEL":                   "debug",
-		"PPROF_ADDR":                  "127.0.0.1:6060",
-		"METRICS_TOKEN":               "0123456789abcdef0123",
-		"OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4317",
-		"OTEL_EXPORTER_OTLP_PROTOCOL": "grpc",
-		"BLOB_URL":                    "s3://attachments?region=eu-west-1",
-		"MAX_UPLOAD_SIZE":             "10MiB",
-		"WORKSPACE_STORAGE_QUOTA":     "5 GB",
-		"BLOB_SWEEP_GRACE":            "2s",
-		"SUBSCRIPTION_MAX_PER_CLIENT": "50",
+		"HTTP_ADDR":                    "127.0.0.1:9000",
+		"DATABASE_URL":                 "postgres://app:secret@db.internal:5433/taskflow?sslmode=require",
+		"REDIS_URL":                    "redis://cache.internal:6380/2",
+		"DATABASE_READ_BATCHES":        "6",
+		"CORS_ALLOWED_ORIGINS":         "https://app.example.com, http://localhost:3000",
+		"CORS_ALLOW_CREDENTIALS":       "true",
+		"TRUSTED_PROXIES":              "10.0.0.0/8, 192.168.1.7",
+		"RATE_LIMIT_POINTS":            "5000",
+		"RATE_LIMIT_WINDOW":            "30s",
+		"MAX_QUERY_COST":               "250",
+		"RATE_LIMIT_LEASE":             "0.25",
+		"IDEMPOTENCY_TTL":              "7d",
+		"IDEMPOTENCY_WAIT":             "0s",
+		"AUDIT_RETENTION":              "365d",
+		"SHUTDOWN_TIMEOUT":             "5s",
+		"LOG_LEVEL":                    "debug",
+		"PPROF_ADDR":                   "127.0.0.1:6060",
+		"METRICS_TOKEN":                "0123456789abcdef0123",
+		"OTEL_EXPORTER_OTLP_ENDPOINT":  "http://collector:4317",
+		"OTEL_EXPORTER_OTLP_PROTOCOL":  "grpc",
+		"BLOB_URL":                     "s3://attachments?region=eu-west-1",
+		"MAX_UPLOAD_SIZE":              "10MiB",
+		"WORKSPACE_STORAGE_QUOTA":      "5 GB",
+		"BLOB_SWEEP_GRACE":             "2s",
+		"SUBSCRIPTION_MAX_PER_CLIENT":  "50",
+		"RATE_LIMIT_BAD_TOKENS_PER_IP": "120",
 	}))
 	if err != nil {
 		t.Fatal(err)
@@ -85,7 +86,7 @@ func TestConfigFromEnvironment(t *testing.T) {
 		c.MaxQueryCost != 250 || c.RateLimitLease != 0.25 || c.IdempotencyTTL != 7*24*time.Hour || c.IdempotencyWait != 0 ||
 		c.AuditRetention != 365*24*time.Hour || c.ShutdownTimeout != 5*time.Second || c.LogLevel != slog.LevelDebug ||
 		c.PprofAddr != "127.0.0.1:6060" || c.MetricsToken != "0123456789abcdef0123" || c.ReadBatches != 6 ||
-		c.SubscriptionMaxPerClient != 50 {
+		c.SubscriptionMaxPerClient != 50 || c.RateLimitBadTokensPerIP != 120 {
 		t.Fatalf("config = %+v", c)
 	}
 	if strings.Join(c.CORS.AllowedOrigins, " ") != "https://app.example.com http://localhost:3000" || !c.CORS.AllowCredentials {
@@ -143,6 +144,7 @@ func TestConfigBadValues(t *testing.T) {
 		"RATE_LIMIT_POINTS":                  "lots",
 		"RATE_LIMIT_WINDOW":                  "0s",
 		"MAX_QUERY_COST":                     "-5",
+		"RATE_LIMIT_BAD_TOKENS_PER_IP":       "0",
 		"RATE_LIMIT_LEASE":                   "0.9",
 		"IDEMPOTENCY_TTL":                    "1 day",
 		"IDEMPOTENCY_WAIT":                   "-1s",

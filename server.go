@@ -219,7 +219,7 @@ func run(cfg Config, log, accessLog *slog.Logger) error {
 
 	limiter, err := ratelimit.New(ratelimit.Options{
 		Config: ratelimit.Config{Points: cfg.RateLimitPoints, Window: cfg.RateLimitWindow, MaxCost: cfg.MaxQueryCost,
-			Lease: cfg.RateLimitLease},
+			Lease: cfg.RateLimitLease, BadTokenPerIP: ratelimit.Limit{Points: cfg.RateLimitBadTokensPerIP, Window: time.Minute}},
 		Redis: rdb, Registerer: reg, Log: log,
 	})
 	if err != nil {
