@@ -2,6 +2,7 @@ package httpapi_test
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"strconv"
 	"strings"
@@ -9,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	coderws "github.com/coder/websocket"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
@@ -170,6 +172,41 @@ func TestBadTokenBudgetHoldsAcrossInstances(t *testing.T) {
 	lookedUp := lookups.n.Load()
 	if res := b.Post(t, auth.NewToken(), `{ __typename }`, nil, "X-Forwarded-For", client); res.Status != http.StatusTooManyRequests {
 		t.Fatalf("bad token while refused: %d %s", res.Status, res.Raw)
+	}
+	if n := lookups.n.Load() - lookedUp; n != 0 {
+		t.Fatalf("%d token lookups while refused", n)
+	}
+}
+
+// A WebSocket's connection_init token is charged as a header's: past the
+// budget the connection closes with 4429, the reason saying when to retry,
+// and the token is not looked up.
+func TestBadTokensAtConnectionInit(t *testing.T) {
+	t.Parallel()
+	db, lookups := tracedDB(t)
+	env := badTokenEnv(t, db, ratelimittest.Prefix(), 2)
+	dial := func() error {
+		ws, _, err := apitest.TryDialWS(t, env.Server.URL+"/query", apitest.WSOptions{
+			Header: http.Header{"X-Forwarded-For": {"198.51.100.200"}},
+			Init:   map[string]any{"Authorization": "Bearer " + auth.NewToken()}})
+		if err == nil {
+			_, err = ws.TryNext()
+		}
+		return err
+	}
+	for i := range 2 {
+		if err := dial(); coderws.CloseStatus(err) != httpapi.CloseUnauthorized {
+			t.Fatalf("bad token %d at connection_init: %v", i, err)
+		}
+	}
+	err := dial()
+	var ce coderws.CloseError
+	if !errors.As(err, &ce) || ce.Code != httpapi.CloseTooManyRequests || !strings.Contains(ce.Reason, "retry in") {
+		t.Fatalf("bad token past the budget at connection_init: %v", err)
+	}
+	lookedUp := lookups.n.Load()
+	if err := dial(); coderws.CloseStatus(err) != httpapi.CloseTooManyRequests {
+		t.Fatalf("bad token while refused: %v", err)
 	}
 	if n := lookups.n.Load() - lookedUp; n != 0 {
 		t.Fatalf("%d token lookups while refused", n)
