@@ -548,8 +548,11 @@ func TestAccountPagesAreOneStatement(t *testing.T) {
 			if c.name == "workspaces under members" {
 				want = 2
 			}
-			if pages != want {
-				t.Errorf("%s, %d workspaces: %d page statements, want %d:\n%s", c.name, n, pages, want, strings.Join(stmts, "\n"))
+			// One more when the loader's batch was split by scheduling (its
+			// keys straddled its millisecond under the race detector on a
+			// loaded machine, as a CI run saw): unbatched, 12 would be 12.
+			if pages < want || pages > want+1 {
+				t.Errorf("%s, %d workspaces: %d page statements, want %d (%d if a batch split):\n%s", c.name, n, pages, want, want+1, strings.Join(stmts, "\n"))
 			}
 			counts[fmt.Sprintf("%s, %d", c.name, n)] = len(stmts)
 			checkStatements(t, fmt.Sprintf("%s, %d workspaces", c.name, n), stmts, maxAccountPageStatements)
