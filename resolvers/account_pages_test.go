@@ -455,9 +455,13 @@ func TestMembersAndWorkspacesAreDeprecated(t *testing.T) {
 
 // maxAccountPageStatements bounds the statements of the queries below,
 // whatever the number of workspaces: token, the viewer's workspaces, the
-// member pages, the users, with room for a loader batch split in two by
-// scheduling; unbatched, 12 workspaces would take over 12.
-const maxAccountPageStatements = 7
+// member pages, the users, with room for loader batches split by
+// scheduling (maxPageSplits); unbatched, 12 workspaces would take over 12.
+const maxAccountPageStatements = 9
+
+// maxPageSplits is how many more page statements than one a batch may
+// become when its keys straddle the loader's millisecond.
+const maxPageSplits = 3
 
 // isMemberPage and isWorkspacePage tell the statements of MemberLists and
 // WorkspaceLists (both forms) from the others.
@@ -548,11 +552,13 @@ func TestAccountPagesAreOneStatement(t *testing.T) {
 			if c.name == "workspaces under members" {
 				want = 2
 			}
-			// One more when the loader's batch was split by scheduling (its
-			// keys straddled its millisecond under the race detector on a
-			// loaded machine, as a CI run saw): unbatched, 12 would be 12.
-			if pages < want || pages > want+1 {
-				t.Errorf("%s, %d workspaces: %d page statements, want %d (%d if a batch split):\n%s", c.name, n, pages, want, want+1, strings.Join(stmts, "\n"))
+			// Up to three more when the loader's batch was split by
+			// scheduling (its keys straddled its millisecond under the race
+			// detector on a loaded machine: CI runs saw one split, then two):
+			// unbatched, 12 workspaces would be 12.
+			if pages < want || pages > want+maxPageSplits {
+				t.Errorf("%s, %d workspaces: %d page statements, want %d (up to %d if batches split):\n%s",
+					c.name, n, pages, want, want+maxPageSplits, strings.Join(stmts, "\n"))
 			}
 			counts[fmt.Sprintf("%s, %d", c.name, n)] = len(stmts)
 			checkStatements(t, fmt.Sprintf("%s, %d workspaces", c.name, n), stmts, maxAccountPageStatements)
