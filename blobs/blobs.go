@@ -331,8 +331,20 @@ func (s *Store) Exists(ctx context.Context, key string) (bool, error) {
 }
 
 // Keys returns the keys of every object of the deployment (tests and tools;
-// the sweeper pages through them).
+// the sweeper pages through them). A listing that meets an object deleted
+// while it lists (fileblob stats each file it walks: an upload's temporary
+// file removed meanwhile is NotFound) starts again, at most five times.
 func (s *Store) Keys(ctx context.Context) ([]string, error) {
+	for try := 1; ; try++ {
+		keys, err := s.keys(ctx)
+		if err == nil || gcerrors.Code(err) != gcerrors.NotFound || try == 5 {
+			return keys, err
+		}
+	}
+}
+
+// keys is one listing of Keys.
+func (s *Store) keys(ctx context.Context) ([]string, error) {
 	var keys []string
 	it := s.bucket.List(nil)
 	for {
