@@ -324,9 +324,9 @@ func (e extension) MutateOperationContext(ctx context.Context, rc *graphql.Opera
 	// Pricing is charged to the caller's turn, as parsing and validating
 	// are: counting an introspection's fields can take milliseconds, and a
 	// document refused for its cost is charged nothing else.
-	endPricing := cpumeter.Start(ctx)
+	started := time.Now()
 	price := cost.Operation(e.schema.Load(), rc.Operation, rc.Variables)
-	endPricing()
+	cpumeter.Add(ctx, time.Since(started))
 	l.metrics.cost.Observe(float64(price))
 	files := uploadCost(ctx)
 	o := newOutcome(ctx, rc, Outcome{Cost: cost.Add(price, files), Policy: l.costLimit(), policy: l.policyHeader, l: l})

@@ -373,7 +373,7 @@ func updateRecorded[T any](ctx context.Context, db *DB, tb table[T], actor *User
 		params := []any{canon, now}
 		set := []string{"updated_at = $2"}
 		var after, before, changes []string
-		urls := audit.URLFields(tb.withID(canon))
+		urls := audit.URLFields((*T)(nil)) // by type: no value needed
 		for _, s := range sets {
 			v := s.value
 			if strings.Contains(v, "%s") {
