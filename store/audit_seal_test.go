@@ -486,8 +486,10 @@ func TestCheckpointDetectsTruncation(t *testing.T) {
 		t.Fatalf("intact log against its checkpoint: %+v %+v", v, v.Checkpoint)
 	}
 
-	// The superuser removes the two newest events and their seals, and moves
-	// the head back.
+	// The superuser removes the two newest events and their seals, moves
+	// the head back and removes the checkpoint the server stored of position
+	// 6 (which a verification with the server's keys checks too:
+	// TestVerifyFindsARewriteUnderAStoredCheckpoint).
 	var lastID string
 	if err := f.db.Pool.QueryRow(ctx, `SELECT event_id::text FROM audit_seals WHERE chain_key = $1 AND position = 6`, ws).Scan(&lastID); err != nil {
 		t.Fatal(err)
@@ -498,7 +500,8 @@ func TestCheckpointDetectsTruncation(t *testing.T) {
 		tamperStmt{`DELETE FROM audit_events WHERE id = $1`, []any{ids[4]}},
 		tamperStmt{`DELETE FROM audit_seals WHERE event_id = $1`, []any{ids[4]}},
 		tamperStmt{`UPDATE audit_chain_heads h SET head_hash = s.hash, event_id = s.event_id, event_at = s.occurred_at, events = 4
-			FROM audit_seals s WHERE s.chain_key = h.chain_key AND s.position = 4 AND h.chain_key = $1`, []any{ws}})
+			FROM audit_seals s WHERE s.chain_key = h.chain_key AND s.position = 4 AND h.chain_key = $1`, []any{ws}},
+		tamperStmt{`DELETE FROM audit_checkpoints WHERE chain_key = $1 AND position = 6`, []any{ws}})
 	if v, err := f.db.VerifyChain(ctx, ws); err != nil || !v.Valid || v.SealedEvents != 4 {
 		t.Fatalf("without a checkpoint the truncation is not visible (that is what checkpoints are for): %+v, %v", v, err)
 	}

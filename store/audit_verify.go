@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/ed25519"
+	"encoding/base64"
 	"encoding/hex"
 	"fmt"
 	"strings"
@@ -81,6 +82,13 @@ func (db *DB) VerifyChain(ctx context.Context, chainKey string) (*AuditVerificat
 // intact chain: a checkpoint with a good signature that the log does not
 // extend makes the log invalid (events it covered were removed or
 // rewritten, head included).
+//
+// With keys, every checkpoint the server stored of the chain
+// (audit_checkpoints) that one of keys signed must be extended too: a chain
+// rewritten from an event on, its seals and head recomputed, is consistent in
+// itself, and only a checkpoint signed before shows it. The event at the
+// first such checkpoint's position is reported (the newest seal's when the
+// log ends before it).
 func (db *DB) VerifyChainAgainst(ctx context.Context, chainKey string, cp *audit.Checkpoint, keys []ed25519.PublicKey) (*AuditVerification, error) {
 	return db.verifyChain(ctx, chainKey, cp, keys, nil)
 }
@@ -93,7 +101,7 @@ func (db *DB) verifyChain(ctx context.Context, chainKey string, cp *audit.Checkp
 ) (*AuditVerification, error) {
 	out := &AuditVerification{Valid: true}
 	var payErr error
-	w := &chainWalk{out: out}
+	w := &chainWalk{out: out, keys: keys}
 	if cp != nil {
 		out.Checkpoint = &AuditCheckpointVerification{Position: cp.Position, KeyID: cp.KeyID}
 		w.cp, w.cpReason = cp, checkSignature(cp, keys)
@@ -159,11 +167,14 @@ type chainWalk struct {
 	// kept is the start of the oldest monthly partition of audit_events
 	// (zero: none). Retention drops the oldest months only, so an event at
 	// or after it cannot be missing by retention: it was deleted.
-	kept               time.Time
-	cursor             SpineCursor
-	tipPos             int64
-	tipHash            []byte
-	tipEvent           string
+	kept     time.Time
+	cursor   SpineCursor
+	tipPos   int64
+	tipHash  []byte
+	tipEvent string
+	// keys are the public keys the server trusts: the checkpoints it stored
+	// that one of them signed must be extended by the log.
+	keys               []ed25519.PublicKey
 	cp                 *audit.Checkpoint
 	cpReason           string
 	cpHash, cpSealHash []byte
@@ -342,6 +353,10 @@ func (w *chainWalk) finish(ctx context.Context, tx pgx.Tx, chainKey string) erro
 	if stray == nil {
 		stray = elsewhere
 	}
+	unextended, err := w.storedCheckpoints(ctx, tx, chainKey)
+	if err != nil {
+		return err
+	}
 	switch {
 	case !w.out.Valid:
 	case w.anchorPos > 0 && !w.droppable(w.anchorAt):
@@ -355,9 +370,56 @@ func (w *chainWalk) finish(ctx context.Context, tx pgx.Tx, chainKey string) erro
 		w.invalid(w.headEvent) // the newest seals are missing, or the head was changed
 	case stray != nil:
 		w.invalid(*stray)
+	case unextended != nil:
+		w.invalid(*unextended)
 	}
 	w.checkpoint()
 	return nil
+}
+
+// storedCheckpoints looks for a checkpoint of the chain in audit_checkpoints,
+// signed by one of the trusted keys, that the log does not extend: whose
+// position has no seal, or a seal of another hash. It returns the event at
+// that position (the newest seal's when the position is past the end), or
+// nil when every such checkpoint is extended. The server signed each of them
+// of the chain's head at the time: a chain rewritten since, its seals and head
+// recomputed, is consistent in itself, and only a checkpoint from before
+// shows it (this one, or one a customer kept). A row whose signature does not
+// verify proves nothing and is skipped: the server's role may insert rows.
+// Where the walk found the chain broken already, no row is read.
+func (w *chainWalk) storedCheckpoints(ctx context.Context, tx pgx.Tx, chainKey string) (*string, error) {
+	if len(w.keys) == 0 || !w.out.Valid {
+		return nil, nil
+	}
+	ids := make([]string, len(w.keys))
+	for i, k := range w.keys {
+		ids[i] = audit.KeyID(k)
+	}
+	rows, err := tx.Query(ctx, `SELECT c.position, c.head_hash, c.signed_at, c.key_id, c.signature, s.event_id::text
+		FROM audit_checkpoints c LEFT JOIN audit_seals s ON s.chain_key = c.chain_key AND s.position = c.position
+		WHERE c.chain_key = $1 AND c.key_id = ANY($2::text[]) AND s.hash IS DISTINCT FROM c.head_hash
+		ORDER BY c.position, c.key_id`, chainKey, ids)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var hash, sig []byte
+		var event *string
+		cp := audit.Checkpoint{ChainKey: chainKey}
+		if err := rows.Scan(&cp.Position, &hash, &cp.SignedAt, &cp.KeyID, &sig, &event); err != nil {
+			return nil, err
+		}
+		cp.HeadHash, cp.Signature = hex.EncodeToString(hash), base64.StdEncoding.EncodeToString(sig)
+		if checkSignature(&cp, w.keys) != "" {
+			continue
+		}
+		if event == nil {
+			event = &w.tipEvent
+		}
+		return event, nil
+	}
+	return nil, rows.Err()
 }
 
 // checkpoint records whether the log extends the checkpoint presented.

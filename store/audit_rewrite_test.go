@@ -1,0 +1,85 @@
+package store_test
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/sha256"
+	"testing"
+	"time"
+
+	"taskflow/audit"
+	"taskflow/store"
+	"taskflow/store/storetest"
+)
+
+// Found in review (2026-12-04): a superuser who edits an event and
+// recomputes the seals after it and the head (the sealer does it for them:
+// delete the seals from the edited event on, move the head and the cursor
+// back, let it seal again) leaves a chain consistent in itself, and
+// verifyAuditLog called it valid, although the contract says an edit is
+// found, and although the server holds a checkpoint it signed of the old
+// head (audit_checkpoints). Every stored checkpoint signed by a trusted key
+// must be extended by the log.
+func TestVerifyFindsARewriteUnderAStoredCheckpoint(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	f, owner, ws, ids := sealedWorkspace(t)
+	key := audit.GenerateSigningKey()
+	keys := []ed25519.PublicKey{key.Public().(ed25519.PublicKey)}
+	kept, err := (&store.AuditSealer{DB: f.db, Key: key}).Checkpoint(ctx, ws)
+	if err != nil || kept == nil || kept.Position != 5 {
+		t.Fatalf("checkpoint: %+v, %v", kept, err)
+	}
+	tamperer{f.superuser()}.run(t,
+		tamperStmt{`UPDATE audit_events SET metadata = '{"title": "rewritten"}' WHERE id = $1`, []any{ids[1]}},
+		tamperStmt{`DELETE FROM audit_seals WHERE event_id = $1`, []any{ids[1]}},
+		tamperStmt{`DELETE FROM audit_seals WHERE event_id = $1`, []any{ids[2]}},
+		tamperStmt{`DELETE FROM audit_seals WHERE event_id = $1`, []any{ids[3]}},
+		tamperStmt{`DELETE FROM audit_seals WHERE event_id = $1`, []any{ids[4]}},
+		tamperStmt{`UPDATE audit_chain_heads h SET head_hash = s.hash, event_id = s.event_id, event_at = s.occurred_at, events = 1
+			FROM audit_seals s WHERE s.chain_key = h.chain_key AND s.position = 1 AND h.chain_key = $1`, []any{ws}},
+		tamperStmt{`UPDATE audit_seal_cursor c SET tx_id = e.tx_id, seq = e.seq FROM audit_events e WHERE c.id = 1 AND e.id = $1`, []any{ids[0]}})
+	storetest.SealAll(t, &store.AuditSealer{DB: f.db})
+	if seals := chainSeals(t, f.db, ws); len(seals) != 5 || seals[1] != ids[1] {
+		t.Fatalf("resealed: %v, want %v", seals, ids)
+	}
+	v, err := f.db.VerifyAuditLog(ctx, owner, ws, nil, keys, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v.Valid {
+		t.Fatalf("event 2 edited, seals 2-5 and the head recomputed under a stored checkpoint of position 5: verify = valid (%d sealed), want invalid",
+			v.SealedEvents)
+	}
+	if v.FirstInvalidEventID == nil || *v.FirstInvalidEventID != ids[4] {
+		t.Errorf("firstInvalidEventId = %v, want the event at the stored checkpoint's position (%s)", v.FirstInvalidEventID, ids[4])
+	}
+	// A stored checkpoint whose signature does not verify with a trusted key
+	// proves nothing: anyone who can insert rows could write one.
+	other := []ed25519.PublicKey{audit.GenerateSigningKey().Public().(ed25519.PublicKey)}
+	if v, err := f.db.VerifyAuditLog(ctx, owner, ws, nil, other, nil); err != nil || !v.Valid {
+		t.Errorf("with a key that signed no stored checkpoint: %+v, %v", v, err)
+	}
+}
+
+// A stored checkpoint row that was not signed by a trusted key (the server's
+// role may insert rows: an insider could) does not make an intact log
+// invalid.
+func TestVerifyIgnoresAStoredCheckpointThatDoesNotVerify(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	f, owner, ws, _ := sealedWorkspace(t)
+	key := audit.GenerateSigningKey()
+	keys := []ed25519.PublicKey{key.Public().(ed25519.PublicKey)}
+	bogus := sha256.Sum256([]byte("not the head"))
+	cp := audit.SignCheckpoint(key, ws, 3, bogus[:], time.Now())
+	// The signature of another message under the trusted key's id.
+	other := audit.SignCheckpoint(key, ws, 4, bogus[:], time.Now())
+	if _, err := f.db.Pool.Exec(ctx, `INSERT INTO audit_checkpoints (chain_key, position, head_hash, signed_at, key_id, public_key, signature)
+		VALUES ($1, 3, $2, $3, $4, $5, decode($6, 'base64'))`, ws, bogus[:], cp.SignedAt, cp.KeyID, []byte(keys[0]), other.Signature); err != nil {
+		t.Fatal(err)
+	}
+	if v, err := f.db.VerifyAuditLog(ctx, owner, ws, nil, keys, nil); err != nil || !v.Valid {
+		t.Fatalf("an intact log with a stored checkpoint whose signature fails: %+v, %v", v, err)
+	}
+}
