@@ -83,3 +83,51 @@ func TestVerifyIgnoresAStoredCheckpointThatDoesNotVerify(t *testing.T) {
 		t.Fatalf("an intact log with a stored checkpoint whose signature fails: %+v, %v", v, err)
 	}
 }
+
+// Found in review (2026-12-04): the sealer signed whatever audit_chain_heads
+// said. That table is not append-only (the sealer moves the heads), so
+// anyone with the server's database role, without a superuser or a trigger
+// turned off, could write a head of their choosing and have the next sweep
+// (or Checkpoint) sign it with the server's key: a genuine checkpoint of a
+// position and hash the log never had. The sealer now signs only a head that
+// the seal at its position vouches for.
+func TestSealerSignsOnlyAHeadItsSealVouchesFor(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	f, ws, _ := sealedChain(t)
+	key := audit.GenerateSigningKey()
+	pub := key.Public().(ed25519.PublicKey)
+	forged := sha256.Sum256([]byte("a head the log never had"))
+	if _, err := f.db.Pool.Exec(ctx, `UPDATE audit_chain_heads SET head_hash = $2, events = 9, checkpoint_position = 0, checkpoint_at = NULL
+		WHERE chain_key = $1`, ws, forged[:]); err != nil {
+		t.Fatal(err)
+	}
+	sweeper := &store.AuditSealer{DB: f.db, Key: key, CheckpointEvery: time.Nanosecond}
+	r, err := sweeper.Round(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cp, err := f.db.LatestAuditCheckpoint(ctx, ws); err != nil {
+		t.Fatal(err)
+	} else if cp != nil {
+		t.Errorf("the sweep signed a forged head (%d checkpoints): position %d, hash %s, %v (verifies: %v)",
+			r.Checkpoints, cp.Position, cp.HeadHash, err, cp.Verify(pub) == nil)
+	}
+	if cp, err := sweeper.Checkpoint(ctx, ws); cp != nil {
+		t.Errorf("Checkpoint signed a forged head: position %d, %v", cp.Position, err)
+	} else if err == nil {
+		t.Error("Checkpoint of a forged head: no error")
+	}
+	// A head whose hash alone was changed: the events sealed over it are
+	// not signed either.
+	if _, err := f.db.Pool.Exec(ctx, `UPDATE audit_chain_heads h SET head_hash = $2, events = 5, checkpoint_position = 0, checkpoint_at = NULL
+		WHERE chain_key = $1`, ws, forged[:]); err != nil {
+		t.Fatal(err)
+	}
+	f.append(ctx, auditWsEvent(ws, nil, "task.created", "6", nil), nil)
+	storetest.SealAll(t, sweeper)
+	var signed int
+	if err := f.db.Pool.QueryRow(ctx, `SELECT count(*) FROM audit_checkpoints WHERE chain_key = $1 AND position = 6`, ws).Scan(&signed); err != nil || signed != 0 {
+		t.Errorf("signed a chain sealed over a forged head: %d checkpoints of position 6, %v", signed, err)
+	}
+}

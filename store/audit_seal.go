@@ -87,7 +87,20 @@ type chainHead struct {
 	checkpointAt  pgtype.Timestamptz
 	// changed marks a head to write back.
 	changed bool
+	// unvouched marks a head read from audit_chain_heads that the seal at
+	// its position does not vouch for (none there, or of another hash): the
+	// table is not append-only, so the server's role can write any head in
+	// it. Such a head is never signed, nor what a round chains over it (the
+	// seals it writes then name the forged hash as prev_hash, which
+	// verification reports).
+	unvouched bool
 }
+
+// headVouchedSQL is true for a row h of audit_chain_heads that the seal at
+// its position vouches for: audit_seals is append-only and holds one seal a
+// position, so a checkpoint signed of such a head names a seal that is there.
+const headVouchedSQL = `EXISTS (SELECT 1 FROM audit_seals s
+	WHERE s.chain_key = h.chain_key AND s.position = h.events AND s.hash = h.head_hash)`
 
 func (s *AuditSealer) batch() int {
 	if s.Batch > 0 {
@@ -242,7 +255,11 @@ func (s *AuditSealer) Round(ctx context.Context) (SealRound, error) {
 			s.lastSweep = now
 		}
 		for key, h := range heads {
-			if s.Key != nil && h.checkpointPos < h.position &&
+			if h.unvouched && s.Key != nil {
+				s.DB.log.ErrorContext(ctx, "audit sealer: a chain's head is not its newest seal (audit_chain_heads was changed): not signed; verify the chain",
+					"chain", key, "position", h.position)
+			}
+			if s.Key != nil && !h.unvouched && h.checkpointPos < h.position &&
 				(!h.checkpointAt.Valid || now.Sub(h.checkpointAt.Time) >= s.every()) {
 				w.checkpoint(s.Key, key, h, now)
 				out.Checkpoints++
@@ -278,8 +295,8 @@ func (s *AuditSealer) readHeads(ctx context.Context, tx pgx.Tx, events []SpineEv
 	if len(keys) == 0 {
 		return heads, nil
 	}
-	rows, err := tx.Query(ctx, `SELECT chain_key, head_hash, event_id::text, event_at, events, checkpoint_position, checkpoint_at
-		FROM audit_chain_heads WHERE chain_key = ANY($1::text[])`, keys)
+	rows, err := tx.Query(ctx, `SELECT chain_key, head_hash, event_id::text, event_at, events, checkpoint_position, checkpoint_at,
+		NOT `+headVouchedSQL+` FROM audit_chain_heads h WHERE chain_key = ANY($1::text[])`, keys)
 	if err != nil {
 		return nil, fmt.Errorf("read chain heads: %w", err)
 	}
@@ -287,7 +304,7 @@ func (s *AuditSealer) readHeads(ctx context.Context, tx pgx.Tx, events []SpineEv
 	for rows.Next() {
 		var key string
 		var h chainHead
-		if err := rows.Scan(&key, &h.hash, &h.eventID, &h.eventAt, &h.position, &h.checkpointPos, &h.checkpointAt); err != nil {
+		if err := rows.Scan(&key, &h.hash, &h.eventID, &h.eventAt, &h.position, &h.checkpointPos, &h.checkpointAt, &h.unvouched); err != nil {
 			return nil, fmt.Errorf("read chain heads: %w", err)
 		}
 		heads[key] = &h
@@ -301,10 +318,12 @@ func (s *AuditSealer) readHeads(ctx context.Context, tx pgx.Tx, events []SpineEv
 // sweep adds to heads the chains that no checkpoint covers
 // to their head and whose last checkpoint is due, up to a batch of them, so
 // that a chain that went quiet right after a checkpoint gets one of its head.
+// A head its seal does not vouch for (headVouchedSQL) is not read: it is
+// never signed, and must not take the place of one that is.
 func (s *AuditSealer) sweep(ctx context.Context, tx pgx.Tx, heads map[string]*chainHead, now time.Time) error {
 	rows, err := tx.Query(ctx, `SELECT chain_key, head_hash, event_id::text, event_at, events, checkpoint_position, checkpoint_at
-		FROM audit_chain_heads WHERE checkpoint_position < events AND (checkpoint_at IS NULL OR checkpoint_at <= $1)
-		LIMIT `+fmt.Sprint(s.batch()), now.Add(-s.every()))
+		FROM audit_chain_heads h WHERE checkpoint_position < events AND (checkpoint_at IS NULL OR checkpoint_at <= $1)
+		AND `+headVouchedSQL+` LIMIT `+fmt.Sprint(s.batch()), now.Add(-s.every()))
 	if err != nil {
 		return fmt.Errorf("checkpoint sweep: %w", err)
 	}
@@ -439,7 +458,9 @@ func (w *sealWrites) send(ctx context.Context, tx pgx.Tx) error {
 
 // Checkpoint signs the head of chainKey now, whatever the time since its last
 // checkpoint, and returns it; nil when the chain has no seal yet. It waits
-// for a round in progress instead of skipping, and needs a Key.
+// for a round in progress instead of skipping, and needs a Key. It returns
+// an error, and signs nothing, when the head is not the chain's newest seal
+// (audit_chain_heads was changed).
 func (s *AuditSealer) Checkpoint(ctx context.Context, chainKey string) (*AuditCheckpoint, error) {
 	if s.Key == nil {
 		return nil, errors.New("audit checkpoint: the sealer has no signing key")
@@ -450,13 +471,16 @@ func (s *AuditSealer) Checkpoint(ctx context.Context, chainKey string) (*AuditCh
 			return err
 		}
 		h := &chainHead{}
-		err := tx.QueryRow(ctx, `SELECT head_hash, events FROM audit_chain_heads WHERE chain_key = $1`, chainKey).
-			Scan(&h.hash, &h.position)
+		err := tx.QueryRow(ctx, `SELECT head_hash, events, NOT `+headVouchedSQL+` FROM audit_chain_heads h WHERE chain_key = $1`, chainKey).
+			Scan(&h.hash, &h.position, &h.unvouched)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return nil
 		}
 		if err != nil {
 			return err
+		}
+		if h.unvouched {
+			return fmt.Errorf("the head of chain %s (position %d) is not its newest seal: audit_chain_heads was changed; verify the chain", chainKey, h.position)
 		}
 		now := time.Now().UTC().Truncate(time.Microsecond)
 		w := &sealWrites{}
