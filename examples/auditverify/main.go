@@ -163,6 +163,11 @@ func verify(events []exportedEvent, cp *audit.Checkpoint, pub ed25519.PublicKey)
 		first, last = *sealed[0].ChainPosition, *sealed[len(sealed)-1].ChainPosition
 	}
 	summary = fmt.Sprintf("%d events: %d sealed (positions %d to %d), %d not sealed yet", len(events), len(sealed), first, last, len(events)-len(sealed))
+	if first > 1 {
+		// The first event's prevHash is taken as given: what came before it
+		// cannot be checked from the export.
+		summary += fmt.Sprintf("; positions 1 to %d are not in the export (dropped by the server's AUDIT_RETENTION, or removed: ask the operator)", first-1)
+	}
 	if cp == nil {
 		return findings, summary
 	}
@@ -213,10 +218,32 @@ func readExport(path string) ([]exportedEvent, error) {
 	return out, sc.Err()
 }
 
+// maxSmallFile is the most a checkpoint or key file may hold: either is a
+// few hundred bytes (a GraphQL answer around a checkpoint, a PEM block).
+const maxSmallFile = 1 << 20
+
+// readSmallFile reads the file at path, or fails if it holds more than
+// maxSmallFile bytes (never reading more).
+func readSmallFile(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxSmallFile+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > maxSmallFile {
+		return nil, fmt.Errorf("%s is larger than %d bytes: not a checkpoint or a key", path, maxSmallFile)
+	}
+	return b, nil
+}
+
 // readCheckpoint reads a checkpoint's JSON (extra fields, such as publicKey
 // and message, are ignored: the message is rebuilt from the fields).
 func readCheckpoint(path string) (*audit.Checkpoint, error) {
-	b, err := os.ReadFile(path)
+	b, err := readSmallFile(path)
 	if err != nil {
 		return nil, err
 	}
@@ -251,7 +278,7 @@ func readCheckpoint(path string) (*audit.Checkpoint, error) {
 // readKey reads a public key given inline or as @file.
 func readKey(arg string) (ed25519.PublicKey, error) {
 	if path, ok := strings.CutPrefix(arg, "@"); ok {
-		b, err := os.ReadFile(path)
+		b, err := readSmallFile(path)
 		if err != nil {
 			return nil, err
 		}
