@@ -183,7 +183,7 @@ func verify(events []exportedEvent, cp *audit.Checkpoint, pub ed25519.PublicKey)
 		fail("checkpoint at position %d, but the log ends at %d: events it covers are gone", cp.Position, last)
 	case !ok:
 		fail("checkpoint at position %d, which the export does not hold (it starts at %d)", cp.Position, first)
-	case *e.Hash != cp.HeadHash:
+	case !strings.EqualFold(*e.Hash, cp.HeadHash): // hex: either case is the same hash
 		fail("checkpoint at position %d has hash %s, the log %s: the log was rewritten", cp.Position, cp.HeadHash, *e.Hash)
 	}
 	return findings, summary + fmt.Sprintf("; checkpoint at position %d signed %s by key %s",

@@ -101,6 +101,14 @@ func TestRun(t *testing.T) {
 	check("middle event gone", []byte(lines[0]+strings.Join(lines[2:], "")), nil, 1, "positions jump from 3 to 5")
 	other := audit.EncodePublicKey(audit.GenerateSigningKey().Public().(ed25519.PublicKey))
 	check("another key", good, []string{"-checkpoint", cpPath, "-key", other}, 1, "checkpoint: checkpoint was signed by key")
+	// Hex is case-insensitive: the signature verifies an upper-case
+	// headHash, so the log extends it (found in review, 2026-12-04: it was
+	// reported "rewritten").
+	upper := map[string]any{}
+	_ = json.Unmarshal(cpJSON, &upper)
+	upper["headHash"] = strings.ToUpper(upper["headHash"].(string))
+	upperJSON, _ := json.Marshal(upper)
+	check("upper-case headHash", good, []string{"-checkpoint", write("upper.json", upperJSON), "-key", pub}, 0, "checkpoint at position 5 signed")
 	forged := bytes.Replace(cpJSON, []byte(`"position":5`), []byte(`"position":4`), 1)
 	check("edited checkpoint", good, []string{"-checkpoint", write("forged.json", forged), "-key", pub}, 1, "signature does not verify")
 
