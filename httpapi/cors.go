@@ -21,7 +21,7 @@ type CORS struct {
 // The CORS answer of /query and /attachments/{id}.
 const (
 	corsAllowMethods  = "GET, POST, OPTIONS"
-	corsAllowHeaders  = "Authorization, Content-Type, Idempotency-Key, X-Request-ID, GraphQL-Preflight, Apollo-Require-Preflight, X-Apollo-Operation-Name, Range, If-Range, If-None-Match"
+	corsAllowHeaders  = "Authorization, Content-Type, Idempotency-Key, X-Request-ID, GraphQL-Preflight, Apollo-Require-Preflight, X-Apollo-Operation-Name, Range, If-Range, If-None-Match, traceparent, tracestate, baggage"
 	corsExposeHeaders = "Retry-After, RateLimit, RateLimit-Policy, Idempotent-Replayed, X-Request-ID, Content-Disposition, Content-Range, ETag"
 	corsMaxAge        = "600"
 )
@@ -32,6 +32,7 @@ var corsRequestHeaders = map[string]bool{
 	"authorization": true, "content-type": true, "idempotency-key": true, "x-request-id": true,
 	"graphql-preflight": true, "apollo-require-preflight": true, "x-apollo-operation-name": true,
 	"range": true, "if-range": true, "if-none-match": true,
+	"traceparent": true, "tracestate": true, "baggage": true,
 	"accept": true, "accept-language": true, "content-language": true,
 }
 

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -218,7 +219,7 @@ func TestCORSPreflightAllowedOrigin(t *testing.T) {
 	want := map[string]string{
 		"Access-Control-Allow-Origin":  "https://app.example.com",
 		"Access-Control-Allow-Methods": "GET, POST, OPTIONS",
-		"Access-Control-Allow-Headers": "Authorization, Content-Type, Idempotency-Key, X-Request-ID, GraphQL-Preflight, Apollo-Require-Preflight, X-Apollo-Operation-Name, Range, If-Range, If-None-Match",
+		"Access-Control-Allow-Headers": "Authorization, Content-Type, Idempotency-Key, X-Request-ID, GraphQL-Preflight, Apollo-Require-Preflight, X-Apollo-Operation-Name, Range, If-Range, If-None-Match, traceparent, tracestate, baggage",
 	}
 	for k, v := range want {
 		if got := rec.Header().Get(k); got != v {
@@ -248,6 +249,27 @@ func TestCORSPreflightAllowedOrigin(t *testing.T) {
 	}
 	if !strings.Contains(strings.Join(rec.Header().Values("Vary"), ","), "Origin") {
 		t.Errorf("Vary = %q, want Origin", rec.Header().Values("Vary"))
+	}
+}
+
+// TestCORSPreflightAllowsTheDocumentedRequestHeaders asks, one preflight per
+// header, for each request header docs/api.md ("Headers") lets a browser at
+// an allowed origin send: a refused preflight fails the whole request.
+func TestCORSPreflightAllowsTheDocumentedRequestHeaders(t *testing.T) {
+	t.Parallel()
+	h := offlineHandler(t, httpapi.Options{CORS: httpapi.CORS{AllowedOrigins: []string{"https://app.example.com"}}})
+	for _, name := range []string{"Authorization", "Content-Type", "Idempotency-Key", "X-Request-ID", "Accept",
+		"GraphQL-Preflight", "Apollo-Require-Preflight", "X-Apollo-Operation-Name", "Range", "If-Range",
+		"If-None-Match", "traceparent", "tracestate", "baggage"} {
+		rec := preflight(h, "https://app.example.com", strings.ToLower(name))
+		if rec.Code != http.StatusNoContent {
+			t.Errorf("preflight for %s = %d, want 204", name, rec.Code)
+			continue
+		}
+		if allowed := strings.ToLower(rec.Header().Get("Access-Control-Allow-Headers")); name != "Accept" &&
+			!slices.Contains(strings.Split(strings.ReplaceAll(allowed, " ", ""), ","), strings.ToLower(name)) {
+			t.Errorf("Access-Control-Allow-Headers %q lacks %s", allowed, name)
+		}
 	}
 }
 
