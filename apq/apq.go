@@ -5,9 +5,11 @@
 // only once the operation it carries has been parsed, validated and admitted
 // (method guard, rate limits), so the cache never holds a document the server
 // would refuse; a text whose hash does not match is refused and never stored,
-// and a text longer than MaxQueryBytes is executed but not stored. Both caches
-// are bounded: in process by bytes, in Redis by the TTL (and Redis's
-// maxmemory policy, see the operations notes).
+// and a text longer than MaxQueryBytes, or one its client may not store
+// (Admit: package ratelimit bounds the bytes each client network stores), is
+// executed but not stored. Both caches are bounded: in process by bytes, in
+// Redis by the TTL, the clients' bound (and Redis's maxmemory policy, see the
+// operations notes).
 package apq
 
 import (
@@ -151,20 +153,28 @@ func (c *RedisCache) Add(ctx context.Context, hash, query string) {
 	}
 }
 
+// Admit decides whether the caller of ctx may store a text of n bytes (at
+// most MaxQueryBytes), and charges it when it may (package ratelimit bounds
+// the bytes a client stores).
+type Admit func(ctx context.Context, n int) bool
+
 // Extensions returns the gqlgen extensions of automatic persisted queries over
 // cache: the one that resolves hashes (install it anywhere, gqlgen runs it
 // before parsing) and the one that stores a newly sent text (install it after
 // every extension that may refuse the operation, e.g. the rate limiter).
-// Their outcomes are counted in reg as taskflow_apq_requests_total: hit (a
-// hash found), miss (PERSISTED_QUERY_NOT_FOUND), registered (a text stored
-// under its hash) and refused (a malformed or mismatched extension).
-func Extensions(cache graphql.Cache[string], reg prometheus.Registerer) (resolve, store graphql.HandlerExtension) {
+// admit, when not nil, is asked before each text is stored: a text it
+// refuses is run but not stored, as a text over MaxQueryBytes is. Their
+// outcomes are counted in reg as taskflow_apq_requests_total: hit (a hash
+// found), miss (PERSISTED_QUERY_NOT_FOUND), registered (a text stored under
+// its hash), unstored (a text admit refused) and refused (a malformed or
+// mismatched extension).
+func Extensions(cache graphql.Cache[string], reg prometheus.Registerer, admit Admit) (resolve, store graphql.HandlerExtension) {
 	requests := promreg.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "taskflow_apq_requests_total",
-		Help: "Automatic persisted query requests by outcome: hit, miss, registered, refused.",
+		Help: "Automatic persisted query requests by outcome: hit, miss, registered, unstored (over the client's limit), refused.",
 	}, []string{"outcome"}))
 	return resolver{inner: extension.AutomaticPersistedQuery{Cache: deferred{cache}}, requests: requests},
-		storer{cache: cache, requests: requests}
+		storer{cache: cache, requests: requests, admit: admit}
 }
 
 // statsKey keeps the per-operation state in the operation's stats.
@@ -267,6 +277,7 @@ func (r resolver) MutateOperationParameters(ctx context.Context, p *graphql.RawP
 type storer struct {
 	cache    graphql.Cache[string]
 	requests *prometheus.CounterVec
+	admit    Admit // nil: every text up to MaxQueryBytes is stored
 }
 
 var _ interface {
@@ -280,13 +291,20 @@ func (storer) ExtensionName() string { return "AutomaticPersistedQueryStore" }
 // Validate accepts any schema.
 func (storer) Validate(graphql.ExecutableSchema) error { return nil }
 
-// MutateOperationContext stores the text the operation was sent with, if any
-// and if it is at most MaxQueryBytes long.
+// MutateOperationContext stores the text the operation was sent with, if any,
+// if it is at most MaxQueryBytes long and if admit lets its caller store it.
 func (s storer) MutateOperationContext(ctx context.Context, rc *graphql.OperationContext) *gqlerror.Error {
-	if st := stateOf(rc); st != nil && st.query != "" && len(st.query) <= MaxQueryBytes {
-		s.cache.Add(ctx, st.hash, st.query)
-		st.query = ""
-		s.requests.WithLabelValues("registered").Inc()
+	st := stateOf(rc)
+	if st == nil || st.query == "" || len(st.query) > MaxQueryBytes {
+		return nil
 	}
+	q := st.query
+	st.query = ""
+	if s.admit != nil && !s.admit(ctx, len(q)) {
+		s.requests.WithLabelValues("unstored").Inc()
+		return nil
+	}
+	s.cache.Add(ctx, st.hash, q)
+	s.requests.WithLabelValues("registered").Inc()
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -308,4 +309,28 @@ func TestPersistedQueriesSurviveARedisOutage(t *testing.T) {
 	if r := postPQ(t, env, u.Token, q, sha(q), nil); r.Status != http.StatusOK || len(r.Body.Errors) != 0 {
 		t.Fatalf("text with Redis down: %d %s", r.Status, r.Raw)
 	}
+}
+
+// TestPersistedQueryTextsStoredAreBoundedPerClient registers, from one
+// client, 17 texts of 64 KiB that cost nothing ({ __typename } after a
+// comment): the first 16 (1 MiB) are stored, the 17th is run but not stored,
+// so no client can fill the shared cache (Redis, where texts stay 24 h) at
+// the rate it can send requests.
+func TestPersistedQueryTextsStoredAreBoundedPerClient(t *testing.T) {
+	t.Parallel()
+	env, _ := limited(t, ratelimit.Config{}, nil, "")
+	var hashes []string
+	for i := range 17 {
+		text := fmt.Sprintf("# %02d ", i) + strings.Repeat("x", apq.MaxQueryBytes-100) + "\n{ __typename }"
+		hashes = append(hashes, sha(text))
+		if r := postPQ(t, env, "", text, sha(text), nil); r.Status != http.StatusOK || len(r.Body.Errors) != 0 {
+			t.Fatalf("text %d: %d %.300s", i, r.Status, r.Raw)
+		}
+	}
+	for i, h := range hashes[:16] {
+		if r := postPQ(t, env, "", "", h, nil); r.Status != http.StatusOK || len(r.Body.Errors) != 0 {
+			t.Fatalf("text %d by hash: %d %.300s", i, r.Status, r.Raw)
+		}
+	}
+	wantNotFound(t, postPQ(t, env, "", "", hashes[16], nil), http.StatusOK)
 }

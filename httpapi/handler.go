@@ -175,7 +175,11 @@ func newHandler(o Options, without []Guard) http.Handler {
 			o.PersistedQueries = apq.NewRedisCache(o.Redis, "taskflow:", apq.DefaultTTL, o.Log)
 		}
 	}
-	resolveAPQ, storeAPQ := apq.Extensions(o.PersistedQueries, ops.reg)
+	var admitAPQ apq.Admit
+	if o.Limiter != nil {
+		admitAPQ = o.Limiter.AllowPersistedQuery
+	}
+	resolveAPQ, storeAPQ := apq.Extensions(o.PersistedQueries, ops.reg, admitAPQ)
 	var tracer trace.Tracer
 	if o.Tracing != nil {
 		tracer = o.Tracing.Tracer(tracerName)

@@ -55,6 +55,10 @@ type Config struct {
 	// network may send (RATE_LIMIT_BAD_TOKENS_PER_IP a minute; zero value:
 	// DefaultBadTokenPerIP), checked by TokenGuard.
 	BadTokenPerIP Limit
+	// PersistedQueryKiBPerIP is how many KiB of persisted-query texts a
+	// client network may store (zero value: DefaultPersistedQueryKiBPerIP),
+	// checked by AllowPersistedQuery.
+	PersistedQueryKiBPerIP Limit
 }
 
 // DefaultRegisterPerIP is the contract's register limit: 20 accounts per hour
@@ -94,6 +98,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.BadTokenPerIP.Points <= 0 {
 		c.BadTokenPerIP = DefaultBadTokenPerIP
+	}
+	if c.PersistedQueryKiBPerIP.Points <= 0 {
+		c.PersistedQueryKiBPerIP = DefaultPersistedQueryKiBPerIP
 	}
 	return c
 }

@@ -150,7 +150,7 @@ func Unlimited() *ratelimit.Limiter {
 	huge := ratelimit.Limit{Points: 1 << 30, Window: time.Minute}
 	l, err := ratelimit.New(ratelimit.Options{Config: ratelimit.Config{
 		Points: huge.Points, MaxCost: huge.Points, LoginPerIP: huge, LoginPerEmail: huge, RegisterPerIP: huge, Search: huge,
-		BadTokenPerIP: huge,
+		BadTokenPerIP: huge, PersistedQueryKiBPerIP: huge,
 	}, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		panic(err) // only a REDIS_URL can fail, and there is none
