@@ -609,3 +609,24 @@ func TestConcurrentAcceptAndRevoke(t *testing.T) {
 		}
 	}
 }
+
+// TestInvisibleCharactersInNewEmails registers and invites addresses that
+// look like another one: a zero-width space, a bidirectional override, a
+// byte-order mark, a soft hyphen, a trailing left-to-right mark or a
+// no-break space in them. Each is BAD_USER_INPUT: such an account would show
+// as ceo@… in member lists, invitations and the audit log.
+func TestInvisibleCharactersInNewEmails(t *testing.T) {
+	t.Parallel()
+	env := apitest.New(t)
+	owner := env.NewUser(t, "Owner")
+	ws := mkWorkspace(t, env, owner)
+	for _, trick := range []string{"ceo\u200b-%d@example.com", "ceo-%d\u202e@example.com", "\ufeffceo-%d@example.com",
+		"c\u00adeo-%d@example.com", "ceo-%d@example.com\u200e", "ceo-%d\u00a0@example.com"} {
+		email := fmt.Sprintf(trick, emailSeq.Add(1))
+		r := post(t, env, "", registerMutation, map[string]any{"e": email, "p": "correct horse", "n": "Mallory"})
+		if r.Code() != "BAD_USER_INPUT" {
+			t.Errorf("register %q: %s", email, r.Raw)
+		}
+		wantErrCode(t, post(t, env, owner.Token, inviteMutation, map[string]any{"w": ws, "e": email, "r": "MEMBER"}), "BAD_USER_INPUT")
+	}
+}

@@ -117,9 +117,9 @@ var invitationJSONSQL = invitationSnapshotSQL + ` || jsonb_build_object('workspa
 // event and the statements it runs are the same whether or not an account has
 // the e-mail. It returns UNAUTHENTICATED for no actor, NOT_FOUND if the actor
 // is not a member of the workspace, FORBIDDEN for a weaker role,
-// BAD_USER_INPUT for a malformed e-mail or role, and CONFLICT if a member has
-// the e-mail, an open invitation of the e-mail exists, or the workspace has
-// MaxOpenInvitations open invitations.
+// BAD_USER_INPUT for a malformed e-mail (one NewEmail refuses) or role, and
+// CONFLICT if a member has the e-mail, an open invitation of the e-mail
+// exists, or the workspace has MaxOpenInvitations open invitations.
 func (db *DB) InviteMember(ctx context.Context, actor *User, workspaceID, email string, role Role) (*Invitation, error) {
 	if actor == nil {
 		return nil, errs.ErrUnauthenticated
@@ -131,7 +131,7 @@ func (db *DB) InviteMember(ctx context.Context, actor *User, workspaceID, email 
 	if err != nil {
 		return nil, notFound("workspace")
 	}
-	e, emailErr := NormalizeEmail(email)
+	e, emailErr := NewEmail(email)
 	out := &Invitation{}
 	err = db.WithTx(ctx, func(ctx context.Context, _ Querier) error {
 		u := unitOfWorkFrom(ctx)

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/google/uuid"
@@ -58,6 +59,25 @@ func NormalizeEmail(s string) (string, error) {
 	local, domain, ok := strings.Cut(e, "@")
 	if !ok || local == "" || domain == "" || strings.ContainsAny(domain, " \t\r\n") {
 		return "", errs.Errorf(errs.CodeBadUserInput, "email: not a valid e-mail address")
+	}
+	return e, nil
+}
+
+// NewEmail is NormalizeEmail for an address that is to be stored anew (an
+// account's, an invitation's): it also returns a BAD_USER_INPUT error for an
+// address holding a character that shows as nothing or moves the text around
+// it (a control or format character: zero-width spaces and joiners,
+// bidirectional marks and overrides, a byte-order mark, a soft hyphen) or a
+// space of any kind, with which an address looks like another one.
+// Addresses stored before are still found by NormalizeEmail (sign-in).
+func NewEmail(s string) (string, error) {
+	e, err := NormalizeEmail(s)
+	if err != nil {
+		return "", err
+	}
+	if i := strings.IndexFunc(e, func(r rune) bool { return unicode.In(r, unicode.Cc, unicode.Cf, unicode.Z) }); i >= 0 {
+		return "", errs.Errorf(errs.CodeBadUserInput,
+			"email: not a valid e-mail address (it holds an invisible, formatting or space character)")
 	}
 	return e, nil
 }
@@ -175,10 +195,11 @@ func (db *DB) insertToken(ctx context.Context, tx Querier, userID string, tokenH
 
 // CreateUser creates an account with an already hashed password, stores the hash
 // of its first token and records user.registered. It validates the e-mail
-// (trimmed and lower-cased) and the name. It returns BAD_USER_INPUT for a bad
-// e-mail or an empty or over-long name, and CONFLICT if the e-mail is taken.
+// (trimmed and lower-cased, NewEmail) and the name. It returns BAD_USER_INPUT
+// for a bad e-mail or an empty or over-long name, and CONFLICT if the e-mail
+// is taken.
 func (db *DB) CreateUser(ctx context.Context, email, name, passwordHash string, tokenHash []byte) (*User, error) {
-	email, err := NormalizeEmail(email)
+	email, err := NewEmail(email)
 	if err != nil {
 		return nil, err
 	}
