@@ -331,32 +331,52 @@ func (s *Store) Exists(ctx context.Context, key string) (bool, error) {
 }
 
 // Keys returns the keys of every object of the deployment (tests and tools;
-// the sweeper pages through them). A listing that meets an object deleted
-// while it lists (fileblob stats each file it walks: an upload's temporary
-// file removed meanwhile is NotFound) starts again, at most five times.
+// the sweeper pages through them), listed as eachObject lists them.
 func (s *Store) Keys(ctx context.Context) ([]string, error) {
-	for try := 1; ; try++ {
-		keys, err := s.keys(ctx)
-		if err == nil || gcerrors.Code(err) != gcerrors.NotFound || try == 5 {
-			return keys, err
+	var keys []string
+	err := s.eachObject(ctx, func() { keys = keys[:0] }, func(obj *blob.ListObject) error {
+		if !obj.IsDir {
+			keys = append(keys, obj.Key)
 		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return keys, nil
+}
+
+// eachObject calls visit with each object of the deployment, in key order,
+// until visit returns an error, which it returns. A listing that meets an
+// object deleted while it lists (fileblob stats each file it walks: an
+// upload's temporary file removed meanwhile is NotFound) starts again from
+// the first key, at most five times in all, after a call of restart: visit
+// may then see again objects it saw before the restart. Another failure of
+// the listing, or a fifth NotFound, is returned.
+func (s *Store) eachObject(ctx context.Context, restart func(), visit func(*blob.ListObject) error) error {
+	for try := 1; ; try++ {
+		vanished, err := s.listOnce(ctx, visit)
+		if !vanished || try == 5 {
+			return err
+		}
+		restart()
 	}
 }
 
-// keys is one listing of Keys.
-func (s *Store) keys(ctx context.Context) ([]string, error) {
-	var keys []string
+// listOnce is one listing of eachObject; vanished reports that the listing
+// failed because an object it met was deleted (NotFound).
+func (s *Store) listOnce(ctx context.Context, visit func(*blob.ListObject) error) (vanished bool, err error) {
 	it := s.bucket.List(nil)
 	for {
 		obj, err := it.Next(ctx)
-		if err == io.EOF {
-			return keys, nil
+		if errors.Is(err, io.EOF) {
+			return false, nil
 		}
 		if err != nil {
-			return nil, err
+			return gcerrors.Code(err) == gcerrors.NotFound, err
 		}
-		if !obj.IsDir {
-			keys = append(keys, obj.Key)
+		if err := visit(obj); err != nil {
+			return false, err
 		}
 	}
 }

@@ -22,6 +22,7 @@ import (
 // setup is a blob store in a temporary directory on a fresh database with a
 // workspace, its owner and a task.
 type setup struct {
+	dir   string // the bucket's directory
 	db    *store.DB
 	bs    *blobs.Store
 	owner *store.User
@@ -30,14 +31,14 @@ type setup struct {
 
 func newSetup(t *testing.T) *setup {
 	t.Helper()
-	db := storetest.DB(t)
-	bs, err := blobs.Open(t.Context(), blobs.Options{URL: "file://" + filepath.ToSlash(t.TempDir()) + "?no_tmp_dir=true&metadata=skip",
+	db, dir := storetest.DB(t), t.TempDir()
+	bs, err := blobs.Open(t.Context(), blobs.Options{URL: "file://" + filepath.ToSlash(dir) + "?no_tmp_dir=true&metadata=skip",
 		DB: db, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { bs.Close() })
-	s := &setup{db: db, bs: bs, owner: &store.User{}}
+	s := &setup{dir: dir, db: db, bs: bs, owner: &store.User{}}
 	s.fixture(t)
 	return s
 }

@@ -2,9 +2,9 @@ package blobs
 
 import (
 	"context"
-	"errors"
-	"io"
 	"time"
+
+	"gocloud.dev/blob"
 )
 
 // sweepBatch is how many keys one statement of a sweep handles.
@@ -82,10 +82,10 @@ func (s *Store) Sweep(ctx context.Context, now time.Time) (Swept, error) {
 }
 
 // sweepUnknown deletes the objects last modified before cutoff that the
-// database does not know, listing the store a page at a time.
+// database does not know, listing the store a page at a time (eachObject: a
+// listing that meets an object deleted meanwhile starts again).
 func (s *Store) sweepUnknown(ctx context.Context, cutoff time.Time) (int, error) {
 	deleted := 0
-	it := s.bucket.List(nil)
 	var old []string
 	flush := func() error {
 		if len(old) == 0 {
@@ -100,23 +100,19 @@ func (s *Store) sweepUnknown(ctx context.Context, cutoff time.Time) (int, error)
 		deleted += n
 		return err
 	}
-	for {
-		obj, err := it.Next(ctx)
-		if errors.Is(err, io.EOF) {
-			return deleted, flush()
-		}
-		if err != nil {
-			return deleted, err
-		}
+	err := s.eachObject(ctx, func() { old = old[:0] }, func(obj *blob.ListObject) error {
 		if !obj.IsDir && obj.ModTime.Before(cutoff) {
 			old = append(old, obj.Key)
 		}
 		if len(old) == sweepBatch {
-			if err := flush(); err != nil {
-				return deleted, err
-			}
+			return flush()
 		}
+		return nil
+	})
+	if err != nil {
+		return deleted, err
 	}
+	return deleted, flush()
 }
 
 // drain deletes the objects of the keys forget returns, a batch at a time,
