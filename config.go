@@ -123,7 +123,21 @@ type Config struct {
 	// BlobSweepGrace is how long unfinished uploads and unused blobs are kept
 	// before the sweeper deletes them (BLOB_SWEEP_GRACE, 1h).
 	BlobSweepGrace time.Duration
+	// MaxUploadsPerUser bounds the multipart requests of one user an
+	// instance reads at once (MAX_UPLOADS_PER_USER, 16).
+	MaxUploadsPerUser int
+	// MaxDownloadRanges is the most ranges of a download's Range header
+	// served as ranges; more get the whole file (MAX_DOWNLOAD_RANGES, 16).
+	MaxDownloadRanges int
 }
+
+// Bounds of MAX_UPLOADS_PER_USER and MAX_DOWNLOAD_RANGES: each upload holds
+// a connection and a blob-store writer for up to 10 minutes, and each range
+// is a read of the blob store.
+const (
+	maxUploadsPerUserLimit = 1000
+	maxDownloadRangesLimit = 1000
+)
 
 // maxUploadSizeLimit is the largest MAX_UPLOAD_SIZE: sizes are GraphQL Ints.
 const maxUploadSizeLimit = 1<<31 - 1
@@ -160,6 +174,8 @@ func loadConfig(getenv func(string) string) (Config, error) {
 		MaxUploadSize:           blobs.DefaultMaxUploadSize,
 		WorkspaceStorageQuota:   blobs.DefaultQuota,
 		BlobSweepGrace:          blobs.DefaultSweepGrace,
+		MaxUploadsPerUser:       httpapi.DefaultMaxUploadsPerUser,
+		MaxDownloadRanges:       httpapi.DefaultMaxRanges,
 		Webhooks:                WebhookConfig{Timeout: webhook.DefaultTimeout, RetryBase: webhook.DefaultRetryBase, Workers: webhook.DefaultWorkers},
 
 		SubscriptionMaxPerUser:     live.DefaultMaxPerUser,
@@ -359,6 +375,18 @@ func loadConfig(getenv func(string) string) (Config, error) {
 		byteSize("WORKSPACE_STORAGE_QUOTA", &c.WorkspaceStorageQuota, 1, math.MaxInt64)
 	}
 	duration("BLOB_SWEEP_GRACE", &c.BlobSweepGrace, false)
+	intIn := func(name string, dst *int, lo, hi int) {
+		if v, ok := get(name); ok {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < lo || n > hi {
+				bad(name, v, fmt.Sprintf("not a whole number from %d to %d", lo, hi))
+				return
+			}
+			*dst = n
+		}
+	}
+	intIn("MAX_UPLOADS_PER_USER", &c.MaxUploadsPerUser, 1, maxUploadsPerUserLimit)
+	intIn("MAX_DOWNLOAD_RANGES", &c.MaxDownloadRanges, 1, maxDownloadRangesLimit)
 	if v, ok := get("LOG_LEVEL"); ok {
 		if err := c.LogLevel.UnmarshalText([]byte(v)); err != nil {
 			bad("LOG_LEVEL", v, "not one of debug, info, warn, error")

@@ -36,7 +36,8 @@ func TestConfigDefaults(t *testing.T) {
 		c.PprofAddr != "" || c.AuditSigningKey != nil || c.Tracing.Enabled ||
 		c.BlobURL != "" || c.MaxUploadSize != 25<<20 || c.WorkspaceStorageQuota != 1<<30 ||
 		c.BlobSweepGrace != time.Hour || c.SubscriptionMaxPerUser != 100 || c.SubscriptionMaxConnections != 10000 ||
-		c.SubscriptionMaxPerClient != 200 || c.RateLimitBadTokensPerIP != 30 {
+		c.SubscriptionMaxPerClient != 200 || c.RateLimitBadTokensPerIP != 30 ||
+		c.MaxUploadsPerUser != 16 || c.MaxDownloadRanges != 16 {
 		t.Fatalf("defaults = %+v", c)
 	}
 }
@@ -70,6 +71,8 @@ func TestConfigFromEnvironment(t *testing.T) {
 		"BLOB_SWEEP_GRACE":             "2s",
 		"SUBSCRIPTION_MAX_PER_CLIENT":  "50",
 		"RATE_LIMIT_BAD_TOKENS_PER_IP": "120",
+		"MAX_UPLOADS_PER_USER":         "4",
+		"MAX_DOWNLOAD_RANGES":          "1",
 	}))
 	if err != nil {
 		t.Fatal(err)
@@ -78,7 +81,7 @@ func TestConfigFromEnvironment(t *testing.T) {
 		t.Fatalf("tracing = %+v", c.Tracing)
 	}
 	if c.BlobURL != "s3://attachments?region=eu-west-1" || c.MaxUploadSize != 10<<20 || c.WorkspaceStorageQuota != 5e9 ||
-		c.BlobSweepGrace != 2*time.Second {
+		c.BlobSweepGrace != 2*time.Second || c.MaxUploadsPerUser != 4 || c.MaxDownloadRanges != 1 {
 		t.Fatalf("attachments config = %+v", c)
 	}
 	if c.HTTPAddr != "127.0.0.1:9000" || c.DatabaseURL != "postgres://app:secret@db.internal:5433/taskflow?sslmode=require" ||
@@ -166,6 +169,8 @@ func TestConfigBadValues(t *testing.T) {
 		"WORKSPACE_STORAGE_QUOTA":            "lots",
 		"BLOB_SWEEP_GRACE":                   "0s",
 		"SUBSCRIPTION_MAX_PER_CLIENT":        "0",
+		"MAX_UPLOADS_PER_USER":               "0",
+		"MAX_DOWNLOAD_RANGES":                "many",
 	} {
 		_, err := loadConfig(env(map[string]string{name: value}))
 		if err == nil {
@@ -177,6 +182,30 @@ func TestConfigBadValues(t *testing.T) {
 		}
 		if strings.Contains(err.Error(), "secret") || strings.Contains(err.Error(), "c2VjcmV0") {
 			t.Errorf("%s: error shows the password: %q", name, err)
+		}
+	}
+}
+
+// MAX_UPLOADS_PER_USER and MAX_DOWNLOAD_RANGES are whole numbers from 1 to
+// 1000; anything else is refused with the variable, the value and the range.
+func TestConfigUploadAndRangeBounds(t *testing.T) {
+	t.Parallel()
+	for _, name := range []string{"MAX_UPLOADS_PER_USER", "MAX_DOWNLOAD_RANGES"} {
+		for _, v := range []string{"0", "-3", "1001", "2.5", "16 ranges", "0x10"} {
+			_, err := loadConfig(env(map[string]string{name: v}))
+			if err == nil || !strings.Contains(err.Error(), name+`="`+v+`": not a whole number from 1 to 1000`) {
+				t.Errorf("%s=%q: %v", name, v, err)
+			}
+		}
+		for v, want := range map[string]int{"1": 1, "1000": 1000, " 32 ": 32} {
+			c, err := loadConfig(env(map[string]string{name: v}))
+			got := c.MaxUploadsPerUser
+			if name == "MAX_DOWNLOAD_RANGES" {
+				got = c.MaxDownloadRanges
+			}
+			if err != nil || got != want {
+				t.Errorf("%s=%q: %d, %v; want %d", name, v, got, err, want)
+			}
 		}
 	}
 }

@@ -264,7 +264,9 @@ func run(cfg Config, log, accessLog *slog.Logger) error {
 		Live:            hub,
 		Streams: httpapi.StreamLimits{MaxConnections: cfg.SubscriptionMaxConnections, MaxPerClient: cfg.SubscriptionMaxPerClient,
 			KeepAlive: cfg.SubscriptionKeepAlive, Idle: cfg.SubscriptionIdleTimeout},
-		Blobs: bs,
+		Blobs:             bs,
+		MaxUploadsPerUser: cfg.MaxUploadsPerUser,
+		MaxDownloadRanges: cfg.MaxDownloadRanges,
 	})
 	idempotency.NewPurger(idempotency.PurgerOptions{DB: db, Registerer: reg, Log: log}).Start(ctx)
 	srv := &http.Server{

@@ -670,6 +670,23 @@ func TestAttachmentManyRangesServeTheWhole(t *testing.T) {
 	}
 }
 
+// Options.MaxDownloadRanges (MAX_DOWNLOAD_RANGES) sets how many ranges are
+// served as ranges: with 2, two are a 206 and three the whole file.
+func TestAttachmentRangesBoundIsConfigurable(t *testing.T) {
+	t.Parallel()
+	e := newFilesEnv(t, func(o *httpapi.Options) { o.MaxDownloadRanges = 2 })
+	content := []byte(strings.Repeat("0123456789", 100))
+	path := blobs.DownloadPath(attached(t, e.upload(t, e.member, e.task, "digits.txt", content, "")).ID)
+	res, body := e.get(t, e.viewer.Token, path, "Range", "bytes=0-0, 5-5")
+	if res.StatusCode != http.StatusPartialContent || !strings.HasPrefix(res.Header.Get("Content-Type"), "multipart/byteranges") {
+		t.Fatalf("two ranges: %d %s %.200q", res.StatusCode, res.Header.Get("Content-Type"), body)
+	}
+	res, body = e.get(t, e.viewer.Token, path, "Range", "bytes=0-0,5-5,7-7")
+	if res.StatusCode != http.StatusOK || !bytes.Equal(body, content) {
+		t.Fatalf("three ranges: %d %s, %d bytes", res.StatusCode, res.Header.Get("Content-Type"), len(body))
+	}
+}
+
 // A Range the file cannot satisfy is 416 with Content-Range "bytes */size",
 // and an If-Match it does not match 412, each with a JSON error as every other
 // refused download, not ServeContent's text (or no body).
@@ -702,20 +719,32 @@ func TestAttachmentUnsatisfiableRangeIsJSON(t *testing.T) {
 	}
 }
 
-// A user's multipart requests are read at most MaxUploadsPerUser at once per
-// instance: one more is 429 with Retry-After, charged nothing, while another
-// user is served; a slot is free again once its request is answered. Each may
-// take 10 minutes to arrive, and one of a few bytes costs 12 points: before,
-// a user kept hundreds stalled (each a connection, a blob-store writer and a
-// registration).
+// A user's multipart requests are read at most DefaultMaxUploadsPerUser at
+// once per instance: one more is 429 with Retry-After, charged nothing, while
+// another user is served; a slot is free again once its request is answered.
+// Each may take 10 minutes to arrive, and one of a few bytes costs 12 points:
+// before, a user kept hundreds stalled (each a connection, a blob-store writer
+// and a registration).
 func TestAttachmentUploadsAtOnceAreBounded(t *testing.T) {
 	t.Parallel()
-	e := newFilesEnv(t)
+	uploadsAtOnceAreBounded(t, newFilesEnv(t), httpapi.DefaultMaxUploadsPerUser)
+}
+
+// Options.MaxUploadsPerUser (MAX_UPLOADS_PER_USER) sets the bound.
+func TestAttachmentUploadsAtOnceBoundIsConfigurable(t *testing.T) {
+	t.Parallel()
+	uploadsAtOnceAreBounded(t, newFilesEnv(t, func(o *httpapi.Options) { o.MaxUploadsPerUser = 3 }), 3)
+}
+
+// uploadsAtOnceAreBounded checks that e reads at most limit multipart
+// requests of a user at once.
+func uploadsAtOnceAreBounded(t *testing.T, e *filesEnv, limit int) {
+	t.Helper()
 	ops, _ := json.Marshal(map[string]any{"query": addAttachment, "variables": map[string]any{"t": e.task, "f": nil}})
 	head := "--b\r\nContent-Disposition: form-data; name=\"operations\"\r\n\r\n" + string(ops) +
 		"\r\n--b\r\nContent-Disposition: form-data; name=\"map\"\r\n\r\n{\"0\":[\"variables.f\"]}" +
 		"\r\n--b\r\nContent-Disposition: form-data; name=\"0\"; filename=\"a.txt\"\r\n\r\nx"
-	stalled := make([]*io.PipeWriter, httpapi.MaxUploadsPerUser)
+	stalled := make([]*io.PipeWriter, limit)
 	answered := make(chan struct{}, len(stalled))
 	for i := range stalled {
 		pr, pw := io.Pipe()
@@ -741,8 +770,9 @@ func TestAttachmentUploadsAtOnceAreBounded(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	res := e.upload(t, e.member, e.task, "a", []byte("one more"), "")
-	if res.Status != http.StatusTooManyRequests || res.Code() != "RATE_LIMITED" || res.Header.Get("Retry-After") != "1" {
-		t.Fatalf("one upload more: %d %s", res.Status, res.Raw)
+	if res.Status != http.StatusTooManyRequests || res.Code() != "RATE_LIMITED" || res.Header.Get("Retry-After") != "1" ||
+		!strings.Contains(res.Body.Errors[0]["message"].(string), fmt.Sprintf("sending %d multipart requests", limit)) {
+		t.Fatalf("one upload more than %d: %d %s", limit, res.Status, res.Raw)
 	}
 	attached(t, e.upload(t, e.owner, e.task, "b", []byte("another user"), ""))
 	stalled[0].CloseWithError(io.ErrUnexpectedEOF) // the client gives up: its slot is free

@@ -32,7 +32,13 @@ import (
 // 404 costs that, whatever the id), and, for an answer with a body, the rest
 // of ratelimit.DownloadCost of its length before its first byte
 // (meteredDownload). A budget that cannot pay is 429, as on /query.
-func download(db *store.DB, bs *blobs.Store, lim *ratelimit.Limiter, log *slog.Logger) http.Handler {
+//
+// A Range of more than maxRanges ranges (<= 0: DefaultMaxRanges) is answered
+// with the whole file (tooManyRanges).
+func download(db *store.DB, bs *blobs.Store, lim *ratelimit.Limiter, log *slog.Logger, maxRanges int) http.Handler {
+	if maxRanges <= 0 {
+		maxRanges = DefaultMaxRanges
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
 			w.Header().Set("Allow", "GET, HEAD")
@@ -91,7 +97,7 @@ func download(db *store.DB, bs *blobs.Store, lim *ratelimit.Limiter, log *slog.L
 		h.Set("ETag", `"`+a.SHA256+`"`)
 		// Revalidated every time (a 304 when unchanged): access can be revoked.
 		h.Set("Cache-Control", "private, no-cache")
-		if tooManyRanges(r.Header.Get("Range")) {
+		if tooManyRanges(r.Header.Get("Range"), maxRanges) {
 			r = r.Clone(ctx)
 			r.Header.Del("Range") // the whole file, charged as such
 		}
@@ -100,17 +106,18 @@ func download(db *store.DB, bs *blobs.Store, lim *ratelimit.Limiter, log *slog.L
 	})
 }
 
-// maxRanges is the most ranges of one Range header served as ranges: a header
-// with more is answered with the whole file (RFC 9110 section 14.2 lets a
-// server ignore it). ServeContent reads each range from the blob store anew
-// (an S3 GET each, also for overlapping ones) and checks only that their sizes
-// add up to no more than the file's, so the 64 KiB of a request's headers
-// would ask 16,000 reads ("0-0,0-0,...") for a few points.
-const maxRanges = 16
+// DefaultMaxRanges is MAX_DOWNLOAD_RANGES's default (Options.MaxDownloadRanges):
+// the most ranges of one Range header served as ranges. A header with more
+// is answered with the whole file (RFC 9110 section 14.2 lets a server ignore
+// it). ServeContent reads each range from the blob store anew (an S3 GET
+// each, also for overlapping ones) and checks only that their sizes add up to
+// no more than the file's, so the 64 KiB of a request's headers would ask
+// 16,000 reads ("0-0,0-0,...") for a few points.
+const DefaultMaxRanges = 16
 
 // tooManyRanges reports whether the Range header h names more than maxRanges
 // ranges (counted as ServeContent parses them: empty elements skipped).
-func tooManyRanges(h string) bool {
+func tooManyRanges(h string, maxRanges int) bool {
 	spec, ok := strings.CutPrefix(h, "bytes=")
 	if !ok || strings.Count(spec, ",") < maxRanges {
 		return false

@@ -107,6 +107,14 @@ type Options struct {
 	// requests and serves GET /attachments/{id}. Nil: no files (multipart
 	// requests are 415, no download route).
 	Blobs *blobs.Store
+	// MaxUploadsPerUser bounds the multipart requests of one user the
+	// handler reads at once (MAX_UPLOADS_PER_USER; one more is 429); zero
+	// means DefaultMaxUploadsPerUser.
+	MaxUploadsPerUser int
+	// MaxDownloadRanges is the most ranges of a download's Range header
+	// served as ranges (MAX_DOWNLOAD_RANGES; more: the whole file); zero
+	// means DefaultMaxRanges.
+	MaxDownloadRanges int
 }
 
 // NewHandler returns the complete HTTP handler of TaskFlow, with every guard:
@@ -186,7 +194,7 @@ func newHandler(o Options, without []Guard) http.Handler {
 		gql.Use(rootFieldSpans{tracer})
 	}
 	httpTransport := Transport{Limiter: o.Limiter, MaxBodyBytes: o.MaxBodyBytes, Tracer: tracer, Blobs: o.Blobs,
-		Uploads: newUploadSlots(MaxUploadsPerUser), Log: o.Log}
+		Uploads: newUploadSlots(o.MaxUploadsPerUser), Log: o.Log}
 	st := newStreams(o.Streams, o.DB, tokenGuard(o.Limiter), o.Log, o.Live, ops.reg)
 	readLimit := o.MaxBodyBytes
 	if readLimit <= 0 {
@@ -228,7 +236,7 @@ func newHandler(o Options, without []Guard) http.Handler {
 		resolvers.LoaderMiddleware(o.DB, idempotency.ResponseHeaders(gql)))))
 	mux.Handle("/audit/export", authenticate(auditExport(o.DB, o.Limiter, o.Log)))
 	if o.Blobs != nil {
-		mux.Handle("/attachments/{id}", o.CORS.handler(authenticate(download(o.DB, o.Blobs, o.Limiter, o.Log))))
+		mux.Handle("/attachments/{id}", o.CORS.handler(authenticate(download(o.DB, o.Blobs, o.Limiter, o.Log, o.MaxDownloadRanges))))
 	}
 	ops.routes(mux)
 	return tracing.Handler(o.Tracing, requestContext(o.TrustedProxies, ops.wrap(mux)))

@@ -60,12 +60,13 @@ const (
 // BLOB_SWEEP_GRACE below it lets the sweeper delete a slow upload's bytes.
 const TransferTimeout = 10 * time.Minute
 
-// MaxUploadsPerUser bounds the multipart requests of one user that a server
-// instance reads at once: each may take TransferTimeout to arrive and holds a
-// connection, a blob-store writer and a registration meanwhile, and its
-// points are charged by its Content-Length, so a few points each would
-// otherwise keep hundreds stalled per user.
-const MaxUploadsPerUser = 16
+// DefaultMaxUploadsPerUser is MAX_UPLOADS_PER_USER's default
+// (Options.MaxUploadsPerUser): the most multipart requests of one user that
+// a server instance reads at once. Each may take TransferTimeout to arrive
+// and holds a connection, a blob-store writer and a registration meanwhile,
+// and its points are charged by its Content-Length, so a few points each
+// would otherwise keep hundreds stalled per user.
+const DefaultMaxUploadsPerUser = 16
 
 // uploadSlots counts the multipart requests of each user being read.
 type uploadSlots struct {
@@ -74,7 +75,14 @@ type uploadSlots struct {
 	n   map[string]int
 }
 
-func newUploadSlots(max int) *uploadSlots { return &uploadSlots{max: max, n: map[string]int{}} }
+// newUploadSlots returns slots for max multipart requests per user (<= 0:
+// DefaultMaxUploadsPerUser).
+func newUploadSlots(max int) *uploadSlots {
+	if max <= 0 {
+		max = DefaultMaxUploadsPerUser
+	}
+	return &uploadSlots{max: max, n: map[string]int{}}
+}
 
 // take takes a slot of user, and returns the function that gives it back
 // (once), or nil when user has max already. A nil s has no bound.
@@ -201,7 +209,7 @@ func (t Transport) paramsFromMultipart(w http.ResponseWriter, r *http.Request) (
 		w.Header().Set("Retry-After", "1")
 		w.Header().Set("Cache-Control", "no-store")
 		return nil, nil, &requestError{status: http.StatusTooManyRequests, code: string(errs.CodeRateLimited),
-			message: "you are sending " + strconv.Itoa(MaxUploadsPerUser) + " multipart requests to this server already, " +
+			message: "you are sending " + strconv.Itoa(t.Uploads.max) + " multipart requests to this server already, " +
 				"the most it reads at once: send this one when one of them is answered",
 			extensions: map[string]any{"retryAfter": 1}}
 	}
