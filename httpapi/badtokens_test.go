@@ -2,6 +2,7 @@ package httpapi_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"strconv"
@@ -43,8 +44,14 @@ func (*tokenLookups) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEnd
 // names the client.
 func badTokenEnv(t *testing.T, db *store.DB, prefix string, badTokens int) *apitest.Env {
 	t.Helper()
+	return badTokenEnvPer(t, db, prefix, badTokens, time.Duration(badTokens)*time.Second)
+}
+
+// badTokenEnvPer is badTokenEnv with badTokens invalid tokens per window.
+func badTokenEnvPer(t *testing.T, db *store.DB, prefix string, badTokens int, window time.Duration) *apitest.Env {
+	t.Helper()
 	lim, err := ratelimit.New(ratelimit.Options{
-		Config:    ratelimit.Config{BadTokenPerIP: ratelimit.Limit{Points: badTokens, Window: time.Duration(badTokens) * time.Second}},
+		Config:    ratelimit.Config{BadTokenPerIP: ratelimit.Limit{Points: badTokens, Window: window}},
 		Redis:     ratelimittest.Redis(t),
 		KeyPrefix: prefix, Log: quiet, Registerer: prometheus.NewRegistry()})
 	if err != nil {
@@ -210,5 +217,67 @@ func TestBadTokensAtConnectionInit(t *testing.T) {
 	}
 	if n := lookups.n.Load() - lookedUp; n != 0 {
 		t.Fatalf("%d token lookups while refused", n)
+	}
+}
+
+// A WebSocket connection checks its token again for each query or mutation
+// (inTurn), and a token revoked since connection_init is charged there as
+// at connection_init: the client's first invalid tokens are UNAUTHENTICATED,
+// then its operations are RATE_LIMITED with retryAfter, on the connection
+// and over HTTP alike. A budget of 2 an hour: no point comes back during the
+// test, whatever its pace.
+func TestBadTokensOnWebSocketOperations(t *testing.T) {
+	t.Parallel()
+	db, _ := tracedDB(t)
+	env := badTokenEnvPer(t, db, ratelimittest.Prefix(), 2, time.Hour)
+	const client = "198.51.100.201"
+	u := env.NewUser(t, "Leaving")
+	ws := apitest.DialWS(t, env.Server.URL+"/query", apitest.WSOptions{
+		Header: http.Header{"X-Forwarded-For": {client}},
+		Init:   map[string]any{"Authorization": "Bearer " + u.Token}})
+	if ws.Ack.Type != "connection_ack" {
+		t.Fatalf("connection_init answered %+v", ws.Ack)
+	}
+	// Revoked through this instance: refused here at once, without a wait.
+	if res := env.Post(t, u.Token, `mutation { logout }`, nil); res.Code() != "" {
+		t.Fatalf("logout: %s", res.Raw)
+	}
+	// operation runs a query on the connection and returns its error's
+	// extensions (a refused operation's next, or error, message).
+	operation := func(id string) map[string]any {
+		t.Helper()
+		ws.Subscribe(id, `{ __typename }`, nil)
+		m := ws.Next()
+		var answer struct {
+			Errors []struct{ Extensions map[string]any }
+		}
+		raw := m.Payload
+		if m.Type == "error" {
+			raw = []byte(`{"errors":` + string(m.Payload) + `}`)
+		}
+		if m.ID != id || (m.Type != "next" && m.Type != "error") || json.Unmarshal(raw, &answer) != nil || len(answer.Errors) != 1 {
+			t.Fatalf("operation %s: %s %s %s, want one error", id, m.Type, m.ID, m.Payload)
+		}
+		if m.Type == "next" {
+			if c := ws.Next(); c.Type != "complete" || c.ID != id {
+				t.Fatalf("operation %s: %s %s after its answer, want its complete", id, c.Type, c.ID)
+			}
+		}
+		return answer.Errors[0].Extensions
+	}
+	for i := range 2 {
+		if ext := operation(strconv.Itoa(i)); ext["code"] != "UNAUTHENTICATED" {
+			t.Fatalf("operation %d with the revoked token, within the budget: %v", i, ext)
+		}
+	}
+	for i := 2; i < 4; i++ {
+		ext := operation(strconv.Itoa(i))
+		if retry, _ := ext["retryAfter"].(float64); ext["code"] != "RATE_LIMITED" || retry < 1 {
+			t.Fatalf("operation %d with the revoked token, past the budget: %v, want RATE_LIMITED with retryAfter", i, ext)
+		}
+	}
+	// The same budget over HTTP.
+	if res := env.Post(t, auth.NewToken(), `{ __typename }`, nil, "X-Forwarded-For", client); res.Status != http.StatusTooManyRequests {
+		t.Fatalf("a bad token over HTTP from the same client: %d %s", res.Status, res.Raw)
 	}
 }
