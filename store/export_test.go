@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -27,4 +28,16 @@ var WebhookSnapshotSQL = webhookSnapshotSQL
 // Read is read, for the tests of the read batcher (package store_test).
 func (db *DB) Read(ctx context.Context, queue func(b *pgx.Batch), read func(br pgx.BatchResults) error) error {
 	return db.read(ctx, queue, read)
+}
+
+// ExpireRemembered makes what db remembers of the token with this SHA-256 a
+// read whose validity has just ended (its expiry reached since it was read),
+// for TestCachedUserByTokenHash; it does nothing when db remembers nothing.
+func (db *DB) ExpireRemembered(hash []byte) {
+	key := string(hash)
+	if s, ok := db.sessions.entries.GetIfPresent(key); ok {
+		expired := *s
+		expired.expires = time.Now()
+		db.sessions.entries.Set(key, &expired)
+	}
 }

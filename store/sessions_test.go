@@ -65,6 +65,70 @@ func TestTokenLookupsAreRemembered(t *testing.T) {
 	}
 }
 
+// CachedUserByTokenHash answers from the instance's memory alone: not known
+// for a token it has not read (nor one another instance read), the user (a
+// copy) for a token it read valid, known and no user for a token it read
+// unknown, for one revoked through it, and for one read valid whose expiry
+// has passed since. None of these is a round trip.
+func TestCachedUserByTokenHash(t *testing.T) {
+	t.Parallel()
+	a, pool, rec := tracedDB(t)
+	b := store.New(pool, nil) // another instance: a memory of its own
+	ctx := t.Context()
+	u := mkUser(t, a, "cached@example.com")
+	valid, bogus, expiring := sha256.Sum256([]byte("valid")), sha256.Sum256([]byte("bogus")), sha256.Sum256([]byte("expiring"))
+	for _, h := range [][32]byte{valid, expiring} {
+		if err := a.CreateSession(ctx, u, h[:], ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cached := func(what string, db *store.DB, h [32]byte, wantUser, wantKnown bool) {
+		t.Helper()
+		rec.take()
+		got, known := db.CachedUserByTokenHash(h[:])
+		if known != wantKnown || (got != nil) != wantUser || got != nil && got.ID != u.ID {
+			t.Fatalf("%s: user %+v, known %v; want a user %v, known %v", what, got, known, wantUser, wantKnown)
+		}
+		if n := tokenReads(rec); n != 0 {
+			t.Fatalf("%s: %d token reads", what, n)
+		}
+	}
+	// Nothing read yet: not known (UserByTokenHash would ask Postgres).
+	cached("a valid token never read", a, valid, false, false)
+	cached("an unknown token never read", a, bogus, false, false)
+
+	// Each read below is checked at once: without a revocation feed the
+	// instance trusts it for store.SessionTTL (900 ms).
+	read := func(h [32]byte, want errs.Code) {
+		t.Helper()
+		if _, err := a.UserByTokenHash(ctx, h[:]); errs.CodeOf(err) != want {
+			t.Fatalf("read: %v, want %q", err, want)
+		}
+	}
+	// Read valid: the user, a copy of what is remembered.
+	read(valid, "")
+	cached("a valid token read", a, valid, true, true)
+	got, _ := a.CachedUserByTokenHash(valid[:])
+	got.ID, got.Name = "changed", "changed"
+	cached("a valid token read, after its answer was changed", a, valid, true, true)
+	cached("a token another instance read", b, valid, false, false)
+
+	// Read unknown: known, no user.
+	read(bogus, errs.CodeNotFound)
+	cached("an unknown token read", a, bogus, false, true)
+
+	// Read valid, its expiry passed since: known, no user.
+	read(expiring, "")
+	a.ExpireRemembered(expiring[:])
+	cached("a token whose expiry passed since it was read", a, expiring, false, true)
+
+	// Revoked through this instance: known, no user, at once.
+	if err := a.RevokeToken(ctx, u, valid[:]); err != nil {
+		t.Fatal(err)
+	}
+	cached("a token revoked through this instance", a, valid, false, true)
+}
+
 // With its revocation feed running, an instance goes on trusting what it
 // read of a token past store.SessionTTL (no round trip for it), and still
 // refuses a token within a second of its change anywhere: a logout served
