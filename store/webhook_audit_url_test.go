@@ -124,16 +124,20 @@ func TestWebhookAuditNeverRecordsTheURLsPathOrQuery(t *testing.T) {
 	has("webhook.deleted", 0, `"url": "`+tokenURLShow2+`"`, `"urlSha256": "`+h2+`"`, `"id": "`+id+`"`)
 }
 
+// trickyURLs are URLs the server accepts and text it never would, for the
+// comparisons of redactions in SQL with audit.RedactURL.
+var trickyURLs = []string{tokenURL, tokenURL2, "", "…", "https://h", "https://h/", "https://h?x=1", "https://h#f",
+	"https://u:p@h:1/x", "https://a@b@c/x@y?z@w", "HTTPS://H.Example:443/p", "a:b://x", "//x/y", "ftp://",
+	"https://ü.example/é?q=ü", "https://h/\n", "https://h\n@evil/x", "https://[2001:db8::1]:8443/x", "http://h:8080?q",
+	"https://h@", "://x", "https://x://y/z", "mailto:a@b.example", "https://h\\@x/y", "https://h%2F@x/y", "https://h/a&b<c>"}
+
 // Postgres redacts and hashes a URL as package audit does (the snapshots and
 // diffs it makes in SQL, audit.RedactURLSQL and audit.URLSha256SQL), for
 // URLs the server accepts and for text it never would.
 func TestRedactURLInSQLIsGos(t *testing.T) {
 	t.Parallel()
 	pool := storetest.DB(t).Pool
-	for _, u := range []string{tokenURL, tokenURL2, "", "…", "https://h", "https://h/", "https://h?x=1", "https://h#f",
-		"https://u:p@h:1/x", "https://a@b@c/x@y?z@w", "HTTPS://H.Example:443/p", "a:b://x", "//x/y", "ftp://",
-		"https://ü.example/é?q=ü", "https://h/\n", "https://h\n@evil/x", "https://[2001:db8::1]:8443/x", "http://h:8080?q",
-		"https://h@", "://x", "https://x://y/z", "mailto:a@b.example", "https://h\\@x/y", "https://h%2F@x/y"} {
+	for _, u := range trickyURLs {
 		var shown, sum string
 		if err := pool.QueryRow(t.Context(), `SELECT `+audit.RedactURLSQL("$1::text")+`, `+audit.URLSha256SQL("$1::text"), u).
 			Scan(&shown, &sum); err != nil {
