@@ -194,12 +194,13 @@ const auditEventFrom = `audit_events LEFT JOIN LATERAL
 	(SELECT position, prev_hash, hash FROM audit_seals WHERE event_id = audit_events.id
 		AND occurred_at = audit_events.occurred_at AND chain_key = audit_events.chain_key) s ON true`
 
-// scanAuditEvent scans the columns of auditEventColumns.
-func scanAuditEvent(row pgx.Row) (*AuditEvent, error) {
+// scanAuditEvent scans the columns of auditEventColumns, then those of
+// extra, if any.
+func scanAuditEvent(row pgx.Row, extra ...any) (*AuditEvent, error) {
 	var e AuditEvent
 	var meta, prev, hash []byte
-	if err := row.Scan(&e.ID, &e.WorkspaceID, &e.ActorID, &e.Action, &e.EntityType, &e.EntityID,
-		&e.OccurredAt, &e.IP, &e.UserAgent, &e.RequestID, &meta, &e.TraceID, &e.ChainPosition, &prev, &hash); err != nil {
+	if err := row.Scan(append([]any{&e.ID, &e.WorkspaceID, &e.ActorID, &e.Action, &e.EntityType, &e.EntityID,
+		&e.OccurredAt, &e.IP, &e.UserAgent, &e.RequestID, &meta, &e.TraceID, &e.ChainPosition, &prev, &hash}, extra...)...); err != nil {
 		return nil, err
 	}
 	e.Sealed = e.ChainPosition != nil
@@ -220,18 +221,51 @@ func (db *DB) requireAuditReader(ctx context.Context, workspaceID string, user *
 // auditReadAction names reading the audit log in FORBIDDEN errors.
 const auditReadAction = "read the audit log (OWNER or ADMIN only)"
 
-// AuditEvents returns a page of the workspace's audit events matching filter,
-// newest first by (occurred_at, id). The cursor after must come from the same
-// workspace and filter. It returns UNAUTHENTICATED for no user, NOT_FOUND if the
-// workspace does not exist or user is not a member of it, FORBIDDEN for a MEMBER
-// or VIEWER, and BAD_USER_INPUT for first outside 1..100, a malformed filter or a
-// cursor of another list.
+// AuditScanLimit is the most events of a workspace one page of
+// auditEvents looks at past its cursor to find the page's events (see
+// AuditPage): a filter that matches few events cannot make one page read the
+// whole log.
+const AuditScanLimit = 10000
+
+// AuditEvents is AuditPage without a hook: what the page looked at is not
+// told.
 func (db *DB) AuditEvents(ctx context.Context, user *User, workspaceID string, filter AuditFilter, first *int, after *string) (*AuditEventConnection, error) {
+	return db.AuditPage(ctx, user, workspaceID, filter, first, after, nil)
+}
+
+// AuditPage returns a page of the workspace's audit events matching filter,
+// newest first by (occurred_at, id). The cursor after must come from the same
+// workspace and filter.
+//
+// The page looks at the workspace's events past the cursor in that order,
+// at most AuditScanLimit of them, and keeps those that match: the events of
+// the filter's since/until window and, when the filter names them, of one
+// thing (entityType and entityId together), else of one actor (actorId),
+// else of one exact action (a single action without *), each read through
+// its index; the filter's other conditions are checked on those. When it has
+// looked at AuditScanLimit events and more may follow, the page is what it
+// found (fewer than first, maybe none) with HasNextPage and an end cursor at
+// the last event it looked at, so the next page goes on from there: no
+// event is skipped or shown twice.
+//
+// When examined is not nil it is called, once the page is read and before
+// it is returned, with how many events the page looked at (0 when it read
+// nothing), so that the caller can charge for them; an error of examined is
+// returned instead of the page.
+//
+// It returns UNAUTHENTICATED for no user, NOT_FOUND if the workspace does
+// not exist or user is not a member of it, FORBIDDEN for a MEMBER or
+// VIEWER, BAD_USER_INPUT for first outside 1..100, a malformed filter or a
+// cursor of another list, and examined's error.
+func (db *DB) AuditPage(ctx context.Context, user *User, workspaceID string, filter AuditFilter, first *int, after *string,
+	examined func(n int) error) (*AuditEventConnection, error) {
 	f, ferr := filter.normalized()
 	scope := "audit:" + strings.ToLower(workspaceID) + ":" + f.scopeKey()
 	page, perr := NewPage(first, 50, after, scope)
-	where, args, ok := f.auditWhere([]any{workspaceID})
-	if user == nil || !validID(workspaceID) || ferr != nil || perr != nil || !ok {
+	scan, rest := f.scanSplit()
+	scanWhere, args, ok := scan.auditWhere([]any{workspaceID})
+	restWhere, args, restOK := rest.auditWhere(args)
+	if user == nil || !validID(workspaceID) || ferr != nil || perr != nil || !ok || !restOK {
 		// The access error comes first, then the argument's.
 		if err := db.requireAuditReader(ctx, workspaceID, user); err != nil {
 			return nil, err
@@ -242,11 +276,16 @@ func (db *DB) AuditEvents(ctx context.Context, user *User, workspaceID string, f
 		if perr != nil {
 			return nil, perr
 		}
+		if examined != nil {
+			if err := examined(0); err != nil {
+				return nil, err
+			}
+		}
 		return connection([]*AuditEvent{}, page, scope, auditKey), nil
 	}
 	// The role check and the page go in one round trip; the page is only
 	// read when the role allows it.
-	sql, args := auditPageSQL(`workspace_id = $1`+where, args, page)
+	sql, args := auditScanSQL(`workspace_id = $1`+scanWhere, restWhere, args, page)
 	batch := &pgx.Batch{}
 	batch.Queue(`SELECT role FROM members WHERE workspace_id = $1 AND user_id = $2`, workspaceID, user.ID)
 	batch.Queue(sql, args...)
@@ -262,7 +301,95 @@ func (db *DB) AuditEvents(ctx context.Context, user *User, workspaceID string, f
 		return nil, forbidden(auditReadAction)
 	}
 	rows, err := br.Query()
-	return auditConnection(rows, err, page, scope)
+	if err != nil {
+		return nil, fmt.Errorf("audit events: %w", err)
+	}
+	items, last, looked, err := scanAuditScan(rows, page.First+1)
+	if err != nil {
+		return nil, err
+	}
+	if examined != nil {
+		if err := examined(looked); err != nil {
+			return nil, err
+		}
+	}
+	c := connection(items, page, scope, auditKey)
+	if len(items) <= page.First && looked == AuditScanLimit {
+		// Cut short: go on from the last event looked at.
+		c.PageInfo.HasNextPage = true
+		c.PageInfo.last = &Edge[AuditEvent]{Node: last, list: &c.list}
+	}
+	return c, nil
+}
+
+// scanSplit splits a normalized filter into the conditions a page's scan
+// reads through an index (the time window and, when set, one thing, else one
+// actor, else one exact action) and the rest, checked on the events the scan
+// looks at (AuditPage).
+func (f AuditFilter) scanSplit() (scan, rest AuditFilter) {
+	scan = AuditFilter{Since: f.Since, Until: f.Until}
+	rest = f
+	rest.Since, rest.Until = nil, nil
+	switch {
+	case f.EntityType != nil && f.EntityID != nil:
+		scan.EntityType, scan.EntityID = f.EntityType, f.EntityID
+		rest.EntityType, rest.EntityID = nil, nil
+	case f.ActorID != nil:
+		scan.ActorID, rest.ActorID = f.ActorID, nil
+	case len(f.Actions) == 1 && !strings.HasSuffix(f.Actions[0], "*"):
+		scan.Actions, rest.Actions = f.Actions, nil
+	}
+	return scan, rest
+}
+
+// auditScanSQL returns the query of a page of AuditPage and its arguments:
+// the events of scan (conditions on audit_events whose arguments are in
+// args) past the page's cursor, newest first, at most AuditScanLimit of
+// them, each numbered (rn) and marked when it matches rest (hit); it
+// returns the first page.First+1 that match and, when fewer match, the
+// last event it looked at, so that its number tells how many it looked at.
+// Window functions over an ordered scan read it as they go: the scan stops
+// as soon as the page is full.
+func auditScanSQL(scan, rest string, args []any, page Page) (string, []any) {
+	if page.After != nil {
+		args = append(args, page.After.At, page.After.ID)
+		scan += fmt.Sprintf(` AND (occurred_at, id) < ($%d, $%d)`, len(args)-1, len(args))
+	}
+	return `SELECT ` + auditEventColumns + `, audit_events.rn, audit_events.hit FROM (
+		SELECT c.*, row_number() OVER w AS rn, lead(c.id) OVER w IS NULL AS last, (true` + rest + `) AS hit FROM (
+			SELECT id, workspace_id, actor_id, action, entity_type, entity_id, occurred_at, ip, user_agent,
+				request_id, metadata, trace_id, chain_key
+			FROM audit_events WHERE ` + scan + `
+			ORDER BY occurred_at DESC, id DESC LIMIT ` + strconv.Itoa(AuditScanLimit) + `) c
+		WINDOW w AS (ORDER BY c.occurred_at DESC, c.id DESC)) audit_events
+		LEFT JOIN LATERAL (SELECT position, prev_hash, hash FROM audit_seals WHERE event_id = audit_events.id
+			AND occurred_at = audit_events.occurred_at AND chain_key = audit_events.chain_key) s ON true
+		WHERE audit_events.hit OR audit_events.last
+		ORDER BY audit_events.occurred_at DESC, audit_events.id DESC` + fmt.Sprintf(` LIMIT %d`, page.First+1), args
+}
+
+// scanAuditScan reads the rows of an auditScanSQL query of at most limit
+// events and closes rows: the events that match, the last event looked at
+// (nil for none) and how many events the scan looked at.
+func scanAuditScan(rows pgx.Rows, limit int) (items []*AuditEvent, last *AuditEvent, looked int, err error) {
+	defer rows.Close()
+	items = make([]*AuditEvent, 0, limit)
+	for rows.Next() {
+		var rn int64
+		var hit bool
+		e, err := scanAuditEvent(rows, &rn, &hit)
+		if err != nil {
+			return nil, nil, 0, fmt.Errorf("audit events: %w", err)
+		}
+		if hit {
+			items = append(items, e)
+		}
+		last, looked = e, int(rn)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, nil, 0, fmt.Errorf("audit events: %w", err)
+	}
+	return items, last, looked, nil
 }
 
 // UserAuditEvents returns a page of the account events (user.*) of the user
