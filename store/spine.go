@@ -64,8 +64,51 @@ type SpineFilter struct {
 	// "user:<id>", "anonymous"); nil: every chain, an empty list: none.
 	ChainKeys []string
 	// Actions keeps events of these actions, exact or prefixes ending in "*"
-	// as in AuditFilter; empty: every action.
+	// as in AuditFilter; empty: every action. With Audit set, an event of
+	// these actions is kept whether or not it matches Audit.
 	Actions []string
+	// Audit, when set, keeps the events that match it as auditEvents'
+	// filter does (every set field), besides those of Actions.
+	Audit *AuditFilter
+	// MaxScan, when more than 0, is the most events past the cursor the
+	// read looks at, matching or not: a read whose filter keeps few events
+	// stops there (SpineRead.Cut) instead of scanning the whole spine in one
+	// statement.
+	MaxScan int
+}
+
+// where returns the SQL conditions of the filter on audit_events and their
+// arguments, numbering placeholders after the args already given.
+func (filter SpineFilter) where(args []any) (string, []any, error) {
+	var where string
+	if filter.ChainKeys != nil {
+		args = append(args, filter.ChainKeys)
+		where += " AND chain_key = ANY($" + strconv.Itoa(len(args)) + "::text[])"
+	}
+	var actions string
+	if len(filter.Actions) > 0 {
+		f, err := AuditFilter{Actions: filter.Actions}.normalized()
+		if err != nil {
+			return "", nil, err
+		}
+		actions, args, _ = f.auditWhere(args)
+	}
+	if filter.Audit == nil {
+		return where + actions, args, nil
+	}
+	f, err := filter.Audit.normalized()
+	if err != nil {
+		return "", nil, err
+	}
+	cond, a, ok := f.auditWhere(args)
+	match := "false"
+	if ok {
+		match, args = "true"+cond, a
+	}
+	if actions != "" {
+		match = "(" + match + ") OR (true" + actions + ")"
+	}
+	return where + " AND (" + match + ")", args, nil
 }
 
 // SpineEvent is one committed event read from the spine, with its cursor.
@@ -86,14 +129,26 @@ type SpineRead struct {
 	// Horizon is the snapshot's xmin the read stopped at: every transaction
 	// with a smaller id had ended.
 	Horizon uint64
+	// Examined is how many events past the cursor the read looked at,
+	// matching or not, when the filter's MaxScan bounded it (0 otherwise).
+	Examined int
+	// Cut is set when the read looked at MaxScan events without filling its
+	// limit: Next is then the last event it looked at, and more may follow
+	// below the horizon (read again from Next).
+	Cut bool
 }
 
 // MaxSpineRead is the most events one read of the spine returns.
 const MaxSpineRead = 10000
 
+// MaxSpineScan is the largest SpineFilter.MaxScan.
+const MaxSpineScan = 100000
+
 // ReadSpine returns up to limit committed events after the cursor, in spine
-// order, in the unit of work of ctx or on the pool. It returns BAD_USER_INPUT
-// for limit outside 1..MaxSpineRead or a malformed action pattern.
+// order, in the unit of work of ctx or on the pool. With filter.MaxScan it
+// looks at no more than that many events past the cursor (see SpineRead's
+// Cut). It returns BAD_USER_INPUT for limit outside 1..MaxSpineRead,
+// MaxScan outside 0..MaxSpineScan, or a malformed filter.
 func (db *DB) ReadSpine(ctx context.Context, after SpineCursor, filter SpineFilter, limit int) (*SpineRead, error) {
 	return readSpine(ctx, db.q(ctx), after, filter, limit)
 }
@@ -107,49 +162,77 @@ func readSpine(ctx context.Context, q Querier, after SpineCursor, filter SpineFi
 	if limit < 1 || limit > MaxSpineRead {
 		return nil, errs.Errorf(errs.CodeBadUserInput, "limit must be from 1 to %d", MaxSpineRead)
 	}
-	args := []any{after.TxID, after.Seq}
-	var where string
-	if filter.ChainKeys != nil {
-		args = append(args, filter.ChainKeys)
-		where += " AND chain_key = ANY($" + strconv.Itoa(len(args)) + "::text[])"
+	if filter.MaxScan < 0 || filter.MaxScan > MaxSpineScan {
+		return nil, errs.Errorf(errs.CodeBadUserInput, "the scan must be from 0 to %d events", MaxSpineScan)
 	}
-	if len(filter.Actions) > 0 {
-		f, err := AuditFilter{Actions: filter.Actions}.normalized()
-		if err != nil {
-			return nil, err
-		}
-		cond, a, _ := f.auditWhere(args)
-		where, args = where+cond, a
+	args := []any{after.TxID, after.Seq}
+	where, args, err := filter.where(args)
+	if err != nil {
+		return nil, err
 	}
 	// The LEFT JOIN keeps one row, the horizon's, when no event is found.
-	sql := `WITH h AS (SELECT pg_snapshot_xmin(pg_current_snapshot()) AS horizon)
+	var sql string
+	bounded := filter.MaxScan > 0
+	if !bounded {
+		sql = `WITH h AS (SELECT pg_snapshot_xmin(pg_current_snapshot()) AS horizon)
 		SELECT h.horizon, e.tx_id, e.seq, ` + auditRecordColumns("e.") + ` FROM h LEFT JOIN LATERAL (
 			SELECT tx_id, seq, ` + auditRecordColumns("") + ` FROM audit_events
 			WHERE (tx_id, seq) > ($1::xid8, $2::bigint) AND tx_id < h.horizon` + where + `
 			ORDER BY tx_id, seq LIMIT ` + strconv.Itoa(limit) + `) e ON true`
+	} else {
+		// At most MaxScan events past the cursor, each numbered (rn) and
+		// marked when the filter keeps it (hit): the first limit kept, and,
+		// when fewer are, the last event looked at, whose number says how
+		// many were. The window functions read the ordered scan as they go,
+		// so a read that fills its limit stops there.
+		sql = `WITH h AS (SELECT pg_snapshot_xmin(pg_current_snapshot()) AS horizon)
+		SELECT h.horizon, e.tx_id, e.seq, e.rn, e.hit, ` + auditRecordColumns("e.") + ` FROM h LEFT JOIN LATERAL (
+			SELECT * FROM (
+				SELECT c.*, row_number() OVER w AS rn, lead(c.seq) OVER w IS NULL AS last, (true` + where + `) AS hit FROM (
+					SELECT tx_id, seq, ` + auditRecordColumns("") + ` FROM audit_events
+					WHERE (tx_id, seq) > ($1::xid8, $2::bigint) AND tx_id < h.horizon
+					ORDER BY tx_id, seq LIMIT ` + strconv.Itoa(filter.MaxScan) + `) c
+				WINDOW w AS (ORDER BY c.tx_id, c.seq)) x
+			WHERE x.hit OR x.last ORDER BY x.tx_id, x.seq LIMIT ` + strconv.Itoa(limit) + `) e ON true`
+	}
 	rows, err := q.Query(ctx, sql, args...)
 	if err != nil {
 		return nil, fmt.Errorf("read spine: %w", err)
 	}
 	defer rows.Close()
 	out := &SpineRead{}
+	var last SpineCursor
 	for rows.Next() {
 		var ev SpineEvent
+		var rn int64
+		hit := true
 		// With no event the row is the horizon alone.
-		rec, found := auditRecordDests(&ev.Record, rows.RawValues(), 3)
 		dest := []any{&out.Horizon, nil, nil}
+		if bounded {
+			dest = append(dest, &rn, &hit)
+		}
+		rec, found := auditRecordDests(&ev.Record, rows.RawValues(), len(dest))
 		if found {
 			dest[1], dest[2] = &ev.Cursor.TxID, &ev.Cursor.Seq
+		} else if bounded {
+			dest[3], dest[4] = nil, nil
 		}
 		if err := rows.Scan(append(dest, rec...)...); err != nil {
 			return nil, fmt.Errorf("read spine: %w", err)
 		}
-		if found {
+		if found && hit {
 			out.Events = append(out.Events, ev)
+		}
+		if found {
+			last, out.Examined = ev.Cursor, int(rn)
 		}
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("read spine: %w", err)
+	}
+	if n := len(out.Events); n < limit && bounded && out.Examined == filter.MaxScan {
+		out.Next, out.Cut = last, true
+		return out, nil
 	}
 	out.Next = after
 	if n := len(out.Events); n == limit {

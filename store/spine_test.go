@@ -277,3 +277,70 @@ func TestSpineCursorString(t *testing.T) {
 		}
 	}
 }
+
+// A filtered read with MaxScan looks at no more than MaxScan events past its
+// cursor: one that keeps too few of them stops there (Cut), with Next at the
+// last event it looked at and Examined saying how many it did; reading on
+// from Next finds what follows, nothing skipped. Without MaxScan a read
+// scanned the whole spine past its cursor in one statement, whatever it
+// kept. Audit filters in the read's SQL, with Actions kept besides.
+func TestSpineScanIsBounded(t *testing.T) {
+	t.Parallel()
+	db := storetest.DB(t)
+	ctx := t.Context()
+	// From the spine's end before the events of the test.
+	var start store.SpineCursor
+	if err := db.Pool.QueryRow(ctx, `SELECT coalesce(max(tx_id)::text::bigint, 0), coalesce(max(seq), 0) FROM audit_events`).
+		Scan(&start.TxID, &start.Seq); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Pool.Exec(ctx, `INSERT INTO audit_events (id, chain_key, action, entity_type, entity_id, occurred_at)
+		SELECT gen_random_uuid(), 'noise', 'task.created', 'task', 'e', now() FROM generate_series(1, 2500)`); err != nil {
+		t.Fatal(err)
+	}
+	kept := spineInsert(t, db.Pool, "mine", "task.created")
+	logout := spineInsert(t, db.Pool, "mine", "user.logged_out")
+	var last string
+	if err := db.Pool.QueryRow(ctx, `SELECT max(tx_id)::text FROM audit_events`).Scan(&last); err != nil {
+		t.Fatal(err)
+	}
+	for passed := false; !passed; time.Sleep(5 * time.Millisecond) {
+		if err := db.Pool.QueryRow(ctx, `SELECT pg_snapshot_xmin(pg_current_snapshot()) > $1::xid8`, last).Scan(&passed); err != nil {
+			t.Fatal(err)
+		}
+	}
+	filter := store.SpineFilter{ChainKeys: []string{"mine"}, MaxScan: 1000}
+	cur := start
+	var got []string
+	var examined []int
+	for range 10 {
+		r, err := db.ReadSpine(ctx, cur, filter, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, examined = append(got, spineIDs(r)...), append(examined, r.Examined)
+		if r.Cut && !cur.Before(r.Next) {
+			t.Fatalf("a cut read did not move its cursor from %+v", cur)
+		}
+		cur = r.Next
+		if !r.Cut {
+			break
+		}
+	}
+	if fmt.Sprint(examined) != "[1000 1000 502]" || strings.Join(got, ",") != kept+","+logout {
+		t.Fatalf("looked at %v events a read and kept %v, want [1000 1000 502] and [%s %s]", examined, got, kept, logout)
+	}
+	// Audit: task events of the chain, with logouts kept besides.
+	task := "task"
+	r, err := db.ReadSpine(ctx, start, store.SpineFilter{ChainKeys: []string{"mine"},
+		Audit: &store.AuditFilter{EntityType: &task}, Actions: []string{"user.logged_out"}, MaxScan: 5000}, 10)
+	if err != nil || strings.Join(spineIDs(r), ",") != kept+","+logout || r.Cut {
+		t.Fatalf("audit filter: %v %+v", err, r)
+	}
+	task = "project"
+	r, err = db.ReadSpine(ctx, start, store.SpineFilter{ChainKeys: []string{"mine"},
+		Audit: &store.AuditFilter{EntityType: &task}, MaxScan: 5000}, 10)
+	if err != nil || len(r.Events) != 0 {
+		t.Fatalf("audit filter that keeps nothing: %v %+v", err, r)
+	}
+}
