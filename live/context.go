@@ -62,3 +62,25 @@ func charge(ctx context.Context) *errs.Error {
 	}
 	return nil
 }
+
+// ScanCharge takes the price of a catch-up read that looked at events
+// events of the spine from the caller's budget (nothing for few), or
+// returns the RATE_LIMITED error that ends the stream.
+type ScanCharge func(ctx context.Context, events int) *errs.Error
+
+type scanChargeKey struct{}
+
+// WithScanCharge returns ctx whose subscriptions pay each catch-up read
+// with fn (the transport's rate limiter).
+func WithScanCharge(ctx context.Context, fn ScanCharge) context.Context {
+	return context.WithValue(ctx, scanChargeKey{}, fn)
+}
+
+// chargeScan pays for a catch-up read that looked at events events with the
+// ScanCharge of ctx; free without one.
+func chargeScan(ctx context.Context, events int) *errs.Error {
+	if fn, _ := ctx.Value(scanChargeKey{}).(ScanCharge); fn != nil && events > 0 {
+		return fn(ctx, events)
+	}
+	return nil
+}

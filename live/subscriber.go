@@ -56,6 +56,13 @@ type Event struct {
 // catchUpBatch is the most events one catch-up read takes.
 const catchUpBatch = 200
 
+// CatchUpScan is the most events of the spine one catch-up read looks at,
+// whether or not they concern the subscription: a read that keeps few of
+// them goes on from where it stopped in the next, each paid for what it
+// looked at (ScanCharge), so that a cursor from long ago or a filter that
+// matches nothing cannot make one read scan the whole log for nothing.
+const CatchUpScan = 10000
+
 // actions of each kind (patterns as in store.AuditFilter.Actions).
 var (
 	taskActions      = []string{"task.created", "task.updated", "task.deleted", "comment.created", "comment.updated", "comment.deleted"}
@@ -167,9 +174,6 @@ func (h *Hub) subscribe(ctx context.Context, spec Spec, send func(context.Contex
 			return err
 		}
 		s.match = m
-		if n := len(spec.Filter.Actions); n > 0 && n+len(authActions) <= store.MaxAuditFilterActions {
-			actions = append(append([]string(nil), spec.Filter.Actions...), authActions...)
-		}
 	default:
 		return errs.Errorf(errs.CodeBadUserInput, "unknown subscription")
 	}
@@ -196,7 +200,14 @@ func (h *Hub) subscribe(ctx context.Context, spec Spec, send func(context.Contex
 		actions = append(append([]string(nil), actions...), "user.logged_out")
 	}
 	s.chains = []string{s.ws, "user:" + s.user.ID}
-	s.filter = store.SpineFilter{ChainKeys: s.chains, Actions: actions}
+	s.filter = store.SpineFilter{ChainKeys: s.chains, Actions: actions, MaxScan: CatchUpScan}
+	if spec.Kind == AuditEvents {
+		// The audit filter in the read's own SQL, with the events that change
+		// what the caller may see: what it looks at and keeps nothing of is
+		// charged by the scan, not read into the instance event by event.
+		f := spec.Filter
+		s.filter.Audit, s.filter.Actions = &f, authActions
+	}
 	if err := h.start(ctx); err != nil {
 		return err
 	}
@@ -348,8 +359,10 @@ func (s *subscriber) loop(ctx context.Context) *errs.Error {
 }
 
 // catchUp reads the spine from pos with the subscription's filter and
-// handles what it finds, until a read comes back short: it has read
-// everything committed before its last snapshot. A subscription ended
+// handles what it finds, until a read comes back short without being cut
+// (CatchUpScan): it has read everything committed before its last snapshot.
+// Each read is charged for the events it looked at (ScanCharge) before its
+// events are handled. A subscription ended
 // meanwhile (fail) stops it before its next read, even when nothing it read
 // was sent (a send would have seen the end).
 func (s *subscriber) catchUp(ctx context.Context) *errs.Error {
@@ -361,6 +374,11 @@ func (s *subscriber) catchUp(ctx context.Context) *errs.Error {
 		}
 		read, err := s.h.o.DB.ReadSpine(ctx, s.pos, s.filter, catchUpBatch)
 		if err == nil {
+			// Paid before anything it read is handled: refused, the stream
+			// ends at pos, and a resume reads (and pays for) it again.
+			if err := chargeScan(ctx, read.Examined); err != nil {
+				return err
+			}
 			var events []*Event
 			events, err = eventsOf(ctx, s.h.o.DB, read.Events)
 			for _, e := range events {
@@ -377,7 +395,7 @@ func (s *subscriber) catchUp(ctx context.Context) *errs.Error {
 			return interrupted("the server could not read the events: subscribe again with the last cursor you received")
 		}
 		s.pos = read.Next
-		if len(read.Events) < catchUpBatch {
+		if len(read.Events) < catchUpBatch && !read.Cut {
 			return nil
 		}
 	}

@@ -223,6 +223,25 @@ func (l *Limiter) ChargeEvent(ctx context.Context, points int64) *errs.Error {
 		Extensions: map[string]any{"retryAfter": ceilSeconds(res.RetryAfter)}}
 }
 
+// ChargeScan takes points from the caller's cost budget for a catch-up read
+// of a subscription (ScanCost of the events it looked at), as ChargeEvent
+// does for an event: nil when paid (or points is 0), else the RATE_LIMITED
+// error that ends the stream, and nothing is taken.
+func (l *Limiter) ChargeScan(ctx context.Context, points int64) *errs.Error {
+	if points <= 0 {
+		return nil
+	}
+	res := l.allow(ctx, LimitCost, costKey(ctx), l.costLimit(), int(min(points, math.MaxInt32)))
+	if res.Allowed {
+		return nil
+	}
+	l.metrics.operations.WithLabelValues(LimitCost, "limited").Inc()
+	return &errs.Error{Code: errs.CodeRateLimited,
+		Message: fmt.Sprintf("your query-cost budget cannot pay for the %d points of reading the log from your cursor: "+
+			"subscribe again with the last cursor after retryAfter seconds", points),
+		Extensions: map[string]any{"retryAfter": ceilSeconds(res.RetryAfter)}}
+}
+
 // Charge takes points from the cost budget of the user userID for a request
 // served outside GraphQL operations (a download, an audit export: package
 // httpapi), the budget the user's operations are charged to, through the same

@@ -88,6 +88,23 @@ func AuditVerifyCost(events int64) int64 {
 	return (events-1)/AuditVerifyEventsPerPoint + 1
 }
 
+// ScanEventsPerPoint is how many events of the audit log a page of
+// auditEvents, or a subscription's catch-up, looks at for one point, on top
+// of its price: a scan that keeps few of the events it reads is paid for
+// what it reads, not for what it keeps (about 0.13 µs an event in Postgres,
+// docs/decisions/2026-12-04-event-scans.md).
+const ScanEventsPerPoint = 1000
+
+// ScanCost is what looking at events events of the audit log costs on top
+// of a price: a point for every whole ScanEventsPerPoint (fewer cost
+// nothing, so ordinary pages and catch-ups cost what they are priced).
+func ScanCost(events int64) int64 {
+	if events <= 0 {
+		return 0
+	}
+	return events / ScanEventsPerPoint
+}
+
 // ChargeWork charges the caller's cost budget points more for work the field
 // whose resolver has ctx is about to do, which its price could not know
 // (what it reads depends on the data: verifyAuditLog walks the whole chain).

@@ -50,6 +50,18 @@ func chargeOverrun[T any](ctx context.Context, list []T, err error) ([]T, error)
 	return list, nil
 }
 
+// payAuditScan returns what a page of auditEvents calls with how many events
+// it looked at: it charges them (ratelimit.ScanCost, a point for every
+// 1,000) to the caller's budget, so that a filter that keeps few events pays
+// for those it read.
+func payAuditScan(ctx context.Context) func(n int) error {
+	return func(n int) error {
+		return ratelimit.ChargeWork(ctx, ratelimit.ScanCost(int64(n)),
+			fmt.Sprintf("looked at %d events of the log to find its page", n),
+			"ask for fewer pages in one operation")
+	}
+}
+
 // payAuditWalk returns what verifyAuditLog calls with the seals of the chain
 // before it walks them: it charges the walk (ratelimit.AuditVerifyCost, a
 // point for every 100 events) to the caller's budget, so that what a

@@ -251,7 +251,7 @@ func (r *queryResolver) SearchTasks(ctx context.Context, workspaceID string, que
 
 // AuditEvents is the resolver for the auditEvents field.
 func (r *queryResolver) AuditEvents(ctx context.Context, workspaceID string, filter *model.AuditEventFilter, first *int, after *string) (*store.Connection[store.AuditEvent], error) {
-	return r.DB.AuditEvents(ctx, auth.UserFrom(ctx), workspaceID, auditFilter(filter), first, after)
+	return r.DB.AuditPage(ctx, auth.UserFrom(ctx), workspaceID, auditFilter(filter), first, after, payAuditScan(ctx))
 }
 
 // VerifyAuditLog is the resolver for the verifyAuditLog field.
