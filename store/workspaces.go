@@ -18,8 +18,10 @@ import (
 // most this many memberships (WorkspaceLists). Creating a workspace and
 // accepting an invitation refuse with CONFLICT at the cap; leaving a
 // workspace frees a place. Postgres enforces it (migration 0013's trigger on
-// members, which counts the user's memberships with the user's row locked),
-// so it holds under concurrent mutations and across instances.
+// members, which counts the user's memberships with the user's row locked,
+// and 0016's on an UPDATE that gives a membership to another user), so it
+// holds under concurrent mutations, across instances and for an operator's
+// SQL.
 const MaxWorkspacesPerUser = 1000
 
 // MaxMembersPerWorkspace is the most members one workspace may have (in any
@@ -32,8 +34,10 @@ const MaxWorkspacesPerUser = 1000
 // better split by team. Accepting an invitation refuses with CONFLICT at the
 // cap, the invitation staying open; removing a member or leaving frees a
 // place. Postgres enforces it (migration 0014's trigger on members, which
-// counts the workspace's members with the workspace's row locked), so it
-// holds under concurrent accepts and across instances. Open invitations are
+// counts the workspace's members with the workspace's row locked, and
+// 0016's on an UPDATE that moves a membership into another workspace), so
+// it holds under concurrent accepts, across instances and for an operator's
+// SQL. Open invitations are
 // bounded apart (MaxOpenInvitations), not by this cap: an invitation to a
 // full workspace may be accepted once a place is free.
 const MaxMembersPerWorkspace = 10000
