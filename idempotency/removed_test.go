@@ -168,3 +168,53 @@ func TestReplayAfterLosingTheRoleRevealsNothing(t *testing.T) {
 		}
 	}
 }
+
+// A replayed workspace (createWorkspace, acceptInvitation) is the stored
+// result, and its viewerRole is the caller's role now, as in every other read
+// of the workspace: the role is the viewer's, not the result's. The id,
+// name and createdAt stay those of the first answer.
+func TestReplayedWorkspaceShowsPresentRole(t *testing.T) {
+	t.Parallel()
+	env := apitest.New(t)
+	owner, co, bob := env.SignUp(t, "own"), env.SignUp(t, "co"), env.SignUp(t, "bob")
+	create := `mutation { createWorkspace(input: {name: "W"}, idempotencyKey: "w1") { id name createdAt viewerRole } }`
+	first := ws(t, env.Post(t, co.Token, create, nil), "createWorkspace")
+	wsID, _ := first["id"].(string)
+	if first["viewerRole"] != "OWNER" {
+		t.Fatalf("createWorkspace: %v", first)
+	}
+	// co makes owner an OWNER too and is made a VIEWER by them.
+	if _, err := env.DB.Pool.Exec(t.Context(), `INSERT INTO members (workspace_id, user_id, role) VALUES ($1, $2, 'OWNER')`,
+		wsID, owner.ID); err != nil {
+		t.Fatal(err)
+	}
+	roleTo := func(u apitest.User, role string) {
+		t.Helper()
+		r := env.Post(t, owner.Token, `mutation($w: ID!, $u: ID!, $r: Role!) { updateMemberRole(workspaceId: $w, userId: $u, role: $r) { role } }`,
+			map[string]any{"w": wsID, "u": u.ID, "r": role})
+		if r.Code() != "" {
+			t.Fatalf("updateMemberRole: %s", r.Raw)
+		}
+	}
+	roleTo(co, "VIEWER")
+	r := env.Post(t, co.Token, create, nil)
+	again := ws(t, r, "createWorkspace")
+	if r.Header.Get("Idempotent-Replayed") != "true" || again["id"] != wsID || again["name"] != first["name"] ||
+		again["createdAt"] != first["createdAt"] || again["viewerRole"] != "VIEWER" {
+		t.Errorf("createWorkspace replayed to a demoted OWNER: %v, want the first answer %v with viewerRole VIEWER", again, first)
+	}
+
+	// bob accepts as MEMBER, is made an ADMIN, and repeats the acceptance.
+	inv := ws(t, env.Post(t, owner.Token, `mutation($w: ID!, $e: String!) { inviteMember(workspaceId: $w, email: $e, role: MEMBER) { id } }`,
+		map[string]any{"w": wsID, "e": bob.Email}), "inviteMember")["id"]
+	accept := `mutation($id: ID!) { acceptInvitation(id: $id, idempotencyKey: "a1") { id name viewerRole } }`
+	if got := ws(t, env.Post(t, bob.Token, accept, map[string]any{"id": inv}), "acceptInvitation"); got["viewerRole"] != "MEMBER" {
+		t.Fatalf("acceptInvitation: %v", got)
+	}
+	roleTo(bob, "ADMIN")
+	r = env.Post(t, bob.Token, accept, map[string]any{"id": inv})
+	if got := ws(t, r, "acceptInvitation"); r.Header.Get("Idempotent-Replayed") != "true" || got["id"] != wsID ||
+		got["viewerRole"] != "ADMIN" {
+		t.Errorf("acceptInvitation replayed to a promoted MEMBER: %v (%v), want viewerRole ADMIN", got, r.Header)
+	}
+}

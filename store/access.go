@@ -78,7 +78,10 @@ func joinRole(alias, param string) string {
 // longer a member of the result's workspace, FORBIDDEN (naming what the role
 // does not allow) when its role is now below the one that reads the result,
 // and nil otherwise, in one statement (RoleIn's) for a result of a
-// workspace, none for the others (a Boolean). The rules are the reads':
+// workspace, none for the others (a Boolean). A replayed *Workspace gets
+// viewerID's present role as its ViewerRole, read by that statement: the
+// field is the viewer's, not the result's, and every other read of the
+// workspace shows it as it is now. The rules are the reads':
 //
 //   - a task, comment, project or attachment, a workspace (createWorkspace,
 //     acceptInvitation) and a membership (updateMemberRole, addMember): a
@@ -146,6 +149,11 @@ func (db *DB) CheckReplayAccess(ctx context.Context, viewerID string, res any) e
 	if err != nil {
 		return err
 	}
-	_, err = checkRole(&role, need, kind, action)
-	return err
+	if _, err = checkRole(&role, need, kind, action); err != nil {
+		return err
+	}
+	if w, ok := res.(*Workspace); ok {
+		w.ViewerRole = role
+	}
+	return nil
 }
