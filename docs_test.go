@@ -83,8 +83,10 @@ func TestDocExamplesAreValid(t *testing.T) {
 			if _, err := validator.VariableValues(served, doc.Operations[0], req.Variables); err != nil {
 				t.Errorf("%s: example %q variables: %v", path, req.Query, err)
 			}
-			if _, _, errs := documents.Prepare(req.Query); errs != nil {
+			if doc, _, errs := documents.Prepare(req.Query); errs != nil {
 				t.Errorf("%s: example %q is refused by the server's document limits: %v", path, req.Query, errs)
+			} else if uses := documents.DeprecatedIn(doc); uses != nil {
+				t.Errorf("%s: example %q uses deprecated %v", path, req.Query, uses)
 			}
 			for _, name := range names {
 				if strings.Contains(req.Query, name) {

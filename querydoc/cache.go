@@ -39,6 +39,7 @@ type Cache struct {
 type cached struct {
 	doc    *ast.QueryDocument
 	shape  Shape
+	uses   deprecatedUses
 	weight uint32
 }
 
@@ -63,14 +64,24 @@ func (c *Cache) Get(query string) (*ast.QueryDocument, Shape, bool) {
 	return v.doc, v.shape, ok
 }
 
+// get returns what add kept for query.
+func (c *Cache) get(query string) (cached, bool) { return c.c.GetIfPresent(query) }
+
 // Add keeps doc, the validated document of query of the given shape. A
 // document heavier than the whole cache is not kept.
 func (c *Cache) Add(query string, doc *ast.QueryDocument, shape Shape) {
-	w := Weight(query, shape)
+	c.add(query, cached{doc: doc, shape: shape})
+}
+
+// add keeps v, the validated document of query with what was found in it,
+// as Add does.
+func (c *Cache) add(query string, v cached) {
+	w := Weight(query, v.shape)
 	if w > int64(c.c.GetMaximum()) || w > math.MaxUint32 {
 		return
 	}
-	c.c.Set(query, cached{doc: doc, shape: shape, weight: uint32(w)})
+	v.weight = uint32(w)
+	c.c.Set(query, v)
 }
 
 // WeightedSize is the sum of the weights of the documents kept.

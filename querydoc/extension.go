@@ -38,6 +38,7 @@ type prepared struct {
 	doc    *ast.QueryDocument // validated
 	parsed *ast.QueryDocument // parsed, valid or not
 	shape  Shape              // of a validated document
+	uses   deprecatedUses     // of a validated document
 	errs   gqlerror.List
 }
 
@@ -48,15 +49,17 @@ func (Extension) ExtensionName() string { return "QueryDocument" }
 func (Extension) Validate(graphql.ExecutableSchema) error { return nil }
 
 // MutateOperationParameters validates the operation's document, or takes it
-// from the cache, and leaves it for ExecutorCache; it refuses a document
-// that does not parse, is over a limit or is invalid.
+// from the cache, and leaves it for ExecutorCache with the deprecated fields
+// and arguments its operations use (DeprecatedUses), found once per
+// document; it refuses a document that does not parse, is over a limit or
+// is invalid.
 func (e Extension) MutateOperationParameters(ctx context.Context, p *graphql.RawParams) *gqlerror.Error {
 	if p.Query == "" || !graphql.HasOperationContext(ctx) {
 		return nil // gqlgen answers a missing query itself
 	}
 	rc := graphql.GetOperationContext(ctx)
-	if doc, shape, ok := e.Cache.Get(p.Query); ok {
-		rc.Stats.SetExtension(statsKey, &prepared{query: p.Query, doc: doc, parsed: doc, shape: shape})
+	if v, ok := e.Cache.get(p.Query); ok {
+		rc.Stats.SetExtension(statsKey, &prepared{query: p.Query, doc: v.doc, parsed: v.doc, shape: v.shape, uses: v.uses})
 		return nil
 	}
 	defer cpumeter.Start(ctx)() // charged to the caller's turn
@@ -72,8 +75,9 @@ func (e Extension) MutateOperationParameters(ctx context.Context, p *graphql.Raw
 		rc.RawQuery, rc.OperationName, rc.Extensions, rc.Headers = p.Query, p.OperationName, p.Extensions, p.Headers
 		return problems[0]
 	}
-	e.Cache.Add(p.Query, doc, shape)
-	rc.Stats.SetExtension(statsKey, &prepared{query: p.Query, doc: doc, parsed: doc, shape: shape})
+	uses := e.Validator.deprecated.usesIn(doc)
+	e.Cache.add(p.Query, cached{doc: doc, shape: shape, uses: uses})
+	rc.Stats.SetExtension(statsKey, &prepared{query: p.Query, doc: doc, parsed: doc, shape: shape, uses: uses})
 	return nil
 }
 

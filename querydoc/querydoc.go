@@ -101,14 +101,19 @@ const (
 
 // Validator parses and validates documents against a schema within Limits.
 type Validator struct {
-	schema *ast.Schema
-	limits Limits
+	schema     *ast.Schema
+	limits     Limits
+	deprecated deprecations
 }
 
 // NewValidator returns a Validator of documents against schema.
 func NewValidator(schema *ast.Schema, limits Limits) *Validator {
-	return &Validator{schema: schema, limits: limits}
+	return &Validator{schema: schema, limits: limits, deprecated: deprecationsOf(schema)}
 }
+
+// Deprecated returns every field and argument of the schema marked
+// @deprecated, sorted by Field: those DeprecatedUses may report.
+func (v *Validator) Deprecated() []Deprecated { return v.deprecated.all() }
 
 // Prepare parses query and validates it: it returns the validated document
 // and its Shape, or the errors, each coded in extensions.code
