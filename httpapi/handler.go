@@ -229,6 +229,7 @@ func newHandler(o Options, without []Guard) http.Handler {
 	gql.SetErrorPresenter(presentError(o.Log))
 	gql.SetRecoverFunc(recoverPanic)
 	gql.Use(operationMetrics{ops.metrics})
+	gql.Use(newDeprecationsExtension(ops.reg, documents.Deprecated()))
 
 	mux := http.NewServeMux()
 	authenticate := auth.Middleware(o.DB, st.guard, authFailure(o.Log))

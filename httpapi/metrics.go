@@ -91,8 +91,9 @@ func methodLabel(m string) string {
 }
 
 // operationMetrics is the gqlgen extension that counts and times every GraphQL
-// response by operation name, type and outcome, and notes the operation for the
-// access log.
+// response by operation name, type and outcome, notes the operation for the
+// access log, and adds extensions.deprecations to the responses of an
+// operation that uses deprecated fields (withDeprecations).
 type operationMetrics struct{ m *metrics }
 
 var (
@@ -107,7 +108,8 @@ func (operationMetrics) ExtensionName() string { return "TaskflowOperationMetric
 func (operationMetrics) Validate(graphql.ExecutableSchema) error { return nil }
 
 // InterceptResponse records the response that next produces, including the
-// responses of requests that failed to parse or validate.
+// responses of requests that failed to parse or validate, and adds its
+// deprecations.
 func (e operationMetrics) InterceptResponse(ctx context.Context, next graphql.ResponseHandler) *graphql.Response {
 	start := graphql.GetStartTime(ctx)
 	if start.IsZero() {
@@ -123,6 +125,7 @@ func (e operationMetrics) InterceptResponse(ctx context.Context, next graphql.Re
 	e.m.gqlRequests.WithLabelValues(label, typ, outcome).Inc()
 	e.m.gqlDuration.WithLabelValues(label, typ, outcome).Observe(time.Since(start).Seconds())
 	noteFrom(ctx).set(name, outcome)
+	withDeprecations(ctx, resp)
 	return resp
 }
 

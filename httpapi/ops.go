@@ -170,11 +170,12 @@ func (p *ops) healthz(w http.ResponseWriter, r *http.Request) {
 type noteKey struct{}
 
 // requestNote carries what the GraphQL layer learns about a request (operation
-// name, outcome) out to the access log.
+// name, outcome, the deprecated fields it uses) out to the access log.
 type requestNote struct {
-	mu        sync.Mutex
-	operation string
-	outcome   string
+	mu         sync.Mutex
+	operation  string
+	outcome    string
+	deprecated string
 }
 
 // noteFrom returns the request's note, or nil (whose set does nothing).
@@ -191,6 +192,24 @@ func (n *requestNote) set(operation, outcome string) {
 	n.mu.Lock()
 	n.operation, n.outcome = operation, outcome
 	n.mu.Unlock()
+}
+
+// setDeprecated records the deprecated fields and arguments the operation
+// uses, joined by commas.
+func (n *requestNote) setDeprecated(fields string) {
+	if n == nil {
+		return
+	}
+	n.mu.Lock()
+	n.deprecated = fields
+	n.mu.Unlock()
+}
+
+// deprecatedFields returns what setDeprecated recorded.
+func (n *requestNote) deprecatedFields() string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.deprecated
 }
 
 // get returns what set recorded.
@@ -244,6 +263,9 @@ func (p *ops) accessLog(next http.Handler) http.Handler {
 			}
 			if op, outcome := note.get(); op != "" {
 				attrs = append(attrs, slog.String("operation", op), slog.String("outcome", outcome))
+			}
+			if fields := note.deprecatedFields(); fields != "" {
+				attrs = append(attrs, slog.String("deprecated", fields))
 			}
 			level := slog.LevelInfo
 			switch {

@@ -1,0 +1,132 @@
+package httpapi_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	"taskflow/httpapi"
+	"taskflow/httpapi/apitest"
+)
+
+// deprecatedUses reads taskflow_deprecated_field_uses_total from /metrics, by
+// field; a series absent from the exposition is missing from the map.
+func deprecatedUses(t *testing.T, env *apitest.Env) map[string]float64 {
+	t.Helper()
+	res, err := env.Server.Client().Get(env.Server.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	body, _ := io.ReadAll(res.Body)
+	out := map[string]float64{}
+	re := regexp.MustCompile(`(?m)^taskflow_deprecated_field_uses_total\{field="([^"]*)"\} (\S+)$`)
+	for _, m := range re.FindAllStringSubmatch(string(body), -1) {
+		v, err := strconv.ParseFloat(m[2], 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[m[1]] = v
+	}
+	return out
+}
+
+// lockedBuffer is a log sink safe for the server's goroutines.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// An operation that uses deprecated fields or arguments (through fragments
+// too) is counted once per field in taskflow_deprecated_field_uses_total,
+// named in the access log, and its response carries
+// extensions.deprecations with each field's reason; one that uses none is
+// not counted and its response has no such extension. Every deprecated
+// field and argument of the schema has its series, at 0 until used.
+func TestDeprecatedFieldUsesAreCountedAndReported(t *testing.T) {
+	t.Parallel()
+	var accessLog lockedBuffer
+	env := apitest.New(t, func(o *httpapi.Options) {
+		o.AccessLog = slog.New(slog.NewTextHandler(&accessLog, nil))
+	})
+	u := env.SignUp(t, "ann")
+	ws := env.Post(t, u.Token, `mutation { createWorkspace(input: {name: "W"}) { id } }`, nil)
+	var created struct{ CreateWorkspace struct{ ID string } }
+	if err := json.Unmarshal(ws.Body.Data, &created); err != nil || created.CreateWorkspace.ID == "" {
+		t.Fatalf("createWorkspace: %s", ws.Raw)
+	}
+
+	before := deprecatedUses(t, env)
+	for _, f := range []string{"Workspace.members", "User.workspaces", "Mutation.addMember"} {
+		if v, ok := before[f]; !ok || v != 0 {
+			t.Errorf("before any use: %s = %v (present %v), want a series at 0", f, v, ok)
+		}
+	}
+
+	// Not deprecated: nothing counted, no extension.
+	r := env.Post(t, u.Token, `{ me { workspacesConnection(first: 5) { nodes { id membersConnection { nodes { role } } } } } }`, nil)
+	if r.Code() != "" || r.Body.Extensions["deprecations"] != nil {
+		t.Fatalf("connections: %s, want no deprecations", r.Raw)
+	}
+
+	// Both lists, one of them twice and once through a fragment: each counted once.
+	r = env.Post(t, u.Token, `query Old($w: ID!) {
+		me { workspaces { id ...M } }
+		workspace(id: $w) { members { role } }
+	}
+	fragment M on Workspace { members { user { id } } }`, map[string]any{"w": created.CreateWorkspace.ID})
+	if r.Code() != "" {
+		t.Fatalf("lists: %s", r.Raw)
+	}
+	var ext struct {
+		Extensions struct {
+			Deprecations []struct{ Field, Reason string }
+		}
+	}
+	if err := json.Unmarshal(r.Raw, &ext); err != nil {
+		t.Fatal(err)
+	}
+	got := ext.Extensions.Deprecations
+	if len(got) != 2 || got[0].Field != "User.workspaces" || got[1].Field != "Workspace.members" ||
+		!strings.Contains(got[0].Reason, "workspacesConnection") || !strings.Contains(got[1].Reason, "membersConnection") {
+		t.Errorf("extensions.deprecations = %+v, want User.workspaces and Workspace.members with their reasons", got)
+	}
+	if r.Body.Extensions["cost"] == nil {
+		t.Errorf("extensions.cost missing beside deprecations: %s", r.Raw)
+	}
+
+	// A deprecated mutation, refused as it always is, still counts.
+	r = env.Post(t, u.Token, `mutation($w: ID!) { addMember(workspaceId: $w, email: "x@example.com", role: MEMBER) { role } }`,
+		map[string]any{"w": created.CreateWorkspace.ID})
+	if r.Code() != "FORBIDDEN" || !bytes.Contains(r.Raw, []byte(`"Mutation.addMember"`)) {
+		t.Errorf("addMember: %s, want FORBIDDEN with its deprecation", r.Raw)
+	}
+
+	after := deprecatedUses(t, env)
+	for f, want := range map[string]float64{"Workspace.members": 1, "User.workspaces": 1, "Mutation.addMember": 1} {
+		if after[f]-before[f] != want {
+			t.Errorf("%s counted %v times, want %v", f, after[f]-before[f], want)
+		}
+	}
+	if !strings.Contains(accessLog.String(), `operation=Old outcome=ok deprecated=User.workspaces,Workspace.members`) {
+		t.Errorf("access log without the deprecated fields:\n%s", accessLog.String())
+	}
+}
