@@ -1,11 +1,16 @@
 package httpapi
 
 import (
+	"bytes"
+	"compress/gzip"
 	"encoding/json"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -14,10 +19,12 @@ import (
 	"github.com/vektah/gqlparser/v2/validator"
 
 	"taskflow/graph"
+	"taskflow/querydoc"
 )
 
 // TestPlaygroundTabsAreValid checks every example of the playground against the
-// schema, variables included, so the examples cannot rot.
+// schema, variables included, so the examples cannot rot; none may use a
+// deprecated field or argument, which users would copy.
 func TestPlaygroundTabsAreValid(t *testing.T) {
 	t.Parallel()
 	schema := graph.NewExecutableSchema(graph.Config{}).Schema()
@@ -27,6 +34,9 @@ func TestPlaygroundTabsAreValid(t *testing.T) {
 		if errs != nil {
 			t.Errorf("tab %d: %v", i, errs)
 			continue
+		}
+		if uses := querydoc.NewValidator(schema, querydoc.DefaultLimits).DeprecatedIn(doc); uses != nil {
+			t.Errorf("tab %d uses deprecated %v", i, uses)
 		}
 		if strings.Contains(tab.Query, "auditEvents") {
 			audit++
@@ -51,6 +61,85 @@ func TestPlaygroundTabsAreValid(t *testing.T) {
 	}
 	if audit < 3 {
 		t.Errorf("%d audit examples, want at least 3 (latest, filtered and paged, one entity)", audit)
+	}
+}
+
+// TestPlaygroundBundleExamplesAreValid checks the examples built into the
+// playground bundle (web/playground/src/examples.js, shown when the server
+// gives no tabs) as TestPlaygroundTabsAreValid checks the server's: valid
+// against the schema, variables included, no deprecated field or argument
+// and no audit action the server no longer records. It reads them with
+// Node.js (skipped without it, unless CI is set), and checks that the
+// committed bundle was built from them (docs/playground.md, Rebuilding).
+func TestPlaygroundBundleExamplesAreValid(t *testing.T) {
+	t.Parallel()
+	node, err := exec.LookPath("node")
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("node is missing and CI is set")
+		}
+		t.Skip("node is missing (CI unset, so skipping)")
+	}
+	src, err := filepath.Abs(filepath.Join("..", "web", "playground", "src", "examples.js"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(node, "--input-type=module", "-e", `
+		import { pathToFileURL } from "node:url";
+		const { examples } = await import(pathToFileURL(process.argv[1]).href);
+		process.stdout.write(JSON.stringify(examples));`, src).Output()
+	if err != nil {
+		t.Fatalf("reading %s with node: %v", src, err)
+	}
+	var examples []struct{ Query, Variables string }
+	if err := json.Unmarshal(out, &examples); err != nil || len(examples) == 0 {
+		t.Fatalf("examples: %v %s", err, out)
+	}
+	gz, err := os.ReadFile(filepath.Join("playground", "assets", "playground.js.gz"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	zr, err := gzip.NewReader(bytes.NewReader(gz))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bundle, err := io.ReadAll(zr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	schema := graph.NewExecutableSchema(graph.Config{}).Schema()
+	documents := querydoc.NewValidator(schema, querydoc.DefaultLimits)
+	for i, ex := range examples {
+		doc, errs := gqlparser.LoadQuery(schema, ex.Query)
+		if errs != nil {
+			t.Errorf("example %d: %v", i, errs)
+			continue
+		}
+		if uses := documents.DeprecatedIn(doc); uses != nil {
+			t.Errorf("example %d (%s) uses deprecated %v", i, doc.Operations[0].Name, uses)
+		}
+		var vars map[string]any
+		if err := json.Unmarshal([]byte(ex.Variables), &vars); err != nil {
+			t.Errorf("example %d variables: %v", i, err)
+			continue
+		}
+		if _, err := validator.VariableValues(schema, doc.Operations[0], vars); err != nil {
+			t.Errorf("example %d variables: %v", i, err)
+		}
+		if strings.Contains(ex.Variables, "member.added") {
+			t.Errorf("example %d filters on member.added, which is no longer recorded (member.joined)", i)
+		}
+		// The bundle holds each line of the example's text as written.
+		for _, line := range strings.Split(ex.Query, "\n") {
+			if strings.HasPrefix(strings.TrimSpace(line), "query ") && !bytes.Contains(bundle, []byte(strings.TrimSpace(line))) {
+				t.Errorf("the committed bundle lacks example %d's %q: rebuild it (docs/playground.md)", i, strings.TrimSpace(line))
+			}
+		}
+		for _, line := range strings.Split(ex.Variables, "\n") {
+			if l := strings.TrimSpace(line); l != "" && !bytes.Contains(bundle, []byte(l)) {
+				t.Errorf("the committed bundle lacks example %d's variables line %q: rebuild it (docs/playground.md)", i, l)
+			}
+		}
 	}
 }
 

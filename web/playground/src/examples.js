@@ -64,7 +64,7 @@ query FilteredAuditEvents($workspaceId: ID!, $filter: AuditEventFilter, $first: 
     variables: `{
   "workspaceId": "",
   "filter": {
-    "actions": ["task.*", "member.added"],
+    "actions": ["task.*", "member.joined"],
     "since": "2026-01-01T00:00:00Z"
   },
   "first": 10,
@@ -103,7 +103,9 @@ query MyWorkspaces($after: String) {
     id
     name
     email
-    workspaces { id name viewerRole }
+    workspacesConnection(first: 20) {
+      nodes { id name viewerRole }
+    }
     auditEvents(first: 20, after: $after) {
       nodes { occurredAt action ip userAgent }
       pageInfo { hasNextPage endCursor }
