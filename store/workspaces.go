@@ -19,7 +19,7 @@ import (
 // accepting an invitation refuse with CONFLICT at the cap; leaving a
 // workspace frees a place. Postgres enforces it (migration 0013's trigger on
 // members, which counts the user's memberships with the user's row locked,
-// and 0016's on an UPDATE that gives a membership to another user), so it
+// and 0017's on an UPDATE that gives a membership to another user), so it
 // holds under concurrent mutations, across instances and for an operator's
 // SQL.
 const MaxWorkspacesPerUser = 1000
@@ -35,7 +35,7 @@ const MaxWorkspacesPerUser = 1000
 // cap, the invitation staying open; removing a member or leaving frees a
 // place. Postgres enforces it (migration 0014's trigger on members, which
 // counts the workspace's members with the workspace's row locked, and
-// 0016's on an UPDATE that moves a membership into another workspace), so
+// 0017's on an UPDATE that moves a membership into another workspace), so
 // it holds under concurrent accepts, across instances and for an operator's
 // SQL. Open invitations are
 // bounded apart (MaxOpenInvitations), not by this cap: an invitation to a
