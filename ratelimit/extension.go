@@ -210,17 +210,7 @@ func (l *Limiter) costLimit() Limit { return Limit{Points: l.cfg.Points, Window:
 // delivered to a subscription (cost.Event), or returns the RATE_LIMITED
 // error, with retryAfter, that ends the stream (nothing is taken then).
 func (l *Limiter) ChargeEvent(ctx context.Context, points int64) *errs.Error {
-	if points <= 0 {
-		return nil
-	}
-	res := l.allow(ctx, LimitCost, costKey(ctx), l.costLimit(), int(min(points, math.MaxInt32)))
-	if res.Allowed {
-		return nil
-	}
-	l.metrics.operations.WithLabelValues(LimitCost, "limited").Inc()
-	return &errs.Error{Code: errs.CodeRateLimited,
-		Message:    "your query-cost budget cannot pay for the next event: subscribe again with the last cursor after retryAfter seconds",
-		Extensions: map[string]any{"retryAfter": ceilSeconds(res.RetryAfter)}}
+	return l.chargeStream(ctx, points, "your query-cost budget cannot pay for the next event: subscribe again with the last cursor after retryAfter seconds")
 }
 
 // ChargeScan takes points from the caller's cost budget for a catch-up read
@@ -228,6 +218,15 @@ func (l *Limiter) ChargeEvent(ctx context.Context, points int64) *errs.Error {
 // does for an event: nil when paid (or points is 0), else the RATE_LIMITED
 // error that ends the stream, and nothing is taken.
 func (l *Limiter) ChargeScan(ctx context.Context, points int64) *errs.Error {
+	return l.chargeStream(ctx, points, fmt.Sprintf("your query-cost budget cannot pay for the %d points of reading the log from your cursor: "+
+		"subscribe again with the last cursor after retryAfter seconds", points))
+}
+
+// chargeStream takes points (nothing when 0 or less) from the caller's cost
+// budget for a subscription's work: nil when paid, else the RATE_LIMITED
+// error with message and retryAfter that ends the stream, and nothing is
+// taken.
+func (l *Limiter) chargeStream(ctx context.Context, points int64, message string) *errs.Error {
 	if points <= 0 {
 		return nil
 	}
@@ -236,9 +235,7 @@ func (l *Limiter) ChargeScan(ctx context.Context, points int64) *errs.Error {
 		return nil
 	}
 	l.metrics.operations.WithLabelValues(LimitCost, "limited").Inc()
-	return &errs.Error{Code: errs.CodeRateLimited,
-		Message: fmt.Sprintf("your query-cost budget cannot pay for the %d points of reading the log from your cursor: "+
-			"subscribe again with the last cursor after retryAfter seconds", points),
+	return &errs.Error{Code: errs.CodeRateLimited, Message: message,
 		Extensions: map[string]any{"retryAfter": ceilSeconds(res.RetryAfter)}}
 }
 

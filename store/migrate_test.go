@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net/url"
 	"os"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -117,32 +116,8 @@ func migrationCount() (int, error) {
 // on the spine, and new events are sealed after its head.
 func TestMigrateSealsLegacyChains(t *testing.T) {
 	t.Parallel()
-	url := pgtestdb.Custom(t, storetest.Config(t), pgtestdb.NoopMigrator{}).URL()
 	ctx := context.Background()
-	pool, err := pgxpool.New(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
-	if _, err := pool.Exec(ctx, `CREATE TABLE schema_migrations (name text PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())`); err != nil {
-		t.Fatal(err)
-	}
-	names, _ := filepath.Glob("migrations/*.sql")
-	for _, name := range names {
-		if filepath.Base(name) >= "0007" {
-			break
-		}
-		body, err := os.ReadFile(name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := pool.Exec(ctx, string(body)); err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
-		if _, err := pool.Exec(ctx, `INSERT INTO schema_migrations (name) VALUES ($1)`, "migrations/"+filepath.Base(name)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	pool := poolMigratedBefore(t, "0007")
 	// The old store's writes: a workspace chain that lost two events to
 	// retention, and an account chain.
 	ws, user := uuid.NewString(), uuid.NewString()
