@@ -44,6 +44,12 @@ var auditExportColumns = []string{"id", "occurredAt", "workspaceId", "actorId", 
 // budget cannot pay it, so that a long export is paced by its user's budget
 // and never cut short by it (each page has its own write deadline,
 // exportPageTimeout, so the server's WriteTimeout does not cut it either).
+// Each page looks at no more than store.AuditScanLimit events of the log
+// (the next going on from there), and the events it looked at are charged
+// once it is read, as on auditEvents: ratelimit.ScanCost, a point for every
+// whole 1,000, waited for as a later page's points are (so an export that
+// reads few of the events it looks at is paced by them too, and an ordinary
+// one, whose pages look at 101, costs what it did).
 // HEAD answers the headers after the access check, reading no page.
 func auditExport(db *store.DB, lim *ratelimit.Limiter, log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -102,12 +108,27 @@ func auditExport(db *store.DB, lim *ratelimit.Limiter, log *slog.Logger) http.Ha
 				}
 				return nil
 			}
-			if err := out.flush(); err != nil {
-				return err
+			if started {
+				if err := out.flush(); err != nil {
+					return err
+				}
 			}
 			return b.wait(r.Context(), exportPagePoints)
 		}
-		err = db.EachAuditEvent(r.Context(), user, workspaceID, filter, page, func(e *store.AuditEvent) error {
+		examined := func(looked int) error {
+			points := ratelimit.ScanCost(int64(looked))
+			if points == 0 {
+				return nil
+			}
+			defer func() { _ = rc.SetWriteDeadline(time.Now().Add(exportPageTimeout)) }()
+			if started {
+				if err := out.flush(); err != nil {
+					return err
+				}
+			}
+			return b.wait(r.Context(), points)
+		}
+		err = db.EachAuditEvent(r.Context(), user, workspaceID, filter, page, examined, func(e *store.AuditEvent) error {
 			if !started {
 				started = true
 				out = startExport(w, format, workspaceID)

@@ -285,7 +285,7 @@ func (db *DB) AuditPage(ctx context.Context, user *User, workspaceID string, fil
 	}
 	// The role check and the page go in one round trip; the page is only
 	// read when the role allows it.
-	sql, args := auditScanSQL(`workspace_id = $1`+scanWhere, restWhere, args, page)
+	sql, args := auditScanSQL(`workspace_id = $1`+scanWhere, restWhere, "", args, page)
 	batch := &pgx.Batch{}
 	batch.Queue(`SELECT role FROM members WHERE workspace_id = $1 AND user_id = $2`, workspaceID, user.ID)
 	batch.Queue(sql, args...)
@@ -342,15 +342,17 @@ func (f AuditFilter) scanSplit() (scan, rest AuditFilter) {
 	return scan, rest
 }
 
-// auditScanSQL returns the query of a page of AuditPage and its arguments:
-// the events of scan (conditions on audit_events whose arguments are in
-// args) past the page's cursor, newest first, at most AuditScanLimit of
-// them, each numbered (rn) and marked when it matches rest (hit); it
-// returns the first page.First+1 that match and, when fewer match, the
-// last event it looked at, so that its number tells how many it looked at.
-// Window functions over an ordered scan read it as they go: the scan stops
-// as soon as the page is full.
-func auditScanSQL(scan, rest string, args []any, page Page) (string, []any) {
+// auditScanSQL returns the query of a page of AuditPage (or of
+// EachAuditEvent) and its arguments: the events of scan (conditions on
+// audit_events whose arguments are in args) past the page's cursor, newest
+// first, at most AuditScanLimit of them, each numbered (rn) and marked when
+// it matches rest (hit); it returns the first page.First+1 that match and,
+// when fewer match, the last event it looked at, so that its number tells
+// how many it looked at. Each event has its seal, of the seals that also
+// meet seal (conditions on audit_seals, "" for none). Window functions over
+// an ordered scan read it as they go: the scan stops as soon as the page is
+// full.
+func auditScanSQL(scan, rest, seal string, args []any, page Page) (string, []any) {
 	if page.After != nil {
 		args = append(args, page.After.At, page.After.ID)
 		scan += fmt.Sprintf(` AND (occurred_at, id) < ($%d, $%d)`, len(args)-1, len(args))
@@ -363,7 +365,7 @@ func auditScanSQL(scan, rest string, args []any, page Page) (string, []any) {
 			ORDER BY occurred_at DESC, id DESC LIMIT ` + strconv.Itoa(AuditScanLimit) + `) c
 		WINDOW w AS (ORDER BY c.occurred_at DESC, c.id DESC)) audit_events
 		LEFT JOIN LATERAL (SELECT position, prev_hash, hash FROM audit_seals WHERE event_id = audit_events.id
-			AND occurred_at = audit_events.occurred_at AND chain_key = audit_events.chain_key) s ON true
+			AND occurred_at = audit_events.occurred_at AND chain_key = audit_events.chain_key` + seal + `) s ON true
 		WHERE audit_events.hit OR audit_events.last
 		ORDER BY audit_events.occurred_at DESC, audit_events.id DESC` + fmt.Sprintf(` LIMIT %d`, page.First+1), args
 }
@@ -473,32 +475,44 @@ func auditConnection(rows pgx.Rows, err error, page Page, scope string) (*AuditE
 	return connection(items, page, scope, auditKey), nil
 }
 
-// AuditExportPageSize is how many events EachAuditEvent reads in one query.
+// AuditExportPageSize is how many events EachAuditEvent gives from one query.
 const AuditExportPageSize = 100
 
 // EachAuditEvent calls fn with every audit event of the workspace that matches
 // filter, newest first. It reads them in keyset pages of AuditExportPageSize
 // events, each query on a connection of its own that goes back to the pool
 // before fn sees the page: a caller that writes to a slow or stalled client
-// holds no connection while it waits. The seals of the workspace's chain are
-// read as they were when the first page was read (an event sealed since is
-// given unsealed), so the sealed events given run from the chain's first
-// position to the head it had then without a gap, as one snapshot would give
-// them; an event committed while the pages are read may be given too,
-// unsealed. It checks access and the filter before the first call, so an
-// error returned before fn was called is the caller's to report as the
+// holds no connection while it waits. Each page's query looks at the
+// workspace's events past the page's start as AuditPage does, at most
+// AuditScanLimit of them, and keeps those that match; when it has looked at
+// AuditScanLimit events and found fewer than a page, the page is what it
+// found (maybe nothing) and the next page goes on from the last event it
+// looked at: the walk is never cut short, a filter that matches few events
+// takes more pages, and no event is given twice. The seals of the workspace's
+// chain are read as they were when the first page was read (an event sealed
+// since is given unsealed), so the sealed events given run from the chain's
+// first position to the head it had then without a gap, as one snapshot
+// would give them; an event committed while the pages are read may be given
+// too, unsealed. It checks access and the filter before the first call, so
+// an error returned before fn was called is the caller's to report as the
 // answer. It returns UNAUTHENTICATED, NOT_FOUND or FORBIDDEN as AuditEvents
-// does, BAD_USER_INPUT for a malformed filter, and the first error of fn.
+// does, BAD_USER_INPUT for a malformed filter, and the first error of fn,
+// page or examined.
 //
 // When page is not nil it is called before each page is read, with the
 // page's number from 0, holding no connection: the first call comes after
 // access and the filter are checked, before anything else is read (none
 // comes for a filter that can match nothing), so a caller can charge for a
-// page before it is read, or wait. n matching events take
-// max(1, ⌈n/AuditExportPageSize⌉) pages: a page reads one event more, to know
-// whether another follows. An error of page ends the walk and is returned.
+// page before it is read, or wait. n matching events take at least
+// max(1, ⌈n/AuditExportPageSize⌉) pages, and one more for every
+// AuditScanLimit events looked at that filled no page: a page reads one
+// event more, to know whether another follows. When examined is not nil it
+// is called after each page is read, holding no connection, before fn sees
+// the page's events, with how many events the page looked at, so that a
+// caller can charge for them. An error of page or examined ends the walk and
+// is returned.
 func (db *DB) EachAuditEvent(ctx context.Context, user *User, workspaceID string, filter AuditFilter,
-	page func(n int) error, fn func(*AuditEvent) error) error {
+	page, examined func(n int) error, fn func(*AuditEvent) error) error {
 	if err := db.requireAuditReader(ctx, workspaceID, user); err != nil {
 		return err
 	}
@@ -506,12 +520,17 @@ func (db *DB) EachAuditEvent(ctx context.Context, user *User, workspaceID string
 	if err != nil {
 		return err
 	}
-	where, args, ok := f.auditWhere([]any{workspaceID})
-	if !ok {
+	scan, rest := f.scanSplit()
+	scanWhere, args, ok := scan.auditWhere([]any{workspaceID})
+	restWhere, args, restOK := rest.auditWhere(args)
+	if !ok || !restOK {
 		return nil
 	}
 	if page == nil {
 		page = func(int) error { return nil }
+	}
+	if examined == nil {
+		examined = func(int) error { return nil }
 	}
 	if err := page(0); err != nil {
 		return err
@@ -523,10 +542,7 @@ func (db *DB) EachAuditEvent(ctx context.Context, user *User, workspaceID string
 		return fmt.Errorf("audit export: head: %w", err)
 	}
 	args = append(args, chain, head)
-	from := fmt.Sprintf(`audit_events LEFT JOIN LATERAL
-		(SELECT position, prev_hash, hash FROM audit_seals WHERE event_id = audit_events.id
-			AND occurred_at = audit_events.occurred_at AND chain_key = audit_events.chain_key
-			AND (chain_key <> $%d OR position <= $%d)) s ON true`, len(args)-1, len(args))
+	seal := fmt.Sprintf(` AND (chain_key <> $%d OR position <= $%d)`, len(args)-1, len(args))
 	var after *cursor
 	for n := 0; ; n++ {
 		if n > 0 {
@@ -536,14 +552,18 @@ func (db *DB) EachAuditEvent(ctx context.Context, user *User, workspaceID string
 		}
 		// One event more than the page, to know whether another page
 		// follows: an export whose last page is full reads no empty one.
-		sql, pageArgs := auditKeysetSQL(from, `workspace_id = $1`+where, slices.Clone(args), after, AuditExportPageSize+1)
+		sql, pageArgs := auditScanSQL(`workspace_id = $1`+scanWhere, restWhere, seal, slices.Clone(args),
+			Page{First: AuditExportPageSize, After: after})
 		rows, err := db.q(ctx).Query(ctx, sql, pageArgs...)
 		if err != nil {
 			return fmt.Errorf("audit export: %w", err)
 		}
-		events, err := scanAuditPage(rows, AuditExportPageSize+1)
+		events, last, looked, err := scanAuditScan(rows, AuditExportPageSize+1)
 		if err != nil {
 			return fmt.Errorf("audit export: %w", err)
+		}
+		if err := examined(looked); err != nil {
+			return err
 		}
 		more := len(events) > AuditExportPageSize
 		events = events[:min(len(events), AuditExportPageSize)]
@@ -552,10 +572,14 @@ func (db *DB) EachAuditEvent(ctx context.Context, user *User, workspaceID string
 				return err
 			}
 		}
-		if !more {
+		switch {
+		case more:
+			last = events[len(events)-1]
+		case looked < AuditScanLimit:
 			return nil
 		}
-		last := events[len(events)-1]
+		// A full page goes on after its last event; a page cut short by
+		// the scan's bound after the last event it looked at.
 		after = &cursor{At: last.OccurredAt, ID: last.ID}
 	}
 }

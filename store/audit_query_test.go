@@ -282,7 +282,7 @@ func TestAuditAccessRules(t *testing.T) {
 			return err
 		},
 		"export": func(u *store.User, ws string) error {
-			return f.db.EachAuditEvent(ctx, u, ws, store.AuditFilter{}, nil, func(*store.AuditEvent) error { return nil })
+			return f.db.EachAuditEvent(ctx, u, ws, store.AuditFilter{}, nil, nil, func(*store.AuditEvent) error { return nil })
 		},
 	}
 	cases := []struct {

@@ -333,7 +333,7 @@ func TestAuditEventsSaySealed(t *testing.T) {
 		}
 	}
 	var exported []*store.AuditEvent
-	if err := f.db.EachAuditEvent(ctx, owner, ws, store.AuditFilter{}, nil, func(e *store.AuditEvent) error {
+	if err := f.db.EachAuditEvent(ctx, owner, ws, store.AuditFilter{}, nil, nil, func(e *store.AuditEvent) error {
 		exported = append(exported, e)
 		return nil
 	}); err != nil || len(exported) != 4 || !exported[1].Sealed || *exported[1].Hash != *events[1].Hash {
@@ -355,7 +355,7 @@ func TestAuditExportSealsAsOfItsStart(t *testing.T) {
 	f.seal()
 	f.append(ctx, auditWsEvent(ws, owner, "task.created", "pending", nil), nil)
 	var exported []*store.AuditEvent
-	if err := f.db.EachAuditEvent(ctx, owner, ws, store.AuditFilter{}, nil, func(e *store.AuditEvent) error {
+	if err := f.db.EachAuditEvent(ctx, owner, ws, store.AuditFilter{}, nil, nil, func(e *store.AuditEvent) error {
 		if len(exported) == 0 {
 			// The next pages are read after this one: an event older than
 			// every other, then a round of the sealer (pending, then late).
