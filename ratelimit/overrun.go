@@ -105,6 +105,22 @@ func ScanCost(events int64) int64 {
 	return events / ScanEventsPerPoint
 }
 
+// SearchMatchesPerPoint is how many matching tasks a page of searchTasks
+// ranks for one point, on top of its price: a page ranks every match of its
+// query to find its own (about 0.6 µs a match in Postgres,
+// docs/decisions/2026-12-04-search-matches.md).
+const SearchMatchesPerPoint = 1000
+
+// SearchCost is what ranking matches tasks costs a page of searchTasks on
+// top of its price: a point for every whole SearchMatchesPerPoint (fewer
+// cost nothing, so ordinary searches cost what they are priced).
+func SearchCost(matches int64) int64 {
+	if matches <= 0 {
+		return 0
+	}
+	return matches / SearchMatchesPerPoint
+}
+
 // ChargeWork charges the caller's cost budget points more for work the field
 // whose resolver has ctx is about to do, which its price could not know
 // (what it reads depends on the data: verifyAuditLog walks the whole chain).

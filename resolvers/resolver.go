@@ -62,6 +62,18 @@ func payAuditScan(ctx context.Context) func(n int) error {
 	}
 }
 
+// paySearch returns what a page of searchTasks calls with how many tasks
+// matched its query: it charges ranking them (ratelimit.SearchCost, a point
+// for every 1,000) to the caller's budget, so that a query matching most of
+// a large workspace pays for the tasks it ranks.
+func paySearch(ctx context.Context) func(n int) error {
+	return func(n int) error {
+		return ratelimit.ChargeWork(ctx, ratelimit.SearchCost(int64(n)),
+			fmt.Sprintf("ranked the %d tasks matching the query to find its page", n),
+			"search for more specific words, or ask for fewer pages in one operation")
+	}
+}
+
 // payAuditWalk returns what verifyAuditLog calls with the seals of the chain
 // before it walks them: it charges the walk (ratelimit.AuditVerifyCost, a
 // point for every 100 events) to the caller's budget, so that what a

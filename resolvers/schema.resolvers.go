@@ -245,7 +245,7 @@ func (r *queryResolver) Task(ctx context.Context, id string) (*store.Task, error
 // SearchTasks is the resolver for the searchTasks field.
 func (r *queryResolver) SearchTasks(ctx context.Context, workspaceID string, query string, first *int, after *string) (*store.Connection[store.Task], error) {
 	fields := taskFieldsAsked(ctx)
-	found, err := r.DB.SearchTasks(ctx, auth.UserFrom(ctx), workspaceID, query, first, after, fields)
+	found, err := r.DB.SearchTasks(ctx, auth.UserFrom(ctx), workspaceID, query, first, after, fields, paySearch(ctx))
 	return r.loaders(ctx).primeTasks(fields, found, err)
 }
 

@@ -75,7 +75,14 @@ func decodeSearchCursor(after *string, scope string) (*searchCursor, error) {
 // BAD_USER_INPUT for an empty or too long query, first out of 1..100, or a
 // cursor from another workspace or query. The Tasks have the fields of fields
 // set.
-func (db *DB) SearchTasks(ctx context.Context, viewer *User, workspaceID, query string, first *int, after *string, fields TaskFields) (*TaskConnection, error) {
+//
+// A page ranks every task of the workspace that matches the query (those
+// before its cursor too) to find its tasks. When matched is not nil it is
+// called, once the page is read and before it is returned, with how many
+// tasks matched (0 for a viewer who is not a member), so that the caller can
+// charge for them; an error of matched is returned instead of the page.
+func (db *DB) SearchTasks(ctx context.Context, viewer *User, workspaceID, query string, first *int, after *string, fields TaskFields,
+	matched func(n int) error) (*TaskConnection, error) {
 	if viewer == nil {
 		return nil, errs.ErrUnauthenticated
 	}
@@ -106,19 +113,27 @@ func (db *DB) SearchTasks(ctx context.Context, viewer *User, workspaceID, query 
 	}
 	// The viewer's membership and the search go in one round trip; the
 	// search finds nothing unless the viewer is a member (its EXISTS is a
-	// one-time filter, so a stranger's search scans nothing).
+	// one-time filter, so a stranger's search scans nothing). The matches
+	// are ranked with their number (count over the ranked rows) and whether
+	// they come after the cursor (past); those that do come first, and the
+	// others fill a short page, so that even an empty page tells how many
+	// tasks it ranked (the lead array: rank, matches, past). Only the page's
+	// rows are read whole.
 	b := &pgx.Batch{}
 	b.Queue(roleInSQL, workspaceID, viewer.ID)
 	var sc taskScanner
 	scan := sc.scanOf(fields)
-	b.Queue(`SELECT t.rank, `+fields.columns()+`
-		FROM (SELECT t.*, ts_rank(t.search, q.q) AS rank
-			FROM tasks t, websearch_to_tsquery('english', $2) AS q(q)
-			WHERE t.workspace_id = $1 AND t.search @@ q.q
-				AND EXISTS (SELECT 1 FROM members v WHERE v.workspace_id = $1 AND v.user_id = $7)) t
-		WHERE $3::real IS NULL OR (t.rank, t.created_at, t.id) < ($3::real, $4::timestamptz, $5::uuid)
-		ORDER BY t.rank DESC, t.created_at DESC, t.id DESC
-		LIMIT $6`, workspaceID, query, rank, at, id, n+1, viewer.ID)
+	b.Queue(`SELECT ARRAY[m.rank::float8, m.matches, m.past::int], `+fields.columns()+`
+		FROM (SELECT m.*, count(*) OVER () AS matches,
+				($3::real IS NULL OR (m.rank, m.created_at, m.id) < ($3::real, $4::timestamptz, $5::uuid)) AS past
+			FROM (SELECT t.id, t.created_at, ts_rank(t.search, q.q) AS rank
+				FROM tasks t, websearch_to_tsquery('english', $2) AS q(q)
+				WHERE t.workspace_id = $1 AND t.search @@ q.q
+					AND EXISTS (SELECT 1 FROM members v WHERE v.workspace_id = $1 AND v.user_id = $7)) m
+			ORDER BY past DESC, m.rank DESC, m.created_at DESC, m.id DESC
+			LIMIT $6) m
+		JOIN tasks t ON t.id = m.id
+		ORDER BY m.past DESC, m.rank DESC, m.created_at DESC, m.id DESC`, workspaceID, query, rank, at, id, n+1, viewer.ID)
 	br := db.q(ctx).SendBatch(ctx, b)
 	defer br.Close()
 	if _, err := scanRole(br.QueryRow(), "workspace"); err != nil {
@@ -131,17 +146,30 @@ func (db *DB) SearchTasks(ctx context.Context, viewer *User, workspaceID, query 
 	defer rows.Close()
 	var tasks []*Task
 	var ranks []float32
-	var r float32
+	var lead []float64
+	matches := 0
 	for rows.Next() {
-		t, err := scan(rows, &r)
+		t, err := scan(rows, &lead)
 		if err != nil {
 			return nil, fmt.Errorf("search tasks: %w", err)
 		}
-		tasks = append(tasks, t)
-		ranks = append(ranks, r)
+		if len(lead) != 3 {
+			return nil, fmt.Errorf("search tasks: a lead of %d values", len(lead))
+		}
+		matches = int(lead[1])
+		if lead[2] == 1 {
+			tasks = append(tasks, t)
+			ranks = append(ranks, float32(lead[0]))
+		}
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("search tasks: %w", err)
+	}
+	rows.Close()
+	if matched != nil {
+		if err := matched(matches); err != nil {
+			return nil, err
+		}
 	}
 	return searchConnection(tasks, ranks, n, scope), nil
 }
