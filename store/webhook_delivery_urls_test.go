@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"maps"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -168,4 +169,103 @@ func poolMigratedBefore(t *testing.T, name string) *pgxpool.Pool {
 		}
 	}
 	return pool
+}
+
+// An event recorded by a server of before the URL redaction of 2026-12-04
+// (an old instance during a rolling upgrade, or one not dispatched yet when
+// migration 0016 ran) keeps the endpoint URL whole in the log; the
+// dispatcher builds its deliveries' bodies redacted as the log records
+// URLs now (url and changes.url as scheme://host[:port]/…, urlSha256 beside
+// them). A body redacted already (an event of the present server) is what it
+// was byte for byte: the event's JSON as it is.
+func TestDispatcherRedactsOldWebhookEventURLs(t *testing.T) {
+	t.Parallel()
+	f := newHookFixture(t)
+	ctx := t.Context()
+	ep := f.endpoint(t, "webhook.*")
+	snapshot := map[string]any{"id": ep, "workspaceId": f.workspace, "url": tokenURL, "description": "Slack",
+		"actions": []any{"task.*"}, "enabled": true, "disabledReason": nil, "createdById": f.owner.ID}
+	type event struct {
+		action   string
+		metadata map[string]any
+		want     map[string]any // the metadata delivered; nil: as recorded
+	}
+	events := []event{
+		{"webhook.created", snapshot, func() map[string]any {
+			m := maps.Clone(snapshot)
+			m["url"], m["urlSha256"] = tokenURLShown, sha256Hex(tokenURL)
+			return m
+		}()},
+		{"webhook.pinged", map[string]any{"url": tokenURL2}, map[string]any{"url": tokenURLShow2, "urlSha256": sha256Hex(tokenURL2)}},
+		{"webhook.updated", map[string]any{"changes": map[string]any{
+			"url":         map[string]any{"from": tokenURL, "to": tokenURL2},
+			"description": map[string]any{"from": "a", "to": "b"}}},
+			map[string]any{"changes": map[string]any{
+				"url":         map[string]any{"from": tokenURLShown, "to": tokenURLShow2},
+				"urlSha256":   map[string]any{"from": sha256Hex(tokenURL), "to": sha256Hex(tokenURL2)},
+				"description": map[string]any{"from": "a", "to": "b"}}}},
+		// Recorded by the present server: left as they are.
+		{"webhook.pinged", map[string]any{"url": tokenURLShown, "urlSha256": sha256Hex(tokenURL)}, nil},
+		{"webhook.updated", map[string]any{"changes": map[string]any{
+			"url":       map[string]any{"from": tokenURLShown, "to": tokenURLShow2},
+			"urlSha256": map[string]any{"from": sha256Hex(tokenURL), "to": sha256Hex(tokenURL2)}}}, nil},
+		{"webhook.updated", map[string]any{"changes": map[string]any{"enabled": map[string]any{"from": true, "to": false}}}, nil},
+	}
+	ids := make([]string, len(events))
+	for i, e := range events {
+		meta, _ := json.Marshal(e.metadata)
+		// As a server of before 2026-12-04 recorded it (a ping is delivered
+		// to its own endpoint only).
+		if err := f.db.Pool.QueryRow(ctx, `INSERT INTO audit_events (id, chain_key, workspace_id, actor_id, action, entity_type, entity_id, occurred_at, metadata)
+			VALUES (gen_random_uuid(), $1::text, $1::text::uuid, $2, $3, 'webhook', $4, now(), $5) RETURNING id::text`,
+			f.workspace, f.owner.ID, e.action, ep, meta).Scan(&ids[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	storetest.DispatchAll(t, f.db)
+	for i, e := range events {
+		var body []byte
+		if err := f.db.Pool.QueryRow(ctx, `SELECT payload FROM webhook_deliveries WHERE endpoint_id = $1 AND event_id = $2`, ep, ids[i]).
+			Scan(&body); err != nil {
+			t.Fatalf("%s: %v", e.action, err)
+		}
+		var got map[string]any
+		if err := json.Unmarshal(body, &got); err != nil {
+			t.Fatal(err)
+		}
+		want := e.want
+		if want == nil {
+			want = e.metadata
+			// Byte for byte what the dispatcher sent before: the event as recorded.
+			var at time.Time
+			if err := f.db.Pool.QueryRow(ctx, `SELECT occurred_at FROM audit_events WHERE id = $1`, ids[i]).Scan(&at); err != nil {
+				t.Fatal(err)
+			}
+			wantBody, _ := json.Marshal(store.WebhookPayload{Version: store.WebhookPayloadVersion, Type: e.action, Timestamp: at.UTC(),
+				Data: store.WebhookEventData{EventID: ids[i], WorkspaceID: &f.workspace, Action: e.action, EntityType: "webhook",
+					EntityID: ep, ActorID: &f.owner.ID, OccurredAt: at.UTC(), Metadata: e.metadata}})
+			if !bytes.Equal(body, wantBody) {
+				t.Errorf("%s: a redacted body became\n%s\nwant\n%s", e.action, body, wantBody)
+			}
+		}
+		wantJSON, _ := json.Marshal(want)
+		var wantMeta any
+		_ = json.Unmarshal(wantJSON, &wantMeta)
+		if gotMeta := got["data"].(map[string]any)["metadata"]; !reflect.DeepEqual(gotMeta, wantMeta) {
+			t.Errorf("%s: delivered metadata\n%v\nwant\n%v", e.action, gotMeta, wantMeta)
+		}
+		for _, token := range urlTokens {
+			if bytes.Contains(body, []byte(token)) {
+				t.Errorf("%s: the delivery sends %q: %s", e.action, token, body)
+			}
+		}
+	}
+	// The log itself is as recorded.
+	var meta []byte
+	if err := f.db.Pool.QueryRow(ctx, `SELECT metadata::text FROM audit_events WHERE id = $1`, ids[0]).Scan(&meta); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(meta, []byte("pathTokenAAAA")) {
+		t.Errorf("the event was changed in the log: %s", meta)
+	}
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -59,12 +61,59 @@ type WebhookEventData struct {
 	Metadata    map[string]any `json:"metadata"`
 }
 
-// webhookPayload returns the body of the deliveries of an event.
+// webhookPayload returns the body of the deliveries of an event, with the
+// endpoint URLs of a webhook.* event redacted (redactWebhookURLs).
 func webhookPayload(r audit.Record) ([]byte, error) {
 	return json.Marshal(WebhookPayload{Version: WebhookPayloadVersion, Type: r.Action, Timestamp: r.OccurredAt.UTC(),
 		Data: WebhookEventData{EventID: r.ID, WorkspaceID: r.WorkspaceID, Action: r.Action, EntityType: r.EntityType,
 			EntityID: r.EntityID, ActorID: r.ActorID, OccurredAt: r.OccurredAt.UTC(), RequestID: r.RequestID,
-			TraceID: r.TraceID, Metadata: r.Metadata}})
+			TraceID: r.TraceID, Metadata: redactWebhookURLs(r.Action, r.Metadata)}})
+}
+
+// redactWebhookURLs returns the metadata of an event of action with its
+// endpoint URLs as the log records them since 2026-12-04 (audit.OptionURL):
+// a webhook.* event recorded before then (by a server of before, also one
+// still running during a rolling upgrade) has the whole URL in url, or in
+// changes.url's from and to, which its deliveries would send to the
+// workspace's other endpoints. Those become audit.RedactURL of the URL, with
+// audit.URLSha256 of it beside them (urlSha256), as migration 0016 made
+// them in the bodies stored before it. Metadata that has urlSha256 already
+// (recorded redacted), and that of other events, is returned as it is, so
+// its body is what it always was byte for byte; metadata is never changed
+// (a changed copy is returned).
+func redactWebhookURLs(action string, metadata map[string]any) map[string]any {
+	if !strings.HasPrefix(action, "webhook.") {
+		return metadata
+	}
+	const sha = "url" + audit.URLSha256Suffix
+	if u, ok := metadata["url"].(string); ok {
+		if _, done := metadata[sha]; done {
+			return metadata
+		}
+		m := maps.Clone(metadata)
+		m["url"], m[sha] = audit.RedactURL(u), audit.URLSha256(u)
+		return m
+	}
+	changes, ok := metadata["changes"].(map[string]any)
+	if !ok {
+		return metadata
+	}
+	diff, ok := changes["url"].(map[string]any)
+	if _, done := changes[sha]; !ok || done {
+		return metadata
+	}
+	redacted, sums := map[string]any{}, map[string]any{}
+	for _, end := range []string{"from", "to"} {
+		redacted[end], sums[end] = nil, nil
+		if u, ok := diff[end].(string); ok {
+			redacted[end], sums[end] = audit.RedactURL(u), audit.URLSha256(u)
+		}
+	}
+	c := maps.Clone(changes)
+	c["url"], c[sha] = redacted, sums
+	m := maps.Clone(metadata)
+	m["changes"] = c
+	return m
 }
 
 // WebhookDispatcher turns committed audit events into webhook deliveries, in
