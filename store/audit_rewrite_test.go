@@ -131,3 +131,36 @@ func TestSealerSignsOnlyAHeadItsSealVouchesFor(t *testing.T) {
 		t.Errorf("signed a chain sealed over a forged head: %d checkpoints of position 6, %v", signed, err)
 	}
 }
+
+// A checkpoint (stored, or kept by a customer) past the end of the log names
+// the newest event left (TestCheckpointDetectsTruncation); a chain with
+// nothing left to name, every event, seal and the head removed, is invalid
+// with firstInvalidEventId null, never an empty id.
+func TestVerifyOfAnEmptiedChainNamesNoEvent(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	f, owner, ws, ids := sealedWorkspace(t)
+	key := audit.GenerateSigningKey()
+	keys := []ed25519.PublicKey{key.Public().(ed25519.PublicKey)}
+	kept, err := (&store.AuditSealer{DB: f.db, Key: key}).Checkpoint(ctx, ws)
+	if err != nil || kept == nil {
+		t.Fatalf("checkpoint: %+v, %v", kept, err)
+	}
+	var stmts []tamperStmt
+	for _, id := range ids {
+		stmts = append(stmts, tamperStmt{`DELETE FROM audit_events WHERE id = $1`, []any{id}},
+			tamperStmt{`DELETE FROM audit_seals WHERE event_id = $1`, []any{id}})
+	}
+	stmts = append(stmts, tamperStmt{`DELETE FROM audit_chain_heads WHERE chain_key = $1`, []any{ws}})
+	tamperer{f.superuser()}.run(t, stmts...)
+	for name, cp := range map[string]*audit.Checkpoint{"stored": nil, "kept": &kept.Checkpoint} {
+		v, err := f.db.VerifyAuditLog(ctx, owner, ws, cp, keys, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v.Valid || v.FirstInvalidEventID != nil {
+			t.Errorf("%s checkpoint over an emptied chain: valid %v, firstInvalidEventId %q, want invalid and null",
+				name, v.Valid, str(v.FirstInvalidEventID))
+		}
+	}
+}

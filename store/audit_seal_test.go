@@ -510,6 +510,11 @@ func TestCheckpointDetectsTruncation(t *testing.T) {
 		!strings.Contains(*v.Checkpoint.Reason, "no seal at position 6") {
 		t.Fatalf("truncated log against the kept checkpoint: %+v %+v", v, v.Checkpoint)
 	}
+	// The log ends before the checkpoint: the newest event is reported, as
+	// for a stored checkpoint (never valid: false with no event).
+	if v.FirstInvalidEventID == nil || *v.FirstInvalidEventID != ids[3] {
+		t.Fatalf("truncated log against the kept checkpoint: firstInvalidEventId %v, want the newest event left %s", str(v.FirstInvalidEventID), ids[3])
+	}
 	// An older checkpoint is still extended.
 	if v := check(early, keys); !v.Valid || !v.Checkpoint.Valid {
 		t.Fatalf("truncated log against a checkpoint before the cut: %+v %+v", v, v.Checkpoint)
@@ -622,4 +627,12 @@ func TestSealerRun(t *testing.T) {
 	}
 	cancel()
 	<-done
+}
+
+// str is *s, or "<nil>".
+func str(s *string) string {
+	if s == nil {
+		return "<nil>"
+	}
+	return *s
 }

@@ -181,11 +181,15 @@ type chainWalk struct {
 	cpEvent            string
 }
 
-// invalid marks the log invalid at event id, unless it already is.
+// invalid marks the log invalid at event id, unless it already is. An empty
+// id (a chain with no seal, anchor or event left to name) leaves
+// FirstInvalidEventID null.
 func (w *chainWalk) invalid(id string) {
 	if w.out.Valid {
 		w.out.Valid = false
-		w.out.FirstInvalidEventID = &id
+		if id != "" {
+			w.out.FirstInvalidEventID = &id
+		}
 	}
 }
 
@@ -228,7 +232,7 @@ func (w *chainWalk) readEnds(ctx context.Context, tx pgx.Tx, chainKey string) er
 	if err := tx.SendBatch(ctx, b).Close(); err != nil {
 		return err
 	}
-	w.tipPos, w.tipHash = w.anchorPos, w.anchorHash
+	w.tipPos, w.tipHash, w.tipEvent = w.anchorPos, w.anchorHash, w.anchorEvent
 	if w.hasHead {
 		w.out.HeadHash = hexHash(w.headHash)
 		w.out.HeadPosition = &w.headPos
@@ -446,10 +450,13 @@ func (w *chainWalk) checkpoint() {
 		cv.Reason = &reason
 	}
 	if cv.SignatureValid && !cv.Extended && intact {
-		// A genuine checkpoint the log does not extend: tampering.
-		w.out.Valid = false
+		// A genuine checkpoint the log does not extend: tampering, at the
+		// event of its position, or the newest seal's when the log ends
+		// before it (as for a stored checkpoint).
 		if w.cpEvent != "" {
-			w.out.FirstInvalidEventID = &w.cpEvent
+			w.invalid(w.cpEvent)
+		} else {
+			w.invalid(w.tipEvent)
 		}
 	}
 }

@@ -171,7 +171,10 @@ type AuditVerification struct {
 	// CheckedEvents is SealedEvents + UnsealedEvents: every event of the
 	// chain that was looked at.
 	CheckedEvents int `json:"checkedEvents"`
-	// FirstInvalidEventID is the first event that failed, in chain order.
+	// FirstInvalidEventID is the first event that failed, in chain order;
+	// for a checkpoint past the end of the log, the newest event left. It is
+	// set whenever Valid is false, but for a chain with no event, seal or
+	// anchor left to name.
 	FirstInvalidEventID *string `json:"firstInvalidEventId"`
 	// HeadHash is the hash of the chain's newest seal (hex).
 	HeadHash *string `json:"headHash"`
