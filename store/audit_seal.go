@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"taskflow/audit"
+	"taskflow/errs"
 )
 
 // Defaults of AuditSealer.
@@ -31,6 +32,15 @@ const (
 	// chain.
 	DefaultCheckpointEvery = 10 * time.Second
 )
+
+// ErrSealCursorMissing is returned by AuditSealer.Round and AuditSealBacklog
+// when the sealer's cursor, row 1 of audit_seal_cursor (made by migration
+// 0007), is gone: the server's database role may delete it. Nothing is sealed
+// until an operator restores it (docs/operations.md); the sealer does not
+// make it again, as a cursor anywhere but after the newest sealed event would
+// seal events a second time or skip some.
+var ErrSealCursorMissing = errs.Errorf(errs.CodeInternal,
+	"the audit sealer's cursor (row id = 1 of audit_seal_cursor) is missing: nothing is sealed until it is restored (docs/operations.md)")
 
 // AuditSealer chains committed audit events into their hash chains, in spine
 // order, shortly after they commit: the request path only inserts them. Every
@@ -141,10 +151,11 @@ func (s *AuditSealer) Run(ctx context.Context) {
 	})
 }
 
-// spinePendingSQL tells whether committed events wait past the sealer's
-// cursor, without a lock or a transaction id: an idle sealer's poll writes
-// nothing.
-var spinePendingSQL = spinePendingSQLFor("audit_seal_cursor")
+// sealPendingSQL tells whether the sealer's cursor exists and whether
+// committed events wait past it, without a lock or a transaction id: an idle
+// sealer's poll writes nothing.
+var sealPendingSQL = `SELECT EXISTS (SELECT 1 FROM audit_seal_cursor WHERE id = 1), (` +
+	spinePendingSQLFor("audit_seal_cursor") + `)`
 
 // spinePendingSQLFor returns the statement that tells whether committed
 // events wait past the cursor of a spine consumer, kept in row 1 of the table
@@ -161,10 +172,19 @@ func spinePendingSQLFor(cursorTable string) string {
 // lockSpineCursor locks row 1 of cursorTable, a spine consumer's cursor, for
 // the rest of tx and returns it, or reports busy when another transaction
 // holds it (SKIP LOCKED: one consumer advances at a time, the others skip
-// their round).
-func lockSpineCursor(ctx context.Context, tx pgx.Tx, cursorTable string) (cur SpineCursor, busy bool, err error) {
+// their round). It returns missing when the row does not exist (SKIP LOCKED
+// reads no row then either: a plain read tells the two apart, as a row lock
+// does not stop it).
+func lockSpineCursor(ctx context.Context, tx pgx.Tx, cursorTable string, missing error) (cur SpineCursor, busy bool, err error) {
 	err = tx.QueryRow(ctx, `SELECT tx_id, seq FROM `+cursorTable+` WHERE id = 1 FOR UPDATE SKIP LOCKED`).Scan(&cur.TxID, &cur.Seq)
 	if errors.Is(err, pgx.ErrNoRows) {
+		var exists bool
+		if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM `+cursorTable+` WHERE id = 1)`).Scan(&exists); err != nil {
+			return cur, false, fmt.Errorf("lock %s: %w", cursorTable, err)
+		}
+		if !exists {
+			return cur, false, missing
+		}
 		return cur, true, nil
 	}
 	if err != nil {
@@ -183,15 +203,22 @@ type SealBacklog struct {
 }
 
 // AuditSealBacklog returns the events the sealer has not reached yet: its lag,
-// for monitoring and for tests that wait for it.
+// for monitoring and for tests that wait for it. It returns
+// ErrSealCursorMissing (wrapped) when the sealer has no cursor: then it
+// reaches none of them.
 func (db *DB) AuditSealBacklog(ctx context.Context) (SealBacklog, error) {
 	var b SealBacklog
 	var oldest pgtype.Timestamptz
-	err := db.Pool.QueryRow(ctx, `SELECT count(*), min(x.occurred_at) FROM audit_seal_cursor c CROSS JOIN LATERAL
-		(SELECT e.occurred_at FROM audit_events e WHERE (e.tx_id, e.seq) > (c.tx_id, c.seq)) x WHERE c.id = 1`).
-		Scan(&b.Events, &oldest)
+	var cursor bool
+	err := db.Pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM audit_seal_cursor WHERE id = 1), b.n, b.oldest FROM
+		(SELECT count(*) AS n, min(x.occurred_at) AS oldest FROM audit_seal_cursor c CROSS JOIN LATERAL
+		(SELECT e.occurred_at FROM audit_events e WHERE (e.tx_id, e.seq) > (c.tx_id, c.seq)) x WHERE c.id = 1) b`).
+		Scan(&cursor, &b.Events, &oldest)
+	if err == nil && !cursor {
+		err = ErrSealCursorMissing
+	}
 	if err != nil {
-		return b, fmt.Errorf("audit seal backlog: %w", err)
+		return SealBacklog{}, fmt.Errorf("audit seal backlog: %w", err)
 	}
 	b.Oldest = oldest.Time
 	return b, nil
@@ -203,20 +230,25 @@ func (db *DB) AuditSealBacklog(ctx context.Context) (SealBacklog, error) {
 // heads and the cursor, signs the checkpoints that are due, and commits. When
 // no event waits and no checkpoint sweep is due, it only looks (one read, no
 // transaction). A round that fails or is cut off changes nothing; the next
-// one starts from the same cursor.
+// one starts from the same cursor. Without a cursor (row 1 of
+// audit_seal_cursor deleted) it returns ErrSealCursorMissing (wrapped), at
+// every round, and seals nothing.
 func (s *AuditSealer) Round(ctx context.Context) (SealRound, error) {
 	var out SealRound
 	if s.Key == nil || time.Since(s.lastSweep) < s.every() {
-		var pending bool
-		if err := s.DB.Pool.QueryRow(ctx, spinePendingSQL).Scan(&pending); err != nil {
+		var cursor, pending bool
+		if err := s.DB.Pool.QueryRow(ctx, sealPendingSQL).Scan(&cursor, &pending); err != nil {
 			return out, fmt.Errorf("audit seal: %w", err)
+		}
+		if !cursor {
+			return out, fmt.Errorf("audit seal: %w", ErrSealCursorMissing)
 		}
 		if !pending {
 			return out, nil
 		}
 	}
 	err := pgx.BeginFunc(ctx, s.DB.Pool, func(tx pgx.Tx) error {
-		cur, busy, err := lockSpineCursor(ctx, tx, "audit_seal_cursor")
+		cur, busy, err := lockSpineCursor(ctx, tx, "audit_seal_cursor", ErrSealCursorMissing)
 		if busy || err != nil {
 			out.Busy = busy
 			return err

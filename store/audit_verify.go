@@ -167,11 +167,15 @@ type chainWalk struct {
 	// kept is the start of the oldest monthly partition of audit_events
 	// (zero: none). Retention drops the oldest months only, so an event at
 	// or after it cannot be missing by retention: it was deleted.
-	kept     time.Time
-	cursor   SpineCursor
-	tipPos   int64
-	tipHash  []byte
-	tipEvent string
+	kept   time.Time
+	cursor SpineCursor
+	// sealerStopped reports that the sealer will reach no event past its
+	// cursor: the cursor is gone, or was moved back behind a sealed event.
+	// Then no event waits for it: an event without a seal is reported.
+	sealerStopped bool
+	tipPos        int64
+	tipHash       []byte
+	tipEvent      string
 	// keys are the public keys the server trusts: the checkpoints it stored
 	// that one of them signed must be extended by the log.
 	keys               []ed25519.PublicKey
@@ -227,8 +231,26 @@ func (w *chainWalk) readEnds(ctx context.Context, tx pgx.Tx, chainKey string) er
 			}
 			return nil
 		})
-	b.Queue(`SELECT tx_id, seq FROM audit_seal_cursor WHERE id = 1`).
-		QueryRow(func(row pgx.Row) error { return row.Scan(&w.cursor.TxID, &w.cursor.Seq) })
+	// The sealer's cursor, and whether it stopped: the cursor is gone (the
+	// server's role may delete it), or it lies before a sealed event among
+	// the batch its next round reads (moved back: that round would seal
+	// sealed events again, and fails). Seals and the cursor move in one
+	// transaction, so neither happens while the sealer works. (One probe of
+	// the seals' event_id index for each event of the backlog, up to a
+	// batch; LATERAL with LIMIT keeps it so.)
+	b.Queue(`SELECT c.tx_id, c.seq, EXISTS (SELECT 1 FROM
+			(SELECT e.id, e.occurred_at FROM audit_events e WHERE (e.tx_id, e.seq) > (c.tx_id, c.seq)
+				ORDER BY e.tx_id, e.seq LIMIT ` + fmt.Sprint(DefaultSealBatch) + `) x
+			CROSS JOIN LATERAL (SELECT 1 FROM audit_seals s WHERE s.event_id = x.id AND s.occurred_at = x.occurred_at LIMIT 1) s)
+		FROM audit_seal_cursor c WHERE c.id = 1`).
+		QueryRow(func(row pgx.Row) error {
+			err := row.Scan(&w.cursor.TxID, &w.cursor.Seq, &w.sealerStopped)
+			if auditNoRows(err) {
+				w.sealerStopped = true
+				return nil
+			}
+			return err
+		})
 	if err := tx.SendBatch(ctx, b).Close(); err != nil {
 		return err
 	}
@@ -324,8 +346,9 @@ func (w *chainWalk) finish(ctx context.Context, tx pgx.Tx, chainKey string) erro
 	// key is the time and the id, so an id alone could be a sealed event's
 	// copy). A row with no tx_id or seq is never read by the sealer, and a
 	// tx_id at or past the snapshot's xmax no transaction could have had yet
-	// (a committed event's is below it): neither counts as waiting.
-	const pending = `coalesce((e.tx_id, e.seq) > ($2::xid8, $3::bigint)
+	// (a committed event's is below it): neither counts as waiting, nor does
+	// any event when the sealer stopped ($4 false).
+	const pending = `coalesce($4::bool AND (e.tx_id, e.seq) > ($2::xid8, $3::bigint)
 		AND e.tx_id < pg_snapshot_xmax(pg_current_snapshot()), false)`
 	var stray, elsewhere *string
 	scanID := func(dst **string) func(row pgx.Row) error {
@@ -337,12 +360,12 @@ func (w *chainWalk) finish(ctx context.Context, tx pgx.Tx, chainKey string) erro
 		}
 	}
 	b := &pgx.Batch{}
-	b.Queue(`SELECT count(*) FROM audit_events e WHERE e.chain_key = $1 AND `+pending, chainKey, w.cursor.TxID, w.cursor.Seq).
+	b.Queue(`SELECT count(*) FROM audit_events e WHERE e.chain_key = $1 AND `+pending, chainKey, w.cursor.TxID, w.cursor.Seq, !w.sealerStopped).
 		QueryRow(func(row pgx.Row) error { return row.Scan(&w.out.UnsealedEvents) })
 	b.Queue(`SELECT e.id::text FROM audit_events e WHERE e.chain_key = $1 AND NOT `+pending+`
 		AND NOT EXISTS (SELECT 1 FROM audit_seals s
 			WHERE s.event_id = e.id AND s.occurred_at = e.occurred_at AND s.chain_key = e.chain_key)
-		ORDER BY e.occurred_at, e.id LIMIT 1`, chainKey, w.cursor.TxID, w.cursor.Seq).
+		ORDER BY e.occurred_at, e.id LIMIT 1`, chainKey, w.cursor.TxID, w.cursor.Seq, !w.sealerStopped).
 		QueryRow(scanID(&stray))
 	if validID(chainKey) {
 		// A workspace's chain: the workspace's events are read by their

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"strings"
@@ -292,7 +293,8 @@ func (d *WebhookDispatcher) Round(ctx context.Context) (DispatchRound, error) {
 		return out, nil
 	}
 	err := pgx.BeginFunc(ctx, d.DB.Pool, func(tx pgx.Tx) error {
-		cur, busy, err := lockSpineCursor(ctx, tx, "webhook_dispatch_cursor")
+		cur, busy, err := lockSpineCursor(ctx, tx, "webhook_dispatch_cursor",
+			errors.New("the webhook dispatcher's cursor (row id = 1 of webhook_dispatch_cursor) is missing"))
 		if busy || err != nil {
 			out.Busy = busy
 			return err
