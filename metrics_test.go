@@ -76,3 +76,33 @@ taskflow_db_reads_waiting 0
 		t.Error(err)
 	}
 }
+
+// The sealer's metrics: its backlog, and, once its cursor is deleted (the
+// server's role may), taskflow_audit_seal_cursor_missing 1 and no backlog
+// (it reaches no event then).
+func TestSealMetrics(t *testing.T) {
+	t.Parallel()
+	db := storetest.DB(t)
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(sealCollector{db: db})
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(`
+# HELP taskflow_audit_seal_backlog Audit events the sealer has not reached yet (absent while its cursor is missing).
+# TYPE taskflow_audit_seal_backlog gauge
+taskflow_audit_seal_backlog 0
+# HELP taskflow_audit_seal_cursor_missing 1 when the audit sealer's cursor (row 1 of audit_seal_cursor) is missing: nothing is sealed until it is restored; else 0.
+# TYPE taskflow_audit_seal_cursor_missing gauge
+taskflow_audit_seal_cursor_missing 0
+`), "taskflow_audit_seal_backlog", "taskflow_audit_seal_cursor_missing"); err != nil {
+		t.Error(err)
+	}
+	if _, err := db.Pool.Exec(t.Context(), `DELETE FROM audit_seal_cursor`); err != nil {
+		t.Fatal(err)
+	}
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(`
+# HELP taskflow_audit_seal_cursor_missing 1 when the audit sealer's cursor (row 1 of audit_seal_cursor) is missing: nothing is sealed until it is restored; else 0.
+# TYPE taskflow_audit_seal_cursor_missing gauge
+taskflow_audit_seal_cursor_missing 1
+`), "taskflow_audit_seal_backlog", "taskflow_audit_seal_oldest_seconds", "taskflow_audit_seal_cursor_missing"); err != nil {
+		t.Error(err)
+	}
+}

@@ -197,6 +197,7 @@ func run(cfg Config, log, accessLog *slog.Logger) error {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	reg.MustRegister(readMetrics(db)...)
+	reg.MustRegister(sealCollector{db: db})
 
 	// Webhooks: this instance's dispatcher and River workers; the attempts in
 	// flight finish within what is left of SHUTDOWN_TIMEOUT at the end.
@@ -490,6 +491,47 @@ func readMetrics(db *store.DB) []prometheus.Collector {
 			Name: "taskflow_db_reads_waiting",
 			Help: "Reads waiting for a round trip: every one of DATABASE_READ_BATCHES was in flight when they came.",
 		}, func() float64 { return float64(db.ReadStats().Waiting) }),
+	}
+}
+
+// sealCollector reports, at each scrape, what waits for the audit sealer
+// (db.AuditSealBacklog, one query bounded by a second): the events it has
+// not reached and the age of the oldest, and whether its cursor is missing,
+// which stops it (store.ErrSealCursorMissing).
+type sealCollector struct{ db *store.DB }
+
+var (
+	sealBacklogDesc = prometheus.NewDesc("taskflow_audit_seal_backlog",
+		"Audit events the sealer has not reached yet (absent while its cursor is missing).", nil, nil)
+	sealOldestDesc = prometheus.NewDesc("taskflow_audit_seal_oldest_seconds",
+		"Age of the oldest audit event the sealer has not reached yet (0 when none; absent while its cursor is missing).", nil, nil)
+	sealCursorMissingDesc = prometheus.NewDesc("taskflow_audit_seal_cursor_missing",
+		"1 when the audit sealer's cursor (row 1 of audit_seal_cursor) is missing: nothing is sealed until it is restored; else 0.", nil, nil)
+)
+
+// Describe sends the descriptions.
+func (c sealCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- sealBacklogDesc
+	ch <- sealOldestDesc
+	ch <- sealCursorMissingDesc
+}
+
+// Collect reads the backlog; a failed read reports nothing.
+func (c sealCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	b, err := c.db.AuditSealBacklog(ctx)
+	switch {
+	case errors.Is(err, store.ErrSealCursorMissing):
+		ch <- prometheus.MustNewConstMetric(sealCursorMissingDesc, prometheus.GaugeValue, 1)
+	case err == nil:
+		ch <- prometheus.MustNewConstMetric(sealCursorMissingDesc, prometheus.GaugeValue, 0)
+		ch <- prometheus.MustNewConstMetric(sealBacklogDesc, prometheus.GaugeValue, float64(b.Events))
+		age := 0.0
+		if !b.Oldest.IsZero() {
+			age = max(time.Since(b.Oldest).Seconds(), 0)
+		}
+		ch <- prometheus.MustNewConstMetric(sealOldestDesc, prometheus.GaugeValue, age)
 	}
 }
 
