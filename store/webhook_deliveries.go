@@ -292,7 +292,10 @@ func (e *WebhookInFlightError) Error() string {
 // may start (the attempt itself must end sooner: its HTTP timeout is shorter
 // than lease). It returns ErrWebhookGone when there is nothing to attempt and
 // a *WebhookInFlightError while another attempt holds the delivery, or held
-// it until a moment ago (Until is then now: try again shortly).
+// it until a moment ago (Until is then now: try again shortly). The body of
+// a webhook.* delivery with an endpoint URL whole (stored by an instance of
+// before the URL redaction) is redacted, in the delivery too
+// (redactWebhookBody); another is returned as stored.
 func (db *DB) ClaimWebhookAttempt(ctx context.Context, deliveryID string, lease time.Duration) (*WebhookAttempt, error) {
 	// The usual case in one statement: a PENDING delivery, not held, of an
 	// enabled endpoint (or a ping).
@@ -315,6 +318,16 @@ func (db *DB) ClaimWebhookAttempt(ctx context.Context, deliveryID string, lease 
 	}
 	if err != nil {
 		return nil, fmt.Errorf("claim webhook attempt: %w", err)
+	}
+	// A body an instance of before the URL redaction stored (during a
+	// rolling upgrade, after migration 0016 ran) is redacted now, and kept
+	// so: what is sent is what the delivery shows. It is sent redacted even
+	// when it could not be kept (the next attempt tries again).
+	if body, changed := redactWebhookBody(a.Action, a.Payload); changed {
+		if _, err := db.Pool.Exec(ctx, `UPDATE webhook_deliveries SET payload = $2 WHERE id = $1`, deliveryID, body); err != nil {
+			db.log.WarnContext(ctx, "webhook delivery: its redacted body could not be stored; sent redacted", "delivery", deliveryID, "err", err)
+		}
+		a.Payload = body
 	}
 	a.DeliveryID = deliveryID
 	a.Keys = [][]byte{key}

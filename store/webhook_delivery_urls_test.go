@@ -269,3 +269,51 @@ func TestDispatcherRedactsOldWebhookEventURLs(t *testing.T) {
 		t.Errorf("the event was changed in the log: %s", meta)
 	}
 }
+
+// A delivery of a webhook.* event that an instance of before the URL
+// redaction stored after migration 0016 ran (a rolling upgrade: its
+// dispatcher built the body from the event as recorded) is redacted when it
+// is claimed: the attempt sends, and the delivery keeps, the body with url
+// redacted and urlSha256 beside it. A redacted body is sent byte for byte.
+func TestClaimRedactsAnOldInstancesDeliveryBody(t *testing.T) {
+	t.Parallel()
+	f := newHookFixture(t)
+	ctx := t.Context()
+	ep := f.endpoint(t, "webhook.*")
+	deliver := func(metadata map[string]any) (string, []byte) {
+		t.Helper()
+		id := uuid.NewString()
+		body, _ := json.Marshal(store.WebhookPayload{Version: store.WebhookPayloadVersion, Type: "webhook.pinged",
+			Timestamp: time.Now().UTC(), Data: store.WebhookEventData{EventID: uuid.NewString(), WorkspaceID: &f.workspace,
+				Action: "webhook.pinged", EntityType: "webhook", EntityID: ep, OccurredAt: time.Now().UTC(), Metadata: metadata}})
+		if _, err := f.db.Pool.Exec(ctx, `INSERT INTO webhook_deliveries (id, endpoint_id, workspace_id, event_id, action, payload, next_attempt_at)
+			VALUES ($1, $2, $3, $4, 'webhook.pinged', $5, now())`, id, ep, f.workspace, uuid.NewString(), body); err != nil {
+			t.Fatal(err)
+		}
+		return id, body
+	}
+	old, _ := deliver(map[string]any{"url": tokenURL})
+	a, err := f.db.ClaimWebhookAttempt(ctx, old, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stored []byte
+	if err := f.db.Pool.QueryRow(ctx, `SELECT payload FROM webhook_deliveries WHERE id = $1`, old).Scan(&stored); err != nil {
+		t.Fatal(err)
+	}
+	for what, body := range map[string][]byte{"sent": a.Payload, "stored": stored} {
+		var got struct {
+			Data struct{ Metadata map[string]any } `json:"data"`
+		}
+		if err := json.Unmarshal(body, &got); err != nil {
+			t.Fatal(err)
+		}
+		if want := map[string]any{"url": tokenURLShown, "urlSha256": sha256Hex(tokenURL)}; !reflect.DeepEqual(got.Data.Metadata, want) {
+			t.Errorf("%s body of an old instance's delivery: metadata %v, want %v", what, got.Data.Metadata, want)
+		}
+	}
+	redacted, body := deliver(map[string]any{"url": tokenURLShown, "urlSha256": sha256Hex(tokenURL)})
+	if a, err := f.db.ClaimWebhookAttempt(ctx, redacted, time.Minute); err != nil || !bytes.Equal(a.Payload, body) {
+		t.Errorf("a redacted body: sent %s (%v), want byte for byte %s", a.Payload, err, body)
+	}
+}

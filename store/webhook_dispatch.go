@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -68,7 +69,42 @@ func webhookPayload(r audit.Record) ([]byte, error) {
 	return json.Marshal(WebhookPayload{Version: WebhookPayloadVersion, Type: r.Action, Timestamp: r.OccurredAt.UTC(),
 		Data: WebhookEventData{EventID: r.ID, WorkspaceID: r.WorkspaceID, Action: r.Action, EntityType: r.EntityType,
 			EntityID: r.EntityID, ActorID: r.ActorID, OccurredAt: r.OccurredAt.UTC(), RequestID: r.RequestID,
-			TraceID: r.TraceID, Metadata: redactWebhookURLs(r.Action, r.Metadata)}})
+			TraceID: r.TraceID, Metadata: redact(r.Action, r.Metadata)}})
+}
+
+// redact is redactWebhookURLs without its report.
+func redact(action string, metadata map[string]any) map[string]any {
+	m, _ := redactWebhookURLs(action, metadata)
+	return m
+}
+
+// redactWebhookBody returns a delivery's body with the URLs of its event's
+// metadata redacted (redactWebhookURLs) and true, or body itself and false
+// when there is nothing to redact (then not decoded again: byte for byte).
+// A body whose metadata is redacted is encoded again, its keys sorted (as
+// migration 0016 did, in jsonb's order).
+func redactWebhookBody(action string, body []byte) ([]byte, bool) {
+	if !strings.HasPrefix(action, "webhook.") {
+		return body, false
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	var env map[string]any
+	if dec.Decode(&env) != nil {
+		return body, false
+	}
+	data, _ := env["data"].(map[string]any)
+	meta, _ := data["metadata"].(map[string]any)
+	redacted, changed := redactWebhookURLs(action, meta)
+	if !changed {
+		return body, false
+	}
+	data["metadata"] = redacted
+	out, err := json.Marshal(env)
+	if err != nil {
+		return body, false
+	}
+	return out, true
 }
 
 // redactWebhookURLs returns the metadata of an event of action with its
@@ -81,27 +117,27 @@ func webhookPayload(r audit.Record) ([]byte, error) {
 // them in the bodies stored before it. Metadata that has urlSha256 already
 // (recorded redacted), and that of other events, is returned as it is, so
 // its body is what it always was byte for byte; metadata is never changed
-// (a changed copy is returned).
-func redactWebhookURLs(action string, metadata map[string]any) map[string]any {
+// (a changed copy is returned, and true).
+func redactWebhookURLs(action string, metadata map[string]any) (map[string]any, bool) {
 	if !strings.HasPrefix(action, "webhook.") {
-		return metadata
+		return metadata, false
 	}
 	const sha = "url" + audit.URLSha256Suffix
 	if u, ok := metadata["url"].(string); ok {
 		if _, done := metadata[sha]; done {
-			return metadata
+			return metadata, false
 		}
 		m := maps.Clone(metadata)
 		m["url"], m[sha] = audit.RedactURL(u), audit.URLSha256(u)
-		return m
+		return m, true
 	}
 	changes, ok := metadata["changes"].(map[string]any)
 	if !ok {
-		return metadata
+		return metadata, false
 	}
 	diff, ok := changes["url"].(map[string]any)
 	if _, done := changes[sha]; !ok || done {
-		return metadata
+		return metadata, false
 	}
 	redacted, sums := map[string]any{}, map[string]any{}
 	for _, end := range []string{"from", "to"} {
@@ -114,7 +150,7 @@ func redactWebhookURLs(action string, metadata map[string]any) map[string]any {
 	c["url"], c[sha] = redacted, sums
 	m := maps.Clone(metadata)
 	m["changes"] = c
-	return m
+	return m, true
 }
 
 // WebhookDispatcher turns committed audit events into webhook deliveries, in
