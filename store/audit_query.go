@@ -357,6 +357,19 @@ func auditScanSQL(scan, rest, seal string, args []any, page Page) (string, []any
 		args = append(args, page.After.At, page.After.ID)
 		scan += fmt.Sprintf(` AND (occurred_at, id) < ($%d, $%d)`, len(args)-1, len(args))
 	}
+	if rest == "" {
+		// Every event the scan looks at matches: the page is the plain
+		// keyset query, which reads page.First+1 events (an index scan, or a
+		// top-N sort of a small log) where the numbered scan sorts up to
+		// AuditScanLimit whole events before its window (measured
+		// 2026-12-05 on bench/load's log of 403 events: 0.24 ms against
+		// 0.79 ms, and twice the Postgres CPU a page of auditEvents). Its
+		// rn is 0: scanAuditScan numbers the events as they come.
+		return `SELECT ` + auditEventColumns + `, 0::int8, true FROM audit_events LEFT JOIN LATERAL
+			(SELECT position, prev_hash, hash FROM audit_seals WHERE event_id = audit_events.id
+				AND occurred_at = audit_events.occurred_at AND chain_key = audit_events.chain_key` + seal + `) s ON true
+			WHERE ` + scan + fmt.Sprintf(` ORDER BY occurred_at DESC, id DESC LIMIT %d`, page.First+1), args
+	}
 	return `SELECT ` + auditEventColumns + `, audit_events.rn, audit_events.hit FROM (
 		SELECT c.*, row_number() OVER w AS rn, lead(c.id) OVER w IS NULL AS last, (true` + rest + `) AS hit FROM (
 			SELECT id, workspace_id, actor_id, action, entity_type, entity_id, occurred_at, ip, user_agent,
@@ -385,6 +398,9 @@ func scanAuditScan(rows pgx.Rows, limit int) (items []*AuditEvent, last *AuditEv
 		}
 		if hit {
 			items = append(items, e)
+		}
+		if rn == 0 { // a plain keyset page: every event it read is one it looked at
+			rn = int64(looked) + 1
 		}
 		last, looked = e, int(rn)
 	}
