@@ -56,7 +56,11 @@ func chargeOverrun[T any](ctx context.Context, list []T, err error) ([]T, error)
 // for those it read.
 func payAuditScan(ctx context.Context) func(n int) error {
 	return func(n int) error {
-		return ratelimit.ChargeWork(ctx, ratelimit.ScanCost(int64(n)),
+		points := ratelimit.ScanCost(int64(n))
+		if points <= 0 { // most pages: no message made for nothing
+			return nil
+		}
+		return ratelimit.ChargeWork(ctx, points,
 			fmt.Sprintf("looked at %d events of the log to find its page", n),
 			"ask for fewer pages in one operation")
 	}
@@ -68,7 +72,11 @@ func payAuditScan(ctx context.Context) func(n int) error {
 // a large workspace pays for the tasks it ranks.
 func paySearch(ctx context.Context) func(n int) error {
 	return func(n int) error {
-		return ratelimit.ChargeWork(ctx, ratelimit.SearchCost(int64(n)),
+		points := ratelimit.SearchCost(int64(n))
+		if points <= 0 { // most searches: no message made for nothing
+			return nil
+		}
+		return ratelimit.ChargeWork(ctx, points,
 			fmt.Sprintf("ranked the %d tasks matching the query to find its page", n),
 			"search for more specific words, or ask for fewer pages in one operation")
 	}

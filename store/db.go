@@ -41,6 +41,9 @@ type DB struct {
 	// workspaces remembers the workspace of projects and tasks (see
 	// workspaceOf): a row never moves to another workspace.
 	workspaces *otter.Cache[string, string]
+	// smallWorkspaces remembers workspaces of fewer than SearchCountFrom
+	// tasks, for smallWorkspaceTTL (see SearchTasks).
+	smallWorkspaces *otter.Cache[string, struct{}]
 	// sessions remembers what bearer tokens mean (see UserByTokenHash).
 	sessions *sessionCache
 
@@ -127,7 +130,10 @@ func New(pool *pgxpool.Pool, log *slog.Logger) *DB {
 	db := &DB{Pool: pool, log: log, sealWake: make(chan struct{}, 1), dispatchWake: make(chan struct{}, 1),
 		sessions: newSessionCache(),
 		workspaces: otter.Must(&otter.Options[string, string]{MaximumSize: workspaceCacheSize,
-			Executor: func(evict func()) { evict() }})}
+			Executor: func(evict func()) { evict() }}),
+		smallWorkspaces: otter.Must(&otter.Options[string, struct{}]{MaximumSize: workspaceCacheSize,
+			ExpiryCalculator: otter.ExpiryWriting[string, struct{}](smallWorkspaceTTL),
+			Executor:         func(evict func()) { evict() }})}
 	db.reads = readBatcher{pool: pool, limit: DefaultReadBatches(pool.Config().MaxConns)}
 	return db
 }
