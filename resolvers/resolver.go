@@ -55,15 +55,8 @@ func chargeOverrun[T any](ctx context.Context, list []T, err error) ([]T, error)
 // 1,000) to the caller's budget, so that a filter that keeps few events pays
 // for those it read.
 func payAuditScan(ctx context.Context) func(n int) error {
-	return func(n int) error {
-		points := ratelimit.ScanCost(int64(n))
-		if points <= 0 { // most pages: no message made for nothing
-			return nil
-		}
-		return ratelimit.ChargeWork(ctx, points,
-			fmt.Sprintf("looked at %d events of the log to find its page", n),
-			"ask for fewer pages in one operation")
-	}
+	return payCount(ctx, ratelimit.ScanCost, "looked at %d events of the log to find its page",
+		"ask for fewer pages in one operation")
 }
 
 // paySearch returns what a page of searchTasks calls with how many tasks
@@ -71,14 +64,20 @@ func payAuditScan(ctx context.Context) func(n int) error {
 // for every 1,000) to the caller's budget, so that a query matching most of
 // a large workspace pays for the tasks it ranks.
 func paySearch(ctx context.Context) func(n int) error {
+	return payCount(ctx, ratelimit.SearchCost, "ranked the %d tasks matching the query to find its page",
+		"search for more specific words, or ask for fewer pages in one operation")
+}
+
+// payCount returns a function that charges price(n) points of work for the
+// n things a read went through (ratelimit.ChargeWork, with what's %d
+// replaced by n, and hint); a price of 0, most reads, costs no message.
+func payCount(ctx context.Context, price func(int64) int64, what, hint string) func(n int) error {
 	return func(n int) error {
-		points := ratelimit.SearchCost(int64(n))
-		if points <= 0 { // most searches: no message made for nothing
+		points := price(int64(n))
+		if points <= 0 {
 			return nil
 		}
-		return ratelimit.ChargeWork(ctx, points,
-			fmt.Sprintf("ranked the %d tasks matching the query to find its page", n),
-			"search for more specific words, or ask for fewer pages in one operation")
+		return ratelimit.ChargeWork(ctx, points, fmt.Sprintf(what, n), hint)
 	}
 }
 
