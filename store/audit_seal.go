@@ -492,18 +492,26 @@ func (w *sealWrites) send(ctx context.Context, tx pgx.Tx) error {
 // checkpoint, and returns it; nil when the chain has no seal yet. It waits
 // for a round in progress instead of skipping, and needs a Key. It returns
 // an error, and signs nothing, when the head is not the chain's newest seal
-// (audit_chain_heads was changed).
+// (audit_chain_heads was changed), and ErrSealCursorMissing (wrapped) when
+// the sealer's cursor is gone (then it cannot wait for a round).
 func (s *AuditSealer) Checkpoint(ctx context.Context, chainKey string) (*AuditCheckpoint, error) {
 	if s.Key == nil {
 		return nil, errors.New("audit checkpoint: the sealer has no signing key")
 	}
 	var out *AuditCheckpoint
 	err := pgx.BeginFunc(ctx, s.DB.Pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `SELECT 1 FROM audit_seal_cursor WHERE id = 1 FOR UPDATE`); err != nil {
+		// Waits for a round in progress. Without the row nothing is locked,
+		// and a checkpoint signed then is ordered with no round: refused.
+		var one int
+		err := tx.QueryRow(ctx, `SELECT 1 FROM audit_seal_cursor WHERE id = 1 FOR UPDATE`).Scan(&one)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return ErrSealCursorMissing
+		}
+		if err != nil {
 			return err
 		}
 		h := &chainHead{}
-		err := tx.QueryRow(ctx, `SELECT head_hash, events, NOT `+headVouchedSQL+` FROM audit_chain_heads h WHERE chain_key = $1`, chainKey).
+		err = tx.QueryRow(ctx, `SELECT head_hash, events, NOT `+headVouchedSQL+` FROM audit_chain_heads h WHERE chain_key = $1`, chainKey).
 			Scan(&h.hash, &h.position, &h.unvouched)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return nil

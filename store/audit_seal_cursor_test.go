@@ -164,3 +164,25 @@ func TestVerifyWithTheSealCursorMovedBack(t *testing.T) {
 			v.Valid, str(v.FirstInvalidEventID), v.SealedEvents, v.UnsealedEvents, late)
 	}
 }
+
+// Found in review (2026-12-04): AuditSealer.Checkpoint locks the sealer's
+// cursor to wait for a round in progress, but without the row its lock took
+// nothing and it signed anyway, unordered with any sealing round. It now
+// refuses with ErrSealCursorMissing, as the sealer's rounds do, and signs
+// nothing.
+func TestCheckpointRefusesWithoutTheSealCursor(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	f, _, ws, _ := sealedWorkspace(t)
+	if _, err := f.db.Pool.Exec(ctx, `DELETE FROM audit_seal_cursor`); err != nil {
+		t.Fatal(err)
+	}
+	cp, err := (&store.AuditSealer{DB: f.db, Key: audit.GenerateSigningKey()}).Checkpoint(ctx, ws)
+	if !errors.Is(err, store.ErrSealCursorMissing) {
+		t.Errorf("checkpoint without a cursor: %+v, %v; want ErrSealCursorMissing", cp, err)
+	}
+	var n int
+	if err := f.db.Pool.QueryRow(ctx, `SELECT count(*) FROM audit_checkpoints WHERE chain_key = $1`, ws).Scan(&n); err != nil || n != 0 {
+		t.Errorf("a checkpoint without a cursor stored %d checkpoints (%v), want 0", n, err)
+	}
+}
