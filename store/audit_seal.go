@@ -154,8 +154,29 @@ func (s *AuditSealer) Run(ctx context.Context) {
 // sealPendingSQL tells whether the sealer's cursor exists and whether
 // committed events wait past it, without a lock or a transaction id: an idle
 // sealer's poll writes nothing.
-var sealPendingSQL = `SELECT EXISTS (SELECT 1 FROM audit_seal_cursor WHERE id = 1), (` +
-	spinePendingSQLFor("audit_seal_cursor") + `)`
+var sealPendingSQL = spineLookSQLFor("audit_seal_cursor")
+
+// spineLookSQLFor returns the statement lookSpineCursor runs for the spine
+// consumer whose cursor is row 1 of cursorTable: whether the row exists, and
+// whether committed events wait past it (spinePendingSQLFor).
+func spineLookSQLFor(cursorTable string) string {
+	return `SELECT EXISTS (SELECT 1 FROM ` + cursorTable + ` WHERE id = 1), (` + spinePendingSQLFor(cursorTable) + `)`
+}
+
+// lookSpineCursor runs look (spineLookSQLFor of a consumer's cursor table)
+// and reports whether committed events wait past the cursor. It returns
+// missing when the cursor row does not exist: no event would ever look
+// pending then, and the consumer would stop without a word.
+func lookSpineCursor(ctx context.Context, db *DB, look string, missing error) (pending bool, err error) {
+	var cursor bool
+	if err := db.Pool.QueryRow(ctx, look).Scan(&cursor, &pending); err != nil {
+		return false, err
+	}
+	if !cursor {
+		return false, missing
+	}
+	return pending, nil
+}
 
 // spinePendingSQLFor returns the statement that tells whether committed
 // events wait past the cursor of a spine consumer, kept in row 1 of the table
@@ -236,12 +257,9 @@ func (db *DB) AuditSealBacklog(ctx context.Context) (SealBacklog, error) {
 func (s *AuditSealer) Round(ctx context.Context) (SealRound, error) {
 	var out SealRound
 	if s.Key == nil || time.Since(s.lastSweep) < s.every() {
-		var cursor, pending bool
-		if err := s.DB.Pool.QueryRow(ctx, sealPendingSQL).Scan(&cursor, &pending); err != nil {
+		pending, err := lookSpineCursor(ctx, s.DB, sealPendingSQL, ErrSealCursorMissing)
+		if err != nil {
 			return out, fmt.Errorf("audit seal: %w", err)
-		}
-		if !cursor {
-			return out, fmt.Errorf("audit seal: %w", ErrSealCursorMissing)
 		}
 		if !pending {
 			return out, nil

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"maps"
 	"strings"
@@ -14,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"taskflow/audit"
+	"taskflow/errs"
 )
 
 // Defaults of WebhookDispatcher.
@@ -34,6 +34,16 @@ const (
 	// deliveries come at most this much later.
 	DefaultDispatchQuiet = time.Second
 )
+
+// ErrDispatchCursorMissing is returned by WebhookDispatcher.Round and
+// WebhookDispatchBacklog when the dispatcher's cursor, row 1 of
+// webhook_dispatch_cursor (made by migration 0011), is gone: the server's
+// database role may delete it. No delivery is made until an operator
+// restores it (docs/operations.md); the dispatcher does not make it again, as
+// a cursor anywhere but after the newest dispatched event would enqueue
+// events a second time or skip some.
+var ErrDispatchCursorMissing = errs.Errorf(errs.CodeInternal,
+	"the webhook dispatcher's cursor (row id = 1 of webhook_dispatch_cursor) is missing: no delivery is made until it is restored (docs/operations.md)")
 
 // WebhookPayloadVersion is the version of the JSON envelope of deliveries.
 const WebhookPayloadVersion = 1
@@ -286,9 +296,9 @@ func RunSpineConsumer(ctx context.Context, db *DB, name string, wake <-chan stru
 	}
 }
 
-// dispatchPendingSQL tells whether committed events wait past the
-// dispatcher's cursor, without a lock or a transaction id.
-var dispatchPendingSQL = spinePendingSQLFor("webhook_dispatch_cursor")
+// dispatchPendingSQL tells whether the dispatcher's cursor exists and
+// whether committed events wait past it, without a lock or a transaction id.
+var dispatchPendingSQL = spineLookSQLFor("webhook_dispatch_cursor")
 
 // dispatchEndpoint is what the dispatcher knows of an endpoint.
 type dispatchEndpoint struct {
@@ -318,19 +328,20 @@ func (e *dispatchEndpoint) wants(ev SpineEvent) bool {
 // River job for every endpoint that wants each, moves the cursor and commits.
 // When no event waits it only looks (one read, no transaction). A round that
 // fails or is cut off changes nothing; the next one starts from the same
-// cursor.
+// cursor. Without a cursor (row 1 of webhook_dispatch_cursor deleted) it
+// returns ErrDispatchCursorMissing (wrapped), at every round, and makes no
+// delivery.
 func (d *WebhookDispatcher) Round(ctx context.Context) (DispatchRound, error) {
 	var out DispatchRound
-	var pending bool
-	if err := d.DB.Pool.QueryRow(ctx, dispatchPendingSQL).Scan(&pending); err != nil {
+	pending, err := lookSpineCursor(ctx, d.DB, dispatchPendingSQL, ErrDispatchCursorMissing)
+	if err != nil {
 		return out, fmt.Errorf("webhook dispatch: %w", err)
 	}
 	if !pending {
 		return out, nil
 	}
-	err := pgx.BeginFunc(ctx, d.DB.Pool, func(tx pgx.Tx) error {
-		cur, busy, err := lockSpineCursor(ctx, tx, "webhook_dispatch_cursor",
-			errors.New("the webhook dispatcher's cursor (row id = 1 of webhook_dispatch_cursor) is missing"))
+	err = pgx.BeginFunc(ctx, d.DB.Pool, func(tx pgx.Tx) error {
+		cur, busy, err := lockSpineCursor(ctx, tx, "webhook_dispatch_cursor", ErrDispatchCursorMissing)
 		if busy || err != nil {
 			out.Busy = busy
 			return err
@@ -430,11 +441,18 @@ func (w *deliveryWrites) add(e *dispatchEndpoint, r audit.Record, payload []byte
 
 // WebhookDispatchBacklog returns the events the dispatcher has not reached
 // yet (committed, or in transactions still open): its lag, for monitoring
-// and for tests that wait for it.
+// and for tests that wait for it. It returns ErrDispatchCursorMissing
+// (wrapped) when the dispatcher has no cursor: then it reaches none of them
+// (a count of 0 would say all is well).
 func (db *DB) WebhookDispatchBacklog(ctx context.Context) (int, error) {
 	var n int
-	err := db.Pool.QueryRow(ctx, `SELECT count(*) FROM webhook_dispatch_cursor c CROSS JOIN LATERAL
-		(SELECT 1 FROM audit_events e WHERE (e.tx_id, e.seq) > (c.tx_id, c.seq)) x WHERE c.id = 1`).Scan(&n)
+	var cursor bool
+	err := db.Pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM webhook_dispatch_cursor WHERE id = 1), (SELECT count(*)
+		FROM webhook_dispatch_cursor c CROSS JOIN LATERAL
+		(SELECT 1 FROM audit_events e WHERE (e.tx_id, e.seq) > (c.tx_id, c.seq)) x WHERE c.id = 1)`).Scan(&cursor, &n)
+	if err == nil && !cursor {
+		err = ErrDispatchCursorMissing
+	}
 	if err != nil {
 		return 0, fmt.Errorf("webhook dispatch backlog: %w", err)
 	}
