@@ -2,6 +2,7 @@ package webhook
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -54,7 +55,8 @@ func (m *metrics) finished(s store.WebhookDeliveryStatus) {
 
 // queueCollector reports, at each scrape, the deliveries that wait and the
 // events the dispatcher has not reached (one query each, bounded by a
-// second).
+// second), and whether the dispatcher's cursor is missing, which stops it
+// (store.ErrDispatchCursorMissing).
 type queueCollector struct{ db *store.DB }
 
 var (
@@ -63,7 +65,9 @@ var (
 	oldestDesc = prometheus.NewDesc("taskflow_webhook_oldest_pending_seconds",
 		"Age of the oldest PENDING webhook delivery (0 when none).", nil, nil)
 	backlogDesc = prometheus.NewDesc("taskflow_webhook_dispatch_backlog",
-		"Audit events the webhook dispatcher has not reached yet.", nil, nil)
+		"Audit events the webhook dispatcher has not reached yet (absent while its cursor is missing).", nil, nil)
+	cursorMissingDesc = prometheus.NewDesc("taskflow_webhook_dispatch_cursor_missing",
+		"1 when the webhook dispatcher's cursor (row 1 of webhook_dispatch_cursor) is missing: no delivery is made until it is restored; else 0.", nil, nil)
 )
 
 // Describe sends the descriptions.
@@ -71,6 +75,7 @@ func (c *queueCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- queueDepthDesc
 	ch <- oldestDesc
 	ch <- backlogDesc
+	ch <- cursorMissingDesc
 }
 
 // Collect reads the queue; a failed read reports nothing.
@@ -85,7 +90,12 @@ func (c *queueCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		ch <- prometheus.MustNewConstMetric(oldestDesc, prometheus.GaugeValue, age)
 	}
-	if n, err := c.db.WebhookDispatchBacklog(ctx); err == nil {
+	n, err := c.db.WebhookDispatchBacklog(ctx)
+	switch {
+	case errors.Is(err, store.ErrDispatchCursorMissing):
+		ch <- prometheus.MustNewConstMetric(cursorMissingDesc, prometheus.GaugeValue, 1)
+	case err == nil:
+		ch <- prometheus.MustNewConstMetric(cursorMissingDesc, prometheus.GaugeValue, 0)
 		ch <- prometheus.MustNewConstMetric(backlogDesc, prometheus.GaugeValue, float64(n))
 	}
 }
