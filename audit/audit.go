@@ -239,7 +239,7 @@ func Snapshot(v any) map[string]any {
 		}
 		v := value(rv.Field(f.index))
 		if f.url {
-			out[f.name], out[f.name+URLSha256Suffix] = redactedURL(v)
+			out[f.name], out[f.name+URLSha256Suffix] = RedactedURL(v)
 			continue
 		}
 		out[f.name] = v
@@ -247,9 +247,10 @@ func Snapshot(v any) map[string]any {
 	return out
 }
 
-// redactedURL returns RedactURL and URLSha256 of the value of a field with
-// OptionURL (a string, or nil: nil and nil).
-func redactedURL(v any) (shown, sum any) {
+// RedactedURL returns RedactURL and URLSha256 of the value of a field with
+// OptionURL (a string; anything else, nil included: nil and nil), as
+// Snapshot and Changes record it.
+func RedactedURL(v any) (shown, sum any) {
 	s, ok := v.(string)
 	if !ok {
 		return nil, nil
@@ -314,8 +315,8 @@ func Changes(before, after any) map[string]any {
 			continue
 		}
 		if f.url {
-			shownFrom, sumFrom := redactedURL(from)
-			shownTo, sumTo := redactedURL(to)
+			shownFrom, sumFrom := RedactedURL(from)
+			shownTo, sumTo := RedactedURL(to)
 			out[f.name] = Change{From: shownFrom, To: shownTo}
 			out[f.name+URLSha256Suffix] = Change{From: sumFrom, To: sumTo}
 			continue

@@ -138,7 +138,7 @@ func redactWebhookURLs(action string, metadata map[string]any) (map[string]any, 
 			return metadata, false
 		}
 		m := maps.Clone(metadata)
-		m["url"], m[sha] = audit.RedactURL(u), audit.URLSha256(u)
+		m["url"], m[sha] = audit.RedactedURL(u)
 		return m, true
 	}
 	changes, ok := metadata["changes"].(map[string]any)
@@ -151,10 +151,7 @@ func redactWebhookURLs(action string, metadata map[string]any) (map[string]any, 
 	}
 	redacted, sums := map[string]any{}, map[string]any{}
 	for _, end := range []string{"from", "to"} {
-		redacted[end], sums[end] = nil, nil
-		if u, ok := diff[end].(string); ok {
-			redacted[end], sums[end] = audit.RedactURL(u), audit.URLSha256(u)
-		}
+		redacted[end], sums[end] = audit.RedactedURL(diff[end])
 	}
 	c := maps.Clone(changes)
 	c["url"], c[sha] = redacted, sums
