@@ -163,6 +163,11 @@ func identity(ctx context.Context, prefix string) string {
 	return prefix + "ip:" + ClientNetwork(reqinfo.From(ctx).IP)
 }
 
+// networkKey is the key of the client network of ctx in a limit counted
+// by network whoever the caller is (login, register, stored persisted
+// queries): "ip:" and ClientNetwork of the client IP.
+func networkKey(ctx context.Context) string { return "ip:" + ClientNetwork(reqinfo.From(ctx).IP) }
+
 // ClientNetwork is what the limits count an anonymous caller at ip by (and
 // what the HTTP API counts each client's open streams by): an IPv4 address
 // (also written as ::ffff:a.b.c.d) as it is, an IPv6 address by its /64
@@ -437,7 +442,7 @@ func (l *Limiter) endpointChecks(ctx context.Context, rc *graphql.OperationConte
 			total = cost.Add(total, n)
 		}
 		if total > 0 {
-			out = append(out, check{LimitLoginIP, "ip:" + ClientNetwork(reqinfo.From(ctx).IP), l.cfg.LoginPerIP, total})
+			out = append(out, check{LimitLoginIP, networkKey(ctx), l.cfg.LoginPerIP, total})
 			for email, n := range emails {
 				// Keys hold a hash, not the address.
 				sum := sha256.Sum256([]byte(email))
@@ -445,7 +450,7 @@ func (l *Limiter) endpointChecks(ctx context.Context, rc *graphql.OperationConte
 			}
 		}
 		if n := countAll(rc.Operation.SelectionSet, "register"); n > 0 {
-			out = append(out, check{LimitRegisterIP, "ip:" + ClientNetwork(reqinfo.From(ctx).IP), l.cfg.RegisterPerIP, n})
+			out = append(out, check{LimitRegisterIP, networkKey(ctx), l.cfg.RegisterPerIP, n})
 		}
 	case ast.Query:
 		if n := countAll(rc.Operation.SelectionSet, "searchTasks"); n > 0 {

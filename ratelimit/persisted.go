@@ -3,8 +3,6 @@ package ratelimit
 import (
 	"context"
 	"time"
-
-	"taskflow/reqinfo"
 )
 
 // LimitPersistedQueryIP is the limit of the persisted-query texts a client
@@ -33,7 +31,7 @@ var DefaultPersistedQueryKiBPerIP = Limit{Points: 1024, Window: time.Hour}
 // next miss, as the protocol expects).
 func (l *Limiter) AllowPersistedQuery(ctx context.Context, n int) bool {
 	points := max((n+PersistedQueryPointBytes-1)/PersistedQueryPointBytes, 1)
-	res := l.AllowN(ctx, LimitPersistedQueryIP, "ip:"+ClientNetwork(reqinfo.From(ctx).IP), l.cfg.PersistedQueryKiBPerIP, points)
+	res := l.AllowN(ctx, LimitPersistedQueryIP, networkKey(ctx), l.cfg.PersistedQueryKiBPerIP, points)
 	outcome := "allowed"
 	if !res.Allowed {
 		outcome = "limited"
