@@ -428,6 +428,12 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
+	// A sealer runs in the server binary (Exec) or next to the in-process
+	// server (Seal); each contender's run waits for it to catch up.
+	var settle func(context.Context) error
+	if cfg.Exec || cfg.Seal {
+		settle = func(ctx context.Context) error { return sealed(ctx, ctl) }
+	}
 
 	contenders := []contender{
 		{name: TaskFlow, meter: cpuMeter{pool: ctl, serverPID: target.pid, appName: appTaskFlow, self: cfg.Exec},
@@ -525,7 +531,13 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 				if sealing {
 					stopSampling = oldestSampler(ctx, ctl)
 				}
-				s, err := runContender(ctx, round, ctl, client, c.meter, t.do, sc.Name, profile, written(sc, fix))
+				// With Seal, sealStats measures the catch-up after the run.
+				settleAfter := settle
+				if sealing {
+					settleAfter = nil
+				}
+				s, err := runContender(ctx, round, ctl, client, c.meter, t.do, sc.Name, profile, written(sc, fix),
+					settle, settleAfter, c.name == TaskFlow)
 				if err != nil {
 					return nil, err
 				}
@@ -573,8 +585,17 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 // read before and after. Failed requests of the warm-up count as failures of
 // the run too, and so do successful ones that did not write what they should
 // have (writes, the scenario's written; nil for a read).
+//
+// When a TaskFlow audit sealer runs during the runs, settle waits until it
+// has sealed every event written so far (nil: none runs). It is called
+// before the measured run, so that no contender's run shares the machine
+// with the sealing of events another contender (or a warm-up) wrote, and
+// settleAfter after it: the sealer's work for the events of TaskFlow's own
+// run (sealer true) is part of what a TaskFlow request costs, so its CPU
+// meter is read once they are sealed; any other contender's is read before.
 func runContender(ctx context.Context, cfg Config, ctl *pgxpool.Pool, client poster, meter cpuMeter,
-	do func(context.Context, int, int) error, scenario string, profile bool, writes *writeCheck) (Stats, error) {
+	do func(context.Context, int, int) error, scenario string, profile bool, writes *writeCheck,
+	settle, settleAfter func(context.Context) error, sealer bool) (Stats, error) {
 	// Every contender starts on fresh HTTP connections: one left idle since
 	// the contender's last run may be closed by its server as it is reused.
 	client.closeIdle()
@@ -594,11 +615,31 @@ func runContender(ctx context.Context, cfg Config, ctl *pgxpool.Pool, client pos
 	if _, err := ctl.Exec(ctx, "ANALYZE"); err != nil {
 		return Stats{}, fmt.Errorf("analyze: %w", err)
 	}
+	noop := func(context.Context) error { return nil }
+	if settle == nil {
+		settle = noop
+	}
+	if settleAfter == nil {
+		settleAfter = noop
+	}
+	if err := settle(ctx); err != nil {
+		return Stats{}, err
+	}
 	stop := startProfile(cfg.CPUProfile, scenario, profile)
 	before := meter.snapshot(ctx)
 	s := measure(ctx, cfg, do)
+	if sealer {
+		if err := settleAfter(ctx); err != nil {
+			return Stats{}, err
+		}
+	}
 	after := meter.snapshot(ctx)
 	stop()
+	if !sealer {
+		if err := settleAfter(ctx); err != nil {
+			return Stats{}, err
+		}
+	}
 	s.ServerCPU, s.PostgresCPU, s.LoadCPU = cpuUsed(before, after)
 	s = withWarmUp(s, w)
 	if writes != nil {

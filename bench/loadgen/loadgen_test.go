@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"taskflow/bench/peer"
+	"taskflow/store"
 	"taskflow/store/storetest"
 )
 
@@ -365,5 +366,50 @@ func TestWriteCheckCountsWhatWasNotWritten(t *testing.T) {
 	repeats := &writeCheck{each: 0}
 	if s := repeats.check(Stats{Requests: 10}, 10, 1); s.Errors != 1 {
 		t.Errorf("repeats that added a task: %d errors, want 1", s.Errors)
+	}
+}
+
+// Raw SQL's create leaves nothing for TaskFlow's sealer (its events have no
+// spine position), and sealed waits until the sealer has caught up with what
+// TaskFlow wrote: no contender's turn shares the machine with the sealing of
+// another's events.
+func TestRawEventsAreNotSealedAndTurnsWaitForTheSealer(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	db := storetest.DB(t)
+	fix, err := Prepare(ctx, db, FixtureSizes{Users: 2, Tasks: 1, CommentsPerTask: 1, Spread: 1, Searchers: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	storetest.Seal(t, db)
+	raw := rawCreateTask(false)
+	for i := range 3 {
+		if err := raw.run(ctx, db.Pool, fix, 0, i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if b, err := db.AuditSealBacklog(ctx); err != nil || b.Events != 0 {
+		t.Fatalf("after raw SQL's creates the sealer has %+v, %v to seal, want nothing", b, err)
+	}
+
+	owner := &store.User{ID: fix.Users[0].ID}
+	for range 3 {
+		if _, err := db.CreateTask(ctx, owner, store.NewTask{ProjectID: fix.InboxID, Title: "sealed later"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	short, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer cancel()
+	if err := sealed(short, db.Pool); err == nil {
+		t.Fatal("sealed returned with 3 events unsealed and no sealer running")
+	}
+	sealerCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	go (&store.AuditSealer{DB: db}).Run(sealerCtx)
+	if err := sealed(ctx, db.Pool); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := db.AuditSealBacklog(ctx); err != nil || b.Events != 0 {
+		t.Fatalf("sealed returned with %+v, %v to seal", b, err)
 	}
 }

@@ -105,9 +105,13 @@ var (
 const (
 	rawInsertTask = `INSERT INTO tasks (id, project_id, workspace_id, title, created_by)
 		VALUES ($1, $2, $3, $4, $5) RETURNING id, title, status`
+	// rawInsertAudit's event has no spine position (tx_id and seq NULL, not
+	// their defaults): it is hashed here, and TaskFlow's sealer, running in
+	// the server binary during every contender's turn, must not seal it, on
+	// the machine's CPU and on TaskFlow's meter (bench/README.md, run 47).
 	rawInsertAudit = `INSERT INTO audit_events (id, chain_key, workspace_id, actor_id, action, entity_type, entity_id,
-		occurred_at, ip, user_agent, request_id, metadata, hash)
-		VALUES ($1, $2, $3, $4, 'task.created', 'task', $5, now(), '127.0.0.1', '` + userAgent + `', $6, $7, $8)`
+		occurred_at, ip, user_agent, request_id, metadata, hash, tx_id, seq)
+		VALUES ($1, $2, $3, $4, 'task.created', 'task', $5, now(), '127.0.0.1', '` + userAgent + `', $6, $7, $8, NULL, NULL)`
 	rawInsertKey = `INSERT INTO idempotency_keys (user_id, key, field, fingerprint, result, expires_at)
 		VALUES ($1, $2, 'createTask', $3, $4, now() + interval '1 day')`
 )

@@ -136,3 +136,27 @@ func (r *Report) sealMarkdown(w io.Writer) {
 			ms(s.LagP50), ms(s.LagP99), ms(s.LagMax), s.Backlog, ms(s.Drain), ms(s.OldestP50), ms(s.OldestMax))
 	}
 }
+
+// sealed waits, at most two minutes, until the audit sealer has sealed every
+// committed event on the spine.
+func sealed(ctx context.Context, pool *pgxpool.Pool) error {
+	db := store.New(pool, nil)
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		b, err := db.AuditSealBacklog(ctx)
+		if err != nil {
+			return err
+		}
+		if b.Events == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the audit sealer did not catch up in 2 minutes: %d events wait", b.Events)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
