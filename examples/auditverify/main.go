@@ -6,15 +6,19 @@
 // auditSigningKeys, obtained out of band): its signature, and that the export
 // extends it (the event at its position has its hash, and every event up to
 // the newest follows from it). It needs no access to the server or the
-// database.
+// database. It reads the export a line at a time and keeps a few hundred
+// bytes for each gap still open in the positions read so far, never the
+// events: its memory does not grow with the export (verifyExport).
 //
 // Usage:
 //
 //	go run ./examples/auditverify -export audit.ndjson -checkpoint checkpoint.json -key <base64 public key>
 //
 // -key also takes @file (the key in a file, base64 or PEM). Without
-// -checkpoint only the chain is checked. It exits 0 when everything holds, 1
-// when something does not (each finding on a line), 2 on bad usage.
+// -checkpoint only the chain is checked. It writes each finding on a line as
+// it finds it, then a summary line; it exits 0 when everything holds, 1 when
+// something does not, 2 on bad usage or an export it cannot read (a line
+// that is not JSON or is over 16 MiB, more than 16,384 gaps open at once).
 package main
 
 import (
@@ -22,6 +26,7 @@ import (
 	"bytes"
 	"cmp"
 	"crypto/ed25519"
+	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -64,8 +69,8 @@ func record(e exportedEvent) (audit.Record, error) {
 		RequestID: e.RequestID, Metadata: meta, TraceID: e.TraceID}, nil
 }
 
-// run checks the files named by args and writes its findings to out; it
-// returns the exit code.
+// run checks the files named by args and writes its findings to out, each as
+// it is found; it returns the exit code.
 func run(args []string, out io.Writer) (int, error) {
 	fs := flag.NewFlagSet("auditverify", flag.ContinueOnError)
 	fs.SetOutput(out)
@@ -78,12 +83,9 @@ func run(args []string, out io.Writer) (int, error) {
 	if *exportPath == "" || *cpPath != "" && *keyArg == "" {
 		return 2, errors.New("usage: auditverify -export audit.ndjson [-checkpoint checkpoint.json -key <public key>]")
 	}
-	events, err := readExport(*exportPath)
-	if err != nil {
-		return 2, err
-	}
 	var cp *audit.Checkpoint
 	var pub ed25519.PublicKey
+	var err error
 	if *cpPath != "" {
 		if cp, err = readCheckpoint(*cpPath); err != nil {
 			return 2, err
@@ -92,130 +94,288 @@ func run(args []string, out io.Writer) (int, error) {
 			return 2, err
 		}
 	}
-	findings, summary := verify(events, cp, pub)
-	for _, f := range findings {
-		fmt.Fprintln(out, "FAIL", f)
+	f, err := os.Open(*exportPath)
+	if err != nil {
+		return 2, err
+	}
+	defer f.Close()
+	failed := 0
+	summary, err := verifyExport(f, *exportPath, cp, pub, func(finding string) {
+		failed++
+		fmt.Fprintln(out, "FAIL", finding)
+	})
+	if err != nil {
+		return 2, err
 	}
 	fmt.Fprintln(out, summary)
-	if len(findings) > 0 {
+	if failed > 0 {
 		return 1, nil
 	}
 	fmt.Fprintln(out, "OK")
 	return 0, nil
 }
 
-// verify recomputes the chain of the sealed events in order of position and
-// checks the checkpoint cp (nil: none) with pub. It returns what failed and a
-// summary line.
-func verify(events []exportedEvent, cp *audit.Checkpoint, pub ed25519.PublicKey) (findings []string, summary string) {
-	fail := func(format string, a ...any) { findings = append(findings, fmt.Sprintf(format, a...)) }
-	var sealed []exportedEvent
-	chains := map[string]bool{}
-	for _, e := range events {
-		if e.WorkspaceID != nil {
-			chains[*e.WorkspaceID] = true
-		}
-		if e.Sealed {
-			if e.ChainPosition == nil || e.Hash == nil {
-				fail("event %s says it is sealed but has no position or hash", e.ID)
-				continue
-			}
-			sealed = append(sealed, e)
-		}
-	}
-	if len(chains) > 1 {
-		fail("the export holds events of %d workspaces: export one workspace", len(chains))
-	}
-	slices.SortFunc(sealed, func(a, b exportedEvent) int { return cmp.Compare(*a.ChainPosition, *b.ChainPosition) })
-	byPosition := map[int64]exportedEvent{}
-	var prev *string
-	for i, e := range sealed {
-		pos := *e.ChainPosition
-		byPosition[pos] = e
-		switch {
-		case i > 0 && pos != *sealed[i-1].ChainPosition+1:
-			fail("positions jump from %d to %d: events are missing (or the export was filtered)", *sealed[i-1].ChainPosition, pos)
-		case i > 0 && !sameHash(e.PrevHash, prev):
-			fail("event %s at position %d does not link to the event before it", e.ID, pos)
-		case i == 0 && pos == 1 && e.PrevHash != nil:
-			fail("event %s is the first of its chain but links to a hash before it", e.ID)
-		}
-		prev = e.Hash
-		r, err := record(e)
-		if err != nil {
-			fail("event %s: %v", e.ID, err)
-			continue
-		}
-		var prevBytes []byte
-		if e.PrevHash != nil {
-			if prevBytes, err = hex.DecodeString(*e.PrevHash); err != nil {
-				fail("event %s: prevHash is not hex", e.ID)
-				continue
-			}
-		}
-		sum, err := audit.Hash(prevBytes, r)
-		if err != nil || hex.EncodeToString(sum) != *e.Hash {
-			fail("event %s at position %d: its hash is not the hash of its content (edited event or forged hash)", e.ID, pos)
-		}
-	}
-	first, last := int64(0), int64(0)
-	if len(sealed) > 0 {
-		first, last = *sealed[0].ChainPosition, *sealed[len(sealed)-1].ChainPosition
-	}
-	summary = fmt.Sprintf("%d events: %d sealed (positions %d to %d), %d not sealed yet", len(events), len(sealed), first, last, len(events)-len(sealed))
-	if first > 1 {
-		// The first event's prevHash is taken as given: what came before it
-		// cannot be checked from the export.
-		summary += fmt.Sprintf("; positions 1 to %d are not in the export (dropped by the server's AUDIT_RETENTION, or removed: ask the operator)", first-1)
-	}
-	if cp == nil {
-		return findings, summary
-	}
-	if err := cp.Verify(pub); err != nil {
-		fail("checkpoint: %v", err)
-	}
-	if !chains[cp.ChainKey] && len(chains) > 0 {
-		fail("checkpoint is of chain %s, not of the exported workspace", cp.ChainKey)
-	}
-	e, ok := byPosition[cp.Position]
-	switch {
-	case !ok && cp.Position > last:
-		fail("checkpoint at position %d, but the log ends at %d: events it covers are gone", cp.Position, last)
-	case !ok:
-		fail("checkpoint at position %d, which the export does not hold (it starts at %d)", cp.Position, first)
-	case !strings.EqualFold(*e.Hash, cp.HeadHash): // hex: either case is the same hash
-		fail("checkpoint at position %d has hash %s, the log %s: the log was rewritten", cp.Position, cp.HeadHash, *e.Hash)
-	}
-	return findings, summary + fmt.Sprintf("; checkpoint at position %d signed %s by key %s",
-		cp.Position, cp.SignedAt.UTC().Format(time.RFC3339), cp.KeyID)
-}
+// maxLine is the longest line of an export that verifyExport reads. The
+// server sets no limit on an event's size as such (nor on its metadata):
+// each field it records is limited on its own, and the longest line its
+// write paths make today is a task.updated that changes a title and a
+// description of characters the export escapes to 6 bytes (<, control
+// characters): 123,046 bytes (measured 2026-12-05). A limit that close
+// would refuse a real export whenever a field's limit grows or an event of
+// another kind is larger; 16 MiB costs what one line costs, whatever the
+// number of lines: verifyExport holds one line and its decoded event at a
+// time (20 lines of 16 MiB: the live heap 32 MiB above the start between
+// lines, the heap 168 MiB at most while one is decoded and hashed).
+const maxLine = 16 << 20
 
-func sameHash(a, b *string) bool {
-	return a == nil && b == nil || a != nil && b != nil && *a == *b
-}
+// maxOpenGaps is how many gaps verifyExport lets the positions read so far
+// have at once. An export comes newest first by (occurredAt, id), which is
+// not chain order (a position is the order of its transaction's id, taken
+// at its first write), so an event can come after events above it and leave
+// a gap until it comes: an export of 643 events written by 16 concurrent
+// clients had 213 lines out of position order and 3 gaps open at most
+// (2026-12-05). A gap of a filtered or doctored export stays open to the
+// end. Each gap costs a span, about 200 bytes (3.3 MB measured for 16,384).
+const maxOpenGaps = 1 << 14
 
-// readExport reads an NDJSON export.
-func readExport(path string) ([]exportedEvent, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	var out []exportedEvent
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64<<10), 16<<20)
-	for n := 1; sc.Scan(); n++ {
+// maxKeptID is how much of an event's id a span keeps for a finding (an id is
+// 36 characters; one of a doctored export can be as long as a line).
+const maxKeptID = 64
+
+// maxWorkspaces is how many workspaces the verifier counts: an export holds
+// one, and beyond this many the finding says "more than".
+const maxWorkspaces = 1024
+
+// verifyExport reads an NDJSON export from r (name says where, in errors) a
+// line at a time, checks each event as it is read and calls fail with each
+// finding when it is found: per event (its hash, its link to the positions
+// next to it), then, at the end, the gaps in the positions, the workspaces
+// and the checkpoint cp (nil: none) with pub. It returns the summary line.
+// Its memory does not grow with the export: one line (at most maxLine
+// bytes) and, per gap still open in the positions read so far, a few
+// hundred bytes. It returns an error for a line that is not JSON or is
+// longer than maxLine, or when more than maxOpenGaps gaps are open at once
+// (the findings before it were given).
+func verifyExport(r io.Reader, name string, cp *audit.Checkpoint, pub ed25519.PublicKey, fail func(string)) (string, error) {
+	v := &verifier{cp: cp, pub: pub, fail: fail, workspaces: map[[sha256.Size]byte]bool{}}
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), maxLine)
+	n := 1
+	for ; sc.Scan(); n++ {
 		line := bytes.TrimSpace(sc.Bytes())
 		if len(line) == 0 {
 			continue
 		}
 		var e exportedEvent
 		if err := json.Unmarshal(line, &e); err != nil {
-			return nil, fmt.Errorf("%s line %d: %w", path, n, err)
+			return "", fmt.Errorf("%s line %d: %w", name, n, err)
 		}
-		out = append(out, e)
+		if err := v.add(&e); err != nil {
+			return "", fmt.Errorf("%s line %d: %w", name, n, err)
+		}
 	}
-	return out, sc.Err()
+	if err := sc.Err(); err != nil {
+		if errors.Is(err, bufio.ErrTooLong) {
+			return "", fmt.Errorf("%s line %d: longer than %d bytes: not an event of an export", name, n, maxLine)
+		}
+		return "", fmt.Errorf("%s line %d: %w", name, n, err)
+	}
+	return v.end(), nil
+}
+
+// hashRef is a hash of an event (prevHash or hash) as a span keeps it to
+// compare it later: whether it is set, and the SHA-256 of its text (equal
+// texts, equal sums; the text can be as long as a line).
+type hashRef struct {
+	set bool
+	sum [sha256.Size]byte
+}
+
+func refOf(s *string) hashRef {
+	if s == nil {
+		return hashRef{}
+	}
+	return hashRef{set: true, sum: sha256.Sum256([]byte(*s))}
+}
+
+// span is a stretch of consecutive positions read: the id and prevHash of the
+// event at lo (the event at lo-1 must have that hash) and the hash of the
+// event at hi (the event at hi+1 must have it as prevHash).
+type span struct {
+	lo, hi int64
+	loID   string
+	loPrev hashRef
+	hiHash hashRef
+}
+
+// verifier checks the events of an export one at a time (verifyExport).
+type verifier struct {
+	cp   *audit.Checkpoint
+	pub  ed25519.PublicKey
+	fail func(string)
+
+	events, sealed int
+	// spans are the positions read so far, disjoint and apart (a gap between
+	// each two), in order of position.
+	spans []*span
+	// workspaces holds the SHA-256 of each workspace id seen, at most
+	// maxWorkspaces; more says there were more.
+	workspaces map[[sha256.Size]byte]bool
+	more       bool
+	cpChain    bool    // an event of cp's chain was seen
+	cpHash     *string // the hash of the event at cp's position
+}
+
+func (v *verifier) failf(format string, a ...any) { v.fail(fmt.Sprintf(format, a...)) }
+
+// add checks e: its hash, and its link to the events next to it in the
+// chain when they were read. It returns an error when e would open more
+// than maxOpenGaps gaps.
+func (v *verifier) add(e *exportedEvent) error {
+	v.events++
+	if e.WorkspaceID != nil {
+		if k := sha256.Sum256([]byte(*e.WorkspaceID)); !v.workspaces[k] {
+			if len(v.workspaces) < maxWorkspaces {
+				v.workspaces[k] = true
+			} else {
+				v.more = true
+			}
+		}
+		v.cpChain = v.cpChain || v.cp != nil && *e.WorkspaceID == v.cp.ChainKey
+	}
+	if !e.Sealed {
+		return nil
+	}
+	if e.ChainPosition == nil || e.Hash == nil {
+		v.failf("event %s says it is sealed but has no position or hash", e.ID)
+		return nil
+	}
+	v.sealed++
+	pos := *e.ChainPosition
+	if v.cp != nil && pos == v.cp.Position && v.cpHash == nil {
+		h := *e.Hash
+		v.cpHash = &h
+	}
+	if err := v.link(e); err != nil {
+		return err
+	}
+	r, err := record(*e)
+	if err != nil {
+		v.failf("event %s: %v", e.ID, err)
+		return nil
+	}
+	var prevBytes []byte
+	if e.PrevHash != nil {
+		if prevBytes, err = hex.DecodeString(*e.PrevHash); err != nil {
+			v.failf("event %s: prevHash is not hex", e.ID)
+			return nil
+		}
+	}
+	sum, err := audit.Hash(prevBytes, r)
+	if err != nil || hex.EncodeToString(sum) != *e.Hash {
+		v.failf("event %s at position %d: its hash is not the hash of its content (edited event or forged hash)", e.ID, pos)
+	}
+	return nil
+}
+
+// link puts the sealed event e in v.spans, checking its prevHash against the
+// hash of the event before it and its hash against the prevHash of the
+// event after it, when they were read.
+func (v *verifier) link(e *exportedEvent) error {
+	pos := *e.ChainPosition
+	// The first span that reaches pos: the one after pos, or pos's own.
+	i, _ := slices.BinarySearchFunc(v.spans, pos, func(s *span, pos int64) int { return cmp.Compare(s.hi, pos) })
+	if i < len(v.spans) && v.spans[i].lo <= pos {
+		// Read before: as when the positions were sorted, a position
+		// after itself.
+		v.failf("positions jump from %d to %d: events are missing (or the export was filtered)", pos, pos)
+		return nil
+	}
+	var below, above *span
+	if i > 0 && v.spans[i-1].hi == pos-1 {
+		below = v.spans[i-1]
+		if below.hiHash != refOf(e.PrevHash) {
+			v.failf("event %s at position %d does not link to the event before it", e.ID, pos)
+		}
+	}
+	if i < len(v.spans) && v.spans[i].lo == pos+1 {
+		above = v.spans[i]
+		if above.loPrev != refOf(e.Hash) {
+			v.failf("event %s at position %d does not link to the event before it", above.loID, above.lo)
+		}
+	}
+	switch {
+	case below != nil && above != nil:
+		below.hi, below.hiHash = above.hi, above.hiHash
+		v.spans = slices.Delete(v.spans, i, i+1)
+	case below != nil:
+		below.hi, below.hiHash = pos, refOf(e.Hash)
+	case above != nil:
+		above.lo, above.loID, above.loPrev = pos, keptID(e.ID), refOf(e.PrevHash)
+	default:
+		if len(v.spans) > maxOpenGaps {
+			return fmt.Errorf("more than %d gaps in the positions read so far (at position %d): "+
+				"too many events are missing, or the export is not in the server's order", maxOpenGaps, pos)
+		}
+		v.spans = slices.Insert(v.spans, i, &span{lo: pos, hi: pos, loID: keptID(e.ID), loPrev: refOf(e.PrevHash), hiHash: refOf(e.Hash)})
+	}
+	return nil
+}
+
+// keptID is id as a span keeps it: at most maxKeptID bytes.
+func keptID(id string) string {
+	if len(id) > maxKeptID {
+		return strings.ToValidUTF8(id[:maxKeptID], "") + "…"
+	}
+	return id
+}
+
+// end reports what only the whole export shows: the gaps left, a first event
+// that links before it, more than one workspace and the checkpoint. It
+// returns the summary line.
+func (v *verifier) end() string {
+	for i := 1; i < len(v.spans); i++ {
+		v.failf("positions jump from %d to %d: events are missing (or the export was filtered)", v.spans[i-1].hi, v.spans[i].lo)
+	}
+	first, last := int64(0), int64(0)
+	if len(v.spans) > 0 {
+		first, last = v.spans[0].lo, v.spans[len(v.spans)-1].hi
+		if first == 1 && v.spans[0].loPrev.set {
+			v.failf("event %s is the first of its chain but links to a hash before it", v.spans[0].loID)
+		}
+	}
+	switch {
+	case v.more:
+		v.failf("the export holds events of more than %d workspaces: export one workspace", maxWorkspaces)
+	case len(v.workspaces) > 1:
+		v.failf("the export holds events of %d workspaces: export one workspace", len(v.workspaces))
+	}
+	summary := fmt.Sprintf("%d events: %d sealed (positions %d to %d), %d not sealed yet", v.events, v.sealed, first, last, v.events-v.sealed)
+	if first > 1 {
+		// The first event's prevHash is taken as given: what came before it
+		// cannot be checked from the export.
+		summary += fmt.Sprintf("; positions 1 to %d are not in the export (dropped by the server's AUDIT_RETENTION, or removed: ask the operator)", first-1)
+	}
+	cp := v.cp
+	if cp == nil {
+		return summary
+	}
+	if err := cp.Verify(v.pub); err != nil {
+		v.failf("checkpoint: %v", err)
+	}
+	if !v.cpChain && len(v.workspaces) > 0 {
+		v.failf("checkpoint is of chain %s, not of the exported workspace", cp.ChainKey)
+	}
+	switch {
+	case v.cpHash == nil && cp.Position > last:
+		v.failf("checkpoint at position %d, but the log ends at %d: events it covers are gone", cp.Position, last)
+	case v.cpHash == nil:
+		v.failf("checkpoint at position %d, which the export does not hold (it starts at %d)", cp.Position, first)
+	case !strings.EqualFold(*v.cpHash, cp.HeadHash): // hex: either case is the same hash
+		v.failf("checkpoint at position %d has hash %s, the log %s: the log was rewritten", cp.Position, cp.HeadHash, *v.cpHash)
+	}
+	return summary + fmt.Sprintf("; checkpoint at position %d signed %s by key %s",
+		cp.Position, cp.SignedAt.UTC().Format(time.RFC3339), cp.KeyID)
 }
 
 // maxSmallFile is the most a checkpoint or key file may hold: either is a

@@ -7,9 +7,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
+	"math/rand/v2"
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -207,5 +211,248 @@ func TestHugeCheckpointOrKeyFileIsRefused(t *testing.T) {
 	}
 	if _, err := readKey("@" + huge); err == nil || !strings.Contains(err.Error(), "larger than") {
 		t.Errorf("a key file of 2 MiB: %v", err)
+	}
+}
+
+// lineGenerator is an io.Reader of an NDJSON export that makes each line when
+// it is read (the export is never held in memory), and measures the live heap
+// (after a collection) every sampleEvery lines: peak is the most it saw.
+type lineGenerator struct {
+	next        func() ([]byte, bool) // the next line, false after the last
+	buf         []byte
+	lines, size int64
+	sampleEvery int64
+	peak        uint64
+}
+
+func (g *lineGenerator) Read(p []byte) (int, error) {
+	for len(g.buf) == 0 {
+		line, ok := g.next()
+		if !ok {
+			return 0, io.EOF
+		}
+		g.buf, g.lines, g.size = line, g.lines+1, g.size+int64(len(line))
+		if g.lines%g.sampleEvery == 0 {
+			g.peak = max(g.peak, liveHeap())
+		}
+	}
+	n := copy(p, g.buf)
+	g.buf = g.buf[n:]
+	return n, nil
+}
+
+// liveHeap returns the bytes of the heap still reachable after a collection.
+func liveHeap() uint64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapAlloc
+}
+
+// Found in review (2026-12-05): the verifier read the whole export into a
+// slice before checking it, so an auditor needed memory in proportion to the
+// export (a hostile file of 16 MiB lines: without bound). A valid export of
+// 200,000 events, newest first with the disorder of a real one (occurredAt
+// order is not chain order: neighbours swapped, an event held back for
+// thousands of lines), with a checkpoint in the middle, verifies while the
+// live heap stays a tiny fraction of the export's size.
+func TestVerifyingAnExportTakesBoundedMemory(t *testing.T) {
+	const n = 200_000
+	ws := "0190c0de-0000-7000-8000-00000000000a"
+	at := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	id := func(pos int) string { return fmt.Sprintf("0190c0de-0000-7000-8000-%012d", pos) }
+	record := func(pos int) audit.Record {
+		return audit.Record{ID: id(pos), ChainKey: ws, WorkspaceID: &ws, Action: "task.created", EntityType: "task",
+			EntityID: fmt.Sprint(pos), OccurredAt: at.Add(time.Duration(pos) * time.Millisecond), Metadata: map[string]any{}}
+	}
+	// The chain, oldest first (hashes[pos] is the hash at position pos).
+	hashes := make([][32]byte, n+1)
+	var prev []byte
+	for pos := 1; pos <= n; pos++ {
+		sum, err := audit.Hash(prev, record(pos))
+		if err != nil {
+			t.Fatal(err)
+		}
+		copy(hashes[pos][:], sum)
+		prev = hashes[pos][:]
+	}
+	// Newest first, out of position order as an export can be: every
+	// hundredth pair swapped, every 10,000th event 5,000 lines late.
+	order := make([]int32, 0, n)
+	var late []int32
+	for pos := int32(n); pos >= 1; pos-- {
+		switch {
+		case pos%10_000 == 7:
+			late = append(late, pos)
+		case pos%100 == 50 && pos > 1:
+			order = append(order, pos-1, pos)
+			pos--
+		default:
+			order = append(order, pos)
+		}
+		if len(late) > 0 && int(late[0])-int(pos) >= 5_000 {
+			order, late = append(order, late[0]), late[1:]
+		}
+	}
+	order = append(order, late...)
+	if len(order) != n {
+		t.Fatalf("%d lines, want %d", len(order), n)
+	}
+	key := audit.GenerateSigningKey()
+	cp := audit.SignCheckpoint(key, ws, n/2, hashes[n/2][:], at.Add(time.Hour))
+	k := 0
+	gen := &lineGenerator{sampleEvery: 10_000, next: func() ([]byte, bool) {
+		if k == len(order) {
+			return nil, false
+		}
+		pos := int64(order[k])
+		k++
+		r := record(int(pos))
+		hash := hex.EncodeToString(hashes[pos][:])
+		e := exportedEvent{ID: r.ID, WorkspaceID: &ws, Action: r.Action, EntityType: r.EntityType, EntityID: r.EntityID,
+			OccurredAt: r.OccurredAt, Metadata: store.RawJSON(`{}`), Sealed: true, ChainPosition: &pos, Hash: &hash}
+		if pos > 1 {
+			p := hex.EncodeToString(hashes[pos-1][:])
+			e.PrevHash = &p
+		}
+		b, err := json.Marshal(e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return append(b, '\n'), true
+	}}
+	var findings []string
+	before := liveHeap()
+	summary, err := verifyExport(gen, "generated", &cp, key.Public().(ed25519.PublicKey), func(f string) { findings = append(findings, f) })
+	if err != nil || len(findings) > 0 || !strings.Contains(summary, "200000 events: 200000 sealed (positions 1 to 200000), 0 not sealed yet; checkpoint at position 100000") {
+		t.Fatalf("a valid export: %v, findings %q, summary %q", err, findings, summary)
+	}
+	grew := int64(gen.peak) - int64(before)
+	t.Logf("export of %d lines, %d bytes: the live heap grew by %d bytes at most", gen.lines, gen.size, grew)
+	if gen.lines != n || grew > gen.size/64 {
+		t.Fatalf("verifying an export of %d lines, %d bytes, the live heap grew by %d bytes (want under 1/64 of the export)", gen.lines, gen.size, grew)
+	}
+}
+
+// verify checks events as the lines of an export, in their order
+// (verifyExport): the findings and the summary line.
+func verify(events []exportedEvent, cp *audit.Checkpoint, pub ed25519.PublicKey) (findings []string, summary string) {
+	var exp bytes.Buffer
+	enc := json.NewEncoder(&exp)
+	for _, e := range events {
+		if err := enc.Encode(e); err != nil {
+			panic(err)
+		}
+	}
+	summary, err := verifyExport(&exp, "events", cp, pub, func(f string) { findings = append(findings, f) })
+	if err != nil {
+		panic(err)
+	}
+	return findings, summary
+}
+
+// chainOf returns a valid chain of n events of one workspace, oldest first.
+func chainOf(t *testing.T, n int) []exportedEvent {
+	t.Helper()
+	ws := "0190c0de-0000-7000-8000-00000000000a"
+	var events []exportedEvent
+	var prev []byte
+	for i := range n {
+		rec := audit.Record{ID: fmt.Sprintf("0190c0de-0000-7000-8000-%012d", i+1), ChainKey: ws, WorkspaceID: &ws,
+			Action: "task.created", EntityType: "task", EntityID: fmt.Sprint(i + 1),
+			OccurredAt: time.Date(2026, 12, 1, 10, 0, i, 0, time.UTC), Metadata: map[string]any{}}
+		sum, err := audit.Hash(prev, rec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pos, hash := int64(i+1), hex.EncodeToString(sum)
+		e := exportedEvent{ID: rec.ID, WorkspaceID: &ws, Action: rec.Action, EntityType: "task", EntityID: rec.EntityID,
+			OccurredAt: rec.OccurredAt, Metadata: store.RawJSON(`{}`), Sealed: true, ChainPosition: &pos, Hash: &hash}
+		if prev != nil {
+			p := hex.EncodeToString(prev)
+			e.PrevHash = &p
+		}
+		events, prev = append(events, e), sum
+	}
+	return events
+}
+
+// The chain is checked as the lines come, in whatever order of position: an
+// export is newest first by occurredAt, which is not chain order. Every
+// order of a doctored export gives the findings it gives in order of
+// position (the order the verifier sorted the events in before it streamed
+// them), and each names what was done.
+func TestExportInAnyOrderFindsWhatSortedFinds(t *testing.T) {
+	other := strings.Repeat("ab", 32)
+	cases := map[string]struct {
+		doctor func([]exportedEvent) []exportedEvent
+		says   string
+	}{
+		"intact": {func(es []exportedEvent) []exportedEvent { return es }, ""},
+		"middle event gone": {func(es []exportedEvent) []exportedEvent { return slices.Delete(es, 3, 4) },
+			"positions jump from 3 to 5"},
+		"two gaps": {func(es []exportedEvent) []exportedEvent { return slices.Delete(slices.Delete(es, 5, 6), 1, 3) },
+			"positions jump from 5 to 7"},
+		"relinked": {func(es []exportedEvent) []exportedEvent { es[4].PrevHash = &other; return es },
+			"at position 5 does not link to the event before it"},
+		"rehashed": {func(es []exportedEvent) []exportedEvent { es[2].Hash = &other; return es },
+			"at position 4 does not link to the event before it"},
+		"edited": {func(es []exportedEvent) []exportedEvent { es[6].EntityID = "x"; return es },
+			"at position 7: its hash is not the hash of its content"},
+		"first links back": {func(es []exportedEvent) []exportedEvent { es[0].PrevHash = &other; return es },
+			"is the first of its chain but links to a hash before it"},
+		"given twice": {func(es []exportedEvent) []exportedEvent { return slices.Insert(es, 5, es[5]) },
+			"positions jump from 6 to 6"},
+		"no position": {func(es []exportedEvent) []exportedEvent { es[7].ChainPosition = nil; return es },
+			"says it is sealed but has no position or hash"},
+	}
+	rnd := rand.New(rand.NewPCG(1, 2))
+	for name, c := range cases {
+		events := c.doctor(chainOf(t, 9))
+		want, wantSummary := verify(events, nil, nil)
+		if c.says == "" && len(want) > 0 || c.says != "" && !slices.ContainsFunc(want, func(f string) bool { return strings.Contains(f, c.says) }) {
+			t.Errorf("%s in order of position: %q, want a finding saying %q", name, want, c.says)
+			continue
+		}
+		slices.Sort(want)
+		for range 50 {
+			shuffled := slices.Clone(events)
+			rnd.Shuffle(len(shuffled), func(i, j int) { shuffled[i], shuffled[j] = shuffled[j], shuffled[i] })
+			got, summary := verify(shuffled, nil, nil)
+			if slices.Sort(got); !slices.Equal(got, want) || summary != wantSummary {
+				t.Errorf("%s in another order: %q, %q; in order of position: %q, %q", name, got, summary, want, wantSummary)
+				break
+			}
+		}
+	}
+}
+
+// What is held while the chain is checked is the gaps between the positions
+// read so far: an export with more than maxOpenGaps of them open at once
+// (every other position, say) is refused rather than held.
+func TestTooManyGapsAtOnceAreRefused(t *testing.T) {
+	ws := "0190c0de-0000-7000-8000-00000000000a"
+	gaps := func(n int) error {
+		pos := int64(0)
+		gen := &lineGenerator{sampleEvery: math.MaxInt64, next: func() ([]byte, bool) {
+			if pos += 2; pos > int64(2*(n+1)) {
+				return nil, false
+			}
+			hash := "00"
+			b, err := json.Marshal(exportedEvent{ID: fmt.Sprint(pos), WorkspaceID: &ws, Action: "task.created", EntityType: "task",
+				Metadata: store.RawJSON(`{}`), Sealed: true, ChainPosition: &pos, Hash: &hash})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return append(b, '\n'), true
+		}}
+		_, err := verifyExport(gen, "gaps", nil, nil, func(string) {})
+		return err
+	}
+	if err := gaps(maxOpenGaps); err != nil {
+		t.Errorf("%d gaps: %v", maxOpenGaps, err)
+	}
+	if err := gaps(maxOpenGaps + 1); err == nil || !strings.Contains(err.Error(), fmt.Sprintf("gaps line %d: more than %d gaps", maxOpenGaps+2, maxOpenGaps)) {
+		t.Errorf("%d gaps: %v", maxOpenGaps+1, err)
 	}
 }
