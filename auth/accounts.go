@@ -32,10 +32,11 @@ func (a Accounts) hasher() *Hasher {
 
 // Register creates an account (e-mail trimmed and lower-cased) and signs it in
 // with a new token. It returns BAD_USER_INPUT for a malformed e-mail (one that
-// store.NewEmail refuses: invisible characters included), a name
-// that is empty or over store.MaxNameLength characters (checked before the
-// password) or a password that CheckNewPassword refuses (extensions.rule names
-// the rule), CONFLICT if the e-mail is taken, and RATE_LIMITED (ErrHashingBusy)
+// store.NewEmail refuses: invisible characters included), a name that
+// store.CleanUserName refuses (empty, over store.MaxNameLength characters,
+// invisible or formatting characters; checked before the password) or a
+// password that CheckNewPassword refuses (extensions.rule names the rule),
+// CONFLICT if the e-mail is taken, and RATE_LIMITED (ErrHashingBusy)
 // when the password could not be hashed in time.
 func (a Accounts) Register(ctx context.Context, email, password, name string) (*store.AuthPayload, error) {
 	email, err := store.NewEmail(email)

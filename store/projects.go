@@ -101,7 +101,8 @@ func cleanDescription(d *string) (*string, error) {
 // CreateProject creates a project in the workspace and records project.created.
 // The actor must be at least a MEMBER. It returns UNAUTHENTICATED for no actor,
 // NOT_FOUND if the actor is not a member of the workspace, FORBIDDEN for a VIEWER,
-// and BAD_USER_INPUT for an empty or over-long name or description.
+// and BAD_USER_INPUT for an empty or over-long name or description, or a name
+// holding a character a name may not (cleanName).
 func (db *DB) CreateProject(ctx context.Context, actor *User, workspaceID, name string, description *string) (*Project, error) {
 	if actor == nil {
 		return nil, errs.ErrUnauthenticated
@@ -160,16 +161,28 @@ type ProjectPatch struct {
 // nothing and leaves updatedAt as it was. The actor must be at least a MEMBER. It
 // returns UNAUTHENTICATED for no actor, NOT_FOUND if the project does not exist
 // or is in a workspace the actor is not a member of, FORBIDDEN for a VIEWER, and
-// BAD_USER_INPUT for an empty or over-long name or an over-long description.
+// BAD_USER_INPUT for an empty or over-long name, a new name holding a character
+// a name may not (cleanName; the project's name unchanged is taken, a name
+// stored before that rule included, checked after NOT_FOUND and FORBIDDEN) or
+// an over-long description.
 func (db *DB) UpdateProject(ctx context.Context, actor *User, id string, patch ProjectPatch) (*Project, error) {
 	if actor == nil {
 		return nil, errs.ErrUnauthenticated
 	}
 	var sets []assign
+	var refuse string
+	var more refusals
+	var args []any
 	if patch.Name != nil {
-		name, err := cleanName("name", *patch.Name, MaxNameLength)
+		name, err := trimName("name", *patch.Name, MaxNameLength)
 		if err != nil {
 			return nil, err
+		}
+		if err := hiddenInName("name", name); err != nil {
+			// A name stored before the rule may be sent back as it is (by a
+			// form that sends every field): only a new name is refused.
+			refuse, more, args = `CASE WHEN r.name IS DISTINCT FROM $4 THEN 'hidden_name' END`,
+				refusals{"hidden_name": err}, []any{name}
 		}
 		sets = append(sets, setTo("name", "name", "text", name))
 	}
@@ -180,7 +193,7 @@ func (db *DB) UpdateProject(ctx context.Context, actor *User, id string, patch P
 		}
 		sets = append(sets, setTo("description", "description", "text", desc))
 	}
-	return updateRecorded(ctx, db, projectsTable, actor, id, RoleMember, "edit projects", "project.updated", sets, "", nil)
+	return updateRecorded(ctx, db, projectsTable, actor, id, RoleMember, "edit projects", "project.updated", sets, refuse, more, args...)
 }
 
 // ArchiveProject archives a project and records project.archived with

@@ -65,17 +65,16 @@ func NormalizeEmail(s string) (string, error) {
 
 // NewEmail is NormalizeEmail for an address that is to be stored anew (an
 // account's, an invitation's): it also returns a BAD_USER_INPUT error for an
-// address holding a character that shows as nothing or moves the text around
-// it (a control or format character: zero-width spaces and joiners,
-// bidirectional marks and overrides, a byte-order mark, a soft hyphen) or a
-// space of any kind, with which an address looks like another one.
-// Addresses stored before are still found by NormalizeEmail (sign-in).
+// address holding any character hiddenRune finds (one that shows as nothing
+// or moves the text around it, or a space of any kind), with which an address
+// looks like another one. Addresses stored before are still found by
+// NormalizeEmail (sign-in).
 func NewEmail(s string) (string, error) {
 	e, err := NormalizeEmail(s)
 	if err != nil {
 		return "", err
 	}
-	if i := strings.IndexFunc(e, func(r rune) bool { return unicode.In(r, unicode.Cc, unicode.Cf, unicode.Z) }); i >= 0 {
+	if _, hidden := hiddenRune(e, nil); hidden {
 		return "", errs.Errorf(errs.CodeBadUserInput,
 			"email: not a valid e-mail address (it holds an invisible, formatting or space character)")
 	}
@@ -83,14 +82,30 @@ func NewEmail(s string) (string, error) {
 }
 
 // CleanUserName returns a user's name as it is stored (trimmed), or the
-// BAD_USER_INPUT error of one that is empty or longer than MaxNameLength
-// characters: what CreateUser checks, for a caller to check before the work
-// that comes first (register hashes the password).
+// BAD_USER_INPUT error of one that is empty, longer than MaxNameLength
+// characters or holds a character a name may not (cleanName): what CreateUser
+// checks, for a caller to check before the work that comes first (register
+// hashes the password).
 func CleanUserName(name string) (string, error) { return cleanName("name", name, MaxNameLength) }
 
-// cleanName trims a name and returns a BAD_USER_INPUT error naming field if it is
-// empty or longer than max characters.
+// cleanName returns a new name (a user's, a workspace's, a project's) as it is
+// stored, trimmed, or a BAD_USER_INPUT error naming field if it is empty,
+// longer than max characters (trimName) or holds a character hiddenRune finds
+// that keptInName does not keep (hiddenInName).
 func cleanName(field, s string, max int) (string, error) {
+	s, err := trimName(field, s, max)
+	if err != nil {
+		return "", err
+	}
+	if err := hiddenInName(field, s); err != nil {
+		return "", err
+	}
+	return s, nil
+}
+
+// trimName trims a name and returns a BAD_USER_INPUT error naming field if it
+// is empty or longer than max characters.
+func trimName(field, s string, max int) (string, error) {
 	s = strings.TrimSpace(s)
 	if s == "" {
 		return "", errs.Errorf(errs.CodeBadUserInput, "%s must not be empty", field)
@@ -99,6 +114,89 @@ func cleanName(field, s string, max int) (string, error) {
 		return "", errs.Errorf(errs.CodeBadUserInput, "%s must be at most %d characters", field, max)
 	}
 	return s, nil
+}
+
+// hiddenInName returns a BAD_USER_INPUT error naming field and the code point
+// of the first character of the name s that hiddenRune finds and keptInName
+// does not keep, or nil. Such a name shows as another ("admin\u200b" as
+// "admin"), reversed ("Alice\u202Egnp.exe" as "Aliceexe.png"), or recolours
+// the terminal an audit export is printed in ("\x1b[31m"). It is for new
+// names only: names stored before the rule are read as they are.
+func hiddenInName(field, s string) error {
+	r, hidden := hiddenRune(s, keptInName)
+	switch {
+	case !hidden:
+		return nil
+	case unicode.Is(unicode.Z, r):
+		return errs.Errorf(errs.CodeBadUserInput, "%s: holds a space or line break other than the plain space U+0020 (U+%04X)", field, r)
+	default:
+		return errs.Errorf(errs.CodeBadUserInput, "%s: holds an invisible or formatting character (U+%04X)", field, r)
+	}
+}
+
+// hiddenRune returns the first character of s that shows as nothing, as a
+// blank, or changes how the text around it shows, and true; or 0 and false
+// when s has none that keep (nil: none) keeps. keep is asked with the
+// character and where it starts in s. Such a character is
+//   - a control character (Cc: C0 and C1, ESC of an ANSI escape, tab, line
+//     feed, DEL),
+//   - a format character (Cf: zero-width space, non-joiner and joiner, word
+//     joiner, bidirectional marks, embeddings, overrides and isolates, the
+//     byte-order mark, the soft hyphen, tag characters),
+//   - one Unicode tells renderers to ignore though it is no format character
+//     (Other_Default_Ignorable_Code_Point: the Hangul fillers U+115F, U+1160,
+//     U+3164 and U+FFA0, which show as a blank or nothing, U+034F),
+//   - a separator (Z: every space, U+0020 included, and the line and
+//     paragraph separators).
+//
+// It is the one rule of new e-mail addresses (NewEmail, which keeps nothing)
+// and new names (cleanName, which keeps what keptInName keeps).
+func hiddenRune(s string, keep func(r rune, at int, s string) bool) (rune, bool) {
+	for i, r := range s {
+		if unicode.In(r, unicode.Cc, unicode.Cf, unicode.Other_Default_Ignorable_Code_Point, unicode.Z) &&
+			(keep == nil || !keep(r, i, s)) {
+			return r, true
+		}
+	}
+	return 0, false
+}
+
+// zeroWidthJoiner is U+200D, which joins emoji into one (a family, a rainbow
+// flag) and letters of some scripts into other shapes.
+const zeroWidthJoiner = '\u200D'
+
+// keptInName reports whether a name may hold the character r that starts at
+// at in s, which hiddenRune finds: the plain space (U+0020); the ideographic
+// space (U+3000), which CJK input methods type for a space and which separates
+// a Japanese family name from the given name, as wide as a character and so
+// seen; and a zero-width joiner between two emoji (joinsEmoji), which is how
+// emoji such as a family (U+1F468 U+200D U+1F469 U+200D U+1F467) are written.
+func keptInName(r rune, at int, s string) bool {
+	switch r {
+	case ' ', '\u3000':
+		return true
+	case zeroWidthJoiner:
+		return joinsEmoji(s[:at], s[at+utf8.RuneLen(r):])
+	}
+	return false
+}
+
+// joinsEmoji reports whether a zero-width joiner between before and after
+// joins two emoji: the character before it, past any emoji variation selector
+// (U+FE0F) and skin tone modifier (U+1F3FB..U+1F3FF), and the character after
+// it are symbols (general category So, as every emoji that an emoji ZWJ
+// sequence joins is), U+FFFD (which invalid UTF-8 decodes to) excepted.
+func joinsEmoji(before, after string) bool {
+	prev, n := utf8.DecodeLastRuneInString(before)
+	for n > 0 && (prev == '\uFE0F' || prev >= 0x1F3FB && prev <= 0x1F3FF) {
+		before = before[:len(before)-n]
+		prev, n = utf8.DecodeLastRuneInString(before)
+	}
+	next, m := utf8.DecodeRuneInString(after)
+	emoji := func(r rune, size int) bool {
+		return size > 0 && r != utf8.RuneError && unicode.Is(unicode.So, r)
+	}
+	return emoji(prev, n) && emoji(next, m)
 }
 
 // uuidArray returns the Postgres array literal of the well-formed ids of ids
@@ -195,9 +293,9 @@ func (db *DB) insertToken(ctx context.Context, tx Querier, userID string, tokenH
 
 // CreateUser creates an account with an already hashed password, stores the hash
 // of its first token and records user.registered. It validates the e-mail
-// (trimmed and lower-cased, NewEmail) and the name. It returns BAD_USER_INPUT
-// for a bad e-mail or an empty or over-long name, and CONFLICT if the e-mail
-// is taken.
+// (trimmed and lower-cased, NewEmail) and the name (cleanName). It returns
+// BAD_USER_INPUT for a bad e-mail or an empty or over-long name or one holding
+// a character a name may not, and CONFLICT if the e-mail is taken.
 func (db *DB) CreateUser(ctx context.Context, email, name, passwordHash string, tokenHash []byte) (*User, error) {
 	email, err := NewEmail(email)
 	if err != nil {

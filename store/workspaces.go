@@ -211,7 +211,8 @@ func (db *DB) WorkspaceLists(ctx context.Context, viewerID string, lists []Works
 
 // CreateWorkspace creates a workspace named name with actor as its OWNER and
 // records workspace.created. It returns UNAUTHENTICATED for no actor and
-// BAD_USER_INPUT for an empty or over-long name.
+// BAD_USER_INPUT for an empty or over-long name or one holding a character a
+// name may not (cleanName).
 func (db *DB) CreateWorkspace(ctx context.Context, actor *User, name string) (*Workspace, error) {
 	if actor == nil {
 		return nil, errs.ErrUnauthenticated
