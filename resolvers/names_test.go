@@ -107,4 +107,8 @@ func TestInvisibleCharactersInNewNames(t *testing.T) {
 		t.Errorf("updateProject with its old name = %+v", u.UpdateProject)
 	}
 	wantErrCode(t, post(t, env, owner.Token, updateProjectMutation, map[string]any{"id": p, "in": map[string]any{"name": "admin\u200c"}}), "BAD_USER_INPUT")
+	// Such a name may be the project's own: it is checked once the project is
+	// found, so a stranger is told NOT_FOUND, as for any project he cannot see.
+	stranger := env.NewUser(t, "Stranger")
+	wantErrCode(t, post(t, env, stranger.Token, updateProjectMutation, map[string]any{"id": p, "in": map[string]any{"name": "admin\u200c"}}), "NOT_FOUND")
 }
