@@ -56,6 +56,12 @@ var refusedNames = []struct {
 	{"joiner ending a name", "Bob \U0001F468\u200d", 0x200D},
 	{"joiner starting a name", "\u200d\U0001F469 Bob", 0x200D},
 	{"two joiners", "\U0001F468\u200d\u200d\U0001F469", 0x200D},
+	// A non-joiner or joiner inside a word of a joining script only.
+	{"non-joiner between Latin letters", "ad\u200cmin", 0x200C},
+	{"non-joiner ending a Persian name", "\u0645\u06cc\u200c", 0x200C},
+	{"non-joiner between Persian and Latin", "\u0645\u06cc\u200cx", 0x200C},
+	{"non-joiner between two scripts", "\u0645\u200c\u0915", 0x200C},
+	{"non-joiner before a space", "\u0645\u06cc\u200c \u0645", 0x200C},
 }
 
 // acceptedNames are names a new name may be: letters of any script, marks,
@@ -66,13 +72,16 @@ var acceptedNames = []string{
 	"山田\u3000太郎",      // an ideographic space between family and given name
 	"محمد علي",        // right-to-left script, no control
 	"Team \U0001F680", // an emoji
-	"\U0001F468\u200d\U0001F469\u200d\U0001F467",          // family: man, woman, girl
-	"\U0001F3F3\uFE0F\u200d\U0001F308 Pride",              // rainbow flag: a variation selector before the joiner
-	"\U0001F469\U0001F3FD\u200d\U0001F4BB Dev",            // woman technologist: a skin tone before the joiner
-	"Runner \U0001F3C3\u200d\u2640\uFE0F",                 // woman running
-	"\u2764\uFE0F\u200d\U0001F525",                        // heart on fire
-	"\U0001F9D1\u200d\U0001F91D\u200d\U0001F9D1 Partners", // people holding hands
-	"  Trimmed\u00a0",                                     // spaces at the ends are trimmed, whatever their kind
+	"\U0001F468\u200d\U0001F469\u200d\U0001F467",                   // family: man, woman, girl
+	"\U0001F3F3\uFE0F\u200d\U0001F308 Pride",                       // rainbow flag: a variation selector before the joiner
+	"\U0001F469\U0001F3FD\u200d\U0001F4BB Dev",                     // woman technologist: a skin tone before the joiner
+	"Runner \U0001F3C3\u200d\u2640\uFE0F",                          // woman running
+	"\u2764\uFE0F\u200d\U0001F525",                                 // heart on fire
+	"\U0001F9D1\u200d\U0001F91D\u200d\U0001F9D1 Partners",          // people holding hands
+	"  Trimmed\u00a0",                                              // spaces at the ends are trimmed, whatever their kind
+	"\u0645\u062d\u0645\u062f\u06cc\u200c\u0646\u0698\u0627\u062f", // Persian: a non-joiner inside a surname (Mohammadi-Nejad)
+	"\u0915\u094d\u200d\u0937",                                     // Devanagari: a joiner after a virama picks a conjunct's form
+	"\u0d28\u0d4d\u200c\u0d28",                                     // Malayalam: a non-joiner after a virama
 }
 
 // TestNewNamesRefuseInvisibleCharacters gives each path that stores a new

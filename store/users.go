@@ -169,14 +169,51 @@ const zeroWidthJoiner = '\u200D'
 // at in s, which hiddenRune finds: the plain space (U+0020); the ideographic
 // space (U+3000), which CJK input methods type for a space and which separates
 // a Japanese family name from the given name, as wide as a character and so
-// seen; and a zero-width joiner between two emoji (joinsEmoji), which is how
-// emoji such as a family (U+1F468 U+200D U+1F469 U+200D U+1F467) are written.
+// seen; a zero-width joiner between two emoji (joinsEmoji), which is how
+// emoji such as a family (U+1F468 U+200D U+1F469 U+200D U+1F467) are written;
+// and a zero-width non-joiner or joiner inside a word of a script whose
+// spelling uses them (joinsLetters): many Persian names hold a non-joiner.
 func keptInName(r rune, at int, s string) bool {
 	switch r {
 	case ' ', '\u3000':
 		return true
 	case zeroWidthJoiner:
-		return joinsEmoji(s[:at], s[at+utf8.RuneLen(r):])
+		before, after := s[:at], s[at+utf8.RuneLen(r):]
+		return joinsEmoji(before, after) || joinsLetters(before, after)
+	case zeroWidthNonJoiner:
+		return joinsLetters(s[:at], s[at+utf8.RuneLen(r):])
+	}
+	return false
+}
+
+// zeroWidthNonJoiner is U+200C, which keeps two letters of a joining script
+// apart (Persian writes it inside many words and names).
+const zeroWidthNonJoiner = '\u200C'
+
+// joiningScripts are the scripts whose spelling writes the zero-width
+// non-joiner and joiner inside words: the cursive scripts (Arabic, which
+// Persian is written in, Syriac, N'Ko, Mongolian) and the Brahmic scripts of
+// India and Sri Lanka, where they choose a conjunct's form after a virama.
+// RFC 5892 (Appendix A.1 and A.2) allows them in domain names in the same
+// places.
+var joiningScripts = []*unicode.RangeTable{unicode.Arabic, unicode.Syriac, unicode.Nko, unicode.Mongolian,
+	unicode.Devanagari, unicode.Bengali, unicode.Gurmukhi, unicode.Gujarati, unicode.Oriya, unicode.Tamil,
+	unicode.Telugu, unicode.Kannada, unicode.Malayalam, unicode.Sinhala}
+
+// joinsLetters reports whether a zero-width (non-)joiner between before and
+// after sits inside a word of a joining script: the characters on both sides
+// are letters or marks of one of joiningScripts, the same one. Between Latin
+// letters, or at either end of a name, it only hides, and is refused.
+func joinsLetters(before, after string) bool {
+	prev, n := utf8.DecodeLastRuneInString(before)
+	next, m := utf8.DecodeRuneInString(after)
+	if n == 0 || m == 0 || !unicode.In(prev, unicode.L, unicode.M) || !unicode.In(next, unicode.L, unicode.M) {
+		return false
+	}
+	for _, script := range joiningScripts {
+		if unicode.Is(script, prev) && unicode.Is(script, next) {
+			return true
+		}
 	}
 	return false
 }
