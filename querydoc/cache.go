@@ -39,7 +39,7 @@ type Cache struct {
 type cached struct {
 	doc    *ast.QueryDocument
 	shape  Shape
-	uses   deprecatedUses
+	uses   *deprecatedUses
 	weight uint32
 }
 

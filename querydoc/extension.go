@@ -38,7 +38,7 @@ type prepared struct {
 	doc    *ast.QueryDocument // validated
 	parsed *ast.QueryDocument // parsed, valid or not
 	shape  Shape              // of a validated document
-	uses   deprecatedUses     // of a validated document
+	uses   *deprecatedUses    // of a validated document
 	errs   gqlerror.List
 }
 
@@ -49,10 +49,10 @@ func (Extension) ExtensionName() string { return "QueryDocument" }
 func (Extension) Validate(graphql.ExecutableSchema) error { return nil }
 
 // MutateOperationParameters validates the operation's document, or takes it
-// from the cache, and leaves it for ExecutorCache with the deprecated fields
-// and arguments its operations use (DeprecatedUses), found once per
-// document; it refuses a document that does not parse, is over a limit or
-// is invalid.
+// from the cache, and leaves it for ExecutorCache with the deprecated members
+// its operations use or may use through their variables (DeprecatedUses),
+// found once per document; it refuses a document that does not parse, is
+// over a limit or is invalid.
 func (e Extension) MutateOperationParameters(ctx context.Context, p *graphql.RawParams) *gqlerror.Error {
 	if p.Query == "" || !graphql.HasOperationContext(ctx) {
 		return nil // gqlgen answers a missing query itself

@@ -103,7 +103,7 @@ const (
 type Validator struct {
 	schema     *ast.Schema
 	limits     Limits
-	deprecated deprecations
+	deprecated *deprecations
 }
 
 // NewValidator returns a Validator of documents against schema.
@@ -111,8 +111,9 @@ func NewValidator(schema *ast.Schema, limits Limits) *Validator {
 	return &Validator{schema: schema, limits: limits, deprecated: deprecationsOf(schema)}
 }
 
-// Deprecated returns every field and argument of the schema marked
-// @deprecated, sorted by Field: those DeprecatedUses may report.
+// Deprecated returns every member of the schema marked @deprecated (fields,
+// arguments, input fields, enum values), sorted by Field: those
+// DeprecatedUses may report.
 func (v *Validator) Deprecated() []Deprecated { return v.deprecated.all() }
 
 // Prepare parses query and validates it: it returns the validated document
