@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
+	"net/http"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -13,6 +15,7 @@ import (
 
 	"taskflow/httpapi"
 	"taskflow/httpapi/apitest"
+	"taskflow/ratelimit"
 )
 
 // deprecatedUses reads taskflow_deprecated_field_uses_total from /metrics, by
@@ -128,5 +131,104 @@ func TestDeprecatedFieldUsesAreCountedAndReported(t *testing.T) {
 	}
 	if !strings.Contains(accessLog.String(), `operation=Old outcome=ok deprecated=User.workspaces,Workspace.members`) {
 		t.Errorf("access log without the deprecated fields:\n%s", accessLog.String())
+	}
+}
+
+// An operation refused after its document and variables were found valid
+// (over its cost, over the budget, a string the database cannot store, a
+// mutation by GET, over plain HTTP or SSE) is counted as one that ran, named
+// in the access log, and its answer, a 429's too, carries
+// extensions.deprecations: it is a client using those fields all the same.
+// A document or variables refused as invalid is neither counted nor told.
+func TestRefusedOperationsCountTheirDeprecatedUses(t *testing.T) {
+	t.Parallel()
+	var accessLog lockedBuffer
+	env, _ := limited(t, ratelimit.Config{Points: 5}, nil, "", func(o *httpapi.Options) {
+		o.AccessLog = slog.New(slog.NewTextHandler(&accessLog, nil))
+	})
+	u := env.NewUser(t, "ann")
+	auth := []string{"Authorization", "Bearer " + u.Token}
+	told := func(r *apitest.Response) []string {
+		t.Helper()
+		var ext struct {
+			Extensions struct {
+				Deprecations []struct{ Field, Reason string }
+			}
+		}
+		if err := json.Unmarshal(r.Raw, &ext); err != nil {
+			t.Fatalf("%s: %v", r.Raw, err)
+		}
+		var out []string
+		for _, d := range ext.Extensions.Deprecations {
+			if d.Reason == "" {
+				t.Errorf("%s without its reason: %s", d.Field, r.Raw)
+			}
+			out = append(out, d.Field)
+		}
+		return out
+	}
+	before := deprecatedUses(t, env)
+	want := map[string]float64{}
+	for _, c := range []struct {
+		name   string
+		send   func() *apitest.Response
+		status int
+		code   string
+		fields []string // counted and told
+	}{
+		{"over MAX_QUERY_COST", func() *apitest.Response {
+			return env.Post(t, u.Token, `query Costly { me { workspaces { members { user { id } } } } }`, nil)
+		}, http.StatusOK, "QUERY_TOO_COSTLY", []string{"User.workspaces", "Workspace.members"}},
+		{"a NUL in a variable", func() *apitest.Response {
+			return env.Post(t, u.Token, `query Nul($w: ID!) { workspace(id: $w) { members { role } } }`, map[string]any{"w": "a\x00b"})
+		}, http.StatusOK, "BAD_USER_INPUT", []string{"Workspace.members"}},
+		{"a mutation by GET", func() *apitest.Response {
+			return get(t, env, `mutation Add { addMember(workspaceId: "w", email: "x@example.com", role: MEMBER) { role } }`, nil, auth...)
+		}, http.StatusMethodNotAllowed, "BAD_USER_INPUT", []string{"Mutation.addMember"}},
+		{"a mutation by GET over SSE", func() *apitest.Response {
+			return get(t, env, `mutation AddSSE { addMember(workspaceId: "w", email: "x@example.com", role: MEMBER) { role } }`, nil,
+				append(auth, "Accept", "text/event-stream")...)
+		}, http.StatusMethodNotAllowed, "BAD_USER_INPUT", []string{"Mutation.addMember"}},
+		{"invalid", func() *apitest.Response {
+			return env.Post(t, u.Token, `query Invalid { me { workspaces { nope } } }`, nil)
+		}, http.StatusOK, "GRAPHQL_VALIDATION_FAILED", nil},
+		{"variables that do not coerce", func() *apitest.Response {
+			return env.Post(t, u.Token, `query NoVar($w: ID!) { workspace(id: $w) { members { role } } }`, nil)
+		}, http.StatusOK, "GRAPHQL_VALIDATION_FAILED", nil},
+		{"budget spent", func() *apitest.Response {
+			for i := 0; i < 5; i++ {
+				if r := env.Post(t, u.Token, cheap, nil); r.Status != http.StatusOK {
+					t.Fatalf("query %d: %d %s", i, r.Status, r.Raw)
+				}
+			}
+			return env.Post(t, u.Token, `query Spent { me { workspaces { id } } }`, nil)
+		}, http.StatusTooManyRequests, "RATE_LIMITED", []string{"User.workspaces"}},
+	} {
+		r := c.send()
+		if r.Status != c.status || r.Code() != c.code {
+			t.Errorf("%s: %d %s, want %d %s", c.name, r.Status, r.Raw, c.status, c.code)
+			continue
+		}
+		if got := told(r); !slices.Equal(got, c.fields) {
+			t.Errorf("%s: extensions.deprecations %v, want %v: %s", c.name, got, c.fields, r.Raw)
+		}
+		for _, f := range c.fields {
+			want[f]++
+		}
+	}
+	after := deprecatedUses(t, env)
+	for _, f := range []string{"User.workspaces", "Workspace.members", "Mutation.addMember"} {
+		if got := after[f] - before[f]; got != want[f] {
+			t.Errorf("%s counted %v times, want %v", f, got, want[f])
+		}
+	}
+	for _, line := range []string{"operation=Costly outcome=QUERY_TOO_COSTLY deprecated=User.workspaces,Workspace.members",
+		"operation=Spent outcome=RATE_LIMITED deprecated=User.workspaces"} {
+		if !strings.Contains(accessLog.String(), line) {
+			t.Errorf("access log without %q:\n%s", line, accessLog.String())
+		}
+	}
+	if strings.Contains(accessLog.String(), "operation=NoVar outcome=GRAPHQL_VALIDATION_FAILED deprecated=") {
+		t.Errorf("access log names the uses of an operation refused as invalid:\n%s", accessLog.String())
 	}
 }

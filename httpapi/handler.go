@@ -211,6 +211,9 @@ func newHandler(o Options, without []Guard) http.Handler {
 	gql.Use(extension.Introspection{})
 	gql.Use(resolveAPQ)
 	gql.Use(querydoc.Extension{Validator: documents, Cache: querydoc.NewCache(o.DocumentCacheBytes)}) // after resolveAPQ: needs the text
+	// Counts the deprecated members the operation uses before anything below
+	// may refuse it: a refused operation is a client using them all the same.
+	gql.Use(newDeprecationsExtension(ops.reg, documents.Deprecated()))
 	// The checks that refuse the operation for what it is, before the limiter
 	// charges it: a mutation by GET, a string the database cannot store, keys
 	// that cannot be honoured (idempotency).
@@ -229,7 +232,6 @@ func newHandler(o Options, without []Guard) http.Handler {
 	gql.SetErrorPresenter(presentError(o.Log))
 	gql.SetRecoverFunc(recoverPanic)
 	gql.Use(operationMetrics{ops.metrics})
-	gql.Use(newDeprecationsExtension(ops.reg, documents.Deprecated()))
 
 	mux := http.NewServeMux()
 	authenticate := auth.Middleware(o.DB, st.guard, authFailure(o.Log))

@@ -836,7 +836,8 @@ func (t sseTransport) Do(w http.ResponseWriter, r *http.Request, exec graphql.Gr
 }
 
 // refuse answers a request whose operation did not start, as the HTTP
-// transport does (429 with Retry-After for RATE_LIMITED, else status).
+// transport does (429 with Retry-After for RATE_LIMITED, else status), with
+// the errors and the operation's extensions.deprecations, if any.
 func (t sseTransport) refuse(ctx context.Context, w http.ResponseWriter, exec graphql.GraphExecutor,
 	rc *graphql.OperationContext, status int, list gqlerror.List,
 ) {
@@ -847,15 +848,16 @@ func (t sseTransport) refuse(ctx context.Context, w http.ResponseWriter, exec gr
 	o := t.http.outcome(ctx, rc)
 	setRateLimitHeaders(w, o)
 	if o != nil && o.Limited != "" {
-		writeTooMany(w, o.RetryAfterSeconds(), presented.Errors)
+		writeTooManyFor(w, o.RetryAfterSeconds(), presented)
 		return
 	}
 	if apqMiss(presented.Errors) {
 		status = http.StatusOK
 	}
 	writeJSON(w, status, struct {
-		Errors gqlerror.List `json:"errors"`
-	}{presented.Errors})
+		Errors     gqlerror.List  `json:"errors"`
+		Extensions map[string]any `json:"extensions,omitempty"`
+	}{presented.Errors, deprecationsOnly(presented.Extensions)})
 }
 
 // apqMiss reports a persisted query the server does not know (the client

@@ -235,7 +235,7 @@ func (t Transport) Do(w http.ResponseWriter, r *http.Request, exec graphql.Graph
 	op.record(rc, outcomeOf(resp), o)
 	setRateLimitHeaders(w, o)
 	if retry, ok := refusedBusy(resp); ok {
-		writeTooMany(w, retry, resp.Errors)
+		writeTooManyFor(w, retry, resp)
 		return
 	}
 	var cost *costStatus
@@ -498,7 +498,7 @@ func (t Transport) writeErrors(ctx context.Context, w http.ResponseWriter, exec 
 	op.record(rc, outcomeOf(presented), o)
 	setRateLimitHeaders(w, o)
 	if o != nil && o.Limited != "" {
-		writeTooMany(w, o.RetryAfterSeconds(), presented.Errors)
+		writeTooManyFor(w, o.RetryAfterSeconds(), presented)
 		return
 	}
 	ext := presented.Extensions
@@ -517,11 +517,19 @@ func (t Transport) writeErrors(ctx context.Context, w http.ResponseWriter, exec 
 // writeTooMany answers 429 with Retry-After (whole seconds), Cache-Control:
 // no-store and the body {"errors": list}.
 func writeTooMany(w http.ResponseWriter, retryAfter int, list gqlerror.List) {
+	writeTooManyFor(w, retryAfter, &graphql.Response{Errors: list})
+}
+
+// writeTooManyFor answers 429 as writeTooMany does for resp, an operation's
+// answer: its errors, and its extensions.deprecations when it has them (a
+// refused operation's warning too), none of its other extensions.
+func writeTooManyFor(w http.ResponseWriter, retryAfter int, resp *graphql.Response) {
 	w.Header().Set("Retry-After", strconv.Itoa(retryAfter))
 	w.Header().Set("Cache-Control", "no-store")
 	writeJSON(w, http.StatusTooManyRequests, struct {
-		Errors gqlerror.List `json:"errors"`
-	}{list})
+		Errors     gqlerror.List  `json:"errors"`
+		Extensions map[string]any `json:"extensions,omitempty"`
+	}{resp.Errors, deprecationsOnly(resp.Extensions)})
 }
 
 // refusedBusy reports whether an executed operation was refused as a whole
