@@ -121,6 +121,24 @@ func main() {
 	}
 }
 
+// spineAheadAdvice is the advice of store.ErrSpineAhead: the server refuses
+// to write events that nothing would ever seal or deliver.
+func spineAheadAdvice(err error) string {
+	return "taskflow: " + err.Error() + `.
+
+Every audit event written now would sort below the sealer's and the webhook
+dispatcher's cursors: it would never be sealed, delivered or sent to
+subscribers, and verifyAuditLog would report it as slipped in. So taskflow
+does not start.
+
+What to do: restore from a physical backup of the old cluster (it keeps the
+transaction ids), or advance this cluster's transaction ids past the highest
+one above before starting taskflow (pg_resetwal -e and -x on the stopped
+cluster), then verify every workspace. See docs/operations.md,
+"Backups and restores".
+`
+}
+
 // startupError is a failure at start that comes with advice for a human.
 type startupError struct {
 	cause  error
@@ -171,6 +189,14 @@ func run(cfg Config, log, accessLog *slog.Logger) error {
 		return err
 	}
 	defer db.Close()
+	// A database restored from another cluster's pg_dump: refuse to write
+	// events nothing would reach.
+	if err := db.CheckSpineClock(ctx); err != nil {
+		if errors.Is(err, store.ErrSpineAhead) {
+			return &startupError{cause: err, advice: spineAheadAdvice(err)}
+		}
+		return err
+	}
 	db.Egress = egress.Policy{AllowHTTP: cfg.Webhooks.AllowHTTP, AllowPrivate: cfg.Webhooks.AllowPrivate}
 	if cfg.ReadBatches >= 0 {
 		db.SetReadBatches(cfg.ReadBatches)

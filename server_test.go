@@ -19,6 +19,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"taskflow/audit"
 	"taskflow/blobs"
 	"taskflow/httpapi"
@@ -269,5 +271,45 @@ func TestShortSweepGraceIsWarned(t *testing.T) {
 		if got := strings.Contains(buf.String(), `"level":"WARN"`) && strings.Contains(buf.String(), "BLOB_SWEEP_GRACE"); got != c.warn {
 			t.Errorf("grace %s: warned %v, want %v: %s", c.grace, got, c.warn, buf.String())
 		}
+	}
+}
+
+// TestStartupRefusesADatabaseFromAnotherCluster: a database whose spine
+// cursor carries a transaction id this cluster has not assigned (restored
+// from another cluster's pg_dump) is refused at start, with the ids and what
+// to do, before anything listens or writes.
+func TestStartupRefusesADatabaseFromAnotherCluster(t *testing.T) {
+	t.Parallel()
+	url := storetest.URL(t)
+	conn, err := pgx.Connect(t.Context(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = conn.Exec(t.Context(), `UPDATE audit_seal_cursor SET tx_id = '1099511627776' WHERE id = 1`)
+	conn.Close(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := command(t, "DATABASE_URL="+url, "HTTP_ADDR=127.0.0.1:0")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// A server that starts anyway is stopped, and the test fails.
+	stop := time.AfterFunc(time.Minute, func() { _ = cmd.Process.Kill() })
+	defer stop.Stop()
+	code := exitCode(t, cmd.Wait())
+	out := stderr.String()
+	if code != 1 {
+		t.Fatalf("exit code %d, want 1; stderr:\n%s", code, out)
+	}
+	for _, want := range []string{"highest id 1099511627776", "logical dump", "What to do", "pg_resetwal", "Backups and restores"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, `"msg":"listening"`) {
+		t.Errorf("listened over a database from another cluster:\n%s", out)
 	}
 }
