@@ -168,26 +168,7 @@ func TestTracedEventVerifiesOffline(t *testing.T) {
 // sealed event's prevHash was taken as given. Retention drops the oldest
 // months too, so it is not a failure, but the auditor is told.
 func TestExportNotFromTheFirstPositionIsNoted(t *testing.T) {
-	ws := "0190c0de-0000-7000-8000-00000000000a"
-	var events []exportedEvent
-	var prev []byte
-	for i := range 4 {
-		rec := audit.Record{ID: fmt.Sprintf("0190c0de-0000-7000-8000-00000000010%d", i), ChainKey: ws, WorkspaceID: &ws,
-			Action: "task.created", EntityType: "task", EntityID: fmt.Sprint(i),
-			OccurredAt: time.Date(2026, 12, 1, 10, 0, i, 0, time.UTC), Metadata: map[string]any{}}
-		sum, err := audit.Hash(prev, rec)
-		if err != nil {
-			t.Fatal(err)
-		}
-		pos, hash := int64(i+1), hex.EncodeToString(sum)
-		e := exportedEvent{ID: rec.ID, WorkspaceID: &ws, Action: rec.Action, EntityType: "task", EntityID: rec.EntityID,
-			OccurredAt: rec.OccurredAt, Metadata: store.RawJSON(`{}`), Sealed: true, ChainPosition: &pos, Hash: &hash}
-		if prev != nil {
-			p := hex.EncodeToString(prev)
-			e.PrevHash = &p
-		}
-		events, prev = append(events, e), sum
-	}
+	events := chainOf(t, 4)
 	findings, summary := verify(events[2:], nil, nil)
 	if len(findings) > 0 || !strings.Contains(summary, "positions 1 to 2 are not in the export") {
 		t.Fatalf("an export cut before position 3: findings %v, summary %q", findings, summary)
