@@ -243,10 +243,12 @@ func (db *DB) AuditEvents(ctx context.Context, user *User, workspaceID string, f
 // thing (entityType and entityId together), else of one actor (actorId),
 // else of one exact action (a single action without *), each read through
 // its index; the filter's other conditions are checked on those. When it has
-// looked at AuditScanLimit events and more may follow, the page is what it
-// found (fewer than first, maybe none) with HasNextPage and an end cursor at
-// the last event it looked at, so the next page goes on from there: no
-// event is skipped or shown twice.
+// looked at AuditScanLimit events and the log has another after them, the
+// page is what it found (fewer than first, maybe none) with HasNextPage and
+// an end cursor at the last event it looked at, so the next page goes on
+// from there: no event is skipped or shown twice. (The scan reads that
+// other event to know it is there, but does not look at it: it neither
+// matches nor counts in examined.)
 //
 // When examined is not nil it is called, once the page is read and before
 // it is returned, with how many events the page looked at (0 when it read
@@ -304,20 +306,20 @@ func (db *DB) AuditPage(ctx context.Context, user *User, workspaceID string, fil
 	if err != nil {
 		return nil, fmt.Errorf("audit events: %w", err)
 	}
-	items, last, looked, err := scanAuditScan(rows, page.First+1)
+	found, err := scanAuditScan(rows, page.First+1)
 	if err != nil {
 		return nil, err
 	}
 	if examined != nil {
-		if err := examined(looked); err != nil {
+		if err := examined(found.looked); err != nil {
 			return nil, err
 		}
 	}
-	c := connection(items, page, scope, auditKey)
-	if len(items) <= page.First && looked == AuditScanLimit {
+	c := connection(found.items, page, scope, auditKey)
+	if len(found.items) <= page.First && found.cut {
 		// Cut short: go on from the last event looked at.
 		c.PageInfo.HasNextPage = true
-		c.PageInfo.last = &Edge[AuditEvent]{Node: last, list: &c.list}
+		c.PageInfo.last = &Edge[AuditEvent]{Node: found.last, list: &c.list}
 	}
 	return c, nil
 }
@@ -348,7 +350,8 @@ func (f AuditFilter) scanSplit() (scan, rest AuditFilter) {
 // first, at most AuditScanLimit of them, each numbered (rn) and marked when
 // it matches rest (hit); it returns the first page.First+1 that match and,
 // when fewer match, the last event it looked at, so that its number tells
-// how many it looked at. Each event has its seal, of the seals that also
+// how many it looked at, and whether the log has another event after it
+// (more: read, not looked at). Each event has its seal, of the seals that also
 // meet seal (conditions on audit_seals, "" for none). Window functions over
 // an ordered scan read it as they go: the scan stops as soon as the page is
 // full.
@@ -365,49 +368,67 @@ func auditScanSQL(scan, rest, seal string, args []any, page Page) (string, []any
 		// 2026-12-05 on bench/load's log of 403 events: 0.24 ms against
 		// 0.79 ms, and twice the Postgres CPU a page of auditEvents). Its
 		// rn is 0: scanAuditScan numbers the events as they come.
-		return `SELECT ` + auditEventColumns + `, 0::int8, true FROM audit_events LEFT JOIN LATERAL
+		return `SELECT ` + auditEventColumns + `, 0::int8, true, false FROM audit_events LEFT JOIN LATERAL
 			(SELECT position, prev_hash, hash FROM audit_seals WHERE event_id = audit_events.id
 				AND occurred_at = audit_events.occurred_at AND chain_key = audit_events.chain_key` + seal + `) s ON true
 			WHERE ` + scan + fmt.Sprintf(` ORDER BY occurred_at DESC, id DESC LIMIT %d`, page.First+1), args
 	}
-	return `SELECT ` + auditEventColumns + `, audit_events.rn, audit_events.hit FROM (
-		SELECT c.*, row_number() OVER w AS rn, lead(c.id) OVER w IS NULL AS last, (true` + rest + `) AS hit FROM (
+	// The scan reads one event past AuditScanLimit, neither looked at nor
+	// returned: its lead tells the last event looked at whether another
+	// follows (more), so that a page that looked at exactly AuditScanLimit
+	// events of a log that has no more is not cut short.
+	limit := strconv.Itoa(AuditScanLimit)
+	return `SELECT ` + auditEventColumns + `, audit_events.rn, audit_events.hit, audit_events.more FROM (
+		SELECT c.*, row_number() OVER w AS rn, lead(c.id) OVER w IS NOT NULL AS more, (true` + rest + `) AS hit FROM (
 			SELECT id, workspace_id, actor_id, action, entity_type, entity_id, occurred_at, ip, user_agent,
 				request_id, metadata, trace_id, chain_key
 			FROM audit_events WHERE ` + scan + `
-			ORDER BY occurred_at DESC, id DESC LIMIT ` + strconv.Itoa(AuditScanLimit) + `) c
+			ORDER BY occurred_at DESC, id DESC LIMIT ` + limit + ` + 1) c
 		WINDOW w AS (ORDER BY c.occurred_at DESC, c.id DESC)) audit_events
 		LEFT JOIN LATERAL (SELECT position, prev_hash, hash FROM audit_seals WHERE event_id = audit_events.id
 			AND occurred_at = audit_events.occurred_at AND chain_key = audit_events.chain_key` + seal + `) s ON true
-		WHERE audit_events.hit OR audit_events.last
+		WHERE audit_events.rn <= ` + limit + ` AND (audit_events.hit OR NOT audit_events.more OR audit_events.rn = ` + limit + `)
 		ORDER BY audit_events.occurred_at DESC, audit_events.id DESC` + fmt.Sprintf(` LIMIT %d`, page.First+1), args
 }
 
+// auditScan is what an auditScanSQL query found.
+type auditScan struct {
+	// items are the events that match.
+	items []*AuditEvent
+	// last is the last event looked at (nil for none).
+	last *AuditEvent
+	// looked is how many events the scan looked at.
+	looked int
+	// cut is set when the scan looked at AuditScanLimit events and the log
+	// has another after them: a page that found too few goes on from last.
+	cut bool
+}
+
 // scanAuditScan reads the rows of an auditScanSQL query of at most limit
-// events and closes rows: the events that match, the last event looked at
-// (nil for none) and how many events the scan looked at.
-func scanAuditScan(rows pgx.Rows, limit int) (items []*AuditEvent, last *AuditEvent, looked int, err error) {
+// events and closes rows.
+func scanAuditScan(rows pgx.Rows, limit int) (auditScan, error) {
 	defer rows.Close()
-	items = make([]*AuditEvent, 0, limit)
+	out := auditScan{items: make([]*AuditEvent, 0, limit)}
 	for rows.Next() {
 		var rn int64
-		var hit bool
-		e, err := scanAuditEvent(rows, &rn, &hit)
+		var hit, more bool
+		e, err := scanAuditEvent(rows, &rn, &hit, &more)
 		if err != nil {
-			return nil, nil, 0, fmt.Errorf("audit events: %w", err)
+			return auditScan{}, fmt.Errorf("audit events: %w", err)
 		}
 		if hit {
-			items = append(items, e)
+			out.items = append(out.items, e)
 		}
 		if rn == 0 { // a plain keyset page: every event it read is one it looked at
-			rn = int64(looked) + 1
+			rn = int64(out.looked) + 1
 		}
-		last, looked = e, int(rn)
+		out.last, out.looked = e, int(rn)
+		out.cut = more && out.looked == AuditScanLimit
 	}
 	if err := rows.Err(); err != nil {
-		return nil, nil, 0, fmt.Errorf("audit events: %w", err)
+		return auditScan{}, fmt.Errorf("audit events: %w", err)
 	}
-	return items, last, looked, nil
+	return out, nil
 }
 
 // UserAuditEvents returns a page of the account events (user.*) of the user
@@ -501,8 +522,8 @@ const AuditExportPageSize = 100
 // holds no connection while it waits. Each page's query looks at the
 // workspace's events past the page's start as AuditPage does, at most
 // AuditScanLimit of them, and keeps those that match; when it has looked at
-// AuditScanLimit events and found fewer than a page, the page is what it
-// found (maybe nothing) and the next page goes on from the last event it
+// AuditScanLimit events, the log has another after them and it found fewer
+// than a page, the page is what it found (maybe nothing) and the next page goes on from the last event it
 // looked at: the walk is never cut short, a filter that matches few events
 // takes more pages, and no event is given twice. The seals of the workspace's
 // chain are read as they were when the first page was read (an event sealed
@@ -521,8 +542,9 @@ const AuditExportPageSize = 100
 // comes for a filter that can match nothing), so a caller can charge for a
 // page before it is read, or wait. n matching events take at least
 // max(1, ⌈n/AuditExportPageSize⌉) pages, and one more for every
-// AuditScanLimit events looked at that filled no page: a page reads one
-// event more, to know whether another follows. When examined is not nil it
+// AuditScanLimit events looked at that filled no page when the log has
+// another event after them: a page reads one event more, to know whether
+// another follows. When examined is not nil it
 // is called after each page is read, holding no connection, before fn sees
 // the page's events, with how many events the page looked at, so that a
 // caller can charge for them. An error of page or examined ends the walk and
@@ -574,13 +596,14 @@ func (db *DB) EachAuditEvent(ctx context.Context, user *User, workspaceID string
 		if err != nil {
 			return fmt.Errorf("audit export: %w", err)
 		}
-		events, last, looked, err := scanAuditScan(rows, AuditExportPageSize+1)
+		found, err := scanAuditScan(rows, AuditExportPageSize+1)
 		if err != nil {
 			return fmt.Errorf("audit export: %w", err)
 		}
-		if err := examined(looked); err != nil {
+		if err := examined(found.looked); err != nil {
 			return err
 		}
+		events, last := found.items, found.last
 		more := len(events) > AuditExportPageSize
 		events = events[:min(len(events), AuditExportPageSize)]
 		for _, e := range events {
@@ -591,7 +614,7 @@ func (db *DB) EachAuditEvent(ctx context.Context, user *User, workspaceID string
 		switch {
 		case more:
 			last = events[len(events)-1]
-		case looked < AuditScanLimit:
+		case !found.cut:
 			return nil
 		}
 		// A full page goes on after its last event; a page cut short by

@@ -133,8 +133,8 @@ type SpineRead struct {
 	// matching or not, when the filter's MaxScan bounded it (0 otherwise).
 	Examined int
 	// Cut is set when the read looked at MaxScan events without filling its
-	// limit: Next is then the last event it looked at, and more may follow
-	// below the horizon (read again from Next).
+	// limit and another event follows them below the horizon: Next is then
+	// the last event it looked at (read again from Next).
 	Cut bool
 }
 
@@ -183,17 +183,22 @@ func readSpine(ctx context.Context, q Querier, after SpineCursor, filter SpineFi
 		// At most MaxScan events past the cursor, each numbered (rn) and
 		// marked when the filter keeps it (hit): the first limit kept, and,
 		// when fewer are, the last event looked at, whose number says how
-		// many were. The window functions read the ordered scan as they go,
-		// so a read that fills its limit stops there.
+		// many were, and whether another event follows it below the
+		// horizon (more: the scan reads one event past MaxScan for that,
+		// neither looked at nor returned). The window functions read the
+		// ordered scan as they go, so a read that fills its limit stops
+		// there.
+		maxScan := strconv.Itoa(filter.MaxScan)
 		sql = `WITH h AS (SELECT pg_snapshot_xmin(pg_current_snapshot()) AS horizon)
-		SELECT h.horizon, e.tx_id, e.seq, e.rn, e.hit, ` + auditRecordColumns("e.") + ` FROM h LEFT JOIN LATERAL (
+		SELECT h.horizon, e.tx_id, e.seq, e.rn, e.hit, e.more, ` + auditRecordColumns("e.") + ` FROM h LEFT JOIN LATERAL (
 			SELECT * FROM (
-				SELECT c.*, row_number() OVER w AS rn, lead(c.seq) OVER w IS NULL AS last, (true` + where + `) AS hit FROM (
+				SELECT c.*, row_number() OVER w AS rn, lead(c.seq) OVER w IS NOT NULL AS more, (true` + where + `) AS hit FROM (
 					SELECT tx_id, seq, ` + auditRecordColumns("") + ` FROM audit_events
 					WHERE (tx_id, seq) > ($1::xid8, $2::bigint) AND tx_id < h.horizon
-					ORDER BY tx_id, seq LIMIT ` + strconv.Itoa(filter.MaxScan) + `) c
+					ORDER BY tx_id, seq LIMIT ` + maxScan + ` + 1) c
 				WINDOW w AS (ORDER BY c.tx_id, c.seq)) x
-			WHERE x.hit OR x.last ORDER BY x.tx_id, x.seq LIMIT ` + strconv.Itoa(limit) + `) e ON true`
+			WHERE x.rn <= ` + maxScan + ` AND (x.hit OR NOT x.more OR x.rn = ` + maxScan + `)
+			ORDER BY x.tx_id, x.seq LIMIT ` + strconv.Itoa(limit) + `) e ON true`
 	}
 	rows, err := q.Query(ctx, sql, args...)
 	if err != nil {
@@ -202,6 +207,7 @@ func readSpine(ctx context.Context, q Querier, after SpineCursor, filter SpineFi
 	defer rows.Close()
 	out := &SpineRead{}
 	var last SpineCursor
+	var more bool // another event follows the last looked at
 	for rows.Next() {
 		var ev SpineEvent
 		var rn int64
@@ -209,13 +215,13 @@ func readSpine(ctx context.Context, q Querier, after SpineCursor, filter SpineFi
 		// With no event the row is the horizon alone.
 		dest := []any{&out.Horizon, nil, nil}
 		if bounded {
-			dest = append(dest, &rn, &hit)
+			dest = append(dest, &rn, &hit, &more)
 		}
 		rec, found := auditRecordDests(&ev.Record, rows.RawValues(), len(dest))
 		if found {
 			dest[1], dest[2] = &ev.Cursor.TxID, &ev.Cursor.Seq
 		} else if bounded {
-			dest[3], dest[4] = nil, nil
+			dest[3], dest[4], dest[5] = nil, nil, nil
 		}
 		if err := rows.Scan(append(dest, rec...)...); err != nil {
 			return nil, fmt.Errorf("read spine: %w", err)
@@ -230,7 +236,7 @@ func readSpine(ctx context.Context, q Querier, after SpineCursor, filter SpineFi
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("read spine: %w", err)
 	}
-	if n := len(out.Events); n < limit && bounded && out.Examined == filter.MaxScan {
+	if n := len(out.Events); n < limit && bounded && out.Examined == filter.MaxScan && more {
 		out.Next, out.Cut = last, true
 		return out, nil
 	}
