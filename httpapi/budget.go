@@ -27,10 +27,18 @@ type budget struct {
 // budget after it. When the budget cannot pay, nothing is taken and it
 // returns the refusal, for writeRateLimited; nothing else is written.
 func (b budget) charge(ctx context.Context, w http.ResponseWriter, points int64) (refused *ratelimit.Outcome) {
+	return b.chargeFor(ctx, w, points, points)
+}
+
+// chargeFor is charge for work that may cost up to need points in all (need
+// more than points: the rest is charged once the work is done, for what it
+// did): the budget must be able to pay need now, or nothing is taken and the
+// refusal returned.
+func (b budget) chargeFor(ctx context.Context, w http.ResponseWriter, points, need int64) (refused *ratelimit.Outcome) {
 	if b.lim == nil {
 		return nil
 	}
-	o := b.lim.Charge(ctx, b.user, points)
+	o := b.take(ctx, points, need)
 	setRateLimitHeaders(w, o)
 	if o.Limited != "" {
 		return o
@@ -38,14 +46,26 @@ func (b budget) charge(ctx context.Context, w http.ResponseWriter, points int64)
 	return nil
 }
 
+// take charges points when the budget can pay need (see chargeFor) and
+// returns what the budget answered: a refusal (of either) takes nothing.
+func (b budget) take(ctx context.Context, points, need int64) *ratelimit.Outcome {
+	if need > points {
+		if o := b.lim.Afford(ctx, b.user, need); o.Limited != "" {
+			return o
+		}
+	}
+	return b.lim.Charge(ctx, b.user, points)
+}
+
 // wait takes points from the budget, waiting for them while it cannot pay
-// them, until ctx ends (its error is returned then).
-func (b budget) wait(ctx context.Context, points int64) error {
+// them, or while it cannot pay need (see chargeFor), until ctx ends (its
+// error is returned then).
+func (b budget) wait(ctx context.Context, points, need int64) error {
 	if b.lim == nil {
 		return nil
 	}
 	for {
-		o := b.lim.Charge(ctx, b.user, points)
+		o := b.take(ctx, points, need)
 		if o.Limited == "" {
 			return nil
 		}

@@ -94,16 +94,19 @@ func auditExport(db *store.DB, lim *ratelimit.Limiter, log *slog.Logger) http.Ha
 		started := false
 		n := 0
 		rc := http.NewResponseController(w)
-		page := func(p int) error {
+		page := func(p, scan int) error {
 			// Each page is written within exportPageTimeout of its start: a
 			// long (paced) export is not cut by the server's WriteTimeout, a
 			// client that stops reading still is.
 			defer func() { _ = rc.SetWriteDeadline(time.Now().Add(exportPageTimeout)) }()
+			// The page's points are taken when the budget can also pay
+			// for all the page may look at, charged once it is read.
+			need := exportPagePoints + ratelimit.ScanCost(int64(scan))
 			switch {
 			case p == 0 && r.Method == http.MethodHead:
 				return errExportHead
 			case p == 0:
-				if o := b.charge(r.Context(), w, exportPagePoints); o != nil {
+				if o := b.chargeFor(r.Context(), w, exportPagePoints, need); o != nil {
 					return rateLimitedError{o}
 				}
 				return nil
@@ -113,7 +116,7 @@ func auditExport(db *store.DB, lim *ratelimit.Limiter, log *slog.Logger) http.Ha
 					return err
 				}
 			}
-			return b.wait(r.Context(), exportPagePoints)
+			return b.wait(r.Context(), exportPagePoints, need)
 		}
 		examined := func(looked int) error {
 			points := ratelimit.ScanCost(int64(looked))
@@ -126,7 +129,7 @@ func auditExport(db *store.DB, lim *ratelimit.Limiter, log *slog.Logger) http.Ha
 					return err
 				}
 			}
-			return b.wait(r.Context(), points)
+			return b.wait(r.Context(), points, points)
 		}
 		err = db.EachAuditEvent(r.Context(), user, workspaceID, filter, page, examined, func(e *store.AuditEvent) error {
 			if !started {

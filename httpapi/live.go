@@ -965,8 +965,13 @@ func (e liveExtension) InterceptOperation(ctx context.Context, next graphql.Oper
 	if e.limiter != nil {
 		price := cost.Event(rc.Operation, rc.Variables)
 		ctx = live.WithCharge(ctx, func(ctx context.Context) *errs.Error { return e.limiter.ChargeEvent(ctx, price) })
-		ctx = live.WithScanCharge(ctx, func(ctx context.Context, events int) *errs.Error {
-			return e.limiter.ChargeScan(ctx, ratelimit.ScanCost(int64(events)))
+		ctx = live.WithScanPay(ctx, live.ScanPay{
+			Afford: func(ctx context.Context, events int) *errs.Error {
+				return e.limiter.AffordScan(ctx, ratelimit.ScanCost(int64(events)))
+			},
+			Charge: func(ctx context.Context, events int) *errs.Error {
+				return e.limiter.ChargeScan(ctx, ratelimit.ScanCost(int64(events)))
+			},
 		})
 	}
 	conn := wsConnFrom(ctx)

@@ -68,19 +68,44 @@ func charge(ctx context.Context) *errs.Error {
 // returns the RATE_LIMITED error that ends the stream.
 type ScanCharge func(ctx context.Context, events int) *errs.Error
 
-type scanChargeKey struct{}
-
-// WithScanCharge returns ctx whose subscriptions pay each catch-up read
-// with fn (the transport's rate limiter).
-func WithScanCharge(ctx context.Context, fn ScanCharge) context.Context {
-	return context.WithValue(ctx, scanChargeKey{}, fn)
+// ScanPay is how a subscription pays for its catch-up reads.
+type ScanPay struct {
+	// Afford is called before each read with the most events it may look
+	// at (CatchUpScan): it returns the RATE_LIMITED error that ends the
+	// stream, before the read, when the caller's budget cannot pay for
+	// that many now, and takes nothing. Nil: every read may run.
+	Afford ScanCharge
+	// Charge is called after each read with the events it looked at, and
+	// takes their price (nil: reads are free).
+	Charge ScanCharge
 }
 
-// chargeScan pays for a catch-up read that looked at events events with the
-// ScanCharge of ctx; free without one.
-func chargeScan(ctx context.Context, events int) *errs.Error {
-	if fn, _ := ctx.Value(scanChargeKey{}).(ScanCharge); fn != nil && events > 0 {
+type scanPayKey struct{}
+
+// WithScanPay returns ctx whose subscriptions pay each catch-up read with p
+// (the transport's rate limiter).
+func WithScanPay(ctx context.Context, p ScanPay) context.Context {
+	return context.WithValue(ctx, scanPayKey{}, p)
+}
+
+// payScan calls the ScanPay of ctx that pick chooses with events (nothing
+// for none, or without one).
+func payScan(ctx context.Context, pick func(ScanPay) ScanCharge, events int) *errs.Error {
+	p, _ := ctx.Value(scanPayKey{}).(ScanPay)
+	if fn := pick(p); fn != nil && events > 0 {
 		return fn(ctx, events)
 	}
 	return nil
+}
+
+// affordScan asks whether the caller's budget can pay a catch-up read that
+// may look at up to events events (ScanPay.Afford).
+func affordScan(ctx context.Context, events int) *errs.Error {
+	return payScan(ctx, func(p ScanPay) ScanCharge { return p.Afford }, events)
+}
+
+// chargeScan pays for a catch-up read that looked at events events
+// (ScanPay.Charge).
+func chargeScan(ctx context.Context, events int) *errs.Error {
+	return payScan(ctx, func(p ScanPay) ScanCharge { return p.Charge }, events)
 }

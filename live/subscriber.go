@@ -59,7 +59,7 @@ const catchUpBatch = 200
 // CatchUpScan is the most events of the spine one catch-up read looks at,
 // whether or not they concern the subscription: a read that keeps few of
 // them goes on from where it stopped in the next, each paid for what it
-// looked at (ScanCharge), so that a cursor from long ago or a filter that
+// looked at (ScanPay), so that a cursor from long ago or a filter that
 // matches nothing cannot make one read scan the whole log for nothing.
 const CatchUpScan = 10000
 
@@ -361,8 +361,9 @@ func (s *subscriber) loop(ctx context.Context) *errs.Error {
 // catchUp reads the spine from pos with the subscription's filter and
 // handles what it finds, until a read comes back short without being cut
 // (CatchUpScan): it has read everything committed before its last snapshot.
-// Each read is charged for the events it looked at (ScanCharge) before its
-// events are handled. A subscription ended
+// Each read is charged for the events it looked at (ScanPay) before its
+// events are handled, and asked for first when the budget cannot pay for
+// all it may look at. A subscription ended
 // meanwhile (fail) stops it before its next read, even when nothing it read
 // was sent (a send would have seen the end).
 func (s *subscriber) catchUp(ctx context.Context) *errs.Error {
@@ -371,6 +372,11 @@ func (s *subscriber) catchUp(ctx context.Context) *errs.Error {
 		case <-s.stop: // ended (a revoked token, an expiry) while nothing matched
 			return s.failErr
 		default:
+		}
+		// Refused before it is read when the budget cannot pay what it may
+		// look at: the stream ends at pos, as when the charge is refused.
+		if err := affordScan(ctx, s.filter.MaxScan); err != nil {
+			return err
 		}
 		read, err := s.h.o.DB.ReadSpine(ctx, s.pos, s.filter, catchUpBatch)
 		if err == nil {

@@ -227,6 +227,20 @@ func (l *Limiter) ChargeScan(ctx context.Context, points int64) *errs.Error {
 		"subscribe again with the last cursor after retryAfter seconds", points))
 }
 
+// AffordScan is what a subscription calls before a catch-up read that may
+// look at events worth up to points (ScanCost of its bound), as AffordWork
+// is for a field: nil when the caller's cost budget can pay them now (or
+// points is 0 or less), and nothing is taken; else the RATE_LIMITED error,
+// with retryAfter, that ends the stream before the read. The read is then
+// charged what it looked at (ChargeScan).
+func (l *Limiter) AffordScan(ctx context.Context, points int64) *errs.Error {
+	if points <= 0 {
+		return nil
+	}
+	return l.afford(ctx, costKey(ctx), points, fmt.Sprintf("your query-cost budget cannot pay the up to %d points of reading the log from your cursor: "+
+		"subscribe again with the last cursor after retryAfter seconds", points))
+}
+
 // chargeStream takes points (nothing when 0 or less) from the caller's cost
 // budget for a subscription's work: nil when paid, else the RATE_LIMITED
 // error with message and retryAfter that ends the stream, and nothing is
@@ -239,9 +253,39 @@ func (l *Limiter) chargeStream(ctx context.Context, points int64, message string
 	if res.Allowed {
 		return nil
 	}
+	return l.refused(message, res.RetryAfter)
+}
+
+// refused counts a refusal of the cost budget and returns its RATE_LIMITED
+// error, with message and retryAfter (retry rounded up to whole seconds).
+func (l *Limiter) refused(message string, retry time.Duration) *errs.Error {
 	l.metrics.operations.WithLabelValues(LimitCost, "limited").Inc()
 	return &errs.Error{Code: errs.CodeRateLimited, Message: message,
-		Extensions: map[string]any{"retryAfter": ceilSeconds(res.RetryAfter)}}
+		Extensions: map[string]any{"retryAfter": ceilSeconds(retry)}}
+}
+
+// canPay reads the cost budget full (a full key, as costKey's) without
+// charging it and returns it with Allowed saying whether it can pay points
+// now (points over the whole budget count as the whole budget, as Charge
+// takes them) and, when it cannot, RetryAfter until it could.
+func (l *Limiter) canPay(ctx context.Context, full string, points int64) Result {
+	pol := l.costLimit()
+	n := min(max(points, 0), int64(pol.Points))
+	res := l.allow(ctx, LimitCost, full, pol, 0)
+	res.Allowed = int64(res.Remaining) >= n
+	if !res.Allowed {
+		res.RetryAfter = max(exact(res.ResetAfter+time.Duration(n)*pol.emission()-pol.Window), resolution)
+	}
+	return res
+}
+
+// afford is AffordWork's and AffordScan's check of the budget full: nil when
+// it can pay points now, else the refusal with message.
+func (l *Limiter) afford(ctx context.Context, full string, points int64, message string) *errs.Error {
+	if res := l.canPay(ctx, full, points); !res.Allowed {
+		return l.refused(message, res.RetryAfter)
+	}
+	return nil
 }
 
 // Charge takes points from the cost budget of the user userID for a request
@@ -256,10 +300,24 @@ func (l *Limiter) chargeStream(ctx context.Context, points int64, message string
 func (l *Limiter) Charge(ctx context.Context, userID string, points int64) *Outcome {
 	pol := l.costLimit()
 	n := int(min(max(points, 0), int64(pol.Points)))
-	o := &Outcome{Cost: int64(n), Policy: pol, policy: l.policyHeader}
-	o.Budget, o.at = l.allow(ctx, LimitCost, userCostKey(userID), pol, n), time.Now()
-	if !o.Budget.Allowed {
-		o.Limited, o.RetryAfter = LimitCost, o.Budget.RetryAfter
+	return l.outcome(int64(n), l.allow(ctx, LimitCost, userCostKey(userID), pol, n))
+}
+
+// Afford reads the cost budget of the user userID, as Charge would charge
+// it, without charging it: the Outcome says whether the budget can pay
+// points now (Limited and RetryAfter set, and the refusal counted, as
+// Charge's, when it cannot). A request outside GraphQL operations asks it
+// before work that may cost up to points, charged once done.
+func (l *Limiter) Afford(ctx context.Context, userID string, points int64) *Outcome {
+	return l.outcome(0, l.canPay(ctx, userCostKey(userID), points))
+}
+
+// outcome is the Outcome of a charge of cost points that the budget
+// answered with res, with a refusal recorded and counted.
+func (l *Limiter) outcome(cost int64, res Result) *Outcome {
+	o := &Outcome{Cost: cost, Policy: l.costLimit(), policy: l.policyHeader, Budget: res, at: time.Now()}
+	if !res.Allowed {
+		o.Limited, o.RetryAfter = LimitCost, res.RetryAfter
 		l.metrics.operations.WithLabelValues(LimitCost, "limited").Inc()
 	}
 	return o

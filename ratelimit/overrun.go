@@ -130,12 +130,8 @@ func SearchCost(matches int64) int64 {
 // is taken and the field must not do the work. what says what the points pay
 // for, and hint what to do instead when the work is too costly.
 func ChargeWork(ctx context.Context, points int64, what, hint string) error {
-	if points <= 0 || !graphql.HasOperationContext(ctx) {
-		return nil
-	}
-	fc := graphql.GetFieldContext(ctx)
-	rc := graphql.GetOperationContext(ctx)
-	if fc == nil || fc.Field.Field == nil {
+	fc, rc := fieldOf(ctx, points)
+	if fc == nil {
 		return nil
 	}
 	return charge(ctx, fc, rc, points,
@@ -147,6 +143,46 @@ func ChargeWork(ctx context.Context, points int64, what, hint string) error {
 			return fmt.Sprintf("%s %s: %d points more, which your query-cost budget cannot pay now; retry after retryAfter seconds",
 				fc.Field.Name, what, points)
 		})
+}
+
+// AffordWork is what a field whose resolver has ctx calls before work that
+// may cost up to points more (ChargeWork's, once it knows what it did): nil
+// when the caller's cost budget can pay them now (or when no limiter checked
+// the operation, or points is 0 or less), and nothing is taken; else the
+// RATE_LIMITED error (with retryAfter, when it could) that the field must
+// answer without doing the work. what says what the work is. It reads the
+// budget without charging it, so a read that turns out cheap is charged
+// what it did, not its worst case; a budget that is spent meanwhile by
+// another request still refuses the charge after.
+func AffordWork(ctx context.Context, points int64, what string) error {
+	fc, rc := fieldOf(ctx, points)
+	if fc == nil {
+		return nil
+	}
+	o := OutcomeOf(ctx, rc)
+	if o == nil || o.l == nil {
+		return nil
+	}
+	if err := o.l.afford(ctx, costKey(ctx), points, fmt.Sprintf(
+		"%s %s: up to %d points more, which your query-cost budget cannot pay now; retry after retryAfter seconds",
+		fc.Field.Name, what, points)); err != nil {
+		return err
+	}
+	return nil // not a nil *errs.Error in an error
+}
+
+// fieldOf returns the context of the field whose resolver has ctx and of
+// its operation, or nil when there is nothing to charge points for (no
+// points, or no operation's field).
+func fieldOf(ctx context.Context, points int64) (*graphql.FieldContext, *graphql.OperationContext) {
+	if points <= 0 || !graphql.HasOperationContext(ctx) {
+		return nil, nil
+	}
+	fc := graphql.GetFieldContext(ctx)
+	if fc == nil || fc.Field.Field == nil {
+		return nil, nil
+	}
+	return fc, graphql.GetOperationContext(ctx)
 }
 
 // charge charges points for the field of fc in the operation rc (see
@@ -191,10 +227,7 @@ func charge(ctx context.Context, fc *graphql.FieldContext, rc *graphql.Operation
 		if !perEvent {
 			o.Extra -= points
 		}
-		l.metrics.operations.WithLabelValues(LimitCost, "limited").Inc()
-		return &errs.Error{Code: errs.CodeRateLimited,
-			Message:    limited(points),
-			Extensions: map[string]any{"retryAfter": ceilSeconds(res.RetryAfter)}}
+		return l.refused(limited(points), res.RetryAfter)
 	}
 	if !perEvent && now.After(o.at) {
 		o.Budget, o.at = res, now

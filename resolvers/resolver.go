@@ -68,6 +68,37 @@ func paySearch(ctx context.Context) func(n int) error {
 		"search for more specific words, or ask for fewer pages in one operation")
 }
 
+// affordAuditScan returns what a page of auditEvents calls before it is
+// read with the most events it may look at: it refuses the page (RATE_LIMITED)
+// when the caller's budget cannot pay for looking at them all
+// (ratelimit.AffordWork of ratelimit.ScanCost: 10 points for
+// store.AuditScanLimit, nothing for a page its index serves), so that a
+// spent budget gets no scan done before its charge is refused.
+func affordAuditScan(ctx context.Context) func(max int) error {
+	return func(max int) error {
+		return ratelimit.AffordWork(ctx, ratelimit.ScanCost(int64(max)),
+			fmt.Sprintf("may look at up to %d events of the log to find its page", max))
+	}
+}
+
+// affordSearch returns what a page of searchTasks calls before it is read
+// with the most tasks it may rank (-1: no bound, as in every workspace of
+// store.SearchCountFrom tasks or more): with no bound it refuses the search
+// (RATE_LIMITED) when the caller's budget cannot pay the first point of the
+// ranking (a spent budget), since its worst case is the whole workspace's
+// tasks, which nothing cheaper than the search counts; with a bound,
+// when it cannot pay ranking that many (nothing, in a small workspace).
+func affordSearch(ctx context.Context) func(max int) error {
+	return func(max int) error {
+		points, what := ratelimit.SearchCost(int64(max)), fmt.Sprintf("may rank up to %d tasks matching the query", max)
+		if max < 0 {
+			points, what = ratelimit.SearchCost(ratelimit.SearchMatchesPerPoint),
+				fmt.Sprintf("ranks every task matching the query, a point for every %d", ratelimit.SearchMatchesPerPoint)
+		}
+		return ratelimit.AffordWork(ctx, points, what)
+	}
+}
+
 // payCount returns a function that charges price(n) points of work for the
 // n things a read went through (ratelimit.ChargeWork, with what's %d
 // replaced by n, and hint); a price of 0, most reads, costs no message.

@@ -245,13 +245,13 @@ func (r *queryResolver) Task(ctx context.Context, id string) (*store.Task, error
 // SearchTasks is the resolver for the searchTasks field.
 func (r *queryResolver) SearchTasks(ctx context.Context, workspaceID string, query string, first *int, after *string) (*store.Connection[store.Task], error) {
 	fields := taskFieldsAsked(ctx)
-	found, err := r.DB.SearchTasks(ctx, auth.UserFrom(ctx), workspaceID, query, first, after, fields, paySearch(ctx))
+	found, err := r.DB.SearchTasks(ctx, auth.UserFrom(ctx), workspaceID, query, first, after, fields, affordSearch(ctx), paySearch(ctx))
 	return r.loaders(ctx).primeTasks(fields, found, err)
 }
 
 // AuditEvents is the resolver for the auditEvents field.
 func (r *queryResolver) AuditEvents(ctx context.Context, workspaceID string, filter *model.AuditEventFilter, first *int, after *string) (*store.Connection[store.AuditEvent], error) {
-	return r.DB.AuditPage(ctx, auth.UserFrom(ctx), workspaceID, auditFilter(filter), first, after, payAuditScan(ctx))
+	return r.DB.AuditPage(ctx, auth.UserFrom(ctx), workspaceID, auditFilter(filter), first, after, affordAuditScan(ctx), payAuditScan(ctx))
 }
 
 // VerifyAuditLog is the resolver for the verifyAuditLog field.

@@ -230,7 +230,7 @@ const AuditScanLimit = 10000
 // AuditEvents is AuditPage without a hook: what the page looked at is not
 // told.
 func (db *DB) AuditEvents(ctx context.Context, user *User, workspaceID string, filter AuditFilter, first *int, after *string) (*AuditEventConnection, error) {
-	return db.AuditPage(ctx, user, workspaceID, filter, first, after, nil)
+	return db.AuditPage(ctx, user, workspaceID, filter, first, after, nil, nil)
 }
 
 // AuditPage returns a page of the workspace's audit events matching filter,
@@ -250,6 +250,11 @@ func (db *DB) AuditEvents(ctx context.Context, user *User, workspaceID string, f
 // other event to know it is there, but does not look at it: it neither
 // matches nor counts in examined.)
 //
+// When bound is not nil it is called before the page is read, once its
+// arguments are checked and before the caller's role is, with the most
+// events the page may look at: page.First+1 when the filter's index serves
+// it whole, else AuditScanLimit; so that the caller can refuse a read it
+// could not pay for. An error of bound is returned and nothing is read.
 // When examined is not nil it is called, once the page is read and before
 // it is returned, with how many events the page looked at (0 when it read
 // nothing), so that the caller can charge for them; an error of examined is
@@ -258,9 +263,9 @@ func (db *DB) AuditEvents(ctx context.Context, user *User, workspaceID string, f
 // It returns UNAUTHENTICATED for no user, NOT_FOUND if the workspace does
 // not exist or user is not a member of it, FORBIDDEN for a MEMBER or
 // VIEWER, BAD_USER_INPUT for first outside 1..100, a malformed filter or a
-// cursor of another list, and examined's error.
+// cursor of another list, and bound's or examined's error.
 func (db *DB) AuditPage(ctx context.Context, user *User, workspaceID string, filter AuditFilter, first *int, after *string,
-	examined func(n int) error) (*AuditEventConnection, error) {
+	bound, examined func(n int) error) (*AuditEventConnection, error) {
 	f, ferr := filter.normalized()
 	scope := "audit:" + strings.ToLower(workspaceID) + ":" + f.scopeKey()
 	page, perr := NewPage(first, 50, after, scope)
@@ -284,6 +289,11 @@ func (db *DB) AuditPage(ctx context.Context, user *User, workspaceID string, fil
 			}
 		}
 		return connection([]*AuditEvent{}, page, scope, auditKey), nil
+	}
+	if bound != nil {
+		if err := bound(auditScanBound(restWhere, page)); err != nil {
+			return nil, err
+		}
 	}
 	// The role check and the page go in one round trip; the page is only
 	// read when the role allows it.
@@ -402,6 +412,15 @@ type auditScan struct {
 	// cut is set when the scan looked at AuditScanLimit events and the log
 	// has another after them: a page that found too few goes on from last.
 	cut bool
+}
+
+// auditScanBound is the most events the auditScanSQL query of rest (its
+// conditions checked on the events looked at) and page may look at.
+func auditScanBound(rest string, page Page) int {
+	if rest == "" {
+		return page.First + 1
+	}
+	return AuditScanLimit
 }
 
 // scanAuditScan reads the rows of an auditScanSQL query of at most limit
@@ -537,7 +556,9 @@ const AuditExportPageSize = 100
 // page or examined.
 //
 // When page is not nil it is called before each page is read, with the
-// page's number from 0, holding no connection: the first call comes after
+// page's number from 0 and the most events the page may look at
+// (AuditExportPageSize+1 when the filter's index serves it whole, else
+// AuditScanLimit), holding no connection: the first call comes after
 // access and the filter are checked, before anything else is read (none
 // comes for a filter that can match nothing), so a caller can charge for a
 // page before it is read, or wait. n matching events take at least
@@ -550,7 +571,7 @@ const AuditExportPageSize = 100
 // caller can charge for them. An error of page or examined ends the walk and
 // is returned.
 func (db *DB) EachAuditEvent(ctx context.Context, user *User, workspaceID string, filter AuditFilter,
-	page, examined func(n int) error, fn func(*AuditEvent) error) error {
+	page func(n, scan int) error, examined func(n int) error, fn func(*AuditEvent) error) error {
 	if err := db.requireAuditReader(ctx, workspaceID, user); err != nil {
 		return err
 	}
@@ -565,12 +586,13 @@ func (db *DB) EachAuditEvent(ctx context.Context, user *User, workspaceID string
 		return nil
 	}
 	if page == nil {
-		page = func(int) error { return nil }
+		page = func(int, int) error { return nil }
 	}
 	if examined == nil {
 		examined = func(int) error { return nil }
 	}
-	if err := page(0); err != nil {
+	bound := auditScanBound(restWhere, Page{First: AuditExportPageSize})
+	if err := page(0, bound); err != nil {
 		return err
 	}
 	chain := mustCanonical(workspaceID)
@@ -584,7 +606,7 @@ func (db *DB) EachAuditEvent(ctx context.Context, user *User, workspaceID string
 	var after *cursor
 	for n := 0; ; n++ {
 		if n > 0 {
-			if err := page(n); err != nil {
+			if err := page(n, bound); err != nil {
 				return err
 			}
 		}

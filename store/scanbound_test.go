@@ -45,13 +45,14 @@ func TestAuditScanAtItsBound(t *testing.T) {
 				want = fmt.Sprint([]int{store.AuditScanLimit, n - store.AuditScanLimit})
 			}
 
-			var looked []int
+			var looked, bounds []int
 			var after *string
 			for pages := 0; ; pages++ {
 				if pages > 3 {
 					t.Fatal("too many pages")
 				}
 				c, err := f.db.AuditPage(ctx, owner, ws, filter, auditPtr(10), after,
+					func(k int) error { bounds = append(bounds, k); return nil },
 					func(k int) error { looked = append(looked, k); return nil })
 				if err != nil {
 					t.Fatal(err)
@@ -67,11 +68,26 @@ func TestAuditScanAtItsBound(t *testing.T) {
 			if fmt.Sprint(looked) != want {
 				t.Errorf("auditEvents over %d events: pages looked at %v events, want %s", n, looked, want)
 			}
+			if len(bounds) != len(looked) || bounds[0] != store.AuditScanLimit {
+				t.Errorf("auditEvents over %d events: bounds %v before pages that looked at %v", n, bounds, looked)
+			}
+			// A filter its index serves whole reads a page and one more.
+			bounds = nil
+			if _, err := f.db.AuditPage(ctx, owner, ws, store.AuditFilter{}, auditPtr(10), nil,
+				func(k int) error { bounds = append(bounds, k); return nil }, nil); err != nil || fmt.Sprint(bounds) != "[11]" {
+				t.Errorf("an unfiltered page: bounds %v, %v; want [11]", bounds, err)
+			}
 
 			looked = nil
 			var pages []int
 			err := f.db.EachAuditEvent(ctx, owner, ws, filter,
-				func(p int) error { pages = append(pages, p); return nil },
+				func(p, scan int) error {
+					if scan != store.AuditScanLimit {
+						t.Errorf("export page %d may look at %d events, want %d", p, scan, store.AuditScanLimit)
+					}
+					pages = append(pages, p)
+					return nil
+				},
 				func(k int) error { looked = append(looked, k); return nil },
 				func(*store.AuditEvent) error { t.Fatal("an event matched"); return nil })
 			if err != nil {

@@ -78,12 +78,18 @@ func decodeSearchCursor(after *string, scope string) (*searchCursor, error) {
 // set.
 //
 // A page ranks every task of the workspace that matches the query (those
-// before its cursor too) to find its tasks. When matched is not nil it is
-// called, once the page is read and before it is returned, with how many
-// tasks matched (0 for a viewer who is not a member), so that the caller can
-// charge for them; an error of matched is returned instead of the page.
+// before its cursor too) to find its tasks. When ranking is not nil it is
+// called before the search, once its arguments are checked and before the
+// viewer's membership is, with the most tasks it may rank: SearchCountFrom-1
+// in a workspace this instance found smaller than that, else -1 (no bound is
+// known before the search: any task of the workspace may match), so that the
+// caller can refuse a search it could not pay for; an error of ranking is
+// returned and nothing is read. When matched is not nil it is called, once
+// the page is read and before it is returned, with how many tasks matched
+// (0 for a viewer who is not a member), so that the caller can charge for
+// them; an error of matched is returned instead of the page.
 func (db *DB) SearchTasks(ctx context.Context, viewer *User, workspaceID, query string, first *int, after *string, fields TaskFields,
-	matched func(n int) error) (*TaskConnection, error) {
+	ranking, matched func(n int) error) (*TaskConnection, error) {
 	if viewer == nil {
 		return nil, errs.ErrUnauthenticated
 	}
@@ -130,9 +136,14 @@ func (db *DB) SearchTasks(ctx context.Context, viewer *User, workspaceID, query 
 	// tell it, so its matches are counted by a statement of their own, a
 	// round trip more: a cursor past every match still pays for ranking
 	// them.
-	matchesSQL := searchMatchesSQL
+	matchesSQL, most := searchMatchesSQL, -1
 	if _, small := db.smallWorkspaces.GetIfPresent(workspaceID); small {
-		matchesSQL = "-1"
+		matchesSQL, most = "-1", SearchCountFrom-1
+	}
+	if ranking != nil {
+		if err := ranking(most); err != nil {
+			return nil, err
+		}
 	}
 	b := &pgx.Batch{}
 	b.Queue(roleInSQL, workspaceID, viewer.ID)

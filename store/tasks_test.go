@@ -454,13 +454,13 @@ func TestPagedTasksAreReadAsOneTaskIs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	found, err := f.db.SearchTasks(ctx, f.member, f.workspace, "alpha", nil, nil, store.AllTaskFields, nil)
+	found, err := f.db.SearchTasks(ctx, f.member, f.workspace, "alpha", nil, nil, store.AllTaskFields, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// A search of ListedTaskFields reads the same tasks, in the same order
 	// with the same cursors, with only those fields set.
-	listed, err := f.db.SearchTasks(ctx, f.member, f.workspace, "alpha", nil, nil, store.ListedTaskFields, nil)
+	listed, err := f.db.SearchTasks(ctx, f.member, f.workspace, "alpha", nil, nil, store.ListedTaskFields, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,7 +13,10 @@ import (
 type Statements struct {
 	// Match selects the statements counted; nil counts every one.
 	Match func(sql string) bool
-	n     atomic.Int64
+	// Batches counts the statements sent in batches too (pgx traces them
+	// apart, as their results are read).
+	Batches bool
+	n       atomic.Int64
 }
 
 // TraceQueryStart counts the statement when Match accepts it.
@@ -29,3 +32,19 @@ func (*Statements) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndDa
 
 // Count returns the number of statements counted so far.
 func (s *Statements) Count() int64 { return s.n.Load() }
+
+// TraceBatchStart does nothing: a batch's statements are counted one by one.
+func (*Statements) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
+	return ctx
+}
+
+// TraceBatchQuery counts a statement of a batch when Batches is set and
+// Match accepts it.
+func (s *Statements) TraceBatchQuery(_ context.Context, _ *pgx.Conn, d pgx.TraceBatchQueryData) {
+	if s.Batches && (s.Match == nil || s.Match(d.SQL)) {
+		s.n.Add(1)
+	}
+}
+
+// TraceBatchEnd does nothing.
+func (*Statements) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}

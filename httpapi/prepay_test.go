@@ -1,0 +1,233 @@
+package httpapi_test
+
+import (
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"taskflow/httpapi"
+	"taskflow/httpapi/apitest"
+	"taskflow/ratelimit"
+	"taskflow/store"
+	"taskflow/store/storetest"
+)
+
+// countedEnv is an API on a pool that counts the statements sql matches,
+// batched ones too, with dayLimiter's budget of 1,000 points a day.
+func countedEnv(t *testing.T, match func(sql string) bool) (*apitest.Env, *storetest.Statements, *ratelimit.Limiter) {
+	t.Helper()
+	n := &storetest.Statements{Match: match, Batches: true}
+	lim := dayLimiter(t)
+	db := store.New(storetest.PoolWith(t, func(c *pgxpool.Config) { c.ConnConfig.Tracer = n }), nil)
+	return apitest.NewOn(t, db, func(o *httpapi.Options) { o.Limiter = lim }), n, lim
+}
+
+// leave spends u's budget until points are left (left's own query included).
+func leave(t *testing.T, env *apitest.Env, lim *ratelimit.Limiter, u apitest.User, points int) {
+	t.Helper()
+	now := left(t, env, u)
+	if now < points {
+		t.Fatalf("%d points left, fewer than %d", now, points)
+	}
+	if o := lim.Charge(t.Context(), u.ID, int64(now-points)); o.Limited != "" {
+		t.Fatalf("spending %d of %d points: refused", now-points, now)
+	}
+}
+
+// expectRefused fails unless r is the 429 of an operation refused as a
+// whole while it ran: Retry-After, and RATE_LIMITED errors with retryAfter
+// (at least Retry-After's), no data.
+func expectRefused(t *testing.T, what string, r *apitest.Response) {
+	t.Helper()
+	retry, err := strconv.Atoi(r.Header.Get("Retry-After"))
+	if r.Status != http.StatusTooManyRequests || err != nil || retry < 1 {
+		t.Fatalf("%s: %d, Retry-After %q: %s; want 429", what, r.Status, r.Header.Get("Retry-After"), r.Raw)
+	}
+	var body struct {
+		Data   json.RawMessage
+		Errors []struct{ Extensions map[string]any }
+	}
+	if err := json.Unmarshal(r.Raw, &body); err != nil || len(body.Data) != 0 || len(body.Errors) == 0 {
+		t.Fatalf("%s: %s", what, r.Raw)
+	}
+	for _, e := range body.Errors {
+		if n, _ := e.Extensions["retryAfter"].(float64); e.Extensions["code"] != "RATE_LIMITED" || int(n) > retry {
+			t.Fatalf("%s: %s", what, r.Raw)
+		}
+	}
+}
+
+// A page of auditEvents whose filter no index serves whole looks at up to
+// 10,000 events, 10 points, charged once they were looked at: a caller
+// whose budget could not pay them still had them looked at, and only then
+// was refused. The page is now refused (429 RATE_LIMITED with Retry-After)
+// before its statement runs unless the budget can pay its worst case; with
+// enough budget it is charged what it looked at, not the worst case. A page
+// its index serves whole (at most first+1 events) needs nothing more.
+func TestAuditScanIsRefusedBeforeItRuns(t *testing.T) {
+	t.Parallel()
+	env, scans, lim := countedEnv(t, func(sql string) bool { return strings.Contains(sql, "row_number() OVER w") })
+	e := &auditEnv{Env: env}
+	e.owner = e.NewUser(t, "Owner")
+	e.ws = e.workspace(t, map[apitest.User]store.Role{e.owner: store.RoleOwner})
+	scanEvents(t, e, e.ws, e.owner.ID, "task.created", 25000)
+	const q = `query($ws: ID!, $f: AuditEventFilter) {
+		auditEvents(workspaceId: $ws, filter: $f, first: 1) { nodes { entityId } pageInfo { hasNextPage } } }` // price 3
+	// Each case reads as an admin of its own, whose budget it sets.
+	var u apitest.User
+	admin := func(points int) {
+		t.Helper()
+		u = e.NewUser(t, "Admin")
+		e.exec(t, `INSERT INTO members (workspace_id, user_id, role) VALUES ($1, $2, 'ADMIN')`, e.ws, u.ID)
+		leave(t, env, lim, u, points)
+	}
+	page := func(f map[string]any) *apitest.Response {
+		t.Helper()
+		return e.Post(t, u.Token, q, map[string]any{"ws": e.ws, "f": f})
+	}
+	none := map[string]any{"actions": []string{"comment.*"}} // looks at 10,000 events, keeps none
+	every := map[string]any{"actions": []string{"task.*"}}   // fills its page at the second event
+
+	// The page's price and 9 points: one less than its scan may cost.
+	admin(3 + 9)
+	before := scans.Count()
+	r := page(none)
+	expectRefused(t, "a scan the budget cannot pay", r)
+	if ran := scans.Count() - before; ran != 0 {
+		t.Fatalf("a scan the budget cannot pay: %d scans ran, want none", ran)
+	}
+	if l, _ := rateLimitHeader(t, r); l != 9 {
+		t.Fatalf("after a refused scan %d points are left, want 9 (the page's price taken)", l)
+	}
+	// Also when it would have cost nothing more: what a scan looks at is
+	// known only once it ran.
+	if r := page(every); r.Status != http.StatusTooManyRequests {
+		t.Fatalf("a scan with 6 points left: %d %s", r.Status, r.Raw)
+	}
+	// A page its index serves whole needs only its price.
+	admin(3)
+	if r := page(nil); r.Status != http.StatusOK || r.Code() != "" || actualCost(t, r) != 3 {
+		t.Fatalf("an unfiltered page with 3 points left: %d %s", r.Status, r.Raw)
+	}
+
+	// Enough for the worst case: the page, charged what it looked at.
+	admin(3 + 10)
+	before = scans.Count()
+	r = page(none)
+	var p struct {
+		Data struct {
+			AuditEvents struct {
+				Nodes    []struct{ EntityID string }
+				PageInfo struct{ HasNextPage bool }
+			}
+		}
+	}
+	if r.Status != http.StatusOK || r.Code() != "" || json.Unmarshal(r.Raw, &p) != nil || !p.Data.AuditEvents.PageInfo.HasNextPage {
+		t.Fatalf("a scan the budget can pay: %d %s", r.Status, r.Raw)
+	}
+	if c := actualCost(t, r); c != 3+10 || scans.Count()-before != 1 {
+		t.Fatalf("a scan of 10,000 events cost %v points in %d statements, want 13 in 1", c, scans.Count()-before)
+	}
+	admin(3 + 10)
+	if r := page(every); r.Status != http.StatusOK || r.Code() != "" || actualCost(t, r) != 3 {
+		t.Fatalf("a scan of 2 events with 13 points left: %d %s, want its price 3", r.Status, r.Raw)
+	}
+}
+
+// A search ranks every task matching its query, a point for every 1,000,
+// charged once they were ranked: a caller whose budget was spent had a
+// whole workspace ranked before it was refused. No cheap bound is known
+// before a search (any task of the workspace may match), so a search in a
+// workspace of store.SearchCountFrom tasks or more is now refused before
+// its statement runs when the budget cannot pay the first point of the
+// ranking; with a point left it runs, charged what it ranked.
+func TestSpentSearchIsRefusedBeforeItRuns(t *testing.T) {
+	t.Parallel()
+	env, searches, lim := countedEnv(t, func(sql string) bool { return strings.Contains(sql, "ts_rank(") })
+	e := liveEnvOn(t, env)
+	e.exec(t, `INSERT INTO tasks (project_id, workspace_id, title, created_by)
+		SELECT $1, $2, CASE WHEN i <= 5 THEN 'invoice ' ELSE 'deploy ' END || i, $3
+		FROM generate_series(1, 5005) i`, e.project, e.ws, e.owner.ID)
+	const q = `query($ws: ID!, $q: String!) { searchTasks(workspaceId: $ws, query: $q, first: 20) { nodes { id } } }` // price 21
+	search := func(u apitest.User, query string) *apitest.Response {
+		t.Helper()
+		return e.Post(t, u.Token, q, map[string]any{"ws": e.ws, "q": query})
+	}
+	leave(t, env, lim, e.member, 21)
+	before := searches.Count()
+	r := search(e.member, "deploy")
+	expectRefused(t, "a search with a spent budget", r)
+	if ran := searches.Count() - before; ran != 0 {
+		t.Fatalf("a search with a spent budget: %d searches ran, want none", ran)
+	}
+	leave(t, env, lim, e.admin, 21+1)
+	if r := search(e.admin, "invoice"); r.Status != http.StatusOK || r.Code() != "" || actualCost(t, r) != 21 || searches.Count()-before != 1 {
+		t.Fatalf("a search of 5 matches with a point left: %d %s in %d statements, want its price 21 in 1",
+			r.Status, r.Raw, searches.Count()-before)
+	}
+}
+
+// A subscription's catch-up read looks at up to live.CatchUpScan events of
+// the spine, 10 points, charged once read: a caller whose budget could not
+// pay them still had them read, and only then was its stream ended. The
+// stream now ends with RATE_LIMITED (and the cursor to resume from) before
+// the read when the budget cannot pay its worst case; with enough budget
+// the catch-up runs, charged what it looked at.
+func TestCatchUpIsRefusedBeforeItReads(t *testing.T) {
+	t.Parallel()
+	env, reads, lim := countedEnv(t, func(sql string) bool {
+		return strings.Contains(sql, "row_number() OVER w") && strings.Contains(sql, "horizon")
+	})
+	e := liveEnvOn(t, env)
+	cursor := e.data(t, e.owner, `{ changesCursor }`, nil, "changesCursor").(string)
+	scanEvents(t, e, e.ws, e.owner.ID, "project.updated", 12000)
+	// Read by the catch-up, not the tailer: once every transaction begun
+	// before theirs ended.
+	var tx string
+	if err := e.DB.Pool.QueryRow(t.Context(), `SELECT max(tx_id)::text FROM audit_events WHERE action = 'project.updated'`).Scan(&tx); err != nil {
+		t.Fatal(err)
+	}
+	for passed := false; !passed; sleepTick() {
+		if err := e.DB.Pool.QueryRow(t.Context(), `SELECT pg_snapshot_xmin(pg_current_snapshot()) > $1::xid8`, tx).Scan(&passed); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const sub = `subscription($ws: ID!, $after: String) {
+		auditEventAdded(workspaceId: $ws, filter: {actions: ["task.*"]}, after: $after) { cursor } }` // price 10
+	vars := map[string]any{"ws": e.ws, "after": cursor}
+
+	leave(t, env, lim, e.admin, 10+9)
+	before := reads.Count()
+	s := e.OpenSSE(t, e.admin.Token, sub, vars)
+	ev, ok := s.Next()
+	if !ok || !containsCode(ev.Data, "RATE_LIMITED") || !strings.Contains(ev.Data, "retryAfter") || !strings.Contains(ev.Data, "cursor") {
+		t.Fatalf("a catch-up the budget cannot pay: %+v, want RATE_LIMITED with retryAfter and cursor", ev)
+	}
+	if ran := reads.Count() - before; ran != 0 {
+		t.Fatalf("a catch-up the budget cannot pay: %d reads ran, want none", ran)
+	}
+
+	// 10 for the subscription, 10 and 2 for 12,000 events looked at, 1 for
+	// the event, and 9 besides: the second read, of 2,000 events, may cost
+	// up to 10 too.
+	u := e.NewUser(t, "Admin")
+	e.exec(t, `INSERT INTO members (workspace_id, user_id, role) VALUES ($1, $2, 'ADMIN')`, e.ws, u.ID)
+	leave(t, env, lim, u, 10+10+2+1+9)
+	before = reads.Count()
+	s = e.OpenSSE(t, u.Token, sub, vars)
+	e.waitSubscribed(t, 1)
+	e.createTask(t, "after the catch-up")
+	if ev, ok := s.Next(); !ok || ev.Event != "next" || containsCode(ev.Data, "RATE_LIMITED") {
+		t.Fatalf("no event after a catch-up the budget could pay: %+v", ev)
+	}
+	if n := reads.Count() - before; n != 2 {
+		t.Fatalf("%d catch-up reads, want 2 (10,000 events and 2,000)", n)
+	}
+	if l := left(t, env, u); l != 9-1 {
+		t.Fatalf("%d points left after the catch-up, want 8: charged what it looked at", l)
+	}
+}
