@@ -231,3 +231,37 @@ func TestCatchUpIsRefusedBeforeItReads(t *testing.T) {
 		t.Fatalf("%d points left after the catch-up, want 8: charged what it looked at", l)
 	}
 }
+
+// An export's page whose filter no index serves whole looks at up to
+// 10,000 events, charged once read (waited for, as a page's points are):
+// the page was read when its budget could pay its 100 points, whatever it
+// then looked at. The first page is now refused (429) before its statement
+// runs unless the budget can pay its points and all it may look at; an
+// export that can is charged what it looked at.
+func TestExportScanIsRefusedBeforeItRuns(t *testing.T) {
+	t.Parallel()
+	env, scans, lim := countedEnv(t, func(sql string) bool { return strings.Contains(sql, "row_number() OVER w") })
+	e := &auditEnv{Env: env}
+	e.owner = e.NewUser(t, "Owner")
+	e.ws = e.workspace(t, map[apitest.User]store.Role{e.owner: store.RoleOwner})
+	scanEvents(t, e, e.ws, e.owner.ID, "task.created", 9000)
+	path := "/audit/export?workspaceId=" + e.ws + "&actions=comment.*"
+
+	// 1 for the request, 100 for the page and 9: one less than its scan may cost.
+	leave(t, env, lim, e.owner, 1+100+9)
+	r := send(t, env, http.MethodGet, path, e.owner.Token)
+	expectRateLimited(t, "an export's scan the budget cannot pay", r)
+	if ran := scans.Count(); ran != 0 {
+		t.Fatalf("an export's scan the budget cannot pay: %d scans ran, want none", ran)
+	}
+	u := e.NewUser(t, "Admin")
+	e.exec(t, `INSERT INTO members (workspace_id, user_id, role) VALUES ($1, $2, 'ADMIN')`, e.ws, u.ID)
+	leave(t, env, lim, u, 1+100+10)
+	if r := send(t, env, http.MethodGet, path, u.Token); r.Status != http.StatusOK || len(r.Raw) != 0 || scans.Count() != 1 {
+		t.Fatalf("an export the budget can pay: %d %.200q in %d scans", r.Status, r.Raw, scans.Count())
+	}
+	// 9,000 events looked at: 9 points, not 10.
+	if l := left(t, env, u); l != 1-1 {
+		t.Fatalf("%d points left after an export of 1+100+9 points, want 0", l)
+	}
+}
