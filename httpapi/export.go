@@ -49,7 +49,10 @@ var auditExportColumns = []string{"id", "occurredAt", "workspaceId", "actorId", 
 // once it is read, as on auditEvents: ratelimit.ScanCost, a point for every
 // whole 1,000, waited for as a later page's points are (so an export that
 // reads few of the events it looks at is paced by them too, and an ordinary
-// one, whose pages look at 101, costs what it did).
+// one, whose pages look at 101, costs what it did). A page's points are
+// taken only when the budget can also pay all its scan may look at
+// (ratelimit.ScanCost of store.AuditScanLimit, for a filter no index serves
+// whole): the first page is 429 before it is read, a later one waits.
 // HEAD answers the headers after the access check, reading no page.
 func auditExport(db *store.DB, lim *ratelimit.Limiter, log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
