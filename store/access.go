@@ -89,7 +89,8 @@ func joinRole(alias, param string) string {
 //   - an invitation (inviteMember): OWNER or ADMIN, as Workspace.invitations;
 //   - a webhook endpoint, with or without its secret (createWebhookEndpoint,
 //     rotateWebhookSecret, updateWebhookEndpoint and the like), and a
-//     delivery (redeliverWebhook): OWNER or ADMIN, as webhookEndpoint.
+//     delivery (redeliverWebhook): OWNER or ADMIN, as webhookEndpoint;
+//   - an audit export (startAuditExport): OWNER or ADMIN, as auditExport.
 //
 // The fields under a replayed result are read fresh, and some of them
 // without an access check of their own (a task's comments and attachments,
@@ -140,6 +141,10 @@ func (db *DB) CheckReplayAccess(ctx context.Context, viewerID string, res any) e
 	case *WebhookDelivery:
 		if v != nil {
 			ws, kind, need, action = v.WorkspaceID, "webhook delivery", RoleAdmin, webhookReadAction
+		}
+	case *AuditExport:
+		if v != nil {
+			ws, kind, need, action = v.WorkspaceID, "audit export", RoleAdmin, auditReadAction
 		}
 	}
 	if kind == "" {

@@ -87,14 +87,15 @@ func (db *DB) DropUnusedBlobs(ctx context.Context, grace time.Duration, limit in
 }
 
 // UnknownBlobs returns the keys, of those given, that are neither registered
-// uploads nor blobs of any content: objects nothing can ever adopt (a
+// uploads, blobs of any content nor files of audit exports: objects nothing can ever adopt (a
 // registration is made before its object's first byte, and only a
 // registration can be adopted), left by a crash between a database change and
 // the deletion of its object.
 func (db *DB) UnknownBlobs(ctx context.Context, keys []string) ([]string, error) {
 	return db.collectKeys(ctx, "unknown blobs", `SELECT k FROM unnest($1::text[]) AS k
 		WHERE NOT EXISTS (SELECT 1 FROM blob_uploads u WHERE u.key = k)
-			AND NOT EXISTS (SELECT 1 FROM attachment_blobs b WHERE b.key = k)`, keys)
+			AND NOT EXISTS (SELECT 1 FROM attachment_blobs b WHERE b.key = k)
+			AND NOT EXISTS (SELECT 1 FROM audit_exports x WHERE x.object_key = k)`, keys)
 }
 
 // collectKeys runs a statement that returns one text column and collects it.
