@@ -18,6 +18,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"taskflow/audit"
+	"taskflow/auditexport"
 	"taskflow/blobs"
 	"taskflow/httpapi"
 	"taskflow/live"
@@ -105,6 +106,8 @@ type Config struct {
 	SubscriptionIdleTimeout time.Duration
 	// Webhooks configures webhook deliveries (WEBHOOK_*).
 	Webhooks WebhookConfig
+	// AuditExports configures asynchronous audit exports (AUDIT_EXPORT_*).
+	AuditExports AuditExportConfig
 	// Tracing is the OpenTelemetry tracing configuration of the standard OTEL_*
 	// variables (package tracing): off unless an OTLP endpoint is set. The SDK
 	// reads the other OTEL_* variables (service name, resource attributes,
@@ -157,6 +160,21 @@ type WebhookConfig struct {
 	Workers int
 }
 
+// AuditExportConfig is the configuration of asynchronous audit exports
+// (startAuditExport).
+type AuditExportConfig struct {
+	// Workers is how many exports an instance writes at once
+	// (AUDIT_EXPORT_WORKERS, 2).
+	Workers int
+	// TTL is how long a finished export's file is kept (AUDIT_EXPORT_TTL, 24h).
+	TTL time.Duration
+	// MaxBytes bounds one export's file (AUDIT_EXPORT_MAX_BYTES, 1 GiB; at
+	// most 2 GiB - 1: AuditExport.bytes is a GraphQL Int).
+	MaxBytes int64
+	// Timeout bounds one run of an export (AUDIT_EXPORT_TIMEOUT, 1h).
+	Timeout time.Duration
+}
+
 // loadConfig reads the configuration through getenv (os.Getenv in main) and
 // validates it. Every bad value is reported, each naming its variable.
 func loadConfig(getenv func(string) string) (Config, error) {
@@ -177,6 +195,8 @@ func loadConfig(getenv func(string) string) (Config, error) {
 		MaxUploadsPerUser:       httpapi.DefaultMaxUploadsPerUser,
 		MaxDownloadRanges:       httpapi.DefaultMaxRanges,
 		Webhooks:                WebhookConfig{Timeout: webhook.DefaultTimeout, RetryBase: webhook.DefaultRetryBase, Workers: webhook.DefaultWorkers},
+		AuditExports: AuditExportConfig{Workers: auditexport.DefaultWorkers, TTL: auditexport.DefaultTTL,
+			MaxBytes: auditexport.DefaultMaxBytes, Timeout: auditexport.DefaultTimeout},
 
 		SubscriptionMaxPerUser:     live.DefaultMaxPerUser,
 		SubscriptionMaxConnections: httpapi.DefaultMaxStreams,
@@ -359,6 +379,10 @@ func loadConfig(getenv func(string) string) (Config, error) {
 		}
 	}
 	byteSize("MAX_UPLOAD_SIZE", &c.MaxUploadSize, 1, maxUploadSizeLimit)
+	positiveInt("AUDIT_EXPORT_WORKERS", &c.AuditExports.Workers)
+	duration("AUDIT_EXPORT_TTL", &c.AuditExports.TTL, false)
+	duration("AUDIT_EXPORT_TIMEOUT", &c.AuditExports.Timeout, false)
+	byteSize("AUDIT_EXPORT_MAX_BYTES", &c.AuditExports.MaxBytes, 1, maxUploadSizeLimit)
 	if points := ratelimit.UploadCost(c.MaxUploadSize); points > int64(c.RateLimitPoints) {
 		if _, set := get("MAX_UPLOAD_SIZE"); set {
 			bad("MAX_UPLOAD_SIZE", humanize.IBytes(uint64(c.MaxUploadSize)), fmt.Sprintf("an upload that large costs %d points "+

@@ -29,6 +29,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"taskflow/audit"
+	"taskflow/auditexport"
 	"taskflow/blobs"
 	"taskflow/egress"
 	"taskflow/httpapi"
@@ -225,10 +226,27 @@ func run(cfg Config, log, accessLog *slog.Logger) error {
 	reg.MustRegister(readMetrics(db)...)
 	reg.MustRegister(sealCollector{db: db})
 
+	bs, err := blobs.Open(ctx, blobs.Options{URL: cfg.BlobURL, DB: db, MaxUploadSize: cfg.MaxUploadSize,
+		Quota: cfg.WorkspaceStorageQuota, SweepGrace: cfg.BlobSweepGrace, Log: log})
+	if err != nil {
+		return err
+	}
+	defer bs.Close()
+	if cfg.BlobURL == "" {
+		log.Warn("BLOB_URL is unset: attachments are kept in a local directory, right for a single instance only",
+			"blobs", bs.Where())
+	} else {
+		log.Info("attachments kept in the blob store", "blobs", bs.Where())
+	}
+	// Unfinished uploads and unused blobs, after BLOB_SWEEP_GRACE.
+	warnShortSweepGrace(cfg.BlobSweepGrace, log)
+	go bs.RunSweeper(ctx)
+
 	// Webhooks: this instance's dispatcher and River workers; the attempts in
 	// flight finish within what is left of SHUTDOWN_TIMEOUT at the end.
 	hooks, err := webhook.Start(ctx, webhook.Options{DB: db, Log: log, Registerer: reg, Tracing: tp.TracerProvider(),
-		Timeout: cfg.Webhooks.Timeout, RetryBase: cfg.Webhooks.RetryBase, Workers: cfg.Webhooks.Workers})
+		Timeout: cfg.Webhooks.Timeout, RetryBase: cfg.Webhooks.RetryBase, Workers: cfg.Webhooks.Workers,
+		More: []webhook.Jobs{auditExportJobs(db, bs, log, cfg.AuditExports)}})
 	if err != nil {
 		return err
 	}
@@ -258,21 +276,6 @@ func run(cfg Config, log, accessLog *slog.Logger) error {
 	// ends the streams before the server shuts down.
 	hub := live.New(live.Options{DB: db, Log: log, Redis: rdb, MaxPerUser: cfg.SubscriptionMaxPerUser, Registerer: reg})
 	go hub.Run(ctx)
-	bs, err := blobs.Open(ctx, blobs.Options{URL: cfg.BlobURL, DB: db, MaxUploadSize: cfg.MaxUploadSize,
-		Quota: cfg.WorkspaceStorageQuota, SweepGrace: cfg.BlobSweepGrace, Log: log})
-	if err != nil {
-		return err
-	}
-	defer bs.Close()
-	if cfg.BlobURL == "" {
-		log.Warn("BLOB_URL is unset: attachments are kept in a local directory, right for a single instance only",
-			"blobs", bs.Where())
-	} else {
-		log.Info("attachments kept in the blob store", "blobs", bs.Where())
-	}
-	// Unfinished uploads and unused blobs, after BLOB_SWEEP_GRACE.
-	warnShortSweepGrace(cfg.BlobSweepGrace, log)
-	go bs.RunSweeper(ctx)
 
 	h := httpapi.NewHandler(httpapi.Options{
 		Limiter:         limiter,
@@ -569,4 +572,12 @@ func warnShortSweepGrace(grace time.Duration, log *slog.Logger) {
 		log.Warn("BLOB_SWEEP_GRACE is shorter than an upload may take: the sweeper may delete the bytes of a slow upload under way, which then fails; keep it above "+
 			httpapi.TransferTimeout.String(), "BLOB_SWEEP_GRACE", grace.String())
 	}
+}
+
+// auditExportJobs are the River jobs of asynchronous audit exports, for the
+// instance's River client (webhook.Start's).
+func auditExportJobs(db *store.DB, bs *blobs.Store, log *slog.Logger, c AuditExportConfig) webhook.Jobs {
+	j := auditexport.New(auditexport.Options{DB: db, Blobs: bs, Log: log, Workers: c.Workers, TTL: c.TTL,
+		MaxBytes: c.MaxBytes, Timeout: c.Timeout})
+	return webhook.Jobs{Register: j.Register, Queues: j.Queues, Periodic: j.Periodic, LongestRun: j.LongestRun}
 }

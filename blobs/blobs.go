@@ -325,6 +325,18 @@ func (s *Store) NewReader(ctx context.Context, key string) (*blob.Reader, error)
 	return s.bucket.NewReader(ctx, key, nil)
 }
 
+// NewWriter opens the object key for writing (an audit export's file): the
+// object appears whole when the writer is closed, and not at all when ctx is
+// cancelled before; a write to an existing key replaces it. The database
+// must know key before the first byte is written (store's UnknownBlobs),
+// or the sweeper deletes the object.
+func (s *Store) NewWriter(ctx context.Context, key, contentType string) (*blob.Writer, error) {
+	return s.bucket.NewWriter(ctx, key, &blob.WriterOptions{ContentType: contentType, MaxConcurrency: 1})
+}
+
+// Delete deletes the object key; one that does not exist is deleted already.
+func (s *Store) Delete(ctx context.Context, key string) error { return s.delete(ctx, key) }
+
 // Exists reports whether the object key exists.
 func (s *Store) Exists(ctx context.Context, key string) (bool, error) {
 	return s.bucket.Exists(ctx, key)

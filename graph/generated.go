@@ -35,6 +35,7 @@ type Config = graphql.Config[ResolverRoot, DirectiveRoot, ComplexityRoot]
 type ResolverRoot interface {
 	Attachment() AttachmentResolver
 	AuditEvent() AuditEventResolver
+	AuditExport() AuditExportResolver
 	Comment() CommentResolver
 	Invitation() InvitationResolver
 	Member() MemberResolver
@@ -132,6 +133,32 @@ type ComplexityRoot struct {
 	AuditEventStreamItem struct {
 		Cursor func(childComplexity int) int
 		Event  func(childComplexity int) int
+	}
+
+	AuditExport struct {
+		Bytes         func(childComplexity int) int
+		CreatedAt     func(childComplexity int) int
+		DownloadURL   func(childComplexity int) int
+		Error         func(childComplexity int) int
+		EventsWritten func(childComplexity int) int
+		ExpiresAt     func(childComplexity int) int
+		FinishedAt    func(childComplexity int) int
+		Format        func(childComplexity int) int
+		ID            func(childComplexity int) int
+		StartedAt     func(childComplexity int) int
+		State         func(childComplexity int) int
+		WorkspaceID   func(childComplexity int) int
+	}
+
+	AuditExportConnection struct {
+		Edges    func(childComplexity int) int
+		Nodes    func(childComplexity int) int
+		PageInfo func(childComplexity int) int
+	}
+
+	AuditExportEdge struct {
+		Cursor func(childComplexity int) int
+		Node   func(childComplexity int) int
 	}
 
 	AuditSigningKey struct {
@@ -242,6 +269,7 @@ type ComplexityRoot struct {
 		RemoveMember           func(childComplexity int, workspaceID string, userID string, idempotencyKey *string) int
 		RevokeInvitation       func(childComplexity int, id string, idempotencyKey *string) int
 		RotateWebhookSecret    func(childComplexity int, id string, idempotencyKey *string) int
+		StartAuditExport       func(childComplexity int, input model.StartAuditExportInput, idempotencyKey *string) int
 		UpdateComment          func(childComplexity int, id string, body string, idempotencyKey *string) int
 		UpdateMemberRole       func(childComplexity int, workspaceID string, userID string, role store.Role, idempotencyKey *string) int
 		UpdateProject          func(childComplexity int, id string, input model.UpdateProjectInput, idempotencyKey *string) int
@@ -280,6 +308,7 @@ type ComplexityRoot struct {
 	Query struct {
 		AuditCheckpoint  func(childComplexity int, workspaceID string) int
 		AuditEvents      func(childComplexity int, workspaceID string, filter *model.AuditEventFilter, first *int, after *string) int
+		AuditExport      func(childComplexity int, id string) int
 		AuditSigningKeys func(childComplexity int) int
 		ChangesCursor    func(childComplexity int) int
 		Me               func(childComplexity int) int
@@ -404,6 +433,7 @@ type ComplexityRoot struct {
 	}
 
 	Workspace struct {
+		AuditExports      func(childComplexity int, first *int, after *string) int
 		CreatedAt         func(childComplexity int) int
 		ID                func(childComplexity int) int
 		Invitations       func(childComplexity int, first *int, after *string) int
@@ -452,6 +482,9 @@ type AttachmentResolver interface {
 type AuditEventResolver interface {
 	Actor(ctx context.Context, obj *store.AuditEvent) (*store.User, error)
 }
+type AuditExportResolver interface {
+	DownloadURL(ctx context.Context, obj *store.AuditExport) (*string, error)
+}
 type CommentResolver interface {
 	Task(ctx context.Context, obj *store.Comment) (*store.Task, error)
 	Author(ctx context.Context, obj *store.Comment) (*store.User, error)
@@ -485,6 +518,7 @@ type MutationResolver interface {
 	DeleteComment(ctx context.Context, id string, idempotencyKey *string) (bool, error)
 	AddAttachment(ctx context.Context, taskID string, file store.Upload, idempotencyKey *string) (*store.Attachment, error)
 	DeleteAttachment(ctx context.Context, id string, idempotencyKey *string) (bool, error)
+	StartAuditExport(ctx context.Context, input model.StartAuditExportInput, idempotencyKey *string) (*store.AuditExport, error)
 	CreateWebhookEndpoint(ctx context.Context, input model.CreateWebhookEndpointInput, idempotencyKey *string) (*store.WebhookEndpointSecret, error)
 	UpdateWebhookEndpoint(ctx context.Context, id string, input model.UpdateWebhookEndpointInput, idempotencyKey *string) (*store.WebhookEndpoint, error)
 	EnableWebhookEndpoint(ctx context.Context, id string, idempotencyKey *string) (*store.WebhookEndpoint, error)
@@ -511,6 +545,7 @@ type QueryResolver interface {
 	AuditSigningKeys(ctx context.Context) ([]*store.AuditSigningKey, error)
 	RateLimit(ctx context.Context) (*ratelimit.Budget, error)
 	ChangesCursor(ctx context.Context) (string, error)
+	AuditExport(ctx context.Context, id string) (*store.AuditExport, error)
 	WebhookEndpoint(ctx context.Context, id string) (*store.WebhookEndpoint, error)
 }
 type SubscriptionResolver interface {
@@ -549,6 +584,7 @@ type WorkspaceResolver interface {
 	MembersConnection(ctx context.Context, obj *store.Workspace, first *int, after *string) (*store.Connection[store.Member], error)
 	Projects(ctx context.Context, obj *store.Workspace, includeArchived *bool, first *int, after *string) (*store.Connection[store.Project], error)
 	Invitations(ctx context.Context, obj *store.Workspace, first *int, after *string) (*store.Connection[store.Invitation], error)
+	AuditExports(ctx context.Context, obj *store.Workspace, first *int, after *string) (*store.Connection[store.AuditExport], error)
 	WebhookEndpoints(ctx context.Context, obj *store.Workspace) ([]*store.WebhookEndpoint, error)
 }
 type WorkspaceChangeResolver interface {
@@ -902,6 +938,111 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.AuditEventStreamItem.Event(childComplexity), true
+
+	case "AuditExport.bytes":
+		if e.ComplexityRoot.AuditExport.Bytes == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AuditExport.Bytes(childComplexity), true
+	case "AuditExport.createdAt":
+		if e.ComplexityRoot.AuditExport.CreatedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AuditExport.CreatedAt(childComplexity), true
+	case "AuditExport.downloadUrl":
+		if e.ComplexityRoot.AuditExport.DownloadURL == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AuditExport.DownloadURL(childComplexity), true
+	case "AuditExport.error":
+		if e.ComplexityRoot.AuditExport.Error == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AuditExport.Error(childComplexity), true
+	case "AuditExport.eventsWritten":
+		if e.ComplexityRoot.AuditExport.EventsWritten == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AuditExport.EventsWritten(childComplexity), true
+	case "AuditExport.expiresAt":
+		if e.ComplexityRoot.AuditExport.ExpiresAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AuditExport.ExpiresAt(childComplexity), true
+	case "AuditExport.finishedAt":
+		if e.ComplexityRoot.AuditExport.FinishedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AuditExport.FinishedAt(childComplexity), true
+	case "AuditExport.format":
+		if e.ComplexityRoot.AuditExport.Format == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AuditExport.Format(childComplexity), true
+	case "AuditExport.id":
+		if e.ComplexityRoot.AuditExport.ID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AuditExport.ID(childComplexity), true
+	case "AuditExport.startedAt":
+		if e.ComplexityRoot.AuditExport.StartedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AuditExport.StartedAt(childComplexity), true
+	case "AuditExport.state":
+		if e.ComplexityRoot.AuditExport.State == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AuditExport.State(childComplexity), true
+	case "AuditExport.workspaceId":
+		if e.ComplexityRoot.AuditExport.WorkspaceID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AuditExport.WorkspaceID(childComplexity), true
+
+	case "AuditExportConnection.edges":
+		if e.ComplexityRoot.AuditExportConnection.Edges == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AuditExportConnection.Edges(childComplexity), true
+	case "AuditExportConnection.nodes":
+		if e.ComplexityRoot.AuditExportConnection.Nodes == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AuditExportConnection.Nodes(childComplexity), true
+	case "AuditExportConnection.pageInfo":
+		if e.ComplexityRoot.AuditExportConnection.PageInfo == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AuditExportConnection.PageInfo(childComplexity), true
+
+	case "AuditExportEdge.cursor":
+		if e.ComplexityRoot.AuditExportEdge.Cursor == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AuditExportEdge.Cursor(childComplexity), true
+	case "AuditExportEdge.node":
+		if e.ComplexityRoot.AuditExportEdge.Node == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AuditExportEdge.Node(childComplexity), true
 
 	case "AuditSigningKey.algorithm":
 		if e.ComplexityRoot.AuditSigningKey.Algorithm == nil {
@@ -1461,6 +1602,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.RotateWebhookSecret(childComplexity, args["id"].(string), args["idempotencyKey"].(*string)), true
+	case "Mutation.startAuditExport":
+		if e.ComplexityRoot.Mutation.StartAuditExport == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_startAuditExport_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.StartAuditExport(childComplexity, args["input"].(model.StartAuditExportInput), args["idempotencyKey"].(*string)), true
 	case "Mutation.updateComment":
 		if e.ComplexityRoot.Mutation.UpdateComment == nil {
 			break
@@ -1644,6 +1796,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Query.AuditEvents(childComplexity, args["workspaceId"].(string), args["filter"].(*model.AuditEventFilter), args["first"].(*int), args["after"].(*string)), true
+	case "Query.auditExport":
+		if e.ComplexityRoot.Query.AuditExport == nil {
+			break
+		}
+
+		args, err := ec.field_Query_auditExport_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Query.AuditExport(childComplexity, args["id"].(string)), true
 	case "Query.auditSigningKeys":
 		if e.ComplexityRoot.Query.AuditSigningKeys == nil {
 			break
@@ -2243,6 +2406,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.WebhookEndpointWithSecret.Secret(childComplexity), true
 
+	case "Workspace.auditExports":
+		if e.ComplexityRoot.Workspace.AuditExports == nil {
+			break
+		}
+
+		args, err := ec.field_Workspace_auditExports_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Workspace.AuditExports(childComplexity, args["first"].(*int), args["after"].(*string)), true
 	case "Workspace.createdAt":
 		if e.ComplexityRoot.Workspace.CreatedAt == nil {
 			break
@@ -2410,6 +2584,7 @@ func (e *executableSchema) Exec(ctx context.Context) graphql.ResponseHandler {
 			graphql.NewInputUnmarshaler("CreateWebhookEndpointInput", ec.unmarshalInputCreateWebhookEndpointInput),
 			graphql.NewInputUnmarshaler("CreateWorkspaceInput", ec.unmarshalInputCreateWorkspaceInput),
 			graphql.NewInputUnmarshaler("RegisterInput", ec.unmarshalInputRegisterInput),
+			graphql.NewInputUnmarshaler("StartAuditExportInput", ec.unmarshalInputStartAuditExportInput),
 			graphql.NewInputUnmarshaler("UpdateProjectInput", ec.unmarshalInputUpdateProjectInput),
 			graphql.NewInputUnmarshaler("UpdateTaskInput", ec.unmarshalInputUpdateTaskInput),
 			graphql.NewInputUnmarshaler("UpdateWebhookEndpointInput", ec.unmarshalInputUpdateWebhookEndpointInput),
@@ -2724,6 +2899,100 @@ type AuditSigningKey {
   algorithm: String!
   "True for the key that signs new checkpoints."
   current: Boolean!
+}
+`, BuiltIn: false},
+	{Name: "../schema/auditexport.graphqls", Input: `"Where an asynchronous audit export stands."
+enum AuditExportState {
+  "Waiting for a worker."
+  QUEUED
+  "Its file is being written."
+  RUNNING
+  "Its file can be downloaded (downloadUrl) until expiresAt."
+  SUCCEEDED
+  "It failed (error says why); start it again."
+  FAILED
+  "Past expiresAt: its file is deleted."
+  EXPIRED
+}
+
+"The format of an export's file: those of GET /audit/export."
+enum AuditExportFormat {
+  "One JSON object per line (application/x-ndjson)."
+  NDJSON
+  "CSV with a header line (text/csv)."
+  CSV
+}
+
+input StartAuditExportInput {
+  workspaceId: ID!
+  format: AuditExportFormat!
+  "The events to export, as GET /audit/export's parameters; null: every event."
+  filter: AuditEventFilter
+}
+
+"""
+An asynchronous export of a workspace's audit log (startAuditExport): a file
+written by the server at its own pace, downloaded from downloadUrl once
+SUCCEEDED, deleted at expiresAt.
+"""
+type AuditExport {
+  id: ID!
+  workspaceId: ID!
+  state: AuditExportState!
+  format: AuditExportFormat!
+  "The events in the file (0 until SUCCEEDED)."
+  eventsWritten: Int!
+  "The size of the file in bytes (0 until SUCCEEDED)."
+  bytes: Int!
+  createdAt: Time!
+  "When the last run began; null while QUEUED."
+  startedAt: Time
+  finishedAt: Time
+  "When the file is deleted (SUCCEEDED) or the export forgotten (FAILED); null until finished."
+  expiresAt: Time
+  """
+  Where to download the file (GET with your Authorization header; Range
+  works): a path on this server, null unless SUCCEEDED.
+  """
+  downloadUrl: String
+  "Why the export FAILED; null otherwise."
+  error: String
+}
+
+type AuditExportConnection {
+  edges: [AuditExportEdge!]!
+  nodes: [AuditExport!]!
+  pageInfo: PageInfo!
+}
+
+type AuditExportEdge {
+  cursor: String!
+  node: AuditExport!
+}
+
+extend type Workspace {
+  """
+  The workspace's audit exports, newest first (OWNER and ADMIN; null with
+  FORBIDDEN for a MEMBER or VIEWER).
+  """
+  auditExports(first: Int = 20, after: String): AuditExportConnection
+    @listSize(slicingArgument: "first", sizedFields: ["edges", "nodes"])
+}
+
+extend type Query {
+  "An audit export (OWNER and ADMIN of its workspace); NOT_FOUND otherwise."
+  auditExport(id: ID!): AuditExport
+}
+
+extend type Mutation {
+  """
+  Starts an asynchronous export of the workspace's audit log (OWNER and ADMIN,
+  as GET /audit/export), QUEUED; poll auditExport(id) and download its file
+  once SUCCEEDED. Costs 500 points of the caller's budget (@cost), once, however
+  many events it exports. CONFLICT while another export of the workspace is QUEUED or
+  RUNNING, and past 10 exports started by the workspace in 24 hours.
+  """
+  startAuditExport(input: StartAuditExportInput!, idempotencyKey: String): AuditExport! @cost(weight: 500)
 }
 `, BuiltIn: false},
 	{Name: "../schema/ratelimit.graphqls", Input: `type RateLimitStatus {
@@ -3516,6 +3785,58 @@ func (ec *executionContext) childFields_AuditEventStreamItem(ctx context.Context
 	return nil, fmt.Errorf("no field named %q was found under type AuditEventStreamItem", field.Name)
 }
 
+func (ec *executionContext) childFields_AuditExport(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "id":
+		return ec.fieldContext_AuditExport_id(ctx, field)
+	case "workspaceId":
+		return ec.fieldContext_AuditExport_workspaceId(ctx, field)
+	case "state":
+		return ec.fieldContext_AuditExport_state(ctx, field)
+	case "format":
+		return ec.fieldContext_AuditExport_format(ctx, field)
+	case "eventsWritten":
+		return ec.fieldContext_AuditExport_eventsWritten(ctx, field)
+	case "bytes":
+		return ec.fieldContext_AuditExport_bytes(ctx, field)
+	case "createdAt":
+		return ec.fieldContext_AuditExport_createdAt(ctx, field)
+	case "startedAt":
+		return ec.fieldContext_AuditExport_startedAt(ctx, field)
+	case "finishedAt":
+		return ec.fieldContext_AuditExport_finishedAt(ctx, field)
+	case "expiresAt":
+		return ec.fieldContext_AuditExport_expiresAt(ctx, field)
+	case "downloadUrl":
+		return ec.fieldContext_AuditExport_downloadUrl(ctx, field)
+	case "error":
+		return ec.fieldContext_AuditExport_error(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type AuditExport", field.Name)
+}
+
+func (ec *executionContext) childFields_AuditExportConnection(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "edges":
+		return ec.fieldContext_AuditExportConnection_edges(ctx, field)
+	case "nodes":
+		return ec.fieldContext_AuditExportConnection_nodes(ctx, field)
+	case "pageInfo":
+		return ec.fieldContext_AuditExportConnection_pageInfo(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type AuditExportConnection", field.Name)
+}
+
+func (ec *executionContext) childFields_AuditExportEdge(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "cursor":
+		return ec.fieldContext_AuditExportEdge_cursor(ctx, field)
+	case "node":
+		return ec.fieldContext_AuditExportEdge_node(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type AuditExportEdge", field.Name)
+}
+
 func (ec *executionContext) childFields_AuditSigningKey(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 	switch field.Name {
 	case "keyId":
@@ -3964,6 +4285,8 @@ func (ec *executionContext) childFields_Workspace(ctx context.Context, field gra
 		return ec.fieldContext_Workspace_projects(ctx, field)
 	case "invitations":
 		return ec.fieldContext_Workspace_invitations(ctx, field)
+	case "auditExports":
+		return ec.fieldContext_Workspace_auditExports(ctx, field)
 	case "webhookEndpoints":
 		return ec.fieldContext_Workspace_webhookEndpoints(ctx, field)
 	}
@@ -4714,6 +5037,28 @@ func (ec *executionContext) field_Mutation_rotateWebhookSecret_args(ctx context.
 	return args, nil
 }
 
+func (ec *executionContext) field_Mutation_startAuditExport_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "input",
+		func(ctx context.Context, v any) (model.StartAuditExportInput, error) {
+			return ec.unmarshalNStartAuditExportInput2taskflowᚋgraphᚋmodelᚐStartAuditExportInput(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["input"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "idempotencyKey",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOString2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["idempotencyKey"] = arg1
+	return args, nil
+}
+
 func (ec *executionContext) field_Mutation_updateComment_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -4965,6 +5310,20 @@ func (ec *executionContext) field_Query_auditEvents_args(ctx context.Context, ra
 		return nil, err
 	}
 	args["after"] = arg3
+	return args, nil
+}
+
+func (ec *executionContext) field_Query_auditExport_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "id",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["id"] = arg0
 	return args, nil
 }
 
@@ -5295,6 +5654,28 @@ func (ec *executionContext) field_WebhookEndpoint_deliveries_args(ctx context.Co
 		return nil, err
 	}
 	args["after"] = arg2
+	return args, nil
+}
+
+func (ec *executionContext) field_Workspace_auditExports_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "first",
+		func(ctx context.Context, v any) (*int, error) {
+			return ec.unmarshalOInt2ᚖint(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["first"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "after",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOString2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["after"] = arg1
 	return args, nil
 }
 
@@ -6350,6 +6731,314 @@ func (ec *executionContext) fieldContext_AuditEventStreamItem_event(_ context.Co
 		IsResolver: false,
 		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 			return ec.childFields_AuditEvent(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _AuditExport_id(ctx context.Context, field graphql.CollectedField, obj *store.AuditExport) (ret graphql.Marshaler) {
+	return inorder.String(&obj.ID)
+}
+func (ec *executionContext) fieldContext_AuditExport_id(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AuditExport", field, false, false, "ID")
+}
+
+func (ec *executionContext) _AuditExport_workspaceId(ctx context.Context, field graphql.CollectedField, obj *store.AuditExport) (ret graphql.Marshaler) {
+	return inorder.String(&obj.WorkspaceID)
+}
+func (ec *executionContext) fieldContext_AuditExport_workspaceId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AuditExport", field, false, false, "ID")
+}
+
+func (ec *executionContext) _AuditExport_state(ctx context.Context, field graphql.CollectedField, obj *store.AuditExport) (ret graphql.Marshaler) {
+	return inorder.Value(&obj.State)
+}
+func (ec *executionContext) fieldContext_AuditExport_state(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AuditExport", field, false, false, "AuditExportState")
+}
+
+func (ec *executionContext) _AuditExport_format(ctx context.Context, field graphql.CollectedField, obj *store.AuditExport) (ret graphql.Marshaler) {
+	return inorder.Value(&obj.Format)
+}
+func (ec *executionContext) fieldContext_AuditExport_format(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AuditExport", field, false, false, "AuditExportFormat")
+}
+
+func (ec *executionContext) _AuditExport_eventsWritten(ctx context.Context, field graphql.CollectedField, obj *store.AuditExport) (ret graphql.Marshaler) {
+	if res := graphql.MarshalInt(obj.EventsWritten); res != graphql.Null {
+		return res
+	}
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AuditExport_eventsWritten(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.EventsWritten, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AuditExport_eventsWritten(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AuditExport", field, false, false, "Int")
+}
+
+func (ec *executionContext) _AuditExport_bytes(ctx context.Context, field graphql.CollectedField, obj *store.AuditExport) (ret graphql.Marshaler) {
+	if res := graphql.MarshalInt(obj.Bytes); res != graphql.Null {
+		return res
+	}
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AuditExport_bytes(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Bytes, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AuditExport_bytes(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AuditExport", field, false, false, "Int")
+}
+
+func (ec *executionContext) _AuditExport_createdAt(ctx context.Context, field graphql.CollectedField, obj *store.AuditExport) (ret graphql.Marshaler) {
+	if res := graphql.MarshalTime(obj.CreatedAt); res != graphql.Null {
+		return res
+	}
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AuditExport_createdAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.CreatedAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AuditExport_createdAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AuditExport", field, false, false, "Time")
+}
+
+func (ec *executionContext) _AuditExport_startedAt(ctx context.Context, field graphql.CollectedField, obj *store.AuditExport) (ret graphql.Marshaler) {
+	return ec.marshalOTime2ᚖtimeᚐTime(ctx, field.Selections, obj.StartedAt)
+}
+func (ec *executionContext) fieldContext_AuditExport_startedAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AuditExport", field, false, false, "Time")
+}
+
+func (ec *executionContext) _AuditExport_finishedAt(ctx context.Context, field graphql.CollectedField, obj *store.AuditExport) (ret graphql.Marshaler) {
+	return ec.marshalOTime2ᚖtimeᚐTime(ctx, field.Selections, obj.FinishedAt)
+}
+func (ec *executionContext) fieldContext_AuditExport_finishedAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AuditExport", field, false, false, "Time")
+}
+
+func (ec *executionContext) _AuditExport_expiresAt(ctx context.Context, field graphql.CollectedField, obj *store.AuditExport) (ret graphql.Marshaler) {
+	return ec.marshalOTime2ᚖtimeᚐTime(ctx, field.Selections, obj.ExpiresAt)
+}
+func (ec *executionContext) fieldContext_AuditExport_expiresAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AuditExport", field, false, false, "Time")
+}
+
+func (ec *executionContext) _AuditExport_downloadUrl(ctx context.Context, field graphql.CollectedField, obj *store.AuditExport) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AuditExport_downloadUrl(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.AuditExport().DownloadURL(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_AuditExport_downloadUrl(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AuditExport", field, true, true, "String")
+}
+
+func (ec *executionContext) _AuditExport_error(ctx context.Context, field graphql.CollectedField, obj *store.AuditExport) (ret graphql.Marshaler) {
+	return ec.marshalOString2ᚖstring(ctx, field.Selections, obj.Error)
+}
+func (ec *executionContext) fieldContext_AuditExport_error(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AuditExport", field, false, false, "String")
+}
+
+func (ec *executionContext) _AuditExportConnection_edges(ctx context.Context, field graphql.CollectedField, obj *store.Connection[store.AuditExport]) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AuditExportConnection_edges(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Edges, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*store.Edge[store.AuditExport]) graphql.Marshaler {
+			return ec.marshalNAuditExportEdge2ᚕᚖtaskflowᚋstoreᚐEdgeᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AuditExportConnection_edges(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "AuditExportConnection",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_AuditExportEdge(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _AuditExportConnection_nodes(ctx context.Context, field graphql.CollectedField, obj *store.Connection[store.AuditExport]) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AuditExportConnection_nodes(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Nodes(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*store.AuditExport) graphql.Marshaler {
+			return ec.marshalNAuditExport2ᚕᚖtaskflowᚋstoreᚐAuditExportᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AuditExportConnection_nodes(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "AuditExportConnection",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_AuditExport(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _AuditExportConnection_pageInfo(ctx context.Context, field graphql.CollectedField, obj *store.Connection[store.AuditExport]) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AuditExportConnection_pageInfo(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.PageInfo, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v store.PageInfo) graphql.Marshaler {
+			return ec.marshalNPageInfo2taskflowᚋstoreᚐPageInfo(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AuditExportConnection_pageInfo(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "AuditExportConnection",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_PageInfo(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _AuditExportEdge_cursor(ctx context.Context, field graphql.CollectedField, obj *store.Edge[store.AuditExport]) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AuditExportEdge_cursor(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Cursor(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AuditExportEdge_cursor(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AuditExportEdge", field, true, false, "String")
+}
+
+func (ec *executionContext) _AuditExportEdge_node(ctx context.Context, field graphql.CollectedField, obj *store.Edge[store.AuditExport]) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AuditExportEdge_node(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Node, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *store.AuditExport) graphql.Marshaler {
+			return ec.marshalNAuditExport2ᚖtaskflowᚋstoreᚐAuditExport(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AuditExportEdge_node(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "AuditExportEdge",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_AuditExport(ctx, field)
 		},
 	}
 	return fc, nil
@@ -8312,6 +9001,50 @@ func (ec *executionContext) fieldContext_Mutation_deleteAttachment(ctx context.C
 	return fc, nil
 }
 
+func (ec *executionContext) _Mutation_startAuditExport(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_startAuditExport(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().StartAuditExport(ctx, fc.Args["input"].(model.StartAuditExportInput), fc.Args["idempotencyKey"].(*string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *store.AuditExport) graphql.Marshaler {
+			return ec.marshalNAuditExport2ᚖtaskflowᚋstoreᚐAuditExport(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_startAuditExport(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_AuditExport(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_startAuditExport_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _Mutation_createWebhookEndpoint(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -9468,6 +10201,50 @@ func (ec *executionContext) _Query_changesCursor(ctx context.Context, field grap
 }
 func (ec *executionContext) fieldContext_Query_changesCursor(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Query", field, true, true, "String")
+}
+
+func (ec *executionContext) _Query_auditExport(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_auditExport(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Query().AuditExport(ctx, fc.Args["id"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *store.AuditExport) graphql.Marshaler {
+			return ec.marshalOAuditExport2ᚖtaskflowᚋstoreᚐAuditExport(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Query_auditExport(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_AuditExport(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Query_auditExport_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
 }
 
 func (ec *executionContext) _Query_webhookEndpoint(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
@@ -11386,6 +12163,50 @@ func (ec *executionContext) fieldContext_Workspace_invitations(ctx context.Conte
 	return fc, nil
 }
 
+func (ec *executionContext) _Workspace_auditExports(ctx context.Context, field graphql.CollectedField, obj *store.Workspace) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Workspace_auditExports(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Workspace().AuditExports(ctx, obj, fc.Args["first"].(*int), fc.Args["after"].(*string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *store.Connection[store.AuditExport]) graphql.Marshaler {
+			return ec.marshalOAuditExportConnection2ᚖtaskflowᚋstoreᚐConnection(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Workspace_auditExports(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Workspace",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_AuditExportConnection(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Workspace_auditExports_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _Workspace_webhookEndpoints(ctx context.Context, field graphql.CollectedField, obj *store.Workspace) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -13184,6 +14005,62 @@ func UnmarshalRegisterInput(ctx context.Context, raw any) (model.RegisterInput, 
 	return out, err
 }
 
+func (ec *executionContext) unmarshalInputStartAuditExportInput(ctx context.Context, obj any) (model.StartAuditExportInput, error) {
+	var it model.StartAuditExportInput
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	fieldsInOrder := [...]string{"workspaceId", "format", "filter"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "workspaceId":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("workspaceId"))
+			data, err := ec.unmarshalNID2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.WorkspaceID = data
+		case "format":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("format"))
+			data, err := ec.unmarshalNAuditExportFormat2taskflowᚋstoreᚐAuditExportFormat(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Format = data
+		case "filter":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("filter"))
+			data, err := ec.unmarshalOAuditEventFilter2ᚖtaskflowᚋgraphᚋmodelᚐAuditEventFilter(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Filter = graphql.OmittableOf(data)
+		}
+	}
+	return it, nil
+}
+
+// UnmarshalStartAuditExportInput unmarshals raw into the StartAuditExportInput input type, using the
+// unmarshaler bound to ctx's request. Call it from a resolver to decode an input
+// object that was not passed as a field argument.
+//
+// ctx must come from a gqlgen request; outside one there is no unmarshaler to use
+// and the returned error says so.
+func UnmarshalStartAuditExportInput(ctx context.Context, raw any) (model.StartAuditExportInput, error) {
+	var out model.StartAuditExportInput
+	err := graphql.UnmarshalNamedInputFromContext(ctx, "StartAuditExportInput", raw, &out)
+	return out, err
+}
+
 func (ec *executionContext) unmarshalInputUpdateProjectInput(ctx context.Context, obj any) (model.UpdateProjectInput, error) {
 	var it model.UpdateProjectInput
 	if obj == nil {
@@ -13924,6 +14801,176 @@ func (ec *executionContext) _AuditEventStreamItem(ctx context.Context, sel ast.S
 			}
 		case "event":
 			out.Values[i] = ec._AuditEventStreamItem_event(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return inorder.Object(fields, out)
+}
+
+var auditExportImplementors = []string{"AuditExport"}
+
+func (ec *executionContext) _AuditExport(ctx context.Context, sel ast.SelectionSet, obj *store.AuditExport) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, auditExportImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := inorder.NewDeferredGroup(ctx, fields)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("AuditExport")
+		case "id":
+			out.Values[i] = ec._AuditExport_id(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "workspaceId":
+			out.Values[i] = ec._AuditExport_workspaceId(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "state":
+			out.Values[i] = ec._AuditExport_state(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "format":
+			out.Values[i] = ec._AuditExport_format(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "eventsWritten":
+			out.Values[i] = ec._AuditExport_eventsWritten(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "bytes":
+			out.Values[i] = ec._AuditExport_bytes(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "createdAt":
+			out.Values[i] = ec._AuditExport_createdAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "startedAt":
+			out.Values[i] = ec._AuditExport_startedAt(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "finishedAt":
+			out.Values[i] = ec._AuditExport_finishedAt(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "expiresAt":
+			out.Values[i] = ec._AuditExport_expiresAt(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "downloadUrl":
+			inorder.ResolveConcurrently(ctx, out, ec.OperationContext, &deferred, i,
+				true, false,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._AuditExport_downloadUrl(ctx, field, obj)
+				})
+		case "error":
+			out.Values[i] = ec._AuditExport_error(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return inorder.Object(fields, out)
+}
+
+var auditExportConnectionImplementors = []string{"AuditExportConnection"}
+
+func (ec *executionContext) _AuditExportConnection(ctx context.Context, sel ast.SelectionSet, obj *store.Connection[store.AuditExport]) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, auditExportConnectionImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := inorder.NewDeferredGroup(ctx, fields)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("AuditExportConnection")
+		case "edges":
+			out.Values[i] = ec._AuditExportConnection_edges(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "nodes":
+			out.Values[i] = ec._AuditExportConnection_nodes(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "pageInfo":
+			out.Values[i] = ec._AuditExportConnection_pageInfo(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return inorder.Object(fields, out)
+}
+
+var auditExportEdgeImplementors = []string{"AuditExportEdge"}
+
+func (ec *executionContext) _AuditExportEdge(ctx context.Context, sel ast.SelectionSet, obj *store.Edge[store.AuditExport]) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, auditExportEdgeImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := inorder.NewDeferredGroup(ctx, fields)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("AuditExportEdge")
+		case "cursor":
+			out.Values[i] = ec._AuditExportEdge_cursor(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "node":
+			out.Values[i] = ec._AuditExportEdge_node(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
@@ -14687,6 +15734,13 @@ func (ec *executionContext) _Mutation(ctx context.Context, sel ast.SelectionSet)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
+		case "startAuditExport":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_startAuditExport(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
 		case "createWebhookEndpoint":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_createWebhookEndpoint(ctx, field)
@@ -15038,6 +16092,12 @@ func (ec *executionContext) _Query(ctx context.Context, sel ast.SelectionSet) gr
 				true, true,
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Query_changesCursor(ctx, field)
+				})
+		case "auditExport":
+			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
+				true, false,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Query_auditExport(ctx, field)
 				})
 		case "webhookEndpoint":
 			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
@@ -15836,6 +16896,12 @@ func (ec *executionContext) _Workspace(ctx context.Context, sel ast.SelectionSet
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Workspace_invitations(ctx, field, obj)
 				})
+		case "auditExports":
+			inorder.ResolveConcurrently(ctx, out, ec.OperationContext, &deferred, i,
+				true, false,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Workspace_auditExports(ctx, field, obj)
+				})
 		case "webhookEndpoints":
 			inorder.ResolveConcurrently(ctx, out, ec.OperationContext, &deferred, i,
 				true, false,
@@ -16493,6 +17559,74 @@ func (ec *executionContext) marshalNAuditEventStreamItem2ᚖtaskflowᚋliveᚐAu
 	return ec._AuditEventStreamItem(ctx, sel, v)
 }
 
+func (ec *executionContext) marshalNAuditExport2ᚕᚖtaskflowᚋstoreᚐAuditExportᚄ(ctx context.Context, sel ast.SelectionSet, v []*store.AuditExport) graphql.Marshaler {
+	ret := inorder.MarshalSlice(ctx, ListOrder, "AuditExport", sel, len(v), func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNAuditExport2ᚖtaskflowᚋstoreᚐAuditExport(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNAuditExport2ᚖtaskflowᚋstoreᚐAuditExport(ctx context.Context, sel ast.SelectionSet, v *store.AuditExport) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "AuditExport!")
+		return graphql.Null
+	}
+	return ec._AuditExport(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNAuditExportEdge2ᚕᚖtaskflowᚋstoreᚐEdgeᚄ(ctx context.Context, sel ast.SelectionSet, v []*store.Edge[store.AuditExport]) graphql.Marshaler {
+	ret := inorder.MarshalSlice(ctx, ListOrder, "AuditExportEdge", sel, len(v), func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNAuditExportEdge2ᚖtaskflowᚋstoreᚐEdge(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNAuditExportEdge2ᚖtaskflowᚋstoreᚐEdge(ctx context.Context, sel ast.SelectionSet, v *store.Edge[store.AuditExport]) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "AuditExportEdge!")
+		return graphql.Null
+	}
+	return ec._AuditExportEdge(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalNAuditExportFormat2taskflowᚋstoreᚐAuditExportFormat(ctx context.Context, v any) (store.AuditExportFormat, error) {
+	var res store.AuditExportFormat
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNAuditExportFormat2taskflowᚋstoreᚐAuditExportFormat(ctx context.Context, sel ast.SelectionSet, v store.AuditExportFormat) graphql.Marshaler {
+	return v
+}
+
+func (ec *executionContext) unmarshalNAuditExportState2taskflowᚋstoreᚐAuditExportState(ctx context.Context, v any) (store.AuditExportState, error) {
+	var res store.AuditExportState
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNAuditExportState2taskflowᚋstoreᚐAuditExportState(ctx context.Context, sel ast.SelectionSet, v store.AuditExportState) graphql.Marshaler {
+	return v
+}
+
 func (ec *executionContext) marshalNAuditSigningKey2ᚕᚖtaskflowᚋstoreᚐAuditSigningKeyᚄ(ctx context.Context, sel ast.SelectionSet, v []*store.AuditSigningKey) graphql.Marshaler {
 	ret := inorder.MarshalSlice(ctx, ListOrder, "AuditSigningKey", sel, len(v), func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
@@ -16872,6 +18006,11 @@ func (ec *executionContext) unmarshalNRole2taskflowᚋstoreᚐRole(ctx context.C
 
 func (ec *executionContext) marshalNRole2taskflowᚋstoreᚐRole(ctx context.Context, sel ast.SelectionSet, v store.Role) graphql.Marshaler {
 	return v
+}
+
+func (ec *executionContext) unmarshalNStartAuditExportInput2taskflowᚋgraphᚋmodelᚐStartAuditExportInput(ctx context.Context, v any) (model.StartAuditExportInput, error) {
+	res, err := ec.unmarshalInputStartAuditExportInput(ctx, v)
+	return res, graphql.ErrorOnPath(ctx, err)
 }
 
 func (ec *executionContext) unmarshalNString2string(ctx context.Context, v any) (string, error) {
@@ -17364,6 +18503,20 @@ func (ec *executionContext) unmarshalOAuditEventFilter2ᚖtaskflowᚋgraphᚋmod
 	}
 	res, err := ec.unmarshalInputAuditEventFilter(ctx, v)
 	return &res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalOAuditExport2ᚖtaskflowᚋstoreᚐAuditExport(ctx context.Context, sel ast.SelectionSet, v *store.AuditExport) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._AuditExport(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalOAuditExportConnection2ᚖtaskflowᚋstoreᚐConnection(ctx context.Context, sel ast.SelectionSet, v *store.Connection[store.AuditExport]) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._AuditExportConnection(ctx, sel, v)
 }
 
 func (ec *executionContext) unmarshalOBoolean2bool(ctx context.Context, v any) (bool, error) {

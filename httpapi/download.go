@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"errors"
+	"io"
 	"log/slog"
 	"mime"
 	"net/http"
@@ -84,26 +85,42 @@ func download(db *store.DB, bs *blobs.Store, lim *ratelimit.Limiter, log *slog.L
 			return
 		}
 		defer rd.Close()
-		_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(TransferTimeout))
-		h := w.Header()
-		h.Set("Content-Type", a.ContentType)
 		disposition := mime.FormatMediaType("attachment", map[string]string{"filename": a.Filename})
 		if disposition == "" { // a name mime cannot encode: a download all the same
 			disposition = "attachment"
 		}
-		h.Set("Content-Disposition", disposition)
-		h.Set("X-Content-Type-Options", "nosniff")
-		h.Set("Content-Security-Policy", "sandbox; default-src 'none'")
-		h.Set("ETag", `"`+a.SHA256+`"`)
-		// Revalidated every time (a 304 when unchanged): access can be revoked.
-		h.Set("Cache-Control", "private, no-cache")
-		if tooManyRanges(r.Header.Get("Range"), maxRanges) {
-			r = r.Clone(ctx)
-			r.Header.Del("Range") // the whole file, charged as such
-		}
-		http.ServeContent(&meteredDownload{ResponseWriter: w, ctx: ctx, budget: b, get: r.Method == http.MethodGet,
-			size: a.Size, paid: 1}, r, "", a.CreatedAt, rd)
+		serveDownload(w, r, b, rd, servedFile{contentType: a.ContentType, disposition: disposition, etag: a.SHA256,
+			size: a.Size, modTime: a.CreatedAt}, maxRanges)
 	})
+}
+
+// servedFile describes a file served by serveDownload.
+type servedFile struct {
+	contentType, disposition, etag string
+	size                           int64
+	modTime                        time.Time
+}
+
+// serveDownload serves the file f read from rd, a download as /attachments'
+// (download's comment says how): its headers, Range (at most maxRanges
+// ranges), and the body metered to b, which paid 1 point already.
+func serveDownload(w http.ResponseWriter, r *http.Request, b budget, rd io.ReadSeeker, f servedFile, maxRanges int) {
+	ctx := r.Context()
+	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(TransferTimeout))
+	h := w.Header()
+	h.Set("Content-Type", f.contentType)
+	h.Set("Content-Disposition", f.disposition)
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Content-Security-Policy", "sandbox; default-src 'none'")
+	h.Set("ETag", `"`+f.etag+`"`)
+	// Revalidated every time (a 304 when unchanged): access can be revoked.
+	h.Set("Cache-Control", "private, no-cache")
+	if tooManyRanges(r.Header.Get("Range"), maxRanges) {
+		r = r.Clone(ctx)
+		r.Header.Del("Range") // the whole file, charged as such
+	}
+	http.ServeContent(&meteredDownload{ResponseWriter: w, ctx: ctx, budget: b, get: r.Method == http.MethodGet,
+		size: f.size, paid: 1}, r, "", f.modTime, rd)
 }
 
 // DefaultMaxRanges is MAX_DOWNLOAD_RANGES's default (Options.MaxDownloadRanges):

@@ -2,15 +2,14 @@ package httpapi
 
 import (
 	"context"
-	"encoding/csv"
 	"encoding/json"
 	"errors"
 	"log/slog"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 
+	"taskflow/auditexport"
 	"taskflow/auth"
 	"taskflow/errs"
 	"taskflow/ratelimit"
@@ -20,10 +19,6 @@ import (
 
 // exportFlushEvery is how many events the export writes between flushes.
 const exportFlushEvery = 256
-
-// auditExportColumns are the CSV columns of the audit export, in order.
-var auditExportColumns = []string{"id", "occurredAt", "workspaceId", "actorId", "action", "entityType",
-	"entityId", "ip", "userAgent", "requestId", "metadata", "sealed", "chainPosition", "prevHash", "hash", "traceId"}
 
 // auditExport serves GET /audit/export?workspaceId=..&format=ndjson|csv with the
 // filters of auditEvents as query parameters (actions comma-separated, actorId,
@@ -93,7 +88,7 @@ func auditExport(db *store.DB, lim *ratelimit.Limiter, log *slog.Logger) http.Ha
 			writeRateLimited(w, o)
 			return
 		}
-		var out exportWriter
+		var out *exportWriter
 		started := false
 		n := 0
 		rc := http.NewResponseController(w)
@@ -229,30 +224,43 @@ func firstValue(vs []string) string {
 	return vs[0]
 }
 
-// exportWriter writes events in one format.
-type exportWriter interface {
-	write(e *store.AuditEvent) error
-	flush() error
+// exportWriter writes events in one format (auditexport's encoder) and
+// flushes them to the client.
+type exportWriter struct {
+	enc auditexport.Encoder
+	f   http.Flusher
+}
+
+func (x *exportWriter) write(e *store.AuditEvent) error { return x.enc.Write(e) }
+
+func (x *exportWriter) flush() error {
+	err := x.enc.Flush()
+	if x.f != nil {
+		x.f.Flush()
+	}
+	return err
 }
 
 // startExport writes the headers of a successful export and returns its writer.
-func startExport(w http.ResponseWriter, format, workspaceID string) exportWriter {
+func startExport(w http.ResponseWriter, format, workspaceID string) *exportWriter {
 	h := w.Header()
 	h.Set("Cache-Control", "no-store")
 	h.Set("X-Content-Type-Options", "nosniff")
 	name := "audit-" + exportFileName(workspaceID) + "." + format
 	h.Set("Content-Disposition", `attachment; filename="`+name+`"`)
-	flusher, _ := w.(http.Flusher)
-	if format == "csv" {
-		h.Set("Content-Type", "text/csv; charset=utf-8")
-		w.WriteHeader(http.StatusOK)
-		cw := csv.NewWriter(w)
-		_ = cw.Write(auditExportColumns)
-		return &csvExport{w: cw, f: flusher}
-	}
-	h.Set("Content-Type", "application/x-ndjson")
+	h.Set("Content-Type", exportContentType(format))
 	w.WriteHeader(http.StatusOK)
-	return &ndjsonExport{enc: json.NewEncoder(w), f: flusher}
+	flusher, _ := w.(http.Flusher)
+	return &exportWriter{enc: auditexport.NewEncoder(w, format), f: flusher}
+}
+
+// exportContentType is the Content-Type of an export in format (ndjson or
+// csv, in any case).
+func exportContentType(format string) string {
+	if strings.EqualFold(format, "csv") {
+		return "text/csv; charset=utf-8"
+	}
+	return "application/x-ndjson"
 }
 
 // exportFileName keeps the characters of an id that are safe in a header.
@@ -263,68 +271,6 @@ func exportFileName(s string) string {
 		}
 		return -1
 	}, s)
-}
-
-// ndjsonExport writes one JSON object per line, with the fields of AuditEvent
-// (sealed, chainPosition, prevHash and hash included: examples/auditverify
-// checks the chain from them).
-type ndjsonExport struct {
-	enc *json.Encoder
-	f   http.Flusher
-}
-
-func (x *ndjsonExport) write(e *store.AuditEvent) error { return x.enc.Encode(e) }
-
-func (x *ndjsonExport) flush() error {
-	if x.f != nil {
-		x.f.Flush()
-	}
-	return nil
-}
-
-// csvExport writes auditExportColumns; metadata is a JSON object in one cell.
-type csvExport struct {
-	w *csv.Writer
-	f http.Flusher
-}
-
-func (x *csvExport) write(e *store.AuditEvent) error {
-	meta, err := json.Marshal(e.Metadata)
-	if err != nil {
-		return err
-	}
-	pos := ""
-	if e.ChainPosition != nil {
-		pos = strconv.FormatInt(*e.ChainPosition, 10)
-	}
-	return x.w.Write([]string{e.ID, e.OccurredAt.UTC().Format(time.RFC3339Nano), exportStr(e.WorkspaceID), exportStr(e.ActorID),
-		e.Action, e.EntityType, csvCell(e.EntityID), csvCell(exportStr(e.IP)), csvCell(exportStr(e.UserAgent)),
-		csvCell(exportStr(e.RequestID)), string(meta), strconv.FormatBool(e.Sealed), pos, exportStr(e.PrevHash), exportStr(e.Hash), exportStr(e.TraceID)})
-}
-
-func (x *csvExport) flush() error {
-	x.w.Flush()
-	if x.f != nil {
-		x.f.Flush()
-	}
-	return x.w.Error()
-}
-
-func exportStr(p *string) string {
-	if p == nil {
-		return ""
-	}
-	return *p
-}
-
-// csvCell defuses a client-supplied value that a spreadsheet would run as a
-// formula (=, +, -, @, tab, CR first) by prefixing a single quote, as OWASP
-// recommends for CSV exports.
-func csvCell(s string) string {
-	if s != "" && strings.ContainsRune("=+-@\t\r", rune(s[0])) {
-		return "'" + s
-	}
-	return s
 }
 
 // writeExportError answers with the JSON error body of err and the status its
@@ -345,6 +291,7 @@ func writeExportError(w http.ResponseWriter, log *slog.Logger, r *http.Request, 
 		errs.CodeForbidden:       http.StatusForbidden,
 		errs.CodeNotFound:        http.StatusNotFound,
 		errs.CodeBadUserInput:    http.StatusBadRequest,
+		errs.CodeConflict:        http.StatusConflict,
 	}[e.Code]
 	if status == 0 {
 		status = http.StatusInternalServerError

@@ -240,6 +240,7 @@ func newHandler(o Options, without []Guard) http.Handler {
 	mux.Handle("/audit/export", authenticate(auditExport(o.DB, o.Limiter, o.Log)))
 	if o.Blobs != nil {
 		mux.Handle("/attachments/{id}", o.CORS.handler(authenticate(download(o.DB, o.Blobs, o.Limiter, o.Log, o.MaxDownloadRanges))))
+		mux.Handle("/audit/exports/{id}", authenticate(auditExportDownload(o.DB, o.Blobs, o.Limiter, o.Log, o.MaxDownloadRanges)))
 	}
 	ops.routes(mux)
 	return tracing.Handler(o.Tracing, requestContext(o.TrustedProxies, ops.wrap(mux)))

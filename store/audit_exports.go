@@ -35,11 +35,6 @@ const AuditExportMaxAttempts = 3
 // auditexport's MaxBytes, it bounds the bytes a workspace's exports hold.
 const AuditExportsPerDay = 10
 
-// AuditExportStartPoints is what starting an export costs its starter's
-// cost budget, over the mutation's own cost: as much as a sync export's
-// first 20 pages.
-const AuditExportStartPoints = 2000
-
 // AuditExportStrandedAfter is when an export still QUEUED or RUNNING is
 // taken for one whose job is gone (every run failed in a crash) and is
 // marked FAILED by the sweep: longer than all its runs may take.
@@ -97,7 +92,9 @@ const (
 func (f AuditExportFormat) IsValid() bool { return enumValid(f, AuditExportNDJSON, AuditExportCSV) }
 
 // UnmarshalGQL implements graphql.Unmarshaler.
-func (f *AuditExportFormat) UnmarshalGQL(v any) error { return unmarshalEnum(f, v, "AuditExportFormat") }
+func (f *AuditExportFormat) UnmarshalGQL(v any) error {
+	return unmarshalEnum(f, v, "AuditExportFormat")
+}
 
 // MarshalGQL implements graphql.Marshaler.
 func (f AuditExportFormat) MarshalGQL(w io.Writer) { io.WriteString(w, strconv.Quote(string(f))) }

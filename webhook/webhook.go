@@ -77,6 +77,24 @@ type Options struct {
 	// DisableAfter disables an endpoint failing for this long (zero:
 	// DefaultDisableAfter).
 	DisableAfter time.Duration
+	// More are River jobs of other packages (audit exports) that this
+	// instance's River client works too: one client per instance, whose
+	// leader's maintenance (rescue of stuck jobs) must know every kind.
+	More []Jobs
+}
+
+// Jobs are River jobs of another package for the instance's River client.
+type Jobs struct {
+	// Register adds their workers.
+	Register func(*river.Workers)
+	// Queues are their queues, which must not be the webhooks' or River's
+	// default.
+	Queues map[string]river.QueueConfig
+	// Periodic are their periodic jobs, inserted into their own queues.
+	Periodic []*river.PeriodicJob
+	// LongestRun is the longest one of their runs may take (their workers'
+	// Timeout): a job is rescued as stuck only well after it.
+	LongestRun time.Duration
 }
 
 func (o *Options) defaults() {
@@ -134,8 +152,27 @@ func Start(ctx context.Context, o Options) (*Service, error) {
 		return err
 	}))
 	jobTimeout := o.Timeout + leaseMargin
+	queues := map[string]river.QueueConfig{store.WebhookQueue: {MaxWorkers: o.Workers}, river.QueueDefault: {MaxWorkers: 1}}
+	periodic := []*river.PeriodicJob{
+		river.NewPeriodicJob(river.PeriodicInterval(time.Hour),
+			func() (river.JobArgs, *river.InsertOpts) { return cleanupArgs{}, nil }, nil),
+		river.NewPeriodicJob(river.PeriodicInterval(SweepInterval),
+			func() (river.JobArgs, *river.InsertOpts) { return sweepArgs{}, nil }, &river.PeriodicJobOpts{RunOnStart: true}),
+	}
+	longest := jobTimeout
+	for _, m := range o.More {
+		m.Register(workers)
+		for q, c := range m.Queues {
+			if _, ok := queues[q]; ok {
+				return nil, fmt.Errorf("webhooks: queue %s is taken", q)
+			}
+			queues[q] = c
+		}
+		periodic = append(periodic, m.Periodic...)
+		longest = max(longest, m.LongestRun+leaseMargin)
+	}
 	client, err := river.NewClient(riverpgxv5.New(o.DB.Pool), &river.Config{
-		Queues:            map[string]river.QueueConfig{store.WebhookQueue: {MaxWorkers: o.Workers}, river.QueueDefault: {MaxWorkers: 1}},
+		Queues:            queues,
 		Workers:           workers,
 		PollOnly:          true,
 		FetchPollInterval: PollInterval,
@@ -145,14 +182,10 @@ func Start(ctx context.Context, o Options) (*Service, error) {
 		JobTimeout:    jobTimeout,
 		// A job still running after this is taken for one whose instance
 		// died, and is retried; its attempt ended long before (jobTimeout).
-		RescueStuckJobsAfter: jobTimeout + river.JobStuckThresholdDefault + leaseMargin,
+		// (longest: the longest run of the jobs of More, when longer.)
+		RescueStuckJobsAfter: longest + river.JobStuckThresholdDefault + leaseMargin,
 		Logger:               slog.New(minLevel{o.Log.Handler(), slog.LevelWarn}),
-		PeriodicJobs: []*river.PeriodicJob{
-			river.NewPeriodicJob(river.PeriodicInterval(time.Hour),
-				func() (river.JobArgs, *river.InsertOpts) { return cleanupArgs{}, nil }, nil),
-			river.NewPeriodicJob(river.PeriodicInterval(SweepInterval),
-				func() (river.JobArgs, *river.InsertOpts) { return sweepArgs{}, nil }, &river.PeriodicJobOpts{RunOnStart: true}),
-		},
+		PeriodicJobs:         periodic,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("webhooks: %w", err)

@@ -72,6 +72,13 @@ type RegisterInput struct {
 	Name     string `json:"name"`
 }
 
+type StartAuditExportInput struct {
+	WorkspaceID string                  `json:"workspaceId"`
+	Format      store.AuditExportFormat `json:"format"`
+	// The events to export, as GET /audit/export's parameters; null: every event.
+	Filter graphql.Omittable[*AuditEventFilter] `json:"filter,omitempty"`
+}
+
 // Live updates over graphql-ws (WebSocket, subprotocol graphql-transport-ws) or
 // GraphQL over Server-Sent Events, at /query. Every item carries a cursor: a
 // client that subscribes again with after: <the last cursor it received> gets
