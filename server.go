@@ -579,5 +579,5 @@ func warnShortSweepGrace(grace time.Duration, log *slog.Logger) {
 func auditExportJobs(db *store.DB, bs *blobs.Store, log *slog.Logger, c AuditExportConfig) webhook.Jobs {
 	j := auditexport.New(auditexport.Options{DB: db, Blobs: bs, Log: log, Workers: c.Workers, TTL: c.TTL,
 		MaxBytes: c.MaxBytes, Timeout: c.Timeout})
-	return webhook.Jobs{Register: j.Register, Queues: j.Queues, Periodic: j.Periodic, LongestRun: j.LongestRun}
+	return webhook.Jobs{Register: j.Register, Queues: j.Queues, Periodic: j.Periodic}
 }

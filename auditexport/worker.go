@@ -82,8 +82,6 @@ type Jobs struct {
 	Queues map[string]river.QueueConfig
 	// Periodic is the expiry job, every ExpiryInterval(TTL).
 	Periodic []*river.PeriodicJob
-	// LongestRun is the longest a run may take (Options.Timeout).
-	LongestRun time.Duration
 }
 
 // New returns the jobs of o.
@@ -104,7 +102,6 @@ func New(o Options) Jobs {
 		Queues: map[string]river.QueueConfig{store.AuditExportQueue: {MaxWorkers: o.Workers}},
 		Periodic: []*river.PeriodicJob{river.NewPeriodicJob(river.PeriodicInterval(ExpiryInterval(o.TTL)),
 			func() (river.JobArgs, *river.InsertOpts) { return expiryArgs{}, nil }, &river.PeriodicJobOpts{RunOnStart: true})},
-		LongestRun: o.Timeout,
 	}
 }
 
@@ -155,7 +152,9 @@ type Worker struct {
 	o Options
 }
 
-// Timeout is River's bound on a run (Options.Timeout).
+// Timeout is River's bound on a run (Options.Timeout); River's rescuer
+// leaves the job alone for as long, so a run of an instance that died is
+// started again that long after it began.
 func (w *Worker) Timeout(*river.Job[store.AuditExportArgs]) time.Duration { return w.o.Timeout }
 
 // ObjectKey is the blob store's object of an export's file: one per export,

@@ -70,7 +70,9 @@ func newExportEnv(t *testing.T) *exportEnv {
 	return &exportEnv{auditEnv: e, dir: dir}
 }
 
-func uuidFor(i int) string { return "00000000-0000-0000-0000-" + strings.Repeat("0", 10) + string(rune('0'+i/10)) + string(rune('0'+i%10)) }
+func uuidFor(i int) string {
+	return "00000000-0000-0000-0000-" + strings.Repeat("0", 10) + string(rune('0'+i/10)) + string(rune('0'+i%10))
+}
 
 func (e *exportEnv) start(t *testing.T, u apitest.User, in map[string]any, key *string) (*exportView, *apitest.Response) {
 	t.Helper()
@@ -287,7 +289,7 @@ func TestAuditExportCrashHalfWayThenRetry(t *testing.T) {
 	// Enough events for many pages: 6,000 more.
 	e.exec(t, `INSERT INTO audit_events (id, chain_key, workspace_id, actor_id, action, entity_type, entity_id, occurred_at, metadata)
 		SELECT gen_random_uuid(), $1::text, $1::text::uuid, $2::uuid, 'task.updated', 'task', gen_random_uuid(),
-			'2026-06-01T00:00:00Z'::timestamptz + i * interval '1 second', '{"pad": "` + strings.Repeat("x", 200) + `"}'::jsonb
+			'2026-06-01T00:00:00Z'::timestamptz + i * interval '1 second', '{"pad": "`+strings.Repeat("x", 200)+`"}'::jsonb
 		FROM generate_series(1, 6000) i`, e.ws, e.owner.ID)
 	x, r := e.start(t, e.admin, map[string]any{"workspaceId": e.ws, "format": "NDJSON"}, nil)
 	if x == nil {

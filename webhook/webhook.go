@@ -91,10 +91,9 @@ type Jobs struct {
 	// default.
 	Queues map[string]river.QueueConfig
 	// Periodic are their periodic jobs, inserted into their own queues.
+	// (River's rescuer leaves a running job alone within its worker's
+	// Timeout, however long: RescueStuckJobsAfter below is the webhooks'.)
 	Periodic []*river.PeriodicJob
-	// LongestRun is the longest one of their runs may take (their workers'
-	// Timeout): a job is rescued as stuck only well after it.
-	LongestRun time.Duration
 }
 
 func (o *Options) defaults() {
@@ -159,7 +158,6 @@ func Start(ctx context.Context, o Options) (*Service, error) {
 		river.NewPeriodicJob(river.PeriodicInterval(SweepInterval),
 			func() (river.JobArgs, *river.InsertOpts) { return sweepArgs{}, nil }, &river.PeriodicJobOpts{RunOnStart: true}),
 	}
-	longest := jobTimeout
 	for _, m := range o.More {
 		m.Register(workers)
 		for q, c := range m.Queues {
@@ -169,7 +167,6 @@ func Start(ctx context.Context, o Options) (*Service, error) {
 			queues[q] = c
 		}
 		periodic = append(periodic, m.Periodic...)
-		longest = max(longest, m.LongestRun+leaseMargin)
 	}
 	client, err := river.NewClient(riverpgxv5.New(o.DB.Pool), &river.Config{
 		Queues:            queues,
@@ -182,8 +179,7 @@ func Start(ctx context.Context, o Options) (*Service, error) {
 		JobTimeout:    jobTimeout,
 		// A job still running after this is taken for one whose instance
 		// died, and is retried; its attempt ended long before (jobTimeout).
-		// (longest: the longest run of the jobs of More, when longer.)
-		RescueStuckJobsAfter: longest + river.JobStuckThresholdDefault + leaseMargin,
+		RescueStuckJobsAfter: jobTimeout + river.JobStuckThresholdDefault + leaseMargin,
 		Logger:               slog.New(minLevel{o.Log.Handler(), slog.LevelWarn}),
 		PeriodicJobs:         periodic,
 	})
