@@ -21,6 +21,7 @@ import (
 	"taskflow/blobs"
 	"taskflow/httpapi"
 	"taskflow/httpapi/apitest"
+	"taskflow/ratelimit"
 	"taskflow/store"
 )
 
@@ -439,5 +440,23 @@ func TestAuditExportStartBounds(t *testing.T) {
 		if _, r := e.start(t, e.stranger, map[string]any{"workspaceId": e.other, "format": "CSV", "filter": f}, nil); r.Code() != "BAD_USER_INPUT" {
 			t.Fatalf("%s: %.300s", name, r.Raw)
 		}
+	}
+}
+
+// Starting an export costs 500 points of the starter's budget, once; the
+// download is charged as an attachment's.
+func TestAuditExportStartIsCharged(t *testing.T) {
+	t.Parallel()
+	lim := budgetLimiter(t, ratelimit.Config{Points: 100000, Window: 1000 * time.Hour})
+	e := newAuditEnv(t, func(o *httpapi.Options) { o.Limiter = lim })
+	before := left(t, e.Env, e.admin)
+	r := e.Post(t, e.admin.Token, `mutation($ws: ID!) { startAuditExport(input: {workspaceId: $ws, format: CSV}) { id } }`,
+		map[string]any{"ws": e.ws})
+	if len(r.Body.Errors) > 0 {
+		t.Fatalf("start: %s", r.Raw)
+	}
+	// left's own query costs 1; the mutation 500 and its selection 1 (id is free).
+	if cost := before - left(t, e.Env, e.admin) - 1; cost < 500 || cost > 502 {
+		t.Fatalf("the start cost %d points, want 500 and the selection's", cost)
 	}
 }
