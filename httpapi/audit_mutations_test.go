@@ -245,6 +245,11 @@ var mutationAudits = map[string]mutationRow{
 		as: owner, query: `mutation($id: ID!) { pingWebhookEndpoint(id: $id) }`, vars: webhookVars,
 		events: []wantEvent{{action: "webhook.pinged", entity: fixed(theWebhook)}},
 	},
+	"startAuditExport": {
+		as: owner, query: `mutation($ws: ID!) { startAuditExport(input: {workspaceId: $ws, format: CSV, filter: {actions: ["task.*"]}}) { id } }`,
+		vars:   func(f *mutationFixture) map[string]any { return map[string]any{"ws": f.ws} },
+		events: []wantEvent{{action: "audit.export_started", entity: answered("startAuditExport", "id")}},
+	},
 	"redeliverWebhook": {
 		as: owner, query: `mutation($id: ID!) { redeliverWebhook(deliveryId: $id) { id status } }`,
 		vars:   func(f *mutationFixture) map[string]any { return map[string]any{"id": f.delivery} },
