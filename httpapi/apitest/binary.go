@@ -85,6 +85,7 @@ var serverVariables = map[string]bool{
 	"OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": true, "OTEL_TRACES_SAMPLER": true, "OTEL_TRACES_SAMPLER_ARG": true,
 	"BLOB_URL": true, "MAX_UPLOAD_SIZE": true, "WORKSPACE_STORAGE_QUOTA": true, "BLOB_SWEEP_GRACE": true,
 	"MAX_UPLOADS_PER_USER": true, "MAX_DOWNLOAD_RANGES": true,
+	"AUDIT_EXPORT_WORKERS": true, "AUDIT_EXPORT_TTL": true, "AUDIT_EXPORT_MAX_BYTES": true, "AUDIT_EXPORT_TIMEOUT": true,
 }
 
 // ServerVariables returns the names of the environment variables the server
