@@ -80,6 +80,10 @@ var mutationTrips = map[string]int{
 	// after a run is cancelled and a new one inserted: one more); the event
 	// and COMMIT.
 	"redeliverWebhook": 5,
+	// The claim with the workspace's check, the bounds and the export's
+	// insert; River's InsertTx (and its pg_notify, one statement or two);
+	// the event and COMMIT.
+	"startAuditExport": 4,
 	// The upload's key registered before the file is streamed (committed on
 	// its own, so that a crash leaves no object unaccounted for); the unit
 	// of work; then whether the staged object became the blob (else it is

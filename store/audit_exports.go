@@ -213,8 +213,8 @@ func (db *DB) StartAuditExport(ctx context.Context, actor *User, in AuditExportI
 	if err != nil {
 		return nil, err
 	}
-	if err := db.requireAuditReader(ctx, in.WorkspaceID, actor); err != nil {
-		return nil, err
+	if !validID(in.WorkspaceID) {
+		return nil, notFound("workspace")
 	}
 	filter, err := json.Marshal(f)
 	if err != nil {
@@ -224,8 +224,10 @@ func (db *DB) StartAuditExport(ctx context.Context, actor *User, in AuditExportI
 	x := &AuditExport{ID: newID(), WorkspaceID: mustCanonical(in.WorkspaceID), CreatedByID: &actor.ID, Format: in.Format,
 		State: AuditExportQueued, CreatedAt: now}
 	err = db.WithTx(ctx, func(ctx context.Context, tx Querier) error {
-		// The workspace locked (the role checked again under it), then, in a
-		// statement whose snapshot follows the lock, the bounds on starts.
+		// The workspace locked with the role checked (NOT_FOUND, FORBIDDEN),
+		// then, in a statement whose snapshot follows the lock, the bounds on
+		// starts, and the export: one round trip with the key's claim;
+		// River's insert (and its notification); the event and COMMIT.
 		u := unitOfWorkFrom(ctx)
 		u.checkParent(parentWorkspace.locked("FOR NO KEY UPDATE"), x.WorkspaceID, actor, RoleAdmin, auditReadAction, "", nil)
 		u.check(`SELECT taskflow_check(CASE
