@@ -41,9 +41,7 @@ func download(db *store.DB, bs *blobs.Store, lim *ratelimit.Limiter, log *slog.L
 		maxRanges = DefaultMaxRanges
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodGet && r.Method != http.MethodHead {
-			w.Header().Set("Allow", "GET, HEAD")
-			writeExportJSONError(w, http.StatusMethodNotAllowed, errs.CodeBadUserInput, "use GET")
+		if !getOrHead(w, r) {
 			return
 		}
 		ctx := r.Context()

@@ -51,9 +51,7 @@ const exportFlushEvery = 256
 // HEAD answers the headers after the access check, reading no page.
 func auditExport(db *store.DB, lim *ratelimit.Limiter, log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodGet && r.Method != http.MethodHead {
-			w.Header().Set("Allow", "GET, HEAD")
-			writeExportJSONError(w, http.StatusMethodNotAllowed, errs.CodeBadUserInput, "use GET")
+		if !getOrHead(w, r) {
 			return
 		}
 		user := auth.UserFrom(r.Context())
@@ -307,4 +305,16 @@ func writeExportJSONError(w http.ResponseWriter, status int, code errs.Code, msg
 	_ = json.NewEncoder(w).Encode(map[string]any{"errors": []any{map[string]any{
 		"message": msg, "extensions": map[string]any{"code": string(code)},
 	}}})
+}
+
+// getOrHead reports whether r is a GET or a HEAD, the methods of the export
+// and download routes; to any other it answers 405 with Allow (JSON errors, as
+// the routes' others) and returns false.
+func getOrHead(w http.ResponseWriter, r *http.Request) bool {
+	if r.Method == http.MethodGet || r.Method == http.MethodHead {
+		return true
+	}
+	w.Header().Set("Allow", "GET, HEAD")
+	writeExportJSONError(w, http.StatusMethodNotAllowed, errs.CodeBadUserInput, "use GET")
+	return false
 }

@@ -142,6 +142,8 @@ func TestRefusalsChangeNothing(t *testing.T) {
 			return env.Post(t, "nope", `mutation { createWorkspace(input: {name: "n"}) { id } }`, nil)
 		}, "UNAUTHENTICATED", 401},
 		{"an export by POST", raw(http.MethodPost, "/audit/export?workspaceId="+fx.workspace, "", nil), "BAD_USER_INPUT", 405},
+		{"an export's file by DELETE", raw(http.MethodDelete, "/audit/exports/00000000-0000-0000-0000-000000000000", "", nil), "BAD_USER_INPUT", 405},
+		{"an attachment by PUT", raw(http.MethodPut, "/attachments/00000000-0000-0000-0000-000000000000", "", nil), "BAD_USER_INPUT", 405},
 		{"an export with a NUL", raw(http.MethodGet, "/audit/export?workspaceId="+fx.workspace+"&actions=%00", "", nil), "BAD_USER_INPUT", 400},
 		{"an export with invalid UTF-8", raw(http.MethodGet, "/audit/export?workspaceId="+fx.workspace+"&entityType=%FF", "", nil),
 			"BAD_USER_INPUT", 400},
