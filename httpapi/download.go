@@ -37,9 +37,6 @@ import (
 // A Range of more than maxRanges ranges (<= 0: DefaultMaxRanges) is answered
 // with the whole file (tooManyRanges).
 func download(db *store.DB, bs *blobs.Store, lim *ratelimit.Limiter, log *slog.Logger, maxRanges int) http.Handler {
-	if maxRanges <= 0 {
-		maxRanges = DefaultMaxRanges
-	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !getOrHead(w, r) {
 			return
@@ -57,9 +54,7 @@ func download(db *store.DB, bs *blobs.Store, lim *ratelimit.Limiter, log *slog.L
 				return
 			}
 		default:
-			w.Header().Set("WWW-Authenticate", `Bearer realm="taskflow"`)
-			writeExportJSONError(w, http.StatusUnauthorized, errs.CodeUnauthenticated,
-				"send your Authorization header, or follow the attachment's downloadUrl")
+			writeUnauthenticated(w, "send your Authorization header, or follow the attachment's downloadUrl")
 			return
 		}
 		b := budget{lim: lim, user: userID}
@@ -101,8 +96,12 @@ type servedFile struct {
 
 // serveDownload serves the file f read from rd, a download as /attachments'
 // (download's comment says how): its headers, Range (at most maxRanges
-// ranges), and the body metered to b, which paid 1 point already.
+// ranges; <= 0: DefaultMaxRanges), and the body metered to b, which paid 1
+// point already.
 func serveDownload(w http.ResponseWriter, r *http.Request, b budget, rd io.ReadSeeker, f servedFile, maxRanges int) {
+	if maxRanges <= 0 {
+		maxRanges = DefaultMaxRanges
+	}
 	ctx := r.Context()
 	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(TransferTimeout))
 	h := w.Header()

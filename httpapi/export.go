@@ -56,8 +56,7 @@ func auditExport(db *store.DB, lim *ratelimit.Limiter, log *slog.Logger) http.Ha
 		}
 		user := auth.UserFrom(r.Context())
 		if user == nil {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="taskflow"`)
-			writeExportJSONError(w, http.StatusUnauthorized, errs.CodeUnauthenticated, errs.ErrUnauthenticated.Message)
+			writeUnauthenticated(w, errs.ErrUnauthenticated.Message)
 			return
 		}
 		q := r.URL.Query()
@@ -317,4 +316,12 @@ func getOrHead(w http.ResponseWriter, r *http.Request) bool {
 	w.Header().Set("Allow", "GET, HEAD")
 	writeExportJSONError(w, http.StatusMethodNotAllowed, errs.CodeBadUserInput, "use GET")
 	return false
+}
+
+// writeUnauthenticated answers a request of the export and download routes
+// that carries no credential: 401 with the bearer challenge and a JSON
+// UNAUTHENTICATED error saying message.
+func writeUnauthenticated(w http.ResponseWriter, message string) {
+	w.Header().Set("WWW-Authenticate", `Bearer realm="taskflow"`)
+	writeExportJSONError(w, http.StatusUnauthorized, errs.CodeUnauthenticated, message)
 }

@@ -21,9 +21,6 @@ import (
 // and metered as an attachment (serveDownload: 1 point before the lookup,
 // then the rest of ratelimit.DownloadCost of the body's length; Range).
 func auditExportDownload(db *store.DB, bs *blobs.Store, lim *ratelimit.Limiter, log *slog.Logger, maxRanges int) http.Handler {
-	if maxRanges <= 0 {
-		maxRanges = DefaultMaxRanges
-	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !getOrHead(w, r) {
 			return
@@ -31,8 +28,7 @@ func auditExportDownload(db *store.DB, bs *blobs.Store, lim *ratelimit.Limiter, 
 		ctx := r.Context()
 		user := auth.UserFrom(ctx)
 		if user == nil {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="taskflow"`)
-			writeExportJSONError(w, http.StatusUnauthorized, errs.CodeUnauthenticated, errs.ErrUnauthenticated.Message)
+			writeUnauthenticated(w, errs.ErrUnauthenticated.Message)
 			return
 		}
 		b := budget{lim: lim, user: user.ID}
