@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"taskflow/httpapi"
@@ -139,15 +140,7 @@ func TestSubscriptionCatchUpIsCharged(t *testing.T) {
 	// The events are read from the spine once every transaction begun
 	// before theirs ended (the horizon is the cluster's): wait for it, so
 	// that the catch-up reads them rather than the tailer.
-	var tx string
-	if err := e.DB.Pool.QueryRow(t.Context(), `SELECT max(tx_id)::text FROM audit_events WHERE action = 'project.updated'`).Scan(&tx); err != nil {
-		t.Fatal(err)
-	}
-	for passed := false; !passed; sleepTick() {
-		if err := e.DB.Pool.QueryRow(t.Context(), `SELECT pg_snapshot_xmin(pg_current_snapshot()) > $1::xid8`, tx).Scan(&passed); err != nil {
-			t.Fatal(err)
-		}
-	}
+	awaitHorizonPast(t, e.DB.Pool, "project.updated")
 	s := e.OpenSSE(t, e.admin.Token, `subscription($ws: ID!, $after: String) {
 		auditEventAdded(workspaceId: $ws, filter: {actions: ["task.*"]}, after: $after) { cursor } }`,
 		map[string]any{"ws": e.ws, "after": cursor})
@@ -162,5 +155,21 @@ func TestSubscriptionCatchUpIsCharged(t *testing.T) {
 	// events the catch-up looked at.
 	if left, _ := rateLimitHeader(t, r); left != 1000-13-25 {
 		t.Fatalf("%d left after a catch-up over 25,000 events, want %d", left, 1000-13-25)
+	}
+}
+
+// awaitHorizonPast waits until every transaction that wrote an event of
+// action has ended (the spine's horizon, the cluster's, is past it), so that
+// a subscription's catch-up reads those events rather than its tailer.
+func awaitHorizonPast(t *testing.T, pool *pgxpool.Pool, action string) {
+	t.Helper()
+	var tx string
+	if err := pool.QueryRow(t.Context(), `SELECT max(tx_id)::text FROM audit_events WHERE action = $1`, action).Scan(&tx); err != nil {
+		t.Fatal(err)
+	}
+	for passed := false; !passed; sleepTick() {
+		if err := pool.QueryRow(t.Context(), `SELECT pg_snapshot_xmin(pg_current_snapshot()) > $1::xid8`, tx).Scan(&passed); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

@@ -187,15 +187,7 @@ func TestCatchUpIsRefusedBeforeItReads(t *testing.T) {
 	scanEvents(t, e, e.ws, e.owner.ID, "project.updated", 12000)
 	// Read by the catch-up, not the tailer: once every transaction begun
 	// before theirs ended.
-	var tx string
-	if err := e.DB.Pool.QueryRow(t.Context(), `SELECT max(tx_id)::text FROM audit_events WHERE action = 'project.updated'`).Scan(&tx); err != nil {
-		t.Fatal(err)
-	}
-	for passed := false; !passed; sleepTick() {
-		if err := e.DB.Pool.QueryRow(t.Context(), `SELECT pg_snapshot_xmin(pg_current_snapshot()) > $1::xid8`, tx).Scan(&passed); err != nil {
-			t.Fatal(err)
-		}
-	}
+	awaitHorizonPast(t, e.DB.Pool, "project.updated")
 	const sub = `subscription($ws: ID!, $after: String) {
 		auditEventAdded(workspaceId: $ws, filter: {actions: ["task.*"]}, after: $after) { cursor } }` // price 10
 	vars := map[string]any{"ws": e.ws, "after": cursor}
