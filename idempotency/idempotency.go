@@ -431,6 +431,16 @@ func (m *Middleware) aroundField(ctx context.Context, fc *graphql.FieldContext, 
 			res, replayed, err = m.runClaimed(ctx, next, user.ID, key, field, fp, resultType, wait)
 		}
 	}
+	if errors.Is(err, store.ErrIdempotencyKeyBusy) {
+		// The unit of work claimed the key and found, writing its record,
+		// that the key had one after all (committed as its claim was read,
+		// or by a version that took no lock): it rolled back, and the
+		// record is replayed.
+		res, replayed, err = m.runClaimed(ctx, next, user.ID, key, field, fp, resultType, m.wait)
+		if errors.Is(err, store.ErrIdempotencyKeyBusy) {
+			err = fmt.Errorf("idempotency: the key's record was taken twice: %w", err)
+		}
+	}
 	if err == nil || errs.CodeOf(err) == errs.CodeIdempotencyKeyReused {
 		m.recent.add(user.ID, key) // the key has a record now
 	}

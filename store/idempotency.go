@@ -152,39 +152,48 @@ func (db *DB) ClaimIdempotencyKeyAhead(ctx context.Context, userID, key, field s
 	return p, nil
 }
 
-// queue adds the claim to the first round trip: the key's lock (if the lock
-// is taken, its lock_timeout becomes the wait, so the statements after it do
-// not wait on the holder's rows for longer), then its record, read after the
-// lock in a statement of its own as in ClaimIdempotencyKey. When the key is not
-// claimed (busy, or it has a live record) both set taskflow.refused, so the
-// deferred writes of the unit of work, all guarded by taskflow_ok(), apply
-// nothing (migration 0009).
+// queue adds the claim to the first round trip, in one statement: the key's
+// lock (if it is not taken, its lock_timeout becomes the wait, so the
+// statements after it do not wait on the holder's rows for longer) and its
+// record. When the key is not claimed (busy, or it has a live record) it sets
+// taskflow.refused, so the deferred writes of the unit of work, all guarded by
+// taskflow_ok(), apply nothing (migration 0009).
+//
+// The record is read with the statement's snapshot, taken before the lock: a
+// holder that commits its record and releases the lock between the two is not
+// seen, and the claim claims a key that has a record. That record is found
+// when this unit of work writes its own (saveRecord), which then refuses with
+// errRecordTaken: the transaction aborts and nothing of it stays, and the
+// caller claims the key again (ErrIdempotencyKeyBusy), which replays it. Two
+// statements (the lock, then the read with a snapshot that follows it) would
+// close that window at one statement more in every keyed mutation
+// (docs/decisions/2026-12-05-one-statement-claim.md).
 func (p *PendingClaim) queue(b *pgx.Batch) {
-	b.Queue(`SELECT CASE WHEN pg_try_advisory_xact_lock(hashtextextended($1, 0)) THEN true
-			ELSE (SELECT false FROM (SELECT set_config('lock_timeout', $2, true),
-				set_config('taskflow.refused', 'busy', true)) s) END`,
-		lockName(p.c.userID, p.c.key), strconv.FormatInt(max(p.wait.Milliseconds(), 1), 10))
-	b.Queue(`SELECT field, fingerprint, result, expires_at <= now(),
-			CASE WHEN expires_at > now() THEN set_config('taskflow.refused', 'replay', true) END
-		FROM idempotency_keys WHERE user_id = $1 AND key = $2`, p.c.userID, p.c.key)
+	b.Queue(`SELECT l.locked, r.field, r.fingerprint, r.result, r.expires_at <= now(),
+			CASE WHEN NOT l.locked THEN set_config('lock_timeout', $4, true) END,
+			CASE WHEN r.expires_at > now() THEN set_config('taskflow.refused', 'replay', true)
+				WHEN NOT l.locked THEN set_config('taskflow.refused', 'busy', true) END
+		FROM (SELECT pg_try_advisory_xact_lock(hashtextextended($1, 0)) AS locked) l
+		LEFT JOIN idempotency_keys r ON r.user_id = $2 AND r.key = $3`,
+		lockName(p.c.userID, p.c.key), p.c.userID, p.c.key, strconv.FormatInt(max(p.wait.Milliseconds(), 1), 10))
 }
 
-// read reads the claim's answers from the first round trip and settles it; it
+// read reads the claim's answer from the first round trip and settles it; it
 // returns errClaimSettled when the key was not claimed.
 func (p *PendingClaim) read(br pgx.BatchResults) error {
 	p.sent = true
 	var locked bool
-	if err := br.QueryRow().Scan(&locked); err != nil {
+	var field *string
+	rec := IdempotencyRecord{}
+	var expired *bool
+	if err := br.QueryRow().Scan(&locked, &field, &rec.Fingerprint, &rec.Result, &expired, new(*string), new(*string)); err != nil {
 		p.err = fmt.Errorf("claim idempotency key: %w", err)
 		return p.err
 	}
-	live, err := scanLiveRecord(br.QueryRow(), new(*string))
 	switch {
-	case err != nil:
-		p.err = fmt.Errorf("claim idempotency key: %w", err)
-		return p.err
-	case live != nil:
-		p.rec = live
+	case field != nil && expired != nil && !*expired:
+		rec.Field = *field
+		p.rec = &rec
 		return errClaimSettled
 	case !locked:
 		p.busy = true
@@ -321,21 +330,31 @@ func (db *DB) saveRecord(ctx context.Context, userID, key, result string, arg an
 		sql: `INSERT INTO idempotency_keys (user_id, key, field, fingerprint, result, expires_at)
 			SELECT $1::uuid, $2::text, $3::text, $4::bytea, ` + result + `, now() + $6::bigint * interval '1 millisecond'
 			WHERE taskflow_ok()
-			ON CONFLICT (user_id, key) DO UPDATE SET field = excluded.field,
+			ON CONFLICT (user_id, key) DO UPDATE SET field = CASE WHEN idempotency_keys.expires_at <= now() THEN excluded.field
+					WHEN taskflow_check('` + recordTaken + `') THEN excluded.field END,
 				fingerprint = excluded.fingerprint, result = excluded.result,
-				created_at = now(), expires_at = excluded.expires_at
-			WHERE idempotency_keys.expires_at <= now()`,
+				created_at = now(), expires_at = excluded.expires_at`,
 		args: []any{c.userID, c.key, c.field, c.fingerprint, arg, c.ttlMS},
 		read: func(br pgx.BatchResults) error {
 			tag, err := br.Exec()
 			if err == nil && tag.RowsAffected() != 1 && tx.err == nil {
-				err = fmt.Errorf("save idempotency result: the key %q was written by another transaction", key)
+				err = fmt.Errorf("save idempotency result: the key %q was not written", key)
 			}
-			return err
+			return recordTakenRefusal.refusal(err)
 		},
 	})
 	return nil
 }
+
+// recordTaken is the refusal of a record's insert that finds a live record of
+// its key: one committed after the claim read the key's record (PendingClaim.queue),
+// or by a version of TaskFlow that did not take the key's lock.
+const recordTaken = "idempotency_record_taken"
+
+// recordTakenRefusal maps that refusal to ErrIdempotencyKeyBusy: the unit of
+// work aborted, nothing of it stays, and the caller claims the key again,
+// which finds the record and replays it.
+var recordTakenRefusal = refusals{recordTaken: ErrIdempotencyKeyBusy}
 
 // PurgeExpiredIdempotencyKeys deletes at most limit expired idempotency keys and
 // returns how many it deleted. Rows locked by another purger (or by a request

@@ -197,3 +197,59 @@ func TestClaimWithTheKeyHeld(t *testing.T) {
 		t.Fatalf("claim of a key held by a running transaction: %v", err)
 	}
 }
+
+// A unit of work that claimed its key but finds, writing its record, a live
+// record of the key (committed after its claim read the key, or by a version
+// that took no lock) is refused with ErrIdempotencyKeyBusy, and nothing of it
+// stays: its caller claims again and replays that record.
+func TestIdempotencyRecordTakenRollsBack(t *testing.T) {
+	t.Parallel()
+	db := storetest.DB(t)
+	ctx := t.Context()
+	u := mkUser(t, db, "taken@example.com")
+	count := func() (n int) {
+		if err := db.Pool.QueryRow(ctx, `SELECT count(*) FROM workspaces WHERE name = 'Twice'`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	err := db.UnitOfWork(ctx, func(ctx context.Context) error {
+		if rec, err := db.ClaimIdempotencyKey(ctx, u.ID, "k", "f", []byte("fp"), time.Hour, time.Second); err != nil || rec != nil {
+			t.Fatalf("claim: %+v %v", rec, err)
+		}
+		// Another writer of the key's record, which took no lock.
+		if _, err := db.Pool.Exec(ctx, `INSERT INTO idempotency_keys (user_id, key, field, fingerprint, result, expires_at)
+			VALUES ($1, 'k', 'f', 'fp', '{"first": true}', now() + interval '1 hour')`, u.ID); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := db.CreateWorkspace(ctx, u, "Twice"); err != nil {
+			return err
+		}
+		return db.SaveIdempotencyResult(ctx, u.ID, "k", []byte(`{"second": true}`))
+	})
+	if !errors.Is(err, store.ErrIdempotencyKeyBusy) {
+		t.Errorf("unit of work over a taken record: %v, want ErrIdempotencyKeyBusy", err)
+	}
+	if n := count(); n != 0 {
+		t.Errorf("%d workspaces committed by a unit of work whose key's record was taken, want 0", n)
+	}
+	var result string
+	if err := db.Pool.QueryRow(ctx, `SELECT result::text FROM idempotency_keys WHERE user_id = $1 AND key = 'k'`, u.ID).Scan(&result); err != nil || result != `{"first": true}` {
+		t.Errorf("record %s (%v), want the first writer's", result, err)
+	}
+	// An expired record is still replaced.
+	if _, err := db.Pool.Exec(ctx, `UPDATE idempotency_keys SET expires_at = now() - interval '1 second' WHERE user_id = $1`, u.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.UnitOfWork(ctx, func(ctx context.Context) error {
+		if rec, err := db.ClaimIdempotencyKey(ctx, u.ID, "k", "f", []byte("fp"), time.Hour, time.Second); err != nil || rec != nil {
+			t.Fatalf("claim of an expired key: %+v %v", rec, err)
+		}
+		return db.SaveIdempotencyResult(ctx, u.ID, "k", []byte(`{"third": true}`))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Pool.QueryRow(ctx, `SELECT result::text FROM idempotency_keys WHERE user_id = $1 AND key = 'k'`, u.ID).Scan(&result); err != nil || result != `{"third": true}` {
+		t.Errorf("record %s (%v) after an expired one, want the new one", result, err)
+	}
+}
