@@ -2684,7 +2684,7 @@ func newExecutionContext(
 var sources = []*ast.Source{
 	{Name: "../schema/account.graphqls", Input: `input RegisterInput {
   email: String!
-  password: String!
+  password: String! @secret
   name: String!
 }
 
@@ -3007,7 +3007,8 @@ extend type Mutation {
 }
 `, BuiltIn: false},
 	{Name: "../schema/schema.graphqls", Input: `# TaskFlow GraphQL schema: root types, scalars and the directives that declare
-# query cost next to the fields (docs/api.md#rate-limits-and-query-cost).
+# query cost next to the fields (docs/api.md#rate-limits-and-query-cost) and the
+# arguments that carry secrets (docs/api.md#persisted-queries).
 
 "RFC 3339 date-time with a time zone."
 scalar Time
@@ -3035,6 +3036,14 @@ sizedFields names the list fields of a connection (edges, nodes) that the slicin
 argument sizes, so they are not multiplied a second time.
 """
 directive @listSize(assumedSize: Int, slicingArgument: String, sizedFields: [String!]) on FIELD_DEFINITION
+
+"""
+secret marks an argument or input field that carries a secret (a password). A
+document that writes its value inline, rather than in a variable, is run but
+never stored as a persisted query: its hash would replay the secret
+(docs/api.md#persisted-queries).
+"""
+directive @secret on ARGUMENT_DEFINITION | INPUT_FIELD_DEFINITION
 
 type Query {
   "The signed-in user, or null when anonymous."
@@ -3082,7 +3091,7 @@ type Mutation {
   """
   register(input: RegisterInput!): AuthPayload!
   "Signs in; UNAUTHENTICATED for an unknown e-mail or a wrong password alike."
-  login(email: String!, password: String!): AuthPayload!
+  login(email: String!, password: String! @secret): AuthPayload!
   "Revokes the token of this request and records user.logged_out."
   logout: Boolean!
 
