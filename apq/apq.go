@@ -7,7 +7,9 @@
 // would refuse; a text whose hash does not match is refused and never stored,
 // and a text longer than MaxQueryBytes, or one its client may not store
 // (Admit: package ratelimit bounds the bytes each client network stores), is
-// executed but not stored. Both caches are bounded: in process by bytes, in
+// executed but not stored, and so is a text that writes a secret inline
+// (HoldsSecret: a value of an argument the schema marks @secret, such as
+// login's password), since its hash would replay the secret. Both caches are bounded: in process by bytes, in
 // Redis by the TTL, the clients' bound (and Redis's maxmemory policy, see the
 // operations notes).
 package apq
@@ -26,6 +28,7 @@ import (
 	"github.com/maypok86/otter/v2"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
+	"github.com/vektah/gqlparser/v2/ast"
 	"github.com/vektah/gqlparser/v2/gqlerror"
 )
 
@@ -162,19 +165,21 @@ type Admit func(ctx context.Context, n int) bool
 // cache: the one that resolves hashes (install it anywhere, gqlgen runs it
 // before parsing) and the one that stores a newly sent text (install it after
 // every extension that may refuse the operation, e.g. the rate limiter).
-// admit, when not nil, is asked before each text is stored: a text it
-// refuses is run but not stored, as a text over MaxQueryBytes is. Their
-// outcomes are counted in reg as taskflow_apq_requests_total: hit (a hash
-// found), miss (PERSISTED_QUERY_NOT_FOUND), registered (a text stored under
-// its hash), unstored (a text admit refused) and refused (a malformed or
-// mismatched extension).
+// A text that holds a secret (HoldsSecret) is run but not stored, nor
+// charged to admit; admit, when not nil, is asked before each other text is
+// stored: a text it refuses is run but not stored, as a text over
+// MaxQueryBytes is. Their outcomes are counted in reg as
+// taskflow_apq_requests_total: hit (a hash found), miss
+// (PERSISTED_QUERY_NOT_FOUND), registered (a text stored under its hash),
+// secret (a text holding a secret, not stored), unstored (a text admit
+// refused) and refused (a malformed or mismatched extension).
 func Extensions(cache graphql.Cache[string], reg prometheus.Registerer, admit Admit) (resolve, store graphql.HandlerExtension) {
 	requests := promreg.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "taskflow_apq_requests_total",
-		Help: "Automatic persisted query requests by outcome: hit, miss, registered, unstored (over the client's limit), refused.",
+		Help: "Automatic persisted query requests by outcome: hit, miss, registered, secret (a text writing a secret inline, not stored), unstored (over the client's limit), refused.",
 	}, []string{"outcome"}))
-	return resolver{inner: extension.AutomaticPersistedQuery{Cache: deferred{cache}}, requests: requests},
-		storer{cache: cache, requests: requests, admit: admit}
+	return &resolver{inner: extension.AutomaticPersistedQuery{Cache: deferred{cache}}, requests: requests},
+		&storer{cache: cache, requests: requests, admit: admit}
 }
 
 // statsKey keeps the per-operation state in the operation's stats.
@@ -185,6 +190,7 @@ const statsKey = "taskflow.apq"
 type state struct {
 	hash, query string // a text to store once the operation is admitted
 	invalid     bool   // the request's persistedQuery extension was refused
+	hit         bool   // the text was found by its hash
 }
 
 func stateOf(rc *graphql.OperationContext) *state {
@@ -227,34 +233,42 @@ func (d deferred) Add(ctx context.Context, hash, query string) {
 	}
 }
 
-// resolver wraps gqlgen's extension to mark the requests it refuses as bad.
+// resolver wraps gqlgen's extension to mark the requests it refuses as bad,
+// and answers a stored text that holds a secret as unknown.
 type resolver struct {
 	inner    extension.AutomaticPersistedQuery
 	requests *prometheus.CounterVec
+	schema   *ast.Schema // set by Validate: where @secret is read
 }
 
 var _ interface {
 	graphql.HandlerExtension
 	graphql.OperationParameterMutator
-} = resolver{}
+	graphql.OperationContextMutator
+} = (*resolver)(nil)
 
 // ExtensionName names the extension.
-func (r resolver) ExtensionName() string { return r.inner.ExtensionName() }
+func (r *resolver) ExtensionName() string { return r.inner.ExtensionName() }
 
-// Validate checks that there is a cache.
-func (r resolver) Validate(s graphql.ExecutableSchema) error { return r.inner.Validate(s) }
+// Validate checks that there is a cache and keeps the schema.
+func (r *resolver) Validate(s graphql.ExecutableSchema) error {
+	r.schema = s.Schema()
+	return r.inner.Validate(s)
+}
 
 // MutateOperationParameters replaces a known hash by its query text, answers
 // PERSISTED_QUERY_NOT_FOUND for an unknown one, and refuses a hash that is not
 // the SHA-256 of the text sent with it.
-func (r resolver) MutateOperationParameters(ctx context.Context, p *graphql.RawParams) *gqlerror.Error {
+func (r *resolver) MutateOperationParameters(ctx context.Context, p *graphql.RawParams) *gqlerror.Error {
 	_, persisted := p.Extensions["persistedQuery"]
 	hashOnly := p.Query == ""
 	err := r.inner.MutateOperationParameters(ctx, p)
 	switch {
 	case !persisted:
-	case err == nil && hashOnly:
-		r.requests.WithLabelValues("hit").Inc()
+	case err == nil && hashOnly: // a hit once its document is known (MutateOperationContext)
+		if rc := graphql.GetOperationContext(ctx); rc != nil {
+			rc.Stats.SetExtension(statsKey, &state{hit: true})
+		}
 	case err == nil: // a text with its hash: registered once stored (storer)
 	case IsNotFound(err):
 		r.requests.WithLabelValues("miss").Inc()
@@ -273,33 +287,64 @@ func (r resolver) MutateOperationParameters(ctx context.Context, p *graphql.RawP
 	return err
 }
 
+// MutateOperationContext counts a hit, or answers PERSISTED_QUERY_NOT_FOUND
+// for a text found by its hash that holds a secret (HoldsSecret: stored
+// before such texts were refused, or by a server that stores them): the hash
+// must not replay it, and the client sends the text again. It runs before
+// the rate limiter, so such an answer is not charged.
+func (r *resolver) MutateOperationContext(_ context.Context, rc *graphql.OperationContext) *gqlerror.Error {
+	st := stateOf(rc)
+	if st == nil || !st.hit {
+		return nil
+	}
+	if rc.Doc != nil && HoldsSecret(r.schema, rc.Doc) {
+		r.requests.WithLabelValues("miss").Inc()
+		return &gqlerror.Error{Message: MessageNotFound, Extensions: map[string]any{"code": CodeNotFound}}
+	}
+	r.requests.WithLabelValues("hit").Inc()
+	return nil
+}
+
 // storer stores the text of an admitted operation under its hash.
 type storer struct {
 	cache    graphql.Cache[string]
 	requests *prometheus.CounterVec
-	admit    Admit // nil: every text up to MaxQueryBytes is stored
+	admit    Admit       // nil: every text up to MaxQueryBytes is stored
+	schema   *ast.Schema // set by Validate: where @secret is read
 }
 
 var _ interface {
 	graphql.HandlerExtension
 	graphql.OperationContextMutator
-} = storer{}
+} = (*storer)(nil)
 
 // ExtensionName names the extension.
-func (storer) ExtensionName() string { return "AutomaticPersistedQueryStore" }
+func (*storer) ExtensionName() string { return "AutomaticPersistedQueryStore" }
 
-// Validate accepts any schema.
-func (storer) Validate(graphql.ExecutableSchema) error { return nil }
+// Validate keeps the schema, whose @secret marks tell which texts are not
+// stored.
+func (s *storer) Validate(es graphql.ExecutableSchema) error {
+	s.schema = es.Schema()
+	return nil
+}
 
 // MutateOperationContext stores the text the operation was sent with, if any,
-// if it is at most MaxQueryBytes long and if admit lets its caller store it.
-func (s storer) MutateOperationContext(ctx context.Context, rc *graphql.OperationContext) *gqlerror.Error {
+// if it is at most MaxQueryBytes long, holds no secret (HoldsSecret) and
+// admit lets its caller store it.
+func (s *storer) MutateOperationContext(ctx context.Context, rc *graphql.OperationContext) *gqlerror.Error {
 	st := stateOf(rc)
 	if st == nil || st.query == "" || len(st.query) > MaxQueryBytes {
 		return nil
 	}
 	q := st.query
 	st.query = ""
+	if rc.Doc == nil { // cannot be: the text was parsed and validated
+		return nil
+	}
+	if HoldsSecret(s.schema, rc.Doc) {
+		s.requests.WithLabelValues("secret").Inc()
+		return nil
+	}
 	if s.admit != nil && !s.admit(ctx, len(q)) {
 		s.requests.WithLabelValues("unstored").Inc()
 		return nil

@@ -334,3 +334,48 @@ func TestPersistedQueryTextsStoredAreBoundedPerClient(t *testing.T) {
 	}
 	wantNotFound(t, postPQ(t, env, "", "", hashes[16], nil), http.StatusOK)
 }
+
+// TestPersistedQueriesKeepNoInlineSecret: a text that writes a password
+// inline (here in login's arguments, or as its variable's default) runs but
+// is not stored, so its hash, which may travel in URLs and logs, does not
+// sign anyone in; the same login with the password in a variable is stored
+// as before.
+func TestPersistedQueriesKeepNoInlineSecret(t *testing.T) {
+	t.Parallel()
+	cache := apq.NewMemoryCache(0)
+	env := apitest.New(t, func(o *httpapi.Options) { o.PersistedQueries = cache })
+	u := env.SignUp(t, "ann")
+	inline := fmt.Sprintf(`mutation { login(email: %q, password: "correct horse") { token } }`, u.Email)
+
+	// Stored before this rule (or by an older instance): found by its hash,
+	// answered as unknown.
+	cache.Add(t.Context(), sha(inline), inline)
+	wantNotFound(t, postPQ(t, env, "", "", sha(inline), nil), http.StatusOK)
+	byDefault := `mutation($email: String!, $password: String! = "correct horse") { login(email: $email, password: $password) { token } }`
+	for _, c := range []struct {
+		text string
+		vars map[string]any
+	}{{inline, nil}, {byDefault, map[string]any{"email": u.Email}}} {
+		r := postPQ(t, env, "", c.text, sha(c.text), c.vars)
+		if r.Status != http.StatusOK || len(r.Body.Errors) != 0 || !strings.Contains(string(r.Body.Data), `"token":"`) {
+			t.Fatalf("login with the text %q: %d %s", c.text, r.Status, r.Raw)
+		}
+		wantNotFound(t, postPQ(t, env, "", "", sha(c.text), c.vars), http.StatusOK)
+	}
+
+	byVar := `mutation($email: String!, $password: String!) { login(email: $email, password: $password) { token } }`
+	vars := map[string]any{"email": u.Email, "password": "correct horse"}
+	if r := postPQ(t, env, "", byVar, sha(byVar), vars); r.Status != http.StatusOK || len(r.Body.Errors) != 0 {
+		t.Fatalf("login with the password in a variable: %d %s", r.Status, r.Raw)
+	}
+	if r := postPQ(t, env, "", "", sha(byVar), vars); r.Status != http.StatusOK || len(r.Body.Errors) != 0 ||
+		!strings.Contains(string(r.Body.Data), `"token":"`) {
+		t.Fatalf("the same login by hash: %d %s", r.Status, r.Raw)
+	}
+	for outcome, want := range map[string]string{"secret": "2", "registered": "1", "hit": "1", "miss": "3"} {
+		line := `taskflow_apq_requests_total{outcome="` + outcome + `"}`
+		if got := metricValue(t, env, line); got != want {
+			t.Errorf("%s = %q, want %s", line, got, want)
+		}
+	}
+}

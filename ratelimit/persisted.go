@@ -28,7 +28,8 @@ var DefaultPersistedQueryKiBPerIP = Limit{Points: 1024, Window: time.Hour}
 // Config.PersistedQueryKiBPerIP per KiB, rounded up) and reports whether it
 // may be stored; past the limit nothing is charged and the text is not
 // stored (the operation runs anyway: its client sends the text again on its
-// next miss, as the protocol expects).
+// next miss, as the protocol expects). A text package apq does not store
+// because it writes a secret inline is never charged.
 func (l *Limiter) AllowPersistedQuery(ctx context.Context, n int) bool {
 	points := max((n+PersistedQueryPointBytes-1)/PersistedQueryPointBytes, 1)
 	res := l.AllowN(ctx, LimitPersistedQueryIP, networkKey(ctx), l.cfg.PersistedQueryKiBPerIP, points)
