@@ -49,6 +49,10 @@ func TestInvisibleCharactersInNewNames(t *testing.T) {
 			"Heidi\u2028Klum":         "name: holds a space or line break other than the plain space U+0020 (U+2028)",
 			"Ivan\u200d":              "name: holds an invisible or formatting character (U+200D)",
 			"\U0001F468\u200dMallory": "name: holds an invisible or formatting character (U+200D)",
+			"admin\uFE0F":             "name: holds an invisible or formatting character (U+FE0F)",
+			"admin\uFE0E":             "name: holds an invisible or formatting character (U+FE0E)",
+			"Oscar\U000E0100":         "name: holds an invisible or formatting character (U+E0100)",
+			"Peggy\u2800":             "name: holds an invisible or formatting character (U+2800)",
 		} {
 			r := send(name)
 			if r.Code() != "BAD_USER_INPUT" || len(r.Body.Errors) == 0 || r.Body.Errors[0]["message"] != message {
@@ -64,7 +68,8 @@ func TestInvisibleCharactersInNewNames(t *testing.T) {
 		t.Errorf("%d users after refused registrations, want 1 (%v)", registered, err)
 	}
 	for what, send := range mutations {
-		for _, name := range []string{"\U0001F468\u200d\U0001F469\u200d\U0001F467 Family", "山田\u3000太郎"} {
+		for _, name := range []string{"\U0001F468\u200d\U0001F469\u200d\U0001F467 Family", "山田\u3000太郎",
+			"Team \u2764\uFE0F", "\u8FBB\U000E0100 Co"} {
 			var d map[string]struct {
 				Name string
 				User struct{ Name string } // register's

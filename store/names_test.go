@@ -62,6 +62,20 @@ var refusedNames = []struct {
 	{"non-joiner between Persian and Latin", "\u0645\u06cc\u200cx", 0x200C},
 	{"non-joiner between two scripts", "\u0645\u200c\u0915", 0x200C},
 	{"non-joiner before a space", "\u0645\u06cc\u200c \u0645", 0x200C},
+	// A variation selector follows a character it has a variation of.
+	{"emoji presentation selector after a letter", "admin\uFE0F", 0xFE0F},
+	{"text presentation selector after a letter", "admin\uFE0E", 0xFE0E},
+	{"emoji presentation selector starting a name", "\uFE0Fadmin", 0xFE0F},
+	{"emoji presentation selector after an ideograph", "\u5C71\uFE0F", 0xFE0F},
+	{"two emoji presentation selectors", "\u2764\uFE0F\uFE0F", 0xFE0F},
+	{"variation selector 1 between Latin letters", "adm\uFE00in", 0xFE00},
+	{"ideographic variation selector after a letter", "admin\U000E0100", 0xE0100},
+	{"last ideographic variation selector after a digit", "admin1\U000E01EF", 0xE01EF},
+	{"Mongolian free variation selector after a Latin letter", "admin\u180B", 0x180B},
+	// Blank symbols, neither spaces nor default ignorable.
+	{"braille pattern blank", "admin\u2800", 0x2800},
+	{"braille pattern blank alone", "\u2800", 0x2800},
+	{"musical symbol null notehead", "ad\U0001D159min", 0x1D159},
 }
 
 // acceptedNames are names a new name may be: letters of any script, marks,
@@ -82,6 +96,12 @@ var acceptedNames = []string{
 	"\u0645\u062d\u0645\u062f\u06cc\u200c\u0646\u0698\u0627\u062f", // Persian: a non-joiner inside a surname (Mohammadi-Nejad)
 	"\u0915\u094d\u200d\u0937",                                     // Devanagari: a joiner after a virama picks a conjunct's form
 	"\u0d28\u0d4d\u200c\u0d28",                                     // Malayalam: a non-joiner after a virama
+	"Keycap 1\uFE0F\u20E3",                                         // a keycap: digit, emoji selector, enclosing keycap
+	"\u00A9\uFE0F \u203C\uFE0F",                                    // emoji presentation of the copyright sign and of a punctuation emoji
+	"Tea \u2615\uFE0E",                                             // text presentation of an emoji
+	"\u8FBB\U000E0100 \u845B\U000E0101",                            // ideographic variation sequences (Han)
+	"\u2229\uFE00 0\uFE00",                                         // standardized variants: intersection with serifs, zero with a short stroke
+	"\u1820\u180B",                                                 // Mongolian: a free variation selector after a letter
 }
 
 // TestNewNamesRefuseInvisibleCharacters gives each path that stores a new
@@ -167,7 +187,7 @@ func TestNamesStoredBeforeTheRuleStillWork(t *testing.T) {
 	t.Parallel()
 	db := storetest.DB(t)
 	ctx := context.Background()
-	const bad = "admin\u200b \u202Egnp.exe"
+	const bad = "admin\u200b \u202Egnp.exe\uFE0F\u2800"
 	u := mkUser(t, db, "old@example.com")
 	if _, err := db.Pool.Exec(ctx, `UPDATE users SET name = $2 WHERE id = $1`, u.ID, bad); err != nil {
 		t.Fatal(err)
@@ -236,7 +256,8 @@ func TestNamesStoredBeforeTheRuleStillWork(t *testing.T) {
 func TestNewEmailRefusesWhatNamesRefuse(t *testing.T) {
 	t.Parallel()
 	for _, c := range []string{"ceo\u3164@corp.com", "ceo\uFFA0@corp.com", "c\u034Feo@corp.com", "ceo\U000E0041@corp.com",
-		"ceo\u3000x@corp.com", "\U0001F468\u200d\U0001F469@corp.com", "ceo\u200b@corp.com"} {
+		"ceo\u3000x@corp.com", "\U0001F468\u200d\U0001F469@corp.com", "ceo\u200b@corp.com", "ceo\uFE0F@corp.com",
+		"\u2764\uFE0F@corp.com", "ceo\u2800@corp.com"} {
 		if _, err := store.NewEmail(c); errs.CodeOf(err) != errs.CodeBadUserInput {
 			t.Errorf("NewEmail(%q): %v, want BAD_USER_INPUT", c, err)
 		}

@@ -147,13 +147,20 @@ func hiddenInName(field, s string) error {
 //     (Other_Default_Ignorable_Code_Point: the Hangul fillers U+115F, U+1160,
 //     U+3164 and U+FFA0, which show as a blank or nothing, U+034F),
 //   - a separator (Z: every space, U+0020 included, and the line and
-//     paragraph separators).
+//     paragraph separators),
+//   - a variation selector (unicode.Variation_Selector: U+FE00..U+FE0F,
+//     U+E0100..U+E01EF, the Mongolian U+180B..U+180D and U+180F), which
+//     shows as nothing unless it follows a character it has a variation of
+//     (variationSelectorKept),
+//   - a symbol drawn blank (blankSymbols: U+2800 BRAILLE PATTERN BLANK,
+//     U+1D159 MUSICAL SYMBOL NULL NOTEHEAD), a space in all but name.
 //
 // It is the one rule of new e-mail addresses (NewEmail, which keeps nothing)
 // and new names (cleanName, which keeps what keptInName keeps).
 func hiddenRune(s string, keep func(r rune, at int, s string) bool) (rune, bool) {
 	for i, r := range s {
-		if unicode.In(r, unicode.Cc, unicode.Cf, unicode.Other_Default_Ignorable_Code_Point, unicode.Z) &&
+		if unicode.In(r, unicode.Cc, unicode.Cf, unicode.Other_Default_Ignorable_Code_Point, unicode.Z,
+			unicode.Variation_Selector, blankSymbols) &&
 			(keep == nil || !keep(r, i, s)) {
 			return r, true
 		}
@@ -171,9 +178,14 @@ const zeroWidthJoiner = '\u200D'
 // a Japanese family name from the given name, as wide as a character and so
 // seen; a zero-width joiner between two emoji (joinsEmoji), which is how
 // emoji such as a family (U+1F468 U+200D U+1F469 U+200D U+1F467) are written;
-// and a zero-width non-joiner or joiner inside a word of a script whose
-// spelling uses them (joinsLetters): many Persian names hold a non-joiner.
+// a zero-width non-joiner or joiner inside a word of a script whose
+// spelling uses them (joinsLetters): many Persian names hold a non-joiner;
+// and a variation selector after a character it has a variation of
+// (variationSelectorKept: an emoji's presentation, an ideograph's variant).
 func keptInName(r rune, at int, s string) bool {
+	if unicode.Is(unicode.Variation_Selector, r) {
+		return variationSelectorKept(r, at, s)
+	}
 	switch r {
 	case ' ', '\u3000':
 		return true
