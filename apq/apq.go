@@ -9,9 +9,10 @@
 // (Admit: package ratelimit bounds the bytes each client network stores), is
 // executed but not stored, and so is a text that writes a secret inline
 // (HoldsSecret: a value of an argument the schema marks @secret, such as
-// login's password), since its hash would replay the secret. Both caches are bounded: in process by bytes, in
-// Redis by the TTL, the clients' bound (and Redis's maxmemory policy, see the
-// operations notes).
+// login's password), since its hash would replay the secret; such a text
+// found by its hash (stored before) is answered as unknown. Both caches are
+// bounded: in process by bytes, in Redis by the TTL, the clients' bound (and
+// Redis's maxmemory policy, see the operations notes).
 package apq
 
 import (
@@ -162,14 +163,16 @@ func (c *RedisCache) Add(ctx context.Context, hash, query string) {
 type Admit func(ctx context.Context, n int) bool
 
 // Extensions returns the gqlgen extensions of automatic persisted queries over
-// cache: the one that resolves hashes (install it anywhere, gqlgen runs it
-// before parsing) and the one that stores a newly sent text (install it after
-// every extension that may refuse the operation, e.g. the rate limiter).
+// cache: the one that resolves hashes (gqlgen runs it before parsing; install
+// it before the rate limiter, so that a text found by its hash and answered
+// as unknown because it holds a secret is not charged) and the one that
+// stores a newly sent text (install it after every extension that may refuse
+// the operation, e.g. the rate limiter).
 // A text that holds a secret (HoldsSecret) is run but not stored, nor
 // charged to admit; admit, when not nil, is asked before each other text is
 // stored: a text it refuses is run but not stored, as a text over
 // MaxQueryBytes is. Their outcomes are counted in reg as
-// taskflow_apq_requests_total: hit (a hash found), miss
+// taskflow_apq_requests_total: hit (a hash found, its text valid), miss
 // (PERSISTED_QUERY_NOT_FOUND), registered (a text stored under its hash),
 // secret (a text holding a secret, not stored), unstored (a text admit
 // refused) and refused (a malformed or mismatched extension).
@@ -290,8 +293,7 @@ func (r *resolver) MutateOperationParameters(ctx context.Context, p *graphql.Raw
 // MutateOperationContext counts a hit, or answers PERSISTED_QUERY_NOT_FOUND
 // for a text found by its hash that holds a secret (HoldsSecret: stored
 // before such texts were refused, or by a server that stores them): the hash
-// must not replay it, and the client sends the text again. It runs before
-// the rate limiter, so such an answer is not charged.
+// must not replay it, and the client sends the text again.
 func (r *resolver) MutateOperationContext(_ context.Context, rc *graphql.OperationContext) *gqlerror.Error {
 	st := stateOf(rc)
 	if st == nil || !st.hit {
