@@ -7,6 +7,9 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"math"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -67,6 +70,36 @@ type AuditSealer struct {
 	// lastSweep is when this sealer last looked for chains whose newest
 	// seals no checkpoint covers.
 	lastSweep time.Time
+	// mu guards signed.
+	mu sync.Mutex
+	// signed is the last checkpoint this sealer signed of each chain (up to
+	// maxRemembered chains): what it signs next must extend it even when
+	// its row in audit_checkpoints was removed.
+	signed map[string]signedHead
+	// withheld counts the checkpoints not signed because the chain does
+	// not extend the last one signed (WithheldCheckpoints).
+	withheld atomic.Uint64
+}
+
+// maxRemembered is how many chains' last checkpoints a sealer remembers
+// (about 150 bytes each); past it one is forgotten for each new one, and
+// the stored row of a forgotten chain's checkpoint is what it checks.
+const maxRemembered = 100_000
+
+// signedHead is a chain's position and hash that a checkpoint signed.
+type signedHead struct {
+	position int64
+	hash     []byte
+}
+
+// WithheldCheckpoints returns how many times this sealer did not sign a
+// chain's head because the chain no longer extends the last checkpoint
+// signed of it (the seal at that checkpoint's position has another hash, a
+// link after it is broken, or the head is before it): each round and each
+// Checkpoint that found so counts once per chain. The server exports it as
+// taskflow_audit_checkpoints_withheld_total.
+func (s *AuditSealer) WithheldCheckpoints() uint64 {
+	return s.withheld.Load()
 }
 
 // SealRound is what one round of a sealer did.
@@ -89,10 +122,14 @@ type SealRound struct {
 
 // chainHead is a chain's head as the sealer keeps it.
 type chainHead struct {
-	hash          []byte
-	eventID       string
-	eventAt       time.Time
-	position      int64
+	hash     []byte
+	eventID  string
+	eventAt  time.Time
+	position int64
+	// startPos and startHash are the head as read, before this round's
+	// seals: the newest seal in audit_seals.
+	startPos      int64
+	startHash     []byte
 	checkpointPos int64
 	checkpointAt  pgtype.Timestamptz
 	// changed marks a head to write back.
@@ -265,6 +302,7 @@ func (s *AuditSealer) Round(ctx context.Context) (SealRound, error) {
 			return out, nil
 		}
 	}
+	var w *sealWrites
 	err := pgx.BeginFunc(ctx, s.DB.Pool, func(tx pgx.Tx) error {
 		cur, busy, err := lockSpineCursor(ctx, tx, "audit_seal_cursor", ErrSealCursorMissing)
 		if busy || err != nil {
@@ -285,7 +323,7 @@ func (s *AuditSealer) Round(ctx context.Context) (SealRound, error) {
 		if err != nil {
 			return err
 		}
-		w := &sealWrites{sealedAt: now}
+		w = &sealWrites{sealedAt: now}
 		for _, ev := range read.Events {
 			h := heads[ev.Record.ChainKey]
 			hash, err := audit.Hash(h.hash, ev.Record)
@@ -304,6 +342,7 @@ func (s *AuditSealer) Round(ctx context.Context) (SealRound, error) {
 			}
 			s.lastSweep = now
 		}
+		due := map[string]*chainHead{}
 		for key, h := range heads {
 			if h.unvouched && s.Key != nil {
 				s.DB.log.ErrorContext(ctx, "audit sealer: a chain's head is not its newest seal (audit_chain_heads was changed): not signed; verify the chain",
@@ -311,6 +350,14 @@ func (s *AuditSealer) Round(ctx context.Context) (SealRound, error) {
 			}
 			if s.Key != nil && !h.unvouched && h.checkpointPos < h.position &&
 				(!h.checkpointAt.Valid || now.Sub(h.checkpointAt.Time) >= s.every()) {
+				due[key] = h
+			}
+		}
+		if err := s.withhold(ctx, tx, due); err != nil {
+			return err
+		}
+		for key, h := range heads {
+			if due[key] != nil {
 				w.checkpoint(s.Key, key, h, now)
 				out.Checkpoints++
 			}
@@ -328,7 +375,150 @@ func (s *AuditSealer) Round(ctx context.Context) (SealRound, error) {
 	if err != nil {
 		return SealRound{}, fmt.Errorf("audit seal: %w", err)
 	}
+	s.remember(w)
 	return out, nil
+}
+
+// extendSQL checks, for each chain ($1) whose head a sealer is about to
+// sign, that the chain extends the last checkpoint signed of it: the one the
+// sealer remembers ($2 position, $3 hash; null when none) and the newest in
+// audit_checkpoints of the sealer's key ($7) below $6 (a row whose signature
+// did not verify is skipped so). It reads the seals from the older of the
+// two to the head read at the start of the round ($4 position, $5 hash) and
+// returns, with that newest row, how many there are and the first whose
+// link to the seal before it (prev_hash), or whose hash where a checkpoint or
+// the head names one, is wrong. (One range of the seals' primary key a
+// chain; LEAST skips a null.)
+const extendSQL = `SELECT u.i, c.position, c.head_hash, c.signed_at, c.signature, l.seals, l.broken
+	FROM unnest($1::text[], $2::bigint[], $3::bytea[], $4::bigint[], $5::bytea[], $6::bigint[])
+		WITH ORDINALITY AS u(k, mp, mh, t, th, below, i)
+	LEFT JOIN LATERAL (SELECT position, head_hash, signed_at, signature FROM audit_checkpoints
+		WHERE chain_key = u.k AND key_id = $7 AND position < u.below ORDER BY position DESC LIMIT 1) c ON true
+	CROSS JOIN LATERAL (SELECT count(*) AS seals, min(x.position) FILTER (WHERE NOT x.ok) AS broken FROM
+		(SELECT s.position, coalesce(
+			(s.position = least(u.mp, c.position) OR s.prev_hash = lag(s.hash) OVER (ORDER BY s.position))
+			AND (u.mp IS NULL OR s.position <> u.mp OR s.hash = u.mh)
+			AND (c.position IS NULL OR s.position <> c.position OR s.hash = c.head_hash)
+			AND (s.position <> u.t OR s.hash = u.th), false) AS ok
+		FROM audit_seals s WHERE s.chain_key = u.k AND s.position BETWEEN least(u.mp, c.position) AND u.t) x) l`
+
+// withhold takes out of due, the chains whose heads a round (or Checkpoint)
+// is about to sign, each chain that does not extend the last checkpoint
+// signed of it, and logs it at ERROR and counts it (WithheldCheckpoints).
+// The last checkpoint is the newer of the one this sealer remembers signing
+// (remember) and the newest in audit_checkpoints that its key signed (whose
+// signature verifies: the server's role may insert rows): the one of
+// another instance, or of this one before a restart. A chain extends them
+// when the seal at each one's position still has its hash, every seal from
+// the older one to the head read at the start of the round names the seal
+// before it (prev_hash), and that head is the newest of them; the events
+// sealed in the round are hashed over that head in memory. It reads, in one
+// statement for all of due, the seals since the older checkpoint, not their
+// events: the hashes were computed by the sealer when it sealed them, and
+// what an event's edit or a seal's forged hash leaves is reported by
+// verification. It returns an error only when the statement fails.
+func (s *AuditSealer) withhold(ctx context.Context, tx pgx.Tx, due map[string]*chainHead) error {
+	if len(due) == 0 {
+		return nil
+	}
+	pub := s.Key.Public().(ed25519.PublicKey)
+	keyID := audit.KeyID(pub)
+	type check struct {
+		key   string
+		h     *chainHead
+		mem   *signedHead
+		below int64
+	}
+	checks := make([]*check, 0, len(due))
+	s.mu.Lock()
+	for key, h := range due {
+		c := &check{key: key, h: h, below: math.MaxInt64}
+		if m, ok := s.signed[key]; ok {
+			c.mem = &m
+		}
+		checks = append(checks, c)
+	}
+	s.mu.Unlock()
+	for len(checks) > 0 {
+		n := len(checks)
+		keys, to, toHash, below := make([]string, n), make([]int64, n), make([][]byte, n), make([]int64, n)
+		memPos, memHash := make([]pgtype.Int8, n), make([][]byte, n)
+		for i, c := range checks {
+			keys[i], to[i], toHash[i], below[i] = c.key, c.h.startPos, c.h.startHash, c.below
+			if c.mem != nil {
+				memPos[i], memHash[i] = pgtype.Int8{Int64: c.mem.position, Valid: true}, c.mem.hash
+			}
+		}
+		rows, err := tx.Query(ctx, extendSQL, keys, memPos, memHash, to, toHash, below, keyID)
+		if err != nil {
+			return fmt.Errorf("check checkpoints extended: %w", err)
+		}
+		var again []*check
+		for rows.Next() {
+			var i, seals int64
+			var cpPos, broken pgtype.Int8
+			var cpHash, sig []byte
+			var signedAt pgtype.Timestamptz
+			if err := rows.Scan(&i, &cpPos, &cpHash, &signedAt, &sig, &seals, &broken); err != nil {
+				rows.Close()
+				return fmt.Errorf("check checkpoints extended: %w", err)
+			}
+			c := checks[i-1]
+			first, last := int64(math.MaxInt64), int64(0)
+			if c.mem != nil {
+				first, last = c.mem.position, c.mem.position
+			}
+			if cpPos.Valid {
+				cp := audit.Checkpoint{ChainKey: c.key, Position: cpPos.Int64, HeadHash: hex.EncodeToString(cpHash),
+					SignedAt: signedAt.Time, KeyID: keyID, Signature: base64.StdEncoding.EncodeToString(sig)}
+				if cp.Verify(pub) != nil {
+					c.below = cpPos.Int64 // not the sealer's: look below it
+					again = append(again, c)
+					continue
+				}
+				first, last = min(first, cpPos.Int64), max(last, cpPos.Int64)
+			}
+			if last == 0 || last <= c.h.startPos && seals == c.h.startPos-first+1 && !broken.Valid {
+				continue // nothing signed yet, or extended
+			}
+			bad := broken.Int64
+			if !broken.Valid {
+				bad = c.h.startPos + 1 // the head is before the checkpoint
+			}
+			delete(due, c.key)
+			s.withheld.Add(1)
+			s.DB.log.ErrorContext(ctx, "audit sealer: a chain does not extend the last checkpoint signed of it (a seal at or after the checkpoint was changed or removed): not signed; verify the chain",
+				"chain", c.key, "checkpoint_position", last, "position", c.h.position, "head_position", c.h.startPos,
+				"first_bad_position", bad)
+		}
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("check checkpoints extended: %w", err)
+		}
+		checks = again
+	}
+	return nil
+}
+
+// remember records the checkpoints w signed as the last this sealer signed
+// of their chains, once their transaction committed.
+func (s *AuditSealer) remember(w *sealWrites) {
+	if w == nil || len(w.checkpoints.chain) == 0 {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.signed == nil {
+		s.signed = map[string]signedHead{}
+	}
+	for i, chain := range w.checkpoints.chain {
+		if _, ok := s.signed[chain]; !ok && len(s.signed) >= maxRemembered {
+			for k := range s.signed { // forget one
+				delete(s.signed, k)
+				break
+			}
+		}
+		s.signed[chain] = signedHead{position: w.checkpoints.position[i], hash: w.checkpoints.hash[i]}
+	}
 }
 
 // readHeads returns the heads of the chains of events (a chain without one
@@ -357,6 +547,7 @@ func (s *AuditSealer) readHeads(ctx context.Context, tx pgx.Tx, events []SpineEv
 		if err := rows.Scan(&key, &h.hash, &h.eventID, &h.eventAt, &h.position, &h.checkpointPos, &h.checkpointAt, &h.unvouched); err != nil {
 			return nil, fmt.Errorf("read chain heads: %w", err)
 		}
+		h.startPos, h.startHash = h.position, h.hash
 		heads[key] = &h
 	}
 	if err := rows.Err(); err != nil {
@@ -384,6 +575,7 @@ func (s *AuditSealer) sweep(ctx context.Context, tx pgx.Tx, heads map[string]*ch
 		if err := rows.Scan(&key, &h.hash, &h.eventID, &h.eventAt, &h.position, &h.checkpointPos, &h.checkpointAt); err != nil {
 			return fmt.Errorf("checkpoint sweep: %w", err)
 		}
+		h.startPos, h.startHash = h.position, h.hash
 		if heads[key] == nil { // a chain of this round's events is newer there
 			heads[key] = h
 		}
@@ -510,13 +702,16 @@ func (w *sealWrites) send(ctx context.Context, tx pgx.Tx) error {
 // checkpoint, and returns it; nil when the chain has no seal yet. It waits
 // for a round in progress instead of skipping, and needs a Key. It returns
 // an error, and signs nothing, when the head is not the chain's newest seal
-// (audit_chain_heads was changed), and ErrSealCursorMissing (wrapped) when
-// the sealer's cursor is gone (then it cannot wait for a round).
+// (audit_chain_heads was changed) or the chain does not extend the last
+// checkpoint signed of it (see withhold: also logged and counted), and
+// ErrSealCursorMissing (wrapped) when the sealer's cursor is gone (then it
+// cannot wait for a round).
 func (s *AuditSealer) Checkpoint(ctx context.Context, chainKey string) (*AuditCheckpoint, error) {
 	if s.Key == nil {
 		return nil, errors.New("audit checkpoint: the sealer has no signing key")
 	}
 	var out *AuditCheckpoint
+	var w *sealWrites
 	err := pgx.BeginFunc(ctx, s.DB.Pool, func(tx pgx.Tx) error {
 		// Waits for a round in progress. Without the row nothing is locked,
 		// and a checkpoint signed then is ordered with no round: refused.
@@ -540,8 +735,16 @@ func (s *AuditSealer) Checkpoint(ctx context.Context, chainKey string) (*AuditCh
 		if h.unvouched {
 			return fmt.Errorf("the head of chain %s (position %d) is not its newest seal: audit_chain_heads was changed; verify the chain", chainKey, h.position)
 		}
+		h.startPos, h.startHash = h.position, h.hash
+		due := map[string]*chainHead{chainKey: h}
+		if err := s.withhold(ctx, tx, due); err != nil {
+			return err
+		}
+		if due[chainKey] == nil {
+			return fmt.Errorf("chain %s (position %d) does not extend the last checkpoint signed of it: not signed; verify the chain", chainKey, h.position)
+		}
 		now := time.Now().UTC().Truncate(time.Microsecond)
-		w := &sealWrites{}
+		w = &sealWrites{}
 		w.checkpoint(s.Key, chainKey, h, now)
 		if err := w.send(ctx, tx); err != nil {
 			return err
@@ -553,6 +756,7 @@ func (s *AuditSealer) Checkpoint(ctx context.Context, chainKey string) (*AuditCh
 	if err != nil {
 		return nil, fmt.Errorf("audit checkpoint: %w", err)
 	}
+	s.remember(w)
 	return out, nil
 }
 

@@ -1,0 +1,278 @@
+package store_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"encoding/json"
+	"log/slog"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"taskflow/audit"
+	"taskflow/store"
+	"taskflow/store/storetest"
+)
+
+// Found in review (2026-12-05): "a tampered head is signed one round later,
+// once the next seal vouches for it; verify still reports the broken link."
+// A superuser who rewrites the newest sealed event under a checkpoint the
+// server signed, its seal and the head recomputed (the sealer does it for
+// them), leaves a head that its seal vouches for; the sealer chained the next
+// events onto it and signed a checkpoint of a log that no longer extends the
+// one it had signed before: two genuine checkpoints of one chain that
+// contradict each other. The sealer now signs only what extends the last
+// checkpoint it signed of the chain, whether it remembers that checkpoint
+// (the same sealer) or reads it back (a restarted one), even when the
+// superuser removed the stored row too.
+func TestSealerSignsOnlyWhatExtendsItsLastCheckpoint(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name string
+		// restarted signs after the tampering with another AuditSealer
+		// value: one that did not sign the checkpoint kept.
+		restarted bool
+		// dropStored removes the stored checkpoint too.
+		dropStored bool
+	}{
+		{"same sealer", false, false},
+		{"restarted sealer", true, false},
+		{"same sealer, stored checkpoint removed", false, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			s := setupExtend(t)
+			tamper := []tamperStmt{{`UPDATE audit_events SET metadata = '{"title": "rewritten"}' WHERE id = $1`, []any{s.ids[4]}}}
+			tamper = append(tamper, s.resealFrom(4)...)
+			if c.dropStored {
+				tamper = append(tamper, tamperStmt{`DELETE FROM audit_checkpoints WHERE chain_key = $1 AND position = 5`, []any{s.ws}})
+			}
+			tamperer{s.f.superuser()}.run(t, tamper...)
+			storetest.SealAll(t, &store.AuditSealer{DB: s.f.db}) // event 5 sealed again, over the same seal 4
+			sealer := s.sealer
+			if c.restarted {
+				sealer = s.newSealer()
+			}
+			s.f.append(ctx, auditWsEvent(s.ws, s.owner, "task.created", "6", nil), nil)
+			s.f.append(ctx, auditWsEvent(s.ws, s.owner, "task.created", "7", nil), nil)
+			_, other := s.f.ownedWorkspace(2)
+			storetest.SealAll(t, sealer)
+			if _, err := sealer.Round(ctx); err != nil { // a sweep too
+				t.Fatal(err)
+			}
+
+			s.checkNothingSignedPast(t, 5)
+			if cp, err := sealer.Checkpoint(ctx, s.ws); err == nil || cp != nil {
+				t.Errorf("Checkpoint of a chain that does not extend its last checkpoint: %+v, %v; want an error", cp, err)
+			} else if !strings.Contains(err.Error(), "does not extend") {
+				t.Errorf("Checkpoint's error: %v", err)
+			}
+			// Other chains are sealed and signed as before.
+			if cp, err := s.f.db.LatestAuditCheckpoint(ctx, other); err != nil || cp == nil || cp.Position != 2 {
+				t.Errorf("another chain's checkpoint: %+v, %v; want position 2", cp, err)
+			}
+			if n := sealer.WithheldCheckpoints(); n < 2 {
+				t.Errorf("WithheldCheckpoints = %d, want a round's and Checkpoint's at least", n)
+			}
+			s.checkLogged(t, "7")
+			// verifyAuditLog still reports the rewrite, against the kept
+			// checkpoint (and the stored one, unless removed).
+			v, err := s.f.db.VerifyAuditLog(ctx, s.owner, s.ws, &s.kept.Checkpoint, s.keys, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if v.Valid || v.Checkpoint.Extended || v.FirstInvalidEventID == nil || *v.FirstInvalidEventID != s.ids[4] {
+				t.Errorf("verify against the kept checkpoint: valid %v, extended %v, first invalid %s; want invalid at %s",
+					v.Valid, v.Checkpoint.Extended, str(v.FirstInvalidEventID), s.ids[4])
+			}
+		})
+	}
+}
+
+// An intact chain is signed as before, by the sealer that signed its last
+// checkpoint and by another (a restarted instance reads the checkpoint
+// back), across checkpoints, sweeps and Checkpoint; so is a chain whose
+// newest events another instance sealed.
+func TestSealerSignsAnIntactChainAfterItsLastCheckpoint(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := setupExtend(t)
+	for i, sealer := range []*store.AuditSealer{s.sealer, s.newSealer(), s.sealer} {
+		s.f.append(ctx, auditWsEvent(s.ws, s.owner, "task.created", "more", nil), nil)
+		// Another instance seals the event: no checkpoint.
+		storetest.SealAll(t, &store.AuditSealer{DB: s.f.db})
+		s.f.append(ctx, auditWsEvent(s.ws, s.owner, "task.created", "more", nil), nil)
+		storetest.SealAll(t, sealer)
+		want := int64(7 + 2*i)
+		if cp, err := s.f.db.LatestAuditCheckpoint(ctx, s.ws); err != nil || cp == nil || cp.Position != want {
+			t.Fatalf("round %d: checkpoint %+v, %v; want position %d", i, cp, err, want)
+		}
+		if cp, err := sealer.Checkpoint(ctx, s.ws); err != nil || cp == nil || cp.Position != want {
+			t.Fatalf("round %d: Checkpoint %+v, %v; want position %d", i, cp, err, want)
+		}
+		if n := sealer.WithheldCheckpoints(); n != 0 {
+			t.Fatalf("round %d: %d checkpoints withheld of an intact chain", i, n)
+		}
+	}
+	if v, err := s.f.db.VerifyAuditLog(ctx, s.owner, s.ws, &s.kept.Checkpoint, s.keys, nil); err != nil || !v.Valid || !v.Checkpoint.Valid {
+		t.Fatalf("verify: %+v, %v", v, err)
+	}
+}
+
+// A link broken between the last checkpoint and the head (a seal in between
+// rewritten with a hash the next seal does not name), or a head moved before
+// the last checkpoint with the seals after it removed, is not signed over
+// either.
+func TestSealerSignsNoBrokenLinkSinceItsLastCheckpoint(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name   string
+		tamper func(s *extendSetup) []tamperStmt
+		// pos is the position the refusal names as the chain's head.
+		pos string
+	}{
+		{"a seal between rewritten", func(s *extendSetup) []tamperStmt {
+			return []tamperStmt{{`UPDATE audit_seals SET hash = sha256(hash) WHERE chain_key = $1 AND position = 6`, []any{s.ws}}}
+		}, "10"},
+		{"newest events removed with their seals, head moved back before the checkpoint", func(s *extendSetup) []tamperStmt {
+			stmts := s.removeFrom(4)
+			for _, id := range chainSeals(s.f.t, s.f.db, s.ws)[3:] {
+				stmts = append(stmts, tamperStmt{`DELETE FROM audit_events WHERE id = $1`, []any{id}})
+			}
+			return stmts
+		}, "6"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			s := setupExtend(t)
+			// Two events past the checkpoint (5), sealed without one.
+			s.f.append(ctx, auditWsEvent(s.ws, s.owner, "task.created", "6", nil), nil)
+			s.f.append(ctx, auditWsEvent(s.ws, s.owner, "task.created", "7", nil), nil)
+			storetest.SealAll(t, &store.AuditSealer{DB: s.f.db})
+			tamperer{s.f.superuser()}.run(t, c.tamper(s)...)
+			for _, e := range []string{"8", "9", "10"} {
+				s.f.append(ctx, auditWsEvent(s.ws, s.owner, "task.created", e, nil), nil)
+			}
+			storetest.SealAll(t, s.sealer)
+			s.checkNothingSignedPast(t, 5)
+			if n := s.sealer.WithheldCheckpoints(); n == 0 {
+				t.Error("nothing withheld")
+			}
+			s.checkLogged(t, c.pos)
+			if v, err := s.f.db.VerifyAuditLog(ctx, s.owner, s.ws, nil, s.keys, nil); err != nil || v.Valid {
+				t.Errorf("verify: %+v, %v; want invalid", v, err)
+			}
+		})
+	}
+}
+
+// extendSetup is a workspace of five sealed events and a checkpoint of
+// position 5 signed by sealer (kept, as a customer keeps it), with a log.
+type extendSetup struct {
+	f      *auditFixture
+	owner  *store.User
+	ws     string
+	ids    []string
+	key    ed25519.PrivateKey
+	keys   []ed25519.PublicKey
+	sealer *store.AuditSealer
+	kept   *store.AuditCheckpoint
+	log    *bytes.Buffer
+}
+
+func setupExtend(t *testing.T) *extendSetup {
+	t.Helper()
+	f, owner, ws, ids := sealedWorkspace(t)
+	key := audit.GenerateSigningKey()
+	s := &extendSetup{f: f, owner: owner, ws: ws, ids: ids, key: key,
+		keys: []ed25519.PublicKey{key.Public().(ed25519.PublicKey)}, log: &bytes.Buffer{}}
+	s.sealer = s.newSealer()
+	kept, err := s.sealer.Checkpoint(context.Background(), ws)
+	if err != nil || kept == nil || kept.Position != 5 {
+		t.Fatalf("checkpoint: %+v, %v", kept, err)
+	}
+	s.kept = kept
+	return s
+}
+
+// newSealer returns a sealer with the setup's key and log, due to sign at
+// every round (another instance, or this one restarted).
+func (s *extendSetup) newSealer() *store.AuditSealer {
+	db := store.New(s.f.db.Pool, slog.New(slog.NewJSONHandler(s.log, nil)))
+	return &store.AuditSealer{DB: db, Key: s.key, CheckpointEvery: time.Nanosecond}
+}
+
+// removeFrom returns the statements that remove the seals from position
+// from on and move the head back to the seal before.
+func (s *extendSetup) removeFrom(from int) []tamperStmt {
+	var stmts []tamperStmt
+	n := len(chainSeals(s.f.t, s.f.db, s.ws))
+	for p := from; p <= n; p++ {
+		stmts = append(stmts, tamperStmt{`DELETE FROM audit_seals WHERE chain_key = $1 AND position = $2`, []any{s.ws, p}})
+	}
+	return append(stmts, tamperStmt{`UPDATE audit_chain_heads h SET head_hash = s.hash, event_id = s.event_id, event_at = s.occurred_at,
+		events = s.position FROM audit_seals s WHERE s.chain_key = h.chain_key AND s.position = $2 - 1 AND h.chain_key = $1`, []any{s.ws, from}})
+}
+
+// resealFrom returns removeFrom(from+1) and the statement that moves the
+// sealer's cursor back to the event at position from: the next round seals
+// the events after it again, over the same seal.
+func (s *extendSetup) resealFrom(from int) []tamperStmt {
+	return append(s.removeFrom(from+1), tamperStmt{`UPDATE audit_seal_cursor c SET tx_id = e.tx_id, seq = e.seq
+		FROM audit_events e WHERE c.id = 1 AND e.id = $1`, []any{s.ids[from-1]}})
+}
+
+// checkNothingSignedPast fails the test if a checkpoint of the chain past
+// position pos was stored, telling what verifyAuditLog makes of it and of
+// the kept checkpoint.
+func (s *extendSetup) checkNothingSignedPast(t *testing.T, pos int64) {
+	t.Helper()
+	ctx := context.Background()
+	cp, err := s.f.db.LatestAuditCheckpoint(ctx, s.ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cp == nil || cp.Position <= pos {
+		return
+	}
+	newer, err := s.f.db.VerifyAuditLog(ctx, s.owner, s.ws, &cp.Checkpoint, s.keys, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kept, err := s.f.db.VerifyAuditLog(ctx, s.owner, s.ws, &s.kept.Checkpoint, s.keys, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Errorf("the sealer signed position %d (signature valid: %v, its seal has its hash: %v) after the checkpoint of position %d "+
+		"that the log no longer extends (verifyAuditLog with it: extended %v, %s): the server vouched for a log that does not extend its own checkpoint",
+		cp.Position, newer.Checkpoint.SignatureValid, newer.Checkpoint.Reason == nil || !strings.Contains(*newer.Checkpoint.Reason, "does not have"),
+		s.kept.Position, kept.Checkpoint.Extended, str(kept.Checkpoint.Reason))
+}
+
+// checkLogged fails the test unless the log has an ERROR line about the
+// chain, with its last checkpoint's position (5) and head's.
+func (s *extendSetup) checkLogged(t *testing.T, head string) {
+	t.Helper()
+	for _, line := range strings.Split(strings.TrimSpace(s.log.String()), "\n") {
+		var l map[string]any
+		if json.Unmarshal([]byte(line), &l) != nil || l["level"] != "ERROR" || l["chain"] != s.ws {
+			continue
+		}
+		if jsonNumber(l["checkpoint_position"]) == "5" && jsonNumber(l["position"]) == head {
+			return
+		}
+	}
+	t.Errorf("no ERROR line with chain %s, checkpoint_position 5 and position %s:\n%s", s.ws, head, s.log)
+}
+
+// jsonNumber returns the text of a number decoded from JSON, or "".
+func jsonNumber(v any) string {
+	if f, ok := v.(float64); ok {
+		return strconv.FormatFloat(f, 'f', -1, 64)
+	}
+	return ""
+}
