@@ -2,6 +2,9 @@ package main
 
 import (
 	"context"
+	"crypto/ed25519"
+	"crypto/sha256"
+	"encoding/base64"
 	"strings"
 	"sync"
 	"testing"
@@ -10,6 +13,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"taskflow/audit"
+	"taskflow/promreg"
 	"taskflow/store"
 	"taskflow/store/storetest"
 )
@@ -105,4 +110,55 @@ taskflow_audit_seal_cursor_missing 1
 `), "taskflow_audit_seal_backlog", "taskflow_audit_seal_oldest_seconds", "taskflow_audit_seal_cursor_missing"); err != nil {
 		t.Error(err)
 	}
+}
+
+// taskflow_audit_checkpoints_withheld_total counts the checkpoints the
+// sealer did not sign because the chain does not extend the last one signed
+// of it: here a checkpoint signed with the sealer's key of a position the
+// chain never reached (a row the server's role could insert, had it the
+// key).
+func TestWithheldCheckpointsMetric(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	db := storetest.DB(t)
+	if err := db.EnsureAuditPartitions(ctx); err != nil {
+		t.Fatal(err)
+	}
+	key := audit.GenerateSigningKey()
+	sealer := &store.AuditSealer{DB: db, Key: key, CheckpointEvery: time.Hour}
+	reg := prometheus.NewRegistry()
+	promreg.Register(reg, withheldCheckpoints(sealer))
+	event := func() {
+		t.Helper()
+		if _, err := db.Pool.Exec(ctx, `INSERT INTO audit_events (id, chain_key, action, entity_type, entity_id, occurred_at, metadata)
+			VALUES (gen_random_uuid(), 'anonymous', 'user.login_failed', 'user', '', clock_timestamp(), '{}')`); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := func(n string) {
+		t.Helper()
+		if err := testutil.GatherAndCompare(reg, strings.NewReader(`
+# HELP taskflow_audit_checkpoints_withheld_total Audit checkpoints this instance did not sign because the chain no longer extends the last checkpoint signed of it (a seal at or after it changed or removed): a tampered log, logged at ERROR with the chain.
+# TYPE taskflow_audit_checkpoints_withheld_total counter
+taskflow_audit_checkpoints_withheld_total `+n+`
+`)); err != nil {
+			t.Error(err)
+		}
+	}
+	event()
+	storetest.SealAll(t, sealer) // signs position 1
+	want("0")
+	bogus := sha256.Sum256([]byte("a head the chain never had"))
+	cp := audit.SignCheckpoint(key, "anonymous", 9, bogus[:], time.Now())
+	sig, _ := base64.StdEncoding.DecodeString(cp.Signature)
+	if _, err := db.Pool.Exec(ctx, `INSERT INTO audit_checkpoints (chain_key, position, head_hash, signed_at, key_id, public_key, signature)
+		VALUES ('anonymous', 9, $1, $2, $3, $4, $5)`, bogus[:], cp.SignedAt, cp.KeyID, []byte(key.Public().(ed25519.PublicKey)), sig); err != nil {
+		t.Fatal(err)
+	}
+	event()
+	storetest.SealAll(t, sealer)
+	if got, err := sealer.Checkpoint(ctx, "anonymous"); err == nil {
+		t.Fatalf("signed position %d of a chain whose last checkpoint is at 9", got.Position)
+	}
+	want("1")
 }

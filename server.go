@@ -35,6 +35,7 @@ import (
 	"taskflow/httpapi"
 	"taskflow/idempotency"
 	"taskflow/live"
+	"taskflow/promreg"
 	"taskflow/ratelimit"
 	"taskflow/store"
 	"taskflow/tracing"
@@ -207,7 +208,8 @@ func run(cfg Config, log, accessLog *slog.Logger) error {
 	// The audit sealer of this instance: it chains what the units of work
 	// commit and signs checkpoints (one instance seals at a time).
 	auditKey := auditSigningKey(cfg.AuditSigningKey, log)
-	go (&store.AuditSealer{DB: db, Key: auditKey}).Run(ctx)
+	sealer := &store.AuditSealer{DB: db, Key: auditKey}
+	go sealer.Run(ctx)
 	// What this instance remembers of bearer tokens stays trustworthy past
 	// store.SessionTTL while this feed reads which tokens changed.
 	go db.RunRevocationFeed(ctx)
@@ -225,6 +227,7 @@ func run(cfg Config, log, accessLog *slog.Logger) error {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	reg.MustRegister(readMetrics(db)...)
 	reg.MustRegister(sealCollector{db: db})
+	promreg.Register(reg, withheldCheckpoints(sealer))
 
 	bs, err := blobs.Open(ctx, blobs.Options{URL: cfg.BlobURL, DB: db, MaxUploadSize: cfg.MaxUploadSize,
 		Quota: cfg.WorkspaceStorageQuota, SweepGrace: cfg.BlobSweepGrace, Log: log})
@@ -562,6 +565,17 @@ func (c sealCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		ch <- prometheus.MustNewConstMetric(sealOldestDesc, prometheus.GaugeValue, age)
 	}
+}
+
+// withheldCheckpoints is taskflow_audit_checkpoints_withheld_total, the
+// checkpoints sealer did not sign because their chain no longer extends the
+// last checkpoint signed of it (store.AuditSealer.WithheldCheckpoints): a
+// tampered audit log.
+func withheldCheckpoints(sealer *store.AuditSealer) prometheus.CounterFunc {
+	return prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "taskflow_audit_checkpoints_withheld_total",
+		Help: "Audit checkpoints this instance did not sign because the chain no longer extends the last checkpoint signed of it (a seal at or after it changed or removed): a tampered log, logged at ERROR with the chain.",
+	}, func() float64 { return float64(sealer.WithheldCheckpoints()) })
 }
 
 // warnShortSweepGrace warns when BLOB_SWEEP_GRACE is shorter than an upload
