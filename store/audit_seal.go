@@ -380,15 +380,15 @@ func (s *AuditSealer) Round(ctx context.Context) (SealRound, error) {
 }
 
 // extendSQL checks, for each chain ($1) whose head a sealer is about to
-// sign, that the chain extends the last checkpoint signed of it: the one the
-// sealer remembers ($2 position, $3 hash; null when none) and the newest in
-// audit_checkpoints of the sealer's key ($7) below $6 (a row whose signature
-// did not verify is skipped so). It reads the seals from the older of the
-// two to the head read at the start of the round ($4 position, $5 hash) and
-// returns, with that newest row, how many there are and the first whose
-// link to the seal before it (prev_hash), or whose hash where a checkpoint or
-// the head names one, is wrong. (One range of the seals' primary key a
-// chain; LEAST skips a null.)
+// sign, that the chain extends the last checkpoint signed of it: the newer
+// of the one the sealer remembers ($2 position, $3 hash; null when none) and
+// the newest in audit_checkpoints of the sealer's key ($7) below $6 (a row
+// whose signature did not verify is skipped so). It reads the seals from
+// that checkpoint's position to the head read at the start of the round ($4
+// position, $5 hash) and returns, with that newest row, how many there are
+// and the first whose link to the seal before it (prev_hash), or whose hash
+// where a checkpoint or the head names one, is wrong. (One range of the
+// seals' primary key a chain; GREATEST skips a null.)
 const extendSQL = `SELECT u.i, c.position, c.head_hash, c.signed_at, c.signature, l.seals, l.broken
 	FROM unnest($1::text[], $2::bigint[], $3::bytea[], $4::bigint[], $5::bytea[], $6::bigint[])
 		WITH ORDINALITY AS u(k, mp, mh, t, th, below, i)
@@ -396,11 +396,11 @@ const extendSQL = `SELECT u.i, c.position, c.head_hash, c.signed_at, c.signature
 		WHERE chain_key = u.k AND key_id = $7 AND position < u.below ORDER BY position DESC LIMIT 1) c ON true
 	CROSS JOIN LATERAL (SELECT count(*) AS seals, min(x.position) FILTER (WHERE NOT x.ok) AS broken FROM
 		(SELECT s.position, coalesce(
-			(s.position = least(u.mp, c.position) OR s.prev_hash = lag(s.hash) OVER (ORDER BY s.position))
+			(s.position = greatest(u.mp, c.position) OR s.prev_hash = lag(s.hash) OVER (ORDER BY s.position))
 			AND (u.mp IS NULL OR s.position <> u.mp OR s.hash = u.mh)
 			AND (c.position IS NULL OR s.position <> c.position OR s.hash = c.head_hash)
 			AND (s.position <> u.t OR s.hash = u.th), false) AS ok
-		FROM audit_seals s WHERE s.chain_key = u.k AND s.position BETWEEN least(u.mp, c.position) AND u.t) x) l`
+		FROM audit_seals s WHERE s.chain_key = u.k AND s.position BETWEEN greatest(u.mp, c.position) AND u.t) x) l`
 
 // withhold takes out of due, the chains whose heads a round (or Checkpoint)
 // is about to sign, each chain that does not extend the last checkpoint
@@ -408,15 +408,16 @@ const extendSQL = `SELECT u.i, c.position, c.head_hash, c.signed_at, c.signature
 // The last checkpoint is the newer of the one this sealer remembers signing
 // (remember) and the newest in audit_checkpoints that its key signed (whose
 // signature verifies: the server's role may insert rows): the one of
-// another instance, or of this one before a restart. A chain extends them
-// when the seal at each one's position still has its hash, every seal from
-// the older one to the head read at the start of the round names the seal
-// before it (prev_hash), and that head is the newest of them; the events
-// sealed in the round are hashed over that head in memory. It reads, in one
-// statement for all of due, the seals since the older checkpoint, not their
-// events: the hashes were computed by the sealer when it sealed them, and
-// what an event's edit or a seal's forged hash leaves is reported by
-// verification. It returns an error only when the statement fails.
+// another instance, or of this one before a restart (each checkpoint
+// signed extended the one before it, so the newest is the one to extend). A
+// chain extends it when the seal at its position still has its hash, every
+// seal from there to the head read at the start of the round names the hash
+// of the seal before it (prev_hash), and that head is the newest of them;
+// the events sealed in the round are hashed over that head in memory. It
+// reads, in one statement for all of due, the seals since that checkpoint,
+// not their events: their hashes were computed by a sealer when it sealed
+// them, and what an event's edit or a seal's forged hash leaves is reported
+// by verification. It returns an error only when the statement fails.
 func (s *AuditSealer) withhold(ctx context.Context, tx pgx.Tx, due map[string]*chainHead) error {
 	if len(due) == 0 {
 		return nil
@@ -464,9 +465,9 @@ func (s *AuditSealer) withhold(ctx context.Context, tx pgx.Tx, due map[string]*c
 				return fmt.Errorf("check checkpoints extended: %w", err)
 			}
 			c := checks[i-1]
-			first, last := int64(math.MaxInt64), int64(0)
+			var last int64 // the newest checkpoint's position
 			if c.mem != nil {
-				first, last = c.mem.position, c.mem.position
+				last = c.mem.position
 			}
 			if cpPos.Valid {
 				cp := audit.Checkpoint{ChainKey: c.key, Position: cpPos.Int64, HeadHash: hex.EncodeToString(cpHash),
@@ -476,9 +477,9 @@ func (s *AuditSealer) withhold(ctx context.Context, tx pgx.Tx, due map[string]*c
 					again = append(again, c)
 					continue
 				}
-				first, last = min(first, cpPos.Int64), max(last, cpPos.Int64)
+				last = max(last, cpPos.Int64)
 			}
-			if last == 0 || last <= c.h.startPos && seals == c.h.startPos-first+1 && !broken.Valid {
+			if last == 0 || last <= c.h.startPos && seals == c.h.startPos-last+1 && !broken.Valid {
 				continue // nothing signed yet, or extended
 			}
 			bad := broken.Int64
