@@ -23,6 +23,7 @@ import (
 	"taskflow/httpapi"
 	"taskflow/live"
 	"taskflow/ratelimit"
+	"taskflow/store"
 	"taskflow/tracing"
 	"taskflow/webhook"
 )
@@ -173,7 +174,21 @@ type AuditExportConfig struct {
 	MaxBytes int64
 	// Timeout bounds one run of an export (AUDIT_EXPORT_TIMEOUT, 1h).
 	Timeout time.Duration
+	// PerDay is the most exports a workspace starts in 24 hours
+	// (AUDIT_EXPORT_PER_DAY, 10).
+	PerDay int
+	// AtOnce is the most exports of a workspace queued or running at a time
+	// (AUDIT_EXPORT_AT_ONCE, 1).
+	AtOnce int
+	// TakeoverAfter is how long a run may go without a heartbeat before a
+	// new run takes its export over (AUDIT_EXPORT_TAKEOVER_AFTER, 2m; from
+	// minTakeoverAfter to half of Timeout).
+	TakeoverAfter time.Duration
 }
+
+// minTakeoverAfter is the shortest AUDIT_EXPORT_TAKEOVER_AFTER: a run stamps
+// its heartbeat every eighth of it, a round trip to Postgres each.
+const minTakeoverAfter = 10 * time.Second
 
 // loadConfig reads the configuration through getenv (os.Getenv in main) and
 // validates it. Every bad value is reported, each naming its variable.
@@ -196,7 +211,9 @@ func loadConfig(getenv func(string) string) (Config, error) {
 		MaxDownloadRanges:       httpapi.DefaultMaxRanges,
 		Webhooks:                WebhookConfig{Timeout: webhook.DefaultTimeout, RetryBase: webhook.DefaultRetryBase, Workers: webhook.DefaultWorkers},
 		AuditExports: AuditExportConfig{Workers: auditexport.DefaultWorkers, TTL: auditexport.DefaultTTL,
-			MaxBytes: auditexport.DefaultMaxBytes, Timeout: auditexport.DefaultTimeout},
+			MaxBytes: auditexport.DefaultMaxBytes, Timeout: auditexport.DefaultTimeout,
+			PerDay: store.DefaultAuditExportsPerDay, AtOnce: store.DefaultAuditExportsAtOnce,
+			TakeoverAfter: auditexport.DefaultTakeoverAfter},
 
 		SubscriptionMaxPerUser:     live.DefaultMaxPerUser,
 		SubscriptionMaxConnections: httpapi.DefaultMaxStreams,
@@ -383,6 +400,16 @@ func loadConfig(getenv func(string) string) (Config, error) {
 	duration("AUDIT_EXPORT_TTL", &c.AuditExports.TTL, false)
 	duration("AUDIT_EXPORT_TIMEOUT", &c.AuditExports.Timeout, false)
 	byteSize("AUDIT_EXPORT_MAX_BYTES", &c.AuditExports.MaxBytes, 1, maxUploadSizeLimit)
+	positiveInt("AUDIT_EXPORT_PER_DAY", &c.AuditExports.PerDay)
+	positiveInt("AUDIT_EXPORT_AT_ONCE", &c.AuditExports.AtOnce)
+	duration("AUDIT_EXPORT_TAKEOVER_AFTER", &c.AuditExports.TakeoverAfter, false)
+	if v, set := get("AUDIT_EXPORT_TAKEOVER_AFTER"); !set {
+		// The default leaves room for a short AUDIT_EXPORT_TIMEOUT.
+		c.AuditExports.TakeoverAfter = min(c.AuditExports.TakeoverAfter, c.AuditExports.Timeout/2)
+	} else if a := c.AuditExports; a.TakeoverAfter > 0 && (a.TakeoverAfter < minTakeoverAfter || a.TakeoverAfter > a.Timeout/2) {
+		bad("AUDIT_EXPORT_TAKEOVER_AFTER", v, fmt.Sprintf("must be from %s to half of AUDIT_EXPORT_TIMEOUT (%s)",
+			minTakeoverAfter, a.Timeout/2))
+	}
 	if points := ratelimit.UploadCost(c.MaxUploadSize); points > int64(c.RateLimitPoints) {
 		if _, set := get("MAX_UPLOAD_SIZE"); set {
 			bad("MAX_UPLOAD_SIZE", humanize.IBytes(uint64(c.MaxUploadSize)), fmt.Sprintf("an upload that large costs %d points "+

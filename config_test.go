@@ -134,6 +134,47 @@ func TestConfigFromEnvironment(t *testing.T) {
 	}
 }
 
+// AUDIT_EXPORT_*: the defaults, values read, and bad values refused with
+// the variable named.
+func TestConfigAuditExports(t *testing.T) {
+	t.Parallel()
+	c, err := loadConfig(env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (AuditExportConfig{Workers: 2, TTL: 24 * time.Hour, MaxBytes: 1 << 30, Timeout: time.Hour,
+		PerDay: 10, AtOnce: 1, TakeoverAfter: 2 * time.Minute}); c.AuditExports != want {
+		t.Fatalf("defaults = %+v, want %+v", c.AuditExports, want)
+	}
+	c, err = loadConfig(env(map[string]string{"AUDIT_EXPORT_WORKERS": "4", "AUDIT_EXPORT_TTL": "2h",
+		"AUDIT_EXPORT_MAX_BYTES": "10MiB", "AUDIT_EXPORT_TIMEOUT": "30m", "AUDIT_EXPORT_PER_DAY": "50",
+		"AUDIT_EXPORT_AT_ONCE": "3", "AUDIT_EXPORT_TAKEOVER_AFTER": "45s"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (AuditExportConfig{Workers: 4, TTL: 2 * time.Hour, MaxBytes: 10 << 20, Timeout: 30 * time.Minute,
+		PerDay: 50, AtOnce: 3, TakeoverAfter: 45 * time.Second}); c.AuditExports != want {
+		t.Fatalf("from the environment = %+v, want %+v", c.AuditExports, want)
+	}
+	for name, value := range map[string]string{
+		"AUDIT_EXPORT_PER_DAY":        "0",
+		"AUDIT_EXPORT_AT_ONCE":        "-1",
+		"AUDIT_EXPORT_TAKEOVER_AFTER": "0s",
+	} {
+		if _, err := loadConfig(env(map[string]string{name: value})); err == nil || !strings.Contains(err.Error(), name) {
+			t.Errorf("%s=%q: %v", name, value, err)
+		}
+	}
+	// A takeover bound must leave room for a few heartbeats (every eighth
+	// of it) and be well under a run's timeout.
+	for _, e := range []map[string]string{{"AUDIT_EXPORT_TAKEOVER_AFTER": "5s"},
+		{"AUDIT_EXPORT_TAKEOVER_AFTER": "1h", "AUDIT_EXPORT_TIMEOUT": "1h"}} {
+		if _, err := loadConfig(env(e)); err == nil || !strings.Contains(err.Error(), "AUDIT_EXPORT_TAKEOVER_AFTER") {
+			t.Errorf("%v: %v", e, err)
+		}
+	}
+}
+
 func TestConfigBadValues(t *testing.T) {
 	t.Parallel()
 	for name, value := range map[string]string{

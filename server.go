@@ -200,6 +200,7 @@ func run(cfg Config, log, accessLog *slog.Logger) error {
 		return err
 	}
 	db.Egress = egress.Policy{AllowHTTP: cfg.Webhooks.AllowHTTP, AllowPrivate: cfg.Webhooks.AllowPrivate}
+	db.AuditExportLimits = store.AuditExportLimits{PerDay: cfg.AuditExports.PerDay, AtOnce: cfg.AuditExports.AtOnce}
 	if cfg.ReadBatches >= 0 {
 		db.SetReadBatches(cfg.ReadBatches)
 	}
@@ -249,7 +250,7 @@ func run(cfg Config, log, accessLog *slog.Logger) error {
 	// flight finish within what is left of SHUTDOWN_TIMEOUT at the end.
 	hooks, err := webhook.Start(ctx, webhook.Options{DB: db, Log: log, Registerer: reg, Tracing: tp.TracerProvider(),
 		Timeout: cfg.Webhooks.Timeout, RetryBase: cfg.Webhooks.RetryBase, Workers: cfg.Webhooks.Workers,
-		More: []webhook.Jobs{auditExportJobs(db, bs, log, cfg.AuditExports)}})
+		More: []webhook.Jobs{auditExportJobs(db, bs, log, reg, cfg.AuditExports)}})
 	if err != nil {
 		return err
 	}
@@ -590,8 +591,8 @@ func warnShortSweepGrace(grace time.Duration, log *slog.Logger) {
 
 // auditExportJobs are the River jobs of asynchronous audit exports, for the
 // instance's River client (webhook.Start's).
-func auditExportJobs(db *store.DB, bs *blobs.Store, log *slog.Logger, c AuditExportConfig) webhook.Jobs {
+func auditExportJobs(db *store.DB, bs *blobs.Store, log *slog.Logger, reg prometheus.Registerer, c AuditExportConfig) webhook.Jobs {
 	j := auditexport.New(auditexport.Options{DB: db, Blobs: bs, Log: log, Workers: c.Workers, TTL: c.TTL,
-		MaxBytes: c.MaxBytes, Timeout: c.Timeout})
+		MaxBytes: c.MaxBytes, Timeout: c.Timeout, TakeoverAfter: c.TakeoverAfter, Registerer: reg})
 	return webhook.Jobs{Register: j.Register, Queues: j.Queues, Periodic: j.Periodic}
 }

@@ -30,10 +30,36 @@ const AuditExportQueue = "audit_exports"
 // that fails (a crash, a blob store error) starts the export over.
 const AuditExportMaxAttempts = 3
 
-// AuditExportsPerDay is the most exports a workspace may start in 24 hours.
-// With one queued or running at a time and every file at most
-// auditexport's MaxBytes, it bounds the bytes a workspace's exports hold.
-const AuditExportsPerDay = 10
+// DefaultAuditExportsPerDay is AUDIT_EXPORT_PER_DAY's default: the most
+// exports a workspace may start in 24 hours. With few queued or running at
+// a time and every file at most auditexport's MaxBytes, it bounds the bytes
+// a workspace's exports hold.
+const DefaultAuditExportsPerDay = 10
+
+// DefaultAuditExportsAtOnce is AUDIT_EXPORT_AT_ONCE's default: the most
+// exports of a workspace queued or running at a time.
+const DefaultAuditExportsAtOnce = 1
+
+// AuditExportLimits bound the exports a workspace starts (DB.AuditExports).
+type AuditExportLimits struct {
+	// PerDay is the most a workspace starts in 24 hours
+	// (AUDIT_EXPORT_PER_DAY); 0 means DefaultAuditExportsPerDay.
+	PerDay int
+	// AtOnce is the most of a workspace queued or running at a time
+	// (AUDIT_EXPORT_AT_ONCE); 0 means DefaultAuditExportsAtOnce.
+	AtOnce int
+}
+
+// withDefaults returns l with its zero values replaced by the defaults.
+func (l AuditExportLimits) withDefaults() AuditExportLimits {
+	if l.PerDay <= 0 {
+		l.PerDay = DefaultAuditExportsPerDay
+	}
+	if l.AtOnce <= 0 {
+		l.AtOnce = DefaultAuditExportsAtOnce
+	}
+	return l
+}
 
 // AuditExportStrandedAfter is when an export still QUEUED or RUNNING is
 // taken for one whose job is gone (every run failed in a crash) and is
@@ -139,6 +165,10 @@ type AuditExportInput struct {
 // AuditExportArgs is the River job of one export.
 type AuditExportArgs struct {
 	ExportID string `json:"export_id"`
+	// Run is the export's run this job works (audit_exports.run): 1 for the
+	// job of its start, one more for each takeover (TakeOverAuditExports).
+	// 0, in jobs inserted before runs were numbered, means 1.
+	Run int `json:"run,omitempty"`
 }
 
 // Kind is the job's kind in river_job.
@@ -164,14 +194,19 @@ func scanAuditExport(row pgx.Row, extra ...any) (*AuditExport, error) {
 	return &x, nil
 }
 
-// Refusals of StartAuditExport.
-var (
-	errAuditExportBusy = errs.Errorf(errs.CodeConflict,
+// auditExportRefusals are StartAuditExport's refusals under l.
+func auditExportRefusals(l AuditExportLimits) refusals {
+	busy := errs.Errorf(errs.CodeConflict,
 		"an audit export of this workspace is queued or running: wait for it to end (auditExport(id).state) before starting another")
-	errAuditExportsPerDay = errs.Errorf(errs.CodeConflict,
+	if l.AtOnce > 1 {
+		busy = errs.Errorf(errs.CodeConflict,
+			"%d audit exports of this workspace are queued or running, the most it may at once: wait for one to end (auditExport(id).state) before starting another",
+			l.AtOnce)
+	}
+	return refusals{"busy": busy, "per_day": errs.Errorf(errs.CodeConflict,
 		"this workspace started %d audit exports in the last 24 hours, the most it may: download one of them, or use GET /audit/export",
-		AuditExportsPerDay)
-)
+		l.PerDay)}
+}
 
 // auditExportFilter checks the filter of an export: the sync export's rules
 // (AuditFilter.normalized) and at most maxAuditExportFilterString bytes in
@@ -200,8 +235,9 @@ func deref(p *string) string {
 // workspace that does not exist or of which actor is not a member,
 // FORBIDDEN for a MEMBER or VIEWER, BAD_USER_INPUT for an unknown format or
 // a filter the sync export refuses (or with a string over 256 bytes), and
-// CONFLICT when an export of the workspace is queued or running, or the
-// workspace started AuditExportsPerDay in the last 24 hours.
+// CONFLICT when the workspace has db.AuditExportLimits.AtOnce exports
+// queued or running, or started db.AuditExportLimits.PerDay in the last 24
+// hours.
 func (db *DB) StartAuditExport(ctx context.Context, actor *User, in AuditExportInput) (*AuditExport, error) {
 	if actor == nil {
 		return nil, errs.ErrUnauthenticated
@@ -220,6 +256,7 @@ func (db *DB) StartAuditExport(ctx context.Context, actor *User, in AuditExportI
 	if err != nil {
 		return nil, fmt.Errorf("audit export filter: %w", err)
 	}
+	limits := db.AuditExportLimits.withDefaults()
 	now := stamp(time.Now())
 	x := &AuditExport{ID: newID(), WorkspaceID: mustCanonical(in.WorkspaceID), CreatedByID: &actor.ID, Format: in.Format,
 		State: AuditExportQueued, CreatedAt: now}
@@ -231,10 +268,11 @@ func (db *DB) StartAuditExport(ctx context.Context, actor *User, in AuditExportI
 		u := unitOfWorkFrom(ctx)
 		u.checkParent(parentWorkspace.locked("FOR NO KEY UPDATE"), x.WorkspaceID, actor, RoleAdmin, auditReadAction, "", nil)
 		u.check(`SELECT taskflow_check(CASE
-				WHEN EXISTS (SELECT 1 FROM audit_exports WHERE workspace_id = $1 AND state IN ('QUEUED', 'RUNNING')) THEN 'busy'
-				WHEN (SELECT count(*) FROM audit_exports WHERE workspace_id = $1 AND created_at > now() - interval '24 hours') >= $2::int
-				THEN 'per_day' END)`, []any{x.WorkspaceID, AuditExportsPerDay},
-			refusals{"busy": errAuditExportBusy, "per_day": errAuditExportsPerDay})
+				WHEN (SELECT count(*) FROM (SELECT 1 FROM audit_exports WHERE workspace_id = $1 AND state IN ('QUEUED', 'RUNNING')
+					LIMIT $3::int) a) >= $3::int THEN 'busy'
+				WHEN (SELECT count(*) FROM (SELECT 1 FROM audit_exports WHERE workspace_id = $1 AND created_at > now() - interval '24 hours'
+					LIMIT $2::int) d) >= $2::int THEN 'per_day' END)`, []any{x.WorkspaceID, limits.PerDay, limits.AtOnce},
+			auditExportRefusals(limits))
 		if err := db.exec(ctx, tx, "start audit export", `INSERT INTO audit_exports
 				(id, workspace_id, created_by, format, filter, created_at)
 			SELECT $1, $2, $3, $4, $5, $6 WHERE taskflow_ok()`,
@@ -254,7 +292,7 @@ func (db *DB) StartAuditExport(ctx context.Context, actor *User, in AuditExportI
 		if err != nil {
 			return fmt.Errorf("river client: %w", err)
 		}
-		if _, err := c.InsertTx(ctx, ptx, AuditExportArgs{ExportID: x.ID}, nil); err != nil {
+		if _, err := c.InsertTx(ctx, ptx, AuditExportArgs{ExportID: x.ID, Run: 1}, nil); err != nil {
 			return fmt.Errorf("start audit export: %w", err)
 		}
 		return nil
@@ -340,35 +378,45 @@ func (db *DB) AuditExports(ctx context.Context, viewer *User, workspaceID string
 	return connection(items, page, scope, func(x *AuditExport) (time.Time, string) { return x.CreatedAt, x.ID }), nil
 }
 
-// ErrAuditExportGone is BeginAuditExport's answer for an export that is
-// gone (its workspace deleted) or ended already: its job has nothing to do.
-var ErrAuditExportGone = errors.New("store: the audit export is gone or ended")
+// ErrAuditExportGone is the answer of BeginAuditExport and of a run's
+// stamps for an export that is gone (its workspace deleted), ended already,
+// or taken over by another run (TakeOverAuditExports): the run has nothing
+// more to do, and must write nothing.
+var ErrAuditExportGone = errors.New("store: the audit export is gone, ended, or taken over")
 
 // AuditExportRun is what a run of an export's job needs: the export, its
-// filter, and its starter (nil when the user no longer exists).
+// filter, its starter (nil when the user no longer exists), and the run's
+// lease, which its stamps name (HeartbeatAuditExport, FinishAuditExport,
+// FailAuditExport).
 type AuditExportRun struct {
 	Export  *AuditExport
 	Filter  AuditFilter
 	Starter *User
+	Lease   int64
 }
 
 // BeginAuditExport marks the export RUNNING (again, for a retried run: its
-// counts start over) with key as its file's object, named before a byte of
-// it is written so that the blob sweeper spares it, and returns the run. It
-// returns ErrAuditExportGone when the export is neither QUEUED nor RUNNING.
-func (db *DB) BeginAuditExport(ctx context.Context, id, key string) (*AuditExportRun, error) {
+// counts start over) for the job of run (AuditExportArgs.Run), with key as
+// its file's object, named before a byte of it is written so that the blob
+// sweeper spares it, stamps its heartbeat, and returns the run with a new
+// lease: a run begun before, of this job or another, stamps nothing more.
+// It returns ErrAuditExportGone when the export is neither QUEUED nor
+// RUNNING, or belongs to another run (taken over).
+func (db *DB) BeginAuditExport(ctx context.Context, id string, run int, key string) (*AuditExportRun, error) {
 	var filter []byte
+	var lease int64
 	x, err := scanAuditExport(db.Pool.QueryRow(ctx, `UPDATE audit_exports x SET state = 'RUNNING', started_at = now(),
-			events_written = 0, bytes = 0, error = NULL, object_key = $2
-		WHERE x.id = $1 AND x.state IN ('QUEUED', 'RUNNING') RETURNING `+auditExportColumns+`, x.filter`, id, key), &filter)
+			events_written = 0, bytes = 0, error = NULL, object_key = $2, lease = x.lease + 1, heartbeat_at = now()
+		WHERE x.id = $1 AND x.run = $3 AND x.state IN ('QUEUED', 'RUNNING') RETURNING `+auditExportColumns+`, x.filter, x.lease`,
+		id, key, max(run, 1)), &filter, &lease)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, ErrAuditExportGone
 	}
 	if err != nil {
 		return nil, fmt.Errorf("begin audit export: %w", err)
 	}
-	run := &AuditExportRun{Export: x}
-	if err := json.Unmarshal(filter, &run.Filter); err != nil {
+	r := &AuditExportRun{Export: x, Lease: lease}
+	if err := json.Unmarshal(filter, &r.Filter); err != nil {
 		return nil, fmt.Errorf("begin audit export: filter: %w", err)
 	}
 	if x.CreatedByID != nil {
@@ -376,19 +424,36 @@ func (db *DB) BeginAuditExport(ctx context.Context, id, key string) (*AuditExpor
 		if err != nil {
 			return nil, fmt.Errorf("begin audit export: %w", err)
 		}
-		run.Starter = users[*x.CreatedByID]
+		r.Starter = users[*x.CreatedByID]
 	}
-	return run, nil
+	return r, nil
 }
 
-// FinishAuditExport marks the RUNNING export SUCCEEDED with its counts,
-// expiring ttl from now: from then on its file is served. It returns
-// ErrAuditExportGone when the export is not RUNNING (expired meanwhile, or
-// its workspace deleted: the caller deletes the file).
-func (db *DB) FinishAuditExport(ctx context.Context, id string, events, bytes int64, ttl time.Duration) error {
+// HeartbeatAuditExport stamps the heartbeat of the export's run of this
+// lease: the run is alive. It returns ErrAuditExportGone when the lease is no
+// longer the export's (taken over, ended, or gone): the run must stop and
+// write nothing.
+func (db *DB) HeartbeatAuditExport(ctx context.Context, id string, lease int64) error {
+	tag, err := db.Pool.Exec(ctx, `UPDATE audit_exports SET heartbeat_at = now()
+		WHERE id = $1 AND lease = $2 AND state = 'RUNNING'`, id, lease)
+	if err != nil {
+		return fmt.Errorf("audit export heartbeat: %w", err)
+	}
+	if tag.RowsAffected() == 0 {
+		return ErrAuditExportGone
+	}
+	return nil
+}
+
+// FinishAuditExport marks the export SUCCEEDED with its counts, expiring
+// ttl from now, when it is RUNNING under this lease: from then on its file
+// is served. It returns ErrAuditExportGone when it is not (expired
+// meanwhile, its workspace deleted, or taken over: the caller deletes its
+// file, which the database does not know).
+func (db *DB) FinishAuditExport(ctx context.Context, id string, lease, events, bytes int64, ttl time.Duration) error {
 	tag, err := db.Pool.Exec(ctx, `UPDATE audit_exports SET state = 'SUCCEEDED', events_written = $2, bytes = $3,
-			finished_at = now(), expires_at = now() + $4::interval
-		WHERE id = $1 AND state = 'RUNNING'`, id, events, bytes, ttl)
+			finished_at = now(), expires_at = now() + $4::interval, heartbeat_at = NULL
+		WHERE id = $1 AND lease = $5 AND state = 'RUNNING'`, id, events, bytes, ttl, lease)
 	if err != nil {
 		return fmt.Errorf("finish audit export: %w", err)
 	}
@@ -398,24 +463,87 @@ func (db *DB) FinishAuditExport(ctx context.Context, id string, events, bytes in
 	return nil
 }
 
-// FailAuditExport marks the QUEUED or RUNNING export FAILED with message
-// (shown to its workspace's admins: no internal detail), expiring ttl from
-// now, and forgets its object, whose key it returns ("" for none) for the
-// caller to delete. An export that ended already is left as it is.
-func (db *DB) FailAuditExport(ctx context.Context, id, message string, ttl time.Duration) (string, error) {
+// FailAuditExport marks the export RUNNING under this lease FAILED with
+// message (shown to its workspace's admins: no internal detail), expiring
+// ttl from now, and forgets its object, whose key it returns ("" for none)
+// for the caller to delete. An export that ended already, or that another
+// run took over, is left as it is: ErrAuditExportGone.
+func (db *DB) FailAuditExport(ctx context.Context, id string, lease int64, message string, ttl time.Duration) (string, error) {
 	var key string
 	err := db.Pool.QueryRow(ctx, `UPDATE audit_exports x SET state = 'FAILED', error = $2, finished_at = now(),
-			expires_at = now() + $3::interval, object_key = NULL
+			expires_at = now() + $3::interval, object_key = NULL, heartbeat_at = NULL
 		FROM (SELECT id, object_key FROM audit_exports WHERE id = $1 FOR UPDATE) old
-		WHERE x.id = old.id AND x.state IN ('QUEUED', 'RUNNING') RETURNING coalesce(old.object_key, '')`,
-		id, message, ttl).Scan(&key)
+		WHERE x.id = old.id AND x.lease = $4 AND x.state = 'RUNNING' RETURNING coalesce(old.object_key, '')`,
+		id, message, ttl, lease).Scan(&key)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return "", nil
+		return "", ErrAuditExportGone
 	}
 	if err != nil {
 		return "", fmt.Errorf("fail audit export: %w", err)
 	}
 	return key, nil
+}
+
+// TakenOverAuditExport is an export TakeOverAuditExports gave to a new run.
+type TakenOverAuditExport struct {
+	ID string
+	// Run is the new run, whose job was inserted.
+	Run int
+	// ObjectKey is the file of the run taken over ("" for none), which the
+	// database no longer knows, for the caller to delete.
+	ObjectKey string
+}
+
+// TakeOverAuditExports gives, at most limit at a time, the exports RUNNING
+// whose heartbeat is older than staleAfter (their instance died, or their
+// run is stuck) to a new run: in one transaction, each is QUEUED again
+// under the next run number and a new lease, its object forgotten, and the
+// new run's River job inserted. The run taken over, if it is in fact alive,
+// learns it at its next stamp (ErrAuditExportGone) and stops; its job, if
+// River runs it again, finds the export gone. It returns the exports taken
+// over.
+func (db *DB) TakeOverAuditExports(ctx context.Context, staleAfter time.Duration, limit int) ([]TakenOverAuditExport, error) {
+	var out []TakenOverAuditExport
+	err := pgx.BeginFunc(ctx, db.Pool, func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, `WITH stale AS (
+				SELECT id, object_key FROM audit_exports
+				WHERE state = 'RUNNING' AND heartbeat_at < now() - $1::interval
+				ORDER BY heartbeat_at LIMIT $2 FOR UPDATE SKIP LOCKED)
+			UPDATE audit_exports x SET state = 'QUEUED', run = x.run + 1, lease = x.lease + 1, heartbeat_at = NULL,
+				object_key = NULL, events_written = 0, bytes = 0
+			FROM stale WHERE x.id = stale.id RETURNING x.id, x.run, coalesce(stale.object_key, '')`, staleAfter, limit)
+		if err != nil {
+			return err
+		}
+		out, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (TakenOverAuditExport, error) {
+			var t TakenOverAuditExport
+			return t, r.Scan(&t.ID, &t.Run, &t.ObjectKey)
+		})
+		if err != nil || len(out) == 0 {
+			return err
+		}
+		params := make([]river.InsertManyParams, len(out))
+		for i, t := range out {
+			params[i] = river.InsertManyParams{Args: AuditExportArgs{ExportID: t.ID, Run: t.Run}}
+		}
+		_, err = db.insertJobs(ctx, tx, params)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("take over audit exports: %w", err)
+	}
+	return out, nil
+}
+
+// AuditExportCounts returns how many exports are QUEUED and RUNNING, of
+// every workspace.
+func (db *DB) AuditExportCounts(ctx context.Context) (queued, running int, err error) {
+	err = db.Pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE state = 'QUEUED'), count(*) FILTER (WHERE state = 'RUNNING')
+		FROM audit_exports WHERE state IN ('QUEUED', 'RUNNING')`).Scan(&queued, &running)
+	if err != nil {
+		return 0, 0, fmt.Errorf("audit export counts: %w", err)
+	}
+	return queued, running, nil
 }
 
 // ExpireAuditExports ends, at most limit at a time, the exports past their

@@ -31,6 +31,10 @@ type DB struct {
 	// WEBHOOK_ALLOW_PRIVATE); the zero value allows https to public
 	// addresses only. Set it before the DB is used.
 	Egress egress.Policy
+	// AuditExportLimits bound the audit exports a workspace starts
+	// (AUDIT_EXPORT_PER_DAY, AUDIT_EXPORT_AT_ONCE); the zero value is the
+	// defaults. Set it before the DB is used.
+	AuditExportLimits AuditExportLimits
 	// sealWake tells this instance's sealer that a unit of work committed
 	// audit events (see wakeSealer); dispatchWake tells its webhook
 	// dispatcher the same.
