@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
 
@@ -52,10 +53,10 @@ type exportEnv struct {
 	dir string
 }
 
-func newExportEnv(t *testing.T) *exportEnv {
+func newExportEnv(t *testing.T, opts ...apitest.Option) *exportEnv {
 	t.Helper()
 	dir := t.TempDir()
-	e := newAuditEnv(t, func(o *httpapi.Options) {
+	e := newAuditEnv(t, append(opts, func(o *httpapi.Options) {
 		bs, err := blobs.Open(t.Context(), blobs.Options{URL: "file://" + filepath.ToSlash(dir) + "?no_tmp_dir=true&metadata=skip",
 			DB: o.DB, Log: quiet})
 		if err != nil {
@@ -63,7 +64,7 @@ func newExportEnv(t *testing.T) *exportEnv {
 		}
 		t.Cleanup(func() { bs.Close() })
 		o.Blobs = bs
-	})
+	})...)
 	for i := range 30 {
 		e.event(t, e.ws, e.owner, []string{"task.created", "task.updated", "project.created"}[i%3], uuidFor(i), map[string]any{"n": i})
 	}
@@ -109,18 +110,32 @@ func (e *exportEnv) worker(o auditexport.Options) *auditexport.Worker {
 // gets it at its attempt-th run.
 func (e *exportEnv) job(t *testing.T, id string, attempt int) *river.Job[store.AuditExportArgs] {
 	t.Helper()
+	return e.runJob(t, id, 1, attempt)
+}
+
+// runJob returns the River job of the run-th run of export id (1: its
+// start's, 2: the first takeover's), as its worker gets it at its
+// attempt-th run.
+func (e *exportEnv) runJob(t *testing.T, id string, run, attempt int) *river.Job[store.AuditExportArgs] {
+	t.Helper()
 	var jobID int64
 	var queue string
 	var maxAttempts int
-	if err := e.DB.Pool.QueryRow(t.Context(), `SELECT id, queue, max_attempts FROM river_job
-		WHERE kind = 'audit_export' AND args->>'export_id' = $1`, id).Scan(&jobID, &queue, &maxAttempts); err != nil {
-		t.Fatalf("the export's job: %v", err)
+	var args []byte
+	if err := e.DB.Pool.QueryRow(t.Context(), `SELECT id, queue, max_attempts, args FROM river_job
+		WHERE kind = 'audit_export' AND args->>'export_id' = $1 AND (args->>'run')::int = $2`, id, run).Scan(&jobID, &queue,
+		&maxAttempts, &args); err != nil {
+		t.Fatalf("the export's job of run %d: %v", run, err)
 	}
 	if queue != store.AuditExportQueue {
 		t.Fatalf("queue %q", queue)
 	}
-	return &river.Job[store.AuditExportArgs]{JobRow: &rivertype.JobRow{ID: jobID, Attempt: attempt, MaxAttempts: maxAttempts,
-		Kind: "audit_export", Queue: queue}, Args: store.AuditExportArgs{ExportID: id}}
+	j := &river.Job[store.AuditExportArgs]{JobRow: &rivertype.JobRow{ID: jobID, Attempt: attempt, MaxAttempts: maxAttempts,
+		Kind: "audit_export", Queue: queue}}
+	if err := json.Unmarshal(args, &j.Args); err != nil {
+		t.Fatal(err)
+	}
+	return j
 }
 
 // download GETs path with u's token (and headers).
@@ -287,11 +302,7 @@ func TestAuditExportAccess(t *testing.T) {
 func TestAuditExportCrashHalfWayThenRetry(t *testing.T) {
 	t.Parallel()
 	e := newExportEnv(t)
-	// Enough events for many pages: 6,000 more.
-	e.exec(t, `INSERT INTO audit_events (id, chain_key, workspace_id, actor_id, action, entity_type, entity_id, occurred_at, metadata)
-		SELECT gen_random_uuid(), $1::text, $1::text::uuid, $2::uuid, 'task.updated', 'task', gen_random_uuid(),
-			'2026-06-01T00:00:00Z'::timestamptz + i * interval '1 second', '{"pad": "`+strings.Repeat("x", 200)+`"}'::jsonb
-		FROM generate_series(1, 6000) i`, e.ws, e.owner.ID)
+	e.manyEvents(t)
 	x, r := e.start(t, e.admin, map[string]any{"workspaceId": e.ws, "format": "NDJSON"}, nil)
 	if x == nil {
 		t.Fatalf("start: %s", r.Raw)
@@ -340,6 +351,254 @@ func TestAuditExportCrashHalfWayThenRetry(t *testing.T) {
 	sync := e.download(t, "/audit/export?workspaceId="+e.ws, e.admin.Token)
 	if !bytes.Equal(file.Raw, sync.Raw) {
 		t.Fatalf("the retried file (%d bytes) differs from the sync export (%d)", len(file.Raw), len(sync.Raw))
+	}
+}
+
+// manyEvents adds 6,000 events to e.ws: enough for many pages.
+func (e *exportEnv) manyEvents(t *testing.T) {
+	t.Helper()
+	e.exec(t, `INSERT INTO audit_events (id, chain_key, workspace_id, actor_id, action, entity_type, entity_id, occurred_at, metadata)
+		SELECT gen_random_uuid(), $1::text, $1::text::uuid, $2::uuid, 'task.updated', 'task', gen_random_uuid(),
+			'2026-06-01T00:00:00Z'::timestamptz + i * interval '1 second', '{"pad": "`+strings.Repeat("x", 200)+`"}'::jsonb
+		FROM generate_series(1, 6000) i`, e.ws, e.owner.ID)
+}
+
+// A run stuck in its writer (its blob store stopped answering: no context
+// is cancelled, and its heartbeat stops, as an instance that died) is left
+// alone while its heartbeat is younger than AUDIT_EXPORT_TAKEOVER_AFTER,
+// then taken over: a new run's job is inserted, and its file is whole and
+// byte for byte the sync export. The old run, once its writes go on, learns
+// at its next stamp that it lost the export and stops: it makes no object,
+// and the export stays the new run's; its job, run again by River, finds
+// the export gone.
+func TestAuditExportStuckRunTakenOver(t *testing.T) {
+	t.Parallel()
+	e := newExportEnv(t)
+	e.manyEvents(t)
+	x, r := e.start(t, e.admin, map[string]any{"workspaceId": e.ws, "format": "NDJSON"}, nil)
+	if x == nil {
+		t.Fatalf("start: %s", r.Raw)
+	}
+	g, u := newGate(t, e.dir, 100)
+	stuck, err := blobs.Open(t.Context(), blobs.Options{URL: u, DB: e.DB, Log: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stuck.Close()
+	const after = time.Second
+	old := auditexport.NewWorker(auditexport.Options{DB: e.DB, Blobs: stuck, Log: quiet, TakeoverAfter: after})
+	done := make(chan error, 1)
+	go func() { done <- old.Work(t.Context(), e.job(t, x.ID, 1)) }()
+	select {
+	case <-g.held:
+	case err := <-done:
+		t.Fatalf("the run ended before its writes were held: %v", err)
+	}
+	// Its heartbeat is younger than a minute: a pass of that bound leaves it.
+	if n, err := e.worker(auditexport.Options{TakeoverAfter: time.Minute}).TakeOver(t.Context()); err != nil || n != 0 {
+		t.Fatalf("a pass took over %d exports (%v) whose run stamped its heartbeat less than a minute ago", n, err)
+	}
+	reg := prometheus.NewRegistry()
+	pass := e.worker(auditexport.Options{TakeoverAfter: after, Registerer: reg})
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		n, err := pass.TakeOver(t.Context())
+		if err != nil || n > 1 {
+			t.Fatalf("takeover: %d, %v", n, err)
+		}
+		if n == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the stuck run is not taken over after 30 s")
+		}
+	}
+	if got := gathered(t, reg, "taskflow_audit_exports_finished_total", "taken_over"); got != 1 {
+		t.Fatalf("taken_over counted %v times", got)
+	}
+	got, _ := e.get(t, e.admin, x.ID)
+	if got.State != "QUEUED" || got.DownloadURL != nil {
+		t.Fatalf("taken over: %+v", got)
+	}
+	if err := e.worker(auditexport.Options{}).Work(t.Context(), e.runJob(t, x.ID, 2, 1)); err != nil {
+		t.Fatalf("the new run: %v", err)
+	}
+	sync := e.download(t, "/audit/export?workspaceId="+e.ws, e.admin.Token)
+	check := func(when string) {
+		t.Helper()
+		got, _ := e.get(t, e.admin, x.ID)
+		if got.State != "SUCCEEDED" || got.EventsWritten != 6031 || got.DownloadURL == nil {
+			t.Fatalf("%s: %+v", when, got)
+		}
+		file := e.download(t, *got.DownloadURL, e.admin.Token)
+		if file.Status != http.StatusOK || !bytes.Equal(file.Raw, sync.Raw) {
+			t.Fatalf("%s: the file (%d, %d bytes) differs from the sync export (%d bytes)", when, file.Status, len(file.Raw), len(sync.Raw))
+		}
+	}
+	check("after the new run")
+	g.release()
+	if err := <-done; err != nil {
+		t.Fatalf("the old run, its writes let go: %v, want nil (it lost the export: its job is done)", err)
+	}
+	if c := g.committed(); len(c) != 0 {
+		t.Fatalf("the old run made objects after it lost the export: %v", c)
+	}
+	// Not even a partial file is left.
+	if files := e.files(t); len(files) != 1 || !strings.HasSuffix(files[0], "/2.1") {
+		t.Fatalf("files %v, want the new run's alone", files)
+	}
+	check("after the old run went on")
+	if err := old.Work(t.Context(), e.job(t, x.ID, 2)); err != nil {
+		t.Fatalf("the old job run again: %v", err)
+	}
+	if c := g.committed(); len(c) != 0 {
+		t.Fatalf("the old job run again made objects: %v", c)
+	}
+	check("after the old job ran again")
+}
+
+// A run that goes on stamps its heartbeat as it writes (every eighth of
+// AUDIT_EXPORT_TAKEOVER_AFTER), so that it is not taken over.
+func TestAuditExportRunStampsItsHeartbeat(t *testing.T) {
+	t.Parallel()
+	e := newExportEnv(t)
+	e.manyEvents(t)
+	x, r := e.start(t, e.admin, map[string]any{"workspaceId": e.ws, "format": "NDJSON"}, nil)
+	if x == nil {
+		t.Fatalf("start: %s", r.Raw)
+	}
+	g, u := newGate(t, e.dir, 3000)
+	bs, err := blobs.Open(t.Context(), blobs.Options{URL: u, DB: e.DB, Log: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bs.Close()
+	w := auditexport.NewWorker(auditexport.Options{DB: e.DB, Blobs: bs, Log: quiet, TakeoverAfter: 8 * time.Millisecond})
+	done := make(chan error, 1)
+	go func() { done <- w.Work(t.Context(), e.job(t, x.ID, 1)) }()
+	select {
+	case <-g.held:
+	case err := <-done:
+		t.Fatalf("the run ended before its writes were held: %v", err)
+	}
+	// Held after 3,000 events, pages of them read from Postgres.
+	var started, beat time.Time
+	if err := e.DB.Pool.QueryRow(t.Context(), `SELECT started_at, heartbeat_at FROM audit_exports WHERE id = $1`, x.ID).Scan(&started,
+		&beat); err != nil {
+		t.Fatal(err)
+	}
+	if !beat.After(started) {
+		t.Fatalf("3,000 events written, heartbeat %v, begun %v: never stamped", beat, started)
+	}
+	g.release()
+	if err := <-done; err != nil {
+		t.Fatalf("work: %v", err)
+	}
+	if got, _ := e.get(t, e.admin, x.ID); got.State != "SUCCEEDED" {
+		t.Fatalf("after the run: %+v", got)
+	}
+}
+
+// gathered returns the value of the counter or gauge name (the sample
+// count of a histogram) whose one label has the value label ("" for none),
+// gathered from reg; 0 when it is absent.
+func gathered(t *testing.T, reg *prometheus.Registry, name, label string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			if label != "" && (len(m.GetLabel()) != 1 || m.GetLabel()[0].GetValue() != label) {
+				continue
+			}
+			switch {
+			case m.Counter != nil:
+				return m.GetCounter().GetValue()
+			case m.Gauge != nil:
+				return m.GetGauge().GetValue()
+			case m.Histogram != nil:
+				return float64(m.GetHistogram().GetSampleCount())
+			}
+		}
+	}
+	return 0
+}
+
+// The metrics: exports queued and running (read at each scrape), finished
+// by outcome, the duration of their runs, the bytes of their files.
+func TestAuditExportMetrics(t *testing.T) {
+	t.Parallel()
+	e := newExportEnv(t)
+	reg := prometheus.NewRegistry()
+	w := e.worker(auditexport.Options{Registerer: reg})
+	x, r := e.start(t, e.admin, map[string]any{"workspaceId": e.ws, "format": "CSV"}, nil)
+	if x == nil {
+		t.Fatalf("start: %s", r.Raw)
+	}
+	if q, run := gathered(t, reg, "taskflow_audit_exports", "QUEUED"), gathered(t, reg, "taskflow_audit_exports", "RUNNING"); q != 1 || run != 0 {
+		t.Fatalf("queued %v, running %v; want 1 and 0", q, run)
+	}
+	if err := w.Work(t.Context(), e.job(t, x.ID, 1)); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := e.get(t, e.admin, x.ID)
+	if q := gathered(t, reg, "taskflow_audit_exports", "QUEUED"); q != 0 {
+		t.Fatalf("queued %v after the run", q)
+	}
+	if n := gathered(t, reg, "taskflow_audit_exports_finished_total", "succeeded"); n != 1 {
+		t.Fatalf("succeeded %v", n)
+	}
+	if b := gathered(t, reg, "taskflow_audit_export_bytes_total", ""); b != float64(got.Bytes) || b == 0 {
+		t.Fatalf("bytes %v, the file %d", b, got.Bytes)
+	}
+	if n := gathered(t, reg, "taskflow_audit_export_duration_seconds", "succeeded"); n != 1 {
+		t.Fatalf("%v durations of succeeded runs", n)
+	}
+	y, r := e.start(t, e.admin, map[string]any{"workspaceId": e.ws, "format": "CSV"}, nil)
+	if y == nil {
+		t.Fatalf("start: %s", r.Raw)
+	}
+	small := e.worker(auditexport.Options{Registerer: reg, MaxBytes: 100})
+	if err := small.Work(t.Context(), e.job(t, y.ID, 1)); !errors.As(err, new(*river.JobCancelError)) {
+		t.Fatalf("a file over its bound: %v", err)
+	}
+	if n := gathered(t, reg, "taskflow_audit_exports_finished_total", "failed"); n != 1 {
+		t.Fatalf("failed %v", n)
+	}
+	e.exec(t, `UPDATE audit_exports SET expires_at = now() - interval '1 second'`)
+	if n, err := w.Expire(t.Context()); err != nil || n != 2 {
+		t.Fatalf("expire: %d, %v", n, err)
+	}
+	if n := gathered(t, reg, "taskflow_audit_exports_finished_total", "expired"); n != 2 {
+		t.Fatalf("expired %v", n)
+	}
+}
+
+// AUDIT_EXPORT_AT_ONCE and AUDIT_EXPORT_PER_DAY (store.DB.AuditExportLimits)
+// bound the starts of a workspace in their place.
+func TestAuditExportConfiguredStartLimits(t *testing.T) {
+	t.Parallel()
+	e := newExportEnv(t, func(o *httpapi.Options) { o.DB.AuditExportLimits = store.AuditExportLimits{PerDay: 3, AtOnce: 2} })
+	in := map[string]any{"workspaceId": e.ws, "format": "NDJSON"}
+	for i := range 2 {
+		if x, r := e.start(t, e.admin, in, nil); x == nil {
+			t.Fatalf("start %d with 2 at once: %s", i+1, r.Raw)
+		}
+	}
+	if _, r := e.start(t, e.admin, in, nil); r.Code() != "CONFLICT" || !strings.Contains(string(r.Raw), "2 audit exports") {
+		t.Fatalf("a third at once: %s", r.Raw)
+	}
+	e.exec(t, `UPDATE audit_exports SET state = 'SUCCEEDED' WHERE state = 'QUEUED'`)
+	if x, r := e.start(t, e.admin, in, nil); x == nil {
+		t.Fatalf("start 3 of 3 a day: %s", r.Raw)
+	}
+	e.exec(t, `UPDATE audit_exports SET state = 'SUCCEEDED' WHERE state = 'QUEUED'`)
+	if _, r := e.start(t, e.admin, in, nil); r.Code() != "CONFLICT" || !strings.Contains(string(r.Raw), "started 3 audit exports") {
+		t.Fatalf("start 4 of 3 a day: %s", r.Raw)
 	}
 }
 
@@ -400,7 +659,7 @@ func TestAuditExportExpiry(t *testing.T) {
 }
 
 // Starts are bounded: one export queued or running per workspace, and
-// store.AuditExportsPerDay a day, refused CONFLICT; a filter the sync export
+// store.DefaultAuditExportsPerDay a day, refused CONFLICT; a filter the sync export
 // refuses, or with a huge value, is BAD_USER_INPUT.
 func TestAuditExportStartBounds(t *testing.T) {
 	t.Parallel()
@@ -413,7 +672,7 @@ func TestAuditExportStartBounds(t *testing.T) {
 	if _, r := e.start(t, e.owner, in, nil); r.Code() != "CONFLICT" || !strings.Contains(string(r.Raw), "queued or running") {
 		t.Fatalf("a second start while one is queued: %s", r.Raw)
 	}
-	for i := 1; i < store.AuditExportsPerDay; i++ {
+	for i := 1; i < store.DefaultAuditExportsPerDay; i++ {
 		e.exec(t, `UPDATE audit_exports SET state = 'SUCCEEDED' WHERE state = 'QUEUED'`)
 		if x, r := e.start(t, e.admin, in, nil); x == nil {
 			t.Fatalf("start %d: %s", i+1, r.Raw)
@@ -421,7 +680,7 @@ func TestAuditExportStartBounds(t *testing.T) {
 	}
 	e.exec(t, `UPDATE audit_exports SET state = 'SUCCEEDED' WHERE state = 'QUEUED'`)
 	if _, r := e.start(t, e.admin, in, nil); r.Code() != "CONFLICT" || !strings.Contains(string(r.Raw), "24 hours") {
-		t.Fatalf("start %d in a day: %s", store.AuditExportsPerDay+1, r.Raw)
+		t.Fatalf("start %d in a day: %s", store.DefaultAuditExportsPerDay+1, r.Raw)
 	}
 	// Another workspace is not concerned.
 	if x, r := e.start(t, e.stranger, map[string]any{"workspaceId": e.other, "format": "CSV"}, nil); x == nil {

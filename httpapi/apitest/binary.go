@@ -86,6 +86,7 @@ var serverVariables = map[string]bool{
 	"BLOB_URL": true, "MAX_UPLOAD_SIZE": true, "WORKSPACE_STORAGE_QUOTA": true, "BLOB_SWEEP_GRACE": true,
 	"MAX_UPLOADS_PER_USER": true, "MAX_DOWNLOAD_RANGES": true,
 	"AUDIT_EXPORT_WORKERS": true, "AUDIT_EXPORT_TTL": true, "AUDIT_EXPORT_MAX_BYTES": true, "AUDIT_EXPORT_TIMEOUT": true,
+	"AUDIT_EXPORT_PER_DAY": true, "AUDIT_EXPORT_AT_ONCE": true, "AUDIT_EXPORT_TAKEOVER_AFTER": true,
 }
 
 // ServerVariables returns the names of the environment variables the server
