@@ -259,9 +259,10 @@ func (w *Worker) Timeout(*river.Job[store.AuditExportArgs]) time.Duration { retu
 // (River's) of its run (store.AuditExportArgs.Run) writes it: one per
 // attempt, so that a run taken over while in fact alive, or a River attempt
 // that outlived its timeout, never writes over the file of the run that
-// owns the export. The database names the one served.
+// owns the export. The database names the one served. Keys are flat (no
+// directory per export, which a file:// store would keep once empty).
 func ObjectKey(exportID string, run, attempt int) string {
-	return fmt.Sprintf("audit-exports/%s/%d.%d", exportID, run, attempt)
+	return fmt.Sprintf("audit-exports/%s.%d.%d", exportID, run, attempt)
 }
 
 // errTooLarge ends an export whose file would be over Options.MaxBytes.

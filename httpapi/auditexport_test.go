@@ -443,7 +443,7 @@ func TestAuditExportStuckRunTakenOver(t *testing.T) {
 		t.Fatalf("the old run made objects after it lost the export: %v", c)
 	}
 	// Not even a partial file is left.
-	if files := e.files(t); len(files) != 1 || !strings.HasSuffix(files[0], "/2.1") {
+	if files := e.files(t); len(files) != 1 || !strings.HasSuffix(files[0], ".2.1") {
 		t.Fatalf("files %v, want the new run's alone", files)
 	}
 	check("after the old run went on")
