@@ -49,3 +49,10 @@ func (db *DB) ExpireRemembered(hash []byte) {
 func (db *DB) AppendAudit(ctx context.Context, ev audit.Event) error {
 	return db.appendAudit(ctx, TxFrom(ctx), ev)
 }
+
+// ClaimSQL and RecordSQL are the key's claim and record read, for
+// TestKeyReadsUseTheIndex.
+const (
+	ClaimSQL  = claimSQL
+	RecordSQL = recordSQL
+)

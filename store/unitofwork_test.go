@@ -253,3 +253,62 @@ func TestIdempotencyRecordTakenRollsBack(t *testing.T) {
 		t.Errorf("record %s (%v) after an expired one, want the new one", result, err)
 	}
 }
+
+// The claim and the record read look a key up with an index scan even when
+// Postgres misjudges how many rows a user's key matches (it multiplies the
+// columns' selectivities: tens of rows for a user with many keys), where it
+// took a bitmap heap scan, whose bitmap cost a keyed create more of
+// Postgres's CPU than the rest of the claim.
+func TestKeyReadsUseTheIndex(t *testing.T) {
+	t.Parallel()
+	db := storetest.DB(t)
+	ctx := t.Context()
+	u := mkUser(t, db, "many-keys@example.com")
+	conn, err := db.Pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	for _, sql := range []string{
+		`INSERT INTO idempotency_keys (user_id, key, field, fingerprint, expires_at)
+			SELECT '` + u.ID + `', 'k' || i, 'f', 'fp', now() + interval '1 day' FROM generate_series(1, 20000) i`,
+		// Statistics as they drift between two ANALYZEs of a growing table.
+		`ALTER TABLE idempotency_keys ALTER COLUMN key SET (n_distinct = 100)`,
+		`ANALYZE idempotency_keys`,
+		`SET plan_cache_mode = force_generic_plan`,
+	} {
+		if _, err := conn.Exec(ctx, sql); err != nil {
+			t.Fatal(err)
+		}
+	}
+	defer conn.Exec(context.WithoutCancel(ctx), `RESET plan_cache_mode`)
+	for name, c := range map[string]struct {
+		sql  string
+		args string
+	}{
+		"claim":  {store.ClaimSQL, `('l', '` + u.ID + `', 'k7', '5000')`},
+		"record": {store.RecordSQL, `('` + u.ID + `', 'k7')`},
+	} {
+		if _, err := conn.Exec(ctx, `PREPARE `+name+` AS `+c.sql); err != nil {
+			t.Fatal(err)
+		}
+		rows, err := conn.Query(ctx, `EXPLAIN EXECUTE `+name+c.args)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var plan []string
+		for rows.Next() {
+			var line string
+			if err := rows.Scan(&line); err != nil {
+				t.Fatal(err)
+			}
+			plan = append(plan, line)
+		}
+		if err := rows.Err(); err != nil {
+			t.Fatal(err)
+		}
+		if p := strings.Join(plan, "\n"); !strings.Contains(p, "Index Scan using idempotency_keys_pkey") || strings.Contains(p, "Bitmap") {
+			t.Errorf("%s's plan:\n%s\nwant an index scan of the primary key", name, p)
+		}
+	}
+}
