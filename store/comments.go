@@ -77,9 +77,9 @@ func (db *DB) AddComment(ctx context.Context, actor *User, taskID, body string) 
 			CreatedAt: now, UpdatedAt: now}
 		u := unitOfWorkFrom(ctx)
 		u.checkParent(parentTask, c.TaskID, actor, RoleMember, "comment on tasks", "", nil)
-		u.create("insert comment", `INSERT INTO comments (id, task_id, workspace_id, author_id, body, created_at, updated_at)
+		u.write("insert comment", `INSERT INTO comments (id, task_id, workspace_id, author_id, body, created_at, updated_at)
 			SELECT $1, $2, $3, $4, $5, $6, $7 WHERE taskflow_ok()`,
-			[]any{c.ID, c.TaskID, c.WorkspaceID, c.AuthorID, c.Body, c.CreatedAt, c.UpdatedAt})
+			[]any{c.ID, c.TaskID, c.WorkspaceID, c.AuthorID, c.Body, c.CreatedAt, c.UpdatedAt}, 1)
 		return db.appendAudit(ctx, tx, audit.Event{
 			WorkspaceID: &c.WorkspaceID, ActorID: &actor.ID, Action: "comment.created",
 			EntityID: c.ID, Metadata: audit.Snapshot(c),

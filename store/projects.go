@@ -125,9 +125,9 @@ func (db *DB) CreateProject(ctx context.Context, actor *User, workspaceID, name 
 		p := &Project{ID: newID(), WorkspaceID: ws, Name: name, Description: desc, CreatedAt: now, UpdatedAt: now}
 		u := unitOfWorkFrom(ctx)
 		u.checkParent(parentWorkspace, ws, actor, RoleMember, "create projects", "", nil)
-		u.create("insert project", `INSERT INTO projects (id, workspace_id, name, description, created_at, updated_at)
+		u.write("insert project", `INSERT INTO projects (id, workspace_id, name, description, created_at, updated_at)
 			SELECT $1, $2, $3, $4, $5, $6 WHERE taskflow_ok()`,
-			[]any{p.ID, p.WorkspaceID, p.Name, p.Description, p.CreatedAt, p.UpdatedAt})
+			[]any{p.ID, p.WorkspaceID, p.Name, p.Description, p.CreatedAt, p.UpdatedAt}, 1)
 		out = p
 		return db.appendAudit(ctx, tx, audit.Event{WorkspaceID: &ws, ActorID: &actor.ID,
 			Action: "project.created", EntityID: p.ID, Metadata: audit.Snapshot(p)})

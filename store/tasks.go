@@ -175,11 +175,11 @@ func (db *DB) CreateTask(ctx context.Context, actor *User, in NewTask) (*Task, e
 		u.checkParent(parentProject, task.ProjectID, actor, RoleMember, "create tasks",
 			`CASE WHEN r.archived_at IS NOT NULL THEN 'archived' END`,
 			refusals{"archived": errs.Errorf(errs.CodeConflict, "the project is archived and takes no new tasks")})
-		u.create("insert task", `INSERT INTO tasks (id, project_id, workspace_id, title, description, status,
+		u.write("insert task", `INSERT INTO tasks (id, project_id, workspace_id, title, description, status,
 				priority, assignee_id, due_date, created_by, created_at, updated_at)
 			SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12 WHERE taskflow_ok()`,
 			[]any{task.ID, task.ProjectID, task.WorkspaceID, task.Title, task.Description, task.Status, task.Priority,
-				task.AssigneeID, task.DueDate, task.CreatedByID, task.CreatedAt, task.UpdatedAt})
+				task.AssigneeID, task.DueDate, task.CreatedByID, task.CreatedAt, task.UpdatedAt}, 1)
 		return db.appendAudit(ctx, tx, audit.Event{
 			WorkspaceID: &task.WorkspaceID, ActorID: &actor.ID, Action: "task.created",
 			EntityID: task.ID, Metadata: audit.Snapshot(task),

@@ -61,9 +61,6 @@ type deferred struct {
 	sql  string
 	args []any
 	read func(pgx.BatchResults) error
-	// parent, set on a parent's check (checkParent), lets the create that
-	// follows it take it into its own statement (unitOfWork.create).
-	parent *parentCheck
 }
 
 // queueDeferred queues a statement to go with the next round trip.

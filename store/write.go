@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -172,75 +170,12 @@ func (u *unitOfWork) checkParent(p parent, id string, actor *User, min Role, act
 		// row's changes (docs/decisions/2026-12-01-event-spine.md, "Order").
 		u.check(`SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`, []any{"ordered:" + p.table + ":" + id}, nil)
 	}
-	c := &parentCheck{p: p, refuse: refuse, refusals: r, args: append([]any{id, actor.ID, rolesAtLeast(min)}, args...)}
-	if len(args) > 0 || strings.Contains(refuse, "$") {
-		// Parameters of the caller's own: the check cannot be renumbered
-		// into a create's statement.
-		u.check(c.sql(1), c.args, r)
-		return
-	}
-	u.tx.queueDeferred(deferred{sql: c.sql(1), args: c.args, parent: c, read: func(br pgx.BatchResults) error {
-		_, err := br.Exec()
-		return r.refusal(err)
-	}})
-}
-
-// parentCheck is a check queued by checkParent, kept so that the create
-// that follows it can take it into its own statement (create).
-type parentCheck struct {
-	p        parent
-	refuse   string
-	refusals refusals
-	args     []any
-}
-
-// sql returns the check's SQL with its parameters numbered from first.
-func (c *parentCheck) sql(first int) string {
-	n := func(i int) string { return "$" + strconv.Itoa(first+i-1) }
-	return `SELECT taskflow_check(CASE WHEN r.role IS NULL THEN 'not_found'
-			WHEN NOT (r.role = ANY(` + n(3) + `::text[])) THEN 'forbidden' ELSE ` + c.refuse + ` END)
-		FROM (SELECT 1) one LEFT JOIN LATERAL (SELECT x.*, m.role FROM ` + c.p.table + ` x
-			LEFT JOIN members m ON m.workspace_id = x.` + c.p.workspaceColumn + ` AND m.user_id = ` + n(2) + `
-			WHERE x.id = ` + n(1) + ` ` + c.p.lock + ` OF x) r ON true`
-}
-
-// create queues the insert of one row (an INSERT ... SELECT ... WHERE
-// taskflow_ok(), without RETURNING) under the parent whose check
-// (checkParent) was queued just before it: the insert becomes a
-// data-modifying WITH query of the check's statement, so that the two cost
-// Postgres one statement. Postgres runs the insert whatever the check
-// finds; a refusal of the check aborts the statement, the insert with it, as
-// it aborted the transaction before. The row's foreign keys are checked at
-// the end of the statement, after the check's refusals, so a missing or
-// forbidden parent is still NOT_FOUND or FORBIDDEN, never a constraint's
-// error. Without such a check just before, create is write(what, sql, args, 1).
-func (u *unitOfWork) create(what, sql string, args []any) {
-	n := len(u.tx.pending)
-	if n == 0 || u.tx.pending[n-1].parent == nil {
-		u.write(what, sql, args, 1)
-		return
-	}
-	c := u.tx.pending[n-1].parent
-	tx := u.tx
-	u.tx.pending[n-1] = deferred{
-		sql: `WITH taskflow_created AS (` + sql + ` RETURNING 1) ` +
-			strings.Replace(c.sql(len(args)+1), "SELECT taskflow_check(", "SELECT (SELECT count(*) FROM taskflow_created), taskflow_check(", 1),
-		args: append(slices.Clip(args), c.args...),
-		read: func(br pgx.BatchResults) error {
-			var rows int64
-			err := br.QueryRow().Scan(&rows, new(*bool))
-			if err != nil {
-				if r := c.refusals.refusal(err); r != err {
-					return r
-				}
-				return mapError(fmt.Errorf("%s: %w", what, err))
-			}
-			if rows != 1 && tx.err == nil {
-				return fmt.Errorf("%s: %d rows changed, want 1", what, rows)
-			}
-			return nil
-		},
-	}
+	u.check(`SELECT taskflow_check(CASE WHEN r.role IS NULL THEN 'not_found'
+			WHEN NOT (r.role = ANY($3::text[])) THEN 'forbidden' ELSE `+refuse+` END)
+		FROM (SELECT 1) one LEFT JOIN LATERAL (SELECT x.*, m.role FROM `+p.table+` x
+			LEFT JOIN members m ON m.workspace_id = x.`+p.workspaceColumn+` AND m.user_id = $2
+			WHERE x.id = $1 `+p.lock+` OF x) r ON true`,
+		append([]any{id, actor.ID, rolesAtLeast(min)}, args...), r)
 }
 
 // table describes an entity's table for lockRow, updateRecorded and deleteRecorded: its
