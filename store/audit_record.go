@@ -96,27 +96,14 @@ func auditRecordDests(r *audit.Record, raw [][]byte, at int) (dests []any, prese
 // defaults (the inserting transaction's id, the next number), hash stays NULL
 // until the sealer seals it. It is guarded: nothing is inserted in a unit of
 // work that an idempotency claim refused (taskflow_ok, migration 0009).
-var insertAuditSQL = insertAuditSQLFrom(1, 1)
-
-// insertAuditSQLFrom is insertAuditSQL of n events in one statement (in the
-// order given: each takes its seq as its row is inserted), with their
-// parameters numbered from first: the events as a data-modifying WITH query
-// of another statement whose own parameters come before (queueEvents).
-func insertAuditSQLFrom(first, n int) string {
-	rows := make([]string, n)
-	for r := range rows {
-		marks := make([]string, len(auditRecordFields))
-		for i, f := range auditRecordFields {
-			marks[i] = fmt.Sprintf("$%d::%s", first+r*len(auditRecordFields)+i, f.sqlType)
-		}
-		rows[r] = strings.Join(marks, ", ")
+var insertAuditSQL = func() string {
+	marks := make([]string, len(auditRecordFields))
+	for i, f := range auditRecordFields {
+		marks[i] = fmt.Sprintf("$%d::%s", i+1, f.sqlType)
 	}
-	if n == 1 {
-		return `INSERT INTO audit_events (` + auditRecordColumns("") + `) SELECT ` + rows[0] + ` WHERE taskflow_ok()`
-	}
-	return `INSERT INTO audit_events (` + auditRecordColumns("") + `) SELECT * FROM (VALUES (` +
-		strings.Join(rows, "), (") + `)) v WHERE taskflow_ok()`
-}
+	return `INSERT INTO audit_events (` + auditRecordColumns("") + `) SELECT ` + strings.Join(marks, ", ") +
+		` WHERE taskflow_ok()`
+}()
 
 // recordMetadata is an audit.Record's metadata as a scan destination: the
 // jsonb text decoded with numbers kept as written (audit.DecodeMetadata), so

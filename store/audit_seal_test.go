@@ -292,7 +292,7 @@ func TestCreateTaskTakesNoAuditLock(t *testing.T) {
 			}
 		}
 		last := trips[len(trips)-1]
-		if len(trips) != want || !strings.Contains(last, "insert into audit_events") || !strings.HasSuffix(last, "; commit") {
+		if len(trips) != want || !strings.Contains(last, "; insert into audit_events") || !strings.HasSuffix(last, "; commit") {
 			t.Fatalf("task %d: round trips %q: want %d, the event's insert and COMMIT in the last", i+1, trips, want)
 		}
 	}

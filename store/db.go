@@ -296,9 +296,10 @@ func (db *DB) UnitOfWork(ctx context.Context, fn func(ctx context.Context) error
 	}
 	at := time.Now().UTC().Truncate(time.Microsecond)
 	for i := range u.audits {
-		u.audits[i].OccurredAt = at
+		r := &u.audits[i]
+		r.OccurredAt = at
+		tx.queueDeferred(deferred{sql: insertAuditSQL, args: auditRecordArgs(r)})
 	}
-	tx.queueEvents(u.audits)
 	if err := tx.Commit(detached); err != nil {
 		return mapError(err)
 	}

@@ -5,8 +5,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-
-	"taskflow/audit"
 )
 
 // Defer queues sql as a deferred statement of the unit of work of ctx, for the
@@ -42,12 +40,6 @@ func (db *DB) ExpireRemembered(hash []byte) {
 		expired.expires = time.Now()
 		db.sessions.entries.Set(key, &expired)
 	}
-}
-
-// AppendAudit is appendAudit in the unit of work of ctx, for the tests of
-// queueEvents (package store_test).
-func (db *DB) AppendAudit(ctx context.Context, ev audit.Event) error {
-	return db.appendAudit(ctx, TxFrom(ctx), ev)
 }
 
 // ClaimSQL and RecordSQL are the key's claim and record read, for

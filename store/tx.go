@@ -4,15 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
-	"strings"
-	"sync"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
-
-	"taskflow/audit"
 )
 
 // pipelinedTx is the transaction of a unit of work, sent in as few round trips
@@ -65,76 +60,6 @@ type deferred struct {
 
 // queueDeferred queues a statement to go with the next round trip.
 func (t *pipelinedTx) queueDeferred(d deferred) { t.pending = append(t.pending, d) }
-
-// queueEvents queues the inserts of the audit events recs to go with the
-// next round trip. When a deferred statement is pending (the unit of work's
-// last write, or its idempotency record), the events become one
-// data-modifying WITH query of that statement, so that they cost Postgres no
-// statement of their own: Postgres runs such a query once and to the end
-// whatever the statement does with it, the command tag stays the statement's
-// own, the events' insert reads nothing the statement writes, nor the
-// statement anything the events write, and the events take their places in
-// the spine (seq) in the order they were recorded, as rows of one insert (docs/decisions/2026-12-05-one-statement-claim.md).
-// Otherwise the events are a statement of their own.
-func (t *pipelinedTx) queueEvents(recs []audit.Record) {
-	if len(recs) == 0 {
-		return
-	}
-	var host *deferred
-	if n := len(t.pending); n > 0 {
-		host = &t.pending[n-1]
-	}
-	var args []any
-	if host == nil || !foldable(host.sql) {
-		for i := range recs {
-			args = append(args, auditRecordArgs(&recs[i])...)
-		}
-		t.queueDeferred(deferred{sql: cachedAuditSQLFrom(1, len(recs)), args: args})
-		return
-	}
-	rest := strings.TrimLeft(host.sql, " \t\n")
-	args = slices.Clip(host.args)
-	events := cachedAuditSQLFrom(len(args)+1, len(recs))
-	for i := range recs {
-		args = append(args, auditRecordArgs(&recs[i])...)
-	}
-	host.args = args
-	if len(rest) >= 5 && strings.EqualFold(rest[:5], "WITH ") {
-		host.sql = "WITH taskflow_events AS (" + events + "), " + rest[5:]
-	} else {
-		host.sql = "WITH taskflow_events AS (" + events + ") " + rest
-	}
-}
-
-// auditSQLFrom holds insertAuditSQLFrom's statements by their first
-// parameter's number and their number of events, made once each.
-var auditSQLFrom sync.Map
-
-// cachedAuditSQLFrom is insertAuditSQLFrom(first, n), made once.
-func cachedAuditSQLFrom(first, n int) string {
-	k := [2]int{first, n}
-	if s, ok := auditSQLFrom.Load(k); ok {
-		return s.(string)
-	}
-	s, _ := auditSQLFrom.LoadOrStore(k, insertAuditSQLFrom(first, n))
-	return s.(string)
-}
-
-// foldable reports whether a statement can take audit events as WITH
-// queries: an INSERT, UPDATE, DELETE or SELECT, or a WITH that is not
-// RECURSIVE (Postgres allows data-modifying WITH queries only at the top of
-// a statement, and a RECURSIVE list would have to come first).
-func foldable(sql string) bool {
-	word, rest, _ := strings.Cut(strings.TrimLeft(sql, " \t\n"), " ")
-	switch strings.ToUpper(word) {
-	case "INSERT", "UPDATE", "DELETE", "SELECT":
-		return true
-	case "WITH":
-		next, _, _ := strings.Cut(strings.TrimLeft(rest, " \t\n"), " ")
-		return !strings.EqualFold(next, "RECURSIVE")
-	}
-	return false
-}
 
 // idle reports whether the next statement can go to Postgres as it is: the
 // transaction has begun and nothing waits to go before it.

@@ -3,7 +3,6 @@ package store_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -12,7 +11,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"taskflow/audit"
 	"taskflow/store"
 	"taskflow/store/storetest"
 )
@@ -345,69 +343,5 @@ func TestClaimAhead(t *testing.T) {
 	}
 	if n := pool.Stat().AcquiredConns(); n != 1 { // the holder's
 		t.Fatalf("%d connections acquired, want the holder's only", n)
-	}
-}
-
-// A unit of work's audit events ride its last deferred statement as one
-// data-modifying WITH query (no statement of their own) when that statement
-// can take one, and are a statement of their own otherwise; either way they
-// are inserted in the order they were recorded, in its transaction.
-func TestEventsRideTheLastStatement(t *testing.T) {
-	t.Parallel()
-	db, pool, rec := tracedDB(t)
-	ctx := t.Context()
-	u := mkUser(t, db, "events@example.com")
-	ws, err := db.CreateWorkspace(ctx, u, "W")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := pool.Exec(ctx, `CREATE TABLE t (v int PRIMARY KEY)`); err != nil {
-		t.Fatal(err)
-	}
-	rec.take()
-	for i, c := range []struct {
-		host       string
-		statements int // in the round trip that commits: BEGIN, the host, [the events,] COMMIT
-	}{
-		{`INSERT INTO t VALUES ($1)`, 3},
-		{`WITH a AS (SELECT $1::int AS v) INSERT INTO t SELECT v FROM a`, 3},
-		{"\n\t\tUPDATE t SET v = v WHERE v = $1", 3},
-		{`SELECT v FROM t WHERE v = $1`, 3},
-		{`WITH RECURSIVE r(v) AS (SELECT $1::int) INSERT INTO t SELECT v FROM r`, 4},
-		{"", 3}, // no host: the events alone
-	} {
-		entity := fmt.Sprintf("e%d", i)
-		err := db.UnitOfWork(ctx, func(ctx context.Context) error {
-			if c.host != "" {
-				store.Defer(ctx, c.host, i+1)
-			}
-			for _, action := range []string{"task.created", "task.updated", "task.deleted"} {
-				if err := db.AppendAudit(ctx, audit.Event{WorkspaceID: &ws.ID, ActorID: &u.ID, Action: action,
-					EntityID: entity, Metadata: map[string]any{"n": i}}); err != nil {
-					return err
-				}
-			}
-			return nil
-		})
-		if err != nil {
-			t.Fatalf("host %q: %v", c.host, err)
-		}
-		trips := rec.take()
-		last := trips[len(trips)-1]
-		if n := strings.Count(last, " ; ") + 1; n != c.statements {
-			t.Errorf("host %q: %d statements in %q, want %d", c.host, n, last, c.statements)
-		}
-		var actions []string
-		var txs int
-		if err := pool.QueryRow(ctx, `SELECT array_agg(action ORDER BY seq), count(DISTINCT tx_id)
-			FROM audit_events WHERE entity_id = $1`, entity).Scan(&actions, &txs); err != nil {
-			t.Fatal(err)
-		}
-		if strings.Join(actions, " ") != "task.created task.updated task.deleted" || txs != 1 {
-			t.Errorf("host %q: events %v in %d transactions, want the three in the order recorded, in one", c.host, actions, txs)
-		}
-	}
-	if err := pool.QueryRow(ctx, `SELECT count(*) FROM t`).Scan(new(int)); err != nil {
-		t.Fatal(err)
 	}
 }
