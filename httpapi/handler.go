@@ -215,10 +215,11 @@ func newHandler(o Options, without []Guard) http.Handler {
 	// may refuse it: a refused operation is a client using them all the same.
 	gql.Use(newDeprecationsExtension(ops.reg, documents.Deprecated()))
 	// The checks that refuse the operation for what it is, before the limiter
-	// charges it: a mutation by GET, a string the database cannot store, keys
-	// that cannot be honoured (idempotency).
+	// charges it: a mutation by GET, a string the database cannot store or a
+	// value gqlgen would refuse only as its field runs, keys that cannot be
+	// honoured (idempotency).
 	gql.Use(methodGuard{})
-	gql.Use(inputGuard{})
+	gql.Use(inputGuard{types: newInputTypes(es.Schema())})
 	if idem {
 		gql.Use(idempotency.New(idempotency.Options{DB: o.DB, TTL: o.IdempotencyTTL, Wait: o.IdempotencyWait,
 			Registerer: ops.reg, Log: o.Log}))

@@ -36,7 +36,16 @@ func textFault(s string) string {
 // UTF-8 anywhere is BAD_USER_INPUT naming the argument or variable, never the
 // value. This is the one check where GraphQL input enters; store.InputError is
 // the net under it.
-type inputGuard struct{}
+//
+// With types, it also refuses so a value that gqlgen's generated code would
+// refuse only as its field runs, after the operation was charged and its
+// other fields ran (inputTypes: an enum value in another case, a Time that
+// is not RFC 3339, an Upload that is not a file part), in the variables or
+// as a literal: BAD_USER_INPUT with the message the field would have
+// answered.
+type inputGuard struct {
+	types *inputTypes
+}
 
 var (
 	_ graphql.HandlerExtension        = inputGuard{}
@@ -49,17 +58,18 @@ func (inputGuard) ExtensionName() string { return "InputGuard" }
 // Validate accepts any schema.
 func (inputGuard) Validate(graphql.ExecutableSchema) error { return nil }
 
-// MutateOperationContext checks the document's strings, then the variables'.
-func (inputGuard) MutateOperationContext(_ context.Context, oc *graphql.OperationContext) *gqlerror.Error {
+// MutateOperationContext checks the document's strings and literals, then
+// the variables' strings, then their values.
+func (g inputGuard) MutateOperationContext(_ context.Context, oc *graphql.OperationContext) *gqlerror.Error {
 	if oc.Doc != nil {
-		if err := checkDocument(oc.Doc); err != nil {
+		if err := checkDocument(oc.Doc, g.types); err != nil {
 			return err
 		}
 	}
 	if path, fault := valueFault(oc.Variables); fault != "" {
 		return inputRefusal("variable $"+strings.TrimPrefix(path, ".")+" contains "+fault, nil)
 	}
-	return nil
+	return g.types.variables(oc.Operation, oc.Variables)
 }
 
 // inputRefusal is the BAD_USER_INPUT error of a string the database cannot store.
@@ -72,26 +82,27 @@ func inputRefusal(msg string, pos *ast.Position) *gqlerror.Error {
 	return err
 }
 
-// checkDocument checks every string literal of the document.
-func checkDocument(doc *ast.QueryDocument) *gqlerror.Error {
+// checkDocument checks every string literal of the document, and every
+// literal of a type types checks.
+func checkDocument(doc *ast.QueryDocument, types *inputTypes) *gqlerror.Error {
 	for _, op := range doc.Operations {
 		for _, v := range op.VariableDefinitions {
 			if path, bad, fault := literalFault(v.DefaultValue); fault != "" {
 				return inputRefusal("the default of $"+v.Variable+path+" contains "+fault, bad.Position)
 			}
 		}
-		if err := checkDirectives(op.Directives); err != nil {
+		if err := checkDirectives(op.Directives, types); err != nil {
 			return err
 		}
-		if err := checkSelections(op.SelectionSet); err != nil {
+		if err := checkSelections(op.SelectionSet, types); err != nil {
 			return err
 		}
 	}
 	for _, f := range doc.Fragments {
-		if err := checkDirectives(f.Directives); err != nil {
+		if err := checkDirectives(f.Directives, types); err != nil {
 			return err
 		}
-		if err := checkSelections(f.SelectionSet); err != nil {
+		if err := checkSelections(f.SelectionSet, types); err != nil {
 			return err
 		}
 	}
@@ -101,22 +112,22 @@ func checkDocument(doc *ast.QueryDocument) *gqlerror.Error {
 // checkSelections checks the arguments of the fields and directives of a
 // selection set and of the sets under it (fragment spreads are checked where
 // the fragment is defined).
-func checkSelections(set ast.SelectionSet) *gqlerror.Error {
+func checkSelections(set ast.SelectionSet, types *inputTypes) *gqlerror.Error {
 	for _, sel := range set {
 		var err *gqlerror.Error
 		switch s := sel.(type) {
 		case *ast.Field:
-			if err = checkArguments(s.Arguments, s.Name); err == nil {
-				if err = checkDirectives(s.Directives); err == nil {
-					err = checkSelections(s.SelectionSet)
+			if err = checkArguments(s.Arguments, s.Name, types); err == nil {
+				if err = checkDirectives(s.Directives, types); err == nil {
+					err = checkSelections(s.SelectionSet, types)
 				}
 			}
 		case *ast.InlineFragment:
-			if err = checkDirectives(s.Directives); err == nil {
-				err = checkSelections(s.SelectionSet)
+			if err = checkDirectives(s.Directives, types); err == nil {
+				err = checkSelections(s.SelectionSet, types)
 			}
 		case *ast.FragmentSpread:
-			err = checkDirectives(s.Directives)
+			err = checkDirectives(s.Directives, types)
 		}
 		if err != nil {
 			return err
@@ -126,9 +137,9 @@ func checkSelections(set ast.SelectionSet) *gqlerror.Error {
 }
 
 // checkDirectives checks the arguments of directives.
-func checkDirectives(list ast.DirectiveList) *gqlerror.Error {
+func checkDirectives(list ast.DirectiveList, types *inputTypes) *gqlerror.Error {
 	for _, d := range list {
-		if err := checkArguments(d.Arguments, "@"+d.Name); err != nil {
+		if err := checkArguments(d.Arguments, "@"+d.Name, types); err != nil {
 			return err
 		}
 	}
@@ -136,11 +147,14 @@ func checkDirectives(list ast.DirectiveList) *gqlerror.Error {
 }
 
 // checkArguments checks the literal of each argument of the field or
-// directive named of.
-func checkArguments(args ast.ArgumentList, of string) *gqlerror.Error {
+// directive named of: its strings, then its values of a type types checks.
+func checkArguments(args ast.ArgumentList, of string, types *inputTypes) *gqlerror.Error {
 	for _, a := range args {
 		if path, bad, fault := literalFault(a.Value); fault != "" {
 			return inputRefusal("argument "+a.Name+path+" of "+of+" contains "+fault, bad.Position)
+		}
+		if err := types.literal(a.Value); err != nil {
+			return err
 		}
 	}
 	return nil

@@ -7,6 +7,7 @@ import (
 
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/vektah/gqlparser/v2"
+	"github.com/vektah/gqlparser/v2/ast"
 
 	"taskflow/schema"
 )
@@ -20,6 +21,7 @@ func BenchmarkInputGuard(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	types := newInputTypes(s)
 	var many strings.Builder
 	many.WriteString("{")
 	for i := range 200 {
@@ -43,10 +45,68 @@ func BenchmarkInputGuard(b *testing.B) {
 		b.Run(c.name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				if err := (inputGuard{}).MutateOperationContext(b.Context(), oc); err != nil {
+				if err := (inputGuard{types: types}).MutateOperationContext(b.Context(), oc); err != nil {
 					b.Fatal(err)
 				}
 			}
 		})
+	}
+}
+
+// Every enum and custom scalar that a variable or literal can carry has its
+// check in unmarshalers (the function gqlgen's generated code unmarshals it
+// with): one without would be refused only as its field ran, after the
+// operation was charged.
+func TestInputCheckedTypesCoverTheSchema(t *testing.T) {
+	s, err := schema.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	input := map[string]bool{}
+	var reach func(name string)
+	reach = func(name string) {
+		if input[name] {
+			return
+		}
+		input[name] = true
+		if def := s.Types[name]; def != nil && def.Kind == ast.InputObject {
+			for _, f := range def.Fields {
+				reach(f.Type.Name())
+			}
+		}
+	}
+	for _, def := range s.Types {
+		for _, f := range def.Fields {
+			for _, a := range f.Arguments {
+				reach(a.Type.Name())
+			}
+		}
+	}
+	for _, d := range s.Directives {
+		for _, a := range d.Arguments {
+			reach(a.Type.Name())
+		}
+	}
+	types := newInputTypes(s)
+	for name := range input {
+		def := s.Types[name]
+		if def == nil || def.BuiltIn {
+			continue
+		}
+		custom := def.Kind == ast.Enum || def.Kind == ast.Scalar
+		if custom && unmarshalers[name] == nil {
+			t.Errorf("%s (%s) is taken as input and has no check in unmarshalers", name, def.Kind)
+		}
+		if custom && !types.checked[name] {
+			t.Errorf("%s is not among the checked types", name)
+		}
+	}
+	for _, name := range []string{"CreateTaskInput", "UpdateTaskInput", "AuditEventFilter"} {
+		if !types.checked[name] {
+			t.Errorf("input %s holds a checked type and is not checked", name)
+		}
+	}
+	if types.checked["CreateWorkspaceInput"] || types.checked["ID"] || types.checked["String"] {
+		t.Errorf("types with nothing to check are walked: %v", types.checked)
 	}
 }
