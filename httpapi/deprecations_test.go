@@ -232,3 +232,88 @@ func TestRefusedOperationsCountTheirDeprecatedUses(t *testing.T) {
 		t.Errorf("access log names the uses of an operation refused as invalid:\n%s", accessLog.String())
 	}
 }
+
+// An operation refused over graphql-ws after its document and variables
+// were found valid (over MAX_QUERY_COST, over the budget) is answered, as over HTTP and SSE, with its
+// extensions.deprecations beside its errors: a "next" message whose payload
+// is the body a 429 or a refused POST has (it had only errors); the legacy
+// graphql-ws protocol's "data" message too. An operation that uses nothing
+// deprecated has no extensions.
+func TestWebSocketRefusalsCarryTheirDeprecations(t *testing.T) {
+	t.Parallel()
+	env, _ := limited(t, ratelimit.Config{Points: 5}, nil, "")
+	u := env.NewUser(t, "ann")
+	init := map[string]any{"Authorization": "Bearer " + u.Token}
+	ws := apitest.DialWS(t, env.Server.URL+"/query", apitest.WSOptions{Init: init})
+	legacy := apitest.DialWS(t, env.Server.URL+"/query", apitest.WSOptions{Init: init, Subprotocol: "graphql-ws"})
+	refusal := func(w *apitest.WS, id, query string, vars map[string]any, next string) (code string, deprecated []string, raw string) {
+		t.Helper()
+		if next == "data" {
+			p, _ := json.Marshal(map[string]any{"query": query, "variables": vars})
+			w.Send(apitest.WSMessage{Type: "start", ID: id, Payload: p})
+		} else {
+			w.Subscribe(id, query, vars)
+		}
+		m := w.Next()
+		for m.Type == "ka" { // the legacy protocol's keep-alive
+			m = w.Next()
+		}
+		var p struct {
+			Data       json.RawMessage
+			Errors     []struct{ Extensions map[string]any }
+			Extensions struct {
+				Deprecations []struct{ Field, Reason string }
+			}
+		}
+		if m.Type != next || m.ID != id || json.Unmarshal(m.Payload, &p) != nil || len(p.Errors) == 0 ||
+			len(p.Data) != 0 && string(p.Data) != "null" {
+			t.Fatalf("%s: %s %s %s, want a %q refusal", id, m.Type, m.ID, m.Payload, next)
+		}
+		for _, d := range p.Extensions.Deprecations {
+			if d.Reason == "" {
+				t.Errorf("%s: %s without its reason", id, d.Field)
+			}
+			deprecated = append(deprecated, d.Field)
+		}
+		end := w.Next()
+		for end.Type == "ka" {
+			end = w.Next()
+		}
+		if end.Type != "complete" || end.ID != id {
+			t.Fatalf("%s: then %+v, want complete", id, end)
+		}
+		code, _ = p.Errors[0].Extensions["code"].(string)
+		return code, deprecated, string(m.Payload)
+	}
+	for _, c := range []struct {
+		id, query string
+		vars      map[string]any
+		code      string
+		fields    []string
+	}{
+		{"costly", `query Costly { me { workspaces { members { user { id } } } } }`, nil,
+			"QUERY_TOO_COSTLY", []string{"User.workspaces", "Workspace.members"}},
+		{"plain-costly", `query PlainCostly { me { workspacesConnection(first: 100) { nodes { membersConnection(first: 100) { nodes { user { id } } } } } } }`, nil,
+			"QUERY_TOO_COSTLY", nil},
+	} {
+		for _, w := range []struct {
+			conn *apitest.WS
+			next string
+		}{{ws, "next"}, {legacy, "data"}} {
+			code, got, raw := refusal(w.conn, c.id, c.query, c.vars, w.next)
+			if code != c.code || !slices.Equal(got, c.fields) {
+				t.Errorf("%s over %s: %s %v, want %s %v: %s", c.id, w.next, code, got, c.code, c.fields, raw)
+			}
+		}
+	}
+	// The budget spent: RATE_LIMITED, told the same.
+	for i := 0; i < 5; i++ {
+		if r := env.Post(t, u.Token, cheap, nil); r.Status != http.StatusOK {
+			t.Fatalf("query %d: %d %s", i, r.Status, r.Raw)
+		}
+	}
+	if code, got, raw := refusal(ws, "spent", `query Spent { me { workspaces { id } } }`, nil, "next"); code != "RATE_LIMITED" ||
+		!slices.Equal(got, []string{"User.workspaces"}) {
+		t.Errorf("budget spent: %s %v: %s, want RATE_LIMITED with User.workspaces", code, got, raw)
+	}
+}

@@ -451,6 +451,14 @@ type wsConn struct {
 	// place (never to be stopped by a complete); and a client that completed
 	// an operation and reused its id must get nothing more of the old one.
 	seq uint64
+	// started is the id gqlgen runs the operation the client started last
+	// under: gqlgen prepares it (and answers its refusal) before it reads
+	// the next message.
+	started string
+	// refused holds, by the id gqlgen runs it under, the extensions of an
+	// operation refused before it ran (its deprecations: inTurn.DispatchError),
+	// which gqlgen's answer of it, errors only, lacks (fromServer adds them).
+	refused map[string]map[string]any
 }
 
 // wsRun is an operation gqlgen runs for a client (wsConn.runs).
@@ -562,6 +570,7 @@ func (c *wsConn) fromClient(data []byte) ([]byte, coderws.StatusCode, string) {
 		c.seq++
 		run = "#" + strconv.FormatUint(c.seq, 10)
 		c.ops[m.ID], c.runs[run] = run, &wsRun{id: m.ID}
+		c.started = run
 		c.mu.Unlock()
 	case "complete", "stop":
 		c.mu.Lock()
@@ -605,7 +614,10 @@ func (c *wsConn) fromClient(data []byte) ([]byte, coderws.StatusCode, string) {
 // an operation (complete, error) frees the client's id, and nothing more of
 // one the client completed is sent (graphql-transport-ws: "no further
 // events"; a client that reused its id would take them for the new
-// operation's).
+// operation's). The answer (next, legacy data) of an operation refused
+// before it ran gets the extensions gqlgen left out (refusedWith; the
+// Payload field, TestWebSocketRefusalsCarryTheirDeprecations fails if it
+// changes).
 func (c *wsConn) fromServer(v any) bool {
 	m := reflect.Indirect(reflect.ValueOf(v))
 	if m.Kind() != reflect.Struct {
@@ -629,8 +641,10 @@ func (c *wsConn) fromServer(v any) bool {
 	if !ok {
 		return true // an operation gqlgen ended already (cannot happen) or never ran
 	}
+	ext := c.refused[id.String()]
 	if end {
 		delete(c.runs, id.String())
+		delete(c.refused, id.String())
 		if !r.completed {
 			delete(c.ops, r.id)
 		}
@@ -638,10 +652,51 @@ func (c *wsConn) fromServer(v any) bool {
 	if r.completed {
 		return false
 	}
+	if ext != nil && !end {
+		delete(c.refused, id.String())
+		withExtensions(m.FieldByName("Payload"), ext)
+	}
 	if id.CanSet() {
 		id.SetString(r.id)
 	}
 	return true
+}
+
+// refusedWith notes ext, the extensions of the refusal of the operation the
+// client started last (gqlgen answers it before it reads another message),
+// for fromServer to add to gqlgen's answer of it.
+func (c *wsConn) refusedWith(ext map[string]any) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.started == "" {
+		return
+	}
+	if c.refused == nil {
+		c.refused = map[string]map[string]any{}
+	}
+	c.refused[c.started] = ext
+}
+
+// withExtensions sets the extensions of payload, the JSON of a response
+// with errors only (gqlgen's answer of a refused operation), to ext, when
+// payload is a settable json.RawMessage that decodes as one.
+func withExtensions(payload reflect.Value, ext map[string]any) {
+	raw, ok := payload.Interface().(json.RawMessage)
+	if !ok || !payload.CanSet() {
+		return
+	}
+	var resp struct {
+		Errors     json.RawMessage `json:"errors"`
+		Data       json.RawMessage `json:"data"`
+		Extensions map[string]any  `json:"extensions,omitempty"`
+	}
+	if json.Unmarshal(raw, &resp) != nil || resp.Extensions != nil {
+		return
+	}
+	resp.Extensions = ext
+	if b, err := json.Marshal(resp); err == nil {
+		payload.Set(reflect.ValueOf(json.RawMessage(b)))
+	}
 }
 
 // WriteJSON writes one message, within the write timeout: a client that does

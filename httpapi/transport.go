@@ -353,6 +353,21 @@ func (e inTurn) CreateOperationContext(ctx context.Context, p *graphql.RawParams
 	return rc, list
 }
 
+// DispatchError presents the errors of an operation refused before it ran.
+// gqlgen's WebSocket transport answers such an operation with its errors
+// only, so the refusal's extensions.deprecations (withDeprecations) are
+// noted on the connection, which adds them to that answer
+// (wsConn.refusedWith): a refusal carries them on every transport.
+func (e inTurn) DispatchError(ctx context.Context, list gqlerror.List) *graphql.Response {
+	resp := e.GraphExecutor.DispatchError(ctx, list)
+	if c := wsConnFrom(ctx); c != nil {
+		if ext := deprecationsOnly(resp.Extensions); ext != nil {
+			c.refusedWith(ext)
+		}
+	}
+	return resp
+}
+
 // DispatchOperation runs the operation; one that keeps its turn
 // (CreateOperationContext) ends it once answered, charged the work of its
 // execution (its password hashes; all of it for a heavy document).
