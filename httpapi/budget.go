@@ -27,53 +27,64 @@ type budget struct {
 // budget after it. When the budget cannot pay, nothing is taken and it
 // returns the refusal, for writeRateLimited; nothing else is written.
 func (b budget) charge(ctx context.Context, w http.ResponseWriter, points int64) (refused *ratelimit.Outcome) {
-	return b.chargeFor(ctx, w, points, points)
+	refused, _ = b.chargeFor(ctx, w, points, points) // holds nothing
+	return refused
 }
 
 // chargeFor is charge for work that may cost up to need points in all (need
 // more than points: the rest is charged once the work is done, for what it
 // did): the budget must be able to pay need now, or nothing is taken and the
-// refusal returned.
-func (b budget) chargeFor(ctx context.Context, w http.ResponseWriter, points, need int64) (refused *ratelimit.Outcome) {
+// refusal returned. The rest is held against the budget until release,
+// never nil, is called (take).
+func (b budget) chargeFor(ctx context.Context, w http.ResponseWriter, points, need int64) (refused *ratelimit.Outcome, release func()) {
 	if b.lim == nil {
-		return nil
+		return nil, func() {}
 	}
-	o := b.take(ctx, points, need)
+	o, release := b.take(ctx, points, need)
 	setRateLimitHeaders(w, o)
 	if o.Limited != "" {
-		return o
+		return o, release
 	}
-	return nil
+	return nil, release
 }
 
 // take charges points when the budget can pay need (see chargeFor) and
 // returns what the budget answered: a refusal (of either) takes nothing.
-func (b budget) take(ctx context.Context, points, need int64) *ratelimit.Outcome {
+// The rest of need, charged once the work is done, is held against the
+// budget (ratelimit.Limiter.Reserve) until release, which the caller calls
+// once that charge is made or the work failed (release is never nil).
+func (b budget) take(ctx context.Context, points, need int64) (o *ratelimit.Outcome, release func()) {
+	release = func() {}
 	if need > points {
-		if o := b.lim.Afford(ctx, b.user, need); o.Limited != "" {
-			return o
+		if o, release = b.lim.Reserve(ctx, b.user, need); o.Limited != "" {
+			return o, release
 		}
 	}
-	return b.lim.Charge(ctx, b.user, points)
+	if o = b.lim.Charge(ctx, b.user, points); o.Limited != "" {
+		release()
+		release = func() {}
+	}
+	return o, release
 }
 
 // wait takes points from the budget, waiting for them while it cannot pay
 // them, or while it cannot pay need (see chargeFor), until ctx ends (its
-// error is returned then).
-func (b budget) wait(ctx context.Context, points, need int64) error {
+// error is returned then). What it holds of need (take) is released by the
+// returned function, never nil.
+func (b budget) wait(ctx context.Context, points, need int64) (release func(), err error) {
 	if b.lim == nil {
-		return nil
+		return func() {}, nil
 	}
 	for {
-		o := b.take(ctx, points, need)
+		o, release := b.take(ctx, points, need)
 		if o.Limited == "" {
-			return nil
+			return release, nil
 		}
 		t := time.NewTimer(o.RetryAfter)
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return ctx.Err()
+			return func() {}, ctx.Err()
 		case <-t.C:
 		}
 	}

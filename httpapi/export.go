@@ -89,7 +89,13 @@ func auditExport(db *store.DB, lim *ratelimit.Limiter, log *slog.Logger) http.Ha
 		started := false
 		n := 0
 		rc := http.NewResponseController(w)
+		// What a page's check holds of its scan's worst case, released once
+		// the scan is charged, or the export ends.
+		held := func() {}
+		defer func() { held() }()
 		page := func(p, scan int) error {
+			held()
+			held = func() {}
 			// Each page is written within exportPageTimeout of its start: a
 			// long (paced) export is not cut by the server's WriteTimeout, a
 			// client that stops reading still is.
@@ -101,7 +107,9 @@ func auditExport(db *store.DB, lim *ratelimit.Limiter, log *slog.Logger) http.Ha
 			case p == 0 && r.Method == http.MethodHead:
 				return errExportHead
 			case p == 0:
-				if o := b.chargeFor(r.Context(), w, exportPagePoints, need); o != nil {
+				o, release := b.chargeFor(r.Context(), w, exportPagePoints, need)
+				held = release
+				if o != nil {
 					return rateLimitedError{o}
 				}
 				return nil
@@ -111,9 +119,13 @@ func auditExport(db *store.DB, lim *ratelimit.Limiter, log *slog.Logger) http.Ha
 					return err
 				}
 			}
-			return b.wait(r.Context(), exportPagePoints, need)
+			release, err := b.wait(r.Context(), exportPagePoints, need)
+			held = release
+			return err
 		}
 		examined := func(looked int) error {
+			held()
+			held = func() {}
 			points := ratelimit.ScanCost(int64(looked))
 			if points == 0 {
 				return nil
@@ -124,7 +136,8 @@ func auditExport(db *store.DB, lim *ratelimit.Limiter, log *slog.Logger) http.Ha
 					return err
 				}
 			}
-			return b.wait(r.Context(), points, points)
+			_, err := b.wait(r.Context(), points, points) // holds nothing
+			return err
 		}
 		err = db.EachAuditEvent(r.Context(), user, workspaceID, filter, page, examined, func(e *store.AuditEvent) error {
 			if !started {

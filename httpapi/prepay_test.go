@@ -2,16 +2,21 @@ package httpapi_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"taskflow/httpapi"
 	"taskflow/httpapi/apitest"
 	"taskflow/ratelimit"
+	"taskflow/ratelimit/ratelimittest"
 	"taskflow/store"
 	"taskflow/store/storetest"
 )
@@ -255,5 +260,94 @@ func TestExportScanIsRefusedBeforeItRuns(t *testing.T) {
 	// 9,000 events looked at: 9 points, not 10.
 	if l := left(t, env, u); l != 1-1 {
 		t.Fatalf("%d points left after an export of 1+100+9 points, want 0", l)
+	}
+}
+
+// Aliases of a page of auditEvents resolve at once, and each asked whether
+// the budget could pay its worst case before its scan: all saw the same
+// budget, so 5 aliases each passed a check only one of them could pay, and
+// all 5 scans ran. What a check lets through is now held against the budget
+// until the page is charged what it looked at (or fails): with a budget
+// that pays the operation and one worst case, exactly one scan runs.
+func TestAliasedScansReserveTheirWorstCase(t *testing.T) {
+	t.Parallel()
+	env, scans, lim := countedEnv(t, func(sql string) bool { return strings.Contains(sql, "row_number() OVER w") })
+	e := &auditEnv{Env: env}
+	e.owner = e.NewUser(t, "Owner")
+	e.ws = e.workspace(t, map[apitest.User]store.Role{e.owner: store.RoleOwner})
+	scanEvents(t, e, e.ws, e.owner.ID, "task.created", 12000)
+	var q strings.Builder
+	q.WriteString(`query($ws: ID!) {`)
+	for i := range 5 {
+		// Each looks at 10,000 events and keeps none: price 2, up to 10 more.
+		fmt.Fprintf(&q, ` a%d: auditEvents(workspaceId: $ws, filter: {actions: ["comment.*"]}, first: 1) { nodes { id } }`, i)
+	}
+	q.WriteString(` }`)
+	leave(t, env, lim, e.owner, 5*2+10)
+	before := scans.Count()
+	r := e.Post(t, e.owner.Token, q.String(), map[string]any{"ws": e.ws})
+	if ran := scans.Count() - before; ran != 1 {
+		t.Fatalf("5 aliased scans with a budget for one: %d scans ran, want 1: %d %s", ran, r.Status, r.Raw)
+	}
+	if l := lim.Afford(t.Context(), e.owner.ID, 0).Budget.Remaining; l != 0 {
+		t.Errorf("%d points left, want 0: the operation's 10 and the one scan's 10 taken", l)
+	}
+	var refused int
+	for _, err := range r.Body.Errors {
+		if ext, _ := err["extensions"].(map[string]any); ext["code"] == "RATE_LIMITED" {
+			refused++
+		}
+	}
+	if refused != 4 {
+		t.Errorf("%d aliases refused RATE_LIMITED, want 4: %s", refused, r.Raw)
+	}
+}
+
+// A page of auditEvents whose price and worst case together are more than
+// MAX_QUERY_COST was read, and refused only once charged what it looked at.
+// It is now refused before it reads (QUERY_TOO_COSTLY, nothing more taken),
+// as an overrun is; a page within it runs, and the worst cases of aliases
+// in flight count together.
+func TestScanOverMaxQueryCostIsRefusedBeforeItRuns(t *testing.T) {
+	t.Parallel()
+	n := &storetest.Statements{Match: func(sql string) bool { return strings.Contains(sql, "row_number() OVER w") }, Batches: true}
+	lim, err := ratelimit.New(ratelimit.Options{Config: ratelimit.Config{Window: 24 * time.Hour, MaxCost: 16},
+		KeyPrefix: ratelimittest.Prefix(), Log: quiet, Registerer: prometheus.NewRegistry()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(lim.Close)
+	db := store.New(storetest.PoolWith(t, func(c *pgxpool.Config) { c.ConnConfig.Tracer = n }), nil)
+	env := apitest.NewOn(t, db, func(o *httpapi.Options) { o.Limiter = lim })
+	e := &auditEnv{Env: env}
+	e.owner = e.NewUser(t, "Owner")
+	e.ws = e.workspace(t, map[apitest.User]store.Role{e.owner: store.RoleOwner})
+	scanEvents(t, e, e.ws, e.owner.ID, "task.created", 12000)
+	page := `a: auditEvents(workspaceId: $ws, filter: {actions: ["comment.*"]}, first: 1) { nodes { id } }`
+	budget := func() int { return lim.Afford(t.Context(), e.owner.ID, 0).Budget.Remaining }
+
+	// A page costs 2 and may look at 10 more; the cheap page costs 3.
+	for _, c := range []struct {
+		name, query string
+		scans       int64
+		codes       []string
+	}{
+		{"a page and a cheap page, 2+3+10", `query($ws: ID!) { ` + page + ` t: auditEvents(workspaceId: $ws, first: 2) { nodes { id } } }`, 1, nil},
+		{"two pages, 4+10+10", `query($ws: ID!) { ` + page + ` ` + strings.Replace(page, "a:", "b:", 1) + ` }`, 1, []string{"QUERY_TOO_COSTLY"}},
+	} {
+		before, left := n.Count(), budget()
+		r := e.Post(t, e.owner.Token, c.query, map[string]any{"ws": e.ws})
+		var codes []string
+		for _, err := range r.Body.Errors {
+			ext, _ := err["extensions"].(map[string]any)
+			code, _ := ext["code"].(string)
+			codes = append(codes, code)
+		}
+		if ran := n.Count() - before; ran != c.scans || !slices.Equal(codes, c.codes) {
+			t.Errorf("%s: %d scans, errors %v; want %d, %v: %s", c.name, ran, codes, c.scans, c.codes, r.Raw)
+		}
+		if spent := left - budget(); spent > 16 {
+			t.Errorf("%s: %d points taken, more than MAX_QUERY_COST", c.name, spent)
+		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -44,6 +45,10 @@ type Outcome struct {
 	// written under overrunMu while the operation runs; read it once the
 	// operation has finished.
 	Extra int64
+	// held is the worst cases of the work its fields were let through and
+	// have not charged yet (AffordWork), under overrunMu: they count
+	// against MaxCost with Extra.
+	held int64
 	// at is when Budget was read.
 	at time.Time
 	// policy is the RateLimit-Policy header of Policy.
@@ -229,15 +234,18 @@ func (l *Limiter) ChargeScan(ctx context.Context, points int64) *errs.Error {
 
 // AffordScan is what a subscription calls before a catch-up read that may
 // look at events worth up to points (ScanCost of its bound), as AffordWork
-// is for a field: nil when the caller's cost budget can pay them now (or
-// points is 0 or less), and nothing is taken; else the RATE_LIMITED error,
-// with retryAfter, that ends the stream before the read. The read is then
-// charged what it looked at (ChargeScan).
-func (l *Limiter) AffordScan(ctx context.Context, points int64) *errs.Error {
+// is for a field: nil when the caller's cost budget can pay them now on top
+// of what this instance holds against it already (or points is 0 or less),
+// and nothing is taken, but points are held against the budget until
+// release is called (once the read is charged what it looked at,
+// ChargeScan, or failed); else the RATE_LIMITED error, with retryAfter,
+// that ends the stream before the read. release is never nil, and may be
+// called more than once.
+func (l *Limiter) AffordScan(ctx context.Context, points int64) (release func(), err *errs.Error) {
 	if points <= 0 {
-		return nil
+		return noRelease, nil
 	}
-	return l.afford(ctx, costKey(ctx), points, fmt.Sprintf("your query-cost budget cannot pay the up to %d points of reading the log from your cursor: "+
+	return l.reserve(ctx, costKey(ctx), points, fmt.Sprintf("your query-cost budget cannot pay the up to %d points of reading the log from your cursor: "+
 		"subscribe again with the last cursor after retryAfter seconds", points))
 }
 
@@ -266,26 +274,90 @@ func (l *Limiter) refused(message string, retry time.Duration) *errs.Error {
 
 // canPay reads the cost budget full (a full key, as costKey's) without
 // charging it and returns it with Allowed saying whether it can pay points
-// now (points over the whole budget count as the whole budget, as Charge
-// takes them) and, when it cannot, RetryAfter until it could.
-func (l *Limiter) canPay(ctx context.Context, full string, points int64) Result {
+// now on top of held, what this instance holds against it for work let
+// through and not yet charged (reserve); points over the whole budget count
+// as the whole budget, as Charge takes them, and when it cannot pay,
+// RetryAfter until it could (a whole budget at most).
+func (l *Limiter) canPay(ctx context.Context, full string, held, points int64) Result {
 	pol := l.costLimit()
-	n := min(max(points, 0), int64(pol.Points))
+	n := max(held, 0) + min(max(points, 0), int64(pol.Points))
 	res := l.allow(ctx, LimitCost, full, pol, 0)
 	res.Allowed = int64(res.Remaining) >= n
 	if !res.Allowed {
-		res.RetryAfter = max(exact(res.ResetAfter+time.Duration(n)*pol.emission()-pol.Window), resolution)
+		res.RetryAfter = max(exact(res.ResetAfter+time.Duration(min(n, int64(pol.Points)))*pol.emission()-pol.Window), resolution)
 	}
 	return res
 }
 
-// afford is AffordWork's and AffordScan's check of the budget full: nil when
-// it can pay points now, else the refusal with message.
-func (l *Limiter) afford(ctx context.Context, full string, points int64, message string) *errs.Error {
-	if res := l.canPay(ctx, full, points); !res.Allowed {
-		return l.refused(message, res.RetryAfter)
+// holds is what the checks of work let through on this instance and not yet
+// released, by the full key of the budget that will pay it (reserve): the
+// fields of one operation resolve at once, and the operations, streams and
+// exports of one caller run at once, each asking the budget before its
+// work; what one was let through must count against the next, or all pass
+// a check only one of them can pay.
+type holds struct {
+	mu sync.Mutex
+	m  map[string]int64
+}
+
+// add holds points more against full and returns what was held before.
+func (h *holds) add(full string, points int64) (before int64) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.m == nil {
+		h.m = map[string]int64{}
 	}
-	return nil
+	before = h.m[full]
+	h.m[full] = before + points
+	return before
+}
+
+// remove releases points held against full.
+func (h *holds) remove(full string, points int64) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if n := h.m[full] - points; n > 0 {
+		h.m[full] = n
+	} else {
+		delete(h.m, full)
+	}
+}
+
+// held is what is held against full.
+func (h *holds) held(full string) int64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.m[full]
+}
+
+// noRelease is the release of a check that held nothing.
+func noRelease() {}
+
+// reserve is the check of AffordWork and AffordScan: when the budget full
+// can pay points on top of what this instance holds against it already, it
+// holds them too until release is called (once; later calls do nothing);
+// else it holds nothing and returns the refusal with message (counted).
+func (l *Limiter) reserve(ctx context.Context, full string, points int64, message string) (release func(), err *errs.Error) {
+	res, release := l.hold(ctx, full, points)
+	if !res.Allowed {
+		return noRelease, l.refused(message, res.RetryAfter)
+	}
+	return release, nil
+}
+
+// hold is reserve's and Reserve's check: it returns the budget read, and
+// the release of what it holds (Allowed false: refused, nothing held,
+// release does nothing).
+func (l *Limiter) hold(ctx context.Context, full string, points int64) (Result, func()) {
+	points = min(max(points, 0), int64(l.cfg.Points)) // as canPay counts it
+	before := l.holds.add(full, points)
+	res := l.canPay(ctx, full, before, points)
+	if !res.Allowed {
+		l.holds.remove(full, points)
+		return res, noRelease
+	}
+	var once sync.Once
+	return res, func() { once.Do(func() { l.holds.remove(full, points) }) }
 }
 
 // Charge takes points from the cost budget of the user userID for a request
@@ -305,11 +377,24 @@ func (l *Limiter) Charge(ctx context.Context, userID string, points int64) *Outc
 
 // Afford reads the cost budget of the user userID, as Charge would charge
 // it, without charging it: the Outcome says whether the budget can pay
-// points now (Limited and RetryAfter set, and the refusal counted, as
-// Charge's, when it cannot). A request outside GraphQL operations asks it
-// before work that may cost up to points, charged once done.
+// points now, on top of what this instance holds against it (Reserve,
+// AffordWork, AffordScan), with Limited and RetryAfter set, and the refusal
+// counted, as Charge's, when it cannot.
 func (l *Limiter) Afford(ctx context.Context, userID string, points int64) *Outcome {
-	return l.outcome(0, l.canPay(ctx, userCostKey(userID), points))
+	full := userCostKey(userID)
+	return l.outcome(0, l.canPay(ctx, full, l.holds.held(full), points))
+}
+
+// Reserve is Afford for a request outside GraphQL operations about to do
+// work that may cost up to points, charged once done (Charge): when the
+// budget can pay them, they are also held against it on this instance
+// until release is called (once the work is charged or failed; later calls
+// do nothing), so that the user's other work asking meanwhile sees the
+// budget without them. When it cannot, nothing is held (release does
+// nothing). release is never nil.
+func (l *Limiter) Reserve(ctx context.Context, userID string, points int64) (o *Outcome, release func()) {
+	res, release := l.hold(ctx, userCostKey(userID), points)
+	return l.outcome(0, res), release
 }
 
 // outcome is the Outcome of a charge of cost points that the budget

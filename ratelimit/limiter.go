@@ -145,6 +145,9 @@ type Limiter struct {
 	// blocked are the client networks refused for invalid bearer tokens
 	// (TokenGuard).
 	blocked *blockList
+	// holds are the worst cases of work let through and not yet charged
+	// (reserve).
+	holds holds
 }
 
 // New returns a Limiter; it fails only for a malformed REDIS_URL.

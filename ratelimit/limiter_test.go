@@ -180,3 +180,53 @@ func TestRefusedChargesAreCounted(t *testing.T) {
 		t.Fatalf("limited = %v, want 2", n)
 	}
 }
+
+// Work a check lets through (Reserve; AffordWork and AffordScan hold the
+// same way) is held against the caller's budget on the instance until it is
+// released: a second check, and a read of the budget (Afford), see the
+// budget without it; released (once, however often release is called), the
+// budget pays again. A refused check holds nothing, and another caller's
+// budget is not concerned.
+func TestReservedWorkIsHeldUntilReleased(t *testing.T) {
+	t.Parallel()
+	l, err := ratelimit.New(ratelimit.Options{Config: ratelimit.Config{Window: 24 * time.Hour},
+		KeyPrefix: ratelimittest.Prefix(), Log: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(l.Close)
+	ctx := context.Background()
+	if o := l.Charge(ctx, "u", 1000-15); o.Limited != "" {
+		t.Fatal("spending the budget: refused")
+	}
+	o, first := l.Reserve(ctx, "u", 10)
+	if o.Limited != "" {
+		t.Fatalf("10 points of 15: %+v", o)
+	}
+	o, second := l.Reserve(ctx, "u", 10)
+	if o.Limited == "" || o.RetryAfter <= 0 {
+		t.Fatalf("10 more points with 10 of 15 held: %+v, want refused", o)
+	}
+	second() // holds nothing
+	if o := l.Afford(ctx, "u", 6); o.Limited == "" {
+		t.Errorf("6 points with 10 of 15 held: allowed")
+	}
+	if o := l.Afford(ctx, "u", 5); o.Limited != "" {
+		t.Errorf("5 points with 10 of 15 held: refused")
+	}
+	if o, other := l.Reserve(ctx, "v", 10); o.Limited != "" {
+		t.Errorf("another user's 10 points: refused")
+	} else {
+		other()
+	}
+	first()
+	first()
+	o, third := l.Reserve(ctx, "u", 15)
+	if o.Limited != "" {
+		t.Fatalf("15 points of 15 once released: %+v", o)
+	}
+	third()
+	if o := l.Afford(ctx, "u", 15); o.Limited != "" || o.Budget.Remaining != 15 {
+		t.Errorf("after every release: %+v, want 15 left and nothing held", o)
+	}
+}

@@ -146,29 +146,70 @@ func ChargeWork(ctx context.Context, points int64, what, hint string) error {
 }
 
 // AffordWork is what a field whose resolver has ctx calls before work that
-// may cost up to points more (ChargeWork's, once it knows what it did): nil
-// when the caller's cost budget can pay them now (or when no limiter checked
-// the operation, or points is 0 or less), and nothing is taken; else the
-// RATE_LIMITED error (with retryAfter, when it could) that the field must
-// answer without doing the work. what says what the work is. It reads the
-// budget without charging it, so a read that turns out cheap is charged
-// what it did, not its worst case; a budget that is spent meanwhile by
-// another request still refuses the charge after.
-func AffordWork(ctx context.Context, points int64, what string) error {
+// may cost up to points more (ChargeWork's, once it knows what it did). It
+// returns nil when the work may run (also when no limiter checked the
+// operation, or points is 0 or less), and nothing is taken: the budget is
+// charged what the work did, not its worst case. But the worst case is held
+// until release is called (once the work is charged, before ChargeWork, or
+// failed): against MaxCost in the operation, and against the caller's
+// budget on this instance, so that fields resolving at once (aliases) and
+// the caller's other work each see what the others were let through. Else,
+// and then nothing is held, it returns the error the field must answer
+// without doing the work: QUERY_TOO_COSTLY (with cost and maximum) when the
+// operation's cost with its worst cases in flight and points is more than
+// MaxCost, as ChargeWork's for what it did; RATE_LIMITED (with retryAfter)
+// when the budget cannot pay points now on top of what is held against it.
+// what says what the work is, and hint what to do instead when it is too
+// costly. release is never nil, and may be called more than once; a budget
+// spent meanwhile by another instance still refuses the charge after.
+func AffordWork(ctx context.Context, points int64, what, hint string) (release func(), err error) {
 	fc, rc := fieldOf(ctx, points)
 	if fc == nil {
-		return nil
+		return noRelease, nil
 	}
 	o := OutcomeOf(ctx, rc)
 	if o == nil || o.l == nil {
-		return nil
+		return noRelease, nil
 	}
-	if err := o.l.afford(ctx, costKey(ctx), points, fmt.Sprintf(
+	l := o.l
+	// A subscription's events are each their own execution and hold
+	// nothing in it, as charge keeps nothing.
+	perEvent := rc.Operation != nil && rc.Operation.Operation == ast.Subscription
+	if !perEvent {
+		overrunMu.Lock()
+		total := cost.Add(cost.Add(cost.Add(o.Cost, o.Extra), o.held), points)
+		if total > l.MaxCost() {
+			overrunMu.Unlock()
+			l.metrics.operations.WithLabelValues(LimitCost, "too_costly").Inc()
+			return noRelease, &errs.Error{Code: errs.CodeQueryTooCostly,
+				Message: fmt.Sprintf("%s %s: up to %d points more, with which the operation may cost %d, more than the maximum of %d; %s",
+					fc.Field.Name, what, points, total, l.MaxCost(), hint),
+				Extensions: map[string]any{"cost": total, "maximum": l.MaxCost()}}
+		}
+		o.held += points
+		overrunMu.Unlock()
+	}
+	unhold := func() {
+		if !perEvent {
+			overrunMu.Lock()
+			o.held -= points
+			overrunMu.Unlock()
+		}
+	}
+	releaseBudget, refused := l.reserve(ctx, costKey(ctx), points, fmt.Sprintf(
 		"%s %s: up to %d points more, which your query-cost budget cannot pay now; retry after retryAfter seconds",
-		fc.Field.Name, what, points)); err != nil {
-		return err
+		fc.Field.Name, what, points))
+	if refused != nil {
+		unhold()
+		return noRelease, refused
 	}
-	return nil // not a nil *errs.Error in an error
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			releaseBudget()
+			unhold()
+		})
+	}, nil
 }
 
 // fieldOf returns the context of the field whose resolver has ctx and of

@@ -50,60 +50,89 @@ func chargeOverrun[T any](ctx context.Context, list []T, err error) ([]T, error)
 	return list, nil
 }
 
-// payAuditScan returns what a page of auditEvents calls with how many events
-// it looked at: it charges them (ratelimit.ScanCost, a point for every
-// 1,000) to the caller's budget, so that a filter that keeps few events pays
-// for those it read.
-func payAuditScan(ctx context.Context) func(n int) error {
-	return payCount(ctx, ratelimit.ScanCost, "looked at %d events of the log to find its page",
-		"ask for fewer pages in one operation")
-}
+// workHold is the worst case a read's check let through (ratelimit.AffordWork),
+// held against the caller's budget until the read is charged what it did or
+// ends: the resolver defers done.
+type workHold struct{ release func() }
 
-// paySearch returns what a page of searchTasks calls with how many tasks
-// matched its query: it charges ranking them (ratelimit.SearchCost, a point
-// for every 1,000) to the caller's budget, so that a query matching most of
-// a large workspace pays for the tasks it ranks.
-func paySearch(ctx context.Context) func(n int) error {
-	return payCount(ctx, ratelimit.SearchCost, "ranked the %d tasks matching the query to find its page",
-		"search for more specific words, or ask for fewer pages in one operation")
-}
+// hold keeps release, the release of a check.
+func (h *workHold) hold(release func()) { h.release = release }
 
-// affordAuditScan returns what a page of auditEvents calls before it is
-// read with the most events it may look at: it refuses the page (RATE_LIMITED)
-// when the caller's budget cannot pay for looking at them all
-// (ratelimit.AffordWork of ratelimit.ScanCost: 10 points for
-// store.AuditScanLimit, nothing for a page its index serves), so that a
-// spent budget gets no scan done before its charge is refused.
-func affordAuditScan(ctx context.Context) func(max int) error {
-	return func(max int) error {
-		return ratelimit.AffordWork(ctx, ratelimit.ScanCost(int64(max)),
-			fmt.Sprintf("may look at up to %d events of the log to find its page", max))
+// done releases what is held, once.
+func (h *workHold) done() {
+	if h.release != nil {
+		h.release()
+		h.release = nil
 	}
 }
 
-// affordSearch returns what a page of searchTasks calls before it is read
-// with the most tasks it may rank (-1: no bound, as in every workspace of
-// store.SearchCountFrom tasks or more): with no bound it refuses the search
-// (RATE_LIMITED) when the caller's budget cannot pay the first point of the
-// ranking (a spent budget), since its worst case is the whole workspace's
-// tasks, which nothing cheaper than the search counts; with a bound,
-// when it cannot pay ranking that many (nothing, in a small workspace).
-func affordSearch(ctx context.Context) func(max int) error {
-	return func(max int) error {
+// auditScanPay returns what a page of auditEvents calls before it is read
+// with the most events it may look at (afford), and once read with how many
+// it looked at (pay), and what the resolver defers (done).
+//
+// afford refuses the page when the caller's budget cannot pay for looking
+// at them all (ratelimit.AffordWork of ratelimit.ScanCost: 10 points for
+// store.AuditScanLimit, nothing for a page its index serves), RATE_LIMITED,
+// or when they take the operation over MAX_QUERY_COST, QUERY_TOO_COSTLY: so
+// that a spent budget gets no scan done before its charge is refused. What
+// it lets through is held against the budget until pay or done, so that
+// aliases of the page each see the others' worst cases.
+//
+// pay charges the events looked at (ratelimit.ScanCost, a point for every
+// 1,000) to the caller's budget, so that a filter that keeps few events
+// pays for those it read.
+func auditScanPay(ctx context.Context) (afford, pay func(n int) error, done func()) {
+	h := &workHold{}
+	const hint = "ask for fewer pages in one operation"
+	afford = func(max int) error {
+		release, err := ratelimit.AffordWork(ctx, ratelimit.ScanCost(int64(max)),
+			fmt.Sprintf("may look at up to %d events of the log to find its page", max), hint)
+		h.hold(release)
+		return err
+	}
+	pay = payCount(ctx, h, ratelimit.ScanCost, "looked at %d events of the log to find its page", hint)
+	return afford, pay, h.done
+}
+
+// searchPay returns what a page of searchTasks calls before it is read with
+// the most tasks it may rank (afford; -1: no bound, as in every workspace
+// of store.SearchCountFrom tasks or more), and once read with how many
+// tasks matched its query (pay), and what the resolver defers (done).
+//
+// afford, with no bound, refuses the search (RATE_LIMITED) when the
+// caller's budget cannot pay the first point of the ranking (a spent
+// budget), since its worst case is the whole workspace's tasks, which
+// nothing cheaper than the search counts; with a bound, when it cannot pay
+// ranking that many (nothing, in a small workspace). What it lets through
+// is held until pay or done, as auditScanPay's.
+//
+// pay charges ranking the matches (ratelimit.SearchCost, a point for every
+// 1,000) to the caller's budget, so that a query matching most of a large
+// workspace pays for the tasks it ranks.
+func searchPay(ctx context.Context) (afford, pay func(n int) error, done func()) {
+	h := &workHold{}
+	const hint = "search for more specific words, or ask for fewer pages in one operation"
+	afford = func(max int) error {
 		points, what := ratelimit.SearchCost(int64(max)), fmt.Sprintf("may rank up to %d tasks matching the query", max)
 		if max < 0 {
 			points, what = ratelimit.SearchCost(ratelimit.SearchMatchesPerPoint),
 				fmt.Sprintf("ranks every task matching the query, a point for every %d", ratelimit.SearchMatchesPerPoint)
 		}
-		return ratelimit.AffordWork(ctx, points, what)
+		release, err := ratelimit.AffordWork(ctx, points, what, hint)
+		h.hold(release)
+		return err
 	}
+	pay = payCount(ctx, h, ratelimit.SearchCost, "ranked the %d tasks matching the query to find its page", hint)
+	return afford, pay, h.done
 }
 
 // payCount returns a function that charges price(n) points of work for the
 // n things a read went through (ratelimit.ChargeWork, with what's %d
-// replaced by n, and hint); a price of 0, most reads, costs no message.
-func payCount(ctx context.Context, price func(int64) int64, what, hint string) func(n int) error {
+// replaced by n, and hint), once h's worst case is released; a price of 0,
+// most reads, costs no message.
+func payCount(ctx context.Context, h *workHold, price func(int64) int64, what, hint string) func(n int) error {
 	return func(n int) error {
+		h.done()
 		points := price(int64(n))
 		if points <= 0 {
 			return nil

@@ -245,13 +245,17 @@ func (r *queryResolver) Task(ctx context.Context, id string) (*store.Task, error
 // SearchTasks is the resolver for the searchTasks field.
 func (r *queryResolver) SearchTasks(ctx context.Context, workspaceID string, query string, first *int, after *string) (*store.Connection[store.Task], error) {
 	fields := taskFieldsAsked(ctx)
-	found, err := r.DB.SearchTasks(ctx, auth.UserFrom(ctx), workspaceID, query, first, after, fields, affordSearch(ctx), paySearch(ctx))
+	afford, pay, done := searchPay(ctx)
+	defer done()
+	found, err := r.DB.SearchTasks(ctx, auth.UserFrom(ctx), workspaceID, query, first, after, fields, afford, pay)
 	return r.loaders(ctx).primeTasks(fields, found, err)
 }
 
 // AuditEvents is the resolver for the auditEvents field.
 func (r *queryResolver) AuditEvents(ctx context.Context, workspaceID string, filter *model.AuditEventFilter, first *int, after *string) (*store.Connection[store.AuditEvent], error) {
-	return r.DB.AuditPage(ctx, auth.UserFrom(ctx), workspaceID, auditFilter(filter), first, after, affordAuditScan(ctx), payAuditScan(ctx))
+	afford, pay, done := auditScanPay(ctx)
+	defer done()
+	return r.DB.AuditPage(ctx, auth.UserFrom(ctx), workspaceID, auditFilter(filter), first, after, afford, pay)
 }
 
 // VerifyAuditLog is the resolver for the verifyAuditLog field.
