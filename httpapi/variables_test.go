@@ -2,6 +2,7 @@ package httpapi_test
 
 import (
 	"net/http"
+	"strings"
 	"testing"
 
 	"taskflow/httpapi"
@@ -74,9 +75,27 @@ func TestInvalidVariablesAreRefusedBeforeTheCharge(t *testing.T) {
 		storetest.AssertUnchanged(t, env.DB.Pool, rows, c.name)
 	}
 
-	// Valid values run, and are charged.
+	// Over an event stream (refused as a request: 400) and a WebSocket
+	// (its next message) the same.
 	before := budget()
-	r := env.Post(t, fx.token, tasks, map[string]any{"p": fx.project, "s": "TODO"})
+	r := env.Post(t, fx.token, tasks, map[string]any{"p": fx.project, "s": "todo"}, "Accept", "text/event-stream")
+	if msg, _ := errorAt(r, 0)["message"].(string); r.Status != http.StatusBadRequest || r.Code() != "BAD_USER_INPUT" ||
+		msg != `"todo" is not a valid TaskStatus` {
+		t.Errorf("over SSE: %d %s", r.Status, r.Raw)
+	}
+	ws := apitest.DialWS(t, env.Server.URL+"/query", apitest.WSOptions{Init: map[string]any{"Authorization": "Bearer " + fx.token}})
+	ws.Subscribe("1", tasks, map[string]any{"p": fx.project, "s": "todo"})
+	if m := ws.Next(); m.Type != "next" || !strings.Contains(string(m.Payload), `"BAD_USER_INPUT"`) ||
+		!strings.Contains(string(m.Payload), `is not a valid TaskStatus`) || strings.Contains(string(m.Payload), `"project"`) {
+		t.Errorf("over a WebSocket: %s %s", m.Type, m.Payload)
+	}
+	if after := budget(); after != before {
+		t.Errorf("over SSE and a WebSocket: %d points left after them, %d before", after, before)
+	}
+
+	// Valid values run, and are charged.
+	before = budget()
+	r = env.Post(t, fx.token, tasks, map[string]any{"p": fx.project, "s": "TODO"})
 	if r.Status != http.StatusOK || r.Code() != "" {
 		t.Fatalf("a valid enum value: %d %s", r.Status, r.Raw)
 	}
