@@ -56,7 +56,7 @@ func (b budget) chargeFor(ctx context.Context, w http.ResponseWriter, points, ne
 func (b budget) take(ctx context.Context, points, need int64) (o *ratelimit.Outcome, release func()) {
 	release = func() {}
 	if need > points {
-		if o, release = b.lim.Reserve(ctx, b.user, need); o.Limited != "" {
+		if o, release = b.lim.Reserve(ctx, b.user, need, need-points); o.Limited != "" {
 			return o, release
 		}
 	}

@@ -338,26 +338,27 @@ func noRelease() {}
 // holds them too until release is called (once; later calls do nothing);
 // else it holds nothing and returns the refusal with message (counted).
 func (l *Limiter) reserve(ctx context.Context, full string, points int64, message string) (release func(), err *errs.Error) {
-	res, release := l.hold(ctx, full, points)
+	res, release := l.hold(ctx, full, points, points)
 	if !res.Allowed {
 		return noRelease, l.refused(message, res.RetryAfter)
 	}
 	return release, nil
 }
 
-// hold is reserve's and Reserve's check: it returns the budget read, and
-// the release of what it holds (Allowed false: refused, nothing held,
-// release does nothing).
-func (l *Limiter) hold(ctx context.Context, full string, points int64) (Result, func()) {
-	points = min(max(points, 0), int64(l.cfg.Points)) // as canPay counts it
-	before := l.holds.add(full, points)
-	res := l.canPay(ctx, full, before, points)
+// hold is reserve's and Reserve's check that the budget full can pay need
+// on top of what is held against it: it holds keep (need, or the part of
+// it charged later) and returns the budget read and the release of what it
+// holds (Allowed false: refused, nothing held, release does nothing).
+func (l *Limiter) hold(ctx context.Context, full string, need, keep int64) (Result, func()) {
+	keep = min(max(keep, 0), int64(l.cfg.Points)) // as canPay counts need
+	before := l.holds.add(full, keep)
+	res := l.canPay(ctx, full, before, need)
 	if !res.Allowed {
-		l.holds.remove(full, points)
+		l.holds.remove(full, keep)
 		return res, noRelease
 	}
 	var once sync.Once
-	return res, func() { once.Do(func() { l.holds.remove(full, points) }) }
+	return res, func() { once.Do(func() { l.holds.remove(full, keep) }) }
 }
 
 // Charge takes points from the cost budget of the user userID for a request
@@ -386,14 +387,15 @@ func (l *Limiter) Afford(ctx context.Context, userID string, points int64) *Outc
 }
 
 // Reserve is Afford for a request outside GraphQL operations about to do
-// work that may cost up to points, charged once done (Charge): when the
-// budget can pay them, they are also held against it on this instance
+// work that may cost up to need, of which later (at most need) is charged
+// once the work is done (Charge; the rest at once, by the caller): when the
+// budget can pay need, later is also held against it on this instance
 // until release is called (once the work is charged or failed; later calls
 // do nothing), so that the user's other work asking meanwhile sees the
-// budget without them. When it cannot, nothing is held (release does
+// budget without it. When it cannot, nothing is held (release does
 // nothing). release is never nil.
-func (l *Limiter) Reserve(ctx context.Context, userID string, points int64) (o *Outcome, release func()) {
-	res, release := l.hold(ctx, userCostKey(userID), points)
+func (l *Limiter) Reserve(ctx context.Context, userID string, need, later int64) (o *Outcome, release func()) {
+	res, release := l.hold(ctx, userCostKey(userID), need, min(later, need))
 	return l.outcome(0, res), release
 }
 

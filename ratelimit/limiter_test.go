@@ -199,11 +199,11 @@ func TestReservedWorkIsHeldUntilReleased(t *testing.T) {
 	if o := l.Charge(ctx, "u", 1000-15); o.Limited != "" {
 		t.Fatal("spending the budget: refused")
 	}
-	o, first := l.Reserve(ctx, "u", 10)
+	o, first := l.Reserve(ctx, "u", 10, 10)
 	if o.Limited != "" {
 		t.Fatalf("10 points of 15: %+v", o)
 	}
-	o, second := l.Reserve(ctx, "u", 10)
+	o, second := l.Reserve(ctx, "u", 10, 10)
 	if o.Limited == "" || o.RetryAfter <= 0 {
 		t.Fatalf("10 more points with 10 of 15 held: %+v, want refused", o)
 	}
@@ -214,14 +214,14 @@ func TestReservedWorkIsHeldUntilReleased(t *testing.T) {
 	if o := l.Afford(ctx, "u", 5); o.Limited != "" {
 		t.Errorf("5 points with 10 of 15 held: refused")
 	}
-	if o, other := l.Reserve(ctx, "v", 10); o.Limited != "" {
+	if o, other := l.Reserve(ctx, "v", 10, 10); o.Limited != "" {
 		t.Errorf("another user's 10 points: refused")
 	} else {
 		other()
 	}
 	first()
 	first()
-	o, third := l.Reserve(ctx, "u", 15)
+	o, third := l.Reserve(ctx, "u", 15, 15)
 	if o.Limited != "" {
 		t.Fatalf("15 points of 15 once released: %+v", o)
 	}
@@ -229,4 +229,17 @@ func TestReservedWorkIsHeldUntilReleased(t *testing.T) {
 	if o := l.Afford(ctx, "u", 15); o.Limited != "" || o.Budget.Remaining != 15 {
 		t.Errorf("after every release: %+v, want 15 left and nothing held", o)
 	}
+	// Of 12 asked for, 10 charged at once and 2 later: only those 2 are
+	// held (the 10 are taken from the budget itself).
+	o, part := l.Reserve(ctx, "u", 12, 2)
+	if o.Limited != "" || l.Charge(ctx, "u", 10).Limited != "" {
+		t.Fatalf("12 of 15: %+v", o)
+	}
+	if o := l.Afford(ctx, "u", 3); o.Limited != "" {
+		t.Errorf("3 points with 5 left and 2 held: refused")
+	}
+	if o := l.Afford(ctx, "u", 4); o.Limited == "" {
+		t.Errorf("4 points with 5 left and 2 held: allowed")
+	}
+	part()
 }
