@@ -22,14 +22,31 @@ import (
 // TestInputCheckedTypesCoverTheSchema fails when an enum or custom scalar
 // that input can carry is missing here.
 var unmarshalers = map[string]func(any) error{
-	"Role":                  func(v any) error { var x store.Role; return x.UnmarshalGQL(v) },
-	"TaskStatus":            func(v any) error { var x store.TaskStatus; return x.UnmarshalGQL(v) },
-	"TaskPriority":          func(v any) error { var x store.TaskPriority; return x.UnmarshalGQL(v) },
-	"AuditExportState":      func(v any) error { var x store.AuditExportState; return x.UnmarshalGQL(v) },
-	"AuditExportFormat":     func(v any) error { var x store.AuditExportFormat; return x.UnmarshalGQL(v) },
-	"WebhookDeliveryStatus": func(v any) error { var x store.WebhookDeliveryStatus; return x.UnmarshalGQL(v) },
+	"Role":                  enum[store.Role],
+	"TaskStatus":            enum[store.TaskStatus],
+	"TaskPriority":          enum[store.TaskPriority],
+	"AuditExportState":      enum[store.AuditExportState],
+	"AuditExportFormat":     enum[store.AuditExportFormat],
+	"WebhookDeliveryStatus": enum[store.WebhookDeliveryStatus],
 	"Time":                  func(v any) error { _, err := graphql.UnmarshalTime(v); return err },
 	"Upload":                func(v any) error { var x store.Upload; return x.UnmarshalGQL(v) },
+}
+
+// enum is the check of an enum of package store: a valid value is taken
+// without a call that would allocate, any other is refused by the type's
+// own UnmarshalGQL, with its message.
+func enum[T interface {
+	~string
+	IsValid() bool
+}, P interface {
+	*T
+	UnmarshalGQL(any) error
+}](v any) error {
+	if s, ok := v.(string); ok && T(s).IsValid() {
+		return nil
+	}
+	var x T
+	return P(&x).UnmarshalGQL(v)
 }
 
 // inputTypes finds, before anything runs or is charged, a value of the
