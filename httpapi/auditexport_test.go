@@ -374,17 +374,7 @@ func (e *exportEnv) manyEvents(t *testing.T) {
 func TestAuditExportStuckRunTakenOver(t *testing.T) {
 	t.Parallel()
 	e := newExportEnv(t)
-	e.manyEvents(t)
-	x, r := e.start(t, e.admin, map[string]any{"workspaceId": e.ws, "format": "NDJSON"}, nil)
-	if x == nil {
-		t.Fatalf("start: %s", r.Raw)
-	}
-	g, u := newGate(t, e.dir, 100)
-	stuck, err := blobs.Open(t.Context(), blobs.Options{URL: u, DB: e.DB, Log: quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer stuck.Close()
+	x, g, stuck := e.startGated(t, 100)
 	const after = time.Second
 	old := auditexport.NewWorker(auditexport.Options{DB: e.DB, Blobs: stuck, Log: quiet, TakeoverAfter: after})
 	done := make(chan error, 1)
@@ -456,22 +446,31 @@ func TestAuditExportStuckRunTakenOver(t *testing.T) {
 	check("after the old job ran again")
 }
 
-// A run that goes on stamps its heartbeat as it writes (every eighth of
-// AUDIT_EXPORT_TAKEOVER_AFTER), so that it is not taken over.
-func TestAuditExportRunStampsItsHeartbeat(t *testing.T) {
-	t.Parallel()
-	e := newExportEnv(t)
+// startGated starts an NDJSON export of many events and opens a blob store
+// of e.dir whose writes the returned gate lets pass pass before it holds
+// them (newGate), closed when the test ends.
+func (e *exportEnv) startGated(t *testing.T, pass int) (*exportView, *gate, *blobs.Store) {
+	t.Helper()
 	e.manyEvents(t)
 	x, r := e.start(t, e.admin, map[string]any{"workspaceId": e.ws, "format": "NDJSON"}, nil)
 	if x == nil {
 		t.Fatalf("start: %s", r.Raw)
 	}
-	g, u := newGate(t, e.dir, 3000)
+	g, u := newGate(t, e.dir, pass)
 	bs, err := blobs.Open(t.Context(), blobs.Options{URL: u, DB: e.DB, Log: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer bs.Close()
+	t.Cleanup(func() { bs.Close() })
+	return x, g, bs
+}
+
+// A run that goes on stamps its heartbeat as it writes (every eighth of
+// AUDIT_EXPORT_TAKEOVER_AFTER), so that it is not taken over.
+func TestAuditExportRunStampsItsHeartbeat(t *testing.T) {
+	t.Parallel()
+	e := newExportEnv(t)
+	x, g, bs := e.startGated(t, 3000)
 	w := auditexport.NewWorker(auditexport.Options{DB: e.DB, Blobs: bs, Log: quiet, TakeoverAfter: 8 * time.Millisecond})
 	done := make(chan error, 1)
 	go func() { done <- w.Work(t.Context(), e.job(t, x.ID, 1)) }()
