@@ -167,10 +167,12 @@ func (takeoverArgs) InsertOpts() river.InsertOpts {
 }
 
 // Expire is the expiry job's pass: Expire of the worker's database and blob
-// store, logged and counted.
+// store, logged and counted (the stranded exports it fails as failed). It
+// returns how many it expired.
 func (w *Worker) Expire(ctx context.Context) (int, error) {
-	n, err := Expire(ctx, w.o.DB, w.o.Blobs)
+	n, stranded, err := Expire(ctx, w.o.DB, w.o.Blobs)
 	w.m.finishes.WithLabelValues(outcomeExpired).Add(float64(n))
+	w.m.finishes.WithLabelValues(outcomeFailed).Add(float64(stranded))
 	if err != nil && ctx.Err() == nil {
 		w.o.Log.ErrorContext(ctx, "audit export expiry", "err", err)
 	}
@@ -220,24 +222,25 @@ func (w *Worker) takeOver(ctx context.Context) (int, error) {
 }
 
 // Expire ends the exports due (store.ExpireAuditExports) a batch at a time
-// and deletes their files, and returns how many it expired. An object whose
-// deletion fails is left to the blob sweeper (the database has forgotten it).
-func Expire(ctx context.Context, db *store.DB, bs *blobs.Store) (int, error) {
+// and deletes their files, and returns how many it expired and how many it
+// failed as stranded (QUEUED or RUNNING for store.AuditExportStrandedAfter).
+// An object whose deletion fails is left to the blob sweeper (the database
+// has forgotten it).
+func Expire(ctx context.Context, db *store.DB, bs *blobs.Store) (expired, stranded int, err error) {
 	const batch = 500
-	total := 0
 	for {
-		keys, n, err := db.ExpireAuditExports(ctx, batch)
-		total += n
+		keys, n, f, err := db.ExpireAuditExports(ctx, batch)
+		expired, stranded = expired+n, stranded+f
 		if err != nil {
-			return total, err
+			return expired, stranded, err
 		}
 		for _, k := range keys {
 			if err := bs.Delete(ctx, k); err != nil {
-				return total, fmt.Errorf("audit export expiry: delete %s: %w", k, err)
+				return expired, stranded, fmt.Errorf("audit export expiry: delete %s: %w", k, err)
 			}
 		}
-		if len(keys) < batch && n < batch {
-			return total, nil
+		if len(keys) < batch && n+f < batch {
+			return expired, stranded, nil
 		}
 	}
 }

@@ -568,12 +568,25 @@ func TestAuditExportMetrics(t *testing.T) {
 	if n := gathered(t, reg, "taskflow_audit_exports_finished_total", "failed"); n != 1 {
 		t.Fatalf("failed %v", n)
 	}
-	e.exec(t, `UPDATE audit_exports SET expires_at = now() - interval '1 second'`)
+	// A third, left QUEUED past store.AuditExportStrandedAfter, is failed by
+	// the expiry pass, and counted so.
+	z, r := e.start(t, e.admin, map[string]any{"workspaceId": e.ws, "format": "CSV"}, nil)
+	if z == nil {
+		t.Fatalf("start: %s", r.Raw)
+	}
+	e.exec(t, `UPDATE audit_exports SET created_at = now() - interval '13 hours' WHERE state = 'QUEUED'`)
+	e.exec(t, `UPDATE audit_exports SET expires_at = now() - interval '1 second' WHERE state <> 'QUEUED'`)
 	if n, err := w.Expire(t.Context()); err != nil || n != 2 {
 		t.Fatalf("expire: %d, %v", n, err)
 	}
 	if n := gathered(t, reg, "taskflow_audit_exports_finished_total", "expired"); n != 2 {
 		t.Fatalf("expired %v", n)
+	}
+	if got, _ := e.get(t, e.admin, z.ID); got.State != "FAILED" {
+		t.Fatalf("the stranded export is %s, want FAILED", got.State)
+	}
+	if n := gathered(t, reg, "taskflow_audit_exports_finished_total", "failed"); n != 2 {
+		t.Fatalf("failed %v after the stranded export, want 2", n)
 	}
 }
 
@@ -635,14 +648,14 @@ func TestAuditExportExpiry(t *testing.T) {
 	if err := e.worker(auditexport.Options{}).Work(t.Context(), e.job(t, x.ID, 1)); err != nil {
 		t.Fatal(err)
 	}
-	if n, err := auditexport.Expire(t.Context(), e.DB, e.Blobs); err != nil || n != 0 {
+	if n, _, err := auditexport.Expire(t.Context(), e.DB, e.Blobs); err != nil || n != 0 {
 		t.Fatalf("expire before its time: %d, %v", n, err)
 	}
 	if len(e.files(t)) != 1 {
 		t.Fatalf("files: %v", e.files(t))
 	}
 	e.exec(t, `UPDATE audit_exports SET expires_at = now() - interval '1 second' WHERE id = $1`, x.ID)
-	if n, err := auditexport.Expire(t.Context(), e.DB, e.Blobs); err != nil || n != 1 {
+	if n, _, err := auditexport.Expire(t.Context(), e.DB, e.Blobs); err != nil || n != 1 {
 		t.Fatalf("expire: %d, %v", n, err)
 	}
 	if files := e.files(t); len(files) != 0 {

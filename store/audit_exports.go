@@ -552,8 +552,9 @@ func (db *DB) AuditExportCounts(ctx context.Context) (queued, running int, err e
 // object forgotten), and deletes the rows EXPIRED for AuditExportRetention.
 // It returns the keys of the objects forgotten, for the caller to delete
 // (forgotten first: a crash before the deletion leaves an object nobody
-// knows, which the blob sweeper deletes), and how many exports it expired.
-func (db *DB) ExpireAuditExports(ctx context.Context, limit int) (keys []string, expired int, err error) {
+// knows, which the blob sweeper deletes), how many exports it expired and
+// how many it failed as stranded.
+func (db *DB) ExpireAuditExports(ctx context.Context, limit int) (keys []string, expired, stranded int, err error) {
 	rows, err := db.Pool.Query(ctx, `WITH due AS (
 			SELECT id, object_key, CASE WHEN state IN ('SUCCEEDED', 'FAILED') THEN 'EXPIRED' ELSE 'FAILED' END AS next
 			FROM audit_exports
@@ -567,25 +568,27 @@ func (db *DB) ExpireAuditExports(ctx context.Context, limit int) (keys []string,
 		FROM due WHERE x.id = due.id RETURNING due.next, coalesce(due.object_key, '')`,
 		limit, AuditExportStrandedAfter, AuditExportRetention)
 	if err != nil {
-		return nil, 0, fmt.Errorf("expire audit exports: %w", err)
+		return nil, 0, 0, fmt.Errorf("expire audit exports: %w", err)
 	}
 	defer rows.Close()
 	for rows.Next() {
 		var next, key string
 		if err := rows.Scan(&next, &key); err != nil {
-			return nil, 0, fmt.Errorf("expire audit exports: %w", err)
+			return nil, 0, 0, fmt.Errorf("expire audit exports: %w", err)
 		}
 		if next == string(AuditExportExpired) {
 			expired++
+		} else {
+			stranded++
 		}
 		if key != "" {
 			keys = append(keys, key)
 		}
 	}
 	if err := rows.Err(); err != nil {
-		return nil, 0, fmt.Errorf("expire audit exports: %w", err)
+		return nil, 0, 0, fmt.Errorf("expire audit exports: %w", err)
 	}
-	return keys, expired, nil
+	return keys, expired, stranded, nil
 }
 
 // AuditExportForDownload returns the export with this id, for a download by
