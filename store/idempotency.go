@@ -100,8 +100,11 @@ func (db *DB) ClaimIdempotencyKey(ctx context.Context, userID, key, field string
 
 // ErrIdempotencyKeyBusy is the outcome of a claim made ahead
 // (ClaimIdempotencyKeyAhead) of a key that another transaction holds and has
-// no record yet: the caller rolls the unit of work back and claims the key
-// again with ClaimIdempotencyKey, which waits for the holder.
+// no record yet, and of a unit of work whose record insert found its key's
+// live record already stored (a holder that committed between the claim's
+// snapshot and its lock; see recordTaken): the unit of work is rolled back
+// and nothing of it stays, and the caller claims the key again with
+// ClaimIdempotencyKey, which waits for any holder and replays the record.
 var ErrIdempotencyKeyBusy = errors.New("idempotency: the key is held by a running transaction")
 
 // errClaimSettled fails the statements of a unit of work whose claim made ahead
@@ -163,7 +166,7 @@ func (db *DB) ClaimIdempotencyKeyAhead(ctx context.Context, userID, key, field s
 // holder that commits its record and releases the lock between the two is not
 // seen, and the claim claims a key that has a record. That record is found
 // when this unit of work writes its own (saveRecord), which then refuses with
-// errRecordTaken: the transaction aborts and nothing of it stays, and the
+// recordTaken: the transaction aborts and nothing of it stays, and the
 // caller claims the key again (ErrIdempotencyKeyBusy), which replays it. Two
 // statements (the lock, then the read with a snapshot that follows it) would
 // close that window at one statement more in every keyed mutation
