@@ -34,6 +34,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"reflect"
 	"slices"
 	"strings"
 	"time"
@@ -165,6 +166,9 @@ func verifyExport(r io.Reader, name string, cp *audit.Checkpoint, pub ed25519.Pu
 		line := bytes.TrimSpace(sc.Bytes())
 		if len(line) == 0 {
 			continue
+		}
+		if err := checkMembers(line, eventFields); err != nil {
+			return "", fmt.Errorf("%s line %d: %w", name, n, err)
 		}
 		var e exportedEvent
 		if err := json.Unmarshal(line, &e); err != nil {
@@ -407,6 +411,9 @@ func readCheckpoint(path string) (*audit.Checkpoint, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := checkMembers(b, nil); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
 	// Accept the object itself or a GraphQL answer around it.
 	var wrapped struct {
 		Data *struct {
@@ -445,4 +452,69 @@ func readKey(arg string) (ed25519.PublicKey, error) {
 		arg = string(b)
 	}
 	return audit.ParsePublicKey(arg)
+}
+
+// eventFields are the members of an exported event, as the server writes
+// them (store.AuditEvent's JSON names).
+var eventFields = func() map[string]bool {
+	fields := map[string]bool{}
+	t := reflect.TypeFor[exportedEvent]()
+	for i := range t.NumField() {
+		if name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ","); name != "" && name != "-" {
+			fields[name] = true
+		}
+	}
+	return fields
+}()
+
+// maxMemberDepth is how deep checkMembers follows objects and arrays; the
+// server's events nest a few levels (metadata's changes).
+const maxMemberDepth = 64
+
+// checkMembers refuses a JSON text that reads one way to the verifier and
+// another to the next reader: a member written twice in one object (at any
+// depth; encoding/json and jsonb keep the last, other readers the first),
+// and, when top is not nil, a member of the top object that is not in top by
+// its exact name (encoding/json matches names in any case, and drops members
+// it does not know, which the hash does not cover). It also refuses nesting
+// deeper than maxMemberDepth. It leaves other faults to the decoder.
+func checkMembers(b []byte, top map[string]bool) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	var walk func(depth int) error
+	walk = func(depth int) error {
+		tok, err := dec.Token()
+		if err != nil {
+			return err
+		}
+		delim, ok := tok.(json.Delim)
+		if !ok || delim == '}' || delim == ']' {
+			return nil
+		}
+		if depth >= maxMemberDepth {
+			return fmt.Errorf("nested deeper than %d levels", maxMemberDepth)
+		}
+		seen := map[string]bool{}
+		for dec.More() {
+			if delim == '{' {
+				k, err := dec.Token()
+				if err != nil {
+					return err
+				}
+				key, _ := k.(string)
+				if seen[key] {
+					return fmt.Errorf("member %q is written twice in one object: refused, a reader could take either", key)
+				}
+				seen[key] = true
+				if depth == 0 && top != nil && !top[key] {
+					return fmt.Errorf("member %q is not a field of an exported event (names are exact): refused, the hash does not cover it", key)
+				}
+			}
+			if err := walk(depth + 1); err != nil {
+				return err
+			}
+		}
+		_, err = dec.Token() // the closing '}' or ']'
+		return err
+	}
+	return walk(0)
 }

@@ -103,6 +103,26 @@ func TestRun(t *testing.T) {
 	check("cut before the checkpoint", []byte(strings.Join(lines[1:], "")), []string{"-checkpoint", cpPath, "-key", pub}, 1,
 		"checkpoint at position 5, but the log ends at 4")
 	check("middle event gone", []byte(lines[0]+strings.Join(lines[2:], "")), nil, 1, "positions jump from 3 to 5")
+	// A line that reads one way to this verifier and another way to the next
+	// reader is refused, not verified: encoding/json takes the last of two
+	// members of one name, matches names in any case and drops members it
+	// does not know, so each of these verified as intact before (2026-12-05).
+	for name, c := range map[string]struct{ from, to, says string }{
+		"duplicate member":          {`{"id":`, `{"action":"task.deleted","id":`, `line 1: member "action" is written twice`},
+		"member in another case":    {`{"id":`, `{"Action":"task.deleted","id":`, `line 1: member "Action" is not a field of an exported event`},
+		"member the hash skips":     {`{"id":`, `{"approvedBy":"the auditor","id":`, `line 1: member "approvedBy" is not a field of an exported event`},
+		"duplicate in the metadata": {`"metadata":{`, `"metadata":{"title":"forged",`, `line 1: member "title" is written twice`},
+	} {
+		if !strings.HasPrefix(lines[0], `{"id":`) || !strings.Contains(lines[0], c.from) {
+			t.Fatalf("%s: the first line has no %q: %s", name, c.from, lines[0])
+		}
+		doctored := strings.Replace(lines[0], c.from, c.to, 1) + strings.Join(lines[1:], "")
+		var out bytes.Buffer
+		code, err := run([]string{"-export", write(strings.ReplaceAll(name, " ", "-")+".ndjson", []byte(doctored))}, &out)
+		if code != 2 || err == nil || !strings.Contains(err.Error(), c.says) {
+			t.Errorf("%s: exit %d (%v), want 2 saying %q:\n%s", name, code, err, c.says, out.String())
+		}
+	}
 	other := audit.EncodePublicKey(audit.GenerateSigningKey().Public().(ed25519.PublicKey))
 	check("another key", good, []string{"-checkpoint", cpPath, "-key", other}, 1, "checkpoint: checkpoint was signed by key")
 	// Hex is case-insensitive: the signature verifies an upper-case
