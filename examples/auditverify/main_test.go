@@ -152,6 +152,9 @@ func TestRun(t *testing.T) {
 		"null":        {`null`, "holds no checkpoint"},
 		"null answer": {`{"data":{"auditCheckpoint":null}}`, "holds no checkpoint (auditCheckpoint is null"},
 		"error":       {`{"errors":[{"message":"workspace not found"}],"data":null}`, "an error, not a checkpoint: workspace not found"},
+		// The signature covers the last position written; a reader that
+		// keeps the first would be shown 4.
+		"member twice": {`{"position":4,` + string(cpJSON[1:]), `member "position" is written twice`},
 	} {
 		code, err := run([]string{"-export", write(name+".ndjson", good), "-checkpoint", write(name+".json", []byte(kept.json)), "-key", pub}, io.Discard)
 		if code != 2 || err == nil || !strings.Contains(err.Error(), kept.says) {
