@@ -833,3 +833,53 @@ func TestAttachmentQuotaCountsDeletedContentAgain(t *testing.T) {
 		t.Fatalf("%d bytes attached with a quota of 1000 (%v)", used, err)
 	}
 }
+
+// Bytes of deleted files wait for the sweeper (BLOB_SWEEP_GRACE) and stop
+// counting towards the quota at once, so uploading a file and deleting it,
+// again and again, stored without bound within the grace period: the
+// workspace's stored bytes, attached and held, are capped at twice its quota
+// (2026-12-05: five rounds of 600 bytes under a quota of 1,000 stored 3,000).
+func TestDeletedFilesHeldBytesAreBounded(t *testing.T) {
+	t.Parallel()
+	e := newFilesEnv(t, func(o *httpapi.Options) {
+		o.Blobs = apitest.OpenBlobs(t, o.DB, func(b *blobs.Options) { b.Quota = 1000 })
+	})
+	stored := func() (attached, held int64) {
+		t.Helper()
+		if err := e.DB.Pool.QueryRow(t.Context(), `SELECT
+				coalesce(sum(b.size) FILTER (WHERE EXISTS (SELECT 1 FROM attachments x WHERE x.workspace_id = b.workspace_id AND x.sha256 = b.sha256)), 0),
+				coalesce(sum(b.size) FILTER (WHERE NOT EXISTS (SELECT 1 FROM attachments x WHERE x.workspace_id = b.workspace_id AND x.sha256 = b.sha256)), 0)
+			FROM attachment_blobs b`).Scan(&attached, &held); err != nil {
+			t.Fatal(err)
+		}
+		return attached, held
+	}
+	refused := false
+	for i := range 5 {
+		res := e.upload(t, e.member, e.task, fmt.Sprintf("f%d", i), bytes.Repeat([]byte{byte('a' + i)}, 600), "")
+		if res.Code() == "CONFLICT" {
+			ext, _ := res.Body.Errors[0]["extensions"].(map[string]any)
+			if ext["held"] != float64(1800) || ext["used"] != float64(0) || ext["size"] != float64(600) || ext["quota"] != float64(1000) {
+				t.Fatalf("round %d: refused with %s, want held 1800, used 0, size 600, quota 1000", i, res.Raw)
+			}
+			refused = true
+			break
+		}
+		a := attached(t, res)
+		if res := e.Post(t, e.member.Token, `mutation($id: ID!) { deleteAttachment(id: $id) }`, map[string]any{"id": a.ID}); res.Code() != "" {
+			t.Fatal(res.Raw)
+		}
+		if att, held := stored(); att+held > 2000 {
+			t.Fatalf("round %d: %d bytes attached and %d held for the sweeper under a quota of 1000", i, att, held)
+		}
+	}
+	if !refused {
+		t.Fatal("five rounds of 600 bytes uploaded and deleted under a quota of 1000: none refused")
+	}
+	// A deleted file's own content is not held twice: attaching it again
+	// moves its bytes from held to attached, and fits.
+	attached(t, e.upload(t, e.member, e.task, "f0 again", bytes.Repeat([]byte{'a'}, 600), ""))
+	if att, held := stored(); att != 600 || held != 1200 {
+		t.Fatalf("after attaching deleted content again: %d attached, %d held; want 600, 1200", att, held)
+	}
+}

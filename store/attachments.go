@@ -107,6 +107,25 @@ func QuotaError(quota, used, size int64) *errs.Error {
 	return e
 }
 
+// heldQuotas is how many quotas a workspace's stored bytes can take, its
+// attachments' and those of deleted files that wait for the sweeper
+// (BLOB_SWEEP_GRACE) together: deleted files stop counting towards the quota
+// at once, and without this bound uploading and deleting a file again and
+// again stored without limit within the grace period.
+const heldQuotas = 2
+
+// HeldError is the CONFLICT error of an upload that fits the workspace's
+// quota but would take its stored bytes (used by attachments, held for
+// deleted files until the sweeper deletes them) over heldQuotas quotas, with
+// extensions quota, used, held and size (in bytes).
+func HeldError(quota, used, held, size int64) *errs.Error {
+	e := errs.Errorf(errs.CodeConflict, "the workspace still stores %d bytes of deleted files, kept for a grace period "+
+		"before they are deleted; with its attachments and this file it would store %d bytes, more than %d times its quota "+
+		"of %d bytes: try again once they are deleted", held, used+held+size, heldQuotas, quota)
+	e.Extensions = map[string]any{"quota": quota, "used": used, "held": held, "size": size}
+	return e
+}
+
 // errUploadExpired answers the commit of an upload whose registration the
 // sweeper removed: the upload took longer than the grace period.
 var errUploadExpired = errs.Errorf(errs.CodeConflict,
@@ -189,7 +208,11 @@ func (db *DB) AddAttachment(ctx context.Context, actor *User, taskID string, fil
 // workspace has it: a blob whose attachments were all deleted (kept for the
 // grace period) counts in neither the room used nor as known, else deleting
 // files and re-attaching them once others took their room would hold any
-// multiple of the quota. It serialises the uploads of the workspace until
+// multiple of the quota. Those held bytes count towards a bound of their
+// own: the workspace's attached and held bytes together stay within
+// heldQuotas quotas (HeldError), else uploading and deleting a file again and
+// again stored without limit within the grace period; content the upload
+// would attach again is not counted as held. It serialises the uploads of the workspace until
 // the unit of work ends, so that two concurrent uploads cannot both fit in
 // the same room: the lock, then, in a statement of its own whose snapshot is
 // taken once the lock is held, the count.
@@ -202,11 +225,16 @@ func (u *unitOfWork) checkQuota(taskID string, f *UploadedFile, quota int64) {
 			}
 			return nil
 		}})
-	u.tx.queueDeferred(deferred{sql: `SELECT taskflow_check(CASE WHEN NOT q.known AND q.used + $3 > $4 THEN 'quota:' || q.used END)
+	u.tx.queueDeferred(deferred{sql: `SELECT taskflow_check(CASE WHEN q.known THEN NULL
+			WHEN q.used + $3 > $4 THEN 'quota:' || q.used
+			WHEN q.used + q.held + $3 > ` + strconv.Itoa(heldQuotas) + ` * $4 THEN 'held:' || q.used || ':' || q.held END)
 		FROM (SELECT EXISTS (SELECT 1 FROM attachments WHERE workspace_id = t.workspace_id AND sha256 = $2) AS known,
-				(SELECT coalesce(sum(b.size), 0)::bigint FROM attachment_blobs b WHERE b.workspace_id = t.workspace_id
-					AND EXISTS (SELECT 1 FROM attachments a WHERE a.workspace_id = b.workspace_id AND a.sha256 = b.sha256)) AS used
-			FROM tasks t WHERE t.id = $1) q`, args: []any{taskID, f.SHA256, f.Size, quota},
+				coalesce(sum(b.size) FILTER (WHERE b.attached), 0)::bigint AS used,
+				coalesce(sum(b.size) FILTER (WHERE NOT b.attached AND b.sha256 <> $2), 0)::bigint AS held
+			FROM tasks t LEFT JOIN LATERAL (SELECT b.size, b.sha256, EXISTS (SELECT 1 FROM attachments a
+					WHERE a.workspace_id = b.workspace_id AND a.sha256 = b.sha256) AS attached
+				FROM attachment_blobs b WHERE b.workspace_id = t.workspace_id) b ON true
+			WHERE t.id = $1 GROUP BY t.workspace_id) q`, args: []any{taskID, f.SHA256, f.Size, quota},
 		read: func(br pgx.BatchResults) error {
 			_, err := br.Exec()
 			var pgErr *pgconn.PgError
@@ -217,6 +245,15 @@ func (u *unitOfWork) checkQuota(taskID string, f *UploadedFile, quota int64) {
 						return fmt.Errorf("add attachment: quota refusal %q: %w", pgErr.Message, perr)
 					}
 					return QuotaError(quota, n, f.Size)
+				}
+				if rest, ok := strings.CutPrefix(pgErr.Message, "held:"); ok {
+					usedText, heldText, _ := strings.Cut(rest, ":")
+					n, perr := strconv.ParseInt(usedText, 10, 64)
+					h, herr := strconv.ParseInt(heldText, 10, 64)
+					if perr != nil || herr != nil {
+						return fmt.Errorf("add attachment: held refusal %q: %w", pgErr.Message, errors.Join(perr, herr))
+					}
+					return HeldError(quota, n, h, f.Size)
 				}
 			}
 			if err != nil {
