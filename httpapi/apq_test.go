@@ -379,3 +379,51 @@ func TestPersistedQueriesKeepNoInlineSecret(t *testing.T) {
 		}
 	}
 }
+
+// TestInlineSecretsAreNotChargedToTheStoredTextsLimit: texts that write a
+// password inline (login's argument, register's input field) are run and not
+// stored, so they are not charged to the client network's allowance of stored
+// texts (ratelimit.DefaultPersistedQueryKiBPerIP, 1 MiB): after 16 such texts
+// of 64 KiB, a whole allowance, the same client still stores 16 texts of
+// 64 KiB.
+func TestInlineSecretsAreNotChargedToTheStoredTextsLimit(t *testing.T) {
+	t.Parallel()
+	many := ratelimit.Limit{Points: 100, Window: time.Hour}
+	env, _ := limited(t, ratelimit.Config{LoginPerIP: many, LoginPerEmail: many}, nil, "")
+	u := env.SignUp(t, "ann")
+	pad := func(i int, op string) string {
+		p := fmt.Sprintf("# %02d ", i)
+		return p + strings.Repeat("x", apq.MaxQueryBytes-100-len(p)-len(op)) + "\n" + op
+	}
+	for i := range 16 {
+		op := fmt.Sprintf(`mutation { login(email: %q, password: "correct horse") { token } }`, u.Email)
+		if i == 15 {
+			op = fmt.Sprintf(`mutation { register(input: {email: "ann-apq-%d@example.com", password: "correct horse", name: "Ann"}) { token } }`, i)
+		}
+		text := pad(i, op)
+		r := postPQ(t, env, "", text, sha(text), nil)
+		if r.Status != http.StatusOK || len(r.Body.Errors) != 0 || !strings.Contains(string(r.Body.Data), `"token":"`) {
+			t.Fatalf("secret text %d: %d %.300s", i, r.Status, r.Raw)
+		}
+		wantNotFound(t, postPQ(t, env, "", "", sha(text), nil), http.StatusOK)
+	}
+	var hashes []string
+	for i := range 16 {
+		text := pad(i, "{ __typename }")
+		hashes = append(hashes, sha(text))
+		if r := postPQ(t, env, "", text, sha(text), nil); r.Status != http.StatusOK || len(r.Body.Errors) != 0 {
+			t.Fatalf("text %d: %d %.300s", i, r.Status, r.Raw)
+		}
+	}
+	for i, h := range hashes {
+		if r := postPQ(t, env, "", "", h, nil); r.Status != http.StatusOK || len(r.Body.Errors) != 0 {
+			t.Fatalf("text %d by hash, after 16 texts holding a secret: %d %.300s", i, r.Status, r.Raw)
+		}
+	}
+	for outcome, want := range map[string]string{"secret": "16", "registered": "16", "unstored": ""} {
+		line := `taskflow_apq_requests_total{outcome="` + outcome + `"}`
+		if got := metricValue(t, env, line); got != want {
+			t.Errorf("%s = %q, want %q", line, got, want)
+		}
+	}
+}
