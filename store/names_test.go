@@ -68,6 +68,12 @@ var refusedNames = []struct {
 	{"emoji presentation selector starting a name", "\uFE0Fadmin", 0xFE0F},
 	{"emoji presentation selector after an ideograph", "\u5C71\uFE0F", 0xFE0F},
 	{"two emoji presentation selectors", "\u2764\uFE0F\uFE0F", 0xFE0F},
+	// U+FE0E and U+FE0F follow only a base of emoji-variation-sequences.txt,
+	// not any symbol.
+	{"emoji presentation selector after a symbol with no emoji variation (black star)", "\u2605\uFE0F", 0xFE0F},
+	{"text presentation selector after an emoji with no text variation (rocket)", "Team \U0001F680\uFE0E", 0xFE0E},
+	{"emoji presentation selector after an emoji with no variation (grinning face)", "\U0001F600\uFE0F", 0xFE0F},
+	{"emoji presentation selector after the degree Celsius sign", "20\u2103\uFE0F", 0xFE0F},
 	{"variation selector 1 between Latin letters", "adm\uFE00in", 0xFE00},
 	{"ideographic variation selector after a letter", "admin\U000E0100", 0xE0100},
 	{"last ideographic variation selector after a digit", "admin1\U000E01EF", 0xE01EF},
@@ -99,6 +105,8 @@ var acceptedNames = []string{
 	"Keycap 1\uFE0F\u20E3",                                         // a keycap: digit, emoji selector, enclosing keycap
 	"\u00A9\uFE0F \u203C\uFE0F",                                    // emoji presentation of the copyright sign and of a punctuation emoji
 	"Tea \u2615\uFE0E",                                             // text presentation of an emoji
+	"\u2122\uFE0F \U0001F170\uFE0F \U0001F44D\uFE0E",               // symbols with an emoji and a text variation
+	"Done \u2705\uFE0F \u2728\uFE0E",                               // bases added by Unicode 15.1
 	"\u8FBB\U000E0100 \u845B\U000E0101",                            // ideographic variation sequences (Han)
 	"\u2229\uFE00 0\uFE00",                                         // standardized variants: intersection with serifs, zero with a short stroke
 	"\u1820\u180B",                                                 // Mongolian: a free variation selector after a letter
