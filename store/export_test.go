@@ -48,3 +48,7 @@ const (
 	ClaimSQL  = claimSQL
 	RecordSQL = recordSQL
 )
+
+// SearchSQL is the statement of a search page of ListedTaskFields, counting
+// the matches when counted, for TestSearchLooksAtItsMatchesOnce.
+func SearchSQL(counted bool) string { return searchSQL(listedTaskColumns, counted) }
