@@ -22,6 +22,7 @@ import (
 	"taskflow/errs"
 	"taskflow/ratelimit/cost"
 	"taskflow/reqinfo"
+	"taskflow/store"
 )
 
 // statsKey is where the Outcome of an operation is kept in its OperationContext.
@@ -456,9 +457,11 @@ func uploadCost(ctx context.Context) int64 {
 }
 
 // Extension returns the gqlgen extension that checks every operation after
-// parse and validation and before execution: QUERY_TOO_COSTLY over the
-// maximum (nothing charged), then the login, register and searchTasks limits,
-// then the cost budget; RATE_LIMITED when one of them is exhausted.
+// parse and validation and before execution: BAD_USER_INPUT for a first
+// out of the page sizes on a field it would run (pageSizes; nothing
+// charged), QUERY_TOO_COSTLY over the maximum (nothing charged), then the
+// login, register and searchTasks limits, then the cost budget;
+// RATE_LIMITED when one of them is exhausted.
 func (l *Limiter) Extension() graphql.HandlerExtension {
 	return extension{l: l, schema: new(atomic.Pointer[ast.Schema])}
 }
@@ -491,8 +494,13 @@ func (e extension) MutateOperationContext(ctx context.Context, rc *graphql.Opera
 	// are: counting an introspection's fields can take milliseconds, and a
 	// document refused for its cost is charged nothing else.
 	started := time.Now()
-	price := cost.Operation(e.schema.Load(), rc.Operation, rc.Variables)
+	price, bad := cost.Check(e.schema.Load(), rc.Operation, rc.Variables, &pageSizes)
 	cpumeter.Add(ctx, time.Since(started))
+	if bad != nil {
+		// Refused as its field would refuse it, before anything runs or
+		// is charged, as a value gqlgen refuses is (httpapi's inputGuard).
+		return outOfRange(bad)
+	}
 	l.metrics.cost.Observe(float64(price))
 	files := uploadCost(ctx)
 	o := newOutcome(ctx, rc, Outcome{Cost: cost.Add(price, files), Policy: l.costLimit(), policy: l.policyHeader, l: l})
@@ -532,6 +540,28 @@ func (e extension) MutateOperationContext(ctx context.Context, rc *graphql.Opera
 	}
 	l.metrics.costAllowed.Inc()
 	return nil
+}
+
+// pageSizes is the range of first (every slicing argument: a page size)
+// that the resolvers accept, store.NewPage's: the extension refuses an
+// operation with a first outside it that a field would run with before
+// the operation runs or is charged (cost.Check), where the field would
+// have refused it only as it ran, after the charge and beside its other
+// fields.
+var pageSizes = cost.Range{Min: store.MinPageSize, Max: store.MaxPageSize}
+
+// outOfRange is the refusal of a slicing argument out of its range: the
+// field's own, BAD_USER_INPUT "first must be between 1 and 100", at the
+// argument's value.
+func outOfRange(bad *cost.OutOfRange) *gqlerror.Error {
+	err := &gqlerror.Error{
+		Message:    fmt.Sprintf("%s must be between %d and %d", bad.Argument, bad.Range.Min, bad.Range.Max),
+		Extensions: map[string]any{"code": string(errs.CodeBadUserInput)},
+	}
+	if bad.Position != nil {
+		err.Locations = []gqlerror.Location{{Line: bad.Position.Line, Column: bad.Position.Column}}
+	}
+	return err
 }
 
 // limited records a refusal and returns the RATE_LIMITED error.

@@ -10,8 +10,13 @@ import (
 	"github.com/google/uuid"
 )
 
-// MaxPageSize is the largest first a connection accepts.
-const MaxPageSize = 100
+// MinPageSize and MaxPageSize are the smallest and largest first a
+// connection accepts (the rate limiter refuses an operation with another
+// before it runs, ratelimit's extension).
+const (
+	MinPageSize = 1
+	MaxPageSize = 100
+)
 
 // cursor is the position of an item in a list ordered by (created_at, id) newest
 // first, or by a pair like it (a member's (joined_at, user id)). Scope binds it to the list it came from (a workspace, a project with its
@@ -58,8 +63,8 @@ func pageSize(first *int, def int) (int, error) {
 	if first != nil {
 		n = *first
 	}
-	if n < 1 || n > MaxPageSize {
-		return 0, errs.Errorf(errs.CodeBadUserInput, "first must be between 1 and %d", MaxPageSize)
+	if n < MinPageSize || n > MaxPageSize {
+		return 0, errs.Errorf(errs.CodeBadUserInput, "first must be between %d and %d", MinPageSize, MaxPageSize)
 	}
 	return n, nil
 }

@@ -45,16 +45,56 @@ const (
 //     fragment is costed once and memoised, so the walk is linear in the size
 //     of the document; all arithmetic saturates.
 func Operation(s *ast.Schema, op *ast.OperationDefinition, vars map[string]any) int64 {
+	price, _ := Check(s, op, vars, nil)
+	return price
+}
+
+// Range is the values a slicing argument may take, Min to Max inclusive:
+// the page sizes the resolvers accept.
+type Range struct {
+	Min, Max int64
+}
+
+// OutOfRange is a slicing argument (first) whose value a field the
+// operation would run refuses: the field would answer BAD_USER_INPUT as it
+// ran, after the operation was charged and its other fields ran.
+type OutOfRange struct {
+	// Argument names the argument (first).
+	Argument string
+	// Value is its value, the variable's when it is one.
+	Value int64
+	// Range is what it may be.
+	Range Range
+	// Position is where the argument's value is written in the document
+	// (the variable, when it is one).
+	Position *ast.Position
+}
+
+// Check is Operation that also finds, in the same walk, the first slicing
+// argument whose value (a literal, a variable's, never a default nor a
+// null, which stand for the default) is outside r, on a field the operation
+// would run: a field, inline fragment or fragment spread that @skip(if:
+// true) or @include(if: false) leaves out is priced, as Operation prices
+// it, but not checked. r nil checks nothing. Every slicing argument of the
+// schema is a page size, bounded alike.
+func Check(s *ast.Schema, op *ast.OperationDefinition, vars map[string]any, r *Range) (int64, *OutOfRange) {
 	if op == nil {
-		return 0
+		return 0, nil
 	}
-	w := walker{vars: vars, memo: map[string]int64{}, schema: s}
-	return w.selection(op.SelectionSet, op.Operation == ast.Mutation)
+	w := walker{vars: vars, memo: map[string]int64{}, schema: s, bounds: r}
+	return w.selection(op.SelectionSet, op.Operation == ast.Mutation), w.bad
 }
 
 type walker struct {
 	vars map[string]any
 	memo map[string]int64
+	// bounds is the range slicing arguments are checked against (nil: not
+	// checked); bad is the first found outside it, and leftOut counts the
+	// selections being walked that @skip or @include leave out (nothing
+	// under them is checked).
+	bounds  *Range
+	bad     *OutOfRange
+	leftOut int
 	// schema is what introspection is counted against (nil: a fixed
 	// price); intro counts, made at the first introspection field, so that
 	// the operations without one allocate nothing for it.
@@ -82,6 +122,7 @@ func Event(op *ast.OperationDefinition, vars map[string]any) int64 {
 func (w *walker) selection(set ast.SelectionSet, root bool) int64 {
 	var total int64
 	for _, sel := range set {
+		out := w.enter(sel)
 		switch s := sel.(type) {
 		case *ast.Field:
 			total = Add(total, w.field(s, root, false))
@@ -90,8 +131,63 @@ func (w *walker) selection(set ast.SelectionSet, root bool) int64 {
 		case *ast.FragmentSpread:
 			total = Add(total, w.fragment(s, root))
 		}
+		w.leave(out)
 	}
 	return total
+}
+
+// enter notes that the walk enters sel, and returns whether @skip or
+// @include leave it out (to give leave). Only a check looks.
+func (w *walker) enter(sel ast.Selection) bool {
+	if w.bounds == nil {
+		return false
+	}
+	var dirs ast.DirectiveList
+	switch s := sel.(type) {
+	case *ast.Field:
+		dirs = s.Directives
+	case *ast.InlineFragment:
+		dirs = s.Directives
+	case *ast.FragmentSpread:
+		dirs = s.Directives
+	}
+	if len(dirs) == 0 || !leftOut(dirs, w.vars) {
+		return false
+	}
+	w.leftOut++
+	return true
+}
+
+// leave notes that the walk left a selection enter saw left out.
+func (w *walker) leave(out bool) {
+	if out {
+		w.leftOut--
+	}
+}
+
+// leftOut reports whether dirs leave their selection out of the result:
+// @skip(if: true) or @include(if: false), as gqlgen collects fields.
+func leftOut(dirs ast.DirectiveList, vars map[string]any) bool {
+	cond := func(name string) (bool, bool) {
+		d := dirs.ForName(name)
+		if d == nil {
+			return false, false
+		}
+		a := d.Arguments.ForName("if")
+		if a == nil || a.Value == nil {
+			return false, false
+		}
+		v, err := a.Value.Value(vars)
+		b, ok := v.(bool)
+		return b, ok && err == nil
+	}
+	if skip, ok := cond("skip"); ok && skip {
+		return true
+	}
+	if include, ok := cond("include"); ok && !include {
+		return true
+	}
+	return false
 }
 
 func (w *walker) fragment(s *ast.FragmentSpread, root bool) int64 {
@@ -101,6 +197,11 @@ func (w *walker) fragment(s *ast.FragmentSpread, root bool) int64 {
 	key := s.Name
 	if root {
 		key = "\x00root:" + key
+	}
+	if w.bounds != nil && w.leftOut == 0 {
+		// Walked where it runs, it is checked: a walk of it left out
+		// (memoised under the plain key) checked nothing.
+		key = "\x00checked:" + key
 	}
 	if c, ok := w.memo[key]; ok {
 		return c
@@ -180,6 +281,7 @@ func (w *walker) children(set ast.SelectionSet, sizedFields map[string]bool) int
 	}
 	var total int64
 	for _, sel := range set {
+		out := w.enter(sel)
 		switch s := sel.(type) {
 		case *ast.Field:
 			total = Add(total, w.field(s, false, sizedFields[s.Name]))
@@ -192,6 +294,7 @@ func (w *walker) children(set ast.SelectionSet, sizedFields map[string]bool) int
 				total = Add(total, w.children(s.Definition.SelectionSet, sizedFields))
 			}
 		}
+		w.leave(out)
 	}
 	return total
 }
@@ -205,6 +308,7 @@ func (w *walker) multiplier(f *ast.Field, sized bool) int64 {
 	}
 	if slicing := slicingArgument(def); slicing != "" {
 		if n, ok := w.argument(f, slicing); ok {
+			w.check(f, slicing, n)
 			return max(n, 0)
 		}
 		if assumed >= 0 {
@@ -219,6 +323,20 @@ func (w *walker) multiplier(f *ast.Field, sized bool) int64 {
 		return assumed
 	}
 	return DefaultListSize
+}
+
+// check records n, the value of the slicing argument name of f, when it is
+// the first found outside the walk's bounds on a field that runs. The
+// argument's default is in range; a null stands for it.
+func (w *walker) check(f *ast.Field, name string, n int64) {
+	if w.bounds == nil || w.bad != nil || w.leftOut > 0 || (n >= w.bounds.Min && n <= w.bounds.Max) {
+		return
+	}
+	a := f.Arguments.ForName(name)
+	if a == nil || a.Value == nil {
+		return // the default
+	}
+	w.bad = &OutOfRange{Argument: name, Value: n, Range: *w.bounds, Position: a.Value.Position}
 }
 
 // slicingArgument names the argument that sizes a list field of def: its

@@ -363,3 +363,48 @@ func TestIntrospectionIsPricedByTheFieldsItResolves(t *testing.T) {
 		t.Fatalf("256 aliases cost %d", got)
 	}
 }
+
+// Check finds the first slicing argument out of its range on a field the
+// operation would run (a literal or a variable; a fragment where it is
+// spread, memoised or not; never a default, a null, or a selection @skip
+// or @include leaves out) and prices the operation as Operation does.
+func TestCheckFindsSlicingArgumentsOutOfRange(t *testing.T) {
+	t.Parallel()
+	pages := &cost.Range{Min: 1, Max: 100}
+	const frag = ` fragment f on Project { tasks(first: 0) { nodes { id } } }`
+	for _, c := range []struct {
+		query string
+		vars  map[string]any
+		bad   int64 // 0: none found
+		line  int
+	}{
+		{`{ me { workspacesConnection(first: 101) { nodes { id } } } }`, nil, 101, 1},
+		{`query($n: Int) { me { workspacesConnection(first: $n) { nodes { id } } } }`, map[string]any{"n": -1}, -1, 1},
+		{`query($n: Int) { me { workspacesConnection(first: $n) { nodes { id } } } }`, map[string]any{"n": nil}, 0, 0},
+		{`{ me { workspacesConnection { nodes { id } } } }`, nil, 0, 0},
+		{`{ me { workspacesConnection(first: 100) { nodes { projects(first: 1) { nodes { id } } } } } }`, nil, 0, 0},
+		{`{ me { workspacesConnection(first: 100) { nodes { projects(first: 1000) { nodes { id } } } } } }`, nil, 1000, 1},
+		{"query($p: ID!) { project(id: $p) { ...f } }" + frag, map[string]any{"p": "x"}, 0, 1},
+		{"query($p: ID!) { a: project(id: $p) { ...f @skip(if: true) } b: project(id: $p) { ...f } }" + frag, map[string]any{"p": "x"}, 0, 1},
+		{"query($p: ID!) { a: project(id: $p) { ...f @skip(if: true) } b: project(id: $p) { ...f @include(if: false) } }" + frag, map[string]any{"p": "x"}, 0, 0},
+		{`query($s: Boolean!) { me { workspacesConnection(first: 0) @skip(if: $s) { nodes { id } } } }`, map[string]any{"s": true}, 0, 0},
+		{`query($s: Boolean!) { me { workspacesConnection(first: 0) @skip(if: $s) { nodes { id } } } }`, map[string]any{"s": false}, 0, 1},
+		{`{ me { ... @include(if: false) { workspacesConnection(first: 0) { nodes { id } } } } }`, nil, 0, 0},
+	} {
+		op, vars := operation(t, c.query, c.vars)
+		price, bad := cost.Check(schema, op, vars, pages)
+		if want := cost.Operation(schema, op, vars); price != want {
+			t.Errorf("%s: priced %d, Operation %d", c.query, price, want)
+		}
+		switch {
+		case c.line == 0 && bad != nil:
+			t.Errorf("%s: found %+v, want nothing", c.query, bad)
+		case c.line > 0 && (bad == nil || bad.Argument != "first" || (c.bad != 0 && bad.Value != c.bad) ||
+			bad.Position == nil || bad.Position.Line != c.line || bad.Range != *pages):
+			t.Errorf("%s: found %+v, want first %d", c.query, bad, c.bad)
+		}
+		if _, bad := cost.Check(schema, op, vars, nil); bad != nil {
+			t.Errorf("%s: found %+v with no range", c.query, bad)
+		}
+	}
+}
