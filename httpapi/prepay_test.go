@@ -229,6 +229,61 @@ func TestCatchUpIsRefusedBeforeItReads(t *testing.T) {
 	}
 }
 
+// A subscription's catch-up read may look at live.CatchUpScan events, 10
+// points beyond the subscription's price, and was checked against the
+// budget only: with MAX_QUERY_COST 20, a subscription priced 11 read the
+// log from its cursor, up to 21 points in the operation. Its stream now
+// ends with QUERY_TOO_COSTLY (cost, maximum, and the cursor to resume
+// from) before the read, as an auditEvents page whose worst case takes its
+// operation over MAX_QUERY_COST is refused before it reads; one priced 10
+// catches up.
+func TestCatchUpOverMaxQueryCostIsRefusedBeforeItReads(t *testing.T) {
+	t.Parallel()
+	reads := &storetest.Statements{Match: func(sql string) bool {
+		return strings.Contains(sql, "row_number() OVER w") && strings.Contains(sql, "horizon")
+	}, Batches: true}
+	lim, err := ratelimit.New(ratelimit.Options{Config: ratelimit.Config{Window: 24 * time.Hour, MaxCost: 20},
+		KeyPrefix: ratelimittest.Prefix(), Log: quiet, Registerer: prometheus.NewRegistry()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(lim.Close)
+	db := store.New(storetest.PoolWith(t, func(c *pgxpool.Config) { c.ConnConfig.Tracer = reads }), nil)
+	e := liveEnvOn(t, apitest.NewOn(t, db, func(o *httpapi.Options) { o.Limiter = lim }))
+	cursor := e.data(t, e.admin, `{ changesCursor }`, nil, "changesCursor").(string)
+	vars := map[string]any{"ws": e.ws, "after": cursor}
+
+	before, had := reads.Count(), left(t, e.Env, e.admin)
+	s := e.OpenSSE(t, e.admin.Token, `subscription($ws: ID!, $after: String) {
+		auditEventAdded(workspaceId: $ws, after: $after) { cursor event { id } } }`, vars) // price 11
+	e.createTask(t, "caught up or not")
+	ev, ok := s.Next()
+	var end struct {
+		Errors []struct{ Extensions map[string]any }
+	}
+	_ = json.Unmarshal([]byte(ev.Data), &end)
+	if !ok || len(end.Errors) != 1 || end.Errors[0].Extensions["code"] != "QUERY_TOO_COSTLY" ||
+		end.Errors[0].Extensions["cost"] != 21.0 || end.Errors[0].Extensions["maximum"] != 20.0 ||
+		end.Errors[0].Extensions["cursor"] == nil {
+		t.Fatalf("a catch-up whose worst case takes the subscription over MAX_QUERY_COST: %+v, "+
+			"want QUERY_TOO_COSTLY with cost 21, maximum 20 and cursor", ev)
+	}
+	if ran := reads.Count() - before; ran != 0 {
+		t.Fatalf("a catch-up over MAX_QUERY_COST: %d reads ran, want none", ran)
+	}
+	// The subscription's price (11) and the query that reads the budget (1).
+	if l := left(t, e.Env, e.admin); had-l != 11+1 {
+		t.Fatalf("%d points spent, want 12: the subscription's price, nothing for the read", had-l)
+	}
+
+	// Priced 10, its worst case keeps it at MAX_QUERY_COST: it catches up.
+	s = e.OpenSSE(t, e.admin.Token, `subscription($ws: ID!, $after: String) {
+		auditEventAdded(workspaceId: $ws, after: $after) { cursor } }`, vars)
+	if ev, ok := s.Next(); !ok || ev.Event != "next" || strings.Contains(ev.Data, `"errors"`) {
+		t.Fatalf("a catch-up within MAX_QUERY_COST: %+v, want the task's event", ev)
+	}
+}
+
 // An export's page whose filter no index serves whole looks at up to
 // 10,000 events, charged once read (waited for, as a page's points are):
 // the page was read when its budget could pay its 100 points, whatever it

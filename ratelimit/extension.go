@@ -233,18 +233,31 @@ func (l *Limiter) ChargeScan(ctx context.Context, points int64) *errs.Error {
 		"subscribe again with the last cursor after retryAfter seconds", points))
 }
 
-// AffordScan is what a subscription calls before a catch-up read that may
-// look at events worth up to points (ScanCost of its bound), as AffordWork
-// is for a field: nil when the caller's cost budget can pay them now on top
-// of what this instance holds against it already (or points is 0 or less),
-// and nothing is taken, but points are held against the budget until
-// release is called (once the read is charged what it looked at,
-// ChargeScan, or failed); else the RATE_LIMITED error, with retryAfter,
-// that ends the stream before the read. release is never nil, and may be
-// called more than once.
-func (l *Limiter) AffordScan(ctx context.Context, points int64) (release func(), err *errs.Error) {
+// AffordScan is what a subscription of price points (its operation's
+// Cost) calls before a catch-up read that may look at events worth up to
+// points (ScanCost of its bound), as AffordWork is for a field: nil when
+// the price with points is at most MaxCost and the caller's cost budget
+// can pay points now on top of what this instance holds against it already
+// (or points is 0 or less), and nothing is taken, but points are held
+// against the budget until release is called (once the read is charged
+// what it looked at, ChargeScan, or failed). Else, and nothing is held, the
+// error that ends the stream before the read: QUERY_TOO_COSTLY (with cost
+// and maximum) when the price with points is more than MaxCost, as
+// AffordWork's for a page whose worst case takes its operation over it;
+// RATE_LIMITED (with retryAfter) when the budget cannot pay points now.
+// Each read is checked alone with the price: the reads of a catch-up are
+// each charged before the next is checked, as a subscription's events
+// are. release is never nil, and may be called more than once.
+func (l *Limiter) AffordScan(ctx context.Context, price, points int64) (release func(), err *errs.Error) {
 	if points <= 0 {
 		return noRelease, nil
+	}
+	if total := cost.Add(max(price, 0), points); total > l.MaxCost() {
+		l.metrics.operations.WithLabelValues(LimitCost, "too_costly").Inc()
+		return noRelease, &errs.Error{Code: errs.CodeQueryTooCostly,
+			Message: fmt.Sprintf("reading the log from your cursor may cost up to %d points, with which the subscription may cost %d, "+
+				"more than the maximum of %d; select less in the subscription", points, total, l.MaxCost()),
+			Extensions: map[string]any{"cost": total, "maximum": l.MaxCost()}}
 	}
 	return l.reserve(ctx, costKey(ctx), points, fmt.Sprintf("your query-cost budget cannot pay the up to %d points of reading the log from your cursor: "+
 		"subscribe again with the last cursor after retryAfter seconds", points))
