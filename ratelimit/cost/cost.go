@@ -81,13 +81,13 @@ func Check(s *ast.Schema, op *ast.OperationDefinition, vars map[string]any, r *R
 	if op == nil {
 		return 0, nil
 	}
-	w := walker{vars: vars, memo: map[string]int64{}, schema: s, bounds: r}
+	w := walker{vars: vars, memo: map[memoKey]int64{}, schema: s, bounds: r}
 	return w.selection(op.SelectionSet, op.Operation == ast.Mutation), w.bad
 }
 
 type walker struct {
 	vars map[string]any
-	memo map[string]int64
+	memo map[memoKey]int64
 	// bounds is the range slicing arguments are checked against (nil: not
 	// checked); bad is the first found outside it, and leftOut counts the
 	// selections being walked that @skip or @include leave out (nothing
@@ -114,7 +114,7 @@ func Event(op *ast.OperationDefinition, vars map[string]any) int64 {
 	if op == nil {
 		return 0
 	}
-	w := walker{vars: vars, memo: map[string]int64{}, eventRoot: true}
+	w := walker{vars: vars, memo: map[memoKey]int64{}, eventRoot: true}
 	return w.selection(op.SelectionSet, false)
 }
 
@@ -190,19 +190,21 @@ func leftOut(dirs ast.DirectiveList, vars map[string]any) bool {
 	return false
 }
 
+// memoKey is what a named fragment's cost is memoised by: its name, whether
+// it is spread at the root of a mutation, and whether its walk checked its
+// slicing arguments.
+type memoKey struct {
+	name          string
+	root, checked bool
+}
+
 func (w *walker) fragment(s *ast.FragmentSpread, root bool) int64 {
 	if s.Definition == nil {
 		return 0
 	}
-	key := s.Name
-	if root {
-		key = "\x00root:" + key
-	}
-	if w.bounds != nil && w.leftOut == 0 {
-		// Walked where it runs, it is checked: a walk of it left out
-		// (memoised under the plain key) checked nothing.
-		key = "\x00checked:" + key
-	}
+	// Walked where it runs, it is checked: a walk of it left out checked
+	// nothing, and is memoised apart.
+	key := memoKey{name: s.Name, root: root, checked: w.bounds != nil && w.leftOut == 0}
 	if c, ok := w.memo[key]; ok {
 		return c
 	}
@@ -465,7 +467,7 @@ func Overrun(f *ast.Field, vars map[string]any, n int) int64 {
 		len(f.SelectionSet) == 0 || slicingArgument(f.Definition) != "" {
 		return 0
 	}
-	w := walker{vars: vars, memo: map[string]int64{}}
+	w := walker{vars: vars, memo: map[memoKey]int64{}}
 	extra := int64(n) - w.multiplier(f, false)
 	if extra <= 0 {
 		return 0
