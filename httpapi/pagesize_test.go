@@ -63,7 +63,8 @@ func TestFirstOutOfRangeIsRefusedBeforeTheCharge(t *testing.T) {
 		storetest.AssertUnchanged(t, env.DB.Pool, rows, c.name)
 	}
 
-	// Over GET, an event stream (refused as a request: 400) and a
+	// Over GET, as application/graphql-response+json (400: refused
+	// before it ran), an event stream (refused as a request: 400) and a
 	// WebSocket (its next message) the same.
 	before := budget()
 	vars := map[string]any{"p": fx.project, "n": 101}
@@ -71,6 +72,10 @@ func TestFirstOutOfRangeIsRefusedBeforeTheCharge(t *testing.T) {
 	if msg, _ := errorAt(r, 0)["message"].(string); r.Status != http.StatusOK || r.Code() != "BAD_USER_INPUT" || msg != message ||
 		(len(r.Body.Data) != 0 && string(r.Body.Data) != "null") {
 		t.Errorf("over GET: %d %s", r.Status, r.Raw)
+	}
+	r = env.Post(t, fx.token, tasks, vars, "Accept", "application/graphql-response+json")
+	if msg, _ := errorAt(r, 0)["message"].(string); r.Status != http.StatusBadRequest || r.Code() != "BAD_USER_INPUT" || msg != message {
+		t.Errorf("asking for application/graphql-response+json: %d %s, want 400", r.Status, r.Raw)
 	}
 	r = env.Post(t, fx.token, tasks, vars, "Accept", "text/event-stream")
 	if msg, _ := errorAt(r, 0)["message"].(string); r.Status != http.StatusBadRequest || r.Code() != "BAD_USER_INPUT" || msg != message {
