@@ -604,11 +604,11 @@ func TestAuditExportConfiguredStartLimits(t *testing.T) {
 	if _, r := e.start(t, e.admin, in, nil); r.Code() != "CONFLICT" || !strings.Contains(string(r.Raw), "2 audit exports") {
 		t.Fatalf("a third at once: %s", r.Raw)
 	}
-	e.exec(t, `UPDATE audit_exports SET state = 'SUCCEEDED' WHERE state = 'QUEUED'`)
+	e.exec(t, `UPDATE audit_exports SET state = 'SUCCEEDED', ended_lease = lease WHERE state = 'QUEUED'`)
 	if x, r := e.start(t, e.admin, in, nil); x == nil {
 		t.Fatalf("start 3 of 3 a day: %s", r.Raw)
 	}
-	e.exec(t, `UPDATE audit_exports SET state = 'SUCCEEDED' WHERE state = 'QUEUED'`)
+	e.exec(t, `UPDATE audit_exports SET state = 'SUCCEEDED', ended_lease = lease WHERE state = 'QUEUED'`)
 	if _, r := e.start(t, e.admin, in, nil); r.Code() != "CONFLICT" || !strings.Contains(string(r.Raw), "started 3 audit exports") {
 		t.Fatalf("start 4 of 3 a day: %s", r.Raw)
 	}
@@ -685,12 +685,12 @@ func TestAuditExportStartBounds(t *testing.T) {
 		t.Fatalf("a second start while one is queued: %s", r.Raw)
 	}
 	for i := 1; i < store.DefaultAuditExportsPerDay; i++ {
-		e.exec(t, `UPDATE audit_exports SET state = 'SUCCEEDED' WHERE state = 'QUEUED'`)
+		e.exec(t, `UPDATE audit_exports SET state = 'SUCCEEDED', ended_lease = lease WHERE state = 'QUEUED'`)
 		if x, r := e.start(t, e.admin, in, nil); x == nil {
 			t.Fatalf("start %d: %s", i+1, r.Raw)
 		}
 	}
-	e.exec(t, `UPDATE audit_exports SET state = 'SUCCEEDED' WHERE state = 'QUEUED'`)
+	e.exec(t, `UPDATE audit_exports SET state = 'SUCCEEDED', ended_lease = lease WHERE state = 'QUEUED'`)
 	if _, r := e.start(t, e.admin, in, nil); r.Code() != "CONFLICT" || !strings.Contains(string(r.Raw), "24 hours") {
 		t.Fatalf("start %d in a day: %s", store.DefaultAuditExportsPerDay+1, r.Raw)
 	}

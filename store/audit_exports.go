@@ -449,10 +449,13 @@ func (db *DB) HeartbeatAuditExport(ctx context.Context, id string, lease int64) 
 // ttl from now, when it is RUNNING under this lease: from then on its file
 // is served. It returns ErrAuditExportGone when it is not (expired
 // meanwhile, its workspace deleted, or taken over: the caller deletes its
-// file, which the database does not know).
+// file, which the database does not know). The statement names the lease
+// in ended_lease too: the database ends an export only under its current
+// lease (migration 0020), whatever the statement's WHERE, so that a run of
+// an older server, which names none, cannot end an export it lost.
 func (db *DB) FinishAuditExport(ctx context.Context, id string, lease, events, bytes int64, ttl time.Duration) error {
 	tag, err := db.Pool.Exec(ctx, `UPDATE audit_exports SET state = 'SUCCEEDED', events_written = $2, bytes = $3,
-			finished_at = now(), expires_at = now() + $4::interval, heartbeat_at = NULL
+			finished_at = now(), expires_at = now() + $4::interval, heartbeat_at = NULL, ended_lease = $5
 		WHERE id = $1 AND lease = $5 AND state = 'RUNNING'`, id, events, bytes, ttl, lease)
 	if err != nil {
 		return fmt.Errorf("finish audit export: %w", err)
@@ -467,11 +470,12 @@ func (db *DB) FinishAuditExport(ctx context.Context, id string, lease, events, b
 // message (shown to its workspace's admins: no internal detail), expiring
 // ttl from now, and forgets its object, whose key it returns ("" for none)
 // for the caller to delete. An export that ended already, or that another
-// run took over, is left as it is: ErrAuditExportGone.
+// run took over, is left as it is: ErrAuditExportGone. The lease is named
+// as FinishAuditExport names it.
 func (db *DB) FailAuditExport(ctx context.Context, id string, lease int64, message string, ttl time.Duration) (string, error) {
 	var key string
 	err := db.Pool.QueryRow(ctx, `UPDATE audit_exports x SET state = 'FAILED', error = $2, finished_at = now(),
-			expires_at = now() + $3::interval, object_key = NULL, heartbeat_at = NULL
+			expires_at = now() + $3::interval, object_key = NULL, heartbeat_at = NULL, ended_lease = $4
 		FROM (SELECT id, object_key FROM audit_exports WHERE id = $1 FOR UPDATE) old
 		WHERE x.id = old.id AND x.lease = $4 AND x.state = 'RUNNING' RETURNING coalesce(old.object_key, '')`,
 		id, message, ttl, lease).Scan(&key)
@@ -564,7 +568,8 @@ func (db *DB) ExpireAuditExports(ctx context.Context, limit int) (keys []string,
 		gone AS (DELETE FROM audit_exports WHERE state = 'EXPIRED' AND expires_at <= now() - $3::interval)
 		UPDATE audit_exports x SET state = due.next, object_key = NULL,
 			error = CASE WHEN due.next = 'FAILED' THEN 'the export did not finish: start it again' ELSE x.error END,
-			finished_at = coalesce(x.finished_at, now()), expires_at = coalesce(x.expires_at, now())
+			finished_at = coalesce(x.finished_at, now()), expires_at = coalesce(x.expires_at, now()),
+			ended_lease = CASE WHEN due.next = 'FAILED' THEN x.lease ELSE x.ended_lease END
 		FROM due WHERE x.id = due.id RETURNING due.next, coalesce(due.object_key, '')`,
 		limit, AuditExportStrandedAfter, AuditExportRetention)
 	if err != nil {

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
+
 	"taskflow/store"
 )
 
@@ -217,4 +219,182 @@ func nameOf(ids map[string]string, id string) string {
 		}
 	}
 	return id
+}
+
+// The statements of a server of before the takeover (releases before
+// 2026-12-05: no run, no lease, no heartbeat), word for word: the job's
+// begin, finish and fail name the export by its id alone. During a rolling
+// upgrade such an instance still works export jobs against the new schema.
+const (
+	legacyBegin = `UPDATE audit_exports x SET state = 'RUNNING', started_at = now(),
+			events_written = 0, bytes = 0, error = NULL, object_key = $2
+		WHERE x.id = $1 AND x.state IN ('QUEUED', 'RUNNING') RETURNING x.id, x.filter`
+	legacyFinish = `UPDATE audit_exports SET state = 'SUCCEEDED', events_written = $2, bytes = $3,
+			finished_at = now(), expires_at = now() + $4::interval
+		WHERE id = $1 AND state = 'RUNNING'`
+	legacyFail = `UPDATE audit_exports x SET state = 'FAILED', error = $2, finished_at = now(),
+			expires_at = now() + $3::interval, object_key = NULL
+		FROM (SELECT id, object_key FROM audit_exports WHERE id = $1 FOR UPDATE) old
+		WHERE x.id = old.id AND x.state IN ('QUEUED', 'RUNNING') RETURNING coalesce(old.object_key, '')`
+)
+
+// legacy runs the old server's statements on export id, returning the rows
+// each touched.
+func (s *exportsSetup) legacy(stmt, id string) int64 {
+	s.t.Helper()
+	switch stmt {
+	case legacyBegin:
+		return s.exec(stmt, id, "audit-exports/"+id)
+	case legacyFinish:
+		return s.exec(stmt, id, 9, 90, "24 hours")
+	case legacyFail:
+		return s.exec(stmt, id, "the export failed; start it again", "24 hours")
+	}
+	s.t.Fatalf("not a legacy statement: %s", stmt)
+	return 0
+}
+
+// The end of an export (SUCCEEDED or FAILED) is fenced by the database, not
+// only by the WHERE of the new server's statements: an old server's run,
+// which finishes and fails an export by its id alone, cannot end an export
+// that was taken over (and begun by the new run) or begun again by another
+// run since it began it. It still ends an export it holds, and its begin
+// stops the new server's run it replaces, as a new begin would.
+func TestAuditExportEndFencedForOldServers(t *testing.T) {
+	t.Parallel()
+	s := setupExports(t)
+
+	// Taken over: an old server's run stops stamping a heartbeat (set here
+	// as migration 0019 sets one for the runs it finds), the takeover gives
+	// the export to run 2, which begins.
+	taken := s.start()
+	s.legacy(legacyBegin, taken)
+	s.staleBy(taken, "1 hour")
+	if got, err := s.db.TakeOverAuditExports(s.ctx, time.Minute, 10); err != nil || len(got) != 1 {
+		t.Fatalf("takeover: %+v, %v", got, err)
+	}
+	run2 := s.begin(taken, 2)
+	if n := s.legacy(legacyFinish, taken); n != 0 {
+		t.Errorf("the old run taken over finished the export (%d rows): %+v", n, s.row(taken))
+	}
+	if n := s.legacy(legacyFail, taken); n != 0 {
+		t.Errorf("the old run taken over failed the export (%d rows): %+v", n, s.row(taken))
+	}
+	if r := s.row(taken); r.State != "RUNNING" || r.ObjectKey != taken+".2" || r.Lease != run2.Lease {
+		t.Errorf("after the old run's ends: %+v, want RUNNING under run 2", r)
+	}
+	if err := s.db.FinishAuditExport(s.ctx, taken, run2.Lease, 3, 30, time.Hour); err != nil {
+		t.Errorf("the finish of run 2: %v", err)
+	}
+
+	// Begun again: River runs the old server's job again on a new server
+	// (its timeout passed while the old run still went).
+	again := s.start()
+	s.legacy(legacyBegin, again)
+	rerun := s.begin(again, 1)
+	if n := s.legacy(legacyFinish, again); n != 0 {
+		t.Errorf("the old run begun again finished the export (%d rows): %+v", n, s.row(again))
+	}
+	if err := s.db.FinishAuditExport(s.ctx, again, rerun.Lease, 3, 30, time.Hour); err != nil {
+		t.Errorf("the finish of the new run: %v", err)
+	}
+
+	// The other way: an old server begins an export a new server's run
+	// holds. The new run loses it (as to any begin); the old run ends it.
+	stolen := s.start()
+	newer := s.begin(stolen, 1)
+	s.legacy(legacyBegin, stolen)
+	if err := s.db.HeartbeatAuditExport(s.ctx, stolen, newer.Lease); !errors.Is(err, store.ErrAuditExportGone) {
+		t.Errorf("the heartbeat of a run whose export an old server began since: %v", err)
+	}
+	if err := s.db.FinishAuditExport(s.ctx, stolen, newer.Lease, 1, 1, time.Hour); !errors.Is(err, store.ErrAuditExportGone) {
+		t.Errorf("the finish of a run whose export an old server began since: %v", err)
+	}
+	if n := s.legacy(legacyFinish, stolen); n != 1 {
+		t.Errorf("the old run could not finish the export it holds: %d rows, %+v", n, s.row(stolen))
+	}
+	if r := s.row(stolen); r.State != "SUCCEEDED" || r.ObjectKey != "audit-exports/"+stolen || r.Events != 9 {
+		t.Errorf("finished by the old run: %+v", r)
+	}
+
+	// An old run ends the export it holds, as before the upgrade.
+	for _, end := range []string{legacyFinish, legacyFail} {
+		id := s.start()
+		s.legacy(legacyBegin, id)
+		if n := s.legacy(end, id); n != 1 {
+			t.Errorf("the old run could not end the export it holds: %d rows, %+v", n, s.row(id))
+		}
+	}
+}
+
+// The new server's own ends are not refused by the fence: a run's finish
+// and failure, and the expiry's failure of an export stranded QUEUED or
+// RUNNING (12 hours after its start).
+func TestAuditExportEndsOfTheNewServer(t *testing.T) {
+	t.Parallel()
+	s := setupExports(t)
+	finished, failed, queued, running := s.start(), s.start(), s.start(), s.start()
+	r := s.begin(finished, 1)
+	if err := s.db.FinishAuditExport(s.ctx, finished, r.Lease, 1, 10, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	r = s.begin(failed, 1)
+	if _, err := s.db.FailAuditExport(s.ctx, failed, r.Lease, "no", time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	s.begin(running, 1)
+	s.exec(`UPDATE audit_exports SET created_at = now() - interval '13 hours' WHERE id IN ($1, $2)`, queued, running)
+	if _, expired, stranded, err := s.db.ExpireAuditExports(s.ctx, 100); err != nil || expired != 0 || stranded != 2 {
+		t.Fatalf("expiry: %d expired, %d stranded, %v; want the 2 stranded", expired, stranded, err)
+	}
+	for id, want := range map[string]string{finished: "SUCCEEDED", failed: "FAILED", queued: "FAILED", running: "FAILED"} {
+		if got := s.row(id); got.State != want {
+			t.Errorf("%+v, want %s", got, want)
+		}
+	}
+}
+
+// An export an old server's run held when the upgrade migrated the schema
+// (its heartbeat is taken to be its start): taken over, that run cannot end
+// it; not taken over, it still can.
+func TestAuditExportRunOfBeforeTheMigration(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	pool := poolMigratedBefore(t, "0019")
+	var user, ws string
+	if err := pool.QueryRow(ctx, `INSERT INTO users (email, name, password_hash) VALUES ('o@example.com', 'O', 'x')
+		RETURNING id`).Scan(&user); err != nil {
+		t.Fatal(err)
+	}
+	if err := pool.QueryRow(ctx, `INSERT INTO workspaces (name) VALUES ('w') RETURNING id`).Scan(&ws); err != nil {
+		t.Fatal(err)
+	}
+	stopped, going := uuid.NewString(), uuid.NewString()
+	for _, id := range []string{stopped, going} {
+		if _, err := pool.Exec(ctx, `INSERT INTO audit_exports (id, workspace_id, created_by, format, filter, created_at)
+			VALUES ($1, $2, $3, 'NDJSON', '{}', now())`, id, ws, user); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := pool.Exec(ctx, legacyBegin, id, "audit-exports/"+id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The instance of this one stopped for the upgrade an hour into its run.
+	if _, err := pool.Exec(ctx, `UPDATE audit_exports SET started_at = now() - interval '1 hour' WHERE id = $1`, stopped); err != nil {
+		t.Fatal(err)
+	}
+	if err := store.Migrate(ctx, pool); err != nil {
+		t.Fatal(err)
+	}
+	s := &exportsSetup{auditFixture: &auditFixture{t: t, db: store.New(pool, nil)}, ctx: ctx}
+	if got, err := s.db.TakeOverAuditExports(ctx, 30*time.Minute, 10); err != nil || len(got) != 1 || got[0].ID != stopped {
+		t.Fatalf("takeover: %+v, %v; want the stopped run's export", got, err)
+	}
+	s.begin(stopped, 2)
+	if n := s.legacy(legacyFinish, stopped); n != 0 {
+		t.Errorf("the old run taken over finished the export (%d rows): %+v", n, s.row(stopped))
+	}
+	if n := s.legacy(legacyFinish, going); n != 1 {
+		t.Errorf("the old run could not finish the export it holds: %d rows, %+v", n, s.row(going))
+	}
 }
