@@ -35,7 +35,7 @@ func newMetrics(reg prometheus.Registerer, db *store.DB) *metrics {
 	m := &metrics{
 		finishes: promreg.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "taskflow_audit_exports_finished_total",
-			Help: "Audit exports that ended, by outcome: succeeded, failed (their last run's failure, one that will not pass, or still QUEUED or RUNNING 12 hours after they started), expired (their file deleted past its expiry), taken_over (their run stopped stamping its heartbeat: a new run writes them).",
+			Help: "Audit exports that ended, by outcome: succeeded, failed (their last run's failure, one that will not pass, their run silent once more after store.AuditExportMaxTakeovers (4) takeovers, or still QUEUED or RUNNING 12 hours after they started), expired (their file deleted past its expiry), taken_over (their run stopped stamping its heartbeat: a new run writes them).",
 		}, []string{"outcome"})),
 		duration: promreg.Register(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "taskflow_audit_export_duration_seconds",

@@ -183,14 +183,21 @@ func (w *Worker) Expire(ctx context.Context) (int, error) {
 // not stamped its heartbeat for Options.TakeoverAfter to a new run
 // (store.TakeOverAuditExports), a batch at a time, deletes the files the
 // runs taken over may have left, and returns how many it took over, logged
-// and counted. An object whose deletion fails is left to the blob sweeper
-// (the database has forgotten it).
+// and counted. Those taken over store.AuditExportMaxTakeovers times already
+// are failed instead, logged and counted as failed. An object whose
+// deletion fails is left to the blob sweeper (the database has forgotten
+// it).
 func (w *Worker) TakeOver(ctx context.Context) (int, error) {
-	n, err := w.takeOver(ctx)
+	n, failed, err := w.takeOver(ctx)
 	w.m.finishes.WithLabelValues(outcomeTakenOver).Add(float64(n))
+	w.m.finishes.WithLabelValues(outcomeFailed).Add(float64(failed))
 	if n > 0 {
 		w.o.Log.WarnContext(ctx, "audit exports taken over: their runs stopped stamping their heartbeat (an instance died, or its blob store hangs)",
 			"exports", n, "after", w.o.TakeoverAfter.String())
+	}
+	if failed > 0 {
+		w.o.Log.WarnContext(ctx, "audit exports failed: their runs stopped stamping their heartbeat once more after as many takeovers as an export has",
+			"exports", failed, "takeovers", store.AuditExportMaxTakeovers, "after", w.o.TakeoverAfter.String())
 	}
 	if err != nil && ctx.Err() == nil {
 		w.o.Log.ErrorContext(ctx, "audit export takeover", "err", err)
@@ -198,25 +205,30 @@ func (w *Worker) TakeOver(ctx context.Context) (int, error) {
 	return n, err
 }
 
-func (w *Worker) takeOver(ctx context.Context) (int, error) {
+func (w *Worker) takeOver(ctx context.Context) (taken, failed int, err error) {
 	const batch = 100
-	total := 0
 	for {
-		taken, err := w.o.DB.TakeOverAuditExports(ctx, w.o.TakeoverAfter, batch)
-		total += len(taken)
-		if err != nil {
-			return total, err
+		done, err := w.o.DB.TakeOverAuditExports(ctx, w.o.TakeoverAfter, batch, w.o.TTL)
+		for _, t := range done {
+			if t.Failed {
+				failed++
+			} else {
+				taken++
+			}
 		}
-		for _, t := range taken {
+		if err != nil {
+			return taken, failed, err
+		}
+		for _, t := range done {
 			if t.ObjectKey == "" {
 				continue
 			}
 			if err := w.o.Blobs.Delete(ctx, t.ObjectKey); err != nil {
-				return total, fmt.Errorf("audit export takeover: delete %s: %w", t.ObjectKey, err)
+				return taken, failed, fmt.Errorf("audit export takeover: delete %s: %w", t.ObjectKey, err)
 			}
 		}
-		if len(taken) < batch {
-			return total, nil
+		if len(done) < batch {
+			return taken, failed, nil
 		}
 	}
 }

@@ -446,6 +446,43 @@ func TestAuditExportStuckRunTakenOver(t *testing.T) {
 	check("after the old job ran again")
 }
 
+// An export whose runs all stop stamping their heartbeat is taken over
+// store.AuditExportMaxTakeovers times, then FAILED at the next silence, with
+// a message for its admins: counted as failed, not taken over.
+func TestAuditExportFailedAfterMaxTakeovers(t *testing.T) {
+	t.Parallel()
+	e := newExportEnv(t)
+	x, r := e.start(t, e.admin, map[string]any{"workspaceId": e.ws, "format": "CSV"}, nil)
+	if x == nil {
+		t.Fatalf("start: %s", r.Raw)
+	}
+	reg := prometheus.NewRegistry()
+	pass := e.worker(auditexport.Options{TakeoverAfter: time.Minute, Registerer: reg})
+	for run := 1; run <= store.AuditExportMaxTakeovers+1; run++ {
+		if _, err := e.DB.BeginAuditExport(t.Context(), x.ID, run, auditexport.ObjectKey(x.ID, run, 1)); err != nil {
+			t.Fatalf("begin run %d: %v", run, err)
+		}
+		e.exec(t, `UPDATE audit_exports SET heartbeat_at = now() - interval '1 hour' WHERE id = $1`, x.ID)
+		want := 1
+		if run > store.AuditExportMaxTakeovers {
+			want = 0 // failed
+		}
+		if n, err := pass.TakeOver(t.Context()); err != nil || n != want {
+			t.Fatalf("the pass after run %d took over %d (%v), want %d", run, n, err, want)
+		}
+	}
+	got, _ := e.get(t, e.admin, x.ID)
+	if got.State != "FAILED" || got.Error == nil || !strings.Contains(*got.Error, "stopped making progress") || got.ExpiresAt == nil {
+		t.Fatalf("after %d takeovers and a silence: %+v", store.AuditExportMaxTakeovers, got)
+	}
+	if n := gathered(t, reg, "taskflow_audit_exports_finished_total", "taken_over"); n != store.AuditExportMaxTakeovers {
+		t.Errorf("taken_over %v, want %d", n, store.AuditExportMaxTakeovers)
+	}
+	if n := gathered(t, reg, "taskflow_audit_exports_finished_total", "failed"); n != 1 {
+		t.Errorf("failed %v, want 1", n)
+	}
+}
+
 // startGated starts an NDJSON export of many events and opens a blob store
 // of e.dir whose writes the returned gate lets pass pass before it holds
 // them (newGate), closed when the test ends.

@@ -66,6 +66,15 @@ func (l AuditExportLimits) withDefaults() AuditExportLimits {
 // marked FAILED by the sweep: longer than all its runs may take.
 const AuditExportStrandedAfter = 12 * time.Hour
 
+// AuditExportMaxTakeovers is how many times an export is taken over
+// (TakeOverAuditExports): an export whose run stops stamping its heartbeat
+// once more is marked FAILED instead of given another run. Runs that all
+// hang (a blob store that stopped answering) or all kill their instance
+// (an export that exhausts its memory) end so within about
+// AuditExportMaxTakeovers+1 times AUDIT_EXPORT_TAKEOVER_AFTER and a quarter
+// of it (12½ minutes by default), not after AuditExportStrandedAfter.
+const AuditExportMaxTakeovers = 4
+
 // AuditExportRetention is how long an EXPIRED export's row is kept (its
 // file is deleted when it expires).
 const AuditExportRetention = 30 * 24 * time.Hour
@@ -488,6 +497,11 @@ func (db *DB) FailAuditExport(ctx context.Context, id string, lease int64, messa
 	return key, nil
 }
 
+// auditExportHungMessage is the error of an export failed after
+// AuditExportMaxTakeovers takeovers, shown to its workspace's admins.
+var auditExportHungMessage = fmt.Sprintf("%d runs of the export stopped making progress: start it again, with a narrower filter (since, until, actions) if it is large",
+	AuditExportMaxTakeovers+1)
+
 // TakenOverAuditExport is an export TakeOverAuditExports gave to a new run.
 type TakenOverAuditExport struct {
 	ID string
@@ -496,6 +510,9 @@ type TakenOverAuditExport struct {
 	// ObjectKey is the file of the run taken over ("" for none), which the
 	// database no longer knows, for the caller to delete.
 	ObjectKey string
+	// Failed is set for an export taken over AuditExportMaxTakeovers times
+	// already: it is FAILED, not given a new run (Run is its last).
+	Failed bool
 }
 
 // TakeOverAuditExports gives, at most limit at a time, the exports RUNNING
@@ -504,31 +521,47 @@ type TakenOverAuditExport struct {
 // under the next run number and a new lease, its object forgotten, and the
 // new run's River job inserted. The run taken over, if it is in fact alive,
 // learns it at its next stamp (ErrAuditExportGone) and stops; its job, if
-// River runs it again, finds the export gone. It returns the exports taken
-// over.
-func (db *DB) TakeOverAuditExports(ctx context.Context, staleAfter time.Duration, limit int) ([]TakenOverAuditExport, error) {
+// River runs it again, finds the export gone. An export taken over
+// AuditExportMaxTakeovers times already is marked FAILED instead (expiring
+// ttl from now, its object forgotten), with no new run. It returns the
+// exports taken over and failed, each with the object to delete.
+func (db *DB) TakeOverAuditExports(ctx context.Context, staleAfter time.Duration, limit int, ttl time.Duration) ([]TakenOverAuditExport, error) {
 	var out []TakenOverAuditExport
 	err := pgx.BeginFunc(ctx, db.Pool, func(tx pgx.Tx) error {
+		// run counts the takeovers: 1 + how many there were. A FAILED end
+		// names the lease it ends (migration 0020's fence).
 		rows, err := tx.Query(ctx, `WITH stale AS (
-				SELECT id, object_key FROM audit_exports
+				SELECT id, object_key, run > $3 AS failed FROM audit_exports
 				WHERE state = 'RUNNING' AND heartbeat_at < now() - $1::interval
 				ORDER BY heartbeat_at LIMIT $2 FOR UPDATE SKIP LOCKED)
-			UPDATE audit_exports x SET state = 'QUEUED', run = x.run + 1, lease = x.lease + 1, heartbeat_at = NULL,
-				object_key = NULL, events_written = 0, bytes = 0
-			FROM stale WHERE x.id = stale.id RETURNING x.id, x.run, coalesce(stale.object_key, '')`, staleAfter, limit)
+			UPDATE audit_exports x SET heartbeat_at = NULL, object_key = NULL, events_written = 0, bytes = 0,
+				state = CASE WHEN stale.failed THEN 'FAILED' ELSE 'QUEUED' END,
+				run = CASE WHEN stale.failed THEN x.run ELSE x.run + 1 END,
+				lease = CASE WHEN stale.failed THEN x.lease ELSE x.lease + 1 END,
+				ended_lease = CASE WHEN stale.failed THEN x.lease ELSE x.ended_lease END,
+				error = CASE WHEN stale.failed THEN $4 ELSE x.error END,
+				finished_at = CASE WHEN stale.failed THEN now() ELSE x.finished_at END,
+				expires_at = CASE WHEN stale.failed THEN now() + $5::interval ELSE x.expires_at END
+			FROM stale WHERE x.id = stale.id RETURNING x.id, x.run, coalesce(stale.object_key, ''), stale.failed`,
+			staleAfter, limit, AuditExportMaxTakeovers, auditExportHungMessage, ttl)
 		if err != nil {
 			return err
 		}
 		out, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (TakenOverAuditExport, error) {
 			var t TakenOverAuditExport
-			return t, r.Scan(&t.ID, &t.Run, &t.ObjectKey)
+			return t, r.Scan(&t.ID, &t.Run, &t.ObjectKey, &t.Failed)
 		})
-		if err != nil || len(out) == 0 {
+		if err != nil {
 			return err
 		}
-		params := make([]river.InsertManyParams, len(out))
-		for i, t := range out {
-			params[i] = river.InsertManyParams{Args: AuditExportArgs{ExportID: t.ID, Run: t.Run}}
+		var params []river.InsertManyParams
+		for _, t := range out {
+			if !t.Failed {
+				params = append(params, river.InsertManyParams{Args: AuditExportArgs{ExportID: t.ID, Run: t.Run}})
+			}
+		}
+		if len(params) == 0 {
+			return nil
 		}
 		_, err = db.insertJobs(ctx, tx, params)
 		return err

@@ -3,6 +3,7 @@ package store_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -153,16 +154,16 @@ func TestTakeOverAuditExports(t *testing.T) {
 	}
 
 	// At most limit, the oldest heartbeats first.
-	taken, err := s.db.TakeOverAuditExports(s.ctx, bound, 2)
+	taken, err := s.db.TakeOverAuditExports(s.ctx, bound, 2, time.Hour)
 	if err != nil || len(taken) != 2 || taken[0].ID != ids["staler"] && taken[1].ID != ids["staler"] ||
 		taken[0].ID != ids["stale"] && taken[1].ID != ids["stale"] {
 		t.Fatalf("a pass of limit 2 took over %+v, %v; want staler and stale", taken, err)
 	}
-	more, err := s.db.TakeOverAuditExports(s.ctx, bound, 100)
+	more, err := s.db.TakeOverAuditExports(s.ctx, bound, 100, time.Hour)
 	if err != nil || len(more) != 1 || more[0].ID != ids["justStale"] {
 		t.Fatalf("the next pass took over %+v, %v; want justStale alone", more, err)
 	}
-	if again, err := s.db.TakeOverAuditExports(s.ctx, bound, 100); err != nil || len(again) != 0 {
+	if again, err := s.db.TakeOverAuditExports(s.ctx, bound, 100, time.Hour); err != nil || len(again) != 0 {
 		t.Fatalf("a pass with nothing stale took over %+v, %v", again, err)
 	}
 
@@ -270,7 +271,7 @@ func TestAuditExportEndFencedForOldServers(t *testing.T) {
 	taken := s.start()
 	s.legacy(legacyBegin, taken)
 	s.staleBy(taken, "1 hour")
-	if got, err := s.db.TakeOverAuditExports(s.ctx, time.Minute, 10); err != nil || len(got) != 1 {
+	if got, err := s.db.TakeOverAuditExports(s.ctx, time.Minute, 10, time.Hour); err != nil || len(got) != 1 {
 		t.Fatalf("takeover: %+v, %v", got, err)
 	}
 	run2 := s.begin(taken, 2)
@@ -387,7 +388,7 @@ func TestAuditExportRunOfBeforeTheMigration(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := &exportsSetup{auditFixture: &auditFixture{t: t, db: store.New(pool, nil)}, ctx: ctx}
-	if got, err := s.db.TakeOverAuditExports(ctx, 30*time.Minute, 10); err != nil || len(got) != 1 || got[0].ID != stopped {
+	if got, err := s.db.TakeOverAuditExports(ctx, 30*time.Minute, 10, time.Hour); err != nil || len(got) != 1 || got[0].ID != stopped {
 		t.Fatalf("takeover: %+v, %v; want the stopped run's export", got, err)
 	}
 	s.begin(stopped, 2)
@@ -396,5 +397,54 @@ func TestAuditExportRunOfBeforeTheMigration(t *testing.T) {
 	}
 	if n := s.legacy(legacyFinish, going); n != 1 {
 		t.Errorf("the old run could not finish the export it holds: %d rows, %+v", n, s.row(going))
+	}
+}
+
+// An export whose every run stops stamping its heartbeat is taken over
+// AuditExportMaxTakeovers times; at the next silence it is marked FAILED
+// (expiring ttl from then, its object forgotten for the caller to delete),
+// not given another run. Another export, taken over fewer times, is taken
+// over in the same pass.
+func TestTakeOverAuditExportsFailsAfterMaxTakeovers(t *testing.T) {
+	t.Parallel()
+	s := setupExports(t)
+	id, other := s.start(), s.start()
+	s.begin(other, 1)
+	for run := 1; run <= store.AuditExportMaxTakeovers+1; run++ {
+		s.begin(id, run)
+		s.staleBy(id, "1 hour")
+		if run == store.AuditExportMaxTakeovers+1 {
+			s.staleBy(other, "1 hour")
+		}
+		got, err := s.db.TakeOverAuditExports(s.ctx, time.Minute, 10, 3*time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mine := store.TakenOverAuditExport{ID: id, Run: run + 1, ObjectKey: id + "." + string(rune('0'+run))}
+		if run > store.AuditExportMaxTakeovers {
+			mine.Run, mine.Failed = run, true
+		}
+		if len(got) == 0 || got[0] != mine && (len(got) < 2 || got[1] != mine) {
+			t.Fatalf("the pass after run %d took %+v; want %+v", run, got, mine)
+		}
+	}
+	r := s.row(id)
+	if r.State != "FAILED" || r.Run != store.AuditExportMaxTakeovers+1 || r.ObjectKey != "" || r.Heartbeat != nil ||
+		r.Error == nil || !strings.Contains(*r.Error, "start it again") {
+		t.Fatalf("after %d takeovers and a silence: %+v", store.AuditExportMaxTakeovers, r)
+	}
+	var ttl time.Duration
+	if err := s.db.Pool.QueryRow(s.ctx, `SELECT expires_at - finished_at FROM audit_exports WHERE id = $1`, id).Scan(&ttl); err != nil ||
+		ttl != 3*time.Hour {
+		t.Errorf("it expires %v after it ended (%v), want 3h", ttl, err)
+	}
+	if runs := s.jobRuns(id); len(runs) != store.AuditExportMaxTakeovers+1 {
+		t.Errorf("jobs of runs %v: one for the start and one per takeover", runs)
+	}
+	if o := s.row(other); o.State != "QUEUED" || o.Run != 2 {
+		t.Errorf("the other export, taken over once: %+v", o)
+	}
+	if got, err := s.db.TakeOverAuditExports(s.ctx, time.Minute, 10, time.Hour); err != nil || len(got) != 0 {
+		t.Errorf("a pass after: %+v, %v", got, err)
 	}
 }
