@@ -374,16 +374,8 @@ func (e *exportEnv) manyEvents(t *testing.T) {
 func TestAuditExportStuckRunTakenOver(t *testing.T) {
 	t.Parallel()
 	e := newExportEnv(t)
-	x, g, stuck := e.startGated(t, 100)
 	const after = time.Second
-	old := auditexport.NewWorker(auditexport.Options{DB: e.DB, Blobs: stuck, Log: quiet, TakeoverAfter: after})
-	done := make(chan error, 1)
-	go func() { done <- old.Work(t.Context(), e.job(t, x.ID, 1)) }()
-	select {
-	case <-g.held:
-	case err := <-done:
-		t.Fatalf("the run ended before its writes were held: %v", err)
-	}
+	x, g, old, done := e.startGated(t, 100, auditexport.Options{TakeoverAfter: after})
 	// Its heartbeat is younger than a minute: a pass of that bound leaves it.
 	if n, err := e.worker(auditexport.Options{TakeoverAfter: time.Minute}).TakeOver(t.Context()); err != nil || n != 0 {
 		t.Fatalf("a pass took over %d exports (%v) whose run stamped its heartbeat less than a minute ago", n, err)
@@ -483,10 +475,12 @@ func TestAuditExportFailedAfterMaxTakeovers(t *testing.T) {
 	}
 }
 
-// startGated starts an NDJSON export of many events and opens a blob store
-// of e.dir whose writes the returned gate lets pass pass before it holds
-// them (newGate), closed when the test ends.
-func (e *exportEnv) startGated(t *testing.T, pass int) (*exportView, *gate, *blobs.Store) {
+// startGated starts an NDJSON export of many events and the first attempt
+// of its job by a worker of o writing to a blob store of e.dir whose writes
+// the returned gate lets pass pass before it holds them (newGate), closed
+// when the test ends. It returns once the run's writes are held, with the
+// worker and the channel of the run's end.
+func (e *exportEnv) startGated(t *testing.T, pass int, o auditexport.Options) (*exportView, *gate, *auditexport.Worker, <-chan error) {
 	t.Helper()
 	e.manyEvents(t)
 	x, r := e.start(t, e.admin, map[string]any{"workspaceId": e.ws, "format": "NDJSON"}, nil)
@@ -499,7 +493,17 @@ func (e *exportEnv) startGated(t *testing.T, pass int) (*exportView, *gate, *blo
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { bs.Close() })
-	return x, g, bs
+	o.DB, o.Blobs, o.Log = e.DB, bs, quiet
+	w := auditexport.NewWorker(o)
+	job := e.job(t, x.ID, 1) // here: t.Fatal is not for the run's goroutine
+	done := make(chan error, 1)
+	go func() { done <- w.Work(t.Context(), job) }()
+	select {
+	case <-g.held:
+	case err := <-done:
+		t.Fatalf("the run ended before its writes were held: %v", err)
+	}
+	return x, g, w, done
 }
 
 // A run that goes on stamps its heartbeat as it writes (every eighth of
@@ -507,15 +511,7 @@ func (e *exportEnv) startGated(t *testing.T, pass int) (*exportView, *gate, *blo
 func TestAuditExportRunStampsItsHeartbeat(t *testing.T) {
 	t.Parallel()
 	e := newExportEnv(t)
-	x, g, bs := e.startGated(t, 3000)
-	w := auditexport.NewWorker(auditexport.Options{DB: e.DB, Blobs: bs, Log: quiet, TakeoverAfter: 8 * time.Millisecond})
-	done := make(chan error, 1)
-	go func() { done <- w.Work(t.Context(), e.job(t, x.ID, 1)) }()
-	select {
-	case <-g.held:
-	case err := <-done:
-		t.Fatalf("the run ended before its writes were held: %v", err)
-	}
+	x, g, _, done := e.startGated(t, 3000, auditexport.Options{TakeoverAfter: 8 * time.Millisecond})
 	// Held after 3,000 events, pages of them read from Postgres.
 	var started, beat time.Time
 	if err := e.DB.Pool.QueryRow(t.Context(), `SELECT started_at, heartbeat_at FROM audit_exports WHERE id = $1`, x.ID).Scan(&started,
