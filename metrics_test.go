@@ -162,3 +162,51 @@ taskflow_audit_checkpoints_withheld_total `+n+`
 	}
 	want("1")
 }
+
+// taskflow_audit_checkpoints_blocked_total counts the checkpoints the sealer
+// signed but could not store because a row that is not one of the same head
+// already held their key: here a row the server's role inserted at the
+// position the next checkpoint takes, with a signature of another key.
+func TestBlockedCheckpointsMetric(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	db := storetest.DB(t)
+	if err := db.EnsureAuditPartitions(ctx); err != nil {
+		t.Fatal(err)
+	}
+	key := audit.GenerateSigningKey()
+	sealer := &store.AuditSealer{DB: db, Key: key, CheckpointEvery: time.Hour}
+	reg := prometheus.NewRegistry()
+	promreg.Register(reg, blockedCheckpoints(sealer))
+	want := func(n string) {
+		t.Helper()
+		if err := testutil.GatherAndCompare(reg, strings.NewReader(`
+# HELP taskflow_audit_checkpoints_blocked_total Audit checkpoints this instance signed but did not store because a row of audit_checkpoints that is not a checkpoint of the same head already held their chain, position and key id (inserted by someone with write access to the database), logged at ERROR with the chain.
+# TYPE taskflow_audit_checkpoints_blocked_total counter
+taskflow_audit_checkpoints_blocked_total `+n+`
+`)); err != nil {
+			t.Error(err)
+		}
+	}
+	if _, err := db.Pool.Exec(ctx, `INSERT INTO audit_events (id, chain_key, action, entity_type, entity_id, occurred_at, metadata)
+		VALUES (gen_random_uuid(), 'anonymous', 'user.login_failed', 'user', '', clock_timestamp(), '{}')`); err != nil {
+		t.Fatal(err)
+	}
+	storetest.SealAll(t, &store.AuditSealer{DB: db})
+	want("0")
+	var head []byte
+	if err := db.Pool.QueryRow(ctx, `SELECT head_hash FROM audit_chain_heads WHERE chain_key = 'anonymous'`).Scan(&head); err != nil {
+		t.Fatal(err)
+	}
+	cp := audit.SignCheckpoint(audit.GenerateSigningKey(), "anonymous", 1, head, time.Now())
+	sig, _ := base64.StdEncoding.DecodeString(cp.Signature)
+	if _, err := db.Pool.Exec(ctx, `INSERT INTO audit_checkpoints (chain_key, position, head_hash, signed_at, key_id, public_key, signature)
+		VALUES ('anonymous', 1, $1, $2, $3, $4, $5)`, head, cp.SignedAt, audit.KeyID(key.Public().(ed25519.PublicKey)),
+		[]byte(key.Public().(ed25519.PublicKey)), sig); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := sealer.Checkpoint(ctx, "anonymous"); err == nil {
+		t.Fatalf("Checkpoint returned %+v, the row in the way", got)
+	}
+	want("1")
+}

@@ -229,6 +229,7 @@ func run(cfg Config, log, accessLog *slog.Logger) error {
 	reg.MustRegister(readMetrics(db)...)
 	reg.MustRegister(sealCollector{db: db})
 	promreg.Register(reg, withheldCheckpoints(sealer))
+	promreg.Register(reg, blockedCheckpoints(sealer))
 
 	bs, err := blobs.Open(ctx, blobs.Options{URL: cfg.BlobURL, DB: db, MaxUploadSize: cfg.MaxUploadSize,
 		Quota: cfg.WorkspaceStorageQuota, SweepGrace: cfg.BlobSweepGrace, Log: log})
@@ -577,6 +578,17 @@ func withheldCheckpoints(sealer *store.AuditSealer) prometheus.CounterFunc {
 		Name: "taskflow_audit_checkpoints_withheld_total",
 		Help: "Audit checkpoints this instance did not sign because the chain no longer extends the last checkpoint signed of it (a seal at or after it changed or removed): a tampered log, logged at ERROR with the chain.",
 	}, func() float64 { return float64(sealer.WithheldCheckpoints()) })
+}
+
+// blockedCheckpoints is taskflow_audit_checkpoints_blocked_total, the
+// checkpoints sealer signed but could not store because another row held
+// their key in audit_checkpoints (store.AuditSealer.BlockedCheckpoints): a
+// row inserted by someone with write access to the database.
+func blockedCheckpoints(sealer *store.AuditSealer) prometheus.CounterFunc {
+	return prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "taskflow_audit_checkpoints_blocked_total",
+		Help: "Audit checkpoints this instance signed but did not store because a row of audit_checkpoints that is not a checkpoint of the same head already held their chain, position and key id (inserted by someone with write access to the database), logged at ERROR with the chain.",
+	}, func() float64 { return float64(sealer.BlockedCheckpoints()) })
 }
 
 // warnShortSweepGrace warns when BLOB_SWEEP_GRACE is shorter than an upload

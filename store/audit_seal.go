@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"crypto/ed25519"
 	"encoding/base64"
@@ -79,6 +80,9 @@ type AuditSealer struct {
 	// withheld counts the checkpoints not signed because the chain does
 	// not extend the last one signed (WithheldCheckpoints).
 	withheld atomic.Uint64
+	// blocked counts the checkpoints signed but not stored because another
+	// row held their key in audit_checkpoints (BlockedCheckpoints).
+	blocked atomic.Uint64
 }
 
 // maxRemembered is how many chains' last checkpoints a sealer remembers
@@ -100,6 +104,16 @@ type signedHead struct {
 // taskflow_audit_checkpoints_withheld_total.
 func (s *AuditSealer) WithheldCheckpoints() uint64 {
 	return s.withheld.Load()
+}
+
+// BlockedCheckpoints returns how many checkpoints this sealer signed but
+// could not store because a row of audit_checkpoints already held their key
+// (chain, position, key id) and was not a checkpoint of the same head signed
+// by its key: a row inserted by someone with write access to the database,
+// where the sealer's checkpoint was to go. Each is logged at ERROR. The
+// server exports it as taskflow_audit_checkpoints_blocked_total.
+func (s *AuditSealer) BlockedCheckpoints() uint64 {
+	return s.blocked.Load()
 }
 
 // SealRound is what one round of a sealer did.
@@ -370,7 +384,11 @@ func (s *AuditSealer) Round(ctx context.Context) (SealRound, error) {
 			out.Cursor = read.Next
 			w.cursor = &read.Next
 		}
-		return w.send(ctx, tx)
+		if err := w.send(ctx, tx); err != nil {
+			return err
+		}
+		out.Checkpoints -= len(s.reportBlocked(ctx, w))
+		return nil
 	})
 	if err != nil {
 		return SealRound{}, fmt.Errorf("audit seal: %w", err)
@@ -613,6 +631,45 @@ type sealWrites struct {
 		at       []time.Time
 	}
 	cursor *SpineCursor
+	// inWay are the rows of audit_checkpoints that held the key of a
+	// checkpoint signed, which was not stored (read by send).
+	inWay []storedCheckpoint
+}
+
+// storedCheckpoint is a row of audit_checkpoints found at the key of the
+// checkpoint i of sealWrites.checkpoints; its fields are nil when the row
+// was not visible (committed by a transaction this one waited on).
+type storedCheckpoint struct {
+	i              int
+	hash, pub, sig []byte
+	signedAt       pgtype.Timestamptz
+}
+
+// reportBlocked logs at ERROR and counts (BlockedCheckpoints) each
+// checkpoint of w that was not stored because the row already at its key is
+// not a checkpoint of the same head signed by the sealer's key, and returns
+// their chains. A row that is one (the head signed before, by this sealer or
+// another instance) stands for it: not reported.
+func (s *AuditSealer) reportBlocked(ctx context.Context, w *sealWrites) map[string]bool {
+	if len(w.inWay) == 0 {
+		return nil
+	}
+	pub := s.Key.Public().(ed25519.PublicKey)
+	blocked := map[string]bool{}
+	for _, r := range w.inWay {
+		chain, pos, hash := w.checkpoints.chain[r.i], w.checkpoints.position[r.i], w.checkpoints.hash[r.i]
+		cp := audit.Checkpoint{ChainKey: chain, Position: pos, HeadHash: hex.EncodeToString(r.hash), SignedAt: r.signedAt.Time,
+			KeyID: w.checkpoints.keyID[r.i], Signature: base64.StdEncoding.EncodeToString(r.sig)}
+		if r.signedAt.Valid && bytes.Equal(r.hash, hash) && bytes.Equal(r.pub, pub) && cp.Verify(pub) == nil {
+			continue
+		}
+		blocked[chain] = true
+		s.blocked.Add(1)
+		s.DB.log.ErrorContext(ctx, "audit sealer: the row of audit_checkpoints at the key of a checkpoint signed is not the checkpoint signed (inserted there by someone with write access to the database): the checkpoint is not stored; verify the chain",
+			"chain", chain, "position", pos, "key_id", cp.KeyID, "row_visible", r.signedAt.Valid,
+			"row_head_hash", hex.EncodeToString(r.hash), "head_hash", hex.EncodeToString(hash))
+	}
+	return blocked
 }
 
 // seal adds the seal of r after head h with hash.
@@ -675,11 +732,30 @@ func (w *sealWrites) send(ctx context.Context, tx pgx.Tx) error {
 			w.heads.key, w.heads.hash, w.heads.eventID, w.heads.at, w.heads.position, w.heads.cpos, w.heads.cat)
 	}
 	if len(w.checkpoints.chain) > 0 {
-		b.Queue(`INSERT INTO audit_checkpoints (chain_key, position, head_hash, signed_at, key_id, public_key, signature)
-			SELECT * FROM unnest($1::text[], $2::bigint[], $3::bytea[], $4::timestamptz[], $5::text[], $6::bytea[], $7::bytea[])
-			ON CONFLICT DO NOTHING`,
+		// The rows that held a checkpoint's key before: the main query does
+		// not see what the WITH inserted, so it reads only those. One not
+		// inserted and not read was committed by another transaction while
+		// this one waited on it (nothing to compare: inWay with no row).
+		b.Queue(`WITH ins AS (INSERT INTO audit_checkpoints (chain_key, position, head_hash, signed_at, key_id, public_key, signature)
+				SELECT * FROM unnest($1::text[], $2::bigint[], $3::bytea[], $4::timestamptz[], $5::text[], $6::bytea[], $7::bytea[])
+				ON CONFLICT DO NOTHING RETURNING chain_key)
+			SELECT u.i, c.head_hash, c.signed_at, c.public_key, c.signature
+			FROM unnest($1::text[], $2::bigint[], $5::text[]) WITH ORDINALITY AS u(k, p, kid, i)
+			LEFT JOIN audit_checkpoints c ON c.chain_key = u.k AND c.position = u.p AND c.key_id = u.kid
+			WHERE NOT EXISTS (SELECT 1 FROM ins WHERE ins.chain_key = u.k)`,
 			w.checkpoints.chain, w.checkpoints.position, w.checkpoints.hash, w.checkpoints.signedAt,
-			w.checkpoints.keyID, w.checkpoints.pub, w.checkpoints.sig)
+			w.checkpoints.keyID, w.checkpoints.pub, w.checkpoints.sig).Query(func(rows pgx.Rows) error {
+			for rows.Next() {
+				var i int64
+				var row storedCheckpoint
+				if err := rows.Scan(&i, &row.hash, &row.signedAt, &row.pub, &row.sig); err != nil {
+					return err
+				}
+				row.i = int(i - 1)
+				w.inWay = append(w.inWay, row)
+			}
+			return rows.Err()
+		})
 	}
 	if len(w.marks.key) > 0 {
 		b.Queue(`UPDATE audit_chain_heads h SET checkpoint_position = u.p, checkpoint_at = u.a
@@ -749,6 +825,11 @@ func (s *AuditSealer) Checkpoint(ctx context.Context, chainKey string) (*AuditCh
 		w.checkpoint(s.Key, chainKey, h, now)
 		if err := w.send(ctx, tx); err != nil {
 			return err
+		}
+		if s.reportBlocked(ctx, w)[chainKey] {
+			return fmt.Errorf("the row of audit_checkpoints at chain %s, position %d and key %s is not the checkpoint signed "+
+				"(inserted there by someone with write access to the database): not stored; verify the chain",
+				chainKey, h.position, w.checkpoints.keyID[0])
 		}
 		out, err = scanAuditCheckpoint(tx.QueryRow(ctx, `SELECT `+auditCheckpointColumns+` FROM audit_checkpoints
 			WHERE chain_key = $1 AND position = $2 AND key_id = $3`, chainKey, h.position, w.checkpoints.keyID[0]))

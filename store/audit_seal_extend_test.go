@@ -116,6 +116,11 @@ func TestSealerSignsAnIntactChainAfterItsLastCheckpoint(t *testing.T) {
 		if n := sealer.WithheldCheckpoints(); n != 0 {
 			t.Fatalf("round %d: %d checkpoints withheld of an intact chain", i, n)
 		}
+		// Checkpoint found the round's checkpoint of the same head at its
+		// key: a genuine one, not a row in the way.
+		if n := sealer.BlockedCheckpoints(); n != 0 {
+			t.Fatalf("round %d: %d checkpoints blocked of an intact chain", i, n)
+		}
 	}
 	if v, err := s.f.db.VerifyAuditLog(ctx, s.owner, s.ws, &s.kept.Checkpoint, s.keys, nil); err != nil || !v.Valid || !v.Checkpoint.Valid {
 		t.Fatalf("verify: %+v, %v", v, err)

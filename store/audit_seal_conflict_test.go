@@ -1,0 +1,127 @@
+package store_test
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"taskflow/audit"
+	"taskflow/store"
+	"taskflow/store/storetest"
+)
+
+// Found in review (2026-12-05): the sealer stored its checkpoints with ON
+// CONFLICT DO NOTHING, so a row that someone with write access to the
+// database (the server's role may insert into audit_checkpoints) put
+// beforehand at the key the next checkpoint is stored under (chain,
+// position, key id) took its place without a word: the checkpoint signed
+// was dropped, the head marked signed, and Checkpoint returned the row in
+// the way as the checkpoint it had signed. Now a row in the way that is not
+// a checkpoint of the same head signed by the sealer's key is logged at
+// ERROR and counted (BlockedCheckpoints), Checkpoint fails, and the row is
+// never taken as the chain's last checkpoint: the next checkpoint is signed
+// over the genuine one before it, by this sealer and by a restarted one.
+func TestSealerReportsARowInTheWayOfItsCheckpoint(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name string
+		// headHash forges the row with the head's own hash (else another).
+		headHash bool
+	}{
+		{"the head's hash, another key's signature", true},
+		{"another hash, another key's signature", false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			s := setupExtend(t) // a checkpoint at 5
+			s.f.append(ctx, auditWsEvent(s.ws, s.owner, "task.created", "6", nil), nil)
+			s.f.append(ctx, auditWsEvent(s.ws, s.owner, "task.created", "7", nil), nil)
+			storetest.SealAll(t, &store.AuditSealer{DB: s.f.db}) // head at 7, no checkpoint
+			hash := sha256.Sum256([]byte("a head the chain never had"))
+			if c.headHash {
+				var h []byte
+				if err := s.f.db.Pool.QueryRow(ctx, `SELECT hash FROM audit_seals WHERE chain_key = $1 AND position = 7`, s.ws).Scan(&h); err != nil {
+					t.Fatal(err)
+				}
+				copy(hash[:], h)
+			}
+			s.forgeCheckpoint(t, 7, hash[:])
+
+			r, err := s.sealer.Round(ctx) // the sweep signs position 7
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n := s.sealer.BlockedCheckpoints(); n != 1 {
+				t.Errorf("BlockedCheckpoints = %d after the round, want 1", n)
+			}
+			if r.Checkpoints != 0 {
+				t.Errorf("the round says it stored %d checkpoints; the one it signed was not stored", r.Checkpoints)
+			}
+			s.checkLoggedBlocked(t, 7)
+			if cp, err := s.sealer.Checkpoint(ctx, s.ws); err == nil {
+				t.Errorf("Checkpoint of position 7 returned %+v (signature valid: %v), no error: the row in the way was taken for the checkpoint signed",
+					cp, cp != nil && cp.Verify(s.keys[0]) == nil)
+			} else if !strings.Contains(err.Error(), "not the checkpoint signed") {
+				t.Errorf("Checkpoint's error: %v", err)
+			}
+			if n := s.sealer.BlockedCheckpoints(); n != 2 {
+				t.Errorf("BlockedCheckpoints = %d after Checkpoint, want 2", n)
+			}
+
+			// The row in the way is never the last checkpoint: a restarted
+			// sealer (which reads the stored rows) signs over the genuine
+			// one at 5, and so does this one.
+			restarted := s.newSealer()
+			for i, sealer := range []*store.AuditSealer{restarted, s.sealer} {
+				s.f.append(ctx, auditWsEvent(s.ws, s.owner, "task.created", "more", nil), nil)
+				storetest.SealAll(t, sealer)
+				want := int64(8 + i)
+				cp, err := s.f.db.LatestAuditCheckpoint(ctx, s.ws)
+				if err != nil || cp == nil || cp.Position != want || cp.Verify(s.keys[0]) != nil {
+					t.Fatalf("sealer %d: checkpoint %+v, %v; want a genuine one of position %d", i, cp, err, want)
+				}
+				if n := sealer.WithheldCheckpoints(); n != 0 {
+					t.Errorf("sealer %d withheld %d checkpoints", i, n)
+				}
+			}
+			v, err := s.f.db.VerifyAuditLog(ctx, s.owner, s.ws, &s.kept.Checkpoint, s.keys, nil)
+			if err != nil || !v.Valid || !v.Checkpoint.Valid {
+				t.Errorf("verify: %+v, %v; want valid (the row in the way proves nothing)", v, err)
+			}
+		})
+	}
+}
+
+// forgeCheckpoint inserts, as the server's role, a row of audit_checkpoints
+// at the chain's position with the sealer's key id and hash, signed by
+// another key.
+func (s *extendSetup) forgeCheckpoint(t *testing.T, pos int64, hash []byte) {
+	t.Helper()
+	cp := audit.SignCheckpoint(audit.GenerateSigningKey(), s.ws, pos, hash, time.Now())
+	sig, _ := base64.StdEncoding.DecodeString(cp.Signature)
+	if _, err := s.f.db.Pool.Exec(context.Background(), `INSERT INTO audit_checkpoints (chain_key, position, head_hash, signed_at, key_id, public_key, signature)
+		VALUES ($1, $2, $3, $4, $5, $6, $7)`, s.ws, pos, hash, cp.SignedAt, audit.KeyID(s.keys[0]), []byte(s.keys[0]), sig); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// checkLoggedBlocked fails the test unless the log has an ERROR line about
+// a checkpoint of the chain at pos that was not stored.
+func (s *extendSetup) checkLoggedBlocked(t *testing.T, pos int64) {
+	t.Helper()
+	for _, line := range strings.Split(strings.TrimSpace(s.log.String()), "\n") {
+		var l map[string]any
+		if json.Unmarshal([]byte(line), &l) != nil || l["level"] != "ERROR" || l["chain"] != s.ws {
+			continue
+		}
+		if msg, _ := l["msg"].(string); strings.Contains(msg, "not the checkpoint signed") && jsonNumber(l["position"]) == jsonNumber(float64(pos)) {
+			return
+		}
+	}
+	t.Errorf("no ERROR line about a row in the way of the checkpoint of chain %s at position %d:\n%s", s.ws, pos, s.log)
+}
