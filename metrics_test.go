@@ -138,7 +138,7 @@ func TestWithheldCheckpointsMetric(t *testing.T) {
 	want := func(n string) {
 		t.Helper()
 		if err := testutil.GatherAndCompare(reg, strings.NewReader(`
-# HELP taskflow_audit_checkpoints_withheld_total Audit checkpoints this instance did not sign because the chain no longer extends the last checkpoint signed of it (a seal at or after it changed or removed): a tampered log, logged at ERROR with the chain.
+# HELP taskflow_audit_checkpoints_withheld_total Audit checkpoints this instance did not sign because the chain no longer extends the last checkpoint signed of it (a seal at or after it changed or removed) or a seal since does not recompute from its event: a tampered log, logged at ERROR with the chain.
 # TYPE taskflow_audit_checkpoints_withheld_total counter
 taskflow_audit_checkpoints_withheld_total `+n+`
 `)); err != nil {

@@ -571,12 +571,12 @@ func (c sealCollector) Collect(ch chan<- prometheus.Metric) {
 
 // withheldCheckpoints is taskflow_audit_checkpoints_withheld_total, the
 // checkpoints sealer did not sign because their chain no longer extends the
-// last checkpoint signed of it (store.AuditSealer.WithheldCheckpoints): a
-// tampered audit log.
+// last checkpoint signed of it or a seal since does not recompute
+// (store.AuditSealer.WithheldCheckpoints): a tampered audit log.
 func withheldCheckpoints(sealer *store.AuditSealer) prometheus.CounterFunc {
 	return prometheus.NewCounterFunc(prometheus.CounterOpts{
 		Name: "taskflow_audit_checkpoints_withheld_total",
-		Help: "Audit checkpoints this instance did not sign because the chain no longer extends the last checkpoint signed of it (a seal at or after it changed or removed): a tampered log, logged at ERROR with the chain.",
+		Help: "Audit checkpoints this instance did not sign because the chain no longer extends the last checkpoint signed of it (a seal at or after it changed or removed) or a seal since does not recompute from its event: a tampered log, logged at ERROR with the chain.",
 	}, func() float64 { return float64(sealer.WithheldCheckpoints()) })
 }
 

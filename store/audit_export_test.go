@@ -43,3 +43,9 @@ func AuditPartitionName(t time.Time) string { return auditPartitionName(monthSta
 
 // SealWake is the channel on which db's units of work wake its sealer.
 func SealWake(db *DB) <-chan struct{} { return db.sealWake }
+
+// SealRoundWithin is s.Round reading about budget seals at most to check
+// the chains it signs.
+func SealRoundWithin(ctx context.Context, s *AuditSealer, budget int64) (SealRound, error) {
+	return s.round(ctx, budget)
+}

@@ -77,8 +77,13 @@ type AuditSealer struct {
 	// maxRemembered chains): what it signs next must extend it even when
 	// its row in audit_checkpoints was removed.
 	signed map[string]signedHead
+	// verified is, of each chain (up to maxRemembered), the newest
+	// position up to which this sealer found the seals since a checkpoint
+	// to recompute from their events, and the hash there (recompute).
+	verified map[string]signedHead
 	// withheld counts the checkpoints not signed because the chain does
-	// not extend the last one signed (WithheldCheckpoints).
+	// not extend the last one signed, or does not recompute
+	// (WithheldCheckpoints).
 	withheld atomic.Uint64
 	// blocked counts the checkpoints signed but not stored because another
 	// row held their key in audit_checkpoints (BlockedCheckpoints).
@@ -99,7 +104,8 @@ type signedHead struct {
 // WithheldCheckpoints returns how many times this sealer did not sign a
 // chain's head because the chain no longer extends the last checkpoint
 // signed of it (the seal at that checkpoint's position has another hash, a
-// link after it is broken, or the head is before it): each round and each
+// link after it is broken, or the head is before it) or a seal since does
+// not recompute from its event (withhold): each round and each
 // Checkpoint that found so counts once per chain. The server exports it as
 // taskflow_audit_checkpoints_withheld_total.
 func (s *AuditSealer) WithheldCheckpoints() uint64 {
@@ -306,6 +312,12 @@ func (db *DB) AuditSealBacklog(ctx context.Context) (SealBacklog, error) {
 // audit_seal_cursor deleted) it returns ErrSealCursorMissing (wrapped), at
 // every round, and seals nothing.
 func (s *AuditSealer) Round(ctx context.Context) (SealRound, error) {
+	return s.round(ctx, DefaultVerifyBudget)
+}
+
+// round is Round, reading about budget seals at most to check the chains it
+// signs (withhold).
+func (s *AuditSealer) round(ctx context.Context, budget int64) (SealRound, error) {
 	var out SealRound
 	if s.Key == nil || time.Since(s.lastSweep) < s.every() {
 		pending, err := lookSpineCursor(ctx, s.DB, sealPendingSQL, ErrSealCursorMissing)
@@ -367,7 +379,7 @@ func (s *AuditSealer) Round(ctx context.Context) (SealRound, error) {
 				due[key] = h
 			}
 		}
-		if err := s.withhold(ctx, tx, due); err != nil {
+		if err := s.withhold(ctx, tx, due, budget); err != nil {
 			return err
 		}
 		for key, h := range heads {
@@ -402,27 +414,58 @@ func (s *AuditSealer) Round(ctx context.Context) (SealRound, error) {
 // of the one the sealer remembers ($2 position, $3 hash; null when none) and
 // the newest in audit_checkpoints of the sealer's key ($7) below $6 (a row
 // whose signature did not verify is skipped so). It reads the seals from
-// that checkpoint's position to the head read at the start of the round ($4
-// position, $5 hash) and returns, with that newest row, how many there are
-// and the first whose link to the seal before it (prev_hash), or whose hash
-// where a checkpoint or the head names one, is wrong. (One range of the
-// seals' primary key a chain; GREATEST skips a null.)
-const extendSQL = `SELECT u.i, c.position, c.head_hash, c.signed_at, c.signature, l.seals, l.broken
-	FROM unnest($1::text[], $2::bigint[], $3::bytea[], $4::bigint[], $5::bytea[], $6::bigint[])
-		WITH ORDINALITY AS u(k, mp, mh, t, th, below, i)
+// the newest of that checkpoint's position and the position up to which the
+// sealer found the seals to recompute ($8, hash $9; null when none), at
+// most $10 past it (null: no limit), up to the head read at the start of the
+// round ($4 position, $5 hash), and returns, with that newest row, the first
+// and last positions read (the first is 0 when nothing was signed nor
+// verified: then the seals are read from the chain's first), how many seals
+// there are and the first whose link to the seal before it (prev_hash), or
+// whose hash where a checkpoint, the verified position or the head names
+// one, is wrong. (One range of the seals' primary key a chain; GREATEST and
+// LEAST skip a null.)
+const extendSQL = `SELECT u.i, c.position, c.head_hash, c.signed_at, c.signature, r.a, r.b, l.seals, l.broken
+	FROM unnest($1::text[], $2::bigint[], $3::bytea[], $4::bigint[], $5::bytea[], $6::bigint[], $8::bigint[], $9::bytea[])
+		WITH ORDINALITY AS u(k, mp, mh, t, th, below, vp, vh, i)
 	LEFT JOIN LATERAL (SELECT position, head_hash, signed_at, signature FROM audit_checkpoints
 		WHERE chain_key = u.k AND key_id = $7 AND position < u.below ORDER BY position DESC LIMIT 1) c ON true
+	CROSS JOIN LATERAL (SELECT coalesce(greatest(u.mp, c.position, u.vp), 0) AS a) r0
+	CROSS JOIN LATERAL (SELECT r0.a, least(u.t, r0.a + $10::bigint) AS b) r
 	CROSS JOIN LATERAL (SELECT count(*) AS seals, min(x.position) FILTER (WHERE NOT x.ok) AS broken FROM
 		(SELECT s.position, coalesce(
-			(s.position = greatest(u.mp, c.position) OR s.prev_hash = lag(s.hash) OVER (ORDER BY s.position))
+			(s.position = r.a OR s.prev_hash = lag(s.hash) OVER w OR r.a = 0 AND lag(s.position) OVER w IS NULL)
 			AND (u.mp IS NULL OR s.position <> u.mp OR s.hash = u.mh)
 			AND (c.position IS NULL OR s.position <> c.position OR s.hash = c.head_hash)
+			AND (u.vp IS NULL OR s.position <> u.vp OR s.hash = u.vh)
 			AND (s.position <> u.t OR s.hash = u.th), false) AS ok
-		FROM audit_seals s WHERE s.chain_key = u.k AND s.position BETWEEN greatest(u.mp, c.position) AND u.t) x) l`
+		FROM audit_seals s WHERE s.chain_key = u.k AND s.position BETWEEN r.a AND r.b WINDOW w AS (ORDER BY s.position)) x) l`
+
+// DefaultVerifyBudget is about the most seals a sealing round reads to
+// check the chains it is about to sign (withhold): each chain gets its share,
+// at least minVerifyShare; a chain further than its share from what the
+// sealer verified waits for the next rounds, and is signed once they have
+// read the rest (docs/decisions/2026-12-01-audit-sealer.md, addendum of
+// 2026-12-05).
+const DefaultVerifyBudget = 10_000
+
+// minVerifyShare is the least number of seals a round reads of a chain it
+// checks, however many it checks.
+const minVerifyShare = 100
+
+// span is the part of a chain that withhold checks: its seals from position
+// from (the newest of its last checkpoint's and of the one the sealer
+// verified; 0 for none) to position to.
+type span struct {
+	key      string
+	h        *chainHead
+	last     int64 // the last checkpoint's position (0: none)
+	from, to int64
+}
 
 // withhold takes out of due, the chains whose heads a round (or Checkpoint)
 // is about to sign, each chain that does not extend the last checkpoint
-// signed of it, and logs it at ERROR and counts it (WithheldCheckpoints).
+// signed of it, or whose seals since do not recompute from their events,
+// and logs it at ERROR and counts it (WithheldCheckpoints).
 // The last checkpoint is the newer of the one this sealer remembers signing
 // (remember) and the newest in audit_checkpoints that its key signed (whose
 // signature verifies: the server's role may insert rows): the one of
@@ -431,21 +474,34 @@ const extendSQL = `SELECT u.i, c.position, c.head_hash, c.signed_at, c.signature
 // chain extends it when the seal at its position still has its hash, every
 // seal from there to the head read at the start of the round names the hash
 // of the seal before it (prev_hash), and that head is the newest of them;
-// the events sealed in the round are hashed over that head in memory. It
-// reads, in one statement for all of due, the seals since that checkpoint,
-// not their events: their hashes were computed by a sealer when it sealed
-// them, and what an event's edit or a seal's forged hash leaves is reported
-// by verification. It returns an error only when the statement fails.
-func (s *AuditSealer) withhold(ctx context.Context, tx pgx.Tx, due map[string]*chainHead) error {
+// the events sealed in the round are hashed over that head in memory. The
+// seals since are then recomputed from their events (recompute).
+//
+// The seals before the newest position this sealer already found to
+// recompute (verified), if its seal still has the hash it had then, are not
+// read again: that hash commits to every seal before it back to the last
+// checkpoint, as they were when it was checked. So a sealer reads each seal
+// once while it remembers the chain (a restarted one reads the seals since
+// each chain's last checkpoint once). With budget > 0, a chain's seals are
+// read up to its share of budget past that position; a chain not read to its
+// head is taken out of due without a word, and the next round reads on. It
+// reads the links of all of due in one statement and their events in
+// another, and returns an error only when one fails.
+func (s *AuditSealer) withhold(ctx context.Context, tx pgx.Tx, due map[string]*chainHead, budget int64) error {
 	if len(due) == 0 {
 		return nil
 	}
 	pub := s.Key.Public().(ed25519.PublicKey)
 	keyID := audit.KeyID(pub)
+	var limit pgtype.Int8
+	if budget > 0 {
+		limit = pgtype.Int8{Int64: max(budget/int64(len(due)), minVerifyShare), Valid: true}
+	}
 	type check struct {
 		key   string
 		h     *chainHead
 		mem   *signedHead
+		ver   *signedHead
 		below int64
 	}
 	checks := make([]*check, 0, len(due))
@@ -455,30 +511,38 @@ func (s *AuditSealer) withhold(ctx context.Context, tx pgx.Tx, due map[string]*c
 		if m, ok := s.signed[key]; ok {
 			c.mem = &m
 		}
+		if v, ok := s.verified[key]; ok {
+			c.ver = &v
+		}
 		checks = append(checks, c)
 	}
 	s.mu.Unlock()
+	var spans []span
 	for len(checks) > 0 {
 		n := len(checks)
 		keys, to, toHash, below := make([]string, n), make([]int64, n), make([][]byte, n), make([]int64, n)
 		memPos, memHash := make([]pgtype.Int8, n), make([][]byte, n)
+		verPos, verHash := make([]pgtype.Int8, n), make([][]byte, n)
 		for i, c := range checks {
 			keys[i], to[i], toHash[i], below[i] = c.key, c.h.startPos, c.h.startHash, c.below
 			if c.mem != nil {
 				memPos[i], memHash[i] = pgtype.Int8{Int64: c.mem.position, Valid: true}, c.mem.hash
 			}
+			if c.ver != nil {
+				verPos[i], verHash[i] = pgtype.Int8{Int64: c.ver.position, Valid: true}, c.ver.hash
+			}
 		}
-		rows, err := tx.Query(ctx, extendSQL, keys, memPos, memHash, to, toHash, below, keyID)
+		rows, err := tx.Query(ctx, extendSQL, keys, memPos, memHash, to, toHash, below, keyID, verPos, verHash, limit)
 		if err != nil {
 			return fmt.Errorf("check checkpoints extended: %w", err)
 		}
 		var again []*check
 		for rows.Next() {
-			var i, seals int64
-			var cpPos, broken pgtype.Int8
+			var i, from, seals int64
+			var cpPos, upTo, broken pgtype.Int8
 			var cpHash, sig []byte
 			var signedAt pgtype.Timestamptz
-			if err := rows.Scan(&i, &cpPos, &cpHash, &signedAt, &sig, &seals, &broken); err != nil {
+			if err := rows.Scan(&i, &cpPos, &cpHash, &signedAt, &sig, &from, &upTo, &seals, &broken); err != nil {
 				rows.Close()
 				return fmt.Errorf("check checkpoints extended: %w", err)
 			}
@@ -497,8 +561,12 @@ func (s *AuditSealer) withhold(ctx context.Context, tx pgx.Tx, due map[string]*c
 				}
 				last = max(last, cpPos.Int64)
 			}
-			if last == 0 || last <= c.h.startPos && seals == c.h.startPos-last+1 && !broken.Valid {
-				continue // nothing signed yet, or extended
+			// Nothing signed nor verified yet: read from the first seal,
+			// however many (a chain's first seal is 1, or after its anchor).
+			first := from == 0 && !broken.Valid
+			if first || from <= c.h.startPos && seals == upTo.Int64-from+1 && !broken.Valid {
+				spans = append(spans, span{key: c.key, h: c.h, last: last, from: from, to: upTo.Int64})
+				continue // extended so far
 			}
 			bad := broken.Int64
 			if !broken.Valid {
@@ -515,7 +583,98 @@ func (s *AuditSealer) withhold(ctx context.Context, tx pgx.Tx, due map[string]*c
 		}
 		checks = again
 	}
+	return s.recompute(ctx, tx, due, spans)
+}
+
+// recomputeSQL reads, for each chain ($1), the seals after position $2 up
+// to $3 with their events (sealedEventsFrom), and the chain's retention
+// anchor's position: a seal at or below it may have lost its event to
+// retention.
+var recomputeSQL = `SELECT u.i, coalesce(a.events, 0), ` + sealedEventColumns + `
+	FROM unnest($1::text[], $2::bigint[], $3::bigint[]) WITH ORDINALITY AS u(k, f, t, i)
+	LEFT JOIN audit_chain_anchors a ON a.chain_key = u.k
+	JOIN ` + sealedEventsFrom + ` ON s.chain_key = u.k AND s.position > u.f AND s.position <= u.t
+	ORDER BY u.i, s.position`
+
+// recompute takes out of due each chain of spans where a seal after from up
+// to to does not recompute from its event with the hashing verification
+// uses (sealedEvent.recomputes), and logs it at ERROR and counts it
+// (WithheldCheckpoints): a checkpoint vouches for a log that verifies. A
+// seal at or below the chain's retention anchor whose event is gone is taken
+// as dropped by retention (verification tells which are). It records how
+// far each chain recomputes (verified), and takes out of due without a word
+// a chain that it did not read to its head (to is before it: the budget).
+func (s *AuditSealer) recompute(ctx context.Context, tx pgx.Tx, due map[string]*chainHead, spans []span) error {
+	n := len(spans)
+	if n == 0 {
+		return nil
+	}
+	keys, from, to := make([]string, n), make([]int64, n), make([]int64, n)
+	for i, sp := range spans {
+		keys[i], from[i], to[i] = sp.key, sp.from, sp.to
+	}
+	reached, reachHash, bad := make([]int64, n), make([][]byte, n), make([]int64, n)
+	copy(reached, from)
+	rows, err := tx.Query(ctx, recomputeSQL, keys, from, to)
+	if err != nil {
+		return fmt.Errorf("recompute seals since checkpoints: %w", err)
+	}
+	var x sealedEvent
+	for rows.Next() {
+		var i, anchor int64
+		if err := x.scan(rows, &i, &anchor); err != nil {
+			rows.Close()
+			return fmt.Errorf("recompute seals since checkpoints: %w", err)
+		}
+		switch i--; {
+		case bad[i] != 0:
+		case x.recomputes() || !x.found && x.pos <= anchor:
+			reached[i], reachHash[i] = x.pos, x.hash
+		default:
+			bad[i] = x.pos
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("recompute seals since checkpoints: %w", err)
+	}
+	for i, sp := range spans {
+		if reached[i] > sp.from {
+			s.rememberVerified(sp.key, signedHead{position: reached[i], hash: reachHash[i]})
+		}
+		switch {
+		case bad[i] != 0:
+			delete(due, sp.key)
+			s.withheld.Add(1)
+			s.DB.log.ErrorContext(ctx, "audit sealer: a seal since the last checkpoint signed of a chain does not recompute from its event (the event edited or gone, or the seal forged): not signed; verify the chain",
+				"chain", sp.key, "checkpoint_position", sp.last, "position", sp.h.position, "head_position", sp.h.startPos,
+				"first_bad_position", bad[i])
+		case sp.to < sp.h.startPos:
+			delete(due, sp.key) // its share of the budget ran out: a later round
+		}
+	}
 	return nil
+}
+
+// rememberVerified records that the seals of chain up to v recompute.
+func (s *AuditSealer) rememberVerified(chain string, v signedHead) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.verified == nil {
+		s.verified = map[string]signedHead{}
+	}
+	rememberHead(s.verified, chain, v)
+}
+
+// rememberHead sets m[chain] to v, forgetting another chain first when m
+// holds maxRemembered.
+func rememberHead(m map[string]signedHead, chain string, v signedHead) {
+	if _, ok := m[chain]; !ok && len(m) >= maxRemembered {
+		for k := range m { // forget one
+			delete(m, k)
+			break
+		}
+	}
+	m[chain] = v
 }
 
 // remember records the checkpoints w signed as the last this sealer signed
@@ -527,16 +686,14 @@ func (s *AuditSealer) remember(w *sealWrites) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.signed == nil {
-		s.signed = map[string]signedHead{}
+		s.signed, s.verified = map[string]signedHead{}, map[string]signedHead{}
 	}
 	for i, chain := range w.checkpoints.chain {
-		if _, ok := s.signed[chain]; !ok && len(s.signed) >= maxRemembered {
-			for k := range s.signed { // forget one
-				delete(s.signed, k)
-				break
-			}
-		}
-		s.signed[chain] = signedHead{position: w.checkpoints.position[i], hash: w.checkpoints.hash[i]}
+		// The seals up to a head signed recompute: those read were checked
+		// (recompute), and the round hashed the others from their events.
+		head := signedHead{position: w.checkpoints.position[i], hash: w.checkpoints.hash[i]}
+		rememberHead(s.signed, chain, head)
+		rememberHead(s.verified, chain, head)
 	}
 }
 
@@ -780,7 +937,9 @@ func (w *sealWrites) send(ctx context.Context, tx pgx.Tx) error {
 // for a round in progress instead of skipping, and needs a Key. It returns
 // an error, and signs nothing, when the head is not the chain's newest seal
 // (audit_chain_heads was changed) or the chain does not extend the last
-// checkpoint signed of it (see withhold: also logged and counted), and
+// checkpoint signed of it or a seal since does not recompute from its event
+// (see withhold: also logged and counted; it reads every seal since that
+// this sealer has not checked, however many), and
 // ErrSealCursorMissing (wrapped) when the sealer's cursor is gone (then it
 // cannot wait for a round).
 func (s *AuditSealer) Checkpoint(ctx context.Context, chainKey string) (*AuditCheckpoint, error) {
@@ -814,7 +973,7 @@ func (s *AuditSealer) Checkpoint(ctx context.Context, chainKey string) (*AuditCh
 		}
 		h.startPos, h.startHash = h.position, h.hash
 		due := map[string]*chainHead{chainKey: h}
-		if err := s.withhold(ctx, tx, due); err != nil {
+		if err := s.withhold(ctx, tx, due, 0); err != nil {
 			return err
 		}
 		if due[chainKey] == nil {

@@ -270,30 +270,23 @@ func (w *chainWalk) readEnds(ctx context.Context, tx pgx.Tx, chainKey string) er
 // anchor written by hand must not hide the seals, and the events still
 // there, below it.
 func (w *chainWalk) walk(ctx context.Context, tx pgx.Tx, chainKey string) error {
-	rows, err := tx.Query(ctx, `SELECT s.position, s.prev_hash, s.hash, s.event_id::text, s.occurred_at, `+
-		auditRecordColumns("e.")+`
-		FROM audit_seals s LEFT JOIN audit_events e
-			ON e.occurred_at = s.occurred_at AND e.id = s.event_id AND e.chain_key = s.chain_key
+	rows, err := tx.Query(ctx, `SELECT `+sealedEventColumns+` FROM `+sealedEventsFrom+`
 		WHERE s.chain_key = $1 ORDER BY s.position`, chainKey)
 	if err != nil {
 		return err
 	}
 	defer rows.Close()
 	var (
-		pos        int64
-		prev, hash []byte
-		id         string
-		at         time.Time
-		r          audit.Record
-		last       int64
-		expected   []byte
-		first      = true
+		x        sealedEvent
+		last     int64
+		expected []byte
+		first    = true
 	)
 	for rows.Next() {
-		rec, found := auditRecordDests(&r, rows.RawValues(), 5)
-		if err := rows.Scan(append([]any{&pos, &prev, &hash, &id, &at}, rec...)...); err != nil {
+		if err := x.scan(rows); err != nil {
 			return err
 		}
+		pos, prev, hash, id, at, found := x.pos, x.prev, x.hash, x.id, x.at, x.found
 		if first && pos != 1 && w.anchorPos > 0 && pos == w.anchorPos+1 {
 			last, expected = w.anchorPos, w.anchorHash // a legacy chain: its seals begin after its anchor
 		}
@@ -314,7 +307,7 @@ func (w *chainWalk) walk(ctx context.Context, tx pgx.Tx, chainKey string) error 
 		case !found:
 			w.invalid(id) // the event is gone (or was moved)
 		default:
-			if sum, err := audit.Hash(prev, r); err != nil || !bytes.Equal(sum, hash) {
+			if !x.recomputes() {
 				w.invalid(id)
 			}
 		}
@@ -328,6 +321,45 @@ func (w *chainWalk) walk(ctx context.Context, tx pgx.Tx, chainKey string) error 
 		w.tipPos, w.tipHash, w.tipEvent = pos, expected, id
 	}
 	return rows.Err()
+}
+
+// sealedEventsFrom joins each seal s to its event e (its id, time and
+// chain; e's columns are null when it is gone), and sealedEventColumns are
+// what sealedEvent.scan reads of them: the walk of verification and the
+// sealer's check before it signs a head read seals so.
+const sealedEventsFrom = `audit_seals s LEFT JOIN audit_events e
+	ON e.occurred_at = s.occurred_at AND e.id = s.event_id AND e.chain_key = s.chain_key`
+
+var sealedEventColumns = `s.position, s.prev_hash, s.hash, s.event_id::text, s.occurred_at, ` + auditRecordColumns("e.")
+
+// sealedEvent is a seal and its event, read by scan.
+type sealedEvent struct {
+	pos        int64
+	prev, hash []byte
+	id         string
+	at         time.Time
+	r          audit.Record
+	// found reports that the event is there (r is read).
+	found bool
+}
+
+// scan reads a row whose columns are dests then sealedEventColumns.
+func (x *sealedEvent) scan(rows pgx.Rows, dests ...any) error {
+	rec, found := auditRecordDests(&x.r, rows.RawValues(), len(dests)+5)
+	x.found = found
+	return rows.Scan(append(append(dests, &x.pos, &x.prev, &x.hash, &x.id, &x.at), rec...)...)
+}
+
+// recomputes reports whether the seal's hash is the hash of its event's
+// canonical encoding over its prev_hash (audit.Hash), as the sealer computed
+// it: false for a seal whose event is gone, was edited, or whose hash was
+// forged.
+func (x *sealedEvent) recomputes() bool {
+	if !x.found {
+		return false
+	}
+	sum, err := audit.Hash(x.prev, x.r)
+	return err == nil && bytes.Equal(sum, x.hash)
 }
 
 // droppable reports whether retention may have dropped an event that
