@@ -47,5 +47,11 @@ func SealWake(db *DB) <-chan struct{} { return db.sealWake }
 // SealRoundWithin is s.Round reading about budget seals at most to check
 // the chains it signs.
 func SealRoundWithin(ctx context.Context, s *AuditSealer, budget int64) (SealRound, error) {
-	return s.round(ctx, budget)
+	return s.round(ctx, budget, s.batch())
+}
+
+// SealRoundPaged is s.Round reading page chains at most in a checkpoint
+// sweep.
+func SealRoundPaged(ctx context.Context, s *AuditSealer, page int) (SealRound, error) {
+	return s.round(ctx, DefaultVerifyBudget, page)
 }

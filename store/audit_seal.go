@@ -69,8 +69,10 @@ type AuditSealer struct {
 	Gap time.Duration
 
 	// lastSweep is when this sealer last looked for chains whose newest
-	// seals no checkpoint covers.
-	lastSweep time.Time
+	// seals no checkpoint covers, and sweepAfter the chain key its next
+	// sweep reads after ("": from the first).
+	lastSweep  time.Time
+	sweepAfter string
 	// mu guards signed.
 	mu sync.Mutex
 	// signed is the last checkpoint this sealer signed of each chain (up to
@@ -312,12 +314,12 @@ func (db *DB) AuditSealBacklog(ctx context.Context) (SealBacklog, error) {
 // audit_seal_cursor deleted) it returns ErrSealCursorMissing (wrapped), at
 // every round, and seals nothing.
 func (s *AuditSealer) Round(ctx context.Context) (SealRound, error) {
-	return s.round(ctx, DefaultVerifyBudget)
+	return s.round(ctx, DefaultVerifyBudget, s.batch())
 }
 
 // round is Round, reading about budget seals at most to check the chains it
-// signs (withhold).
-func (s *AuditSealer) round(ctx context.Context, budget int64) (SealRound, error) {
+// signs (withhold), and page chains at most in a checkpoint sweep.
+func (s *AuditSealer) round(ctx context.Context, budget int64, page int) (SealRound, error) {
 	var out SealRound
 	if s.Key == nil || time.Since(s.lastSweep) < s.every() {
 		pending, err := lookSpineCursor(ctx, s.DB, sealPendingSQL, ErrSealCursorMissing)
@@ -329,6 +331,8 @@ func (s *AuditSealer) round(ctx context.Context, budget int64) (SealRound, error
 		}
 	}
 	var w *sealWrites
+	var sweep bool
+	var sweepAfter string
 	err := pgx.BeginFunc(ctx, s.DB.Pool, func(tx pgx.Tx) error {
 		cur, busy, err := lockSpineCursor(ctx, tx, "audit_seal_cursor", ErrSealCursorMissing)
 		if busy || err != nil {
@@ -341,7 +345,7 @@ func (s *AuditSealer) round(ctx context.Context, budget int64) (SealRound, error
 			return err
 		}
 		now := time.Now().UTC().Truncate(time.Microsecond)
-		sweep := s.Key != nil && now.Sub(s.lastSweep) >= s.every()
+		sweep = s.Key != nil && now.Sub(s.lastSweep) >= s.every()
 		if len(read.Events) == 0 && !sweep {
 			return nil
 		}
@@ -363,10 +367,9 @@ func (s *AuditSealer) round(ctx context.Context, budget int64) (SealRound, error
 			out.MaxLag = max(out.MaxLag, now.Sub(ev.Record.OccurredAt))
 		}
 		if sweep {
-			if err := s.sweep(ctx, tx, heads, now); err != nil {
+			if sweepAfter, err = s.sweep(ctx, tx, heads, now, page); err != nil {
 				return err
 			}
-			s.lastSweep = now
 		}
 		due := map[string]*chainHead{}
 		for key, h := range heads {
@@ -404,6 +407,9 @@ func (s *AuditSealer) round(ctx context.Context, budget int64) (SealRound, error
 	})
 	if err != nil {
 		return SealRound{}, fmt.Errorf("audit seal: %w", err)
+	}
+	if sweep && w != nil {
+		s.lastSweep, s.sweepAfter = w.sealedAt, sweepAfter
 	}
 	s.remember(w)
 	return out, nil
@@ -733,30 +739,43 @@ func (s *AuditSealer) readHeads(ctx context.Context, tx pgx.Tx, events []SpineEv
 }
 
 // sweep adds to heads the chains that no checkpoint covers
-// to their head and whose last checkpoint is due, up to a batch of them, so
+// to their head and whose last checkpoint is due, up to page of them, so
 // that a chain that went quiet right after a checkpoint gets one of its head.
+// It reads them by chain key, after the last one the sweep before read
+// (sweepAfter), and from the first again once it read fewer than page: a
+// chain withheld at every sweep (it stays due) does not keep the chains
+// after it from being swept. It returns the key to sweep after next time.
 // A head its seal does not vouch for (headVouchedSQL) is not read: it is
 // never signed, and must not take the place of one that is.
-func (s *AuditSealer) sweep(ctx context.Context, tx pgx.Tx, heads map[string]*chainHead, now time.Time) error {
+func (s *AuditSealer) sweep(ctx context.Context, tx pgx.Tx, heads map[string]*chainHead, now time.Time, page int) (string, error) {
 	rows, err := tx.Query(ctx, `SELECT chain_key, head_hash, event_id::text, event_at, events, checkpoint_position, checkpoint_at
 		FROM audit_chain_heads h WHERE checkpoint_position < events AND (checkpoint_at IS NULL OR checkpoint_at <= $1)
-		AND `+headVouchedSQL+` LIMIT `+fmt.Sprint(s.batch()), now.Add(-s.every()))
+		AND chain_key > $2 AND `+headVouchedSQL+` ORDER BY chain_key LIMIT `+fmt.Sprint(page), now.Add(-s.every()), s.sweepAfter)
 	if err != nil {
-		return fmt.Errorf("checkpoint sweep: %w", err)
+		return "", fmt.Errorf("checkpoint sweep: %w", err)
 	}
 	defer rows.Close()
+	var n int
+	var last string
 	for rows.Next() {
 		var key string
 		h := &chainHead{}
 		if err := rows.Scan(&key, &h.hash, &h.eventID, &h.eventAt, &h.position, &h.checkpointPos, &h.checkpointAt); err != nil {
-			return fmt.Errorf("checkpoint sweep: %w", err)
+			return "", fmt.Errorf("checkpoint sweep: %w", err)
 		}
 		h.startPos, h.startHash = h.position, h.hash
 		if heads[key] == nil { // a chain of this round's events is newer there
 			heads[key] = h
 		}
+		n, last = n+1, key
 	}
-	return rows.Err()
+	if err := rows.Err(); err != nil {
+		return "", fmt.Errorf("checkpoint sweep: %w", err)
+	}
+	if n < page {
+		last = "" // the end: from the first next time
+	}
+	return last, nil
 }
 
 // sealWrites are the rows a round writes, as columns for unnest.
