@@ -203,8 +203,14 @@ func TestMembersConnectionRefusals(t *testing.T) {
 		}
 		r := b.page(t, b.owner, c.first, after)
 		wantErrCode(t, r, "BAD_USER_INPUT")
-		if string(r.Body.Data) != `{"workspace":null}` {
-			t.Errorf("%s: data %s", c.name, r.Body.Data)
+		// A first out of range is refused whole before anything runs (no
+		// data, as a validation error); a bad cursor by the field.
+		want := `{"workspace":null}`
+		if c.after == "" {
+			want = ""
+		}
+		if string(r.Body.Data) != want {
+			t.Errorf("%s: data %s, want %q", c.name, r.Body.Data, want)
 		}
 	}
 
