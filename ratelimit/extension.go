@@ -520,10 +520,24 @@ func (e extension) MutateOperationContext(ctx context.Context, rc *graphql.Opera
 	who := costKey(ctx)
 
 	maxCost := l.MaxCost()
-	if price > maxCost || o.Cost > int64(o.Policy.Points) {
+	// A subscription's catch-up reads are each checked with its price
+	// against the maximum (AffordScan), and every subscription makes one
+	// when it starts: one whose price leaves no room for their worst case
+	// is refused now, before it is charged, rather than at its first read.
+	worst := price
+	if rc.Operation.Operation == ast.Subscription {
+		worst = cost.Add(price, CatchUpScanCost)
+	}
+	if worst > maxCost || o.Cost > int64(o.Policy.Points) {
 		l.metrics.operations.WithLabelValues(LimitCost, "too_costly").Inc()
 		o.Budget, o.at = l.allow(ctx, LimitCost, who, o.Policy, 0), time.Now()
 		msg := fmt.Sprintf("Query cost %d exceeds the maximum of %d", price, maxCost)
+		if worst != price && worst > maxCost {
+			msg = fmt.Sprintf("Query cost %d, with the %d points a catch-up read of the log may cost, exceeds the maximum of %d: "+
+				"select less in the subscription", price, CatchUpScanCost, maxCost)
+			return &gqlerror.Error{Message: msg, Extensions: map[string]any{
+				"code": string(errs.CodeQueryTooCostly), "cost": worst, "maximum": maxCost}}
+		}
 		if price <= maxCost { // the files make it more than a whole budget
 			maxCost = int64(o.Policy.Points)
 			msg = fmt.Sprintf("The operation and its files cost %d, more than the whole budget of %d", o.Cost, maxCost)

@@ -10,6 +10,7 @@ import (
 	"github.com/vektah/gqlparser/v2/ast"
 
 	"taskflow/errs"
+	"taskflow/live"
 	"taskflow/ratelimit/cost"
 )
 
@@ -104,6 +105,12 @@ func ScanCost(events int64) int64 {
 	}
 	return events / ScanEventsPerPoint
 }
+
+// CatchUpScanCost is the worst case of one catch-up read of a subscription
+// (ScanCost of live.CatchUpScan events, 10 points): every subscription makes
+// one when it starts, so a subscription whose price with it is more than
+// MAX_QUERY_COST is refused before it is charged.
+const CatchUpScanCost = live.CatchUpScan / ScanEventsPerPoint
 
 // SearchMatchesPerPoint is how many matching tasks a page of searchTasks
 // ranks for one point, on top of its price: a page ranks every match of its
