@@ -1026,16 +1026,10 @@ func (e liveExtension) InterceptOperation(ctx context.Context, next graphql.Oper
 		// stream ends (a read that failed).
 		held := &scanHold{}
 		release = held.done
-		// Each read is checked against MAX_QUERY_COST with the
-		// subscription's price, as a page with its operation's.
-		var subscribed int64
-		if o := ratelimit.OutcomeOf(ctx, rc); o != nil {
-			subscribed = o.Cost
-		}
 		ctx = live.WithScanPay(ctx, live.ScanPay{
 			Afford: func(ctx context.Context, events int) *errs.Error {
 				held.done()
-				r, err := e.limiter.AffordScan(ctx, subscribed, ratelimit.ScanCost(int64(events)))
+				r, err := e.limiter.AffordScan(ctx, ratelimit.ScanCost(int64(events)))
 				held.hold(r)
 				return err
 			},

@@ -71,10 +71,9 @@ type ScanCharge func(ctx context.Context, events int) *errs.Error
 // ScanPay is how a subscription pays for its catch-up reads.
 type ScanPay struct {
 	// Afford is called before each read with the most events it may look
-	// at (CatchUpScan): it returns the error that ends the stream, before
-	// the read, when the caller's budget cannot pay for that many now
-	// (RATE_LIMITED) or they take the subscription over MAX_QUERY_COST
-	// (QUERY_TOO_COSTLY), and takes nothing. Nil: every read may run.
+	// at (CatchUpScan): it returns the RATE_LIMITED error that ends the
+	// stream, before the read, when the caller's budget cannot pay for
+	// that many now, and takes nothing. Nil: every read may run.
 	Afford ScanCharge
 	// Charge is called after each read with the events it looked at, and
 	// takes their price (nil: reads are free).

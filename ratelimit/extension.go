@@ -233,31 +233,20 @@ func (l *Limiter) ChargeScan(ctx context.Context, points int64) *errs.Error {
 		"subscribe again with the last cursor after retryAfter seconds", points))
 }
 
-// AffordScan is what a subscription of price points (its operation's
-// Cost) calls before a catch-up read that may look at events worth up to
-// points (ScanCost of its bound), as AffordWork is for a field: nil when
-// the price with points is at most MaxCost and the caller's cost budget
-// can pay points now on top of what this instance holds against it already
-// (or points is 0 or less), and nothing is taken, but points are held
-// against the budget until release is called (once the read is charged
-// what it looked at, ChargeScan, or failed). Else, and nothing is held, the
-// error that ends the stream before the read: QUERY_TOO_COSTLY (with cost
-// and maximum) when the price with points is more than MaxCost, as
-// AffordWork's for a page whose worst case takes its operation over it;
-// RATE_LIMITED (with retryAfter) when the budget cannot pay points now.
-// Each read is checked alone with the price: the reads of a catch-up are
-// each charged before the next is checked, as a subscription's events
-// are. release is never nil, and may be called more than once.
-func (l *Limiter) AffordScan(ctx context.Context, price, points int64) (release func(), err *errs.Error) {
+// AffordScan is what a subscription calls before a catch-up read that may
+// look at events worth up to points (ScanCost of its bound, at most
+// CatchUpScanCost: a subscription whose price leaves no room for it under
+// MaxCost was refused when it subscribed), as AffordWork is for a field: nil
+// when the caller's cost budget can pay points now on top of what this
+// instance holds against it already (or points is 0 or less), and nothing
+// is taken, but points are held against the budget until release is called
+// (once the read is charged what it looked at, ChargeScan, or failed); else
+// the RATE_LIMITED error, with retryAfter, that ends the stream before the
+// read, and nothing is held. release is never nil, and may be called more
+// than once.
+func (l *Limiter) AffordScan(ctx context.Context, points int64) (release func(), err *errs.Error) {
 	if points <= 0 {
 		return noRelease, nil
-	}
-	if total := cost.Add(max(price, 0), points); total > l.MaxCost() {
-		l.metrics.operations.WithLabelValues(LimitCost, "too_costly").Inc()
-		return noRelease, &errs.Error{Code: errs.CodeQueryTooCostly,
-			Message: fmt.Sprintf("reading the log from your cursor may cost up to %d points, with which the subscription may cost %d, "+
-				"more than the maximum of %d; select less in the subscription", points, total, l.MaxCost()),
-			Extensions: map[string]any{"cost": total, "maximum": l.MaxCost()}}
 	}
 	return l.reserve(ctx, costKey(ctx), points, fmt.Sprintf("your query-cost budget cannot pay the up to %d points of reading the log from your cursor: "+
 		"subscribe again with the last cursor after retryAfter seconds", points))
@@ -520,32 +509,30 @@ func (e extension) MutateOperationContext(ctx context.Context, rc *graphql.Opera
 	who := costKey(ctx)
 
 	maxCost := l.MaxCost()
-	// A subscription's catch-up reads are each checked with its price
-	// against the maximum (AffordScan), and every subscription makes one
-	// when it starts: one whose price leaves no room for their worst case
-	// is refused now, before it is charged, rather than at its first read.
-	worst := price
+	// Every subscription reads the log when it starts (a catch-up read,
+	// which may cost up to CatchUpScanCost beyond its price): one whose
+	// price leaves no room for that read is refused now, before it is
+	// charged, rather than at the read.
+	var worst int64 // 0: not a subscription
 	if rc.Operation.Operation == ast.Subscription {
-		worst = cost.Add(price, CatchUpScanCost)
+		worst = cost.Add(o.Cost, CatchUpScanCost)
 	}
-	if worst > maxCost || o.Cost > int64(o.Policy.Points) {
+	if price > maxCost || o.Cost > int64(o.Policy.Points) || worst > maxCost {
 		l.metrics.operations.WithLabelValues(LimitCost, "too_costly").Inc()
 		o.Budget, o.at = l.allow(ctx, LimitCost, who, o.Policy, 0), time.Now()
-		msg := fmt.Sprintf("Query cost %d exceeds the maximum of %d", price, maxCost)
-		if worst != price && worst > maxCost {
-			msg = fmt.Sprintf("Query cost %d, with the %d points a catch-up read of the log may cost, exceeds the maximum of %d: "+
-				"select less in the subscription", price, CatchUpScanCost, maxCost)
-			return &gqlerror.Error{Message: msg, Extensions: map[string]any{
-				"code": string(errs.CodeQueryTooCostly), "cost": worst, "maximum": maxCost}}
-		}
-		if price <= maxCost { // the files make it more than a whole budget
+		msg, reported := fmt.Sprintf("Query cost %d exceeds the maximum of %d", price, maxCost), o.Cost
+		switch {
+		case price <= maxCost && o.Cost > int64(o.Policy.Points): // the files make it more than a whole budget
 			maxCost = int64(o.Policy.Points)
 			msg = fmt.Sprintf("The operation and its files cost %d, more than the whole budget of %d", o.Cost, maxCost)
+		case price <= maxCost: // the subscription's catch-up read takes it over
+			msg, reported = fmt.Sprintf("Query cost %d, with the %d points a catch-up read of the log may cost, exceeds the maximum of %d: "+
+				"select less in the subscription", price, CatchUpScanCost, maxCost), worst
 		}
 		return &gqlerror.Error{
 			Message: msg,
 			Extensions: map[string]any{
-				"code": string(errs.CodeQueryTooCostly), "cost": o.Cost, "maximum": maxCost,
+				"code": string(errs.CodeQueryTooCostly), "cost": reported, "maximum": maxCost,
 			},
 		}
 	}

@@ -10,7 +10,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
-	"taskflow/errs"
 	"taskflow/ratelimit"
 	"taskflow/ratelimit/ratelimittest"
 )
@@ -243,30 +242,4 @@ func TestReservedWorkIsHeldUntilReleased(t *testing.T) {
 		t.Errorf("4 points with 5 left and 2 held: allowed")
 	}
 	part()
-}
-
-// A catch-up read whose worst case takes its subscription's price over
-// MaxCost is refused QUERY_TOO_COSTLY before anything is held (the
-// subscription itself is refused when it subscribes, CatchUpScanCost; this
-// holds should the maximum change under a running one); one that keeps it
-// at MaxCost is let through.
-func TestAffordScanKeepsTheMaximum(t *testing.T) {
-	t.Parallel()
-	l, err := ratelimit.New(ratelimit.Options{Config: ratelimit.Config{Window: 24 * time.Hour, MaxCost: 20},
-		KeyPrefix: ratelimittest.Prefix(), Log: quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(l.Close)
-	ctx := context.Background()
-	release, e := l.AffordScan(ctx, 11, ratelimit.CatchUpScanCost)
-	release()
-	if e == nil || e.Code != errs.CodeQueryTooCostly || e.Extensions["cost"] != int64(21) || e.Extensions["maximum"] != int64(20) {
-		t.Fatalf("price 11 and a read of up to %d points under a maximum of 20: %v, want QUERY_TOO_COSTLY with cost 21", ratelimit.CatchUpScanCost, e)
-	}
-	release, e = l.AffordScan(ctx, 10, ratelimit.CatchUpScanCost)
-	release()
-	if e != nil {
-		t.Fatalf("price 10 and a read of up to 10 points under a maximum of 20: %v", e)
-	}
 }
