@@ -226,7 +226,7 @@ func (u *unitOfWork) checkQuota(taskID string, f *UploadedFile, quota int64) {
 			return nil
 		}})
 	u.tx.queueDeferred(deferred{sql: `SELECT taskflow_check(CASE WHEN q.known THEN NULL
-			WHEN q.used + $3 > $4 THEN 'quota:' || q.used
+			WHEN q.used + $3 > $4 THEN 'quota:' || q.used || ':' || q.held
 			WHEN q.used + q.held + $3 > ` + strconv.Itoa(heldQuotas) + ` * $4 THEN 'held:' || q.used || ':' || q.held END)
 		FROM (SELECT EXISTS (SELECT 1 FROM attachments WHERE workspace_id = t.workspace_id AND sha256 = $2) AS known,
 				coalesce(sum(b.size) FILTER (WHERE b.attached), 0)::bigint AS used,
@@ -239,21 +239,19 @@ func (u *unitOfWork) checkQuota(taskID string, f *UploadedFile, quota int64) {
 			_, err := br.Exec()
 			var pgErr *pgconn.PgError
 			if errors.As(err, &pgErr) && pgErr.Code == refusalCode {
-				if used, ok := strings.CutPrefix(pgErr.Message, "quota:"); ok {
-					n, perr := strconv.ParseInt(used, 10, 64)
-					if perr != nil {
-						return fmt.Errorf("add attachment: quota refusal %q: %w", pgErr.Message, perr)
-					}
-					return QuotaError(quota, n, f.Size)
-				}
-				if rest, ok := strings.CutPrefix(pgErr.Message, "held:"); ok {
+				// kind:used:held, kind quota or held.
+				kind, rest, _ := strings.Cut(pgErr.Message, ":")
+				if kind == "quota" || kind == "held" {
 					usedText, heldText, _ := strings.Cut(rest, ":")
-					n, perr := strconv.ParseInt(usedText, 10, 64)
-					h, herr := strconv.ParseInt(heldText, 10, 64)
-					if perr != nil || herr != nil {
-						return fmt.Errorf("add attachment: held refusal %q: %w", pgErr.Message, errors.Join(perr, herr))
+					used, uerr := strconv.ParseInt(usedText, 10, 64)
+					held, herr := strconv.ParseInt(heldText, 10, 64)
+					if uerr != nil || herr != nil {
+						return fmt.Errorf("add attachment: %s refusal %q: %w", kind, pgErr.Message, errors.Join(uerr, herr))
 					}
-					return HeldError(quota, n, h, f.Size)
+					if kind == "held" {
+						return HeldError(quota, used, held, f.Size)
+					}
+					return QuotaError(quota, used, f.Size)
 				}
 			}
 			if err != nil {
