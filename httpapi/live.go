@@ -1024,17 +1024,17 @@ func (e liveExtension) InterceptOperation(ctx context.Context, next graphql.Oper
 		// A catch-up read's worst case is held against the caller's budget
 		// from its check until it is charged what it looked at, or the
 		// stream ends (a read that failed).
-		held := &scanHold{}
-		release = held.done
+		held := &ratelimit.Hold{}
+		release = held.Done
 		ctx = live.WithScanPay(ctx, live.ScanPay{
 			Afford: func(ctx context.Context, events int) *errs.Error {
-				held.done()
+				held.Done()
 				r, err := e.limiter.AffordScan(ctx, ratelimit.ScanCost(int64(events)))
-				held.hold(r)
+				held.Keep(r)
 				return err
 			},
 			Charge: func(ctx context.Context, events int) *errs.Error {
-				held.done()
+				held.Done()
 				return e.limiter.ChargeScan(ctx, ratelimit.ScanCost(int64(events)))
 			},
 		})
@@ -1081,33 +1081,6 @@ func (e liveExtension) InterceptOperation(ctx context.Context, next graphql.Oper
 			return nil
 		}
 		return &graphql.Response{Errors: gqlerror.List{gqlErr}}
-	}
-}
-
-// scanHold is the worst case of a subscription's catch-up read that its
-// check let through (ratelimit.Limiter.AffordScan), held until the read is
-// charged or the stream ends; its reads come one at a time, its end may
-// come from another goroutine.
-type scanHold struct {
-	mu      sync.Mutex
-	release func()
-}
-
-// hold keeps release, the release of a check.
-func (h *scanHold) hold(release func()) {
-	h.mu.Lock()
-	h.release = release
-	h.mu.Unlock()
-}
-
-// done releases what is held, once.
-func (h *scanHold) done() {
-	h.mu.Lock()
-	r := h.release
-	h.release = nil
-	h.mu.Unlock()
-	if r != nil {
-		r()
 	}
 }
 

@@ -282,3 +282,32 @@ func charge(ctx context.Context, fc *graphql.FieldContext, rc *graphql.Operation
 	}
 	return nil
 }
+
+// Hold keeps the release of the last check a read's worst case passed
+// (Reserve, AffordWork, AffordScan) until the read is charged what it did
+// or ends: Keep it after each check, call Done before the charge and when
+// the read ends (a deferred call). It is safe for concurrent use (a
+// stream's end may come from another goroutine than its reads); the zero
+// Hold holds nothing.
+type Hold struct {
+	mu      sync.Mutex
+	release func()
+}
+
+// Keep holds release, the release of a check.
+func (h *Hold) Keep(release func()) {
+	h.mu.Lock()
+	h.release = release
+	h.mu.Unlock()
+}
+
+// Done releases what is held, once.
+func (h *Hold) Done() {
+	h.mu.Lock()
+	r := h.release
+	h.release = nil
+	h.mu.Unlock()
+	if r != nil {
+		r()
+	}
+}

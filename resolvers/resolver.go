@@ -50,22 +50,6 @@ func chargeOverrun[T any](ctx context.Context, list []T, err error) ([]T, error)
 	return list, nil
 }
 
-// workHold is the worst case a read's check let through (ratelimit.AffordWork),
-// held against the caller's budget until the read is charged what it did or
-// ends: the resolver defers done.
-type workHold struct{ release func() }
-
-// hold keeps release, the release of a check.
-func (h *workHold) hold(release func()) { h.release = release }
-
-// done releases what is held, once.
-func (h *workHold) done() {
-	if h.release != nil {
-		h.release()
-		h.release = nil
-	}
-}
-
 // auditScanPay returns what a page of auditEvents calls before it is read
 // with the most events it may look at (afford), and once read with how many
 // it looked at (pay), and what the resolver defers (done).
@@ -82,16 +66,16 @@ func (h *workHold) done() {
 // 1,000) to the caller's budget, so that a filter that keeps few events
 // pays for those it read.
 func auditScanPay(ctx context.Context) (afford, pay func(n int) error, done func()) {
-	h := &workHold{}
+	h := &ratelimit.Hold{}
 	const hint = "ask for fewer pages in one operation"
 	afford = func(max int) error {
 		release, err := ratelimit.AffordWork(ctx, ratelimit.ScanCost(int64(max)),
 			fmt.Sprintf("may look at up to %d events of the log to find its page", max), hint)
-		h.hold(release)
+		h.Keep(release)
 		return err
 	}
 	pay = payCount(ctx, h, ratelimit.ScanCost, "looked at %d events of the log to find its page", hint)
-	return afford, pay, h.done
+	return afford, pay, h.Done
 }
 
 // searchPay returns what a page of searchTasks calls before it is read with
@@ -110,7 +94,7 @@ func auditScanPay(ctx context.Context) (afford, pay func(n int) error, done func
 // 1,000) to the caller's budget, so that a query matching most of a large
 // workspace pays for the tasks it ranks.
 func searchPay(ctx context.Context) (afford, pay func(n int) error, done func()) {
-	h := &workHold{}
+	h := &ratelimit.Hold{}
 	const hint = "search for more specific words, or ask for fewer pages in one operation"
 	afford = func(max int) error {
 		points, what := ratelimit.SearchCost(int64(max)), fmt.Sprintf("may rank up to %d tasks matching the query", max)
@@ -119,20 +103,20 @@ func searchPay(ctx context.Context) (afford, pay func(n int) error, done func())
 				fmt.Sprintf("ranks every task matching the query, a point for every %d", ratelimit.SearchMatchesPerPoint)
 		}
 		release, err := ratelimit.AffordWork(ctx, points, what, hint)
-		h.hold(release)
+		h.Keep(release)
 		return err
 	}
 	pay = payCount(ctx, h, ratelimit.SearchCost, "ranked the %d tasks matching the query to find its page", hint)
-	return afford, pay, h.done
+	return afford, pay, h.Done
 }
 
 // payCount returns a function that charges price(n) points of work for the
 // n things a read went through (ratelimit.ChargeWork, with what's %d
 // replaced by n, and hint), once h's worst case is released; a price of 0,
 // most reads, costs no message.
-func payCount(ctx context.Context, h *workHold, price func(int64) int64, what, hint string) func(n int) error {
+func payCount(ctx context.Context, h *ratelimit.Hold, price func(int64) int64, what, hint string) func(n int) error {
 	return func(n int) error {
-		h.done()
+		h.Done()
 		points := price(int64(n))
 		if points <= 0 {
 			return nil
