@@ -569,7 +569,7 @@ var pageSizes = cost.Range{Min: store.MinPageSize, Max: store.MaxPageSize}
 // argument's value.
 func outOfRange(bad *cost.OutOfRange) *gqlerror.Error {
 	err := &gqlerror.Error{
-		Message:    fmt.Sprintf("%s must be between %d and %d", bad.Argument, bad.Range.Min, bad.Range.Max),
+		Message:    store.RangeError(bad.Argument, bad.Range.Min, bad.Range.Max).Message,
 		Extensions: map[string]any{"code": string(errs.CodeBadUserInput)},
 	}
 	if bad.Position != nil {

@@ -64,9 +64,16 @@ func pageSize(first *int, def int) (int, error) {
 		n = *first
 	}
 	if n < MinPageSize || n > MaxPageSize {
-		return 0, errs.Errorf(errs.CodeBadUserInput, "first must be between %d and %d", MinPageSize, MaxPageSize)
+		return 0, RangeError("first", MinPageSize, MaxPageSize)
 	}
 	return n, nil
+}
+
+// RangeError is the BAD_USER_INPUT error of an argument out of its range,
+// "<argument> must be between <min> and <max>": a page's first, refused by
+// the store or, before anything runs, by the cost pass.
+func RangeError(argument string, min, max int64) *errs.Error {
+	return errs.Errorf(errs.CodeBadUserInput, "%s must be between %d and %d", argument, min, max)
 }
 
 // Page holds a validated page request: the size and the decoded cursor.
