@@ -361,10 +361,9 @@ func (f AuditFilter) scanSplit() (scan, rest AuditFilter) {
 // it matches rest (hit); it returns the first page.First+1 that match and,
 // when fewer match, the last event it looked at, so that its number tells
 // how many it looked at, and whether the log has another event after it
-// (more: read, not looked at). Each event has its seal, of the seals that also
-// meet seal (conditions on audit_seals, "" for none). Window functions over
-// an ordered scan read it as they go: the scan stops as soon as the page is
-// full.
+// (more: read, not looked at); see boundedScanSQL. Each event has its seal,
+// of the seals that also meet seal (conditions on audit_seals, "" for
+// none).
 func auditScanSQL(scan, rest, seal string, args []any, page Page) (string, []any) {
 	if page.After != nil {
 		args = append(args, page.After.At, page.After.ID)
@@ -383,22 +382,13 @@ func auditScanSQL(scan, rest, seal string, args []any, page Page) (string, []any
 				AND occurred_at = audit_events.occurred_at AND chain_key = audit_events.chain_key` + seal + `) s ON true
 			WHERE ` + scan + fmt.Sprintf(` ORDER BY occurred_at DESC, id DESC LIMIT %d`, page.First+1), args
 	}
-	// The scan reads one event past AuditScanLimit, neither looked at nor
-	// returned: its lead tells the last event looked at whether another
-	// follows (more), so that a page that looked at exactly AuditScanLimit
-	// events of a log that has no more is not cut short.
-	limit := strconv.Itoa(AuditScanLimit)
-	return `SELECT ` + auditEventColumns + `, audit_events.rn, audit_events.hit, audit_events.more FROM (
-		SELECT c.*, row_number() OVER w AS rn, lead(c.id) OVER w IS NOT NULL AS more, (true` + rest + `) AS hit FROM (
-			SELECT id, workspace_id, actor_id, action, entity_type, entity_id, occurred_at, ip, user_agent,
-				request_id, metadata, trace_id, chain_key
-			FROM audit_events WHERE ` + scan + `
-			ORDER BY occurred_at DESC, id DESC LIMIT ` + limit + ` + 1) c
-		WINDOW w AS (ORDER BY c.occurred_at DESC, c.id DESC)) audit_events
-		LEFT JOIN LATERAL (SELECT position, prev_hash, hash FROM audit_seals WHERE event_id = audit_events.id
-			AND occurred_at = audit_events.occurred_at AND chain_key = audit_events.chain_key` + seal + `) s ON true
-		WHERE audit_events.rn <= ` + limit + ` AND (audit_events.hit OR NOT audit_events.more OR audit_events.rn = ` + limit + `)
-		ORDER BY audit_events.occurred_at DESC, audit_events.id DESC` + fmt.Sprintf(` LIMIT %d`, page.First+1), args
+	return boundedScanSQL(auditEventColumns+`, scan.rn, scan.hit, scan.more`,
+		`SELECT id, workspace_id, actor_id, action, entity_type, entity_id, occurred_at, ip, user_agent,
+			request_id, metadata, trace_id, chain_key
+		FROM audit_events WHERE `+scan,
+		` LEFT JOIN LATERAL (SELECT position, prev_hash, hash FROM audit_seals WHERE event_id = scan.id
+			AND occurred_at = scan.occurred_at AND chain_key = scan.chain_key`+seal+`) s ON true`,
+		`occurred_at DESC, id DESC`, `true`+rest, AuditScanLimit, page.First+1), args
 }
 
 // auditScan is what an auditScanSQL query found.

@@ -180,25 +180,15 @@ func readSpine(ctx context.Context, q Querier, after SpineCursor, filter SpineFi
 			WHERE (tx_id, seq) > ($1::xid8, $2::bigint) AND tx_id < h.horizon` + where + `
 			ORDER BY tx_id, seq LIMIT ` + strconv.Itoa(limit) + `) e ON true`
 	} else {
-		// At most MaxScan events past the cursor, each numbered (rn) and
-		// marked when the filter keeps it (hit): the first limit kept, and,
-		// when fewer are, the last event looked at, whose number says how
-		// many were, and whether another event follows it below the
-		// horizon (more: the scan reads one event past MaxScan for that,
-		// neither looked at nor returned). The window functions read the
-		// ordered scan as they go, so a read that fills its limit stops
-		// there.
-		maxScan := strconv.Itoa(filter.MaxScan)
+		// At most MaxScan events past the cursor below the horizon: the
+		// first limit kept and, when fewer are, the last event looked at,
+		// with whether another follows it below the horizon
+		// (boundedScanSQL).
 		sql = `WITH h AS (SELECT pg_snapshot_xmin(pg_current_snapshot()) AS horizon)
 		SELECT h.horizon, e.tx_id, e.seq, e.rn, e.hit, e.more, ` + auditRecordColumns("e.") + ` FROM h LEFT JOIN LATERAL (
-			SELECT * FROM (
-				SELECT c.*, row_number() OVER w AS rn, lead(c.seq) OVER w IS NOT NULL AS more, (true` + where + `) AS hit FROM (
-					SELECT tx_id, seq, ` + auditRecordColumns("") + ` FROM audit_events
-					WHERE (tx_id, seq) > ($1::xid8, $2::bigint) AND tx_id < h.horizon
-					ORDER BY tx_id, seq LIMIT ` + maxScan + ` + 1) c
-				WINDOW w AS (ORDER BY c.tx_id, c.seq)) x
-			WHERE x.rn <= ` + maxScan + ` AND (x.hit OR NOT x.more OR x.rn = ` + maxScan + `)
-			ORDER BY x.tx_id, x.seq LIMIT ` + strconv.Itoa(limit) + `) e ON true`
+			` + boundedScanSQL(`*`, `SELECT tx_id, seq, `+auditRecordColumns("")+` FROM audit_events
+				WHERE (tx_id, seq) > ($1::xid8, $2::bigint) AND tx_id < h.horizon`,
+			``, `tx_id, seq`, `true`+where, filter.MaxScan, limit) + `) e ON true`
 	}
 	rows, err := q.Query(ctx, sql, args...)
 	if err != nil {
