@@ -8,8 +8,8 @@
 // and a text longer than MaxQueryBytes, or one its client may not store
 // (Admit: package ratelimit bounds the bytes each client network stores), is
 // executed but not stored, and so is a text that writes a secret inline
-// (HoldsSecret: a value of an argument the schema marks @secret, such as
-// login's password), since its hash would replay the secret; such a text
+// (querydoc.HoldsSecret: a value of an argument the schema marks @secret,
+// such as login's password), since its hash would replay the secret; such a text
 // found by its hash (stored before) is answered as unknown. Both caches are
 // bounded: in process by bytes, in Redis by the TTL, the clients' bound (and
 // Redis's maxmemory policy, see the operations notes).
@@ -23,13 +23,13 @@ import (
 
 	"taskflow/errs"
 	"taskflow/promreg"
+	"taskflow/querydoc"
 
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/99designs/gqlgen/graphql/handler/extension"
 	"github.com/maypok86/otter/v2"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
-	"github.com/vektah/gqlparser/v2/ast"
 	"github.com/vektah/gqlparser/v2/gqlerror"
 )
 
@@ -167,8 +167,11 @@ type Admit func(ctx context.Context, n int) bool
 // it before the rate limiter, so that a text found by its hash and answered
 // as unknown because it holds a secret is not charged) and the one that
 // stores a newly sent text (install it after every extension that may refuse
-// the operation, e.g. the rate limiter).
-// A text that holds a secret (HoldsSecret) is run but not stored, nor
+// the operation, e.g. the rate limiter). Both read whether a text holds a
+// secret from querydoc.Extension (querydoc.HoldsSecret, found once per
+// document), which must be installed too: without it every text is taken
+// to hold one.
+// A text that holds a secret is run but not stored, nor
 // charged to admit; admit, when not nil, is asked before each other text is
 // stored: a text it refuses is run but not stored, as a text over
 // MaxQueryBytes is. Their outcomes are counted in reg as
@@ -241,7 +244,6 @@ func (d deferred) Add(ctx context.Context, hash, query string) {
 type resolver struct {
 	inner    extension.AutomaticPersistedQuery
 	requests *prometheus.CounterVec
-	schema   *ast.Schema // set by Validate: where @secret is read
 }
 
 var _ interface {
@@ -253,11 +255,8 @@ var _ interface {
 // ExtensionName names the extension.
 func (r *resolver) ExtensionName() string { return r.inner.ExtensionName() }
 
-// Validate checks that there is a cache and keeps the schema.
-func (r *resolver) Validate(s graphql.ExecutableSchema) error {
-	r.schema = s.Schema()
-	return r.inner.Validate(s)
-}
+// Validate checks that there is a cache.
+func (r *resolver) Validate(s graphql.ExecutableSchema) error { return r.inner.Validate(s) }
 
 // MutateOperationParameters replaces a known hash by its query text, answers
 // PERSISTED_QUERY_NOT_FOUND for an unknown one, and refuses a hash that is not
@@ -291,7 +290,7 @@ func (r *resolver) MutateOperationParameters(ctx context.Context, p *graphql.Raw
 }
 
 // MutateOperationContext counts a hit, or answers PERSISTED_QUERY_NOT_FOUND
-// for a text found by its hash that holds a secret (HoldsSecret: stored
+// for a text found by its hash that holds a secret (querydoc.HoldsSecret: stored
 // before such texts were refused, or by a server that stores them): the hash
 // must not replay it, and the client sends the text again.
 func (r *resolver) MutateOperationContext(_ context.Context, rc *graphql.OperationContext) *gqlerror.Error {
@@ -299,7 +298,7 @@ func (r *resolver) MutateOperationContext(_ context.Context, rc *graphql.Operati
 	if st == nil || !st.hit {
 		return nil
 	}
-	if rc.Doc != nil && HoldsSecret(r.schema, rc.Doc) {
+	if querydoc.HoldsSecret(rc) {
 		r.requests.WithLabelValues("miss").Inc()
 		return &gqlerror.Error{Message: MessageNotFound, Extensions: map[string]any{"code": CodeNotFound}}
 	}
@@ -311,8 +310,7 @@ func (r *resolver) MutateOperationContext(_ context.Context, rc *graphql.Operati
 type storer struct {
 	cache    graphql.Cache[string]
 	requests *prometheus.CounterVec
-	admit    Admit       // nil: every text up to MaxQueryBytes is stored
-	schema   *ast.Schema // set by Validate: where @secret is read
+	admit    Admit // nil: every text up to MaxQueryBytes is stored
 }
 
 var _ interface {
@@ -323,15 +321,11 @@ var _ interface {
 // ExtensionName names the extension.
 func (*storer) ExtensionName() string { return "AutomaticPersistedQueryStore" }
 
-// Validate keeps the schema, whose @secret marks tell which texts are not
-// stored.
-func (s *storer) Validate(es graphql.ExecutableSchema) error {
-	s.schema = es.Schema()
-	return nil
-}
+// Validate accepts any schema.
+func (*storer) Validate(graphql.ExecutableSchema) error { return nil }
 
 // MutateOperationContext stores the text the operation was sent with, if any,
-// if it is at most MaxQueryBytes long, holds no secret (HoldsSecret) and
+// if it is at most MaxQueryBytes long, holds no secret (querydoc.HoldsSecret) and
 // admit lets its caller store it.
 func (s *storer) MutateOperationContext(ctx context.Context, rc *graphql.OperationContext) *gqlerror.Error {
 	st := stateOf(rc)
@@ -343,7 +337,7 @@ func (s *storer) MutateOperationContext(ctx context.Context, rc *graphql.Operati
 	if rc.Doc == nil { // cannot be: the text was parsed and validated
 		return nil
 	}
-	if HoldsSecret(s.schema, rc.Doc) {
+	if querydoc.HoldsSecret(rc) {
 		s.requests.WithLabelValues("secret").Inc()
 		return nil
 	}

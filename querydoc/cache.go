@@ -40,6 +40,7 @@ type cached struct {
 	doc    *ast.QueryDocument
 	shape  Shape
 	uses   *deprecatedUses
+	secret bool // SecretIn
 	weight uint32
 }
 
@@ -67,10 +68,11 @@ func (c *Cache) Get(query string) (*ast.QueryDocument, Shape, bool) {
 // get returns what add kept for query.
 func (c *Cache) get(query string) (cached, bool) { return c.c.GetIfPresent(query) }
 
-// Add keeps doc, the validated document of query of the given shape. A
-// document heavier than the whole cache is not kept.
+// Add keeps doc, the validated document of query of the given shape, with
+// whether it writes a secret (SecretIn). A document heavier than the whole
+// cache is not kept.
 func (c *Cache) Add(query string, doc *ast.QueryDocument, shape Shape) {
-	c.add(query, cached{doc: doc, shape: shape})
+	c.add(query, cached{doc: doc, shape: shape, secret: SecretIn(doc)})
 }
 
 // add keeps v, the validated document of query with what was found in it,

@@ -39,6 +39,7 @@ type prepared struct {
 	parsed *ast.QueryDocument // parsed, valid or not
 	shape  Shape              // of a validated document
 	uses   *deprecatedUses    // of a validated document
+	secret bool               // a validated document holds a secret (SecretIn)
 	errs   gqlerror.List
 }
 
@@ -50,8 +51,9 @@ func (Extension) Validate(graphql.ExecutableSchema) error { return nil }
 
 // MutateOperationParameters validates the operation's document, or takes it
 // from the cache, and leaves it for ExecutorCache with the deprecated members
-// its operations use or may use through their variables (DeprecatedUses),
-// found once per document; it refuses a document that does not parse, is
+// its operations use or may use through their variables (DeprecatedUses) and
+// whether it writes a secret (HoldsSecret), found once per document; it
+// refuses a document that does not parse, is
 // over a limit or is invalid.
 func (e Extension) MutateOperationParameters(ctx context.Context, p *graphql.RawParams) *gqlerror.Error {
 	if p.Query == "" || !graphql.HasOperationContext(ctx) {
@@ -59,7 +61,8 @@ func (e Extension) MutateOperationParameters(ctx context.Context, p *graphql.Raw
 	}
 	rc := graphql.GetOperationContext(ctx)
 	if v, ok := e.Cache.get(p.Query); ok {
-		rc.Stats.SetExtension(statsKey, &prepared{query: p.Query, doc: v.doc, parsed: v.doc, shape: v.shape, uses: v.uses})
+		rc.Stats.SetExtension(statsKey, &prepared{query: p.Query, doc: v.doc, parsed: v.doc, shape: v.shape, uses: v.uses,
+			secret: v.secret})
 		return nil
 	}
 	defer cpumeter.Start(ctx)() // charged to the caller's turn
@@ -75,9 +78,10 @@ func (e Extension) MutateOperationParameters(ctx context.Context, p *graphql.Raw
 		rc.RawQuery, rc.OperationName, rc.Extensions, rc.Headers = p.Query, p.OperationName, p.Extensions, p.Headers
 		return problems[0]
 	}
-	uses := e.Validator.deprecated.usesIn(doc)
-	e.Cache.add(p.Query, cached{doc: doc, shape: shape, uses: uses})
-	rc.Stats.SetExtension(statsKey, &prepared{query: p.Query, doc: doc, parsed: doc, shape: shape, uses: uses})
+	uses, secret := e.Validator.deprecated.usesIn(doc), SecretIn(doc)
+	e.Cache.add(p.Query, cached{doc: doc, shape: shape, uses: uses, secret: secret})
+	rc.Stats.SetExtension(statsKey, &prepared{query: p.Query, doc: doc, parsed: doc, shape: shape, uses: uses,
+		secret: secret})
 	return nil
 }
 
