@@ -206,31 +206,22 @@ func (w *Worker) TakeOver(ctx context.Context) (int, error) {
 }
 
 func (w *Worker) takeOver(ctx context.Context) (taken, failed int, err error) {
-	const batch = 100
-	for {
-		done, err := w.o.DB.TakeOverAuditExports(ctx, w.o.TakeoverAfter, batch, w.o.TTL)
+	err = drain(ctx, w.o.Blobs, "audit export takeover", 100, func(limit int) (int, []string, error) {
+		done, err := w.o.DB.TakeOverAuditExports(ctx, w.o.TakeoverAfter, limit, w.o.TTL)
+		var keys []string
 		for _, t := range done {
 			if t.Failed {
 				failed++
 			} else {
 				taken++
 			}
-		}
-		if err != nil {
-			return taken, failed, err
-		}
-		for _, t := range done {
-			if t.ObjectKey == "" {
-				continue
-			}
-			if err := w.o.Blobs.Delete(ctx, t.ObjectKey); err != nil {
-				return taken, failed, fmt.Errorf("audit export takeover: delete %s: %w", t.ObjectKey, err)
+			if t.ObjectKey != "" {
+				keys = append(keys, t.ObjectKey)
 			}
 		}
-		if len(done) < batch {
-			return taken, failed, nil
-		}
-	}
+		return len(done), keys, err
+	})
+	return taken, failed, err
 }
 
 // Expire ends the exports due (store.ExpireAuditExports) a batch at a time
@@ -239,20 +230,35 @@ func (w *Worker) takeOver(ctx context.Context) (taken, failed int, err error) {
 // An object whose deletion fails is left to the blob sweeper (the database
 // has forgotten it).
 func Expire(ctx context.Context, db *store.DB, bs *blobs.Store) (expired, stranded int, err error) {
-	const batch = 500
-	for {
-		keys, n, f, err := db.ExpireAuditExports(ctx, batch)
+	err = drain(ctx, bs, "audit export expiry", 500, func(limit int) (int, []string, error) {
+		keys, n, f, err := db.ExpireAuditExports(ctx, limit)
 		expired, stranded = expired+n, stranded+f
+		return n + f, keys, err
+	})
+	return expired, stranded, err
+}
+
+// drain runs a pass over exports a batch at a time: next handles at most
+// batch of them and returns how many it handled and the objects it left
+// them without (the database has forgotten them), which are deleted before
+// the next batch. It ends at the first batch of fewer than batch, or at the
+// first error: next's, or a deletion's (named after what, the pass), which
+// leaves the object to the blob sweeper.
+func drain(ctx context.Context, bs *blobs.Store, what string, batch int,
+	next func(limit int) (handled int, keys []string, err error),
+) error {
+	for {
+		n, keys, err := next(batch)
 		if err != nil {
-			return expired, stranded, err
+			return err
 		}
 		for _, k := range keys {
 			if err := bs.Delete(ctx, k); err != nil {
-				return expired, stranded, fmt.Errorf("audit export expiry: delete %s: %w", k, err)
+				return fmt.Errorf("%s: delete %s: %w", what, k, err)
 			}
 		}
-		if len(keys) < batch && n+f < batch {
-			return expired, stranded, nil
+		if n < batch {
+			return nil
 		}
 	}
 }
