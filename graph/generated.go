@@ -3174,7 +3174,12 @@ data you load, select Query.changesCursor with it and subscribe with after:
 that cursor (docs/api.md#subscriptions). A stream ends with an error when the
 caller loses access (UNAUTHENTICATED, NOT_FOUND, FORBIDDEN), runs out of
 budget (RATE_LIMITED) or meets a restarting server (STREAM_INTERRUPTED):
-subscribe again with the last cursor.
+subscribe again with the last cursor. QUERY_TOO_COSTLY ends no stream: a
+subscription is refused with it only when it subscribes (its price with the
+worst case of its first catch-up read, 10 points, over MAX_QUERY_COST),
+charged nothing, before any event; select less. In an event it can only be
+the error of a deprecated list (User.workspaces, Workspace.members) too long
+for one event, beside the event's other fields, and the stream goes on.
 """
 type Subscription {
   """
