@@ -56,6 +56,13 @@ var refusedNames = []struct {
 	{"joiner ending a name", "Bob \U0001F468\u200d", 0x200D},
 	{"joiner starting a name", "\u200d\U0001F469 Bob", 0x200D},
 	{"two joiners", "\U0001F468\u200d\u200d\U0001F469", 0x200D},
+	// Only between emoji (Extended_Pictographic), not between other symbols.
+	{"joiner between degree Celsius signs (a letterlike symbol)", "20\u2103\u200d\u2103", 0x200D},
+	{"joiner between braille patterns", "\u2801\u200d\u2802", 0x200D},
+	{"joiner between box drawings", "\u2500\u200d\u2500", 0x200D},
+	{"joiner between parenthesized letters", "\U0001F110\u200d\U0001F111", 0x200D},
+	{"joiner between a circled letter and an emoji", "\u24B6\u200d\U0001F469", 0x200D},
+	{"joiner between an emoji and a math symbol", "\U0001F468\u200d\u2211", 0x200D},
 	// A non-joiner or joiner inside a word of a joining script only.
 	{"non-joiner between Latin letters", "ad\u200cmin", 0x200C},
 	{"non-joiner ending a Persian name", "\u0645\u06cc\u200c", 0x200C},
@@ -110,6 +117,15 @@ var acceptedNames = []string{
 	"\u8FBB\U000E0100 \u845B\U000E0101",                            // ideographic variation sequences (Han)
 	"\u2229\uFE00 0\uFE00",                                         // standardized variants: intersection with serifs, zero with a short stroke
 	"\u1820\u180B",                                                 // Mongolian: a free variation selector after a letter
+
+	// Emoji ZWJ sequences (emoji-zwj-sequences.txt): transgender flag, polar
+	// bear, pirate flag; phoenix, lime, broken chain (Unicode 15.1); person
+	// walking facing right with a skin tone, person with red hair; eye in
+	// speech bubble, mending heart.
+	"\U0001F3F3\uFE0F\u200d\u26A7\uFE0F \U0001F43B\u200d\u2744\uFE0F \U0001F3F4\u200d\u2620\uFE0F",
+	"\U0001F426\u200d\U0001F525 \U0001F34B\u200d\U0001F7E9 \u26D3\uFE0F\u200d\U0001F4A5",
+	"\U0001F6B6\U0001F3FD\u200d\u27A1\uFE0F \U0001F9D1\u200d\U0001F9B0",
+	"\U0001F441\uFE0F\u200d\U0001F5E8\uFE0F \u2764\uFE0F\u200d\U0001FA79",
 }
 
 // TestNewNamesRefuseInvisibleCharacters gives each path that stores a new

@@ -233,8 +233,9 @@ func joinsLetters(before, after string) bool {
 // joinsEmoji reports whether a zero-width joiner between before and after
 // joins two emoji: the character before it, past any emoji variation selector
 // (U+FE0F) and skin tone modifier (U+1F3FB..U+1F3FF), and the character after
-// it are symbols (general category So, as every emoji that an emoji ZWJ
-// sequence joins is), U+FFFD (which invalid UTF-8 decodes to) excepted.
+// it are Extended_Pictographic (extendedPictographic), as every emoji that an
+// emoji ZWJ sequence joins is; another symbol (\u2103, \u2500, a braille
+// pattern) beside a joiner is joined to nothing, and the joiner only hides.
 func joinsEmoji(before, after string) bool {
 	prev, n := utf8.DecodeLastRuneInString(before)
 	for n > 0 && (prev == '\uFE0F' || prev >= 0x1F3FB && prev <= 0x1F3FF) {
@@ -242,9 +243,7 @@ func joinsEmoji(before, after string) bool {
 		prev, n = utf8.DecodeLastRuneInString(before)
 	}
 	next, m := utf8.DecodeRuneInString(after)
-	emoji := func(r rune, size int) bool {
-		return size > 0 && r != utf8.RuneError && unicode.Is(unicode.So, r)
-	}
+	emoji := func(r rune, size int) bool { return size > 0 && unicode.Is(extendedPictographic, r) }
 	return emoji(prev, n) && emoji(next, m)
 }
 
