@@ -55,3 +55,11 @@ func SealRoundWithin(ctx context.Context, s *AuditSealer, budget int64) (SealRou
 func SealRoundPaged(ctx context.Context, s *AuditSealer, page int) (SealRound, error) {
 	return s.round(ctx, DefaultVerifyBudget, page)
 }
+
+// ForgetVerified makes s forget how far it found the seals of chain to
+// recompute, as it forgets a chain's when it remembers maxRemembered others.
+func ForgetVerified(s *AuditSealer, chain string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.verified, chain)
+}

@@ -36,10 +36,18 @@ func TestSealerSignsOnlyWhatExtendsItsLastCheckpoint(t *testing.T) {
 		restarted bool
 		// dropStored removes the stored checkpoint too.
 		dropStored bool
+		// forgetVerified makes the sealer forget how far it verified the
+		// chain, as it forgets one chain's for each new one past
+		// maxRemembered, apart from the checkpoints it signed: what it
+		// remembers signing must still hold it (found 2026-12-05 when the
+		// memory of checkpoints signed was taken for redundant with the
+		// verified positions; without it this case signs position 7).
+		forgetVerified bool
 	}{
-		{"same sealer", false, false},
-		{"restarted sealer", true, false},
-		{"same sealer, stored checkpoint removed", false, true},
+		{"same sealer", false, false, false},
+		{"restarted sealer", true, false, false},
+		{"same sealer, stored checkpoint removed", false, true, false},
+		{"same sealer, stored checkpoint removed, verified position forgotten", false, true, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
@@ -55,6 +63,9 @@ func TestSealerSignsOnlyWhatExtendsItsLastCheckpoint(t *testing.T) {
 			sealer := s.sealer
 			if c.restarted {
 				sealer = s.newSealer()
+			}
+			if c.forgetVerified {
+				store.ForgetVerified(sealer, s.ws)
 			}
 			s.f.append(ctx, auditWsEvent(s.ws, s.owner, "task.created", "6", nil), nil)
 			s.f.append(ctx, auditWsEvent(s.ws, s.owner, "task.created", "7", nil), nil)
