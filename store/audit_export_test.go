@@ -63,3 +63,6 @@ func ForgetVerified(s *AuditSealer, chain string) {
 	defer s.mu.Unlock()
 	delete(s.verified, chain)
 }
+
+// ExtendSQL is extendSQL, for TestSealerDoesNotReadBackWhatItVerified.
+const ExtendSQL = extendSQL

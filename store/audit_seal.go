@@ -97,10 +97,14 @@ type AuditSealer struct {
 // the stored row of a forgotten chain's checkpoint is what it checks.
 const maxRemembered = 100_000
 
-// signedHead is a chain's position and hash that a checkpoint signed.
+// signedHead is a chain's position and hash that a checkpoint signed, or
+// up to which its seals were found to recompute, and the position of the
+// chain's last checkpoint then (what the logs name: a stored checkpoint at
+// or below position is not read again).
 type signedHead struct {
 	position int64
 	hash     []byte
+	last     int64
 }
 
 // WithheldCheckpoints returns how many times this sealer did not sign a
@@ -419,7 +423,9 @@ func (s *AuditSealer) round(ctx context.Context, budget int64, page int) (SealRo
 // sign, that the chain extends the last checkpoint signed of it: the newer
 // of the one the sealer remembers ($2 position, $3 hash; null when none) and
 // the newest in audit_checkpoints of the sealer's key ($7) below $6 (a row
-// whose signature did not verify is skipped so). It reads the seals from
+// whose signature did not verify is skipped so) and above both positions the
+// sealer remembers ($2, $8): one at or below them is not read, nor its
+// signature checked again, at each round. It reads the seals from
 // the newest of that checkpoint's position and the position up to which the
 // sealer found the seals to recompute ($8, hash $9; null when none), at
 // most $10 past it (null: no limit), up to the head read at the start of the
@@ -434,7 +440,8 @@ const extendSQL = `SELECT u.i, c.position, c.head_hash, c.signed_at, c.signature
 	FROM unnest($1::text[], $2::bigint[], $3::bytea[], $4::bigint[], $5::bytea[], $6::bigint[], $8::bigint[], $9::bytea[])
 		WITH ORDINALITY AS u(k, mp, mh, t, th, below, vp, vh, i)
 	LEFT JOIN LATERAL (SELECT position, head_hash, signed_at, signature FROM audit_checkpoints
-		WHERE chain_key = u.k AND key_id = $7 AND position < u.below ORDER BY position DESC LIMIT 1) c ON true
+		WHERE chain_key = u.k AND key_id = $7 AND position < u.below AND position > coalesce(greatest(u.mp, u.vp), 0)
+		ORDER BY position DESC LIMIT 1) c ON true
 	CROSS JOIN LATERAL (SELECT coalesce(greatest(u.mp, c.position, u.vp), 0) AS a) r0
 	CROSS JOIN LATERAL (SELECT r0.a, least(u.t, r0.a + $10::bigint) AS b) r
 	CROSS JOIN LATERAL (SELECT count(*) AS seals, min(x.position) FILTER (WHERE NOT x.ok) AS broken FROM
@@ -486,9 +493,11 @@ type span struct {
 // The seals before the newest position this sealer already found to
 // recompute (verified), if its seal still has the hash it had then, are not
 // read again: that hash commits to every seal before it back to the last
-// checkpoint, as they were when it was checked. So a sealer reads each seal
-// once while it remembers the chain (a restarted one reads the seals since
-// each chain's last checkpoint once). With budget > 0, a chain's seals are
+// checkpoint, as they were when it was checked; nor is a stored checkpoint
+// at or below that position or the last one it signed read, nor its
+// signature checked, again. So a sealer reads each seal, and each
+// checkpoint, once while it remembers the chain (a restarted one reads the
+// seals since each chain's last checkpoint once). With budget > 0, a chain's seals are
 // read up to its share of budget past that position; a chain not read to its
 // head is taken out of due without a word, and the next round reads on. It
 // reads the links of all of due in one statement and their events in
@@ -556,6 +565,9 @@ func (s *AuditSealer) withhold(ctx context.Context, tx pgx.Tx, due map[string]*c
 			var last int64 // the newest checkpoint's position
 			if c.mem != nil {
 				last = c.mem.position
+			}
+			if c.ver != nil {
+				last = max(last, c.ver.last)
 			}
 			if cpPos.Valid {
 				cp := audit.Checkpoint{ChainKey: c.key, Position: cpPos.Int64, HeadHash: hex.EncodeToString(cpHash),
@@ -645,7 +657,7 @@ func (s *AuditSealer) recompute(ctx context.Context, tx pgx.Tx, due map[string]*
 	}
 	for i, sp := range spans {
 		if reached[i] > sp.from {
-			s.rememberVerified(sp.key, signedHead{position: reached[i], hash: reachHash[i]})
+			s.rememberVerified(sp.key, signedHead{position: reached[i], hash: reachHash[i], last: sp.last})
 		}
 		switch {
 		case bad[i] != 0:
@@ -697,7 +709,7 @@ func (s *AuditSealer) remember(w *sealWrites) {
 	for i, chain := range w.checkpoints.chain {
 		// The seals up to a head signed recompute: those read were checked
 		// (recompute), and the round hashed the others from their events.
-		head := signedHead{position: w.checkpoints.position[i], hash: w.checkpoints.hash[i]}
+		head := signedHead{position: w.checkpoints.position[i], hash: w.checkpoints.hash[i], last: w.checkpoints.position[i]}
 		rememberHead(s.signed, chain, head)
 		rememberHead(s.verified, chain, head)
 	}

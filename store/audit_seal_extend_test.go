@@ -6,10 +6,13 @@ import (
 	"crypto/ed25519"
 	"encoding/json"
 	"log/slog"
+	"math"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"taskflow/audit"
 	"taskflow/store"
@@ -100,6 +103,63 @@ func TestSealerSignsOnlyWhatExtendsItsLastCheckpoint(t *testing.T) {
 					v.Valid, v.Checkpoint.Extended, str(v.FirstInvalidEventID), s.ids[4])
 			}
 		})
+	}
+}
+
+// Found in review (2026-12-05): each round read back the newest stored
+// checkpoint of the sealer's key of each chain it was about to sign, and
+// checked its signature, even when the sealer remembered signing it or
+// verifying the seals past it: a read and an Ed25519 verification a chain a
+// round, for nothing. The statement that checks the chains (extendSQL) now
+// reads none at or below the positions the sealer remembers, and still
+// reads a newer one.
+func TestSealerDoesNotReadBackWhatItVerified(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := setupExtend(t) // a checkpoint at 5
+	hashes := map[int64][]byte{}
+	rows, err := s.f.db.Pool.Query(ctx, `SELECT position, hash FROM audit_seals WHERE chain_key = $1`, s.ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var p int64
+		var h []byte
+		if err := rows.Scan(&p, &h); err != nil {
+			t.Fatal(err)
+		}
+		hashes[p] = h
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		// signed and verified are the positions the sealer remembers (0:
+		// none).
+		signed, verified int64
+		// read is the position of the stored checkpoint read (0: none).
+		read int64
+	}{
+		{"signed and verified by the sealer", 5, 5, 0},
+		{"verified by the sealer", 0, 5, 0},
+		{"signed by the sealer", 5, 0, 0},
+		{"nothing remembered (a restarted sealer)", 0, 0, 5},
+		{"older ones remembered", 3, 4, 5},
+	} {
+		at := func(p int64) (pgtype.Int8, []byte) { return pgtype.Int8{Int64: p, Valid: p > 0}, hashes[p] }
+		mp, mh := at(c.signed)
+		vp, vh := at(c.verified)
+		var read pgtype.Int8
+		var broken pgtype.Int8
+		if err := s.f.db.Pool.QueryRow(ctx, `SELECT x.position, x.broken FROM (`+store.ExtendSQL+`) x(i, position, head_hash, signed_at, signature, a, b, seals, broken)`,
+			[]string{s.ws}, []pgtype.Int8{mp}, [][]byte{mh}, []int64{5}, [][]byte{hashes[5]}, []int64{math.MaxInt64},
+			audit.KeyID(s.keys[0]), []pgtype.Int8{vp}, [][]byte{vh}, nil).Scan(&read, &broken); err != nil {
+			t.Fatal(err)
+		}
+		if read.Int64 != c.read || broken.Valid {
+			t.Errorf("%s: stored checkpoint read at %d (broken at %v); want %d, none broken", c.name, read.Int64, broken, c.read)
+		}
 	}
 }
 
