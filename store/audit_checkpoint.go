@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -48,18 +49,25 @@ const auditCheckpointColumns = `chain_key, position, head_hash, signed_at, key_i
 
 // scanAuditCheckpoint reads a checkpoint row of auditCheckpointColumns.
 func scanAuditCheckpoint(row pgx.Row) (*AuditCheckpoint, error) {
-	var cp AuditCheckpoint
+	var chain, keyID string
+	var position int64
+	var signedAt time.Time
 	var hash, pub, sig []byte
-	if err := row.Scan(&cp.ChainKey, &cp.Position, &hash, &cp.SignedAt, &cp.KeyID, &pub, &sig); err != nil {
+	if err := row.Scan(&chain, &position, &hash, &signedAt, &keyID, &pub, &sig); err != nil {
 		return nil, err
 	}
-	cp.Version = audit.CheckpointVersion
-	cp.SignedAt = cp.SignedAt.UTC()
-	cp.HeadHash = hex.EncodeToString(hash)
-	cp.Signature = base64.StdEncoding.EncodeToString(sig)
+	cp := AuditCheckpoint{Checkpoint: checkpointOfRow(chain, position, hash, signedAt, keyID, sig)}
 	cp.PublicKey = base64.StdEncoding.EncodeToString(pub)
 	cp.Message = string(audit.CheckpointMessage(cp.ChainKey, cp.Position, hash, cp.SignedAt))
 	return &cp, nil
+}
+
+// checkpointOfRow returns the checkpoint that a row of audit_checkpoints
+// holds, from its columns as stored (head_hash and signature as bytes).
+func checkpointOfRow(chain string, position int64, hash []byte, signedAt time.Time, keyID string, sig []byte) audit.Checkpoint {
+	return audit.Checkpoint{Version: audit.CheckpointVersion, ChainKey: chain, Position: position,
+		HeadHash: hex.EncodeToString(hash), SignedAt: signedAt.UTC(), KeyID: keyID,
+		Signature: base64.StdEncoding.EncodeToString(sig)}
 }
 
 // AuditCheckpoint returns the newest signed checkpoint of the workspace's

@@ -570,8 +570,7 @@ func (s *AuditSealer) withhold(ctx context.Context, tx pgx.Tx, due map[string]*c
 				last = max(last, c.ver.last)
 			}
 			if cpPos.Valid {
-				cp := audit.Checkpoint{ChainKey: c.key, Position: cpPos.Int64, HeadHash: hex.EncodeToString(cpHash),
-					SignedAt: signedAt.Time, KeyID: keyID, Signature: base64.StdEncoding.EncodeToString(sig)}
+				cp := checkpointOfRow(c.key, cpPos.Int64, cpHash, signedAt.Time, keyID, sig)
 				if cp.Verify(pub) != nil {
 					c.below = cpPos.Int64 // not the sealer's: look below it
 					again = append(again, c)
@@ -846,8 +845,7 @@ func (s *AuditSealer) reportBlocked(ctx context.Context, w *sealWrites) map[stri
 	blocked := map[string]bool{}
 	for _, r := range w.inWay {
 		chain, pos, hash := w.checkpoints.chain[r.i], w.checkpoints.position[r.i], w.checkpoints.hash[r.i]
-		cp := audit.Checkpoint{ChainKey: chain, Position: pos, HeadHash: hex.EncodeToString(r.hash), SignedAt: r.signedAt.Time,
-			KeyID: w.checkpoints.keyID[r.i], Signature: base64.StdEncoding.EncodeToString(r.sig)}
+		cp := checkpointOfRow(chain, pos, r.hash, r.signedAt.Time, w.checkpoints.keyID[r.i], r.sig)
 		if r.signedAt.Valid && bytes.Equal(r.hash, hash) && bytes.Equal(r.pub, pub) && cp.Verify(pub) == nil {
 			continue
 		}

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/ed25519"
-	"encoding/base64"
 	"encoding/hex"
 	"fmt"
 	"strings"
@@ -463,13 +462,15 @@ func (w *chainWalk) storedCheckpoints(ctx context.Context, tx pgx.Tx, chainKey s
 	}
 	defer rows.Close()
 	for rows.Next() {
+		var position int64
+		var signedAt time.Time
+		var keyID string
 		var hash, sig []byte
 		var event *string
-		cp := audit.Checkpoint{ChainKey: chainKey}
-		if err := rows.Scan(&cp.Position, &hash, &cp.SignedAt, &cp.KeyID, &sig, &event); err != nil {
+		if err := rows.Scan(&position, &hash, &signedAt, &keyID, &sig, &event); err != nil {
 			return nil, err
 		}
-		cp.HeadHash, cp.Signature = hex.EncodeToString(hash), base64.StdEncoding.EncodeToString(sig)
+		cp := checkpointOfRow(chainKey, position, hash, signedAt, keyID, sig)
 		if checkSignature(&cp, w.keys) != "" {
 			continue
 		}
