@@ -14,7 +14,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"taskflow/audit"
-	"taskflow/promreg"
 	"taskflow/store"
 	"taskflow/store/storetest"
 )
@@ -127,7 +126,7 @@ func TestWithheldCheckpointsMetric(t *testing.T) {
 	key := audit.GenerateSigningKey()
 	sealer := &store.AuditSealer{DB: db, Key: key, CheckpointEvery: time.Hour}
 	reg := prometheus.NewRegistry()
-	promreg.Register(reg, withheldCheckpoints(sealer))
+	reg.MustRegister(checkpointMetrics(sealer)...)
 	event := func() {
 		t.Helper()
 		if _, err := db.Pool.Exec(ctx, `INSERT INTO audit_events (id, chain_key, action, entity_type, entity_id, occurred_at, metadata)
@@ -141,7 +140,7 @@ func TestWithheldCheckpointsMetric(t *testing.T) {
 # HELP taskflow_audit_checkpoints_withheld_total Audit checkpoints this instance did not sign because the chain no longer extends the last checkpoint signed of it (a seal at or after it changed or removed) or a seal since does not recompute from its event: a tampered log, logged at ERROR with the chain.
 # TYPE taskflow_audit_checkpoints_withheld_total counter
 taskflow_audit_checkpoints_withheld_total `+n+`
-`)); err != nil {
+`), "taskflow_audit_checkpoints_withheld_total"); err != nil {
 			t.Error(err)
 		}
 	}
@@ -177,14 +176,14 @@ func TestBlockedCheckpointsMetric(t *testing.T) {
 	key := audit.GenerateSigningKey()
 	sealer := &store.AuditSealer{DB: db, Key: key, CheckpointEvery: time.Hour}
 	reg := prometheus.NewRegistry()
-	promreg.Register(reg, blockedCheckpoints(sealer))
+	reg.MustRegister(checkpointMetrics(sealer)...)
 	want := func(n string) {
 		t.Helper()
 		if err := testutil.GatherAndCompare(reg, strings.NewReader(`
 # HELP taskflow_audit_checkpoints_blocked_total Audit checkpoints this instance signed but did not store because a row of audit_checkpoints that is not a checkpoint of the same head already held their chain, position and key id (inserted by someone with write access to the database), logged at ERROR with the chain.
 # TYPE taskflow_audit_checkpoints_blocked_total counter
 taskflow_audit_checkpoints_blocked_total `+n+`
-`)); err != nil {
+`), "taskflow_audit_checkpoints_blocked_total"); err != nil {
 			t.Error(err)
 		}
 	}

@@ -35,7 +35,6 @@ import (
 	"taskflow/httpapi"
 	"taskflow/idempotency"
 	"taskflow/live"
-	"taskflow/promreg"
 	"taskflow/ratelimit"
 	"taskflow/store"
 	"taskflow/tracing"
@@ -228,8 +227,7 @@ func run(cfg Config, log, accessLog *slog.Logger) error {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	reg.MustRegister(readMetrics(db)...)
 	reg.MustRegister(sealCollector{db: db})
-	promreg.Register(reg, withheldCheckpoints(sealer))
-	promreg.Register(reg, blockedCheckpoints(sealer))
+	reg.MustRegister(checkpointMetrics(sealer)...)
 
 	bs, err := blobs.Open(ctx, blobs.Options{URL: cfg.BlobURL, DB: db, MaxUploadSize: cfg.MaxUploadSize,
 		Quota: cfg.WorkspaceStorageQuota, SweepGrace: cfg.BlobSweepGrace, Log: log})
@@ -569,26 +567,27 @@ func (c sealCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-// withheldCheckpoints is taskflow_audit_checkpoints_withheld_total, the
-// checkpoints sealer did not sign because their chain no longer extends the
-// last checkpoint signed of it or a seal since does not recompute
-// (store.AuditSealer.WithheldCheckpoints): a tampered audit log.
-func withheldCheckpoints(sealer *store.AuditSealer) prometheus.CounterFunc {
-	return prometheus.NewCounterFunc(prometheus.CounterOpts{
-		Name: "taskflow_audit_checkpoints_withheld_total",
-		Help: "Audit checkpoints this instance did not sign because the chain no longer extends the last checkpoint signed of it (a seal at or after it changed or removed) or a seal since does not recompute from its event: a tampered log, logged at ERROR with the chain.",
-	}, func() float64 { return float64(sealer.WithheldCheckpoints()) })
-}
-
-// blockedCheckpoints is taskflow_audit_checkpoints_blocked_total, the
-// checkpoints sealer signed but could not store because another row held
-// their key in audit_checkpoints (store.AuditSealer.BlockedCheckpoints): a
-// row inserted by someone with write access to the database.
-func blockedCheckpoints(sealer *store.AuditSealer) prometheus.CounterFunc {
-	return prometheus.NewCounterFunc(prometheus.CounterOpts{
-		Name: "taskflow_audit_checkpoints_blocked_total",
-		Help: "Audit checkpoints this instance signed but did not store because a row of audit_checkpoints that is not a checkpoint of the same head already held their chain, position and key id (inserted by someone with write access to the database), logged at ERROR with the chain.",
-	}, func() float64 { return float64(sealer.BlockedCheckpoints()) })
+// checkpointMetrics are the counters of the checkpoints sealer did not
+// store: taskflow_audit_checkpoints_withheld_total, those it did not sign
+// because their chain no longer extends the last checkpoint signed of it or
+// a seal since does not recompute (store.AuditSealer.WithheldCheckpoints: a
+// tampered audit log), and taskflow_audit_checkpoints_blocked_total, those
+// it signed but could not store because another row held their key in
+// audit_checkpoints (store.AuditSealer.BlockedCheckpoints: a row inserted by
+// someone with write access to the database).
+func checkpointMetrics(sealer *store.AuditSealer) []prometheus.Collector {
+	checkpoints := func(name, help string, n func() uint64) prometheus.Collector {
+		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help},
+			func() float64 { return float64(n()) })
+	}
+	return []prometheus.Collector{
+		checkpoints("taskflow_audit_checkpoints_withheld_total",
+			"Audit checkpoints this instance did not sign because the chain no longer extends the last checkpoint signed of it (a seal at or after it changed or removed) or a seal since does not recompute from its event: a tampered log, logged at ERROR with the chain.",
+			sealer.WithheldCheckpoints),
+		checkpoints("taskflow_audit_checkpoints_blocked_total",
+			"Audit checkpoints this instance signed but did not store because a row of audit_checkpoints that is not a checkpoint of the same head already held their chain, position and key id (inserted by someone with write access to the database), logged at ERROR with the chain.",
+			sealer.BlockedCheckpoints),
+	}
 }
 
 // warnShortSweepGrace warns when BLOB_SWEEP_GRACE is shorter than an upload
