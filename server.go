@@ -568,13 +568,17 @@ func (c sealCollector) Collect(ch chan<- prometheus.Metric) {
 }
 
 // checkpointMetrics are the counters of the checkpoints sealer did not
-// store: taskflow_audit_checkpoints_withheld_total, those it did not sign
-// because their chain no longer extends the last checkpoint signed of it or
-// a seal since does not recompute (store.AuditSealer.WithheldCheckpoints: a
-// tampered audit log), and taskflow_audit_checkpoints_blocked_total, those
-// it signed but could not store because another row held their key in
-// audit_checkpoints (store.AuditSealer.BlockedCheckpoints: a row inserted by
-// someone with write access to the database).
+// store, or its DB did not answer: taskflow_audit_checkpoints_withheld_total,
+// those it did not sign because their chain no longer extends the last
+// checkpoint signed of it or a seal since does not recompute
+// (store.AuditSealer.WithheldCheckpoints: a tampered audit log),
+// taskflow_audit_checkpoints_blocked_total, those it signed but could not
+// store because another row held their key in audit_checkpoints
+// (store.AuditSealer.BlockedCheckpoints: a row inserted by someone with
+// write access to the database), and
+// taskflow_audit_checkpoints_unverified_total, the rows with its key id
+// whose signature does not verify that auditCheckpoint skipped
+// (store.DB.UnverifiedCheckpoints: rows inserted the same way).
 func checkpointMetrics(sealer *store.AuditSealer) []prometheus.Collector {
 	checkpoints := func(name, help string, n func() uint64) prometheus.Collector {
 		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help},
@@ -587,6 +591,9 @@ func checkpointMetrics(sealer *store.AuditSealer) []prometheus.Collector {
 		checkpoints("taskflow_audit_checkpoints_blocked_total",
 			"Audit checkpoints this instance signed but did not store because a row of audit_checkpoints that is not a checkpoint of the same head already held their chain, position and key id (inserted by someone with write access to the database), logged at ERROR with the chain.",
 			sealer.BlockedCheckpoints),
+		checkpoints("taskflow_audit_checkpoints_unverified_total",
+			"Rows of audit_checkpoints with the server's key id whose signature does not verify with its key (inserted by someone with write access to the database), skipped by auditCheckpoint, counted at each read that skipped one, logged at ERROR with the chain.",
+			sealer.DB.UnverifiedCheckpoints),
 	}
 }
 

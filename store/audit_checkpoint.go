@@ -5,6 +5,7 @@ import (
 	"crypto/ed25519"
 	"encoding/base64"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"time"
 
@@ -70,29 +71,66 @@ func checkpointOfRow(chain string, position int64, hash []byte, signedAt time.Ti
 		Signature: base64.StdEncoding.EncodeToString(sig)}
 }
 
-// AuditCheckpoint returns the newest signed checkpoint of the workspace's
-// chain, or nil when none was signed yet. It returns UNAUTHENTICATED for no
-// user, NOT_FOUND if the workspace does not exist or user is not a member,
-// and FORBIDDEN for a MEMBER or VIEWER.
-func (db *DB) AuditCheckpoint(ctx context.Context, user *User, workspaceID string) (*AuditCheckpoint, error) {
+// AuditCheckpoint returns the newest checkpoint of the workspace's chain
+// whose signature verifies with pub, the server's current key
+// (LatestAuditCheckpoint), or nil when there is none. It returns
+// UNAUTHENTICATED for no user, NOT_FOUND if the workspace does not exist or
+// user is not a member, and FORBIDDEN for a MEMBER or VIEWER.
+func (db *DB) AuditCheckpoint(ctx context.Context, user *User, workspaceID string, pub ed25519.PublicKey) (*AuditCheckpoint, error) {
 	if err := db.requireAuditReader(ctx, workspaceID, user); err != nil {
 		return nil, err
 	}
 	// The chain key is the id's canonical text; the access check took any
 	// spelling of it.
-	return db.LatestAuditCheckpoint(ctx, mustCanonical(workspaceID))
+	return db.LatestAuditCheckpoint(ctx, mustCanonical(workspaceID), pub)
 }
 
-// LatestAuditCheckpoint returns the newest signed checkpoint of the chain
-// chainKey, or nil when none was signed yet.
-func (db *DB) LatestAuditCheckpoint(ctx context.Context, chainKey string) (*AuditCheckpoint, error) {
-	cp, err := scanAuditCheckpoint(db.q(ctx).QueryRow(ctx, `SELECT `+auditCheckpointColumns+` FROM audit_checkpoints
-		WHERE chain_key = $1 ORDER BY position DESC, signed_at DESC LIMIT 1`, chainKey))
-	if auditNoRows(err) {
+// LatestAuditCheckpoint returns the newest checkpoint of the chain chainKey
+// signed by pub (the server's current key), or nil when there is none or pub
+// is nil. A row of audit_checkpoints that names pub's key id but whose
+// signature does not verify with it, or whose public key is another (a row
+// inserted by someone with write access to the database), is skipped,
+// logged at ERROR and counted (UnverifiedCheckpoints), at each read; a row
+// of another key (one the server no longer signs with) is skipped without a
+// word. It is one query: its rows are read newest first until one verifies.
+// It returns the query's error, wrapped.
+func (db *DB) LatestAuditCheckpoint(ctx context.Context, chainKey string, pub ed25519.PublicKey) (*AuditCheckpoint, error) {
+	if len(pub) != ed25519.PublicKeySize {
 		return nil, nil
 	}
+	rows, err := db.q(ctx).Query(ctx, `SELECT `+auditCheckpointColumns+` FROM audit_checkpoints
+		WHERE chain_key = $1 AND key_id = $2 ORDER BY position DESC, signed_at DESC`, chainKey, audit.KeyID(pub))
 	if err != nil {
 		return nil, fmt.Errorf("audit checkpoint: %w", err)
 	}
-	return cp, nil
+	defer rows.Close()
+	encoded := audit.EncodePublicKey(pub)
+	for rows.Next() {
+		cp, err := scanAuditCheckpoint(rows)
+		if err != nil {
+			return nil, fmt.Errorf("audit checkpoint: %w", err)
+		}
+		verr := cp.Verify(pub)
+		if verr == nil && cp.PublicKey == encoded {
+			return cp, nil
+		}
+		if verr == nil {
+			verr = errors.New("the row's public key is not the key its key id names")
+		}
+		db.unverifiedCheckpoints.Add(1)
+		db.log.ErrorContext(ctx, "audit checkpoint: a row of audit_checkpoints with the server's key id does not verify with its key (inserted by someone with write access to the database): not answered; verify the chain",
+			"chain", chainKey, "position", cp.Position, "key_id", cp.KeyID, "reason", verr.Error())
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("audit checkpoint: %w", err)
+	}
+	return nil, nil
+}
+
+// UnverifiedCheckpoints returns how many rows of audit_checkpoints that
+// name the server's key id but whose signature does not verify with it
+// LatestAuditCheckpoint skipped (each read that skipped one counts it once).
+// The server exports it as taskflow_audit_checkpoints_unverified_total.
+func (db *DB) UnverifiedCheckpoints() uint64 {
+	return db.unverifiedCheckpoints.Load()
 }

@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"crypto/ed25519"
 	"strings"
 	"testing"
 
@@ -18,11 +19,12 @@ func TestAuditCheckpointOfAnIDInUpperCase(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	f, owner, ws, _ := sealedWorkspace(t)
-	kept, err := (&store.AuditSealer{DB: f.db, Key: audit.GenerateSigningKey()}).Checkpoint(ctx, ws)
+	key := audit.GenerateSigningKey()
+	kept, err := (&store.AuditSealer{DB: f.db, Key: key}).Checkpoint(ctx, ws)
 	if err != nil || kept == nil {
 		t.Fatalf("checkpoint: %+v, %v", kept, err)
 	}
-	cp, err := f.db.AuditCheckpoint(ctx, owner, strings.ToUpper(ws))
+	cp, err := f.db.AuditCheckpoint(ctx, owner, strings.ToUpper(ws), key.Public().(ed25519.PublicKey))
 	if err != nil || cp == nil || cp.Position != kept.Position || cp.ChainKey != ws {
 		t.Fatalf("auditCheckpoint(%s) = %+v, %v; want the checkpoint at %d", strings.ToUpper(ws), cp, err, kept.Position)
 	}

@@ -278,7 +278,7 @@ func TestAuditAccessRules(t *testing.T) {
 			return err
 		},
 		"checkpoint": func(u *store.User, ws string) error {
-			_, err := f.db.AuditCheckpoint(ctx, u, ws)
+			_, err := f.db.AuditCheckpoint(ctx, u, ws, nil)
 			return err
 		},
 		"export": func(u *store.User, ws string) error {

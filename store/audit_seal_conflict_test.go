@@ -81,7 +81,7 @@ func TestSealerReportsARowInTheWayOfItsCheckpoint(t *testing.T) {
 				s.f.append(ctx, auditWsEvent(s.ws, s.owner, "task.created", "more", nil), nil)
 				storetest.SealAll(t, sealer)
 				want := int64(8 + i)
-				cp, err := s.f.db.LatestAuditCheckpoint(ctx, s.ws)
+				cp, err := s.f.db.LatestAuditCheckpoint(ctx, s.ws, s.keys[0])
 				if err != nil || cp == nil || cp.Position != want || cp.Verify(s.keys[0]) != nil {
 					t.Fatalf("sealer %d: checkpoint %+v, %v; want a genuine one of position %d", i, cp, err, want)
 				}
@@ -124,4 +124,62 @@ func (s *extendSetup) checkLoggedBlocked(t *testing.T, pos int64) {
 		}
 	}
 	t.Errorf("no ERROR line about a row in the way of the checkpoint of chain %s at position %d:\n%s", s.ws, pos, s.log)
+}
+
+// Found in review (2026-12-05): auditCheckpoint answered the newest row of
+// audit_checkpoints as stored, a row planted there by someone with write
+// access to the database included (its signature does not verify with the
+// server's key), and a customer's verifier then failed on what the server
+// handed out. It now answers the newest checkpoint whose signature verifies
+// with the server's current key; a row with that key's id that does not
+// verify is skipped, logged at ERROR and counted (UnverifiedCheckpoints). A
+// row of another key (one the server rotated away from) is skipped without
+// a word.
+func TestAuditCheckpointAnswersTheNewestThatVerifies(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := setupExtend(t) // a checkpoint at 5
+	s.f.append(ctx, auditWsEvent(s.ws, s.owner, "task.created", "6", nil), nil)
+	s.f.append(ctx, auditWsEvent(s.ws, s.owner, "task.created", "7", nil), nil)
+	storetest.SealAll(t, &store.AuditSealer{DB: s.f.db}) // head at 7, no checkpoint
+	hash := sha256.Sum256([]byte("a head the chain never had"))
+	s.forgeCheckpoint(t, 6, hash[:])
+	// A genuine checkpoint of another key, at 7: not the server's current.
+	other := audit.GenerateSigningKey()
+	if _, err := (&store.AuditSealer{DB: s.f.db, Key: other}).Checkpoint(ctx, s.ws); err != nil {
+		t.Fatal(err)
+	}
+	db := s.sealer.DB // the setup's log
+	cp, err := db.AuditCheckpoint(ctx, s.owner, s.ws, s.keys[0])
+	if err != nil || cp == nil || cp.Position != 5 || cp.Verify(s.keys[0]) != nil {
+		var pos int64
+		if cp != nil {
+			pos = cp.Position
+		}
+		t.Fatalf("auditCheckpoint = position %d (verifies with the server's key: %v), %v; want the genuine one at 5",
+			pos, cp != nil && cp.Verify(s.keys[0]) == nil, err)
+	}
+	if cp.PublicKey != audit.EncodePublicKey(s.keys[0]) || cp.KeyID != audit.KeyID(s.keys[0]) {
+		t.Errorf("auditCheckpoint's key: %s %s", cp.KeyID, cp.PublicKey)
+	}
+	if n := db.UnverifiedCheckpoints(); n != 1 {
+		t.Errorf("UnverifiedCheckpoints = %d, want 1 (the row at 6; the other key's at 7 is not counted)", n)
+	}
+	s.checkLoggedUnverified(t, 6)
+}
+
+// checkLoggedUnverified fails the test unless the log has an ERROR line
+// about a row of the chain at pos whose signature does not verify.
+func (s *extendSetup) checkLoggedUnverified(t *testing.T, pos int64) {
+	t.Helper()
+	for _, line := range strings.Split(strings.TrimSpace(s.log.String()), "\n") {
+		var l map[string]any
+		if json.Unmarshal([]byte(line), &l) != nil || l["level"] != "ERROR" || l["chain"] != s.ws {
+			continue
+		}
+		if msg, _ := l["msg"].(string); strings.Contains(msg, "does not verify") && jsonNumber(l["position"]) == jsonNumber(float64(pos)) {
+			return
+		}
+	}
+	t.Errorf("no ERROR line about the row of chain %s at position %d that does not verify:\n%s", s.ws, pos, s.log)
 }

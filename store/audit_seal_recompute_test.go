@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"crypto/ed25519"
 	"testing"
 	"time"
 
@@ -114,7 +115,7 @@ func TestSealerChecksAFarChainInShares(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				cp, err := f.db.LatestAuditCheckpoint(ctx, "anonymous")
+				cp, err := f.db.LatestAuditCheckpoint(ctx, "anonymous", sealer.Key.Public().(ed25519.PublicKey))
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -58,6 +58,10 @@ type DB struct {
 
 	// reads sends concurrent requests' reads together (see read).
 	reads readBatcher
+
+	// unverifiedCheckpoints counts the rows LatestAuditCheckpoint skipped
+	// (UnverifiedCheckpoints).
+	unverifiedCheckpoints atomic.Uint64
 }
 
 // Open connects to Postgres at url ("" means libpq defaults and PG* variables, as
