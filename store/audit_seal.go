@@ -111,8 +111,10 @@ type signedHead struct {
 // chain's head because the chain no longer extends the last checkpoint
 // signed of it (the seal at that checkpoint's position has another hash, a
 // link after it is broken, or the head is before it) or a seal since does
-// not recompute from its event (withhold): each round and each
-// Checkpoint that found so counts once per chain. The server exports it as
+// not recompute from its event (withhold): each round that found so and
+// committed, and each Checkpoint that found so, counts once per chain (a
+// round that failed after finding so counts nothing: the one that runs
+// again counts). The server exports it as
 // taskflow_audit_checkpoints_withheld_total.
 func (s *AuditSealer) WithheldCheckpoints() uint64 {
 	return s.withheld.Load()
@@ -122,8 +124,9 @@ func (s *AuditSealer) WithheldCheckpoints() uint64 {
 // could not store because a row of audit_checkpoints already held their key
 // (chain, position, key id) and was not a checkpoint of the same head signed
 // by its key: a row inserted by someone with write access to the database,
-// where the sealer's checkpoint was to go. Each is logged at ERROR. The
-// server exports it as taskflow_audit_checkpoints_blocked_total.
+// where the sealer's checkpoint was to go, counted as WithheldCheckpoints
+// counts (a round once it committed). Each is logged at ERROR. The server
+// exports it as taskflow_audit_checkpoints_blocked_total.
 func (s *AuditSealer) BlockedCheckpoints() uint64 {
 	return s.blocked.Load()
 }
@@ -337,6 +340,9 @@ func (s *AuditSealer) round(ctx context.Context, budget int64, page int) (SealRo
 	var w *sealWrites
 	var sweep bool
 	var sweepAfter string
+	// withheld and blocked are counted once the round committed: a round
+	// that failed and runs again counts them once.
+	var withheld, blocked int
 	err := pgx.BeginFunc(ctx, s.DB.Pool, func(tx pgx.Tx) error {
 		cur, busy, err := lockSpineCursor(ctx, tx, "audit_seal_cursor", ErrSealCursorMissing)
 		if busy || err != nil {
@@ -386,7 +392,7 @@ func (s *AuditSealer) round(ctx context.Context, budget int64, page int) (SealRo
 				due[key] = h
 			}
 		}
-		if err := s.withhold(ctx, tx, due, budget); err != nil {
+		if withheld, err = s.withhold(ctx, tx, due, budget); err != nil {
 			return err
 		}
 		for key, h := range heads {
@@ -406,12 +412,15 @@ func (s *AuditSealer) round(ctx context.Context, budget int64, page int) (SealRo
 		if err := w.send(ctx, tx); err != nil {
 			return err
 		}
-		out.Checkpoints -= len(s.reportBlocked(ctx, w))
+		blocked = len(s.reportBlocked(ctx, w))
+		out.Checkpoints -= blocked
 		return nil
 	})
 	if err != nil {
 		return SealRound{}, fmt.Errorf("audit seal: %w", err)
 	}
+	s.withheld.Add(uint64(withheld))
+	s.blocked.Add(uint64(blocked))
 	if sweep && w != nil {
 		s.lastSweep, s.sweepAfter = w.sealedAt, sweepAfter
 	}
@@ -478,7 +487,8 @@ type span struct {
 // withhold takes out of due, the chains whose heads a round (or Checkpoint)
 // is about to sign, each chain that does not extend the last checkpoint
 // signed of it, or whose seals since do not recompute from their events,
-// and logs it at ERROR and counts it (WithheldCheckpoints).
+// and logs it at ERROR and returns how many it took out so (the caller
+// counts them in WithheldCheckpoints, once its outcome is final).
 // The last checkpoint is the newer of the one this sealer remembers signing
 // (remember) and the newest in audit_checkpoints that its key signed (whose
 // signature verifies: the server's role may insert rows): the one of
@@ -502,9 +512,9 @@ type span struct {
 // head is taken out of due without a word, and the next round reads on. It
 // reads the links of all of due in one statement and their events in
 // another, and returns an error only when one fails.
-func (s *AuditSealer) withhold(ctx context.Context, tx pgx.Tx, due map[string]*chainHead, budget int64) error {
+func (s *AuditSealer) withhold(ctx context.Context, tx pgx.Tx, due map[string]*chainHead, budget int64) (withheld int, err error) {
 	if len(due) == 0 {
-		return nil
+		return 0, nil
 	}
 	pub := s.Key.Public().(ed25519.PublicKey)
 	keyID := audit.KeyID(pub)
@@ -549,7 +559,7 @@ func (s *AuditSealer) withhold(ctx context.Context, tx pgx.Tx, due map[string]*c
 		}
 		rows, err := tx.Query(ctx, extendSQL, keys, memPos, memHash, to, toHash, below, keyID, verPos, verHash, limit)
 		if err != nil {
-			return fmt.Errorf("check checkpoints extended: %w", err)
+			return 0, fmt.Errorf("check checkpoints extended: %w", err)
 		}
 		var again []*check
 		for rows.Next() {
@@ -559,7 +569,7 @@ func (s *AuditSealer) withhold(ctx context.Context, tx pgx.Tx, due map[string]*c
 			var signedAt pgtype.Timestamptz
 			if err := rows.Scan(&i, &cpPos, &cpHash, &signedAt, &sig, &from, &upTo, &seals, &broken); err != nil {
 				rows.Close()
-				return fmt.Errorf("check checkpoints extended: %w", err)
+				return 0, fmt.Errorf("check checkpoints extended: %w", err)
 			}
 			c := checks[i-1]
 			var last int64 // the newest checkpoint's position
@@ -590,17 +600,18 @@ func (s *AuditSealer) withhold(ctx context.Context, tx pgx.Tx, due map[string]*c
 				bad = c.h.startPos + 1 // the head is before the checkpoint
 			}
 			delete(due, c.key)
-			s.withheld.Add(1)
+			withheld++
 			s.DB.log.ErrorContext(ctx, "audit sealer: a chain does not extend the last checkpoint signed of it (a seal at or after the checkpoint was changed or removed): not signed; verify the chain",
 				"chain", c.key, "checkpoint_position", last, "position", c.h.position, "head_position", c.h.startPos,
 				"first_bad_position", bad)
 		}
 		if err := rows.Err(); err != nil {
-			return fmt.Errorf("check checkpoints extended: %w", err)
+			return 0, fmt.Errorf("check checkpoints extended: %w", err)
 		}
 		checks = again
 	}
-	return s.recompute(ctx, tx, due, spans)
+	n, err := s.recompute(ctx, tx, due, spans)
+	return withheld + n, err
 }
 
 // recomputeSQL reads, for each chain ($1), the seals after position $2 up
@@ -615,16 +626,16 @@ var recomputeSQL = `SELECT u.i, coalesce(a.events, 0), ` + sealedEventColumns + 
 
 // recompute takes out of due each chain of spans where a seal after from up
 // to to does not recompute from its event with the hashing verification
-// uses (sealedEvent.recomputes), and logs it at ERROR and counts it
-// (WithheldCheckpoints): a checkpoint vouches for a log that verifies. A
+// uses (sealedEvent.recomputes), and logs it at ERROR and returns how many
+// it took out so (counted in WithheldCheckpoints by withhold's caller): a checkpoint vouches for a log that verifies. A
 // seal at or below the chain's retention anchor whose event is gone is taken
 // as dropped by retention (verification tells which are). It records how
 // far each chain recomputes (verified), and takes out of due without a word
 // a chain that it did not read to its head (to is before it: the budget).
-func (s *AuditSealer) recompute(ctx context.Context, tx pgx.Tx, due map[string]*chainHead, spans []span) error {
+func (s *AuditSealer) recompute(ctx context.Context, tx pgx.Tx, due map[string]*chainHead, spans []span) (withheld int, err error) {
 	n := len(spans)
 	if n == 0 {
-		return nil
+		return 0, nil
 	}
 	keys, from, to := make([]string, n), make([]int64, n), make([]int64, n)
 	for i, sp := range spans {
@@ -634,14 +645,14 @@ func (s *AuditSealer) recompute(ctx context.Context, tx pgx.Tx, due map[string]*
 	copy(reached, from)
 	rows, err := tx.Query(ctx, recomputeSQL, keys, from, to)
 	if err != nil {
-		return fmt.Errorf("recompute seals since checkpoints: %w", err)
+		return 0, fmt.Errorf("recompute seals since checkpoints: %w", err)
 	}
 	var x sealedEvent
 	for rows.Next() {
 		var i, anchor int64
 		if err := x.scan(rows, &i, &anchor); err != nil {
 			rows.Close()
-			return fmt.Errorf("recompute seals since checkpoints: %w", err)
+			return 0, fmt.Errorf("recompute seals since checkpoints: %w", err)
 		}
 		switch i--; {
 		case bad[i] != 0:
@@ -652,7 +663,7 @@ func (s *AuditSealer) recompute(ctx context.Context, tx pgx.Tx, due map[string]*
 		}
 	}
 	if err := rows.Err(); err != nil {
-		return fmt.Errorf("recompute seals since checkpoints: %w", err)
+		return 0, fmt.Errorf("recompute seals since checkpoints: %w", err)
 	}
 	for i, sp := range spans {
 		if reached[i] > sp.from {
@@ -661,7 +672,7 @@ func (s *AuditSealer) recompute(ctx context.Context, tx pgx.Tx, due map[string]*
 		switch {
 		case bad[i] != 0:
 			delete(due, sp.key)
-			s.withheld.Add(1)
+			withheld++
 			s.DB.log.ErrorContext(ctx, "audit sealer: a seal since the last checkpoint signed of a chain does not recompute from its event (the event edited or gone, or the seal forged): not signed; verify the chain",
 				"chain", sp.key, "checkpoint_position", sp.last, "position", sp.h.position, "head_position", sp.h.startPos,
 				"first_bad_position", bad[i])
@@ -669,7 +680,7 @@ func (s *AuditSealer) recompute(ctx context.Context, tx pgx.Tx, due map[string]*
 			delete(due, sp.key) // its share of the budget ran out: a later round
 		}
 	}
-	return nil
+	return withheld, nil
 }
 
 // rememberVerified records that the seals of chain up to v recompute.
@@ -832,10 +843,10 @@ type storedCheckpoint struct {
 	signedAt       pgtype.Timestamptz
 }
 
-// reportBlocked logs at ERROR and counts (BlockedCheckpoints) each
-// checkpoint of w that was not stored because the row already at its key is
-// not a checkpoint of the same head signed by the sealer's key, and returns
-// their chains. A row that is one (the head signed before, by this sealer or
+// reportBlocked logs at ERROR each checkpoint of w that was not stored
+// because the row already at its key is not a checkpoint of the same head
+// signed by the sealer's key, and returns their chains (the caller counts
+// them in BlockedCheckpoints, once its outcome is final). A row that is one (the head signed before, by this sealer or
 // another instance) stands for it: not reported.
 func (s *AuditSealer) reportBlocked(ctx context.Context, w *sealWrites) map[string]bool {
 	if len(w.inWay) == 0 {
@@ -850,7 +861,6 @@ func (s *AuditSealer) reportBlocked(ctx context.Context, w *sealWrites) map[stri
 			continue
 		}
 		blocked[chain] = true
-		s.blocked.Add(1)
 		s.DB.log.ErrorContext(ctx, "audit sealer: the row of audit_checkpoints at the key of a checkpoint signed is not the checkpoint signed (inserted there by someone with write access to the database): the checkpoint is not stored; verify the chain",
 			"chain", chain, "position", pos, "key_id", cp.KeyID, "row_visible", r.signedAt.Valid,
 			"row_head_hash", hex.EncodeToString(r.hash), "head_hash", hex.EncodeToString(hash))
@@ -977,6 +987,10 @@ func (s *AuditSealer) Checkpoint(ctx context.Context, chainKey string) (*AuditCh
 	}
 	var out *AuditCheckpoint
 	var w *sealWrites
+	// withheld and blocked are the refusals, counted once (Checkpoint runs
+	// its transaction once).
+	var withheld int
+	var blocked bool
 	err := pgx.BeginFunc(ctx, s.DB.Pool, func(tx pgx.Tx) error {
 		// Waits for a round in progress. Without the row nothing is locked,
 		// and a checkpoint signed then is ordered with no round: refused.
@@ -1002,7 +1016,7 @@ func (s *AuditSealer) Checkpoint(ctx context.Context, chainKey string) (*AuditCh
 		}
 		h.startPos, h.startHash = h.position, h.hash
 		due := map[string]*chainHead{chainKey: h}
-		if err := s.withhold(ctx, tx, due, 0); err != nil {
+		if withheld, err = s.withhold(ctx, tx, due, 0); err != nil {
 			return err
 		}
 		if due[chainKey] == nil {
@@ -1014,7 +1028,7 @@ func (s *AuditSealer) Checkpoint(ctx context.Context, chainKey string) (*AuditCh
 		if err := w.send(ctx, tx); err != nil {
 			return err
 		}
-		if s.reportBlocked(ctx, w)[chainKey] {
+		if blocked = s.reportBlocked(ctx, w)[chainKey]; blocked {
 			return fmt.Errorf("the row of audit_checkpoints at chain %s, position %d and key %s is not the checkpoint signed "+
 				"(inserted there by someone with write access to the database): not stored; verify the chain",
 				chainKey, h.position, w.checkpoints.keyID[0])
@@ -1023,6 +1037,10 @@ func (s *AuditSealer) Checkpoint(ctx context.Context, chainKey string) (*AuditCh
 			WHERE chain_key = $1 AND position = $2 AND key_id = $3`, chainKey, h.position, w.checkpoints.keyID[0]))
 		return err
 	})
+	s.withheld.Add(uint64(withheld))
+	if blocked {
+		s.blocked.Add(1)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("audit checkpoint: %w", err)
 	}

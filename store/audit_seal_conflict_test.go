@@ -183,3 +183,67 @@ func (s *extendSetup) checkLoggedUnverified(t *testing.T, pos int64) {
 	}
 	t.Errorf("no ERROR line about the row of chain %s at position %d that does not verify:\n%s", s.ws, pos, s.log)
 }
+
+// Found in review (2026-12-05): a round counted the checkpoints it withheld
+// and those a row in the way blocked while its transaction was under way, so
+// a round that then failed (here its commit refused), and that Run runs
+// again, counted them twice, and the alerts read two incidents for one.
+// A round now counts them once it committed.
+func TestSealerCountsARoundOnceItCommitted(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name string
+		// tamper makes the next round withhold or block the chain's
+		// checkpoint.
+		tamper func(t *testing.T, s *extendSetup)
+		// count is the counter the round moves.
+		count func(*store.AuditSealer) uint64
+	}{
+		{"withheld", func(t *testing.T, s *extendSetup) {
+			tamperer{s.f.superuser()}.run(t, tamperStmt{`UPDATE audit_seals SET hash = sha256(hash) WHERE chain_key = $1 AND position = 6`, []any{s.ws}})
+		}, (*store.AuditSealer).WithheldCheckpoints},
+		{"blocked", func(t *testing.T, s *extendSetup) {
+			hash := sha256.Sum256([]byte("a head the chain never had"))
+			s.forgeCheckpoint(t, 7, hash[:])
+		}, (*store.AuditSealer).BlockedCheckpoints},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			s := setupExtend(t) // a checkpoint at 5
+			s.f.append(ctx, auditWsEvent(s.ws, s.owner, "task.created", "6", nil), nil)
+			s.f.append(ctx, auditWsEvent(s.ws, s.owner, "task.created", "7", nil), nil)
+			s.f.ownedWorkspace(2)                                // another chain the round's sweep signs
+			storetest.SealAll(t, &store.AuditSealer{DB: s.f.db}) // head at 7, no checkpoint
+			c.tamper(t, s)
+			// The round's commit fails: a deferred trigger refuses the
+			// checkpoint it stores of the other chain. (Its sweep reads
+			// both chains: no event needs to be visible to it.)
+			su := s.f.superuser()
+			for _, sql := range []string{
+				`CREATE FUNCTION refuse_commit() RETURNS trigger LANGUAGE plpgsql AS $$BEGIN RAISE EXCEPTION 'commit refused'; END$$`,
+				`CREATE CONSTRAINT TRIGGER refuse_commit AFTER INSERT ON audit_checkpoints
+					DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION refuse_commit()`,
+			} {
+				if _, err := su.Exec(ctx, sql); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if _, err := s.sealer.Round(ctx); err == nil || !strings.Contains(err.Error(), "commit refused") {
+				t.Fatalf("round with its commit refused: %v", err)
+			}
+			if n := c.count(s.sealer); n != 0 {
+				t.Errorf("counted %d after a round that did not commit, want 0", n)
+			}
+			if _, err := su.Exec(ctx, `DROP TRIGGER refuse_commit ON audit_checkpoints`); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.sealer.Round(ctx); err != nil { // run again
+				t.Fatal(err)
+			}
+			if n := c.count(s.sealer); n != 1 {
+				t.Errorf("counted %d after the round ran again and committed, want 1", n)
+			}
+		})
+	}
+}
