@@ -3065,7 +3065,7 @@ type Query {
   kept, also proves that the log still extends it.
   """
   verifyAuditLog(workspaceId: ID!, checkpoint: AuditCheckpointInput): AuditVerification!
-  "The newest signed checkpoint of the workspace's audit hash chain (OWNER and ADMIN); null before the first."
+  "The newest checkpoint of the workspace's audit hash chain whose signature verifies with a key of auditSigningKeys (OWNER and ADMIN); null before the first."
   auditCheckpoint(workspaceId: ID!): AuditCheckpoint
   "The public keys that verify audit checkpoints, the current one first. Anyone may read them."
   auditSigningKeys: [AuditSigningKey!]!

@@ -31,15 +31,6 @@ type Resolver struct {
 	Blobs *blobs.Store
 }
 
-// currentAuditKey returns the key that signs new checkpoints, the first of
-// AuditKeys, or nil when there is none.
-func (r *Resolver) currentAuditKey() ed25519.PublicKey {
-	if len(r.AuditKeys) == 0 {
-		return nil
-	}
-	return r.AuditKeys[0]
-}
-
 // errNoBlobStore answers what needs a blob store when there is none: a
 // handler built without one, which a server never is.
 var errNoBlobStore = errs.Errorf(errs.CodeInternal, "this server keeps no attachments")

@@ -265,7 +265,7 @@ func (r *queryResolver) VerifyAuditLog(ctx context.Context, workspaceID string, 
 
 // AuditCheckpoint is the resolver for the auditCheckpoint field.
 func (r *queryResolver) AuditCheckpoint(ctx context.Context, workspaceID string) (*store.AuditCheckpoint, error) {
-	return r.DB.AuditCheckpoint(ctx, auth.UserFrom(ctx), workspaceID, r.currentAuditKey())
+	return r.DB.AuditCheckpoint(ctx, auth.UserFrom(ctx), workspaceID, r.AuditKeys)
 }
 
 // AuditSigningKeys is the resolver for the auditSigningKeys field.

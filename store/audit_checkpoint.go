@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -72,53 +73,69 @@ func checkpointOfRow(chain string, position int64, hash []byte, signedAt time.Ti
 }
 
 // AuditCheckpoint returns the newest checkpoint of the workspace's chain
-// whose signature verifies with pub, the server's current key
+// whose signature verifies with one of keys, the keys the server trusts
 // (LatestAuditCheckpoint), or nil when there is none. It returns
 // UNAUTHENTICATED for no user, NOT_FOUND if the workspace does not exist or
 // user is not a member, and FORBIDDEN for a MEMBER or VIEWER.
-func (db *DB) AuditCheckpoint(ctx context.Context, user *User, workspaceID string, pub ed25519.PublicKey) (*AuditCheckpoint, error) {
+func (db *DB) AuditCheckpoint(ctx context.Context, user *User, workspaceID string, keys []ed25519.PublicKey) (*AuditCheckpoint, error) {
 	if err := db.requireAuditReader(ctx, workspaceID, user); err != nil {
 		return nil, err
 	}
 	// The chain key is the id's canonical text; the access check took any
 	// spelling of it.
-	return db.LatestAuditCheckpoint(ctx, mustCanonical(workspaceID), pub)
+	return db.LatestAuditCheckpoint(ctx, mustCanonical(workspaceID), keys)
 }
 
+// maxCheckpointsTried is the most rows of audit_checkpoints one
+// LatestAuditCheckpoint reads, newest first, looking for one that verifies:
+// a chain keeps a row for every head the sealer signed, and the rows below
+// the first that verifies are never read.
+const maxCheckpointsTried = 64
+
 // LatestAuditCheckpoint returns the newest checkpoint of the chain chainKey
-// signed by pub (the server's current key), or nil when there is none or pub
-// is nil. A row of audit_checkpoints that names pub's key id but whose
-// signature does not verify with it, or whose public key is another (a row
-// inserted by someone with write access to the database), is skipped,
-// logged at ERROR and counted (UnverifiedCheckpoints), at each read; a row
-// of another key (one the server no longer signs with) is skipped without a
-// word. It is one query: its rows are read newest first until one verifies.
-// It returns the query's error, wrapped.
-func (db *DB) LatestAuditCheckpoint(ctx context.Context, chainKey string, pub ed25519.PublicKey) (*AuditCheckpoint, error) {
-	if len(pub) != ed25519.PublicKeySize {
+// signed by one of keys (the keys the server trusts, as verifyAuditLog
+// does: the one it signs with first), or nil when there is none among the
+// newest maxCheckpointsTried rows of those keys' ids, or keys is empty. A
+// row that names a key's id but whose signature does not verify with it,
+// or whose public key is another (a row inserted by someone with write
+// access to the database), is skipped, logged at ERROR and counted
+// (UnverifiedCheckpoints), at each read; a row of another key (one the
+// server no longer trusts, after a rotation) is skipped without a word. It
+// is one query. It returns the query's error, wrapped.
+func (db *DB) LatestAuditCheckpoint(ctx context.Context, chainKey string, keys []ed25519.PublicKey) (*AuditCheckpoint, error) {
+	byID := make(map[string]ed25519.PublicKey, len(keys))
+	ids := make([]string, 0, len(keys))
+	for _, k := range keys {
+		if len(k) == ed25519.PublicKeySize {
+			byID[audit.KeyID(k)] = k
+			ids = append(ids, audit.KeyID(k))
+		}
+	}
+	if len(ids) == 0 {
 		return nil, nil
 	}
 	rows, err := db.q(ctx).Query(ctx, `SELECT `+auditCheckpointColumns+` FROM audit_checkpoints
-		WHERE chain_key = $1 AND key_id = $2 ORDER BY position DESC, signed_at DESC`, chainKey, audit.KeyID(pub))
+		WHERE chain_key = $1 AND key_id = ANY($2::text[]) ORDER BY position DESC, signed_at DESC LIMIT `+
+		strconv.Itoa(maxCheckpointsTried), chainKey, ids)
 	if err != nil {
 		return nil, fmt.Errorf("audit checkpoint: %w", err)
 	}
 	defer rows.Close()
-	encoded := audit.EncodePublicKey(pub)
 	for rows.Next() {
 		cp, err := scanAuditCheckpoint(rows)
 		if err != nil {
 			return nil, fmt.Errorf("audit checkpoint: %w", err)
 		}
+		pub := byID[cp.KeyID]
 		verr := cp.Verify(pub)
-		if verr == nil && cp.PublicKey == encoded {
+		if verr == nil && cp.PublicKey == audit.EncodePublicKey(pub) {
 			return cp, nil
 		}
 		if verr == nil {
 			verr = errors.New("the row's public key is not the key its key id names")
 		}
 		db.unverifiedCheckpoints.Add(1)
-		db.log.ErrorContext(ctx, "audit checkpoint: a row of audit_checkpoints with the server's key id does not verify with its key (inserted by someone with write access to the database): not answered; verify the chain",
+		db.log.ErrorContext(ctx, "audit checkpoint: a row of audit_checkpoints with the id of a key the server trusts does not verify with that key (inserted by someone with write access to the database): not answered; verify the chain",
 			"chain", chainKey, "position", cp.Position, "key_id", cp.KeyID, "reason", verr.Error())
 	}
 	if err := rows.Err(); err != nil {

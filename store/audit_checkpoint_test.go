@@ -24,7 +24,7 @@ func TestAuditCheckpointOfAnIDInUpperCase(t *testing.T) {
 	if err != nil || kept == nil {
 		t.Fatalf("checkpoint: %+v, %v", kept, err)
 	}
-	cp, err := f.db.AuditCheckpoint(ctx, owner, strings.ToUpper(ws), key.Public().(ed25519.PublicKey))
+	cp, err := f.db.AuditCheckpoint(ctx, owner, strings.ToUpper(ws), []ed25519.PublicKey{key.Public().(ed25519.PublicKey)})
 	if err != nil || cp == nil || cp.Position != kept.Position || cp.ChainKey != ws {
 		t.Fatalf("auditCheckpoint(%s) = %+v, %v; want the checkpoint at %d", strings.ToUpper(ws), cp, err, kept.Position)
 	}

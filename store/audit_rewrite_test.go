@@ -107,7 +107,7 @@ func TestSealerSignsOnlyAHeadItsSealVouchesFor(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cp, err := f.db.LatestAuditCheckpoint(ctx, ws, pub); err != nil {
+	if cp, err := f.db.LatestAuditCheckpoint(ctx, ws, []ed25519.PublicKey{pub}); err != nil {
 		t.Fatal(err)
 	} else if cp != nil {
 		t.Errorf("the sweep signed a forged head (%d checkpoints): position %d, hash %s, %v (verifies: %v)",

@@ -625,13 +625,14 @@ var recomputeSQL = `SELECT u.i, coalesce(a.events, 0), ` + sealedEventColumns + 
 	ORDER BY u.i, s.position`
 
 // recompute takes out of due each chain of spans where a seal after from up
-// to to does not recompute from its event with the hashing verification
-// uses (sealedEvent.recomputes), and logs it at ERROR and returns how many
-// it took out so (counted in WithheldCheckpoints by withhold's caller): a checkpoint vouches for a log that verifies. A
-// seal at or below the chain's retention anchor whose event is gone is taken
-// as dropped by retention (verification tells which are). It records how
-// far each chain recomputes (verified), and takes out of due without a word
-// a chain that it did not read to its head (to is before it: the budget).
+// to to does not recompute from its event with the hashing verification uses
+// (sealedEvent.recomputes), and logs it at ERROR and returns how many it
+// took out so (counted in WithheldCheckpoints by withhold's caller): a
+// checkpoint vouches for a log that verifies. A seal at or below the chain's
+// retention anchor whose event is gone is taken as dropped by retention
+// (verification tells which are). It records how far each chain recomputes
+// (verified), and takes out of due without a word a chain that it did not
+// read to its head (to is before it: the budget).
 func (s *AuditSealer) recompute(ctx context.Context, tx pgx.Tx, due map[string]*chainHead, spans []span) (withheld int, err error) {
 	n := len(spans)
 	if n == 0 {
@@ -846,8 +847,9 @@ type storedCheckpoint struct {
 // reportBlocked logs at ERROR each checkpoint of w that was not stored
 // because the row already at its key is not a checkpoint of the same head
 // signed by the sealer's key, and returns their chains (the caller counts
-// them in BlockedCheckpoints, once its outcome is final). A row that is one (the head signed before, by this sealer or
-// another instance) stands for it: not reported.
+// them in BlockedCheckpoints, once its outcome is final). A row that is one
+// (the head signed before, by this sealer or another instance) stands for
+// it: not reported.
 func (s *AuditSealer) reportBlocked(ctx context.Context, w *sealWrites) map[string]bool {
 	if len(w.inWay) == 0 {
 		return nil

@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"crypto/ed25519"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
@@ -81,7 +82,7 @@ func TestSealerReportsARowInTheWayOfItsCheckpoint(t *testing.T) {
 				s.f.append(ctx, auditWsEvent(s.ws, s.owner, "task.created", "more", nil), nil)
 				storetest.SealAll(t, sealer)
 				want := int64(8 + i)
-				cp, err := s.f.db.LatestAuditCheckpoint(ctx, s.ws, s.keys[0])
+				cp, err := s.f.db.LatestAuditCheckpoint(ctx, s.ws, s.keys[:1])
 				if err != nil || cp == nil || cp.Position != want || cp.Verify(s.keys[0]) != nil {
 					t.Fatalf("sealer %d: checkpoint %+v, %v; want a genuine one of position %d", i, cp, err, want)
 				}
@@ -150,7 +151,7 @@ func TestAuditCheckpointAnswersTheNewestThatVerifies(t *testing.T) {
 		t.Fatal(err)
 	}
 	db := s.sealer.DB // the setup's log
-	cp, err := db.AuditCheckpoint(ctx, s.owner, s.ws, s.keys[0])
+	cp, err := db.AuditCheckpoint(ctx, s.owner, s.ws, s.keys[:1])
 	if err != nil || cp == nil || cp.Position != 5 || cp.Verify(s.keys[0]) != nil {
 		var pos int64
 		if cp != nil {
@@ -166,6 +167,13 @@ func TestAuditCheckpointAnswersTheNewestThatVerifies(t *testing.T) {
 		t.Errorf("UnverifiedCheckpoints = %d, want 1 (the row at 6; the other key's at 7 is not counted)", n)
 	}
 	s.checkLoggedUnverified(t, 6)
+	// With the other key trusted too (a server that lists both), its
+	// genuine checkpoint at 7 is the newest that verifies.
+	otherPub := other.Public().(ed25519.PublicKey)
+	cp, err = db.AuditCheckpoint(ctx, s.owner, s.ws, []ed25519.PublicKey{s.keys[0], otherPub})
+	if err != nil || cp == nil || cp.Position != 7 || cp.Verify(otherPub) != nil {
+		t.Errorf("auditCheckpoint with both keys trusted = %+v, %v; want the other key's at 7", cp, err)
+	}
 }
 
 // checkLoggedUnverified fails the test unless the log has an ERROR line

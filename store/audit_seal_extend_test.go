@@ -85,7 +85,7 @@ func TestSealerSignsOnlyWhatExtendsItsLastCheckpoint(t *testing.T) {
 				t.Errorf("Checkpoint's error: %v", err)
 			}
 			// Other chains are sealed and signed as before.
-			if cp, err := s.f.db.LatestAuditCheckpoint(ctx, other, s.keys[0]); err != nil || cp == nil || cp.Position != 2 {
+			if cp, err := s.f.db.LatestAuditCheckpoint(ctx, other, s.keys[:1]); err != nil || cp == nil || cp.Position != 2 {
 				t.Errorf("another chain's checkpoint: %+v, %v; want position 2", cp, err)
 			}
 			if n := sealer.WithheldCheckpoints(); n < 2 {
@@ -178,7 +178,7 @@ func TestSealerSignsAnIntactChainAfterItsLastCheckpoint(t *testing.T) {
 		s.f.append(ctx, auditWsEvent(s.ws, s.owner, "task.created", "more", nil), nil)
 		storetest.SealAll(t, sealer)
 		want := int64(7 + 2*i)
-		if cp, err := s.f.db.LatestAuditCheckpoint(ctx, s.ws, s.keys[0]); err != nil || cp == nil || cp.Position != want {
+		if cp, err := s.f.db.LatestAuditCheckpoint(ctx, s.ws, s.keys[:1]); err != nil || cp == nil || cp.Position != want {
 			t.Fatalf("round %d: checkpoint %+v, %v; want position %d", i, cp, err, want)
 		}
 		if cp, err := sealer.Checkpoint(ctx, s.ws); err != nil || cp == nil || cp.Position != want {
@@ -308,7 +308,7 @@ func (s *extendSetup) resealFrom(from int) []tamperStmt {
 func (s *extendSetup) checkNothingSignedPast(t *testing.T, pos int64) {
 	t.Helper()
 	ctx := context.Background()
-	cp, err := s.f.db.LatestAuditCheckpoint(ctx, s.ws, s.keys[0])
+	cp, err := s.f.db.LatestAuditCheckpoint(ctx, s.ws, s.keys[:1])
 	if err != nil {
 		t.Fatal(err)
 	}

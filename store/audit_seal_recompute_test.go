@@ -115,7 +115,7 @@ func TestSealerChecksAFarChainInShares(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				cp, err := f.db.LatestAuditCheckpoint(ctx, "anonymous", sealer.Key.Public().(ed25519.PublicKey))
+				cp, err := f.db.LatestAuditCheckpoint(ctx, "anonymous", []ed25519.PublicKey{sealer.Key.Public().(ed25519.PublicKey)})
 				if err != nil {
 					t.Fatal(err)
 				}

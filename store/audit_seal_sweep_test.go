@@ -61,13 +61,13 @@ func TestSweepGoesPastChainsItWithholds(t *testing.T) {
 		}
 	}
 	for _, chain := range quiet {
-		if cp, err := f.db.LatestAuditCheckpoint(ctx, chain, sealer.Key.Public().(ed25519.PublicKey)); err != nil || cp == nil {
+		if cp, err := f.db.LatestAuditCheckpoint(ctx, chain, []ed25519.PublicKey{sealer.Key.Public().(ed25519.PublicKey)}); err != nil || cp == nil {
 			t.Errorf("quiet chain %s after three sweeps of two chains: checkpoint %+v, %v; withheld %d times",
 				chain, cp, err, sealer.WithheldCheckpoints())
 		}
 	}
 	for _, chain := range tampered {
-		if cp, err := f.db.LatestAuditCheckpoint(ctx, chain, sealer.Key.Public().(ed25519.PublicKey)); err != nil || cp == nil || cp.Position != 2 {
+		if cp, err := f.db.LatestAuditCheckpoint(ctx, chain, []ed25519.PublicKey{sealer.Key.Public().(ed25519.PublicKey)}); err != nil || cp == nil || cp.Position != 2 {
 			t.Errorf("tampered chain %s: checkpoint %+v, %v; want the one of position 2", chain, cp, err)
 		}
 	}

@@ -405,7 +405,7 @@ func TestSealerSignsCheckpoints(t *testing.T) {
 	key := audit.GenerateSigningKey()
 	pub := key.Public().(ed25519.PublicKey)
 	hourly := &store.AuditSealer{DB: f.db, Key: key, CheckpointEvery: time.Hour}
-	if cp, err := f.db.LatestAuditCheckpoint(ctx, ws, pub); err != nil || cp != nil {
+	if cp, err := f.db.LatestAuditCheckpoint(ctx, ws, []ed25519.PublicKey{pub}); err != nil || cp != nil {
 		t.Fatalf("checkpoint of an empty chain: %+v, %v", cp, err)
 	}
 	// Two events in one transaction: one round seals both.
@@ -416,7 +416,7 @@ func TestSealerSignsCheckpoints(t *testing.T) {
 		t.Fatal(err)
 	}
 	storetest.SealAll(t, hourly)
-	cp, err := f.db.LatestAuditCheckpoint(ctx, ws, pub)
+	cp, err := f.db.LatestAuditCheckpoint(ctx, ws, []ed25519.PublicKey{pub})
 	if err != nil || cp == nil || cp.Position != 2 || cp.ChainKey != ws || cp.KeyID != audit.KeyID(pub) {
 		t.Fatalf("checkpoint = %+v, %v", cp, err)
 	}
@@ -435,7 +435,7 @@ func TestSealerSignsCheckpoints(t *testing.T) {
 	// Within the hour: sealed, not signed again.
 	f.append(ctx, auditWsEvent(ws, owner, "task.created", "3", nil), nil)
 	storetest.SealAll(t, hourly)
-	if cp, err := f.db.LatestAuditCheckpoint(ctx, ws, pub); err != nil || cp.Position != 2 {
+	if cp, err := f.db.LatestAuditCheckpoint(ctx, ws, []ed25519.PublicKey{pub}); err != nil || cp.Position != 2 {
 		t.Fatalf("signed again within the hour: %+v, %v", cp, err)
 	}
 	// A sealer due to sweep signs the quiet chain's head.
@@ -443,7 +443,7 @@ func TestSealerSignsCheckpoints(t *testing.T) {
 	if err != nil || r.Checkpoints != 1 {
 		t.Fatalf("sweep: %+v, %v", r, err)
 	}
-	if cp, err := f.db.LatestAuditCheckpoint(ctx, ws, pub); err != nil || cp.Position != 3 || cp.Verify(pub) != nil {
+	if cp, err := f.db.LatestAuditCheckpoint(ctx, ws, []ed25519.PublicKey{pub}); err != nil || cp.Position != 3 || cp.Verify(pub) != nil {
 		t.Fatalf("after the sweep: %+v, %v", cp, err)
 	}
 	// With nothing new, nothing is signed.
@@ -623,7 +623,7 @@ func TestSealerRun(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	if cp, err := f.db.LatestAuditCheckpoint(ctx, f.workspace, key.Public().(ed25519.PublicKey)); err != nil || cp == nil {
+	if cp, err := f.db.LatestAuditCheckpoint(ctx, f.workspace, []ed25519.PublicKey{key.Public().(ed25519.PublicKey)}); err != nil || cp == nil {
 		t.Fatalf("no checkpoint: %v", err)
 	}
 	cancel()
