@@ -5,7 +5,7 @@ import (
 	"crypto/ed25519"
 	"crypto/sha256"
 	"encoding/base64"
-	"encoding/json"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -40,9 +40,7 @@ func TestSealerReportsARowInTheWayOfItsCheckpoint(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
 			s := setupExtend(t) // a checkpoint at 5
-			s.f.append(ctx, auditWsEvent(s.ws, s.owner, "task.created", "6", nil), nil)
-			s.f.append(ctx, auditWsEvent(s.ws, s.owner, "task.created", "7", nil), nil)
-			storetest.SealAll(t, &store.AuditSealer{DB: s.f.db}) // head at 7, no checkpoint
+			s.sealTwoMore(t)    // head at 7, no checkpoint
 			hash := sha256.Sum256([]byte("a head the chain never had"))
 			if c.headHash {
 				var h []byte
@@ -63,7 +61,7 @@ func TestSealerReportsARowInTheWayOfItsCheckpoint(t *testing.T) {
 			if r.Checkpoints != 0 {
 				t.Errorf("the round says it stored %d checkpoints; the one it signed was not stored", r.Checkpoints)
 			}
-			s.checkLoggedBlocked(t, 7)
+			s.checkLoggedAt(t, 7, "not the checkpoint signed", "a row in the way of the checkpoint")
 			if cp, err := s.sealer.Checkpoint(ctx, s.ws); err == nil {
 				t.Errorf("Checkpoint of position 7 returned %+v (signature valid: %v), no error: the row in the way was taken for the checkpoint signed",
 					cp, cp != nil && cp.Verify(s.keys[0]) == nil)
@@ -111,20 +109,15 @@ func (s *extendSetup) forgeCheckpoint(t *testing.T, pos int64, hash []byte) {
 	}
 }
 
-// checkLoggedBlocked fails the test unless the log has an ERROR line about
-// a checkpoint of the chain at pos that was not stored.
-func (s *extendSetup) checkLoggedBlocked(t *testing.T, pos int64) {
+// checkLoggedAt fails the test unless the log has an ERROR line about the
+// chain at pos whose message says says: what names that line in the
+// failure.
+func (s *extendSetup) checkLoggedAt(t *testing.T, pos int64, says, what string) {
 	t.Helper()
-	for _, line := range strings.Split(strings.TrimSpace(s.log.String()), "\n") {
-		var l map[string]any
-		if json.Unmarshal([]byte(line), &l) != nil || l["level"] != "ERROR" || l["chain"] != s.ws {
-			continue
-		}
-		if msg, _ := l["msg"].(string); strings.Contains(msg, "not the checkpoint signed") && jsonNumber(l["position"]) == jsonNumber(float64(pos)) {
-			return
-		}
-	}
-	t.Errorf("no ERROR line about a row in the way of the checkpoint of chain %s at position %d:\n%s", s.ws, pos, s.log)
+	s.checkErrorLine(t, what+" at position "+strconv.FormatInt(pos, 10), func(l map[string]any) bool {
+		msg, _ := l["msg"].(string)
+		return strings.Contains(msg, says) && jsonNumber(l["position"]) == jsonNumber(float64(pos))
+	})
 }
 
 // Found in review (2026-12-05): auditCheckpoint answered the newest row of
@@ -132,7 +125,7 @@ func (s *extendSetup) checkLoggedBlocked(t *testing.T, pos int64) {
 // access to the database included (its signature does not verify with the
 // server's key), and a customer's verifier then failed on what the server
 // handed out. It now answers the newest checkpoint whose signature verifies
-// with the server's current key; a row with that key's id that does not
+// with a key the server trusts; a row with such a key's id that does not
 // verify is skipped, logged at ERROR and counted (UnverifiedCheckpoints). A
 // row of another key (one the server rotated away from) is skipped without
 // a word.
@@ -140,9 +133,7 @@ func TestAuditCheckpointAnswersTheNewestThatVerifies(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	s := setupExtend(t) // a checkpoint at 5
-	s.f.append(ctx, auditWsEvent(s.ws, s.owner, "task.created", "6", nil), nil)
-	s.f.append(ctx, auditWsEvent(s.ws, s.owner, "task.created", "7", nil), nil)
-	storetest.SealAll(t, &store.AuditSealer{DB: s.f.db}) // head at 7, no checkpoint
+	s.sealTwoMore(t)    // head at 7, no checkpoint
 	hash := sha256.Sum256([]byte("a head the chain never had"))
 	s.forgeCheckpoint(t, 6, hash[:])
 	// A genuine checkpoint of another key, at 7: not the server's current.
@@ -166,7 +157,7 @@ func TestAuditCheckpointAnswersTheNewestThatVerifies(t *testing.T) {
 	if n := db.UnverifiedCheckpoints(); n != 1 {
 		t.Errorf("UnverifiedCheckpoints = %d, want 1 (the row at 6; the other key's at 7 is not counted)", n)
 	}
-	s.checkLoggedUnverified(t, 6)
+	s.checkLoggedAt(t, 6, "does not verify", "the row that does not verify")
 	// With the other key trusted too (a server that lists both), its
 	// genuine checkpoint at 7 is the newest that verifies.
 	otherPub := other.Public().(ed25519.PublicKey)
@@ -174,22 +165,6 @@ func TestAuditCheckpointAnswersTheNewestThatVerifies(t *testing.T) {
 	if err != nil || cp == nil || cp.Position != 7 || cp.Verify(otherPub) != nil {
 		t.Errorf("auditCheckpoint with both keys trusted = %+v, %v; want the other key's at 7", cp, err)
 	}
-}
-
-// checkLoggedUnverified fails the test unless the log has an ERROR line
-// about a row of the chain at pos whose signature does not verify.
-func (s *extendSetup) checkLoggedUnverified(t *testing.T, pos int64) {
-	t.Helper()
-	for _, line := range strings.Split(strings.TrimSpace(s.log.String()), "\n") {
-		var l map[string]any
-		if json.Unmarshal([]byte(line), &l) != nil || l["level"] != "ERROR" || l["chain"] != s.ws {
-			continue
-		}
-		if msg, _ := l["msg"].(string); strings.Contains(msg, "does not verify") && jsonNumber(l["position"]) == jsonNumber(float64(pos)) {
-			return
-		}
-	}
-	t.Errorf("no ERROR line about the row of chain %s at position %d that does not verify:\n%s", s.ws, pos, s.log)
 }
 
 // Found in review (2026-12-05): a round counted the checkpoints it withheld
@@ -218,11 +193,9 @@ func TestSealerCountsARoundOnceItCommitted(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
-			s := setupExtend(t) // a checkpoint at 5
-			s.f.append(ctx, auditWsEvent(s.ws, s.owner, "task.created", "6", nil), nil)
-			s.f.append(ctx, auditWsEvent(s.ws, s.owner, "task.created", "7", nil), nil)
-			s.f.ownedWorkspace(2)                                // another chain the round's sweep signs
-			storetest.SealAll(t, &store.AuditSealer{DB: s.f.db}) // head at 7, no checkpoint
+			s := setupExtend(t)   // a checkpoint at 5
+			s.f.ownedWorkspace(2) // another chain the round's sweep signs
+			s.sealTwoMore(t)      // head at 7, no checkpoint
 			c.tamper(t, s)
 			// The round's commit fails: a deferred trigger refuses the
 			// checkpoint it stores of the other chain. (Its sweep reads

@@ -333,16 +333,33 @@ func (s *extendSetup) checkNothingSignedPast(t *testing.T, pos int64) {
 // chain, with its last checkpoint's position (5) and head's.
 func (s *extendSetup) checkLogged(t *testing.T, head string) {
 	t.Helper()
+	s.checkErrorLine(t, "with checkpoint_position 5 and position "+head, func(l map[string]any) bool {
+		return jsonNumber(l["checkpoint_position"]) == "5" && jsonNumber(l["position"]) == head
+	})
+}
+
+// sealTwoMore appends two events to the chain, at positions 6 and 7 past
+// setupExtend's checkpoint at 5, and seals them without a checkpoint.
+func (s *extendSetup) sealTwoMore(t *testing.T) {
+	t.Helper()
+	ctx := context.Background()
+	s.f.append(ctx, auditWsEvent(s.ws, s.owner, "task.created", "6", nil), nil)
+	s.f.append(ctx, auditWsEvent(s.ws, s.owner, "task.created", "7", nil), nil)
+	storetest.SealAll(t, &store.AuditSealer{DB: s.f.db})
+}
+
+// checkErrorLine fails the test unless the log has an ERROR line about the
+// chain that match takes (the line decoded); what says which in the
+// failure.
+func (s *extendSetup) checkErrorLine(t *testing.T, what string, match func(l map[string]any) bool) {
+	t.Helper()
 	for _, line := range strings.Split(strings.TrimSpace(s.log.String()), "\n") {
 		var l map[string]any
-		if json.Unmarshal([]byte(line), &l) != nil || l["level"] != "ERROR" || l["chain"] != s.ws {
-			continue
-		}
-		if jsonNumber(l["checkpoint_position"]) == "5" && jsonNumber(l["position"]) == head {
+		if json.Unmarshal([]byte(line), &l) == nil && l["level"] == "ERROR" && l["chain"] == s.ws && match(l) {
 			return
 		}
 	}
-	t.Errorf("no ERROR line with chain %s, checkpoint_position 5 and position %s:\n%s", s.ws, head, s.log)
+	t.Errorf("no ERROR line of chain %s %s:\n%s", s.ws, what, s.log)
 }
 
 // jsonNumber returns the text of a number decoded from JSON, or "".

@@ -42,10 +42,7 @@ func TestSealerRecomputesTheSealsSinceItsLastCheckpoint(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
 			s := setupExtend(t) // a checkpoint at 5
-			// Two events past the checkpoint, sealed without one.
-			s.f.append(ctx, auditWsEvent(s.ws, s.owner, "task.created", "6", nil), nil)
-			s.f.append(ctx, auditWsEvent(s.ws, s.owner, "task.created", "7", nil), nil)
-			storetest.SealAll(t, &store.AuditSealer{DB: s.f.db})
+			s.sealTwoMore(t)    // two events past the checkpoint, sealed without one
 			tamperer{s.f.superuser()}.run(t, c.tamper(s)...)
 			if v, err := s.f.db.VerifyAuditLog(ctx, s.owner, s.ws, nil, s.keys, nil); err != nil || v.Valid {
 				t.Fatalf("verify after the tampering: %+v, %v; want invalid", v, err)

@@ -1,8 +1,6 @@
 package store
 
 import (
-	"bufio"
-	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -15,28 +13,17 @@ import (
 // other, each with both.
 func TestEmojiVariationBasesAreUnicodes(t *testing.T) {
 	t.Parallel()
-	f, err := os.Open("testdata/emoji-variation-sequences.txt")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
 	styles := map[rune]map[rune]bool{}
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		line, _, _ := strings.Cut(sc.Text(), "#")
-		seq, _, ok := strings.Cut(line, ";")
-		if !ok {
-			continue
-		}
-		cps := strings.Fields(seq)
+	eachUnicodeDataLine(t, "emoji-variation-sequences.txt", func(fields []string, line string) {
+		cps := strings.Fields(fields[0])
 		if len(cps) != 2 {
-			t.Fatalf("not a sequence of two code points: %q", sc.Text())
+			t.Fatalf("not a sequence of two code points: %q", line)
 		}
 		var rs [2]rune
 		for i, cp := range cps {
 			n, err := strconv.ParseUint(cp, 16, 32)
 			if err != nil {
-				t.Fatalf("%q: %v", sc.Text(), err)
+				t.Fatalf("%q: %v", line, err)
 			}
 			rs[i] = rune(n)
 		}
@@ -44,10 +31,7 @@ func TestEmojiVariationBasesAreUnicodes(t *testing.T) {
 			styles[rs[0]] = map[rune]bool{}
 		}
 		styles[rs[0]][rs[1]] = true
-	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
-	}
+	})
 	if len(styles) != 371 {
 		t.Errorf("the file gives %d characters a variation, want 371 (Unicode 15.1)", len(styles))
 	}
