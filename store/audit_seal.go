@@ -161,6 +161,9 @@ type chainHead struct {
 	startHash     []byte
 	checkpointPos int64
 	checkpointAt  pgtype.Timestamptz
+	// checkpointKey is the key id of the checkpoint at checkpointPos
+	// (NULL: none, or signed before the column existed with none stored).
+	checkpointKey pgtype.Text
 	// changed marks a head to write back.
 	changed bool
 	// unvouched marks a head read from audit_chain_heads that the seal at
@@ -382,12 +385,16 @@ func (s *AuditSealer) round(ctx context.Context, budget int64, page int) (SealRo
 			}
 		}
 		due := map[string]*chainHead{}
+		var keyID string // of the checkpoints this sealer signs
+		if s.Key != nil {
+			keyID = audit.KeyID(s.Key.Public().(ed25519.PublicKey))
+		}
 		for key, h := range heads {
 			if h.unvouched && s.Key != nil {
 				s.DB.log.ErrorContext(ctx, "audit sealer: a chain's head is not its newest seal (audit_chain_heads was changed): not signed; verify the chain",
 					"chain", key, "position", h.position)
 			}
-			if s.Key != nil && !h.unvouched && h.checkpointPos < h.position &&
+			if s.Key != nil && !h.unvouched && (h.checkpointPos < h.position || h.checkpointKey.String != keyID) &&
 				(!h.checkpointAt.Valid || now.Sub(h.checkpointAt.Time) >= s.every()) {
 				due[key] = h
 			}
@@ -741,7 +748,7 @@ func (s *AuditSealer) readHeads(ctx context.Context, tx pgx.Tx, events []SpineEv
 		return heads, nil
 	}
 	rows, err := tx.Query(ctx, `SELECT chain_key, head_hash, event_id::text, event_at, events, checkpoint_position, checkpoint_at,
-		NOT `+headVouchedSQL+` FROM audit_chain_heads h WHERE chain_key = ANY($1::text[])`, keys)
+		checkpoint_key_id, NOT `+headVouchedSQL+` FROM audit_chain_heads h WHERE chain_key = ANY($1::text[])`, keys)
 	if err != nil {
 		return nil, fmt.Errorf("read chain heads: %w", err)
 	}
@@ -749,7 +756,7 @@ func (s *AuditSealer) readHeads(ctx context.Context, tx pgx.Tx, events []SpineEv
 	for rows.Next() {
 		var key string
 		var h chainHead
-		if err := rows.Scan(&key, &h.hash, &h.eventID, &h.eventAt, &h.position, &h.checkpointPos, &h.checkpointAt, &h.unvouched); err != nil {
+		if err := rows.Scan(&key, &h.hash, &h.eventID, &h.eventAt, &h.position, &h.checkpointPos, &h.checkpointAt, &h.checkpointKey, &h.unvouched); err != nil {
 			return nil, fmt.Errorf("read chain heads: %w", err)
 		}
 		h.startPos, h.startHash = h.position, h.hash
@@ -769,11 +776,19 @@ func (s *AuditSealer) readHeads(ctx context.Context, tx pgx.Tx, events []SpineEv
 // chain withheld at every sweep (it stays due) does not keep the chains
 // after it from being swept. It returns the key to sweep after next time.
 // A head its seal does not vouch for (headVouchedSQL) is not read: it is
-// never signed, and must not take the place of one that is.
+// never signed, and must not take the place of one that is. A chain whose
+// last checkpoint another key signed (after a key rotation) is due too,
+// quiet or not: its head is signed again with the sealer's key. (Another
+// key is written as two ranges and NULL, which audit_heads_key_idx serves,
+// not IS DISTINCT FROM, which no index does: migration 0021.)
 func (s *AuditSealer) sweep(ctx context.Context, tx pgx.Tx, heads map[string]*chainHead, now time.Time, page int) (string, error) {
-	rows, err := tx.Query(ctx, `SELECT chain_key, head_hash, event_id::text, event_at, events, checkpoint_position, checkpoint_at
-		FROM audit_chain_heads h WHERE checkpoint_position < events AND (checkpoint_at IS NULL OR checkpoint_at <= $1)
-		AND chain_key > $2 AND `+headVouchedSQL+` ORDER BY chain_key LIMIT `+fmt.Sprint(page), now.Add(-s.every()), s.sweepAfter)
+	rows, err := tx.Query(ctx, `SELECT chain_key, head_hash, event_id::text, event_at, events, checkpoint_position, checkpoint_at,
+			checkpoint_key_id
+		FROM audit_chain_heads h WHERE (checkpoint_position < events
+			OR checkpoint_key_id < $3 OR checkpoint_key_id > $3 OR checkpoint_key_id IS NULL)
+		AND (checkpoint_at IS NULL OR checkpoint_at <= $1)
+		AND chain_key > $2 AND `+headVouchedSQL+` ORDER BY chain_key LIMIT `+fmt.Sprint(page),
+		now.Add(-s.every()), s.sweepAfter, audit.KeyID(s.Key.Public().(ed25519.PublicKey)))
 	if err != nil {
 		return "", fmt.Errorf("checkpoint sweep: %w", err)
 	}
@@ -783,7 +798,7 @@ func (s *AuditSealer) sweep(ctx context.Context, tx pgx.Tx, heads map[string]*ch
 	for rows.Next() {
 		var key string
 		h := &chainHead{}
-		if err := rows.Scan(&key, &h.hash, &h.eventID, &h.eventAt, &h.position, &h.checkpointPos, &h.checkpointAt); err != nil {
+		if err := rows.Scan(&key, &h.hash, &h.eventID, &h.eventAt, &h.position, &h.checkpointPos, &h.checkpointAt, &h.checkpointKey); err != nil {
 			return "", fmt.Errorf("checkpoint sweep: %w", err)
 		}
 		h.startPos, h.startHash = h.position, h.hash
@@ -816,6 +831,7 @@ type sealWrites struct {
 		at             []time.Time
 		position, cpos []int64
 		cat            []pgtype.Timestamptz
+		ckey           []pgtype.Text
 	}
 	checkpoints struct {
 		chain, keyID   []string
@@ -825,9 +841,9 @@ type sealWrites struct {
 	}
 	// marks are the checkpoints of heads whose seals did not move (swept).
 	marks struct {
-		key      []string
-		position []int64
-		at       []time.Time
+		key, keyID []string
+		position   []int64
+		at         []time.Time
 	}
 	cursor *SpineCursor
 	// inWay are the rows of audit_checkpoints that held the key of a
@@ -889,6 +905,7 @@ func (w *sealWrites) head(key string, h *chainHead) {
 	w.heads.position = append(w.heads.position, h.position)
 	w.heads.cpos = append(w.heads.cpos, h.checkpointPos)
 	w.heads.cat = append(w.heads.cat, h.checkpointAt)
+	w.heads.ckey = append(w.heads.ckey, h.checkpointKey)
 }
 
 // checkpoint signs the head h of chain key at now, adds the checkpoint and
@@ -904,8 +921,10 @@ func (w *sealWrites) checkpoint(key ed25519.PrivateKey, chain string, h *chainHe
 	w.checkpoints.pub = append(w.checkpoints.pub, key.Public().(ed25519.PublicKey))
 	w.checkpoints.sig = append(w.checkpoints.sig, sig)
 	h.checkpointPos, h.checkpointAt = h.position, pgtype.Timestamptz{Time: now, Valid: true}
+	h.checkpointKey = pgtype.Text{String: cp.KeyID, Valid: true}
 	if !h.changed {
 		w.marks.key = append(w.marks.key, chain)
+		w.marks.keyID = append(w.marks.keyID, cp.KeyID)
 		w.marks.position = append(w.marks.position, h.position)
 		w.marks.at = append(w.marks.at, now)
 	}
@@ -921,13 +940,15 @@ func (w *sealWrites) send(ctx context.Context, tx pgx.Tx) error {
 			w.seals.chain, w.seals.position, w.seals.event, w.seals.at, w.seals.prevHash, w.seals.hash, w.sealedAt)
 	}
 	if len(w.heads.key) > 0 {
-		b.Queue(`INSERT INTO audit_chain_heads (chain_key, head_hash, event_id, event_at, events, checkpoint_position, checkpoint_at)
-			SELECT k, h, e::uuid, a, p, cp, ca FROM unnest($1::text[], $2::bytea[], $3::text[], $4::timestamptz[],
-				$5::bigint[], $6::bigint[], $7::timestamptz[]) AS u(k, h, e, a, p, cp, ca)
+		b.Queue(`INSERT INTO audit_chain_heads (chain_key, head_hash, event_id, event_at, events, checkpoint_position, checkpoint_at,
+				checkpoint_key_id)
+			SELECT k, h, e::uuid, a, p, cp, ca, ck FROM unnest($1::text[], $2::bytea[], $3::text[], $4::timestamptz[],
+				$5::bigint[], $6::bigint[], $7::timestamptz[], $8::text[]) AS u(k, h, e, a, p, cp, ca, ck)
 			ON CONFLICT (chain_key) DO UPDATE SET head_hash = excluded.head_hash, event_id = excluded.event_id,
 				event_at = excluded.event_at, events = excluded.events,
-				checkpoint_position = excluded.checkpoint_position, checkpoint_at = excluded.checkpoint_at`,
-			w.heads.key, w.heads.hash, w.heads.eventID, w.heads.at, w.heads.position, w.heads.cpos, w.heads.cat)
+				checkpoint_position = excluded.checkpoint_position, checkpoint_at = excluded.checkpoint_at,
+				checkpoint_key_id = excluded.checkpoint_key_id`,
+			w.heads.key, w.heads.hash, w.heads.eventID, w.heads.at, w.heads.position, w.heads.cpos, w.heads.cat, w.heads.ckey)
 	}
 	if len(w.checkpoints.chain) > 0 {
 		// The rows that held a checkpoint's key before: the main query does
@@ -956,10 +977,13 @@ func (w *sealWrites) send(ctx context.Context, tx pgx.Tx) error {
 		})
 	}
 	if len(w.marks.key) > 0 {
-		b.Queue(`UPDATE audit_chain_heads h SET checkpoint_position = u.p, checkpoint_at = u.a
-			FROM unnest($1::text[], $2::bigint[], $3::timestamptz[]) AS u(k, p, a)
-			WHERE h.chain_key = u.k AND h.checkpoint_position < u.p`,
-			w.marks.key, w.marks.position, w.marks.at)
+		// A checkpoint of the position already marked is marked when
+		// another key signed that one (a sweep after a key rotation).
+		b.Queue(`UPDATE audit_chain_heads h SET checkpoint_position = u.p, checkpoint_at = u.a, checkpoint_key_id = u.kid
+			FROM unnest($1::text[], $2::bigint[], $3::timestamptz[], $4::text[]) AS u(k, p, a, kid)
+			WHERE h.chain_key = u.k AND (h.checkpoint_position < u.p
+				OR h.checkpoint_position = u.p AND h.checkpoint_key_id IS DISTINCT FROM u.kid)`,
+			w.marks.key, w.marks.position, w.marks.at, w.marks.keyID)
 	}
 	if w.cursor != nil {
 		b.Queue(`UPDATE audit_seal_cursor SET tx_id = $1, seq = $2, moved_at = now() WHERE id = 1`, w.cursor.TxID, w.cursor.Seq)

@@ -72,3 +72,43 @@ func TestSweepGoesPastChainsItWithholds(t *testing.T) {
 		}
 	}
 }
+
+// Found in review (2026-12-05): auditCheckpoint answers only checkpoints of
+// the keys the server trusts, and after a key rotation a chain that had its
+// head signed by the old key was never swept again (its checkpoint covered
+// its head), so a quiet workspace had no checkpoint to answer until its
+// next event. The sweep now also signs, with the sealer's key, the head of
+// a chain whose last checkpoint another key signed.
+func TestSweepSignsAgainAfterAKeyRotation(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	f := newAuditFixture(t)
+	if _, err := f.db.Pool.Exec(ctx, `INSERT INTO audit_events (id, chain_key, action, entity_type, entity_id, occurred_at, metadata)
+		SELECT gen_random_uuid(), 'quiet', 'user.login_failed', 'user', i::text, clock_timestamp(), '{}'
+		FROM generate_series(1, 3) i`); err != nil {
+		t.Fatal(err)
+	}
+	f.seal()
+	old := &store.AuditSealer{DB: f.db, Key: audit.GenerateSigningKey(), CheckpointEvery: time.Nanosecond}
+	if _, err := store.SealRoundPaged(ctx, old, 10); err != nil {
+		t.Fatal(err)
+	}
+	oldPub := old.Key.Public().(ed25519.PublicKey)
+	if cp, err := f.db.LatestAuditCheckpoint(ctx, "quiet", []ed25519.PublicKey{oldPub}); err != nil || cp == nil || cp.Position != 3 {
+		t.Fatalf("the old key's checkpoint: %+v, %v; want position 3", cp, err)
+	}
+	rotated := &store.AuditSealer{DB: f.db, Key: audit.GenerateSigningKey(), CheckpointEvery: time.Nanosecond}
+	newPub := rotated.Key.Public().(ed25519.PublicKey)
+	if _, err := store.SealRoundPaged(ctx, rotated, 10); err != nil {
+		t.Fatal(err)
+	}
+	cp, err := f.db.LatestAuditCheckpoint(ctx, "quiet", []ed25519.PublicKey{newPub})
+	if err != nil || cp == nil || cp.Position != 3 || cp.Verify(newPub) != nil {
+		t.Fatalf("after a sweep with the new key: checkpoint %+v, %v; want the head, position 3, signed by the new key", cp, err)
+	}
+	// Signed once: the next sweep has nothing to sign of it.
+	round, err := store.SealRoundPaged(ctx, rotated, 10)
+	if err != nil || round.Checkpoints != 0 {
+		t.Errorf("the sweep after: %+v, %v; want no checkpoint", round, err)
+	}
+}
