@@ -276,7 +276,9 @@ func TestCatchUpOverMaxQueryCostIsRefusedBeforeItReads(t *testing.T) {
 		t.Fatalf("%d points spent, want 1: nothing for the refused subscription", had-l)
 	}
 
-	// Priced 10, its worst case keeps it at MAX_QUERY_COST: it catches up.
+	// Priced 10, its worst case keeps it at MAX_QUERY_COST: it catches up
+	// (a task's event past the cursor).
+	e.createTask(t, "caught up")
 	s = e.OpenSSE(t, e.admin.Token, `subscription($ws: ID!, $after: String) {
 		auditEventAdded(workspaceId: $ws, after: $after) { cursor } }`, vars)
 	if ev, ok := s.Next(); !ok || ev.Event != "next" || strings.Contains(ev.Data, `"errors"`) {
