@@ -562,6 +562,57 @@ func (e *env) jobState(t *testing.T, id string) string {
 	return state
 }
 
+// The closing run's own statement failed for a reason of the moment (here a
+// trigger refuses, as Postgres refuses a deadlock's victim, the update that
+// ends the delivery FAILED twice: the last attempt's record, so that the job
+// goes on to its closing run, then that run's). The closing run returned the
+// error, and as its job had no run left River discarded it: the delivery
+// stayed PENDING until the stranded-delivery sweep, up to 5 minutes later.
+// Such a run is now snoozed, as an attempt's claim is: it runs again and
+// ends the delivery.
+func TestTransientGiveUpErrorRunsAgain(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	var hits atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		hits.Add(1)
+		w.WriteHeader(http.StatusBadGateway)
+	}))
+	t.Cleanup(srv.Close)
+	ep := e.endpoint(t, srv.URL, "webhook.pinged")
+	ctx := t.Context()
+	const refusals = 2
+	if _, err := e.db.Pool.Exec(ctx, fmt.Sprintf(`CREATE SEQUENCE end_refusals;
+		CREATE FUNCTION refuse_end() RETURNS trigger LANGUAGE plpgsql AS
+		$$BEGIN IF nextval('end_refusals') <= %d THEN
+			RAISE EXCEPTION 'deadlock detected' USING ERRCODE = 'deadlock_detected'; END IF; RETURN NEW; END$$;
+		CREATE TRIGGER refuse_end BEFORE UPDATE ON webhook_deliveries FOR EACH ROW
+		WHEN (NEW.status = 'FAILED') EXECUTE FUNCTION refuse_end()`, refusals)); err != nil {
+		t.Fatal(err)
+	}
+	id := e.pingDelivery(t, ep.Endpoint.ID)
+	e.start(t, webhook.Options{RetryBase: 100 * time.Microsecond})
+	if state := e.jobState(t, id); state != "completed" {
+		t.Errorf("the job is %s, want completed (by its closing run)", state)
+	}
+	var status store.WebhookDeliveryStatus
+	var attempts int
+	var lastErr string
+	if err := e.db.Pool.QueryRow(ctx, `SELECT status, attempts, coalesce(last_error, '') FROM webhook_deliveries WHERE id = $1`,
+		id).Scan(&status, &attempts, &lastErr); err != nil {
+		t.Fatal(err)
+	}
+	if n := hits.Load(); status != store.WebhookFailed || attempts != store.WebhookMaxAttempts || n != store.WebhookMaxAttempts {
+		t.Errorf("delivery %s after %d attempts, %d requests (%q); want FAILED after %d",
+			status, attempts, n, lastErr, store.WebhookMaxAttempts)
+	}
+	var calls int
+	if err := e.db.Pool.QueryRow(ctx, `SELECT last_value FROM end_refusals`).Scan(&calls); err != nil || calls != refusals+1 {
+		t.Errorf("updates ending the delivery: %d (%v), want %d refused, then one", calls, err, refusals)
+	}
+}
+
 // An instance dies during a delivery's last attempt: River's rescuer finds
 // its job still running and, as it had no run left, discarded it, so that
 // the delivery stayed PENDING for ever with nothing to attempt it (nor to

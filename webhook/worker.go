@@ -100,11 +100,7 @@ func (w *worker) Work(ctx context.Context, job *river.Job[store.WebhookDeliveryA
 		// claim). Snoozed, the run is not used up (River gives it back), so
 		// that the delivery still has all its attempts, the last one
 		// counted by the job's runs; after the first retry's wait.
-		if ctx.Err() == nil { // not the instance stopping
-			w.log.WarnContext(ctx, "webhook attempt's claim failed; retried without using an attempt",
-				"delivery", job.Args.DeliveryID, "err", err)
-		}
-		return river.JobSnooze(RetryWait(w.retryBase, 1, job.ID))
+		return w.snoozeAfter(ctx, job, "webhook attempt's claim failed; retried without using an attempt", err)
 	case err != nil:
 		// A failure of the claim's statement itself, which may come again:
 		// the run is used up, so that the delivery ends (its job's closing
@@ -144,6 +140,16 @@ func (w *worker) Work(ctx context.Context, job *river.Job[store.WebhookDeliveryA
 	return fmt.Errorf("webhook delivery %s: %s", a.DeliveryID, res.err)
 }
 
+// snoozeAfter snoozes the job after a failure of the moment (err, logged as
+// msg unless the instance is stopping), for the first retry's wait: River
+// gives the run back, so that it does not count.
+func (w *worker) snoozeAfter(ctx context.Context, job *river.Job[store.WebhookDeliveryArgs], msg string, err error) error {
+	if ctx.Err() == nil {
+		w.log.WarnContext(ctx, msg, "delivery", job.Args.DeliveryID, "err", err)
+	}
+	return river.JobSnooze(RetryWait(w.retryBase, 1, job.ID))
+}
+
 // snoozeWhile snoozes the job while another attempt holds its delivery (at
 // least a second).
 func snoozeWhile(held *store.WebhookInFlightError) error {
@@ -155,7 +161,8 @@ func snoozeWhile(held *store.WebhookInFlightError) error {
 // rescued the job, or recording it failed), which would otherwise stay
 // PENDING with nothing left to attempt it. It marks it FAILED, saying why;
 // while the attempt may still be in flight (its hold has not ended: an
-// instance paused, not dead), it waits for the hold to end. Nothing is sent.
+// instance paused, not dead), it waits for the hold to end, and after a
+// failure of the moment (store.Transient) it runs again. Nothing is sent.
 func (w *worker) giveUp(ctx context.Context, job *river.Job[store.WebhookDeliveryArgs]) error {
 	err := w.db.GiveUpWebhookDelivery(ctx, job.Args.DeliveryID)
 	var inFlight *store.WebhookInFlightError
@@ -164,6 +171,10 @@ func (w *worker) giveUp(ctx context.Context, job *river.Job[store.WebhookDeliver
 		return nil
 	case errors.As(err, &inFlight):
 		return snoozeWhile(inFlight)
+	case store.Transient(err):
+		// A failure of the moment: snoozed, the run is given back and made
+		// again, rather than leave the delivery PENDING until the sweep.
+		return w.snoozeAfter(ctx, job, "webhook delivery's closing run failed; run again", err)
 	case err != nil:
 		// No run is left: FailStrandedWebhookDeliveries ends it later.
 		return err
