@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -85,7 +86,27 @@ const (
 	// exists"): the client started an operation with the id of one still
 	// running on the connection.
 	CloseSubscriberExists = 4409
+	// CloseBadRequest (4400, graphql-transport-ws's "Bad request"): a message
+	// of a type or form the protocol does not have, or an operation id over
+	// maxOperationID bytes. The legacy subprotocol closes with 1002 instead.
+	CloseBadRequest = 4400
+	// CloseInitTimeout (4408, graphql-transport-ws's "Connection
+	// initialisation timeout"): no connection_init within wsInitTimeout. The
+	// legacy subprotocol closes with 1002 instead.
+	CloseInitTimeout = 4408
 )
+
+// clientMessages are the types of message a client sends: over
+// graphql-transport-ws (true) and over the legacy graphql-ws (false).
+var clientMessages = map[bool][]string{
+	true:  {"connection_init", "ping", "pong", "subscribe", "complete"},
+	false: {"connection_init", "connection_terminate", "start", "stop"},
+}
+
+// transportWS is graphql-transport-ws, the subprotocol whose close codes
+// (4400, 4401, 4408, 4429) a connection follows; the legacy graphql-ws
+// (subscriptions-transport-ws) has none of its own, and closes with 1002.
+const transportWS = "graphql-transport-ws"
 
 // StreamLimits bound the streaming transports (WebSocket and SSE) of one
 // instance.
@@ -459,6 +480,9 @@ type wsConn struct {
 	// operation refused before it ran (its deprecations: inTurn.DispatchError),
 	// which gqlgen's answer of it, errors only, lacks (fromServer adds them).
 	refused map[string]map[string]any
+	// inited is set by the client's connection_init (graphql-transport-ws):
+	// a second one closes with 4429, a subscribe before it with 4401.
+	inited bool
 }
 
 // wsRun is an operation gqlgen runs for a client (wsConn.runs).
@@ -548,16 +572,35 @@ func (c *wsConn) fromClient(data []byte) ([]byte, coderws.StatusCode, string) {
 		Type string `json:"type"`
 		ID   string `json:"id"`
 	}
-	// Decoded as gqlgen decodes it; a message gqlgen refuses ends the
-	// connection anyway.
+	// Decoded as gqlgen decodes it. A message gqlgen would refuse, not JSON
+	// or of a type the client does not send in the subprotocol, closes the
+	// connection here: gqlgen closed it with 1000 once initialised (a
+	// graphql-ws client reconnects after 1000, and would send it again).
 	if json.NewDecoder(bytes.NewReader(data)).Decode(&m) != nil {
-		return data, 0, ""
+		return nil, c.badRequest(), "Invalid message received"
+	}
+	if !slices.Contains(clientMessages[c.Subprotocol() == transportWS], m.Type) {
+		return nil, c.badRequest(), "Invalid message type"
+	}
+	if c.Subprotocol() == transportWS {
+		// What gqlgen would take for an unexpected message (1002), with
+		// graphql-transport-ws's own codes.
+		c.mu.Lock()
+		inited := c.inited
+		c.inited = inited || m.Type == "connection_init"
+		c.mu.Unlock()
+		switch {
+		case m.Type == "connection_init" && inited:
+			return nil, CloseTooManyRequests, "Too many initialisation requests"
+		case m.Type == "subscribe" && !inited:
+			return nil, CloseUnauthorized, "Unauthorized"
+		}
 	}
 	var run string
 	switch m.Type {
 	case "subscribe", "start":
 		if len(m.ID) > maxOperationID {
-			return nil, coderws.StatusProtocolError, "operation id over " + strconv.Itoa(maxOperationID) + " bytes"
+			return nil, c.badRequest(), "operation id over " + strconv.Itoa(maxOperationID) + " bytes"
 		}
 		c.mu.Lock()
 		if _, running := c.ops[m.ID]; running {
@@ -592,7 +635,7 @@ func (c *wsConn) fromClient(data []byte) ([]byte, coderws.StatusCode, string) {
 	// them): it always decodes, since m did from an object.
 	var msg map[string]json.RawMessage
 	if json.NewDecoder(bytes.NewReader(data)).Decode(&msg) != nil {
-		return nil, coderws.StatusProtocolError, "malformed message"
+		return nil, c.badRequest(), "Invalid message received"
 	}
 	for k := range msg {
 		if strings.EqualFold(k, "id") {
@@ -602,7 +645,7 @@ func (c *wsConn) fromClient(data []byte) ([]byte, coderws.StatusCode, string) {
 	msg["id"], _ = json.Marshal(run)
 	out, err := json.Marshal(msg)
 	if err != nil {
-		return nil, coderws.StatusProtocolError, "malformed message"
+		return nil, c.badRequest(), "Invalid message received"
 	}
 	return out, 0, ""
 }
@@ -717,10 +760,30 @@ func (c *wsConn) WriteJSON(v any) error {
 }
 
 // WriteClose starts the close handshake with code, unless a close started
-// already (the first code wins: 1012 at shutdown).
+// already (the first code wins: 1012 at shutdown). gqlgen closes every
+// protocol error with 1002; over graphql-transport-ws that is 4408 for the
+// wait for connection_init (gqlgen's reason "connection initialisation
+// timeout") and 4400 for the others (a message that is not JSON, or of a
+// type the protocol does not have), as the protocol says.
 func (c *wsConn) WriteClose(code int, reason string) error {
+	if coderws.StatusCode(code) == coderws.StatusProtocolError && c.Subprotocol() == transportWS {
+		if reason == "connection initialisation timeout" {
+			code, reason = CloseInitTimeout, "Connection initialisation timeout"
+		} else {
+			code = CloseBadRequest
+		}
+	}
 	c.closeWith(coderws.StatusCode(code), reason)
 	return nil
+}
+
+// badRequest is the close code of a malformed message: 4400 over
+// graphql-transport-ws, 1002 over the legacy subprotocol.
+func (c *wsConn) badRequest() coderws.StatusCode {
+	if c.Subprotocol() == transportWS {
+		return CloseBadRequest
+	}
+	return coderws.StatusProtocolError
 }
 
 // closeWith closes the connection with code and reason, once, without

@@ -758,7 +758,7 @@ func TestWSOperationIDReusedAfterComplete(t *testing.T) {
 }
 
 // An operation id is at most 93 bytes (the longest whose 4409 reason fits a
-// close frame); a longer one closes the connection with 1002.
+// close frame); a longer one closes the connection with 4400.
 func TestWSOperationIDTooLong(t *testing.T) {
 	t.Parallel()
 	e := newLiveEnv(t)
@@ -769,8 +769,65 @@ func TestWSOperationIDTooLong(t *testing.T) {
 		t.Fatalf("a 93-byte id: %s %s", m.Type, m.Payload)
 	}
 	ws.Subscribe(id+"i", `{ me { id } }`, nil)
-	if ce := wsClosed(t, ws); ce.Code != coderws.StatusProtocolError {
-		t.Fatalf("a 94-byte id: closed with %d %q, want 1002", ce.Code, ce.Reason)
+	if ce := wsClosed(t, ws); ce.Code != httpapi.CloseBadRequest {
+		t.Fatalf("a 94-byte id: closed with %d %q, want 4400", ce.Code, ce.Reason)
+	}
+}
+
+// Over graphql-transport-ws a connection closes with the protocol's codes:
+// 4400 for a message it does not have (not JSON, an unknown type, an id
+// over 93 bytes), 4429 for a second connection_init, 4401 for a subscribe
+// before connection_init, 4408 when none came within 10 s. gqlgen closed
+// each with 1002 (the first two, the last) or answered it (a second init
+// was "unexpected", 1002 too). The legacy subprotocol, which has no codes
+// of its own, keeps 1002.
+func TestWSCloseCodesFollowTheProtocol(t *testing.T) {
+	t.Parallel()
+	e := newLiveEnv(t)
+	url := e.Server.URL + "/query"
+	raw := func(ws *apitest.WS, text string) {
+		t.Helper()
+		if err := ws.Conn.Write(t.Context(), coderws.MessageText, []byte(text)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range []struct {
+		name   string
+		o      apitest.WSOptions
+		send   func(ws *apitest.WS)
+		code   coderws.StatusCode
+		reason string
+	}{
+		{"not JSON", apitest.WSOptions{}, func(ws *apitest.WS) { raw(ws, `{"type":`) }, httpapi.CloseBadRequest, "Invalid message received"},
+		{"an unknown type", apitest.WSOptions{}, func(ws *apitest.WS) { ws.Send(apitest.WSMessage{Type: "nope"}) },
+			httpapi.CloseBadRequest, "Invalid message type"},
+		{"a server's type", apitest.WSOptions{}, func(ws *apitest.WS) { ws.Send(apitest.WSMessage{Type: "next", ID: "1"}) },
+			httpapi.CloseBadRequest, "Invalid message type"},
+		{"an unknown type before connection_init", apitest.WSOptions{NoInit: true},
+			func(ws *apitest.WS) { ws.Send(apitest.WSMessage{Type: "nope"}) }, httpapi.CloseBadRequest, "Invalid message type"},
+		{"a second connection_init", apitest.WSOptions{}, func(ws *apitest.WS) { ws.Send(apitest.WSMessage{Type: "connection_init"}) },
+			httpapi.CloseTooManyRequests, "Too many initialisation requests"},
+		{"a subscribe before connection_init", apitest.WSOptions{NoInit: true},
+			func(ws *apitest.WS) { ws.Subscribe("1", `{ __typename }`, nil) }, httpapi.CloseUnauthorized, "Unauthorized"},
+		{"no connection_init within 10 s", apitest.WSOptions{NoInit: true}, func(*apitest.WS) {},
+			httpapi.CloseInitTimeout, "Connection initialisation timeout"},
+		{"legacy: an unknown type", apitest.WSOptions{Subprotocol: "graphql-ws"},
+			func(ws *apitest.WS) { ws.Send(apitest.WSMessage{Type: "nope"}) }, coderws.StatusProtocolError, "Invalid message type"},
+		{"legacy: an id over 93 bytes", apitest.WSOptions{Subprotocol: "graphql-ws"},
+			func(ws *apitest.WS) {
+				raw(ws, `{"type":"start","id":"`+strings.Repeat("i", 94)+`","payload":{"query":"{ __typename }"}}`)
+			},
+			coderws.StatusProtocolError, "operation id over 93 bytes"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			ws := apitest.DialWS(t, url, c.o)
+			c.send(ws)
+			ce := wsClosed(t, ws)
+			if ce.Code != c.code || !strings.Contains(ce.Reason, c.reason) {
+				t.Errorf("closed with %d %q, want %d %q", ce.Code, ce.Reason, c.code, c.reason)
+			}
+		})
 	}
 }
 
@@ -928,10 +985,10 @@ func TestLiveStreamPlacesGivenBack(t *testing.T) {
 	if ce := wsClosed(t, ws); ce.Code != coderws.StatusNormalClosure {
 		t.Fatalf("idle: closed with %d %q", ce.Code, ce.Reason)
 	}
-	// A protocol error: the server closes with 1002.
+	// A protocol error: the server closes with 4400.
 	ws = dialAgain(t, url, apitest.WSOptions{})
 	ws.Subscribe(strings.Repeat("i", 94), `{ __typename }`, nil)
-	if ce := wsClosed(t, ws); ce.Code != coderws.StatusProtocolError {
+	if ce := wsClosed(t, ws); ce.Code != httpapi.CloseBadRequest {
 		t.Fatalf("long id: closed with %d %q", ce.Code, ce.Reason)
 	}
 	// The client closes its connection.
