@@ -55,7 +55,9 @@ var ErrSealCursorMissing = errs.Errorf(errs.CodeInternal,
 // advanced, at most every CheckpointEvery per chain.
 type AuditSealer struct {
 	DB *DB
-	// Key signs checkpoints; nil signs none.
+	// Key signs checkpoints; nil signs none. Set it before the sealer's
+	// first round or Checkpoint and do not change it: its public key and id
+	// are computed once (signer).
 	Key ed25519.PrivateKey
 	// CheckpointEvery is the least time between two checkpoints of a chain
 	// (zero: DefaultCheckpointEvery).
@@ -68,6 +70,11 @@ type AuditSealer struct {
 	// DefaultSealGap).
 	Gap time.Duration
 
+	// signerOnce computes pub and keyID, Key's public key and its id
+	// (signer).
+	signerOnce sync.Once
+	pub        ed25519.PublicKey
+	keyID      string
 	// lastSweep is when this sealer last looked for chains whose newest
 	// seals no checkpoint covers, and sweepAfter the chain key its next
 	// sweep reads after ("": from the first).
@@ -180,6 +187,17 @@ type chainHead struct {
 // position, so a checkpoint signed of such a head names a seal that is there.
 const headVouchedSQL = `EXISTS (SELECT 1 FROM audit_seals s
 	WHERE s.chain_key = h.chain_key AND s.position = h.events AND s.hash = h.head_hash)`
+
+// signer returns the public key of Key and its id (audit.KeyID, a SHA-256
+// of it), computed at the first call: what each round compares and signs
+// with. Call it only when Key is set.
+func (s *AuditSealer) signer() (ed25519.PublicKey, string) {
+	s.signerOnce.Do(func() {
+		s.pub = s.Key.Public().(ed25519.PublicKey)
+		s.keyID = audit.KeyID(s.pub)
+	})
+	return s.pub, s.keyID
+}
 
 func (s *AuditSealer) batch() int {
 	if s.Batch > 0 {
@@ -387,7 +405,7 @@ func (s *AuditSealer) round(ctx context.Context, budget int64, page int) (SealRo
 		due := map[string]*chainHead{}
 		var keyID string // of the checkpoints this sealer signs
 		if s.Key != nil {
-			keyID = audit.KeyID(s.Key.Public().(ed25519.PublicKey))
+			_, keyID = s.signer()
 		}
 		for key, h := range heads {
 			if h.unvouched && s.Key != nil {
@@ -523,8 +541,7 @@ func (s *AuditSealer) withhold(ctx context.Context, tx pgx.Tx, due map[string]*c
 	if len(due) == 0 {
 		return 0, nil
 	}
-	pub := s.Key.Public().(ed25519.PublicKey)
-	keyID := audit.KeyID(pub)
+	pub, keyID := s.signer()
 	var limit pgtype.Int8
 	if budget > 0 {
 		limit = pgtype.Int8{Int64: max(budget/int64(len(due)), minVerifyShare), Valid: true}
@@ -782,13 +799,14 @@ func (s *AuditSealer) readHeads(ctx context.Context, tx pgx.Tx, events []SpineEv
 // key is written as two ranges and NULL, which audit_heads_key_idx serves,
 // not IS DISTINCT FROM, which no index does: migration 0021.)
 func (s *AuditSealer) sweep(ctx context.Context, tx pgx.Tx, heads map[string]*chainHead, now time.Time, page int) (string, error) {
+	_, keyID := s.signer()
 	rows, err := tx.Query(ctx, `SELECT chain_key, head_hash, event_id::text, event_at, events, checkpoint_position, checkpoint_at,
 			checkpoint_key_id
 		FROM audit_chain_heads h WHERE (checkpoint_position < events
 			OR checkpoint_key_id < $3 OR checkpoint_key_id > $3 OR checkpoint_key_id IS NULL)
 		AND (checkpoint_at IS NULL OR checkpoint_at <= $1)
 		AND chain_key > $2 AND `+headVouchedSQL+` ORDER BY chain_key LIMIT `+fmt.Sprint(page),
-		now.Add(-s.every()), s.sweepAfter, audit.KeyID(s.Key.Public().(ed25519.PublicKey)))
+		now.Add(-s.every()), s.sweepAfter, keyID)
 	if err != nil {
 		return "", fmt.Errorf("checkpoint sweep: %w", err)
 	}
@@ -870,7 +888,7 @@ func (s *AuditSealer) reportBlocked(ctx context.Context, w *sealWrites) map[stri
 	if len(w.inWay) == 0 {
 		return nil
 	}
-	pub := s.Key.Public().(ed25519.PublicKey)
+	pub, _ := s.signer()
 	blocked := map[string]bool{}
 	for _, r := range w.inWay {
 		chain, pos, hash := w.checkpoints.chain[r.i], w.checkpoints.position[r.i], w.checkpoints.hash[r.i]
