@@ -103,12 +103,19 @@ const maxCheckpointsTried = 64
 // server no longer trusts, after a rotation) is skipped without a word. It
 // is one query. It returns the query's error, wrapped.
 func (db *DB) LatestAuditCheckpoint(ctx context.Context, chainKey string, keys []ed25519.PublicKey) (*AuditCheckpoint, error) {
-	byID := make(map[string]ed25519.PublicKey, len(keys))
+	// trusted is a key and its encoding, encoded once: a read compares
+	// up to maxCheckpointsTried rows' public keys with it.
+	type trusted struct {
+		pub     ed25519.PublicKey
+		encoded string
+	}
+	byID := make(map[string]trusted, len(keys))
 	ids := make([]string, 0, len(keys))
 	for _, k := range keys {
 		if len(k) == ed25519.PublicKeySize {
-			byID[audit.KeyID(k)] = k
-			ids = append(ids, audit.KeyID(k))
+			id := audit.KeyID(k)
+			byID[id] = trusted{pub: k, encoded: audit.EncodePublicKey(k)}
+			ids = append(ids, id)
 		}
 	}
 	if len(ids) == 0 {
@@ -126,9 +133,9 @@ func (db *DB) LatestAuditCheckpoint(ctx context.Context, chainKey string, keys [
 		if err != nil {
 			return nil, fmt.Errorf("audit checkpoint: %w", err)
 		}
-		pub := byID[cp.KeyID]
-		verr := cp.Verify(pub)
-		if verr == nil && cp.PublicKey == audit.EncodePublicKey(pub) {
+		key := byID[cp.KeyID]
+		verr := cp.Verify(key.pub)
+		if verr == nil && cp.PublicKey == key.encoded {
 			return cp, nil
 		}
 		if verr == nil {
