@@ -119,9 +119,9 @@ type signedHead struct {
 // signed of it (the seal at that checkpoint's position has another hash, a
 // link after it is broken, or the head is before it) or a seal since does
 // not recompute from its event (withhold): each round that found so and
-// committed, and each Checkpoint that found so, counts once per chain (a
-// round that failed after finding so counts nothing: the one that runs
-// again counts). The server exports it as
+// committed, and each Checkpoint that found so, counts once per chain, and
+// logs it at ERROR then (a round that failed after finding so counts and
+// logs nothing: the one that runs again does). The server exports it as
 // taskflow_audit_checkpoints_withheld_total.
 func (s *AuditSealer) WithheldCheckpoints() uint64 {
 	return s.withheld.Load()
@@ -131,11 +131,42 @@ func (s *AuditSealer) WithheldCheckpoints() uint64 {
 // could not store because a row of audit_checkpoints already held their key
 // (chain, position, key id) and was not a checkpoint of the same head signed
 // by its key: a row inserted by someone with write access to the database,
-// where the sealer's checkpoint was to go, counted as WithheldCheckpoints
-// counts (a round once it committed). Each is logged at ERROR. The server
+// where the sealer's checkpoint was to go, counted and logged at ERROR as
+// WithheldCheckpoints counts (a round once it committed). The server
 // exports it as taskflow_audit_checkpoints_blocked_total.
 func (s *AuditSealer) BlockedCheckpoints() uint64 {
 	return s.blocked.Load()
+}
+
+// sealFindings are what a round, or Checkpoint, found wrong with the chains
+// it was to sign: the checkpoints withheld (withhold) and blocked
+// (reportBlocked), and the ERROR lines that say so. They are logged and
+// counted once the outcome is final (report): a round once it committed, so
+// that a round that failed and runs again reports them once.
+type sealFindings struct {
+	withheld, blocked int
+	errors            []sealError
+}
+
+// sealError is an ERROR line of the sealer, its message and attributes.
+type sealError struct {
+	msg  string
+	args []any
+}
+
+// error adds an ERROR line.
+func (f *sealFindings) error(msg string, args ...any) {
+	f.errors = append(f.errors, sealError{msg: msg, args: args})
+}
+
+// report logs f's ERROR lines and counts its checkpoints withheld and
+// blocked.
+func (s *AuditSealer) report(ctx context.Context, f *sealFindings) {
+	for _, e := range f.errors {
+		s.DB.log.ErrorContext(ctx, e.msg, e.args...)
+	}
+	s.withheld.Add(uint64(f.withheld))
+	s.blocked.Add(uint64(f.blocked))
 }
 
 // SealRound is what one round of a sealer did.
@@ -361,10 +392,11 @@ func (s *AuditSealer) round(ctx context.Context, budget int64, page int) (SealRo
 	var w *sealWrites
 	var sweep bool
 	var sweepAfter string
-	// withheld and blocked are counted once the round committed: a round
-	// that failed and runs again counts them once.
-	var withheld, blocked int
+	// found is reported once the round committed: a round that failed and
+	// runs again reports it once.
+	var found sealFindings
 	err := pgx.BeginFunc(ctx, s.DB.Pool, func(tx pgx.Tx) error {
+		found = sealFindings{}
 		cur, busy, err := lockSpineCursor(ctx, tx, "audit_seal_cursor", ErrSealCursorMissing)
 		if busy || err != nil {
 			out.Busy = busy
@@ -409,7 +441,7 @@ func (s *AuditSealer) round(ctx context.Context, budget int64, page int) (SealRo
 		}
 		for key, h := range heads {
 			if h.unvouched && s.Key != nil {
-				s.DB.log.ErrorContext(ctx, "audit sealer: a chain's head is not its newest seal (audit_chain_heads was changed): not signed; verify the chain",
+				found.error("audit sealer: a chain's head is not its newest seal (audit_chain_heads was changed): not signed; verify the chain",
 					"chain", key, "position", h.position)
 			}
 			if s.Key != nil && !h.unvouched && (h.checkpointPos < h.position || h.checkpointKey.String != keyID) &&
@@ -417,7 +449,7 @@ func (s *AuditSealer) round(ctx context.Context, budget int64, page int) (SealRo
 				due[key] = h
 			}
 		}
-		if withheld, err = s.withhold(ctx, tx, due, budget); err != nil {
+		if err := s.withhold(ctx, tx, due, budget, &found); err != nil {
 			return err
 		}
 		for key, h := range heads {
@@ -437,15 +469,14 @@ func (s *AuditSealer) round(ctx context.Context, budget int64, page int) (SealRo
 		if err := w.send(ctx, tx); err != nil {
 			return err
 		}
-		blocked = len(s.reportBlocked(ctx, w))
-		out.Checkpoints -= blocked
+		s.reportBlocked(w, &found)
+		out.Checkpoints -= found.blocked
 		return nil
 	})
 	if err != nil {
 		return SealRound{}, fmt.Errorf("audit seal: %w", err)
 	}
-	s.withheld.Add(uint64(withheld))
-	s.blocked.Add(uint64(blocked))
+	s.report(ctx, &found)
 	if sweep && w != nil {
 		s.lastSweep, s.sweepAfter = w.sealedAt, sweepAfter
 	}
@@ -512,8 +543,8 @@ type span struct {
 // withhold takes out of due, the chains whose heads a round (or Checkpoint)
 // is about to sign, each chain that does not extend the last checkpoint
 // signed of it, or whose seals since do not recompute from their events,
-// and logs it at ERROR and returns how many it took out so (the caller
-// counts them in WithheldCheckpoints, once its outcome is final).
+// and adds it to found, withheld with its ERROR line (the caller reports
+// them, once its outcome is final).
 // The last checkpoint is the newer of the one this sealer remembers signing
 // (remember) and the newest in audit_checkpoints that its key signed (whose
 // signature verifies: the server's role may insert rows): the one of
@@ -537,9 +568,9 @@ type span struct {
 // head is taken out of due without a word, and the next round reads on. It
 // reads the links of all of due in one statement and their events in
 // another, and returns an error only when one fails.
-func (s *AuditSealer) withhold(ctx context.Context, tx pgx.Tx, due map[string]*chainHead, budget int64) (withheld int, err error) {
+func (s *AuditSealer) withhold(ctx context.Context, tx pgx.Tx, due map[string]*chainHead, budget int64, found *sealFindings) error {
 	if len(due) == 0 {
-		return 0, nil
+		return nil
 	}
 	pub, keyID := s.signer()
 	var limit pgtype.Int8
@@ -583,7 +614,7 @@ func (s *AuditSealer) withhold(ctx context.Context, tx pgx.Tx, due map[string]*c
 		}
 		rows, err := tx.Query(ctx, extendSQL, keys, memPos, memHash, to, toHash, below, keyID, verPos, verHash, limit)
 		if err != nil {
-			return 0, fmt.Errorf("check checkpoints extended: %w", err)
+			return fmt.Errorf("check checkpoints extended: %w", err)
 		}
 		var again []*check
 		for rows.Next() {
@@ -593,7 +624,7 @@ func (s *AuditSealer) withhold(ctx context.Context, tx pgx.Tx, due map[string]*c
 			var signedAt pgtype.Timestamptz
 			if err := rows.Scan(&i, &cpPos, &cpHash, &signedAt, &sig, &from, &upTo, &seals, &broken); err != nil {
 				rows.Close()
-				return 0, fmt.Errorf("check checkpoints extended: %w", err)
+				return fmt.Errorf("check checkpoints extended: %w", err)
 			}
 			c := checks[i-1]
 			var last int64 // the newest checkpoint's position
@@ -624,18 +655,17 @@ func (s *AuditSealer) withhold(ctx context.Context, tx pgx.Tx, due map[string]*c
 				bad = c.h.startPos + 1 // the head is before the checkpoint
 			}
 			delete(due, c.key)
-			withheld++
-			s.DB.log.ErrorContext(ctx, "audit sealer: a chain does not extend the last checkpoint signed of it (a seal at or after the checkpoint was changed or removed): not signed; verify the chain",
+			found.withheld++
+			found.error("audit sealer: a chain does not extend the last checkpoint signed of it (a seal at or after the checkpoint was changed or removed): not signed; verify the chain",
 				"chain", c.key, "checkpoint_position", last, "position", c.h.position, "head_position", c.h.startPos,
 				"first_bad_position", bad)
 		}
 		if err := rows.Err(); err != nil {
-			return 0, fmt.Errorf("check checkpoints extended: %w", err)
+			return fmt.Errorf("check checkpoints extended: %w", err)
 		}
 		checks = again
 	}
-	n, err := s.recompute(ctx, tx, due, spans)
-	return withheld + n, err
+	return s.recompute(ctx, tx, due, spans, found)
 }
 
 // recomputeSQL reads, for each chain ($1), the seals after position $2 up
@@ -650,17 +680,17 @@ var recomputeSQL = `SELECT u.i, coalesce(a.events, 0), ` + sealedEventColumns + 
 
 // recompute takes out of due each chain of spans where a seal after from up
 // to to does not recompute from its event with the hashing verification uses
-// (sealedEvent.recomputes), and logs it at ERROR and returns how many it
-// took out so (counted in WithheldCheckpoints by withhold's caller): a
-// checkpoint vouches for a log that verifies. A seal at or below the chain's
+// (sealedEvent.recomputes), and adds it to found, withheld with its ERROR
+// line (reported by withhold's caller): a checkpoint vouches for a log that
+// verifies. A seal at or below the chain's
 // retention anchor whose event is gone is taken as dropped by retention
 // (verification tells which are). It records how far each chain recomputes
 // (verified), and takes out of due without a word a chain that it did not
 // read to its head (to is before it: the budget).
-func (s *AuditSealer) recompute(ctx context.Context, tx pgx.Tx, due map[string]*chainHead, spans []span) (withheld int, err error) {
+func (s *AuditSealer) recompute(ctx context.Context, tx pgx.Tx, due map[string]*chainHead, spans []span, found *sealFindings) error {
 	n := len(spans)
 	if n == 0 {
-		return 0, nil
+		return nil
 	}
 	keys, from, to := make([]string, n), make([]int64, n), make([]int64, n)
 	for i, sp := range spans {
@@ -670,14 +700,14 @@ func (s *AuditSealer) recompute(ctx context.Context, tx pgx.Tx, due map[string]*
 	copy(reached, from)
 	rows, err := tx.Query(ctx, recomputeSQL, keys, from, to)
 	if err != nil {
-		return 0, fmt.Errorf("recompute seals since checkpoints: %w", err)
+		return fmt.Errorf("recompute seals since checkpoints: %w", err)
 	}
 	var x sealedEvent
 	for rows.Next() {
 		var i, anchor int64
 		if err := x.scan(rows, &i, &anchor); err != nil {
 			rows.Close()
-			return 0, fmt.Errorf("recompute seals since checkpoints: %w", err)
+			return fmt.Errorf("recompute seals since checkpoints: %w", err)
 		}
 		switch i--; {
 		case bad[i] != 0:
@@ -688,7 +718,7 @@ func (s *AuditSealer) recompute(ctx context.Context, tx pgx.Tx, due map[string]*
 		}
 	}
 	if err := rows.Err(); err != nil {
-		return 0, fmt.Errorf("recompute seals since checkpoints: %w", err)
+		return fmt.Errorf("recompute seals since checkpoints: %w", err)
 	}
 	for i, sp := range spans {
 		if reached[i] > sp.from {
@@ -697,15 +727,15 @@ func (s *AuditSealer) recompute(ctx context.Context, tx pgx.Tx, due map[string]*
 		switch {
 		case bad[i] != 0:
 			delete(due, sp.key)
-			withheld++
-			s.DB.log.ErrorContext(ctx, "audit sealer: a seal since the last checkpoint signed of a chain does not recompute from its event (the event edited or gone, or the seal forged): not signed; verify the chain",
+			found.withheld++
+			found.error("audit sealer: a seal since the last checkpoint signed of a chain does not recompute from its event (the event edited or gone, or the seal forged): not signed; verify the chain",
 				"chain", sp.key, "checkpoint_position", sp.last, "position", sp.h.position, "head_position", sp.h.startPos,
 				"first_bad_position", bad[i])
 		case sp.to < sp.h.startPos:
 			delete(due, sp.key) // its share of the budget ran out: a later round
 		}
 	}
-	return withheld, nil
+	return nil
 }
 
 // rememberVerified records that the seals of chain up to v recompute.
@@ -878,30 +908,28 @@ type storedCheckpoint struct {
 	signedAt       pgtype.Timestamptz
 }
 
-// reportBlocked logs at ERROR each checkpoint of w that was not stored
-// because the row already at its key is not a checkpoint of the same head
-// signed by the sealer's key, and returns their chains (the caller counts
-// them in BlockedCheckpoints, once its outcome is final). A row that is one
-// (the head signed before, by this sealer or another instance) stands for
-// it: not reported.
-func (s *AuditSealer) reportBlocked(ctx context.Context, w *sealWrites) map[string]bool {
+// reportBlocked adds to found, blocked with its ERROR line, each
+// checkpoint of w that was not stored because the row already at its key is
+// not a checkpoint of the same head signed by the sealer's key (the caller
+// reports them, once its outcome is final). A row that is one (the head
+// signed before, by this sealer or another instance) stands for it: not
+// reported.
+func (s *AuditSealer) reportBlocked(w *sealWrites, found *sealFindings) {
 	if len(w.inWay) == 0 {
-		return nil
+		return
 	}
 	pub, _ := s.signer()
-	blocked := map[string]bool{}
 	for _, r := range w.inWay {
 		chain, pos, hash := w.checkpoints.chain[r.i], w.checkpoints.position[r.i], w.checkpoints.hash[r.i]
 		cp := checkpointOfRow(chain, pos, r.hash, r.signedAt.Time, w.checkpoints.keyID[r.i], r.sig)
 		if r.signedAt.Valid && bytes.Equal(r.hash, hash) && bytes.Equal(r.pub, pub) && cp.Verify(pub) == nil {
 			continue
 		}
-		blocked[chain] = true
-		s.DB.log.ErrorContext(ctx, "audit sealer: the row of audit_checkpoints at the key of a checkpoint signed is not the checkpoint signed (inserted there by someone with write access to the database): the checkpoint is not stored; verify the chain",
+		found.blocked++
+		found.error("audit sealer: the row of audit_checkpoints at the key of a checkpoint signed is not the checkpoint signed (inserted there by someone with write access to the database): the checkpoint is not stored; verify the chain",
 			"chain", chain, "position", pos, "key_id", cp.KeyID, "row_visible", r.signedAt.Valid,
 			"row_head_hash", hex.EncodeToString(r.hash), "head_hash", hex.EncodeToString(hash))
 	}
-	return blocked
 }
 
 // seal adds the seal of r after head h with hash.
@@ -1031,10 +1059,9 @@ func (s *AuditSealer) Checkpoint(ctx context.Context, chainKey string) (*AuditCh
 	}
 	var out *AuditCheckpoint
 	var w *sealWrites
-	// withheld and blocked are the refusals, counted once (Checkpoint runs
-	// its transaction once).
-	var withheld int
-	var blocked bool
+	// found are the refusals, reported once (Checkpoint runs its
+	// transaction once), whatever its outcome: a refusal is an error.
+	var found sealFindings
 	err := pgx.BeginFunc(ctx, s.DB.Pool, func(tx pgx.Tx) error {
 		// Waits for a round in progress. Without the row nothing is locked,
 		// and a checkpoint signed then is ordered with no round: refused.
@@ -1060,7 +1087,7 @@ func (s *AuditSealer) Checkpoint(ctx context.Context, chainKey string) (*AuditCh
 		}
 		h.startPos, h.startHash = h.position, h.hash
 		due := map[string]*chainHead{chainKey: h}
-		if withheld, err = s.withhold(ctx, tx, due, 0); err != nil {
+		if err := s.withhold(ctx, tx, due, 0, &found); err != nil {
 			return err
 		}
 		if due[chainKey] == nil {
@@ -1072,7 +1099,7 @@ func (s *AuditSealer) Checkpoint(ctx context.Context, chainKey string) (*AuditCh
 		if err := w.send(ctx, tx); err != nil {
 			return err
 		}
-		if blocked = s.reportBlocked(ctx, w)[chainKey]; blocked {
+		if s.reportBlocked(w, &found); found.blocked > 0 {
 			return fmt.Errorf("the row of audit_checkpoints at chain %s, position %d and key %s is not the checkpoint signed "+
 				"(inserted there by someone with write access to the database): not stored; verify the chain",
 				chainKey, h.position, w.checkpoints.keyID[0])
@@ -1081,10 +1108,7 @@ func (s *AuditSealer) Checkpoint(ctx context.Context, chainKey string) (*AuditCh
 			WHERE chain_key = $1 AND position = $2 AND key_id = $3`, chainKey, h.position, w.checkpoints.keyID[0]))
 		return err
 	})
-	s.withheld.Add(uint64(withheld))
-	if blocked {
-		s.blocked.Add(1)
-	}
+	s.report(ctx, &found)
 	if err != nil {
 		return nil, fmt.Errorf("audit checkpoint: %w", err)
 	}

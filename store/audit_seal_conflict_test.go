@@ -171,7 +171,9 @@ func TestAuditCheckpointAnswersTheNewestThatVerifies(t *testing.T) {
 // and those a row in the way blocked while its transaction was under way, so
 // a round that then failed (here its commit refused), and that Run runs
 // again, counted them twice, and the alerts read two incidents for one.
-// A round now counts them once it committed.
+// A round now counts them once it committed. It logged them the same way,
+// one ERROR line at each try (found in review, 2026-12-05, later): it now
+// logs them once it committed too.
 func TestSealerCountsARoundOnceItCommitted(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct {
@@ -216,6 +218,9 @@ func TestSealerCountsARoundOnceItCommitted(t *testing.T) {
 			if n := c.count(s.sealer); n != 0 {
 				t.Errorf("counted %d after a round that did not commit, want 0", n)
 			}
+			if n := s.sealerErrorLines(); n != 0 {
+				t.Errorf("%d ERROR lines about the chain after a round that did not commit, want 0:\n%s", n, s.log)
+			}
 			if _, err := su.Exec(ctx, `DROP TRIGGER refuse_commit ON audit_checkpoints`); err != nil {
 				t.Fatal(err)
 			}
@@ -225,6 +230,18 @@ func TestSealerCountsARoundOnceItCommitted(t *testing.T) {
 			if n := c.count(s.sealer); n != 1 {
 				t.Errorf("counted %d after the round ran again and committed, want 1", n)
 			}
+			if n := s.sealerErrorLines(); n != 1 {
+				t.Errorf("%d ERROR lines about the chain after the round ran again and committed, want 1:\n%s", n, s.log)
+			}
 		})
 	}
+}
+
+// sealerErrorLines returns how many ERROR lines of the sealer about the
+// chain the log has.
+func (s *extendSetup) sealerErrorLines() int {
+	return s.errorLines(func(l map[string]any) bool {
+		msg, _ := l["msg"].(string)
+		return strings.HasPrefix(msg, "audit sealer: ")
+	})
 }

@@ -353,13 +353,22 @@ func (s *extendSetup) sealTwoMore(t *testing.T) {
 // failure.
 func (s *extendSetup) checkErrorLine(t *testing.T, what string, match func(l map[string]any) bool) {
 	t.Helper()
+	if s.errorLines(match) == 0 {
+		t.Errorf("no ERROR line of chain %s %s:\n%s", s.ws, what, s.log)
+	}
+}
+
+// errorLines returns how many ERROR lines about the chain the log has that
+// match takes (the line decoded).
+func (s *extendSetup) errorLines(match func(l map[string]any) bool) int {
+	var n int
 	for _, line := range strings.Split(strings.TrimSpace(s.log.String()), "\n") {
 		var l map[string]any
 		if json.Unmarshal([]byte(line), &l) == nil && l["level"] == "ERROR" && l["chain"] == s.ws && match(l) {
-			return
+			n++
 		}
 	}
-	t.Errorf("no ERROR line of chain %s %s:\n%s", s.ws, what, s.log)
+	return n
 }
 
 // jsonNumber returns the text of a number decoded from JSON, or "".
