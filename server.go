@@ -576,9 +576,9 @@ func (c sealCollector) Collect(ch chan<- prometheus.Metric) {
 // store because another row held their key in audit_checkpoints
 // (store.AuditSealer.BlockedCheckpoints: a row inserted by someone with
 // write access to the database), and
-// taskflow_audit_checkpoints_unverified_total, the rows with its key id
-// whose signature does not verify that auditCheckpoint skipped
-// (store.DB.UnverifiedCheckpoints: rows inserted the same way).
+// taskflow_audit_checkpoints_unverified_total, the distinct rows with its
+// key id whose signature does not verify that auditCheckpoint skipped, each
+// counted once (store.DB.UnverifiedCheckpoints: rows inserted the same way).
 func checkpointMetrics(sealer *store.AuditSealer) []prometheus.Collector {
 	checkpoints := func(name, help string, n func() uint64) prometheus.Collector {
 		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help},
@@ -592,7 +592,7 @@ func checkpointMetrics(sealer *store.AuditSealer) []prometheus.Collector {
 			"Audit checkpoints this instance signed but did not store because a row of audit_checkpoints that is not a checkpoint of the same head already held their chain, position and key id (inserted by someone with write access to the database), logged at ERROR with the chain.",
 			sealer.BlockedCheckpoints),
 		checkpoints("taskflow_audit_checkpoints_unverified_total",
-			"Rows of audit_checkpoints with the server's key id whose signature does not verify with its key (inserted by someone with write access to the database), skipped by auditCheckpoint, counted at each read that skipped one, logged at ERROR with the chain.",
+			"Distinct rows of audit_checkpoints with the id of a key the server trusts whose signature does not verify with that key (inserted by someone with write access to the database) that auditCheckpoint skipped: each counted, and logged at ERROR with the chain, once per process however often it is read (the first 1,024 rows are remembered; past them a row not remembered counts at each read that skips it).",
 			sealer.DB.UnverifiedCheckpoints),
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -98,10 +99,11 @@ const maxCheckpointsTried = 64
 // newest maxCheckpointsTried rows of those keys' ids, or keys is empty. A
 // row that names a key's id but whose signature does not verify with it,
 // or whose public key is another (a row inserted by someone with write
-// access to the database), is skipped, logged at ERROR and counted
-// (UnverifiedCheckpoints), at each read; a row of another key (one the
-// server no longer trusts, after a rotation) is skipped without a word. It
-// is one query. It returns the query's error, wrapped.
+// access to the database), is skipped, and logged at ERROR and counted
+// (UnverifiedCheckpoints) the first time this DB skips it, not at each read
+// (reportedRows); a row of another key (one the server no longer trusts,
+// after a rotation) is skipped without a word. It is one query. It returns
+// the query's error, wrapped.
 func (db *DB) LatestAuditCheckpoint(ctx context.Context, chainKey string, keys []ed25519.PublicKey) (*AuditCheckpoint, error) {
 	// trusted is a key and its encoding, encoded once: a read compares
 	// up to maxCheckpointsTried rows' public keys with it.
@@ -141,6 +143,9 @@ func (db *DB) LatestAuditCheckpoint(ctx context.Context, chainKey string, keys [
 		if verr == nil {
 			verr = errors.New("the row's public key is not the key its key id names")
 		}
+		if !db.unverifiedRows.first(cp) {
+			continue // reported before
+		}
 		db.unverifiedCheckpoints.Add(1)
 		db.log.ErrorContext(ctx, "audit checkpoint: a row of audit_checkpoints with the id of a key the server trusts does not verify with that key (inserted by someone with write access to the database): not answered; verify the chain",
 			"chain", chainKey, "position", cp.Position, "key_id", cp.KeyID, "reason", verr.Error())
@@ -151,10 +156,53 @@ func (db *DB) LatestAuditCheckpoint(ctx context.Context, chainKey string, keys [
 	return nil, nil
 }
 
-// UnverifiedCheckpoints returns how many rows of audit_checkpoints that
-// name the server's key id but whose signature does not verify with it
-// LatestAuditCheckpoint skipped (each read that skipped one counts it once).
-// The server exports it as taskflow_audit_checkpoints_unverified_total.
+// UnverifiedCheckpoints returns how many distinct rows of audit_checkpoints
+// that name a trusted key's id but do not verify with it
+// LatestAuditCheckpoint skipped: each counts once however often it is read,
+// as long as this DB remembers it (the first maxReportedRows rows; past
+// them, a row not remembered counts at each read that skips it). The server
+// exports it as taskflow_audit_checkpoints_unverified_total.
 func (db *DB) UnverifiedCheckpoints() uint64 {
 	return db.unverifiedCheckpoints.Load()
+}
+
+// maxReportedRows is the most rows of audit_checkpoints a DB remembers
+// having reported as not verifying (reportedRows), about 400 bytes each.
+const maxReportedRows = 1024
+
+// reportedRows remembers the rows of audit_checkpoints LatestAuditCheckpoint
+// reported as not verifying, up to maxReportedRows: past them, it remembers
+// no new one, and one not remembered is reported at each read (a row
+// planted is never left unreported, and the memory stays bounded).
+type reportedRows struct {
+	mu   sync.Mutex
+	rows map[reportedRow]struct{}
+}
+
+// reportedRow is what tells a row of audit_checkpoints from another: its
+// key (chain, position, key id) and what a row planted at the same key
+// again may change.
+type reportedRow struct {
+	chain, keyID       string
+	position, signedAt int64 // signedAt in Unix microseconds
+	headHash, sig, pub string
+}
+
+// first reports whether cp, a row read, is reported for the first time,
+// and remembers it while fewer than maxReportedRows are.
+func (r *reportedRows) first(cp *AuditCheckpoint) bool {
+	row := reportedRow{chain: cp.ChainKey, keyID: cp.KeyID, position: cp.Position, signedAt: cp.SignedAt.UnixMicro(),
+		headHash: cp.HeadHash, sig: cp.Signature, pub: cp.PublicKey}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, ok := r.rows[row]; ok {
+		return false
+	}
+	if r.rows == nil {
+		r.rows = map[reportedRow]struct{}{}
+	}
+	if len(r.rows) < maxReportedRows {
+		r.rows[row] = struct{}{}
+	}
+	return true
 }

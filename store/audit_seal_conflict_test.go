@@ -167,6 +167,51 @@ func TestAuditCheckpointAnswersTheNewestThatVerifies(t *testing.T) {
 	}
 }
 
+// Found in review (2026-12-05): auditCheckpoint counted a planted row that
+// does not verify (UnverifiedCheckpoints) and logged it at ERROR at every
+// read that skipped it, so one row read by 1,000 requests counted 1,000 and
+// wrote 1,000 lines: the counter said how often the chain was read, not how
+// many rows were planted. Each row is now counted and logged once.
+func TestAuditCheckpointReportsAnUnverifiedRowOnce(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := setupExtend(t) // a checkpoint at 5
+	s.sealTwoMore(t)    // head at 7, no checkpoint
+	db := s.sealer.DB   // the setup's log
+	hash := sha256.Sum256([]byte("a head the chain never had"))
+	s.forgeCheckpoint(t, 6, hash[:])
+	read := func(want int64) {
+		t.Helper()
+		cp, err := db.AuditCheckpoint(ctx, s.owner, s.ws, s.keys[:1])
+		if err != nil || cp == nil || cp.Position != want {
+			t.Fatalf("auditCheckpoint = %+v, %v; want the genuine one at %d", cp, err, want)
+		}
+	}
+	lines := func(pos int64) int {
+		return s.errorLines(func(l map[string]any) bool {
+			msg, _ := l["msg"].(string)
+			return strings.Contains(msg, "does not verify") && jsonNumber(l["position"]) == jsonNumber(float64(pos))
+		})
+	}
+	read(5)
+	read(5)
+	if n := db.UnverifiedCheckpoints(); n != 1 {
+		t.Errorf("UnverifiedCheckpoints = %d after two reads of one planted row, want 1", n)
+	}
+	if n := lines(6); n != 1 {
+		t.Errorf("%d ERROR lines about the planted row after two reads, want 1:\n%s", n, s.log)
+	}
+	// Another planted row is another: counted, the first one not again.
+	s.forgeCheckpoint(t, 7, hash[:])
+	read(5)
+	if n := db.UnverifiedCheckpoints(); n != 2 {
+		t.Errorf("UnverifiedCheckpoints = %d after a second planted row, want 2", n)
+	}
+	if n6, n7 := lines(6), lines(7); n6 != 1 || n7 != 1 {
+		t.Errorf("ERROR lines about the rows at 6 and 7: %d and %d, want 1 each:\n%s", n6, n7, s.log)
+	}
+}
+
 // Found in review (2026-12-05): a round counted the checkpoints it withheld
 // and those a row in the way blocked while its transaction was under way, so
 // a round that then failed (here its commit refused), and that Run runs

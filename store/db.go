@@ -60,8 +60,10 @@ type DB struct {
 	reads readBatcher
 
 	// unverifiedCheckpoints counts the rows LatestAuditCheckpoint skipped
-	// (UnverifiedCheckpoints).
+	// and reported (UnverifiedCheckpoints), and unverifiedRows remembers
+	// those reported, to report each once.
 	unverifiedCheckpoints atomic.Uint64
+	unverifiedRows        reportedRows
 }
 
 // Open connects to Postgres at url ("" means libpq defaults and PG* variables, as
