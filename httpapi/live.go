@@ -539,20 +539,24 @@ func (c *wsConn) stopIdle() {
 // message that starts or stops an operation is replaced by the one gqlgen
 // runs it under (fromClient).
 func (c *wsConn) NextReader() (int, io.Reader, error) {
-	typ, data, err := c.conn.Read(context.Background())
-	if err != nil {
-		switch coderws.CloseStatus(err) {
-		case coderws.StatusNormalClosure, coderws.StatusNoStatusRcvd:
+	for {
+		typ, data, err := c.conn.Read(context.Background())
+		if err != nil {
+			switch coderws.CloseStatus(err) {
+			case coderws.StatusNormalClosure, coderws.StatusNoStatusRcvd:
+				return int(typ), nil, transport.ErrWebsocketClosed
+			}
+			return int(typ), nil, err
+		}
+		data, code, reason := c.fromClient(data)
+		if code != 0 {
+			c.closeWith(code, reason)
 			return int(typ), nil, transport.ErrWebsocketClosed
 		}
-		return int(typ), nil, err
+		if data != nil { // nil: answered here (a ping before connection_init)
+			return int(typ), bytes.NewReader(data), nil
+		}
 	}
-	data, code, reason := c.fromClient(data)
-	if code != 0 {
-		c.closeWith(code, reason)
-		return int(typ), nil, transport.ErrWebsocketClosed
-	}
-	return int(typ), bytes.NewReader(data), nil
 }
 
 // fromClient follows the operation ids of a client's message, read for its
@@ -594,6 +598,14 @@ func (c *wsConn) fromClient(data []byte) ([]byte, coderws.StatusCode, string) {
 			return nil, CloseTooManyRequests, "Too many initialisation requests"
 		case m.Type == "subscribe" && !inited:
 			return nil, CloseUnauthorized, "Unauthorized"
+		case (m.Type == "ping" || m.Type == "pong") && !inited:
+			// A ping may come at any time (gqlgen takes one before
+			// connection_init for an unexpected message): answered here; a
+			// pong is dropped. The wait for connection_init runs on.
+			if m.Type == "ping" {
+				c.pong()
+			}
+			return nil, 0, ""
 		}
 	}
 	var run string
@@ -775,6 +787,14 @@ func (c *wsConn) WriteClose(code int, reason string) error {
 	}
 	c.closeWith(coderws.StatusCode(code), reason)
 	return nil
+}
+
+// pong answers a ping that came before connection_init, within the write
+// timeout; a failed write ends the connection with the next read.
+func (c *wsConn) pong() {
+	ctx, cancel := context.WithTimeout(context.Background(), c.st.limits.WriteTimeout)
+	defer cancel()
+	_ = c.conn.Write(ctx, coderws.MessageText, []byte(`{"type":"pong"}`))
 }
 
 // badRequest is the close code of a malformed message: 4400 over

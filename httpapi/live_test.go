@@ -777,7 +777,8 @@ func TestWSOperationIDTooLong(t *testing.T) {
 // Over graphql-transport-ws a connection closes with the protocol's codes:
 // 4400 for a message it does not have (not JSON, an unknown type, an id
 // over 93 bytes), 4429 for a second connection_init, 4401 for a subscribe
-// before connection_init, 4408 when none came within 10 s. gqlgen closed
+// before connection_init, 4408 when none came within 10 s; a ping before
+// connection_init is answered. gqlgen closed
 // each with 1002 (the first two, the last) or answered it (a second init
 // was "unexpected", 1002 too). The legacy subprotocol, which has no codes
 // of its own, keeps 1002.
@@ -790,6 +791,18 @@ func TestWSCloseCodesFollowTheProtocol(t *testing.T) {
 		if err := ws.Conn.Write(t.Context(), coderws.MessageText, []byte(text)); err != nil {
 			t.Fatal(err)
 		}
+	}
+	// A ping may come before connection_init: it is answered, and the
+	// connection is acknowledged after it.
+	ws := apitest.DialWS(t, url, apitest.WSOptions{NoInit: true})
+	ws.Send(apitest.WSMessage{Type: "pong"})
+	ws.Send(apitest.WSMessage{Type: "ping"})
+	if m := ws.Next(); m.Type != "pong" {
+		t.Fatalf("a ping before connection_init: got %s %s, want pong", m.Type, m.Payload)
+	}
+	ws.Send(apitest.WSMessage{Type: "connection_init"})
+	if m := ws.Next(); m.Type != "connection_ack" {
+		t.Fatalf("connection_init after a ping: got %s %s, want connection_ack", m.Type, m.Payload)
 	}
 	for _, c := range []struct {
 		name   string
