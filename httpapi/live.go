@@ -43,11 +43,12 @@ const (
 	// DefaultMaxStreams is the most WebSocket connections and SSE streams
 	// one instance holds open.
 	DefaultMaxStreams = 10000
-	// DefaultMaxStreamsPerClient is the most of them one client (network)
-	// holds open on one instance: twice live.DefaultMaxPerUser, so that one
-	// user with a connection per subscription is not refused, and about what
-	// one browser can open at all (Firefox: 200 WebSockets, Chrome: 255);
-	// 50 clients, not one, are needed to fill DefaultMaxStreams.
+	// DefaultMaxStreamsPerClient is the most of them one client holds open
+	// on one instance, the client being a signed-in user, or the network of
+	// an anonymous stream: twice live.DefaultMaxPerUser, so that one user
+	// with a connection per subscription is not refused, and about what one
+	// browser can open at all (Firefox: 200 WebSockets, Chrome: 255); 50
+	// clients, not one, are needed to fill DefaultMaxStreams.
 	DefaultMaxStreamsPerClient = 200
 	// DefaultKeepAlive is the interval of keep-alive pings.
 	DefaultKeepAlive = 15 * time.Second
@@ -80,7 +81,10 @@ const (
 	CloseUnauthorized = 4401
 	// CloseTooManyRequests (4429, graphql-ws's "Too many initialisation
 	// requests"): the client's network sent too many invalid tokens
-	// (RATE_LIMIT_BAD_TOKENS_PER_IP); the reason says when to retry.
+	// (RATE_LIMIT_BAD_TOKENS_PER_IP), and the reason says when to retry; or
+	// the user connection_init signed in already holds MaxPerClient
+	// WebSocket connections and SSE streams (the 429 of limit "connections"
+	// of an upgrade or a stream), and the reason says so: close one first.
 	CloseTooManyRequests = 4429
 	// CloseSubscriberExists (4409, graphql-ws's "Subscriber for <id> already
 	// exists"): the client started an operation with the id of one still
@@ -116,13 +120,17 @@ type StreamLimits struct {
 	// refused with 503 STREAM_INTERRUPTED and Retry-After.
 	MaxConnections int
 	// MaxPerClient is the most of them one client holds open at once (zero:
-	// DefaultMaxStreamsPerClient), signed in or not, the client being its
-	// network as the rate limiter counts an anonymous caller
-	// (ratelimit.ClientNetwork of the address TRUSTED_PROXIES resolves: an
-	// IPv4 address, an IPv6 /64). Over it an upgrade or a stream is refused
+	// DefaultMaxStreamsPerClient), the client being the signed-in user of a
+	// stream, or for an anonymous stream its network, as the rate limiter
+	// counts an anonymous caller (ratelimit.ClientNetwork of the address
+	// TRUSTED_PROXIES resolves: an IPv4 address, an IPv6 /64): users behind
+	// one NAT each have their own. Over it an upgrade or a stream is refused
 	// with 429 RATE_LIMITED (extensions.limit "connections") and
 	// Retry-After, before it takes a place of MaxConnections: one client
-	// cannot fill the instance.
+	// cannot fill the instance. A WebSocket whose upgrade carries no token
+	// counts on its network until its connection_init signs it in, then on
+	// its user; one over its user's cap is closed there with
+	// CloseTooManyRequests, and gives its network's place back.
 	MaxPerClient int
 	// KeepAlive is the interval of pings (WebSocket ping messages, SSE
 	// comments) (zero: DefaultKeepAlive). A WebSocket client that does not
@@ -168,24 +176,51 @@ type streams struct {
 	// taskflow_streams_refused_total, by reason.
 	gauge   prometheus.Gauge
 	refused *prometheus.CounterVec
-	// warned is when a refusal by a client's cap was last logged (Unix
+	// warned is when a refusal by a network's cap was last logged (Unix
 	// nanoseconds): once a minute at most.
 	warned atomic.Int64
 
 	mu   sync.Mutex
 	open int
-	// perClient counts the open streams of each client
-	// (ratelimit.ClientNetwork): a client has an entry only while it has a
-	// stream open, so the map holds at most MaxConnections entries.
-	perClient map[string]int
-	conns     map[*wsConn]struct{}
-	closing   bool
+	// held counts the open streams of each client (a user, a network): a
+	// client has an entry only while it has a stream open, so the map holds
+	// at most MaxConnections entries.
+	held    map[streamClient]int
+	conns   map[*wsConn]struct{}
+	closing bool
+}
+
+// streamClient is the client whose count holds a stream's place: its
+// signed-in user, or the network (ratelimit.ClientNetwork) of an anonymous
+// stream; exactly one of the two is set.
+type streamClient struct {
+	user    string // the user's id
+	network string
+}
+
+// clientOf is the client of a stream that starts with ctx: its user, if
+// signed in, else its network.
+func clientOf(ctx context.Context) streamClient {
+	if u := auth.UserFrom(ctx); u != nil {
+		return streamClient{user: u.ID}
+	}
+	return streamClient{network: ratelimit.ClientNetwork(reqinfo.From(ctx).IP)}
+}
+
+// reason is the label of taskflow_streams_refused_total of a refusal by the
+// client's cap: "user", or "client" for a network's (its name from before
+// signed-in streams counted on their user).
+func (c streamClient) reason() string {
+	if c.user != "" {
+		return "user"
+	}
+	return "client"
 }
 
 // newStreams returns the stream registry of a handler, its metrics in reg;
 // the WebSocket connections close with 1012 when hub closes.
 func newStreams(limits StreamLimits, db *store.DB, guard auth.Guard, log *slog.Logger, hub *live.Hub, reg prometheus.Registerer) *streams {
-	s := &streams{limits: limits.withDefaults(), db: db, guard: guard, log: log, perClient: map[string]int{}, conns: map[*wsConn]struct{}{},
+	s := &streams{limits: limits.withDefaults(), db: db, guard: guard, log: log, held: map[streamClient]int{}, conns: map[*wsConn]struct{}{},
 		gauge: promreg.Register(reg, prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "taskflow_streams_open",
 			Help: "WebSocket connections and SSE streams open on this instance.",
@@ -193,7 +228,8 @@ func newStreams(limits StreamLimits, db *store.DB, guard auth.Guard, log *slog.L
 		refused: promreg.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "taskflow_streams_refused_total",
 			Help: "WebSocket upgrades and SSE streams refused before they started, by reason: client " +
-				"(the client held SUBSCRIPTION_MAX_PER_CLIENT), instance (SUBSCRIPTION_MAX_CONNECTIONS), restarting.",
+				"(the network of an anonymous one held SUBSCRIPTION_MAX_PER_CLIENT), user (the signed-in user did; " +
+				"a WebSocket refused at its connection_init too), instance (SUBSCRIPTION_MAX_CONNECTIONS), restarting.",
 		}, []string{"reason"})),
 	}
 	go func() {
@@ -203,27 +239,29 @@ func newStreams(limits StreamLimits, db *store.DB, guard auth.Guard, log *slog.L
 	return s
 }
 
-// acquire takes a place for a stream of r's client and returns the client,
-// to be given to release when the stream ends, whatever way it ends (a
-// deferred call). Or it answers and returns false: 503 STREAM_INTERRUPTED
-// with Retry-After when the instance is closing; 429 RATE_LIMITED with
-// Retry-After when the client holds MaxPerClient streams (checked before the
-// instance's cap: a client at its cap is told so even when the instance is
-// full too, and can take no more of its places); 503 STREAM_INTERRUPTED with
-// Retry-After when the instance holds MaxConnections.
-func (s *streams) acquire(w http.ResponseWriter, r *http.Request) (client string, ok bool) {
-	client = ratelimit.ClientNetwork(reqinfo.From(r.Context()).IP)
+// acquire takes a place for a stream of r's client (clientOf: its user if
+// signed in, else its network) and returns the client, to be given to
+// release when the stream ends, whatever way it ends (a deferred call); a
+// WebSocket's place may move to another client meanwhile (claim). Or it
+// answers and returns false: 503 STREAM_INTERRUPTED with Retry-After when the
+// instance is closing; 429 RATE_LIMITED with Retry-After when the client
+// holds MaxPerClient streams (checked before the instance's cap: a client at
+// its cap is told so even when the instance is full too, and can take no
+// more of its places); 503 STREAM_INTERRUPTED with Retry-After when the
+// instance holds MaxConnections.
+func (s *streams) acquire(w http.ResponseWriter, r *http.Request) (client streamClient, ok bool) {
+	client = clientOf(r.Context())
 	s.mu.Lock()
 	reason := ""
 	switch {
 	case s.closing:
 		reason = "restarting"
-	case s.perClient[client] >= s.limits.MaxPerClient:
-		reason = "client"
+	case s.held[client] >= s.limits.MaxPerClient:
+		reason = client.reason()
 	case s.open >= s.limits.MaxConnections:
 		reason = "instance"
 	default:
-		s.perClient[client]++
+		s.held[client]++
 		s.open++
 		s.gauge.Inc()
 	}
@@ -233,14 +271,15 @@ func (s *streams) acquire(w http.ResponseWriter, r *http.Request) (client string
 	}
 	s.refused.WithLabelValues(reason).Inc()
 	w.Header().Set("Content-Type", mediaJSON)
-	if reason == "client" {
-		s.warnClientCap(r.Context(), client)
+	if reason == client.reason() {
+		if client.user == "" {
+			s.warnClientCap(r.Context(), client.network)
+		}
 		writeTooMany(w, 1, gqlerror.List{{
-			Message: "too many WebSocket connections and event streams open from your network on this server: " +
-				"close one first (at most " + strconv.Itoa(s.limits.MaxPerClient) + " per client)",
+			Message: s.tooManyMessage(client),
 			Extensions: map[string]any{"code": string(errs.CodeRateLimited), "retryAfter": 1,
 				"limit": "connections", "maximum": s.limits.MaxPerClient}}})
-		return "", false
+		return streamClient{}, false
 	}
 	msg := "this instance holds as many streams as it may: try again, another instance may answer"
 	if reason == "restarting" {
@@ -250,7 +289,46 @@ func (s *streams) acquire(w http.ResponseWriter, r *http.Request) (client string
 	writeJSON(w, http.StatusServiceUnavailable, struct {
 		Errors gqlerror.List `json:"errors"`
 	}{gqlerror.List{{Message: msg, Extensions: map[string]any{"code": string(errs.CodeStreamInterrupted), "retryAfter": 1}}}})
-	return "", false
+	return streamClient{}, false
+}
+
+// tooManyMessage is the message of a refusal by client's cap.
+func (s *streams) tooManyMessage(client streamClient) string {
+	if client.user != "" {
+		return "too many WebSocket connections and event streams open for your user on this server: " +
+			"close one first (at most " + strconv.Itoa(s.limits.MaxPerClient) + " per user)"
+	}
+	return "too many WebSocket connections and event streams open from your network on this server: " +
+		"close one first (at most " + strconv.Itoa(s.limits.MaxPerClient) + " per client)"
+}
+
+// claim moves the place of c, an open WebSocket connection, from the count of
+// the client that holds it to to's, and reports whether it did: false when to
+// holds MaxPerClient already, and then the place stays where it was, for
+// release when the connection ends. A place held by to already stays.
+func (s *streams) claim(c *wsConn, to streamClient) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if c.client == to {
+		return true
+	}
+	if s.held[to] >= s.limits.MaxPerClient {
+		return false
+	}
+	s.held[to]++
+	s.giveBack(c.client)
+	c.client = to
+	return true
+}
+
+// releaseConn gives back the place of c, whichever client's count holds it
+// now (claim).
+func (s *streams) releaseConn(c *wsConn) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.open--
+	s.gauge.Dec()
+	s.giveBack(c.client)
 }
 
 // warnClientCap logs a refusal by the client's cap, once a minute at most:
@@ -262,21 +340,26 @@ func (s *streams) warnClientCap(ctx context.Context, client string) {
 		return
 	}
 	s.log.WarnContext(ctx, "a client holds SUBSCRIPTION_MAX_PER_CLIENT WebSocket connections and SSE streams: "+
-		"its next ones are refused with 429 (logged once a minute at most; taskflow_streams_refused_total{reason=\"client\"} counts them). "+
+		"its next anonymous ones are refused with 429 (logged once a minute at most; taskflow_streams_refused_total{reason=\"client\"} counts them). "+
 		"Behind a proxy or load balancer, check TRUSTED_PROXIES: without it every client is the proxy",
 		"client", client, "max", s.limits.MaxPerClient)
 }
 
 // release gives back the place acquire took for a stream of client.
-func (s *streams) release(client string) {
+func (s *streams) release(client streamClient) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.open--
 	s.gauge.Dec()
-	if s.perClient[client] <= 1 {
-		delete(s.perClient, client)
+	s.giveBack(client)
+}
+
+// giveBack takes one place off client's count, s.mu held.
+func (s *streams) giveBack(client streamClient) {
+	if s.held[client] <= 1 {
+		delete(s.held, client)
 	} else {
-		s.perClient[client]--
+		s.held[client]--
 	}
 }
 
@@ -364,15 +447,19 @@ func (t wsTransport) Do(w http.ResponseWriter, r *http.Request, exec graphql.Gra
 	if !ok {
 		return
 	}
-	defer t.st.release(client)
-	c := &wsConn{st: t.st}
+	c := &wsConn{st: t.st, client: client}
+	defer t.st.releaseConn(c)
 	t.ws.Do(w, r.WithContext(context.WithValue(r.Context(), wsConnKey{}, c)), inTurn{exec, t.limiter, t.st.db, t.st.guard})
 	c.stopIdle()
 }
 
 // wsInit authenticates a connection by the Authorization of the
 // connection_init payload ("Bearer <token>"), which wins over the upgrade
-// request's header; a bad one closes the connection with 4401.
+// request's header; a bad one closes the connection with 4401. The
+// connection's place moves to the user's count (claim); a user who holds
+// MaxPerClient streams already closes it with 4429, the place left on the
+// count it was on (the network's, or the upgrade's token's user's) until the
+// connection ends. Without a token the place stays where the upgrade put it.
 func (s *streams) wsInit(ctx context.Context, payload transport.InitPayload) (context.Context, *transport.InitPayload, error) {
 	a := payload.Authorization()
 	if a == "" {
@@ -397,7 +484,24 @@ func (s *streams) wsInit(ctx context.Context, payload transport.InitPayload) (co
 	if err != nil {
 		return refuse(err)
 	}
+	if c := wsConnFrom(ctx); c != nil {
+		if to := clientOf(authed); !s.claim(c, to) {
+			s.refused.WithLabelValues(to.reason()).Inc()
+			ctx = transport.WithWebsocketCloseCode(ctx, CloseTooManyRequests)
+			return transport.AppendCloseReason(ctx, s.userCapReason()), nil,
+				&errs.Error{Code: errs.CodeRateLimited, Message: s.tooManyMessage(to),
+					Extensions: map[string]any{"retryAfter": 1, "limit": "connections", "maximum": s.limits.MaxPerClient}}
+		}
+	}
 	return authed, nil, nil
+}
+
+// userCapReason is the reason of a WebSocket closed at its connection_init
+// for its user's cap: the message of the 429 in the 123 bytes of a close
+// frame (a count of up to 20 digits).
+func (s *streams) userCapReason() string {
+	return "Too many WebSocket connections and event streams for your user: close one first (at most " +
+		strconv.Itoa(s.limits.MaxPerClient) + " per user)"
 }
 
 type wsConnKey struct{}
@@ -450,6 +554,9 @@ func (i wsImplementation) Accept(w http.ResponseWriter, r *http.Request, o trans
 type wsConn struct {
 	st   *streams
 	conn *coderws.Conn
+	// client is the client whose count holds the connection's place (st.mu):
+	// its network's, or its user's once signed in (streams.claim).
+	client streamClient
 
 	mu       sync.Mutex
 	subs     int

@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -13,8 +14,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/vektah/gqlparser/v2/gqlerror"
 
+	"taskflow/auth"
 	"taskflow/live"
 	"taskflow/reqinfo"
+	"taskflow/store"
 )
 
 // newTestStreams returns a stream registry with limits, its hub closed when
@@ -42,7 +45,7 @@ func streamRequest(ip string) *http.Request {
 func TestStreamsCountEachClient(t *testing.T) {
 	t.Parallel()
 	st := newTestStreams(t, StreamLimits{MaxConnections: 3, MaxPerClient: 2})
-	take := func(ip string, want int) string {
+	take := func(ip string, want int) streamClient {
 		t.Helper()
 		w := httptest.NewRecorder()
 		client, ok := st.acquire(w, streamRequest(ip))
@@ -55,16 +58,17 @@ func TestStreamsCountEachClient(t *testing.T) {
 	take("2001:db8::3", http.StatusTooManyRequests)
 	b := take("192.0.2.1", 0)
 	take("192.0.2.2", http.StatusServiceUnavailable) // the instance is full
-	if st.open != 3 || len(st.perClient) != 2 || st.perClient["2001:db8::/64"] != 2 || st.perClient["192.0.2.1"] != 1 {
-		t.Fatalf("open %d, per client %v", st.open, st.perClient)
+	if st.open != 3 || len(st.held) != 2 || st.held[streamClient{network: "2001:db8::/64"}] != 2 ||
+		st.held[streamClient{network: "192.0.2.1"}] != 1 {
+		t.Fatalf("open %d, per client %v", st.open, st.held)
 	}
 	st.release(a1)
 	take("192.0.2.2", 0)
-	for _, c := range []string{a2, b, "192.0.2.2"} {
+	for _, c := range []streamClient{a2, b, {network: "192.0.2.2"}} {
 		st.release(c)
 	}
-	if st.open != 0 || len(st.perClient) != 0 {
-		t.Fatalf("all released: open %d, per client %v", st.open, st.perClient)
+	if st.open != 0 || len(st.held) != 0 {
+		t.Fatalf("all released: open %d, per client %v", st.open, st.held)
 	}
 }
 
@@ -94,7 +98,63 @@ func TestStreamPlaceGivenBackOnPanic(t *testing.T) {
 		}()
 		sseTransport{st: st}.Do(httptest.NewRecorder(), streamRequest("192.0.2.1"), panicking{st: st})
 	}()
-	if st.open != 0 || len(st.perClient) != 0 {
-		t.Fatalf("after a panic: open %d, per client %v", st.open, st.perClient)
+	if st.open != 0 || len(st.held) != 0 {
+		t.Fatalf("after a panic: open %d, per client %v", st.open, st.held)
 	}
+}
+
+// A signed-in stream counts on its user, an anonymous one on its network; a
+// WebSocket's place moves from its network's count to its user's (claim),
+// unless the user holds MaxPerClient already, and then stays on the
+// network's; release gives the place back to whichever count holds it, and
+// nothing is left counted once every stream ended.
+func TestStreamsCountEachUser(t *testing.T) {
+	t.Parallel()
+	st := newTestStreams(t, StreamLimits{MaxPerClient: 2})
+	ann, bob := streamClient{user: "ann"}, streamClient{user: "bob"}
+	office := streamClient{network: "192.0.2.1"}
+	signedIn := func(id string) *http.Request {
+		r := streamRequest("192.0.2.1")
+		return r.WithContext(auth.WithUser(r.Context(), &store.User{ID: id}))
+	}
+	take := func(r *http.Request, want int) streamClient {
+		t.Helper()
+		w := httptest.NewRecorder()
+		client, ok := st.acquire(w, r)
+		if ok != (want == 0) || !ok && w.Code != want {
+			t.Fatalf("acquired %v, answered %d, want %d", ok, w.Code, want)
+		}
+		return client
+	}
+	counts := func(want map[streamClient]int) {
+		t.Helper()
+		open := 0
+		for _, n := range want {
+			open += n
+		}
+		if st.open != open || !maps.Equal(st.held, want) {
+			t.Fatalf("open %d, held %v, want %v", st.open, st.held, want)
+		}
+	}
+	sse := []streamClient{take(signedIn("ann"), 0), take(signedIn("bob"), 0), take(signedIn("bob"), 0)}
+	take(signedIn("bob"), http.StatusTooManyRequests)
+	c1 := &wsConn{st: st, client: take(streamRequest("192.0.2.1"), 0)}
+	c2 := &wsConn{st: st, client: take(streamRequest("192.0.2.1"), 0)}
+	take(streamRequest("192.0.2.1"), http.StatusTooManyRequests)
+	counts(map[streamClient]int{ann: 1, bob: 2, office: 2})
+	if !st.claim(c1, ann) || st.claim(c2, bob) || c1.client != ann || c2.client != office {
+		t.Fatalf("claims: %v %v", c1.client, c2.client)
+	}
+	counts(map[streamClient]int{ann: 2, bob: 2, office: 1})
+	if !st.claim(c1, ann) {
+		t.Fatal("a place claimed again by its user refused")
+	}
+	counts(map[streamClient]int{ann: 2, bob: 2, office: 1})
+	st.releaseConn(c2)
+	counts(map[streamClient]int{ann: 2, bob: 2})
+	st.releaseConn(c1)
+	for _, c := range sse {
+		st.release(c)
+	}
+	counts(map[streamClient]int{})
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -906,10 +907,10 @@ func dialAgain(t *testing.T, url string, o apitest.WSOptions) *apitest.WS {
 	}
 }
 
-// One client (its network: an IPv4 address, an IPv6 /64) holds at most
-// MaxPerClient (SUBSCRIPTION_MAX_PER_CLIENT) WebSocket connections and SSE
-// streams together on an instance, signed in or not: over it an upgrade or a
-// stream is refused with 429 RATE_LIMITED before it takes a place of the
+// One anonymous client (its network: an IPv4 address, an IPv6 /64) holds at
+// most MaxPerClient (SUBSCRIPTION_MAX_PER_CLIENT) WebSocket connections and
+// SSE streams together on an instance: over it an upgrade or a stream is
+// refused with 429 RATE_LIMITED before it takes a place of the
 // instance's cap, so other clients, and a member's subscription, still get
 // theirs; a closed stream gives its place back. Until 2026-12-04 one client's
 // idle anonymous WebSockets could take every place of
@@ -939,8 +940,9 @@ func TestLiveStreamsPerClient(t *testing.T) {
 		}
 		tooManyStreams(t, "a WebSocket over the client's cap", res, perClient)
 	}
-	// Its event streams count with its WebSockets, signed in or not.
-	s := e.OpenSSE(t, e.member.Token, taskChangesQuery, map[string]any{"p": e.project}, "X-Forwarded-For", "192.0.2.1")
+	// Its anonymous event streams count with its anonymous WebSockets (a
+	// signed-in one counts on its user: TestLiveStreamsPerUser).
+	s := e.OpenSSE(t, "", `{ __typename }`, nil, "X-Forwarded-For", "192.0.2.1")
 	tooManyStreams(t, "an SSE stream over the client's cap", s.Res, perClient)
 	s.Close()
 
@@ -979,6 +981,163 @@ func TestLiveStreamsPerClient(t *testing.T) {
 		t.Fatal("a third WebSocket of the client accepted after one was given back")
 	} else {
 		tooManyStreams(t, "a WebSocket over the client's cap again", res, perClient)
+	}
+}
+
+// A signed-in user's WebSocket connections and SSE streams are counted
+// against the user, not the network (SUBSCRIPTION_MAX_PER_CLIENT per user):
+// users behind one NAT each get their own MaxPerClient. An SSE stream (or a
+// WebSocket whose upgrade carries a token) counts on its token's user from
+// the start; a WebSocket counts on its network from the upgrade until its
+// connection_init signs it in, then on the user, and a user's connection over
+// the cap is closed there with 4429 and gives back its network's place.
+// Anonymous streams (no token) stay counted on their network. Until
+// 2026-12-05 every stream counted on its network: the third stream below from
+// 192.0.2.7 was refused with 429.
+func TestLiveStreamsPerUser(t *testing.T) {
+	t.Parallel()
+	const perClient = 2
+	e := newLiveEnv(t, behindProxy, func(o *httpapi.Options) {
+		o.Streams = httpapi.StreamLimits{MaxConnections: 20, MaxPerClient: perClient}
+	})
+	url := e.Server.URL + "/query"
+	const office = "192.0.2.7"
+	anonymous := fromClient(office)
+	signedIn := func(u apitest.User) apitest.WSOptions {
+		o := fromClient(office)
+		o.Init = map[string]any{"Authorization": "Bearer " + u.Token}
+		return o
+	}
+	var conns []*apitest.WS
+	var streams []*apitest.SSE
+	sse := func(u apitest.User) {
+		t.Helper()
+		s := e.OpenSSE(t, u.Token, taskChangesQuery, map[string]any{"p": e.project}, "X-Forwarded-For", office)
+		if s.Res.StatusCode != http.StatusOK {
+			b, _ := io.ReadAll(s.Res.Body)
+			t.Fatalf("an event stream: %d %s", s.Res.StatusCode, b)
+		}
+		streams = append(streams, s)
+	}
+
+	// (a) Two users of one office each hold two streams, a WebSocket and an
+	// SSE stream: four from one network whose cap is two.
+	for _, u := range []apitest.User{e.member, e.owner} {
+		ws := apitest.DialWS(t, url, signedIn(u))
+		if ws.Ack.Type != "connection_ack" {
+			t.Fatalf("connection_init answered %+v", ws.Ack)
+		}
+		conns = append(conns, ws)
+		sse(u)
+	}
+	e.waitSubscribed(t, 2)
+
+	// (b) A user's third stream is refused: an SSE stream, or a WebSocket
+	// whose upgrade carries the token, with 429; a WebSocket signed in by its
+	// connection_init there, with 4429. The network's place its upgrade took
+	// is given back: an anonymous client of the office still gets two.
+	s := e.OpenSSE(t, e.member.Token, taskChangesQuery, map[string]any{"p": e.project}, "X-Forwarded-For", office)
+	tooManyStreams(t, "a user's third stream (SSE)", s.Res, perClient)
+	s.Close()
+	_, res, err := apitest.TryDialWS(t, url, apitest.WSOptions{NoInit: true, Header: http.Header{
+		"X-Forwarded-For": {office}, "Authorization": {"Bearer " + e.member.Token}}})
+	if err == nil {
+		t.Fatal("a user's third stream (a WebSocket with the token in its upgrade) accepted")
+	}
+	tooManyStreams(t, "a user's third stream (a WebSocket with the token in its upgrade)", res, perClient)
+	conns = append(conns, apitest.DialWS(t, url, anonymous))
+	userCapClose(t, url, signedIn(e.member), perClient)
+	if v := metricValue(t, e.Env, `taskflow_streams_refused_total{reason="user"}`); v != "3" {
+		t.Fatalf("refusals by the user's cap counted: %q, want 3", v)
+	}
+
+	// (c), (d) The anonymous client's second connection is accepted once the
+	// refused one has given its place back; its third is refused, as is an
+	// anonymous event stream, and a connection_init without a token leaves a
+	// connection on the network.
+	conns = append(conns, dialAgain(t, url, anonymous))
+	if _, res, err = apitest.TryDialWS(t, url, anonymous); err == nil {
+		t.Fatal("a third anonymous WebSocket from one network accepted")
+	}
+	tooManyStreams(t, "an anonymous WebSocket over the network's cap", res, perClient)
+	s = e.OpenSSE(t, "", `{ __typename }`, nil, "X-Forwarded-For", office)
+	tooManyStreams(t, "an anonymous SSE stream over the network's cap", s.Res, perClient)
+	s.Close()
+	_ = conns[len(conns)-1].Conn.Close(coderws.StatusNormalClosure, "")
+	conns = append(conns[:len(conns)-1], dialAgain(t, url, apitest.WSOptions{Header: anonymous.Header, Init: map[string]any{}}))
+	if _, res, err = apitest.TryDialWS(t, url, anonymous); err == nil {
+		t.Fatal("a third anonymous WebSocket from one network accepted (after an empty connection_init)")
+	}
+	tooManyStreams(t, "an anonymous WebSocket over the network's cap", res, perClient)
+	if v := metricValue(t, e.Env, `taskflow_streams_refused_total{reason="client"}`); v != "3" {
+		t.Fatalf("refusals by the network's cap counted: %q, want 3", v)
+	}
+
+	// A user's closed stream gives the user its place back, whichever count
+	// it was taken from: the connection's (moved from the network's) and the
+	// event stream's. (The anonymous connections go first: a WebSocket
+	// signed in by its connection_init needs a place of its network until
+	// then.)
+	for _, ws := range conns[2:] {
+		_ = ws.Conn.Close(coderws.StatusNormalClosure, "")
+	}
+	conns = conns[:2]
+	_ = conns[0].Conn.Close(coderws.StatusNormalClosure, "")
+	conns[0] = dialUserAgain(t, url, signedIn(e.member))
+	streams[0].Close()
+	conns = append(conns, dialUserAgain(t, url, signedIn(e.member)))
+	userCapClose(t, url, signedIn(e.member), perClient)
+
+	// Every stream closed, none is left counted.
+	for _, ws := range conns {
+		_ = ws.Conn.Close(coderws.StatusNormalClosure, "")
+	}
+	for _, s := range streams {
+		s.Close()
+	}
+	waitForMetric(t, e.Env, "taskflow_streams_open", "0")
+}
+
+// userCapClose fails the test unless a WebSocket dialled with o is closed at
+// its connection_init with 4429 for its user's cap of max.
+func userCapClose(t *testing.T, url string, o apitest.WSOptions, max int) {
+	t.Helper()
+	ws, res, err := apitest.TryDialWS(t, url, o)
+	if res != nil && res.StatusCode != http.StatusSwitchingProtocols {
+		t.Fatalf("a WebSocket over its user's cap: upgrade answered %d", res.StatusCode)
+	}
+	if err == nil {
+		_, err = ws.TryNext()
+	}
+	var ce coderws.CloseError
+	if !errors.As(err, &ce) || ce.Code != httpapi.CloseTooManyRequests ||
+		!strings.Contains(ce.Reason, "at most "+strconv.Itoa(max)+" per user") {
+		t.Fatalf("a WebSocket over its user's cap: %v, want closed with %d", err, httpapi.CloseTooManyRequests)
+	}
+}
+
+// dialUserAgain dials a WebSocket signed in at its connection_init until
+// it is neither refused for its network's cap at the upgrade nor closed for
+// its user's at connection_init: the place of a closed stream is given back
+// when the server has finished with it.
+func dialUserAgain(t *testing.T, url string, o apitest.WSOptions) *apitest.WS {
+	t.Helper()
+	for {
+		ws, res, err := apitest.TryDialWS(t, url, o)
+		if err == nil && ws.Ack.Type == "connection_ack" {
+			return ws
+		}
+		if err == nil {
+			_, err = ws.TryNext()
+		}
+		if coderws.CloseStatus(err) != httpapi.CloseTooManyRequests &&
+			(res == nil || res.StatusCode != http.StatusTooManyRequests) {
+			t.Fatalf("dial: %v", err)
+		}
+		if d, ok := t.Deadline(); ok && time.Until(d) < 5*time.Second {
+			t.Fatal("the place of a user's closed stream was never given back")
+		}
+		sleepTick()
 	}
 }
 
