@@ -96,8 +96,9 @@ type Config struct {
 	// streams one instance holds (SUBSCRIPTION_MAX_CONNECTIONS, 10000).
 	SubscriptionMaxConnections int
 	// SubscriptionMaxPerClient bounds the WebSocket connections and SSE
-	// streams one client (an IPv4 address, an IPv6 /64) holds on one instance
-	// (SUBSCRIPTION_MAX_PER_CLIENT, 200).
+	// streams one client holds on one instance, the client being a signed-in
+	// user, or for an anonymous stream its network (an IPv4 address, an IPv6
+	// /64) (SUBSCRIPTION_MAX_PER_CLIENT, 200).
 	SubscriptionMaxPerClient int
 	// SubscriptionKeepAlive is the ping interval of the streams
 	// (SUBSCRIPTION_KEEPALIVE, 15s).
