@@ -573,26 +573,9 @@ func (e *env) jobState(t *testing.T, id string) string {
 func TestTransientGiveUpErrorRunsAgain(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
-	var hits atomic.Int64
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.Copy(io.Discard, r.Body)
-		hits.Add(1)
-		w.WriteHeader(http.StatusBadGateway)
-	}))
-	t.Cleanup(srv.Close)
-	ep := e.endpoint(t, srv.URL, "webhook.pinged")
 	ctx := t.Context()
 	const refusals = 2
-	if _, err := e.db.Pool.Exec(ctx, fmt.Sprintf(`CREATE SEQUENCE end_refusals;
-		CREATE FUNCTION refuse_end() RETURNS trigger LANGUAGE plpgsql AS
-		$$BEGIN IF nextval('end_refusals') <= %d THEN
-			RAISE EXCEPTION 'deadlock detected' USING ERRCODE = 'deadlock_detected'; END IF; RETURN NEW; END$$;
-		CREATE TRIGGER refuse_end BEFORE UPDATE ON webhook_deliveries FOR EACH ROW
-		WHEN (NEW.status = 'FAILED') EXECUTE FUNCTION refuse_end()`, refusals)); err != nil {
-		t.Fatal(err)
-	}
-	id := e.pingDelivery(t, ep.Endpoint.ID)
-	e.start(t, webhook.Options{RetryBase: 100 * time.Microsecond})
+	id, hits := e.pingRefused(t, "end_refusals", "NEW.status = 'FAILED'", refusals)
 	if state := e.jobState(t, id); state != "completed" {
 		t.Errorf("the job is %s, want completed (by its closing run)", state)
 	}
@@ -611,6 +594,35 @@ func TestTransientGiveUpErrorRunsAgain(t *testing.T) {
 	if err := e.db.Pool.QueryRow(ctx, `SELECT last_value FROM end_refusals`).Scan(&calls); err != nil || calls != refusals+1 {
 		t.Errorf("updates ending the delivery: %d (%v), want %d refused, then one", calls, err, refusals)
 	}
+}
+
+// pingRefused pings an endpoint whose receiver answers every delivery 502,
+// with the first n updates of webhook_deliveries that match when (a
+// trigger's WHEN condition) failing as Postgres fails a deadlock's victim,
+// counted by the sequence seq (its last_value: the updates tried), and
+// starts the dispatcher. It returns the delivery's id and how many requests
+// the receiver had.
+func (e *env) pingRefused(t *testing.T, seq, when string, n int) (string, *atomic.Int64) {
+	t.Helper()
+	hits := new(atomic.Int64)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		hits.Add(1)
+		w.WriteHeader(http.StatusBadGateway)
+	}))
+	t.Cleanup(srv.Close)
+	ep := e.endpoint(t, srv.URL, "webhook.pinged")
+	if _, err := e.db.Pool.Exec(t.Context(), fmt.Sprintf(`CREATE SEQUENCE %[1]s;
+		CREATE FUNCTION %[1]s_refuse() RETURNS trigger LANGUAGE plpgsql AS
+		$$BEGIN IF nextval('%[1]s') <= %[2]d THEN
+			RAISE EXCEPTION 'deadlock detected' USING ERRCODE = 'deadlock_detected'; END IF; RETURN NEW; END$$;
+		CREATE TRIGGER %[1]s_refuse BEFORE UPDATE ON webhook_deliveries FOR EACH ROW
+		WHEN (%[3]s) EXECUTE FUNCTION %[1]s_refuse()`, seq, n, when)); err != nil {
+		t.Fatal(err)
+	}
+	id := e.pingDelivery(t, ep.Endpoint.ID)
+	e.start(t, webhook.Options{RetryBase: 100 * time.Microsecond})
+	return id, hits
 }
 
 // An instance dies during a delivery's last attempt: River's rescuer finds
@@ -769,26 +781,9 @@ func TestRedeliveryWhileARetryWaitsGetsTheWholeSchedule(t *testing.T) {
 func TestTransientClaimErrorUsesNoAttempt(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
-	var hits atomic.Int64
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.Copy(io.Discard, r.Body)
-		hits.Add(1)
-		w.WriteHeader(http.StatusBadGateway)
-	}))
-	t.Cleanup(srv.Close)
-	ep := e.endpoint(t, srv.URL, "webhook.pinged")
 	ctx := t.Context()
 	const refusals = 2
-	if _, err := e.db.Pool.Exec(ctx, fmt.Sprintf(`CREATE SEQUENCE claim_refusals;
-		CREATE FUNCTION refuse_claim() RETURNS trigger LANGUAGE plpgsql AS
-		$$BEGIN IF nextval('claim_refusals') <= %d THEN
-			RAISE EXCEPTION 'deadlock detected' USING ERRCODE = 'deadlock_detected'; END IF; RETURN NEW; END$$;
-		CREATE TRIGGER refuse_fourth_claim BEFORE UPDATE ON webhook_deliveries FOR EACH ROW
-		WHEN (OLD.attempts = 3 AND NEW.attempts = 4) EXECUTE FUNCTION refuse_claim()`, refusals)); err != nil {
-		t.Fatal(err)
-	}
-	id := e.pingDelivery(t, ep.Endpoint.ID)
-	e.start(t, webhook.Options{RetryBase: 100 * time.Microsecond})
+	id, hits := e.pingRefused(t, "claim_refusals", "OLD.attempts = 3 AND NEW.attempts = 4", refusals)
 	status, attempts, code, lastErr := e.ended(t, id)
 	if n := hits.Load(); status != store.WebhookFailed || attempts != store.WebhookMaxAttempts || n != store.WebhookMaxAttempts ||
 		code != http.StatusBadGateway || lastErr != "HTTP 502" {
