@@ -299,7 +299,7 @@ func (s *streams) tooManyMessage(client streamClient) string {
 			"close one first (at most " + strconv.Itoa(s.limits.MaxPerClient) + " per user)"
 	}
 	return "too many WebSocket connections and event streams open from your network on this server: " +
-		"close one first (at most " + strconv.Itoa(s.limits.MaxPerClient) + " per client)"
+		"close one first (at most " + strconv.Itoa(s.limits.MaxPerClient) + " per network for streams not signed in)"
 }
 
 // claim moves the place of c, an open WebSocket connection, from the count of
