@@ -66,3 +66,6 @@ func ForgetVerified(s *AuditSealer, chain string) {
 
 // ExtendSQL is extendSQL, for TestSealerDoesNotReadBackWhatItVerified.
 const ExtendSQL = extendSQL
+
+// BackdateTolerance is backdateTolerance, for the tests of verification.
+const BackdateTolerance = backdateTolerance

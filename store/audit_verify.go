@@ -15,6 +15,33 @@ import (
 	"taskflow/errs"
 )
 
+// backdateTolerance is how far back occurred_at may run, in chain order,
+// between events written in good faith; verification counts the events that
+// run back further (AuditVerification.BackdatedEvents). An event's
+// occurred_at is its instance's clock (time.Now, not Postgres's now()): read
+// when its unit of work ends, in the round trip that commits it
+// (UnitOfWork), or when it begins, for the writes recorded in SQL
+// (recordNow). Chain order is spine order: the id of the writing
+// transaction, assigned at its first write, then the order of inserts, so
+// an event B before an event A in the chain can have occurred up to the
+// duration of B's unit of work (first write to commit) plus that of A's
+// (start to first write) later than A, plus the difference between the two
+// instances' clocks. Nothing bounds a unit of work hard: the server sets no
+// statement_timeout, lock_timeout nor transaction timeout, so a lock wait
+// lasts as long as the lock. A request's unit of work runs in the request's
+// context, which net/http cancels (and pgx then cancels the statement) once
+// the server's ReadTimeout, 30 s from the request's start, passes on an
+// HTTP/1.1 connection; a mutation sent over a WebSocket has no such bound;
+// a webhook attempt records its outcome within 10 s. Instances' clocks are
+// kept by NTP to milliseconds. Two units of work of 30 s each and a skew of
+// seconds are about a minute: 5 minutes leaves room for a slow database
+// without flagging its events, and an event flagged beyond that was written
+// with a past time, by a unit of work that waited minutes (a WebSocket
+// mutation blocked on a lock), or by an instance whose clock was minutes
+// behind: each is worth an operator's look, none proves tampering, so it
+// does not make the log invalid.
+const backdateTolerance = 5 * time.Minute
+
 // VerifyAuditLog walks the workspace's hash chain and, when cp is not nil,
 // checks that checkpoint against it with the public keys this server trusts
 // (keys); see VerifyChainAgainst. A checkpoint with no chain key is taken to
@@ -88,6 +115,13 @@ func (db *DB) VerifyChain(ctx context.Context, chainKey string) (*AuditVerificat
 // itself, and only a checkpoint signed before shows it. The event at the
 // first such checkpoint's position is reported (the newest seal's when the
 // log ends before it).
+//
+// In the same walk it counts the events whose occurred_at is earlier than the
+// latest of the events before them in the chain by more than
+// backdateTolerance (BackdatedEvents, FirstBackdatedEventID): chain order is
+// the order of the writing transactions, so such an event was written with a
+// time in the past, or by an instance whose clock was behind. They do not
+// make the log invalid.
 func (db *DB) VerifyChainAgainst(ctx context.Context, chainKey string, cp *audit.Checkpoint, keys []ed25519.PublicKey) (*AuditVerification, error) {
 	return db.verifyChain(ctx, chainKey, cp, keys, nil)
 }
@@ -182,6 +216,9 @@ type chainWalk struct {
 	cpReason           string
 	cpHash, cpSealHash []byte
 	cpEvent            string
+	// latest is the latest occurred_at of the events the walk read so far
+	// (backdated).
+	latest time.Time
 }
 
 // invalid marks the log invalid at event id, unless it already is. An empty
@@ -313,6 +350,9 @@ func (w *chainWalk) walk(ctx context.Context, tx pgx.Tx, chainKey string) error 
 		if !retained && found {
 			w.out.SealedEvents++
 		}
+		if found {
+			w.backdated(id, at)
+		}
 		if w.cp != nil && pos == w.cp.Position {
 			w.cpSealHash, w.cpEvent = bytes.Clone(hash), id
 		}
@@ -320,6 +360,22 @@ func (w *chainWalk) walk(ctx context.Context, tx pgx.Tx, chainKey string) error 
 		w.tipPos, w.tipHash, w.tipEvent = pos, expected, id
 	}
 	return rows.Err()
+}
+
+// backdated counts the event id, which occurred at at and comes next in
+// chain order, when at is earlier than the latest time of the events before
+// it by more than backdateTolerance (see AuditVerification.BackdatedEvents),
+// and makes at the latest when it is.
+func (w *chainWalk) backdated(id string, at time.Time) {
+	if w.latest.Sub(at) > backdateTolerance {
+		w.out.BackdatedEvents++
+		if w.out.FirstBackdatedEventID == nil {
+			w.out.FirstBackdatedEventID = &id
+		}
+	}
+	if at.After(w.latest) {
+		w.latest = at
+	}
 }
 
 // sealedEventsFrom joins each seal s to its event e (its id, time and

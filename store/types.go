@@ -187,6 +187,16 @@ type AuditVerification struct {
 	HeadPosition *int64 `json:"headPosition"`
 	// Checkpoint is the outcome for the checkpoint presented, if one was.
 	Checkpoint *AuditCheckpointVerification `json:"checkpoint"`
+	// BackdatedEvents is the number of sealed events, among those the walk
+	// read, whose occurred_at is earlier than the latest occurred_at of the
+	// events before them in the chain by more than backdateTolerance: events
+	// written with a time in the past, or by an instance whose clock was
+	// behind. It does not make Valid false; it is for the auditor to look
+	// at.
+	BackdatedEvents int `json:"backdatedEvents"`
+	// FirstBackdatedEventID is the first of them in chain order; nil when
+	// there is none.
+	FirstBackdatedEventID *string `json:"firstBackdatedEventId"`
 }
 
 // AuditCheckpointVerification is the outcome of checking a checkpoint a
