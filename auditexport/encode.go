@@ -15,9 +15,11 @@ import (
 	"taskflow/store"
 )
 
-// Columns are the CSV columns of an audit export, in order.
+// Columns are the CSV columns of an audit export, in order. A new column
+// goes at the end (docs/api.md), so that readers that take columns by their
+// place go on working.
 var Columns = []string{"id", "occurredAt", "workspaceId", "actorId", "action", "entityType",
-	"entityId", "ip", "userAgent", "requestId", "metadata", "sealed", "chainPosition", "prevHash", "hash", "traceId"}
+	"entityId", "ip", "userAgent", "requestId", "metadata", "sealed", "chainPosition", "prevHash", "hash", "traceId", "sealedAt"}
 
 // Encoder writes audit events to a file in one format.
 type Encoder interface {
@@ -41,7 +43,7 @@ func NewEncoder(w io.Writer, format string) Encoder {
 }
 
 // ndjsonEncoder writes one JSON object per line, with the fields of
-// AuditEvent (sealed, chainPosition, prevHash and hash included:
+// AuditEvent (sealed, chainPosition, prevHash, hash and sealedAt included:
 // examples/auditverify checks the chain from them).
 type ndjsonEncoder struct {
 	enc *json.Encoder
@@ -65,9 +67,14 @@ func (x *csvEncoder) Write(e *store.AuditEvent) error {
 	if e.ChainPosition != nil {
 		pos = strconv.FormatInt(*e.ChainPosition, 10)
 	}
+	sealedAt := ""
+	if e.SealedAt != nil {
+		sealedAt = e.SealedAt.UTC().Format(time.RFC3339Nano)
+	}
 	return x.w.Write([]string{e.ID, e.OccurredAt.UTC().Format(time.RFC3339Nano), str(e.WorkspaceID), str(e.ActorID),
 		e.Action, e.EntityType, csvCell(e.EntityID), csvCell(str(e.IP)), csvCell(str(e.UserAgent)),
-		csvCell(str(e.RequestID)), string(meta), strconv.FormatBool(e.Sealed), pos, str(e.PrevHash), str(e.Hash), str(e.TraceID)})
+		csvCell(str(e.RequestID)), string(meta), strconv.FormatBool(e.Sealed), pos, str(e.PrevHash), str(e.Hash), str(e.TraceID),
+		sealedAt})
 }
 
 func (x *csvEncoder) Flush() error {

@@ -114,6 +114,7 @@ type ComplexityRoot struct {
 		PrevHash      func(childComplexity int) int
 		RequestID     func(childComplexity int) int
 		Sealed        func(childComplexity int) int
+		SealedAt      func(childComplexity int) int
 		TraceID       func(childComplexity int) int
 		UserAgent     func(childComplexity int) int
 		WorkspaceID   func(childComplexity int) int
@@ -169,14 +170,16 @@ type ComplexityRoot struct {
 	}
 
 	AuditVerification struct {
-		CheckedEvents       func(childComplexity int) int
-		Checkpoint          func(childComplexity int) int
-		FirstInvalidEventID func(childComplexity int) int
-		HeadHash            func(childComplexity int) int
-		HeadPosition        func(childComplexity int) int
-		SealedEvents        func(childComplexity int) int
-		UnsealedEvents      func(childComplexity int) int
-		Valid               func(childComplexity int) int
+		BackdatedEvents       func(childComplexity int) int
+		CheckedEvents         func(childComplexity int) int
+		Checkpoint            func(childComplexity int) int
+		FirstBackdatedEventID func(childComplexity int) int
+		FirstInvalidEventID   func(childComplexity int) int
+		HeadHash              func(childComplexity int) int
+		HeadPosition          func(childComplexity int) int
+		SealedEvents          func(childComplexity int) int
+		UnsealedEvents        func(childComplexity int) int
+		Valid                 func(childComplexity int) int
 	}
 
 	AuthPayload struct {
@@ -875,6 +878,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.AuditEvent.Sealed(childComplexity), true
+	case "AuditEvent.sealedAt":
+		if e.ComplexityRoot.AuditEvent.SealedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AuditEvent.SealedAt(childComplexity), true
 	case "AuditEvent.traceId":
 		if e.ComplexityRoot.AuditEvent.TraceID == nil {
 			break
@@ -1069,6 +1078,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.AuditSigningKey.PublicKey(childComplexity), true
 
+	case "AuditVerification.backdatedEvents":
+		if e.ComplexityRoot.AuditVerification.BackdatedEvents == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AuditVerification.BackdatedEvents(childComplexity), true
 	case "AuditVerification.checkedEvents":
 		if e.ComplexityRoot.AuditVerification.CheckedEvents == nil {
 			break
@@ -1081,6 +1096,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.AuditVerification.Checkpoint(childComplexity), true
+	case "AuditVerification.firstBackdatedEventId":
+		if e.ComplexityRoot.AuditVerification.FirstBackdatedEventID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AuditVerification.FirstBackdatedEventID(childComplexity), true
 	case "AuditVerification.firstInvalidEventId":
 		if e.ComplexityRoot.AuditVerification.FirstInvalidEventID == nil {
 			break
@@ -2793,6 +2814,13 @@ type AttachmentEdge {
   prevHash: String
   "The W3C trace id (32 hex digits) of the request, when the server traced it (OpenTelemetry); null otherwise."
   traceId: String
+  """
+  When the sealer chained the event (the sealing instance's clock); null until then.
+  The hash does not cover it. Normally within a second of occurredAt: an event sealed
+  long after its occurredAt was written with a time in the past (see
+  AuditVerification.backdatedEvents).
+  """
+  sealedAt: Time
 }
 
 """
@@ -2840,6 +2868,18 @@ type AuditVerification {
   headPosition: Int
   "The outcome for the checkpoint given to verifyAuditLog; null when none was."
   checkpoint: AuditCheckpointVerification
+  """
+  Sealed events whose occurredAt is more than 5 minutes earlier than the latest
+  occurredAt of the events before them in the chain. Chain order is the order in
+  which the events' transactions wrote, so occurredAt runs back in it only by the
+  length of a transaction and the difference between the server instances' clocks:
+  such an event was written with a time in the past, or by an instance whose clock
+  was behind. It does not make valid false; it is for the auditor to look at
+  (compare the event's occurredAt and sealedAt).
+  """
+  backdatedEvents: Int!
+  "The first event backdatedEvents counts, in chain order; null when it counts none."
+  firstBackdatedEventId: ID
 }
 
 """
@@ -3763,6 +3803,8 @@ func (ec *executionContext) childFields_AuditEvent(ctx context.Context, field gr
 		return ec.fieldContext_AuditEvent_prevHash(ctx, field)
 	case "traceId":
 		return ec.fieldContext_AuditEvent_traceId(ctx, field)
+	case "sealedAt":
+		return ec.fieldContext_AuditEvent_sealedAt(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type AuditEvent", field.Name)
 }
@@ -3883,6 +3925,10 @@ func (ec *executionContext) childFields_AuditVerification(ctx context.Context, f
 		return ec.fieldContext_AuditVerification_headPosition(ctx, field)
 	case "checkpoint":
 		return ec.fieldContext_AuditVerification_checkpoint(ctx, field)
+	case "backdatedEvents":
+		return ec.fieldContext_AuditVerification_backdatedEvents(ctx, field)
+	case "firstBackdatedEventId":
+		return ec.fieldContext_AuditVerification_firstBackdatedEventId(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type AuditVerification", field.Name)
 }
@@ -6560,6 +6606,13 @@ func (ec *executionContext) fieldContext_AuditEvent_traceId(_ context.Context, f
 	return graphql.NewScalarFieldContext("AuditEvent", field, false, false, "String")
 }
 
+func (ec *executionContext) _AuditEvent_sealedAt(ctx context.Context, field graphql.CollectedField, obj *store.AuditEvent) (ret graphql.Marshaler) {
+	return ec.marshalOTime2ᚖtimeᚐTime(ctx, field.Selections, obj.SealedAt)
+}
+func (ec *executionContext) fieldContext_AuditEvent_sealedAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AuditEvent", field, false, false, "Time")
+}
+
 func (ec *executionContext) _AuditEventConnection_edges(ctx context.Context, field graphql.CollectedField, obj *store.Connection[store.AuditEvent]) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -7260,6 +7313,39 @@ func (ec *executionContext) fieldContext_AuditVerification_checkpoint(_ context.
 		},
 	}
 	return fc, nil
+}
+
+func (ec *executionContext) _AuditVerification_backdatedEvents(ctx context.Context, field graphql.CollectedField, obj *store.AuditVerification) (ret graphql.Marshaler) {
+	if res := graphql.MarshalInt(obj.BackdatedEvents); res != graphql.Null {
+		return res
+	}
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AuditVerification_backdatedEvents(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.BackdatedEvents, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AuditVerification_backdatedEvents(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AuditVerification", field, false, false, "Int")
+}
+
+func (ec *executionContext) _AuditVerification_firstBackdatedEventId(ctx context.Context, field graphql.CollectedField, obj *store.AuditVerification) (ret graphql.Marshaler) {
+	return ec.marshalOID2ᚖstring(ctx, field.Selections, obj.FirstBackdatedEventID)
+}
+func (ec *executionContext) fieldContext_AuditVerification_firstBackdatedEventId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AuditVerification", field, false, false, "ID")
 }
 
 func (ec *executionContext) _AuthPayload_token(ctx context.Context, field graphql.CollectedField, obj *store.AuthPayload) (ret graphql.Marshaler) {
@@ -14699,6 +14785,11 @@ func (ec *executionContext) _AuditEvent(ctx context.Context, sel ast.SelectionSe
 			if out.Values[i] == graphql.RequiredNull {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
+		case "sealedAt":
+			out.Values[i] = ec._AuditEvent_sealedAt(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -15101,6 +15192,16 @@ func (ec *executionContext) _AuditVerification(ctx context.Context, sel ast.Sele
 			}
 		case "checkpoint":
 			out.Values[i] = ec._AuditVerification_checkpoint(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "backdatedEvents":
+			out.Values[i] = ec._AuditVerification_backdatedEvents(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "firstBackdatedEventId":
+			out.Values[i] = ec._AuditVerification_firstBackdatedEventId(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}

@@ -2,6 +2,7 @@ package httpapi_test
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/ed25519"
 	"encoding/csv"
@@ -521,6 +522,7 @@ func TestAuditExport(t *testing.T) {
 			t.Fatalf("event %+v", ev)
 		}
 		if sealed := ev.ID != late; ev.Sealed != sealed || (ev.ChainPosition != nil) != sealed || (ev.Hash != nil) != sealed ||
+			(ev.SealedAt != nil) != sealed || !sealed && !bytes.Contains(sc.Bytes(), []byte(`"sealedAt":null`)) ||
 			sealed && *ev.ChainPosition != int64(700-len(got)+1) {
 			t.Fatalf("event %d of the export: %+v", len(got), ev)
 		}
@@ -542,7 +544,7 @@ func TestAuditExport(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !slices.Equal(records[0], []string{"id", "occurredAt", "workspaceId", "actorId", "action", "entityType", "entityId", "ip", "userAgent",
-		"requestId", "metadata", "sealed", "chainPosition", "prevHash", "hash", "traceId"}) {
+		"requestId", "metadata", "sealed", "chainPosition", "prevHash", "hash", "traceId", "sealedAt"}) {
 		t.Fatalf("header %v", records[0])
 	}
 	var want []string
@@ -564,7 +566,8 @@ func TestAuditExport(t *testing.T) {
 		if err := json.Unmarshal([]byte(r[10]), &meta); err != nil || meta["s"] != "a,\"b\"\nc" {
 			t.Errorf("metadata cell %q: %v", r[10], err)
 		}
-		if r[11] != "true" || r[12] == "" || len(r[13]) != 64 || len(r[14]) != 64 {
+		if at, err := time.Parse(time.RFC3339Nano, r[16]); r[11] != "true" || r[12] == "" || len(r[13]) != 64 || len(r[14]) != 64 ||
+			err != nil || at.Location() != time.UTC {
 			t.Errorf("seal cells %q", r[11:])
 		}
 	}

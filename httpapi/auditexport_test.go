@@ -193,6 +193,9 @@ func TestAuditExportStartRunDownload(t *testing.T) {
 			if file.Status != http.StatusOK || len(file.Raw) != got.Bytes {
 				t.Fatalf("download: %d, %d bytes (bytes %d): %.300s", file.Status, len(file.Raw), got.Bytes, file.Raw)
 			}
+			if header, _, _ := bytes.Cut(file.Raw, []byte("\n")); format == "CSV" && !bytes.HasSuffix(header, []byte(",traceId,sealedAt")) {
+				t.Fatalf("the file's CSV header %q does not end with traceId,sealedAt", header)
+			}
 			sync := e.download(t, "/audit/export?"+url.Values{"workspaceId": {e.ws}, "format": {strings.ToLower(format)},
 				"actions": {"task.*,audit.*"}}.Encode(), e.admin.Token)
 			if sync.Status != http.StatusOK || !bytes.Equal(file.Raw, sync.Raw) {

@@ -183,15 +183,19 @@ func likeEscape(s string) string {
 // auditEventColumns is the column list scanned by scanAuditEvent, selected
 // from auditEventFrom.
 const auditEventColumns = `id, workspace_id, actor_id, action, entity_type, entity_id, occurred_at,
-	ip, user_agent, request_id, metadata, trace_id, s.position, s.prev_hash, s.hash`
+	ip, user_agent, request_id, metadata, trace_id, s.position, s.prev_hash, s.hash, s.sealed_at`
+
+// auditSealColumns are the columns of audit_seals that the LATERAL joins
+// giving auditEventColumns select, as s.
+const auditSealColumns = `position, prev_hash, hash, sealed_at`
 
 // auditEventFrom is audit_events with each event's seal, if it has one (one
 // probe of audit_seals' event_id index per event read): the seal of its id,
 // its time and its chain, since the events' key is the time and the id (a
 // row copying a sealed event's id is not sealed). Its columns other than
-// audit_events' are s.position, s.prev_hash and s.hash.
+// audit_events' are those of auditSealColumns.
 const auditEventFrom = `audit_events LEFT JOIN LATERAL
-	(SELECT position, prev_hash, hash FROM audit_seals WHERE event_id = audit_events.id
+	(SELECT ` + auditSealColumns + ` FROM audit_seals WHERE event_id = audit_events.id
 		AND occurred_at = audit_events.occurred_at AND chain_key = audit_events.chain_key) s ON true`
 
 // scanAuditEvent scans the columns of auditEventColumns, then those of
@@ -200,7 +204,7 @@ func scanAuditEvent(row pgx.Row, extra ...any) (*AuditEvent, error) {
 	var e AuditEvent
 	var meta, prev, hash []byte
 	if err := row.Scan(append([]any{&e.ID, &e.WorkspaceID, &e.ActorID, &e.Action, &e.EntityType, &e.EntityID,
-		&e.OccurredAt, &e.IP, &e.UserAgent, &e.RequestID, &meta, &e.TraceID, &e.ChainPosition, &prev, &hash}, extra...)...); err != nil {
+		&e.OccurredAt, &e.IP, &e.UserAgent, &e.RequestID, &meta, &e.TraceID, &e.ChainPosition, &prev, &hash, &e.SealedAt}, extra...)...); err != nil {
 		return nil, err
 	}
 	e.Sealed = e.ChainPosition != nil
@@ -378,7 +382,7 @@ func auditScanSQL(scan, rest, seal string, args []any, page Page) (string, []any
 		// 0.79 ms, and twice the Postgres CPU a page of auditEvents). Its
 		// rn is 0: scanAuditScan numbers the events as they come.
 		return `SELECT ` + auditEventColumns + `, 0::int8, true, false FROM audit_events LEFT JOIN LATERAL
-			(SELECT position, prev_hash, hash FROM audit_seals WHERE event_id = audit_events.id
+			(SELECT ` + auditSealColumns + ` FROM audit_seals WHERE event_id = audit_events.id
 				AND occurred_at = audit_events.occurred_at AND chain_key = audit_events.chain_key` + seal + `) s ON true
 			WHERE ` + scan + fmt.Sprintf(` ORDER BY occurred_at DESC, id DESC LIMIT %d`, page.First+1), args
 	}
@@ -386,7 +390,7 @@ func auditScanSQL(scan, rest, seal string, args []any, page Page) (string, []any
 		`SELECT id, workspace_id, actor_id, action, entity_type, entity_id, occurred_at, ip, user_agent,
 			request_id, metadata, trace_id, chain_key
 		FROM audit_events WHERE `+scan,
-		` LEFT JOIN LATERAL (SELECT position, prev_hash, hash FROM audit_seals WHERE event_id = scan.id
+		` LEFT JOIN LATERAL (SELECT `+auditSealColumns+` FROM audit_seals WHERE event_id = scan.id
 			AND occurred_at = scan.occurred_at AND chain_key = scan.chain_key`+seal+`) s ON true`,
 		`occurred_at DESC, id DESC`, `true`+rest, AuditScanLimit, page.First+1), args
 }

@@ -109,7 +109,7 @@ type AuditEvent struct {
 	RequestID   *string   `json:"requestId"`
 	Metadata    RawJSON   `json:"metadata"`
 	// Sealed reports that the sealer chained the event; until it did,
-	// ChainPosition, PrevHash and Hash are nil.
+	// ChainPosition, PrevHash, Hash and SealedAt are nil.
 	Sealed bool `json:"sealed"`
 	// ChainPosition is the event's position in its hash chain (1 is the first).
 	ChainPosition *int64 `json:"chainPosition"`
@@ -120,6 +120,10 @@ type AuditEvent struct {
 	Hash *string `json:"hash"`
 	// TraceID is the W3C trace id of the request, when it was traced.
 	TraceID *string `json:"traceId"`
+	// SealedAt is when the sealer chained the event (the clock of the
+	// instance whose sealer did); nil until it did. The hash does not cover
+	// it: it shows an auditor an event written long after its OccurredAt.
+	SealedAt *time.Time `json:"sealedAt"`
 }
 
 // RawJSON is a JSON value kept as its compact text, as Postgres gave it: an

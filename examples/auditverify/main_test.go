@@ -92,6 +92,11 @@ func TestRun(t *testing.T) {
 	if n := bytes.Count(good, []byte("\n")); n != 5 {
 		t.Fatalf("export of %d events:\n%s", n, good)
 	}
+	// Each sealed event carries its seal's time, a member the verifier
+	// takes (the hash does not cover it).
+	if n := bytes.Count(good, []byte(`"sealedAt":"`)); n != 5 {
+		t.Fatalf("%d events of 5 with a sealedAt:\n%s", n, good)
+	}
 	check("intact", good, []string{"-checkpoint", cpPath, "-key", pub}, 0, "5 events: 5 sealed (positions 1 to 5), 0 not sealed yet; checkpoint at position 5")
 	check("no checkpoint", good, nil, 0, "OK")
 	keyFile := write("key.pub", []byte(pub+"\n"))
