@@ -26,20 +26,23 @@ import (
 // an event B before an event A in the chain can have occurred up to the
 // duration of B's unit of work (first write to commit) plus that of A's
 // (start to first write) later than A, plus the difference between the two
-// instances' clocks. Nothing bounds a unit of work hard: the server sets no
-// statement_timeout, lock_timeout nor transaction timeout, so a lock wait
-// lasts as long as the lock. A request's unit of work runs in the request's
-// context, which net/http cancels (and pgx then cancels the statement) once
-// the server's ReadTimeout, 30 s from the request's start, passes on an
-// HTTP/1.1 connection; a mutation sent over a WebSocket has no such bound;
-// a webhook attempt records its outcome within 10 s. Instances' clocks are
-// kept by NTP to milliseconds. Two units of work of 30 s each and a skew of
-// seconds are about a minute: 5 minutes leaves room for a slow database
-// without flagging its events, and an event flagged beyond that was written
-// with a past time, by a unit of work that waited minutes (a WebSocket
-// mutation blocked on a lock), or by an instance whose clock was minutes
-// behind: each is worth an operator's look, none proves tampering, so it
-// does not make the log invalid.
+// instances' clocks. Nothing on the server bounds a unit of work: it sets no
+// statement_timeout, lock_timeout nor transaction timeout (a lock wait lasts
+// as long as the lock), and the HTTP server's ReadTimeout and WriteTimeout
+// do not cancel a running handler (net/http clears the read deadline when
+// it starts watching the connection). A request's unit of work runs in the
+// request's context, which is cancelled, and its statement with it (pgx),
+// when the client goes away: a client or a proxy that gives up after its
+// own timeout (nginx's proxy_read_timeout is 60 s by default) ends it; a
+// webhook attempt records its outcome within 10 s. A mutation takes
+// milliseconds, and instances' clocks kept by NTP differ by milliseconds.
+// Two units of work of a minute each and a skew of seconds are about two
+// minutes: 5 minutes leaves room for a slow database without flagging its
+// events, and an event flagged beyond that was written with a past time, by
+// a unit of work that waited minutes (on a lock, for a client that waits
+// that long), or by an instance whose clock was minutes behind: each is
+// worth an operator's look, none proves tampering, so it does not make the
+// log invalid.
 const backdateTolerance = 5 * time.Minute
 
 // VerifyAuditLog walks the workspace's hash chain and, when cp is not nil,
