@@ -1274,10 +1274,11 @@ func (e liveExtension) InterceptOperation(ctx context.Context, next graphql.Oper
 	}
 }
 
-// InterceptResponse gives each event of a subscription fresh data loaders.
+// InterceptResponse gives each event of a subscription fresh data loaders,
+// and its own sum of the overruns of its lists (ratelimit.WithEvent).
 func (e liveExtension) InterceptResponse(ctx context.Context, next graphql.ResponseHandler) *graphql.Response {
 	if isSubscription(ctx) {
-		ctx = resolvers.WithLoaders(ctx, e.db)
+		ctx = ratelimit.WithEvent(resolvers.WithLoaders(ctx, e.db))
 	}
 	return next(ctx)
 }

@@ -898,6 +898,152 @@ func TestSubscriptionEventOverrunsAreCharged(t *testing.T) {
 	}
 }
 
+// overrunEnv is a liveEnv whose limiter has MAX_QUERY_COST maxCost (and a
+// window of a day, so that the counts of the budget are exact), with extra
+// VIEWERs in its workspace beside its owner, admin and member.
+func overrunEnv(t *testing.T, maxCost, extra int) *liveEnv {
+	t.Helper()
+	lim, err := ratelimit.New(ratelimit.Options{Config: ratelimit.Config{Window: 24 * time.Hour, MaxCost: maxCost},
+		KeyPrefix: ratelimittest.Prefix(), Log: quiet, Registerer: prometheus.NewRegistry()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(lim.Close)
+	e := newLiveEnv(t, func(o *httpapi.Options) { o.Limiter = lim })
+	if _, err := e.DB.Pool.Exec(t.Context(), `WITH u AS (INSERT INTO users (email, name, password_hash)
+			SELECT 'x' || gen_random_uuid() || '@example.com', 'x', 'x' FROM generate_series(1, $2::int) RETURNING id)
+		INSERT INTO members (workspace_id, user_id, role) SELECT $1, id, 'VIEWER' FROM u`, e.ws, extra); err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// overrunEvent is the payload of an event of a taskChanges subscription
+// that selects task { project { workspace { members } } }.
+type overrunEvent struct {
+	Data *struct {
+		TaskChanges *struct {
+			Cursor, Action, TaskID string
+			Task                   *struct {
+				Project struct{ Workspace struct{ Members []any } }
+			}
+		}
+	}
+	Errors []struct {
+		Message    string
+		Path       []any
+		Extensions map[string]any
+	}
+}
+
+// An event whose deprecated list (here Workspace.members, 110 of 50) is too
+// long for one event to pay (its price, 55, and the 60 members past 50, 115,
+// over a MAX_QUERY_COST of 100) is delivered with that list's error,
+// QUERY_TOO_COSTLY with its path, cost and maximum, beside the event's other
+// fields (the error nulls up to the nullable task), and the overrun is not
+// taken; the stream goes on: the next event, its list short again, comes
+// whole (docs/api.md, Subscriptions: "QUERY_TOO_COSTLY ends no stream").
+// Over SSE and over graphql-ws.
+func TestSubscriptionEventOverrunTooCostlyIsTheListsError(t *testing.T) {
+	t.Parallel()
+	const query = `subscription($p: ID!) { taskChanges(projectId: $p) {
+		cursor action taskId task { project { workspace { members { user { id } } } } } } }`
+	for _, transport := range []string{"sse", "ws"} {
+		t.Run(transport, func(t *testing.T) {
+			t.Parallel()
+			// Subscribing costs 10 + 54; each event 55 (1 + 1 + 1 + 1 + 51).
+			e := overrunEnv(t, 100, 107)
+			var next func() []byte
+			if transport == "sse" {
+				s := e.OpenSSE(t, e.member.Token, query, map[string]any{"p": e.project})
+				next = func() []byte {
+					ev, ok := s.Next()
+					if !ok || ev.Event != "next" {
+						t.Fatalf("want a next event, got %+v (ok %v)", ev, ok)
+					}
+					return []byte(ev.Data)
+				}
+			} else {
+				ws := e.dial(t, e.member)
+				ws.Subscribe("1", query, map[string]any{"p": e.project})
+				next = func() []byte {
+					m := ws.Next()
+					if m.Type != "next" || m.ID != "1" {
+						t.Fatalf("want next of 1, got %s %s %s", m.Type, m.ID, m.Payload)
+					}
+					return m.Payload
+				}
+			}
+			e.waitSubscribed(t, 1)
+
+			long := e.createTask(t, "long")
+			raw := next()
+			var p overrunEvent
+			if err := json.Unmarshal(raw, &p); err != nil || p.Data == nil || p.Data.TaskChanges == nil {
+				t.Fatalf("event with the long list: %v %.800s", err, raw)
+			}
+			c := p.Data.TaskChanges
+			if c.Action != "task.created" || c.TaskID != long || c.Cursor == "" || c.Task != nil || len(p.Errors) != 1 {
+				t.Fatalf("event with the long list: want its fields beside one error, task null: %.800s", raw)
+			}
+			err := p.Errors[0]
+			if err.Extensions["code"] != "QUERY_TOO_COSTLY" || err.Extensions["cost"] != float64(115) || err.Extensions["maximum"] != float64(100) ||
+				!reflect.DeepEqual(err.Path, []any{"task", "project", "workspace", "members"}) ||
+				!strings.Contains(err.Message, "membersConnection") {
+				t.Fatalf("the list's error: want QUERY_TOO_COSTLY at task.project.workspace.members, cost 115, maximum 100, naming membersConnection: %.800s", raw)
+			}
+
+			if _, err := e.DB.Pool.Exec(t.Context(), `DELETE FROM members WHERE workspace_id = $1 AND role = 'VIEWER'`, e.ws); err != nil {
+				t.Fatal(err)
+			}
+			short := e.createTask(t, "short")
+			raw = next()
+			p = overrunEvent{}
+			if err := json.Unmarshal(raw, &p); err != nil || p.Data == nil || p.Data.TaskChanges == nil || len(p.Errors) > 0 ||
+				p.Data.TaskChanges.TaskID != short || p.Data.TaskChanges.Task == nil ||
+				len(p.Data.TaskChanges.Task.Project.Workspace.Members) != 3 {
+				t.Fatalf("the stream did not go on with the next event whole: %v %.800s", err, raw)
+			}
+
+			// Charged: subscribing, both events' prices, nothing for the
+			// refused overrun, and the 1 of this query.
+			r := e.Post(t, e.member.Token, cheap, nil)
+			if left, _ := rateLimitHeader(t, r); left != 1000-64-2*55-1 {
+				t.Fatalf("%d left, want %d", left, 1000-64-2*55-1)
+			}
+		})
+	}
+}
+
+// The overruns of the lists of one event add up towards MAX_QUERY_COST with
+// its price, as an operation's do: two aliases of Workspace.members (110 of
+// 50: 60 past the price each) in an event priced 106 under a maximum of 200
+// are one charged (166) and one refused (226); the next event is the same.
+func TestSubscriptionEventOverrunsAddUpInTheEvent(t *testing.T) {
+	t.Parallel()
+	e := overrunEnv(t, 200, 107)
+	// Subscribing costs 10 + 105; each event 106 (1 + 1 + 1 + 1 + 2 × 51).
+	s := e.OpenSSE(t, e.member.Token, `subscription($p: ID!) { taskChanges(projectId: $p) {
+		taskId task { project { workspace { a: members { user { id } } b: members { user { id } } } } } } }`,
+		map[string]any{"p": e.project})
+	e.waitSubscribed(t, 1)
+	const events = 2
+	for i := range events {
+		id := e.createTask(t, fmt.Sprint("t", i))
+		ev, ok := s.Next()
+		var p overrunEvent
+		if !ok || ev.Event != "next" || json.Unmarshal([]byte(ev.Data), &p) != nil || p.Data == nil || p.Data.TaskChanges == nil ||
+			p.Data.TaskChanges.TaskID != id || len(p.Errors) != 1 || p.Errors[0].Extensions["code"] != "QUERY_TOO_COSTLY" ||
+			p.Errors[0].Extensions["cost"] != float64(226) || p.Errors[0].Extensions["maximum"] != float64(200) {
+			t.Fatalf("event %d: want the event with one list's QUERY_TOO_COSTLY, cost 226: %v %.800s", i, ok, ev.Data)
+		}
+	}
+	r := e.Post(t, e.member.Token, cheap, nil)
+	if left, _ := rateLimitHeader(t, r); left != 1000-115-events*(106+60)-1 {
+		t.Fatalf("%d left, want %d", left, 1000-115-events*(106+60)-1)
+	}
+}
+
 // verifyAuditLog walks and hashes every event of the workspace's chain
 // (about 12 µs an event: 20,000 took 0.25 s) and was priced 1 point whatever
 // the chain's length, each alias too: 8 aliases took 1.6 s for 8 points. The

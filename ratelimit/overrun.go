@@ -38,6 +38,22 @@ func replacedBy(f *ast.Field) string {
 	return ""
 }
 
+// eventKey is the context key of an event's eventCost (WithEvent).
+type eventKey struct{}
+
+// eventCost is what the lists of one event of a subscription were charged
+// past their price (ChargeOverrun), guarded by overrunMu.
+type eventCost struct{ extra int64 }
+
+// WithEvent returns ctx for delivering one event of a subscription: the
+// overruns its lists are charged (ChargeOverrun) add up in it with the
+// event's price (cost.Event) towards MaxCost, as an operation's add up with
+// its price, and not with those of the stream's other events. Without it,
+// each overrun of an event is checked with the event's price alone.
+func WithEvent(ctx context.Context) context.Context {
+	return context.WithValue(ctx, eventKey{}, &eventCost{})
+}
+
 // ChargeOverrun charges the caller's cost budget for the items a list field
 // returned past the size it was priced at (cost.Overrun), when ctx is the
 // context of that field's resolver and n how many items it returned. A list
@@ -50,8 +66,8 @@ func replacedBy(f *ast.Field) string {
 // limiter checked the operation. Otherwise, and then nothing is taken, it
 // returns the error the field must answer instead of its items:
 // QUERY_TOO_COSTLY (with cost and maximum) when the operation's cost with the
-// overrun is more than MaxCost (for a subscription: the overrun of one event
-// alone), RATE_LIMITED (with retryAfter) when the budget cannot pay now. The
+// overrun is more than MaxCost (for a subscription: the cost of one event,
+// its price and its overruns, WithEvent), RATE_LIMITED (with retryAfter) when the budget cannot pay now. The
 // QUERY_TOO_COSTLY of a deprecated list quotes its deprecation reason, which
 // names the connection that reads it a page at a time.
 func ChargeOverrun(ctx context.Context, n int) error {
@@ -246,15 +262,21 @@ func charge(ctx context.Context, fc *graphql.FieldContext, rc *graphql.Operation
 		return nil
 	}
 	l := o.l
-	// The overrun is reserved in Extra before the budget is asked, so that
-	// lists resolving at once cannot each pass the MaxCost check; a
-	// subscription's events are each their own execution and keep nothing.
+	// The overrun is reserved in extra (the operation's Extra) before the
+	// budget is asked, so that lists resolving at once cannot each pass the
+	// MaxCost check. A subscription's events are each their own execution,
+	// priced cost.Event: an event's overruns add up in its eventCost
+	// (WithEvent), with its price, and not in the operation's Outcome.
 	perEvent := rc.Operation != nil && rc.Operation.Operation == ast.Subscription
-	overrunMu.Lock()
-	total := points
-	if !perEvent {
-		total = cost.Add(cost.Add(o.Cost, o.Extra), points)
+	base, extra := o.Cost, &o.Extra
+	if perEvent {
+		base, extra = cost.Event(rc.Operation, rc.Variables), new(int64)
+		if ev, ok := ctx.Value(eventKey{}).(*eventCost); ok {
+			extra = &ev.extra
+		}
 	}
+	overrunMu.Lock()
+	total := cost.Add(cost.Add(base, *extra), points)
 	if total > l.MaxCost() {
 		overrunMu.Unlock()
 		l.metrics.operations.WithLabelValues(LimitCost, "too_costly").Inc()
@@ -262,9 +284,7 @@ func charge(ctx context.Context, fc *graphql.FieldContext, rc *graphql.Operation
 			Message:    tooCostly(total, l.MaxCost()),
 			Extensions: map[string]any{"cost": total, "maximum": l.MaxCost()}}
 	}
-	if !perEvent {
-		o.Extra += points
-	}
+	*extra += points
 	overrunMu.Unlock()
 
 	res := l.allow(ctx, LimitCost, costKey(ctx), l.costLimit(), int(points))
@@ -272,9 +292,7 @@ func charge(ctx context.Context, fc *graphql.FieldContext, rc *graphql.Operation
 	overrunMu.Lock()
 	defer overrunMu.Unlock()
 	if !res.Allowed {
-		if !perEvent {
-			o.Extra -= points
-		}
+		*extra -= points
 		return l.refused(limited(points), res.RetryAfter)
 	}
 	if !perEvent && now.After(o.at) {
