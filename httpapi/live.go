@@ -1275,10 +1275,22 @@ func (e liveExtension) InterceptOperation(ctx context.Context, next graphql.Oper
 }
 
 // InterceptResponse gives each event of a subscription fresh data loaders,
-// and its own sum of the overruns of its lists (ratelimit.WithEvent).
+// its own sum of the overruns of its lists (ratelimit.WithEvent), and the
+// subscription's field as the parent of its fields: gqlgen resolves an
+// event's fields in the context of the response, which has no field, so an
+// error in an event had a path without its root (["task", ...] for
+// ["taskChanges", "task", ...]), and each field of an event was taken for a
+// root field (a span of its own).
 func (e liveExtension) InterceptResponse(ctx context.Context, next graphql.ResponseHandler) *graphql.Response {
 	if isSubscription(ctx) {
 		ctx = ratelimit.WithEvent(resolvers.WithLoaders(ctx, e.db))
+		rc := graphql.GetOperationContext(ctx)
+		if graphql.GetFieldContext(ctx) == nil {
+			if root := graphql.CollectFields(rc, rc.Operation.SelectionSet, []string{"Subscription"}); len(root) == 1 {
+				ctx = graphql.WithFieldContext(ctx, &graphql.FieldContext{Object: "Subscription", Field: root[0],
+					IsMethod: true, IsResolver: true})
+			}
+		}
 	}
 	return next(ctx)
 }

@@ -988,9 +988,9 @@ func TestSubscriptionEventOverrunTooCostlyIsTheListsError(t *testing.T) {
 			}
 			err := p.Errors[0]
 			if err.Extensions["code"] != "QUERY_TOO_COSTLY" || err.Extensions["cost"] != float64(115) || err.Extensions["maximum"] != float64(100) ||
-				!reflect.DeepEqual(err.Path, []any{"task", "project", "workspace", "members"}) ||
+				!reflect.DeepEqual(err.Path, []any{"taskChanges", "task", "project", "workspace", "members"}) ||
 				!strings.Contains(err.Message, "membersConnection") {
-				t.Fatalf("the list's error: want QUERY_TOO_COSTLY at task.project.workspace.members, cost 115, maximum 100, naming membersConnection: %.800s", raw)
+				t.Fatalf("the list's error: want QUERY_TOO_COSTLY at taskChanges.task.project.workspace.members, cost 115, maximum 100, naming membersConnection: %.800s", raw)
 			}
 
 			if _, err := e.DB.Pool.Exec(t.Context(), `DELETE FROM members WHERE workspace_id = $1 AND role = 'VIEWER'`, e.ws); err != nil {

@@ -198,6 +198,30 @@ func TestTracingOutcomes(t *testing.T) {
 	}
 }
 
+// The fields of a subscription's events are below its root field, as a
+// query's are: they get no span of their own (they each got one, named
+// TaskChange.task and so on, as if they were root fields).
+func TestTracingSubscriptionEventFieldsGetNoSpans(t *testing.T) {
+	t.Parallel()
+	s := newTracingSetup(t)
+	e := liveEnvOn(t, s.env)
+	sse := e.OpenSSE(t, e.member.Token, `subscription($p: ID!) { taskChanges(projectId: $p) { taskId task { id title } actor { id } } }`,
+		map[string]any{"p": e.project}, "traceparent", traceparent)
+	e.waitSubscribed(t, 1)
+	id := e.createTask(t, "traced")
+	// An event's fields are resolved, and their spans would have ended,
+	// before it is written.
+	if ev, ok := sse.Next(); !ok || ev.Event != "next" || !strings.Contains(ev.Data, `"taskId":"`+id+`"`) ||
+		!strings.Contains(ev.Data, `"title":"traced"`) {
+		t.Fatalf("event: %+v", ev)
+	}
+	for name := range s.spans(incomingTrace) {
+		if strings.HasPrefix(name, "TaskChange.") || strings.HasPrefix(name, "Task.") || strings.HasPrefix(name, "User.") {
+			t.Errorf("a field of an event has a span: %s", name)
+		}
+	}
+}
+
 // Health probes and metrics scrapes make no spans.
 func TestTracingLeavesProbesOut(t *testing.T) {
 	t.Parallel()
