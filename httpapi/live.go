@@ -680,10 +680,12 @@ func (c *wsConn) NextReader() (int, io.Reader, error) {
 // messages.
 func (c *wsConn) fromClient(data []byte) ([]byte, coderws.StatusCode, string) {
 	var m struct {
-		Type string `json:"type"`
-		ID   string `json:"id"`
+		Type    string          `json:"type"`
+		ID      string          `json:"id"`
+		Payload json.RawMessage `json:"payload"`
 	}
-	// Decoded as gqlgen decodes it. A message gqlgen would refuse, not JSON
+	// Decoded as gqlgen decodes it (its three fields, keys matched without
+	// regard to case, the last of a key written twice winning). A message gqlgen would refuse, not JSON
 	// or of a type the client does not send in the subprotocol, closes the
 	// connection here: gqlgen closed it with 1000 once initialised (a
 	// graphql-ws client reconnects after 1000, and would send it again).
@@ -749,20 +751,15 @@ func (c *wsConn) fromClient(data []byte) ([]byte, coderws.StatusCode, string) {
 	default:
 		return data, 0, ""
 	}
-	// The message with the id gqlgen runs it under, decoded as m was (the
-	// first value; keys matched without regard to case, as gqlgen matches
-	// them): it always decodes, since m did from an object.
-	var msg map[string]json.RawMessage
-	if json.NewDecoder(bytes.NewReader(data)).Decode(&msg) != nil {
-		return nil, c.badRequest(), "Invalid message received"
-	}
-	for k := range msg {
-		if strings.EqualFold(k, "id") {
-			delete(msg, k)
-		}
-	}
-	msg["id"], _ = json.Marshal(run)
-	out, err := json.Marshal(msg)
+	// The message with the id gqlgen runs it under, made of m's fields as
+	// read here: not the client's keys again (re-encoded, a key written twice
+	// in two cases, "type" and "TYPE", came out sorted, and gqlgen read the
+	// other one: a subscribe where a complete was followed).
+	out, err := json.Marshal(struct {
+		Type    string          `json:"type"`
+		ID      string          `json:"id"`
+		Payload json.RawMessage `json:"payload,omitempty"`
+	}{m.Type, run, m.Payload})
 	if err != nil {
 		return nil, c.badRequest(), "Invalid message received"
 	}

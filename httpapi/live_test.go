@@ -710,6 +710,25 @@ func TestWSLegacyDuplicateStartCloses4409(t *testing.T) {
 	e.waitOpen(t, 0)
 }
 
+// A message is given to gqlgen as fromClient read it: a type written twice,
+// in two cases ("type" and "TYPE"), is the last one for both (until
+// 2026-12-05 fromClient took {"type":"subscribe","TYPE":"complete"} for a
+// complete, then re-encoded it with its keys sorted, and gqlgen read a
+// subscribe: it started a second operation under the running one's id, which
+// no complete could stop, the 4409 check bypassed, and neither ended until
+// the connection closed).
+func TestWSMessageTypeInTwoCasesIsReadOnce(t *testing.T) {
+	t.Parallel()
+	e := newLiveEnv(t)
+	ws := e.watchTasks(t, e.member)
+	p, _ := json.Marshal(map[string]any{"query": taskChangesQuery, "variables": map[string]any{"p": e.project}})
+	msg := `{"type":"subscribe","TYPE":"complete","id":"1","payload":` + string(p) + `}`
+	if err := ws.Conn.Write(t.Context(), coderws.MessageText, []byte(msg)); err != nil {
+		t.Fatal(err)
+	}
+	e.waitOpen(t, 0)
+}
+
 // An id is free again once its operation ended, by the server (complete,
 // error) or by the client (complete): reused, even at once after the
 // client's complete, it runs a new operation, which nothing of the old one
