@@ -695,6 +695,12 @@ func (c *wsConn) fromClient(data []byte) ([]byte, coderws.StatusCode, string) {
 	if !slices.Contains(clientMessages[c.Subprotocol() == transportWS], m.Type) {
 		return nil, c.badRequest(), "Invalid message type"
 	}
+	if m.Type == "connection_init" && len(m.Payload) > 0 && json.Unmarshal(m.Payload, new(transport.InitPayload)) != nil {
+		// gqlgen returns from a connection_init whose payload is not an
+		// object without closing the connection: it would stay open, unread,
+		// its place given back.
+		return nil, c.badRequest(), "Invalid message received"
+	}
 	if c.Subprotocol() == transportWS {
 		// What gqlgen would take for an unexpected message (1002), with
 		// graphql-transport-ws's own codes.

@@ -842,6 +842,12 @@ func TestWSCloseCodesFollowTheProtocol(t *testing.T) {
 			httpapi.CloseTooManyRequests, "Too many initialisation requests"},
 		{"a subscribe before connection_init", apitest.WSOptions{NoInit: true},
 			func(ws *apitest.WS) { ws.Subscribe("1", `{ __typename }`, nil) }, httpapi.CloseUnauthorized, "Unauthorized"},
+		// gqlgen returned from such a connection_init without closing the
+		// connection, which stayed open, unread, its place given back.
+		{"a connection_init whose payload is not an object", apitest.WSOptions{NoInit: true},
+			func(ws *apitest.WS) { raw(ws, `{"type":"connection_init","payload":"x"}`) }, httpapi.CloseBadRequest, "Invalid message received"},
+		{"legacy: a connection_init whose payload is not an object", apitest.WSOptions{Subprotocol: "graphql-ws", NoInit: true},
+			func(ws *apitest.WS) { raw(ws, `{"type":"connection_init","payload":[1]}`) }, coderws.StatusProtocolError, "Invalid message received"},
 		{"no connection_init within 10 s", apitest.WSOptions{NoInit: true}, func(*apitest.WS) {},
 			httpapi.CloseInitTimeout, "Connection initialisation timeout"},
 		{"legacy: an unknown type", apitest.WSOptions{Subprotocol: "graphql-ws"},
