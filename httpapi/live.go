@@ -660,7 +660,7 @@ func (c *wsConn) NextReader() (int, io.Reader, error) {
 			c.closeWith(code, reason)
 			return int(typ), nil, transport.ErrWebsocketClosed
 		}
-		if data != nil { // nil: answered here (a ping before connection_init)
+		if data != nil { // nil: answered or dropped here (a ping before connection_init, a complete of no running operation)
 			return int(typ), bytes.NewReader(data), nil
 		}
 	}
@@ -752,7 +752,9 @@ func (c *wsConn) fromClient(data []byte) ([]byte, coderws.StatusCode, string) {
 		}
 		c.mu.Unlock()
 		if !running {
-			return data, 0, "" // an id gqlgen does not run: it ignores it
+			// None of the client's running operations: dropped, since the
+			// id could be one gqlgen runs another operation under ("#1").
+			return nil, 0, ""
 		}
 	default:
 		return data, 0, ""

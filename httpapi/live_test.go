@@ -729,6 +729,25 @@ func TestWSMessageTypeInTwoCasesIsReadOnce(t *testing.T) {
 	e.waitOpen(t, 0)
 }
 
+// A complete whose id is none of the client's running operations is
+// ignored, even one that names the id gqlgen runs an operation under
+// ("#1"): it stopped the client's own subscription "a", which the client
+// never completed, and the client got a complete for "a".
+func TestWSCompleteOfAnotherIDIsIgnored(t *testing.T) {
+	t.Parallel()
+	e := newLiveEnv(t)
+	ws := e.dial(t, e.member)
+	ws.Subscribe("a", taskChangesQuery, map[string]any{"p": e.project})
+	e.waitSubscribed(t, 1)
+	ws.Send(apitest.WSMessage{Type: "complete", ID: "#1"})
+	ws.Send(apitest.WSMessage{Type: "complete", ID: "nope"})
+	id := e.createTask(t, "A")
+	if c := nextTaskChange(t, ws, "a"); c.TaskID != id {
+		t.Fatalf("after completes of other ids: got task %s, want %s", c.TaskID, id)
+	}
+	e.waitOpen(t, 1)
+}
+
 // An id is free again once its operation ended, by the server (complete,
 // error) or by the client (complete): reused, even at once after the
 // client's complete, it runs a new operation, which nothing of the old one

@@ -509,7 +509,7 @@ func (w *chainWalk) storedCheckpoints(ctx context.Context, tx pgx.Tx, chainKey s
 		return nil, nil
 	}
 	ids := make([]string, len(w.keys))
-	byID := make(map[string]ed25519.PublicKey, len(w.keys)) // each key's id computed once, not at each row
+	byID := make(map[string]ed25519.PublicKey, len(w.keys)) // a row's key found by its id, not by trying each key
 	for i, k := range w.keys {
 		ids[i] = audit.KeyID(k)
 		byID[ids[i]] = k
