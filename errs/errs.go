@@ -47,6 +47,13 @@ const (
 	// could not read the log); subscribe again with the last cursor received
 	// (extensions.cursor), nothing is lost.
 	CodeStreamInterrupted Code = "STREAM_INTERRUPTED"
+	// CodeUnavailable: the server could not complete the operation because a
+	// dependency failed for the moment (the database unreachable, restarting,
+	// out of connections, a deadlock or serialization failure); retry after
+	// extensions.retryAfter with the same idempotency key. Nothing was
+	// committed, unless the failure came during the commit itself, whose
+	// outcome is then unknown: the key makes the retry safe either way.
+	CodeUnavailable Code = "UNAVAILABLE"
 	// CodeInternal: a bug; the message says nothing of internals.
 	CodeInternal Code = "INTERNAL"
 )
@@ -55,7 +62,8 @@ const (
 var all = []Code{
 	CodeUnauthenticated, CodeForbidden, CodeNotFound, CodeBadUserInput, CodeConflict,
 	CodeIdempotencyKeyReused, CodeIdempotencyInProgress, CodeRateLimited, CodeQueryTooCostly,
-	CodeGraphQLParseFailed, CodeGraphQLValidationFailed, CodePersistedQueryNotFound, CodeStreamInterrupted, CodeInternal,
+	CodeGraphQLParseFailed, CodeGraphQLValidationFailed, CodePersistedQueryNotFound, CodeStreamInterrupted,
+	CodeUnavailable, CodeInternal,
 }
 
 // All returns every code of the contract. The error presenter emits no other:

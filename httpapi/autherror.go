@@ -13,9 +13,10 @@ import (
 
 // authFailure answers a request whose bearer token could not be accepted. A bad,
 // expired or revoked token is 401 UNAUTHENTICATED (writeAuthError); any other
-// failure (Postgres unreachable while looking the token up) is logged and
-// answered 503 INTERNAL with Retry-After, so that a client does not take an
-// outage for a sign-out. A client refused for the invalid tokens its network
+// failure is not a sign-out either: Postgres unreachable, or failing for the
+// moment, while looking the token up is 503 UNAVAILABLE with Retry-After
+// (writeUnavailable); any other is logged and answered 503 INTERNAL with
+// Retry-After, so that a client does not take it for a sign-out. A client refused for the invalid tokens its network
 // sent (auth.TooManyBadTokens) is 429 RATE_LIMITED with Retry-After.
 func authFailure(log *slog.Logger) func(http.ResponseWriter, *http.Request, error) {
 	return func(w http.ResponseWriter, r *http.Request, err error) {
@@ -29,6 +30,9 @@ func authFailure(log *slog.Logger) func(http.ResponseWriter, *http.Request, erro
 			retry, _ := e.Extensions["retryAfter"].(int)
 			writeTooMany(w, max(retry, 1), gqlerror.List{{Message: e.Message,
 				Extensions: map[string]any{"code": string(errs.CodeRateLimited), "retryAfter": max(retry, 1)}}})
+			return
+		}
+		if writeUnavailable(w, r, log, err) {
 			return
 		}
 		log.ErrorContext(r.Context(), "internal error", "err", err, "request_id", reqinfo.From(r.Context()).RequestID)

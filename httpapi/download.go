@@ -13,6 +13,7 @@ import (
 	"taskflow/blobs"
 	"taskflow/errs"
 	"taskflow/ratelimit"
+	"taskflow/reqinfo"
 	"taskflow/store"
 )
 
@@ -50,7 +51,7 @@ func download(db *store.DB, bs *blobs.Store, lim *ratelimit.Limiter, log *slog.L
 		case blobs.Signed(q):
 			var err error
 			if userID, err = bs.LinkUser(id, q, time.Now()); err != nil {
-				writeDownloadError(w, err)
+				writeDownloadError(w, r, log, err)
 				return
 			}
 		default:
@@ -64,14 +65,14 @@ func download(db *store.DB, bs *blobs.Store, lim *ratelimit.Limiter, log *slog.L
 		}
 		a, key, err := db.AttachmentForDownload(ctx, userID, id)
 		if err != nil {
-			if errs.CodeOf(err) == errs.CodeInternal {
-				log.ErrorContext(ctx, "download: attachment", "err", err)
-			}
-			writeDownloadError(w, err)
+			writeDownloadError(w, r, log, err)
 			return
 		}
 		rd, err := bs.NewReader(ctx, key)
 		if err != nil {
+			if writeUnavailable(w, r, log, err) {
+				return // the blob store failed for the moment
+			}
 			// A committed attachment always has its blob: this is a fault.
 			log.ErrorContext(ctx, "download: the blob of an attachment cannot be read", "attachment", a.ID, "key", key, "err", err)
 			writeExportJSONError(w, http.StatusInternalServerError, errs.CodeInternal, "internal error")
@@ -147,10 +148,16 @@ func tooManyRanges(h string, maxRanges int) bool {
 	return false
 }
 
-// writeDownloadError answers a refused download by its code.
-func writeDownloadError(w http.ResponseWriter, err error) {
+// writeDownloadError answers a refused download by its code; an unknown error
+// is 503 UNAVAILABLE when it is a failure of the moment (writeUnavailable),
+// else logged and answered as INTERNAL.
+func writeDownloadError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err error) {
 	var e *errs.Error
 	if !errors.As(err, &e) {
+		if writeUnavailable(w, r, log, err) {
+			return
+		}
+		log.ErrorContext(r.Context(), "download: attachment", "err", err, "request_id", reqinfo.From(r.Context()).RequestID)
 		writeExportJSONError(w, http.StatusInternalServerError, errs.CodeInternal, "internal error")
 		return
 	}

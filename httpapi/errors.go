@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"net/http"
+	"strconv"
 
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/vektah/gqlparser/v2/ast"
@@ -16,8 +18,10 @@ import (
 
 // presentError is the one error presenter: a domain *errs.Error becomes its code
 // and message (with its extensions); errors gqlgen made itself (parse,
-// validation, argument coercion) keep their message with a code; anything else is
-// logged with the request id and shown as INTERNAL with nothing of its internals.
+// validation, argument coercion) keep their message with a code; a failure of
+// the moment of a dependency (store.Transient) is UNAVAILABLE with retryAfter,
+// logged at WARN (unavailable); anything else is logged with the request id
+// and shown as INTERNAL with nothing of its internals.
 // It emits only the contract's codes (errs.All): an error with another code is
 // a bug, logged and shown as INTERNAL.
 func presentError(log *slog.Logger) graphql.ErrorPresenterFunc {
@@ -37,13 +41,7 @@ func presentKnown(log *slog.Logger) graphql.ErrorPresenterFunc {
 		gqlErr := graphql.DefaultErrorPresenter(ctx, err)
 		var domain *errs.Error
 		if errors.As(err, &domain) {
-			gqlErr.Message = domain.Message
-			ext := map[string]any{"code": string(domain.Code)}
-			for k, v := range domain.Extensions {
-				ext[k] = v
-			}
-			gqlErr.Extensions = ext
-			return gqlErr
+			return shown(gqlErr, domain)
 		}
 		var orig *gqlerror.Error
 		if errors.As(err, &orig) && orig.Err == nil {
@@ -63,12 +61,62 @@ func presentKnown(log *slog.Logger) graphql.ErrorPresenterFunc {
 			return gqlErr
 		}
 		if e := inputRefusedByPostgres(ctx, log, err); e != nil {
-			gqlErr.Message = e.Message
-			gqlErr.Extensions = map[string]any{"code": string(e.Code)}
-			return gqlErr
+			return shown(gqlErr, e)
+		}
+		if e := unavailable(ctx, log, err, "path", gqlErr.Path.String()); e != nil {
+			return shown(gqlErr, e)
 		}
 		return internalError(ctx, log, err, gqlErr)
 	}
+}
+
+// shown returns gqlErr showing e: its message, and its code with its
+// extensions.
+func shown(gqlErr *gqlerror.Error, e *errs.Error) *gqlerror.Error {
+	gqlErr.Message = e.Message
+	ext := map[string]any{"code": string(e.Code)}
+	for k, v := range e.Extensions {
+		ext[k] = v
+	}
+	gqlErr.Extensions = ext
+	return gqlErr
+}
+
+// unavailableRetryAfter is UNAVAILABLE's retryAfter (and Retry-After), in
+// seconds: a deadlock is over by then, and a client retrying through a
+// failover once a second costs little.
+const unavailableRetryAfter = 1
+
+// unavailable is the one rule for an error no code names, on every route:
+// when err is a failure of the moment of a dependency (store.Transient: the
+// database unreachable, restarting, out of connections, a deadlock or
+// serialization failure) and the request's client is still there (ctx not
+// ended), it logs err at WARN with the request id and attrs, and returns the
+// UNAVAILABLE error shown in its place. For any other error it returns nil:
+// a bug (INTERNAL, logged at ERROR), or a request whose client went away
+// (its answer is read by nobody, and its error is the cancellation's).
+func unavailable(ctx context.Context, log *slog.Logger, err error, attrs ...any) *errs.Error {
+	if ctx.Err() != nil || !store.Transient(err) {
+		return nil
+	}
+	log.WarnContext(ctx, "unavailable for the moment", append([]any{"err", err,
+		"request_id", reqinfo.From(ctx).RequestID}, attrs...)...)
+	return &errs.Error{Code: errs.CodeUnavailable, Message: "the service is unavailable for the moment: retry",
+		Extensions: map[string]any{"retryAfter": unavailableRetryAfter}}
+}
+
+// writeUnavailable answers a request outside GraphQL whose err is a failure
+// of the moment (unavailable) with 503 UNAVAILABLE, Retry-After and
+// extensions.retryAfter, and reports whether it did; it writes nothing for
+// any other error.
+func writeUnavailable(w http.ResponseWriter, r *http.Request, log *slog.Logger, err error) bool {
+	e := unavailable(r.Context(), log, err, "path", r.URL.Path)
+	if e == nil {
+		return false
+	}
+	w.Header().Set("Retry-After", strconv.Itoa(unavailableRetryAfter))
+	writeJSONError(w, http.StatusServiceUnavailable, e)
+	return true
 }
 
 // internalError logs err with the request id and returns the INTERNAL error

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/vektah/gqlparser/v2/gqlerror"
+
 	"taskflow/auditexport"
 	"taskflow/auth"
 	"taskflow/errs"
@@ -284,12 +286,16 @@ func exportFileName(s string) string {
 }
 
 // writeExportError answers with the JSON error body of err and the status its
-// code means; an unknown error is logged and answered as INTERNAL.
+// code means; an unknown error is 503 UNAVAILABLE when it is a failure of the
+// moment (writeUnavailable), else logged and answered as INTERNAL.
 func writeExportError(w http.ResponseWriter, log *slog.Logger, r *http.Request, err error) {
 	var e *errs.Error
 	if pgErr := inputRefusedByPostgres(r.Context(), log, err); pgErr != nil {
 		e = pgErr
 	} else if !errors.As(err, &e) {
+		if writeUnavailable(w, r, log, err) {
+			return
+		}
 		if !errors.Is(err, context.Canceled) {
 			log.ErrorContext(r.Context(), "internal error", "err", err, "request_id", reqinfo.From(r.Context()).RequestID)
 		}
@@ -311,12 +317,17 @@ func writeExportError(w http.ResponseWriter, log *slog.Logger, r *http.Request, 
 
 // writeExportJSONError writes {"errors":[{"message":..,"extensions":{"code":..}}]}.
 func writeExportJSONError(w http.ResponseWriter, status int, code errs.Code, msg string) {
+	writeJSONError(w, status, &errs.Error{Code: code, Message: msg})
+}
+
+// writeJSONError writes e as {"errors":[{"message":..,"extensions":{"code":..,..}}]}
+// with the status, extensions holding e's besides its code (as the presenter
+// shows it).
+func writeJSONError(w http.ResponseWriter, status int, e *errs.Error) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(map[string]any{"errors": []any{map[string]any{
-		"message": msg, "extensions": map[string]any{"code": string(code)},
-	}}})
+	_ = json.NewEncoder(w).Encode(map[string]any{"errors": gqlerror.List{shown(&gqlerror.Error{}, e)}})
 }
 
 // getOrHead reports whether r is a GET or a HEAD, the methods of the export

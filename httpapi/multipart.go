@@ -389,6 +389,10 @@ func (f *multipartFiles) stream(ctx context.Context) *requestError {
 		case errors.Is(err, blobs.ErrRead):
 			return parseError(http.StatusBadRequest, "the body could not be read")
 		case err != nil:
+			if e := unavailable(ctx, f.log, err, "part", part.FormName()); e != nil {
+				return &requestError{status: http.StatusServiceUnavailable, code: string(e.Code), message: e.Message,
+					extensions: e.Extensions}
+			}
 			f.log.ErrorContext(ctx, "upload: could not store a file", "err", err)
 			return &requestError{status: http.StatusServiceUnavailable, code: string(errs.CodeInternal),
 				message: "the file could not be stored: retry later"}

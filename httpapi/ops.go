@@ -269,6 +269,11 @@ func (p *ops) accessLog(next http.Handler) http.Handler {
 			}
 			level := slog.LevelInfo
 			switch {
+			case status == http.StatusServiceUnavailable:
+				// A dependency failing for the moment (UNAVAILABLE, a
+				// stream interrupted, /healthz): no bug. A 503 a bug
+				// answers has its own line at ERROR.
+				level = slog.LevelWarn
 			case status >= 500:
 				level = slog.LevelError
 			case status < 300 && (route == "GET /healthz" || route == "GET /metrics"):

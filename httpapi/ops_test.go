@@ -102,7 +102,7 @@ func TestHealthzDegradedWhenAnotherDependencyFails(t *testing.T) {
 }
 
 // A bearer token that cannot be looked up (Postgres does not answer) is not a
-// sign-out: every endpoint that takes a token answers 503 INTERNAL with
+// sign-out: every endpoint that takes a token answers 503 UNAVAILABLE with
 // Retry-After, never 401 (a client would drop its session).
 func TestTokenLookupFailureIsNotASignOut(t *testing.T) {
 	t.Parallel()
@@ -114,8 +114,8 @@ func TestTokenLookupFailureIsNotASignOut(t *testing.T) {
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("Authorization", "Bearer some-token")
 		rec := serve(h, req)
-		if rec.Code != http.StatusServiceUnavailable || rec.Header().Get("Retry-After") == "" ||
-			!strings.Contains(rec.Body.String(), `"INTERNAL"`) {
+		if rec.Code != http.StatusServiceUnavailable || rec.Header().Get("Retry-After") != "1" ||
+			!strings.Contains(rec.Body.String(), `"code":"UNAVAILABLE","retryAfter":1`) {
 			t.Errorf("%s %s with Postgres down: %d %q %s", req.Method, req.URL.Path, rec.Code,
 				rec.Header().Get("Retry-After"), rec.Body)
 		}

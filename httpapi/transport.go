@@ -184,6 +184,9 @@ func (t Transport) Do(w http.ResponseWriter, r *http.Request, exec graphql.Graph
 		if reqErr.status == http.StatusUnauthorized {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="taskflow"`)
 		}
+		if reqErr.code == string(errs.CodeUnavailable) {
+			w.Header().Set("Retry-After", strconv.Itoa(unavailableRetryAfter))
+		}
 		t.writeErrors(ctx, w, exec, nil, op, reqErr.status, gqlerror.List{reqErr.gqlError()})
 		return
 	}

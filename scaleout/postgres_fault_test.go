@@ -41,13 +41,13 @@ func startBehindProxy(t *testing.T) (pool *pgxpool.Pool, proxy *tcpProxy, in *in
 	proxied, _ := viaProxy(t, dbURL, proxy.addr)
 	// A budget these tests never spend: with the bearer token remembered for a
 	// moment (store.SessionTTL), requests during the outage reach the
-	// limiter, and a 429 would hide the INTERNAL they are about.
+	// limiter, and a 429 would hide the UNAVAILABLE they are about.
 	in = newInstance(t, "DATABASE_URL="+proxied+"&pool_max_conns="+strconv.Itoa(proxiedPoolMax), "RATE_LIMIT_POINTS=1000000")
 	in.start()
 	return pool, proxy, in
 }
 
-// With Postgres unreachable, requests fail at once with INTERNAL (never hang,
+// With Postgres unreachable, requests fail at once with UNAVAILABLE (never hang,
 // never another code), /healthz answers 503, and when Postgres is reachable again
 // the same process serves again, with no goroutine or connection left over from
 // the outage.
@@ -84,8 +84,8 @@ func TestPostgresUnreachable(t *testing.T) {
 			switch {
 			case err != nil:
 				errs <- err.Error()
-			case r.code() != "INTERNAL" || r.Status >= 500 && r.Status != 503:
-				errs <- "want INTERNAL (200 or 503): " + r.String()
+			case r.code() != "UNAVAILABLE" || r.Status >= 500 && r.Status != 503:
+				errs <- "want UNAVAILABLE (200 or 503): " + r.String()
 			}
 		})
 	}
@@ -96,13 +96,13 @@ func TestPostgresUnreachable(t *testing.T) {
 	if r, err := in.post("", `{ me { id } }`, nil); err != nil || r.code() != "" {
 		t.Errorf("anonymous me during the outage: %v %v", err, r)
 	}
-	// Anonymous calls reach the database in the resolver: INTERNAL too, never
+	// Anonymous calls reach the database in the resolver: UNAVAILABLE too, never
 	// the answer of a wrong password or a taken e-mail.
 	for _, q := range []string{
 		`mutation { login(email: "ann@example.com", password: "correct horse") { token } }`,
 		`mutation { register(input: {email: "new@example.com", password: "correct horse", name: "N"}) { token } }`,
 	} {
-		if r, err := in.post("", q, nil); err != nil || r.code() != "INTERNAL" || r.Status >= 500 && r.Status != 503 {
+		if r, err := in.post("", q, nil); err != nil || r.code() != "UNAVAILABLE" || r.Status >= 500 && r.Status != 503 {
 			t.Errorf("%s during the outage: %v %v", q, err, r)
 		}
 	}

@@ -35,7 +35,7 @@ func heldBackend(t testing.TB, pool *pgxpool.Pool) int32 {
 // Postgres cut while a keyed createTask is inside its transaction (its whole
 // unit of work, COMMIT included, sent in one pipeline; its task inserted, its
 // key claimed, the insert of its audit event waiting for a lock): the client
-// gets INTERNAL at once, while Postgres would still make the orphaned
+// gets UNAVAILABLE at once, while Postgres would still make the orphaned
 // transaction wait. What Postgres then does with the pipeline it already
 // holds is all or nothing: the task, its audit event and its key's record
 // were committed together, or none of them (as with any COMMIT whose answer
@@ -98,8 +98,8 @@ func TestPostgresCutMidTransaction(t *testing.T) {
 	if a.err != nil {
 		t.Fatalf("createTask cut mid-transaction: %v (a hang ends in the client's timeout)", a.err)
 	}
-	if a.r.code() != "INTERNAL" || a.r.Status >= 500 && a.r.Status != 503 {
-		t.Errorf("createTask cut mid-transaction: want INTERNAL (200 or 503), got %s", a.r)
+	if a.r.code() != "UNAVAILABLE" || a.r.Status >= 500 && a.r.Status != 503 {
+		t.Errorf("createTask cut mid-transaction: want UNAVAILABLE (200 or 503), got %s", a.r)
 	}
 	if task := a.r.field("createTask"); task != nil {
 		t.Errorf("createTask cut mid-transaction answered a task: %s", a.r)
@@ -132,15 +132,15 @@ func TestPostgresCutMidTransaction(t *testing.T) {
 	}
 
 	proxy.restore()
-	// Retry with the same key, as a client does after INTERNAL; attempts on
-	// connections the pool has not yet found dead would fail with INTERNAL too.
+	// Retry with the same key, as a client does after UNAVAILABLE; attempts on
+	// connections the pool has not yet found dead would fail with UNAVAILABLE too.
 	var first *response
 	for range 400 {
 		r, err := in.post(token, createTask, vars)
 		if err != nil {
 			t.Fatalf("retry: %v", err)
 		}
-		if r.code() != "INTERNAL" {
+		if r.code() != "UNAVAILABLE" {
 			first = r
 			break
 		}
