@@ -2,8 +2,11 @@ package httpapi
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"regexp"
 	"slices"
@@ -67,5 +70,36 @@ func TestPresenterShowsUnknownCodesAsInternal(t *testing.T) {
 		if got.Extensions["code"] != string(c) {
 			t.Errorf("%s presented as %v", c, got.Extensions["code"])
 		}
+	}
+}
+
+// A request whose client went away fails with the cancellation (pgx returns
+// the context's error, or a network error of the cancelled statement): no
+// bug, and nobody reads the answer. It was INTERNAL, logged at ERROR, so
+// every client that gave up mid-request paged the operator; it is now
+// UNAVAILABLE (also the truth when a shutdown ends the request: retry on
+// another instance), logged at INFO. An error that is neither, with the
+// client gone, is still a bug.
+func TestPresenterClientGoneIsNoBug(t *testing.T) {
+	t.Parallel()
+	var logged strings.Builder
+	present := presentError(slog.New(slog.NewTextHandler(&logged, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	for _, err := range []error{context.Canceled, fmt.Errorf("read: %w", context.Canceled),
+		&net.OpError{Op: "read", Net: "tcp", Err: os.ErrDeadlineExceeded}} {
+		logged.Reset()
+		got := present(ctx, err)
+		if got.Extensions["code"] != string(errs.CodeUnavailable) {
+			t.Errorf("%v with the client gone: presented as %v", err, got.Extensions["code"])
+		}
+		if !strings.Contains(logged.String(), "level=INFO") || strings.Contains(logged.String(), "level=ERROR") {
+			t.Errorf("%v with the client gone: logged %q, want one INFO line", err, logged.String())
+		}
+	}
+	logged.Reset()
+	if got := present(ctx, errors.New("a bug")); got.Extensions["code"] != string(errs.CodeInternal) ||
+		!strings.Contains(logged.String(), "level=ERROR") {
+		t.Errorf("a bug with the client gone: presented as %v, logged %q", got.Extensions["code"], logged.String())
 	}
 }

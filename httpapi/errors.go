@@ -90,17 +90,22 @@ const unavailableRetryAfter = 1
 // unavailable is the one rule for an error no code names, on every route:
 // when err is a failure of the moment of a dependency (store.Transient: the
 // database unreachable, restarting, out of connections, a deadlock or
-// serialization failure) and the request's client is still there (ctx not
-// ended), it logs err at WARN with the request id and attrs, and returns the
-// UNAVAILABLE error shown in its place. For any other error it returns nil:
-// a bug (INTERNAL, logged at ERROR), or a request whose client went away
-// (its answer is read by nobody, and its error is the cancellation's).
+// serialization failure), it logs err with the request id and attrs, and
+// returns the UNAVAILABLE error shown in its place: at WARN while the
+// request's client is there, at INFO once its context ended (the client went
+// away, or a shutdown cut the request: the statement failed with the
+// cancellation, no bug, and nobody but a client of a shutdown reads the
+// answer, for whom UNAVAILABLE is the truth). For any other error it returns
+// nil: a bug (INTERNAL, logged at ERROR).
 func unavailable(ctx context.Context, log *slog.Logger, err error, attrs ...any) *errs.Error {
-	if ctx.Err() != nil || !store.Transient(err) {
+	if !store.Transient(err) {
 		return nil
 	}
-	log.WarnContext(ctx, "unavailable for the moment", append([]any{"err", err,
-		"request_id", reqinfo.From(ctx).RequestID}, attrs...)...)
+	level, msg := slog.LevelWarn, "unavailable for the moment"
+	if ctx.Err() != nil {
+		level, msg = slog.LevelInfo, "the request ended before its answer (its client went away, or a shutdown)"
+	}
+	log.Log(ctx, level, msg, append([]any{"err", err, "request_id", reqinfo.From(ctx).RequestID}, attrs...)...)
 	return &errs.Error{Code: errs.CodeUnavailable, Message: "the service is unavailable for the moment: retry",
 		Extensions: map[string]any{"retryAfter": unavailableRetryAfter}}
 }
