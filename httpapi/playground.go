@@ -69,6 +69,8 @@ query AuditLatest($workspaceId: ID!) {
       userAgent
       requestId
       metadata
+      sealed
+      sealedAt
     }
     pageInfo { hasNextPage endCursor }
   }
@@ -127,13 +129,18 @@ query EntityHistory($workspaceId: ID!, $entityType: String!, $entityId: ID!) {
 		Headers: tokenHeaders,
 	},
 	{
-		Query: `# Checks the workspace's audit hash chain (OWNER and ADMIN).
+		Query: `# Checks the workspace's audit hash chain (OWNER and ADMIN). backdatedEvents
+# counts events written with a time well before the events sealed before
+# them: not invalid, but worth a look (compare occurredAt and sealedAt).
 query VerifyAuditLog($workspaceId: ID!) {
   verifyAuditLog(workspaceId: $workspaceId) {
     valid
     checkedEvents
     firstInvalidEventId
     headHash
+    unsealedEvents
+    backdatedEvents
+    firstBackdatedEventId
   }
 }
 `,
