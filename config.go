@@ -98,7 +98,8 @@ type Config struct {
 	// SubscriptionMaxPerClient bounds the WebSocket connections and SSE
 	// streams one client holds on one instance, the client being a signed-in
 	// user, or for an anonymous stream its network (an IPv4 address, an IPv6
-	// /64) (SUBSCRIPTION_MAX_PER_CLIENT, 200).
+	// /64), and bounds as well a network's WebSocket connections waiting for
+	// their connection_init (SUBSCRIPTION_MAX_PER_CLIENT, 200).
 	SubscriptionMaxPerClient int
 	// SubscriptionKeepAlive is the ping interval of the streams
 	// (SUBSCRIPTION_KEEPALIVE, 15s).

@@ -83,8 +83,10 @@ const (
 	// requests"): the client's network sent too many invalid tokens
 	// (RATE_LIMIT_BAD_TOKENS_PER_IP), and the reason says when to retry; or
 	// the user connection_init signed in already holds MaxPerClient
-	// WebSocket connections and SSE streams (the 429 of limit "connections"
-	// of an upgrade or a stream), and the reason says so: close one first.
+	// WebSocket connections and SSE streams, or, for an anonymous
+	// connection_init, its network holds MaxPerClient anonymous ones (the
+	// 429 of limit "connections" of an upgrade or a stream), and the reason
+	// says so: close one first.
 	CloseTooManyRequests = 4429
 	// CloseSubscriberExists (4409, graphql-ws's "Subscriber for <id> already
 	// exists"): the client started an operation with the id of one still
@@ -128,9 +130,13 @@ type StreamLimits struct {
 	// with 429 RATE_LIMITED (extensions.limit "connections") and
 	// Retry-After, before it takes a place of MaxConnections: one client
 	// cannot fill the instance. A WebSocket whose upgrade carries no token
-	// counts on its network until its connection_init signs it in, then on
-	// its user; one over its user's cap is closed there with
-	// CloseTooManyRequests, and gives its network's place back.
+	// counts, until its connection_init, on its network's connections
+	// waiting for one, a count of their own also capped at MaxPerClient
+	// (the upgrade checks only that one: a network's idle anonymous
+	// connections do not keep its users from signing in, a browser sending
+	// the token in connection_init), and then on its user, or, anonymous,
+	// on its network's anonymous streams; one over that cap is closed there
+	// with CloseTooManyRequests, and gives its waiting place back.
 	MaxPerClient int
 	// KeepAlive is the interval of pings (WebSocket ping messages, SSE
 	// comments) (zero: DefaultKeepAlive). A WebSocket client that does not
@@ -192,10 +198,13 @@ type streams struct {
 
 // streamClient is the client whose count holds a stream's place: its
 // signed-in user, or the network (ratelimit.ClientNetwork) of an anonymous
-// stream; exactly one of the two is set.
+// stream; exactly one of the two is set. A network's WebSocket connections
+// upgraded without a token that have not sent their connection_init yet are
+// counted apart from its anonymous streams: pending set.
 type streamClient struct {
 	user    string // the user's id
 	network string
+	pending bool // network's, waiting for connection_init
 }
 
 // clientOf is the client of a stream that starts with ctx: its user, if
@@ -207,9 +216,19 @@ func clientOf(ctx context.Context) streamClient {
 	return streamClient{network: ratelimit.ClientNetwork(reqinfo.From(ctx).IP)}
 }
 
+// wsClientOf is the client whose count a WebSocket upgraded with ctx starts
+// on: the user of the upgrade's token, else its network's connections
+// waiting for their connection_init.
+func wsClientOf(ctx context.Context) streamClient {
+	c := clientOf(ctx)
+	c.pending = c.user == ""
+	return c
+}
+
 // reason is the label of taskflow_streams_refused_total of a refusal by the
-// client's cap: "user", or "client" for a network's (its name from before
-// signed-in streams counted on their user).
+// client's cap: "user", or "client" for a network's, of its anonymous
+// streams or of its connections waiting for connection_init (its name from
+// before signed-in streams counted on their user).
 func (c streamClient) reason() string {
 	if c.user != "" {
 		return "user"
@@ -228,8 +247,10 @@ func newStreams(limits StreamLimits, db *store.DB, guard auth.Guard, log *slog.L
 		refused: promreg.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "taskflow_streams_refused_total",
 			Help: "WebSocket upgrades and SSE streams refused before they started, by reason: client " +
-				"(the network of an anonymous one held SUBSCRIPTION_MAX_PER_CLIENT), user (the signed-in user did; " +
-				"a WebSocket refused at its connection_init too), instance (SUBSCRIPTION_MAX_CONNECTIONS), restarting.",
+				"(the network of an anonymous one held SUBSCRIPTION_MAX_PER_CLIENT anonymous streams, " +
+				"a WebSocket refused at its anonymous connection_init too, or as many WebSockets waiting for their connection_init), " +
+				"user (the signed-in user did; a WebSocket refused at its connection_init too), " +
+				"instance (SUBSCRIPTION_MAX_CONNECTIONS), restarting.",
 		}, []string{"reason"})),
 	}
 	go func() {
@@ -239,18 +260,18 @@ func newStreams(limits StreamLimits, db *store.DB, guard auth.Guard, log *slog.L
 	return s
 }
 
-// acquire takes a place for a stream of r's client (clientOf: its user if
-// signed in, else its network) and returns the client, to be given to
-// release when the stream ends, whatever way it ends (a deferred call); a
-// WebSocket's place may move to another client meanwhile (claim). Or it
+// acquire takes a place for a stream of r on client's count (clientOf: its
+// user if signed in, else its network; a WebSocket's: wsClientOf) and returns
+// the client, to be given to release when the stream ends, whatever way it
+// ends (a deferred call); a WebSocket's place may move to another client
+// meanwhile (claim). Or it
 // answers and returns false: 503 STREAM_INTERRUPTED with Retry-After when the
 // instance is closing; 429 RATE_LIMITED with Retry-After when the client
 // holds MaxPerClient streams (checked before the instance's cap: a client at
 // its cap is told so even when the instance is full too, and can take no
 // more of its places); 503 STREAM_INTERRUPTED with Retry-After when the
 // instance holds MaxConnections.
-func (s *streams) acquire(w http.ResponseWriter, r *http.Request) (client streamClient, ok bool) {
-	client = clientOf(r.Context())
+func (s *streams) acquire(w http.ResponseWriter, r *http.Request, client streamClient) (streamClient, bool) {
 	s.mu.Lock()
 	reason := ""
 	switch {
@@ -298,6 +319,10 @@ func (s *streams) tooManyMessage(client streamClient) string {
 		return "too many WebSocket connections and event streams open for your user on this server: " +
 			"close one first (at most " + strconv.Itoa(s.limits.MaxPerClient) + " per user)"
 	}
+	if client.pending {
+		return "too many WebSocket connections from your network on this server wait for their connection_init: " +
+			"send it, or try again in a moment (at most " + strconv.Itoa(s.limits.MaxPerClient) + " per network)"
+	}
 	return "too many WebSocket connections and event streams open from your network on this server: " +
 		"close one first (at most " + strconv.Itoa(s.limits.MaxPerClient) + " per network for streams not signed in)"
 }
@@ -339,8 +364,9 @@ func (s *streams) warnClientCap(ctx context.Context, client string) {
 	if now-last < int64(time.Minute) || !s.warned.CompareAndSwap(last, now) {
 		return
 	}
-	s.log.WarnContext(ctx, "a client holds SUBSCRIPTION_MAX_PER_CLIENT WebSocket connections and SSE streams: "+
-		"its next anonymous ones are refused with 429 (logged once a minute at most; taskflow_streams_refused_total{reason=\"client\"} counts them). "+
+	s.log.WarnContext(ctx, "a client holds SUBSCRIPTION_MAX_PER_CLIENT anonymous WebSocket connections and SSE streams, "+
+		"or as many WebSocket connections waiting for their connection_init: its next ones are refused "+
+		"with 429, or 4429 at an anonymous connection_init (logged once a minute at most; taskflow_streams_refused_total{reason=\"client\"} counts them). "+
 		"Behind a proxy or load balancer, check TRUSTED_PROXIES: without it every client is the proxy",
 		"client", client, "max", s.limits.MaxPerClient)
 }
@@ -443,7 +469,7 @@ func (t wsTransport) Do(w http.ResponseWriter, r *http.Request, exec graphql.Gra
 			Extensions: map[string]any{"code": string(errs.CodeBadUserInput)}}}})
 		return
 	}
-	client, ok := t.st.acquire(w, r)
+	client, ok := t.st.acquire(w, r, wsClientOf(r.Context()))
 	if !ok {
 		return
 	}
@@ -458,11 +484,18 @@ func (t wsTransport) Do(w http.ResponseWriter, r *http.Request, exec graphql.Gra
 // request's header; a bad one closes the connection with 4401. The
 // connection's place moves to the user's count (claim); a user who holds
 // MaxPerClient streams already closes it with 4429, the place left on the
-// count it was on (the network's, or the upgrade's token's user's) until the
-// connection ends. Without a token the place stays where the upgrade put it.
+// count it was on (its network's waiting for connection_init, or the
+// upgrade's token's user's) until the connection ends. Without a token a
+// place waiting for connection_init moves to the network's anonymous
+// streams, and a network holding MaxPerClient of them closes the
+// connection with 4429 likewise; the place of an upgrade's token's user
+// stays there.
 func (s *streams) wsInit(ctx context.Context, payload transport.InitPayload) (context.Context, *transport.InitPayload, error) {
 	a := payload.Authorization()
 	if a == "" {
+		if c := wsConnFrom(ctx); c != nil {
+			return s.claimOrRefuse(ctx, ctx, c, streamClient{network: s.networkOf(c)})
+		}
 		return ctx, nil, nil
 	}
 	refuse := func(err error) (context.Context, *transport.InitPayload, error) {
@@ -485,21 +518,51 @@ func (s *streams) wsInit(ctx context.Context, payload transport.InitPayload) (co
 		return refuse(err)
 	}
 	if c := wsConnFrom(ctx); c != nil {
-		if to := clientOf(authed); !s.claim(c, to) {
-			s.refused.WithLabelValues(to.reason()).Inc()
-			ctx = transport.WithWebsocketCloseCode(ctx, CloseTooManyRequests)
-			return transport.AppendCloseReason(ctx, s.userCapReason()), nil,
-				&errs.Error{Code: errs.CodeRateLimited, Message: s.tooManyMessage(to),
-					Extensions: map[string]any{"retryAfter": 1, "limit": "connections", "maximum": s.limits.MaxPerClient}}
-		}
+		return s.claimOrRefuse(ctx, authed, c, clientOf(authed))
 	}
 	return authed, nil, nil
 }
 
-// userCapReason is the reason of a WebSocket closed at its connection_init
-// for its user's cap: the message of the 429 in the 123 bytes of a close
-// frame (a count of up to 20 digits).
-func (s *streams) userCapReason() string {
+// networkOf is the network whose anonymous streams c's place moves to at an
+// anonymous connection_init: its own while it waits for one; none (the place
+// stays) once it counts on a user.
+func (s *streams) networkOf(c *wsConn) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !c.client.pending {
+		return ""
+	}
+	return c.client.network
+}
+
+// claimOrRefuse moves c's place to to's count at connection_init and
+// returns authed, the connection's context from then on; or, to holding
+// MaxPerClient, counts the refusal and returns ctx and the error that
+// closes the connection with 4429 (its place given back when it ends). A
+// streamClient with neither user nor network set leaves the place where it
+// is.
+func (s *streams) claimOrRefuse(ctx, authed context.Context, c *wsConn, to streamClient) (context.Context, *transport.InitPayload, error) {
+	if to == (streamClient{}) || s.claim(c, to) {
+		return authed, nil, nil
+	}
+	s.refused.WithLabelValues(to.reason()).Inc()
+	if to.user == "" {
+		s.warnClientCap(ctx, to.network)
+	}
+	ctx = transport.WithWebsocketCloseCode(ctx, CloseTooManyRequests)
+	return transport.AppendCloseReason(ctx, s.capReason(to)), nil,
+		&errs.Error{Code: errs.CodeRateLimited, Message: s.tooManyMessage(to),
+			Extensions: map[string]any{"retryAfter": 1, "limit": "connections", "maximum": s.limits.MaxPerClient}}
+}
+
+// capReason is the reason of a WebSocket closed at its connection_init for
+// to's cap (its user's, or its network's of anonymous streams): the message
+// of the 429 in the 123 bytes of a close frame (a count of up to 20 digits).
+func (s *streams) capReason(to streamClient) string {
+	if to.user == "" {
+		return "Too many anonymous streams from your network: close one first (at most " +
+			strconv.Itoa(s.limits.MaxPerClient) + " per network)"
+	}
 	return "Too many WebSocket connections and event streams for your user: close one first (at most " +
 		strconv.Itoa(s.limits.MaxPerClient) + " per user)"
 }
@@ -555,7 +618,9 @@ type wsConn struct {
 	st   *streams
 	conn *coderws.Conn
 	// client is the client whose count holds the connection's place (st.mu):
-	// its network's, or its user's once signed in (streams.claim).
+	// its network's waiting for connection_init (or its upgrade's token's
+	// user's), then its user's or its network's anonymous streams'
+	// (streams.claim).
 	client streamClient
 
 	mu       sync.Mutex
@@ -1020,7 +1085,7 @@ func (t sseTransport) Do(w http.ResponseWriter, r *http.Request, exec graphql.Gr
 		return
 	}
 	params.Headers = r.Header
-	client, ok := t.st.acquire(w, r)
+	client, ok := t.st.acquire(w, r, clientOf(r.Context()))
 	if !ok {
 		return
 	}

@@ -48,7 +48,8 @@ func TestStreamsCountEachClient(t *testing.T) {
 	take := func(ip string, want int) streamClient {
 		t.Helper()
 		w := httptest.NewRecorder()
-		client, ok := st.acquire(w, streamRequest(ip))
+		r := streamRequest(ip)
+		client, ok := st.acquire(w, r, clientOf(r.Context()))
 		if ok != (want == 0) || !ok && w.Code != want {
 			t.Fatalf("%s: acquired %v, answered %d, want %d", ip, ok, w.Code, want)
 		}
@@ -104,23 +105,30 @@ func TestStreamPlaceGivenBackOnPanic(t *testing.T) {
 }
 
 // A signed-in stream counts on its user, an anonymous one on its network; a
-// WebSocket's place moves from its network's count to its user's (claim),
-// unless the user holds MaxPerClient already, and then stays on the
-// network's; release gives the place back to whichever count holds it, and
-// nothing is left counted once every stream ended.
+// WebSocket upgraded without a token counts on its network's connections
+// waiting for their connection_init (wsClientOf), apart from its anonymous
+// streams, and its place moves from there (claim) to its user's count, or,
+// anonymous, to its network's, unless that holds MaxPerClient already, and
+// then stays where it was; release gives the place back to whichever count
+// holds it, and nothing is left counted once every stream ended.
 func TestStreamsCountEachUser(t *testing.T) {
 	t.Parallel()
 	st := newTestStreams(t, StreamLimits{MaxPerClient: 2})
 	ann, bob := streamClient{user: "ann"}, streamClient{user: "bob"}
 	office := streamClient{network: "192.0.2.1"}
+	waiting := streamClient{network: "192.0.2.1", pending: true}
 	signedIn := func(id string) *http.Request {
 		r := streamRequest("192.0.2.1")
 		return r.WithContext(auth.WithUser(r.Context(), &store.User{ID: id}))
 	}
-	take := func(r *http.Request, want int) streamClient {
+	take := func(r *http.Request, ws bool, want int) streamClient {
 		t.Helper()
 		w := httptest.NewRecorder()
-		client, ok := st.acquire(w, r)
+		client := clientOf(r.Context())
+		if ws {
+			client = wsClientOf(r.Context())
+		}
+		client, ok := st.acquire(w, r, client)
 		if ok != (want == 0) || !ok && w.Code != want {
 			t.Fatalf("acquired %v, answered %d, want %d", ok, w.Code, want)
 		}
@@ -136,22 +144,36 @@ func TestStreamsCountEachUser(t *testing.T) {
 			t.Fatalf("open %d, held %v, want %v", st.open, st.held, want)
 		}
 	}
-	sse := []streamClient{take(signedIn("ann"), 0), take(signedIn("bob"), 0), take(signedIn("bob"), 0)}
-	take(signedIn("bob"), http.StatusTooManyRequests)
-	c1 := &wsConn{st: st, client: take(streamRequest("192.0.2.1"), 0)}
-	c2 := &wsConn{st: st, client: take(streamRequest("192.0.2.1"), 0)}
-	take(streamRequest("192.0.2.1"), http.StatusTooManyRequests)
-	counts(map[streamClient]int{ann: 1, bob: 2, office: 2})
-	if !st.claim(c1, ann) || st.claim(c2, bob) || c1.client != ann || c2.client != office {
+	sse := []streamClient{take(signedIn("ann"), false, 0), take(signedIn("bob"), false, 0), take(signedIn("bob"), false, 0),
+		take(streamRequest("192.0.2.1"), false, 0)}
+	take(signedIn("bob"), false, http.StatusTooManyRequests)
+	if c := take(signedIn("ann"), true, 0); c != ann { // a token in the upgrade: the user's from the start
+		t.Fatalf("a WebSocket upgraded with ann's token counts on %v", c)
+	} else {
+		st.release(c)
+	}
+	c1 := &wsConn{st: st, client: take(streamRequest("192.0.2.1"), true, 0)}
+	c2 := &wsConn{st: st, client: take(streamRequest("192.0.2.1"), true, 0)}
+	take(streamRequest("192.0.2.1"), true, http.StatusTooManyRequests)
+	counts(map[streamClient]int{ann: 1, bob: 2, office: 1, waiting: 2})
+	if !st.claim(c1, ann) || !st.claim(c2, office) || c1.client != ann || c2.client != office {
 		t.Fatalf("claims: %v %v", c1.client, c2.client)
 	}
-	counts(map[streamClient]int{ann: 2, bob: 2, office: 1})
+	counts(map[streamClient]int{ann: 2, bob: 2, office: 2})
 	if !st.claim(c1, ann) {
 		t.Fatal("a place claimed again by its user refused")
 	}
-	counts(map[streamClient]int{ann: 2, bob: 2, office: 1})
+	// The network holds its anonymous cap, its waiting connections none: an
+	// upgrade takes a place; its claims over a cap leave it waiting.
+	c3 := &wsConn{st: st, client: take(streamRequest("192.0.2.1"), true, 0)}
+	if st.claim(c3, office) || st.claim(c3, bob) || c3.client != waiting {
+		t.Fatalf("claims over the caps: %v", c3.client)
+	}
+	counts(map[streamClient]int{ann: 2, bob: 2, office: 2, waiting: 1})
+	st.releaseConn(c3)
+	counts(map[streamClient]int{ann: 2, bob: 2, office: 2})
 	st.releaseConn(c2)
-	counts(map[streamClient]int{ann: 2, bob: 2})
+	counts(map[streamClient]int{ann: 2, bob: 2, office: 1})
 	st.releaseConn(c1)
 	for _, c := range sse {
 		st.release(c)

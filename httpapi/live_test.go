@@ -929,19 +929,22 @@ func tooManyStreams(t *testing.T, what string, res *http.Response, max int) {
 }
 
 // dialAgain dials a WebSocket from ip until it is not refused for the
-// client's cap: a place is given back when the server has finished with the
-// stream, a moment after the client sees it end.
+// client's cap, neither at its upgrade (429) nor at its connection_init
+// (4429): a place is given back when the server has finished with the
+// stream, a moment after the client sees it end. With o.NoInit it returns
+// the connection once upgraded.
 func dialAgain(t *testing.T, url string, o apitest.WSOptions) *apitest.WS {
 	t.Helper()
 	for {
 		ws, res, err := apitest.TryDialWS(t, url, o)
 		if err == nil {
-			if ws.Ack.Type != "connection_ack" {
+			if !o.NoInit && ws.Ack.Type != "connection_ack" {
 				t.Fatalf("connection_init answered %+v", ws.Ack)
 			}
 			return ws
 		}
-		if res == nil || res.StatusCode != http.StatusTooManyRequests {
+		if coderws.CloseStatus(err) != httpapi.CloseTooManyRequests &&
+			(res == nil || res.StatusCode != http.StatusTooManyRequests) {
 			t.Fatalf("dial: %v %v", err, res)
 		}
 		if d, ok := t.Deadline(); ok && time.Until(d) < 5*time.Second {
@@ -953,10 +956,12 @@ func dialAgain(t *testing.T, url string, o apitest.WSOptions) *apitest.WS {
 
 // One anonymous client (its network: an IPv4 address, an IPv6 /64) holds at
 // most MaxPerClient (SUBSCRIPTION_MAX_PER_CLIENT) WebSocket connections and
-// SSE streams together on an instance: over it an upgrade or a stream is
-// refused with 429 RATE_LIMITED before it takes a place of the
-// instance's cap, so other clients, and a member's subscription, still get
-// theirs; a closed stream gives its place back. Until 2026-12-04 one client's
+// SSE streams together on an instance: over it a stream is refused with 429
+// RATE_LIMITED before it takes a place of the instance's cap, and a
+// WebSocket is closed at its connection_init with 4429 (its upgrade counted
+// among its network's connections waiting for one:
+// TestLiveStreamsWaitingForInit), so other clients, and a member's
+// subscription, still get theirs; a closed stream gives its place back. Until 2026-12-04 one client's
 // idle anonymous WebSockets could take every place of
 // SUBSCRIPTION_MAX_CONNECTIONS, and every other stream was 503.
 func TestLiveStreamsPerClient(t *testing.T) {
@@ -971,18 +976,15 @@ func TestLiveStreamsPerClient(t *testing.T) {
 	// anonymous connections: it gets two.
 	var held []*apitest.WS
 	for i := range instance {
-		ws, res, err := apitest.TryDialWS(t, url, fromClient("192.0.2.1"))
-		if i < perClient {
-			if err != nil || ws.Ack.Type != "connection_ack" {
-				t.Fatalf("connection %d of the client: %v", i+1, err)
-			}
-			held = append(held, ws)
+		if i >= perClient {
+			anonymousCapClose(t, url, fromClient("192.0.2.1"), perClient)
 			continue
 		}
-		if err == nil {
-			t.Fatalf("connection %d of a client allowed %d accepted", i+1, perClient)
+		ws, _, err := apitest.TryDialWS(t, url, fromClient("192.0.2.1"))
+		if err != nil || ws.Ack.Type != "connection_ack" {
+			t.Fatalf("connection %d of the client: %v", i+1, err)
 		}
-		tooManyStreams(t, "a WebSocket over the client's cap", res, perClient)
+		held = append(held, ws)
 	}
 	// Its anonymous event streams count with its anonymous WebSockets (a
 	// signed-in one counts on its user: TestLiveStreamsPerUser).
@@ -993,11 +995,7 @@ func TestLiveStreamsPerClient(t *testing.T) {
 	// An IPv6 client is its /64, whatever address it picks in it.
 	apitest.DialWS(t, url, fromClient("2001:db8:1:2::1"))
 	apitest.DialWS(t, url, fromClient("2001:db8:1:2::2"))
-	_, res, err := apitest.TryDialWS(t, url, fromClient("2001:db8:1:2:aaaa:bbbb:cccc:dddd"))
-	if err == nil {
-		t.Fatal("a third WebSocket from one /64 accepted")
-	}
-	tooManyStreams(t, "a WebSocket over the /64's cap", res, perClient)
+	anonymousCapClose(t, url, fromClient("2001:db8:1:2:aaaa:bbbb:cccc:dddd"), perClient)
 	apitest.DialWS(t, url, fromClient("2001:db8:1:3::1")) // the next /64
 
 	// Another client connects, and a member's subscription streams.
@@ -1021,20 +1019,17 @@ func TestLiveStreamsPerClient(t *testing.T) {
 	// A connection closed gives the client its place back.
 	_ = held[0].Conn.Close(coderws.StatusNormalClosure, "")
 	dialAgain(t, url, fromClient("192.0.2.1"))
-	if _, res, err := apitest.TryDialWS(t, url, fromClient("192.0.2.1")); err == nil {
-		t.Fatal("a third WebSocket of the client accepted after one was given back")
-	} else {
-		tooManyStreams(t, "a WebSocket over the client's cap again", res, perClient)
-	}
+	anonymousCapClose(t, url, fromClient("192.0.2.1"), perClient)
 }
 
 // A signed-in user's WebSocket connections and SSE streams are counted
 // against the user, not the network (SUBSCRIPTION_MAX_PER_CLIENT per user):
 // users behind one NAT each get their own MaxPerClient. An SSE stream (or a
 // WebSocket whose upgrade carries a token) counts on its token's user from
-// the start; a WebSocket counts on its network from the upgrade until its
-// connection_init signs it in, then on the user, and a user's connection over
-// the cap is closed there with 4429 and gives back its network's place.
+// the start; a WebSocket counts on its network's connections waiting for
+// their connection_init from the upgrade until its connection_init signs it
+// in, then on the user, and a user's connection over the cap is closed there
+// with 4429 and gives back its waiting place (TestLiveStreamsWaitingForInit).
 // Anonymous streams (no token) stay counted on their network. Until
 // 2026-12-05 every stream counted on its network: the third stream below from
 // 192.0.2.7 was refused with 429.
@@ -1078,8 +1073,10 @@ func TestLiveStreamsPerUser(t *testing.T) {
 
 	// (b) A user's third stream is refused: an SSE stream, or a WebSocket
 	// whose upgrade carries the token, with 429; a WebSocket signed in by its
-	// connection_init there, with 4429. The network's place its upgrade took
-	// is given back: an anonymous client of the office still gets two.
+	// connection_init there, with 4429. The place its upgrade took, among
+	// the network's waiting for connection_init, is given back, and the
+	// network's anonymous streams were never counted: an anonymous client of
+	// the office still gets two.
 	s := e.OpenSSE(t, e.member.Token, taskChangesQuery, map[string]any{"p": e.project}, "X-Forwarded-For", office)
 	tooManyStreams(t, "a user's third stream (SSE)", s.Res, perClient)
 	s.Close()
@@ -1095,18 +1092,15 @@ func TestLiveStreamsPerUser(t *testing.T) {
 		t.Fatalf("refusals by the user's cap counted: %q, want 3", v)
 	}
 
-	// (c), (d) The anonymous client's second connection is accepted once the
-	// refused one has given its place back; its third is refused, as is an
-	// anonymous event stream, and a connection_init without a token leaves a
-	// connection on the network.
+	// (c), (d) The anonymous client's second connection is accepted; its
+	// third is closed at its connection_init with 4429, an anonymous event
+	// stream refused with 429, and a connection_init without a token, or
+	// with an empty payload, counts a connection on the network.
 	conns = append(conns, dialAgain(t, url, anonymous))
 	// dialAgain's tries refused until the place came back count too: the
 	// refusals below are counted from here.
 	refusedBefore := refusedByNetwork(t, e.Env)
-	if _, res, err = apitest.TryDialWS(t, url, anonymous); err == nil {
-		t.Fatal("a third anonymous WebSocket from one network accepted")
-	}
-	tooManyStreams(t, "an anonymous WebSocket over the network's cap", res, perClient)
+	anonymousCapClose(t, url, anonymous, perClient)
 	s = e.OpenSSE(t, "", `{ __typename }`, nil, "X-Forwarded-For", office)
 	tooManyStreams(t, "an anonymous SSE stream over the network's cap", s.Res, perClient)
 	s.Close()
@@ -1114,19 +1108,14 @@ func TestLiveStreamsPerUser(t *testing.T) {
 	refusedBefore -= refusedByNetwork(t, e.Env)
 	conns = append(conns[:len(conns)-1], dialAgain(t, url, apitest.WSOptions{Header: anonymous.Header, Init: map[string]any{}}))
 	refusedBefore += refusedByNetwork(t, e.Env)
-	if _, res, err = apitest.TryDialWS(t, url, anonymous); err == nil {
-		t.Fatal("a third anonymous WebSocket from one network accepted (after an empty connection_init)")
-	}
-	tooManyStreams(t, "an anonymous WebSocket over the network's cap", res, perClient)
+	anonymousCapClose(t, url, anonymous, perClient)
 	if n := refusedByNetwork(t, e.Env) - refusedBefore; n != 3 {
 		t.Fatalf("refusals by the network's cap counted: %d, want 3", n)
 	}
 
 	// A user's closed stream gives the user its place back, whichever count
 	// it was taken from: the connection's (moved from the network's) and the
-	// event stream's. (The anonymous connections go first: a WebSocket
-	// signed in by its connection_init needs a place of its network until
-	// then.)
+	// event stream's.
 	for _, ws := range conns[2:] {
 		_ = ws.Conn.Close(coderws.StatusNormalClosure, "")
 	}
@@ -1161,6 +1150,114 @@ func refusedByNetwork(t *testing.T, env *apitest.Env) int {
 	return n
 }
 
+// A WebSocket upgraded without a token counts, until its connection_init,
+// on its network's connections waiting for one (at most MaxPerClient); its
+// connection_init moves it to its user's count, or, anonymous, to its
+// network's anonymous streams (at most MaxPerClient: over it the connection
+// is closed with 4429 there). An upgrade checks only the waiting ones:
+// idle anonymous connections of an office's network do not keep its users
+// from signing in over a WebSocket (a browser sends the token in
+// connection_init). Every way a waiting connection ends gives its place
+// back. Until 2026-12-05 an upgrade counted on the network's anonymous
+// streams: the signed-in user's upgrade below was refused with 429.
+func TestLiveStreamsWaitingForInit(t *testing.T) {
+	t.Parallel()
+	const perClient = 2
+	e := newLiveEnv(t, behindProxy, func(o *httpapi.Options) {
+		o.Streams = httpapi.StreamLimits{MaxConnections: 20, MaxPerClient: perClient}
+	})
+	url := e.Server.URL + "/query"
+	const office = "192.0.2.9"
+	anonymous := fromClient(office)
+	waiting := apitest.WSOptions{Header: anonymous.Header, NoInit: true}
+
+	// The office's network holds its cap of idle anonymous connections.
+	conns := []*apitest.WS{apitest.DialWS(t, url, anonymous), apitest.DialWS(t, url, anonymous)}
+	for _, ws := range conns {
+		if ws.Ack.Type != "connection_ack" {
+			t.Fatalf("an anonymous connection_init answered %+v", ws.Ack)
+		}
+	}
+
+	// A user of the office signs in at connection_init.
+	signedIn := fromClient(office)
+	signedIn.Init = map[string]any{"Authorization": "Bearer " + e.member.Token}
+	ws, res, err := apitest.TryDialWS(t, url, signedIn)
+	if err != nil || ws.Ack.Type != "connection_ack" {
+		status := 0
+		if res != nil {
+			status = res.StatusCode
+		}
+		t.Fatalf("a user's WebSocket from a network holding its anonymous cap: %v (HTTP %d)", err, status)
+	}
+	conns = append(conns, ws)
+
+	// A third anonymous connection: upgraded, then closed at its
+	// connection_init, the refusal counted on the network.
+	refusedBefore := refusedByNetwork(t, e.Env)
+	anonymousCapClose(t, url, anonymous, perClient)
+	if n := refusedByNetwork(t, e.Env) - refusedBefore; n != 1 {
+		t.Fatalf("refusals by the network's cap counted: %d, want 1", n)
+	}
+
+	// Its waiting place was given back, and so was the user's (moved to the
+	// user): two connections wait for their connection_init (the second
+	// dialled until the refused one's place is back); a third upgrade is
+	// refused with 429.
+	pending := []*apitest.WS{apitest.DialWS(t, url, waiting), dialAgain(t, url, waiting)}
+	if _, res, err = apitest.TryDialWS(t, url, waiting); err == nil {
+		t.Fatal("a third WebSocket waiting for its connection_init accepted")
+	}
+	tooManyStreams(t, "a WebSocket over the network's cap of connections waiting for their connection_init", res, perClient)
+
+	// A waiting connection closed for a bad message (4400), or by its
+	// client, gives its place back.
+	pending[0].Send(apitest.WSMessage{Type: "nope"})
+	if ce := wsClosed(t, pending[0]); ce.Code != httpapi.CloseBadRequest {
+		t.Fatalf("a bad message before connection_init: closed with %d %q", ce.Code, ce.Reason)
+	}
+	pending[0] = dialAgain(t, url, waiting)
+	_ = pending[1].Conn.Close(coderws.StatusNormalClosure, "")
+	pending[1] = dialAgain(t, url, waiting)
+	refusedBefore = refusedByNetwork(t, e.Env)
+	// A waiting connection's anonymous connection_init with the network at
+	// its cap: closed with 4429.
+	pending[0].Send(apitest.WSMessage{Type: "connection_init"})
+	if ce := wsClosed(t, pending[0]); ce.Code != httpapi.CloseTooManyRequests ||
+		!strings.Contains(ce.Reason, "anonymous") {
+		t.Fatalf("an anonymous connection_init over the network's cap: closed with %d %q", ce.Code, ce.Reason)
+	}
+	if n := refusedByNetwork(t, e.Env) - refusedBefore; n != 1 {
+		t.Fatalf("refusals at connection_init by the network's cap counted: %d, want 1", n)
+	}
+	pending[0] = dialAgain(t, url, waiting)
+
+	// Every connection closed, none is left counted.
+	for _, ws := range append(conns, pending...) {
+		_ = ws.Conn.Close(coderws.StatusNormalClosure, "")
+	}
+	waitForMetric(t, e.Env, "taskflow_streams_open", "0")
+}
+
+// anonymousCapClose fails the test unless a WebSocket dialled with o is
+// upgraded, then closed at its anonymous connection_init with 4429 for its
+// network's cap of max anonymous streams.
+func anonymousCapClose(t *testing.T, url string, o apitest.WSOptions, max int) {
+	t.Helper()
+	ws, res, err := apitest.TryDialWS(t, url, o)
+	if res != nil && res.StatusCode != http.StatusSwitchingProtocols {
+		t.Fatalf("an anonymous WebSocket over its network's cap: upgrade answered %d", res.StatusCode)
+	}
+	if err == nil {
+		_, err = ws.TryNext()
+	}
+	var ce coderws.CloseError
+	if !errors.As(err, &ce) || ce.Code != httpapi.CloseTooManyRequests ||
+		!strings.Contains(ce.Reason, "anonymous") || !strings.Contains(ce.Reason, "at most "+strconv.Itoa(max)+" per network") {
+		t.Fatalf("an anonymous WebSocket over its network's cap: %v, want closed with %d", err, httpapi.CloseTooManyRequests)
+	}
+}
+
 // userCapClose fails the test unless a WebSocket dialled with o is closed at
 // its connection_init with 4429 for its user's cap of max.
 func userCapClose(t *testing.T, url string, o apitest.WSOptions, max int) {
@@ -1180,8 +1277,8 @@ func userCapClose(t *testing.T, url string, o apitest.WSOptions, max int) {
 }
 
 // dialUserAgain dials a WebSocket signed in at its connection_init until
-// it is neither refused for its network's cap at the upgrade nor closed for
-// its user's at connection_init: the place of a closed stream is given back
+// it is neither refused for its network's cap of connections waiting for
+// connection_init at the upgrade nor closed for its user's at connection_init: the place of a closed stream is given back
 // when the server has finished with it.
 func dialUserAgain(t *testing.T, url string, o apitest.WSOptions) *apitest.WS {
 	t.Helper()
