@@ -17,6 +17,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	coderws "github.com/coder/websocket"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"taskflow/bench/loadgen"
@@ -352,6 +353,9 @@ func (o *outcome) answer(status int, body []byte, err error) {
 		key = "error"
 		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 			key = "cancelled"
+		}
+		if code := coderws.CloseStatus(err); code != -1 {
+			key = "closed " + strconv.Itoa(int(code)) // a WebSocket the server closed, with its code
 		}
 	default:
 		var r struct {

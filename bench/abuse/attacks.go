@@ -412,10 +412,11 @@ func idleConnections(ctx context.Context, h *harness, o *outcome) error {
 // the harness (one client), one after the other, sends each connection_init
 // and leaves it idle (answering the server's pings, as a client that means to
 // stay does: the server keeps it for SUBSCRIPTION_IDLE_TIMEOUT, 5 minutes),
-// and holds them for SlowFor. Past SUBSCRIPTION_MAX_PER_CLIENT (200) the
-// upgrades are refused with 429 (until 2026-12-04: every one was accepted, up
-// to the instance's SUBSCRIPTION_MAX_CONNECTIONS, after which every other
-// client's stream was 503).
+// and holds them for SlowFor. Past SUBSCRIPTION_MAX_PER_CLIENT (200)
+// anonymous ones the connection_init is closed with 4429 (from 2026-12-05;
+// before, the upgrade was refused with 429, and until 2026-12-04 every one
+// was accepted, up to the instance's SUBSCRIPTION_MAX_CONNECTIONS, after
+// which every other client's stream was 503).
 func idleWebSockets(ctx context.Context, h *harness, o *outcome) error {
 	url := "ws" + strings.TrimPrefix(h.srv.URL(), "http") + "/query"
 	ctx, cancel := context.WithCancel(ctx)
