@@ -857,18 +857,7 @@ func TestBigWorkspaceIsReadInPages(t *testing.T) {
 // towards MAX_QUERY_COST, which bounds each event.
 func TestSubscriptionEventOverrunsAreCharged(t *testing.T) {
 	t.Parallel()
-	lim, err := ratelimit.New(ratelimit.Options{Config: ratelimit.Config{Window: 24 * time.Hour, MaxCost: 100},
-		KeyPrefix: ratelimittest.Prefix(), Log: quiet, Registerer: prometheus.NewRegistry()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(lim.Close)
-	e := newLiveEnv(t, func(o *httpapi.Options) { o.Limiter = lim })
-	if _, err := e.DB.Pool.Exec(t.Context(), `WITH u AS (INSERT INTO users (email, name, password_hash)
-			SELECT 'x' || gen_random_uuid() || '@example.com', 'x', 'x' FROM generate_series(1, 59) RETURNING id)
-		INSERT INTO members (workspace_id, user_id, role) SELECT $1, id, 'VIEWER' FROM u`, e.ws); err != nil {
-		t.Fatal(err)
-	}
+	e := overrunEnv(t, 100, 59)
 	// Subscribing costs 10 + 54; each event 55 (1 + 1 + 1 + 1 + 51), and 12 for the members past 50.
 	s := e.OpenSSE(t, e.member.Token, `subscription($p: ID!) { taskChanges(projectId: $p) {
 		task { project { workspace { members { user { id } } } } } } }`, map[string]any{"p": e.project})
