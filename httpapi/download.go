@@ -13,7 +13,6 @@ import (
 	"taskflow/blobs"
 	"taskflow/errs"
 	"taskflow/ratelimit"
-	"taskflow/reqinfo"
 	"taskflow/store"
 )
 
@@ -70,12 +69,9 @@ func download(db *store.DB, bs *blobs.Store, lim *ratelimit.Limiter, log *slog.L
 		}
 		rd, err := bs.NewReader(ctx, key)
 		if err != nil {
-			if writeUnavailable(w, r, log, err) {
-				return // the blob store failed for the moment
-			}
-			// A committed attachment always has its blob: this is a fault.
-			log.ErrorContext(ctx, "download: the blob of an attachment cannot be read", "attachment", a.ID, "key", key, "err", err)
-			writeExportJSONError(w, http.StatusInternalServerError, errs.CodeInternal, "internal error")
+			// A committed attachment always has its blob: unless the blob
+			// store failed for the moment, this is a fault.
+			writeUnknownError(w, r, log, err, "download: the blob of an attachment cannot be read", "attachment", a.ID, "key", key)
 			return
 		}
 		defer rd.Close()
@@ -154,11 +150,7 @@ func tooManyRanges(h string, maxRanges int) bool {
 func writeDownloadError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err error) {
 	var e *errs.Error
 	if !errors.As(err, &e) {
-		if writeUnavailable(w, r, log, err) {
-			return
-		}
-		log.ErrorContext(r.Context(), "download: attachment", "err", err, "request_id", reqinfo.From(r.Context()).RequestID)
-		writeExportJSONError(w, http.StatusInternalServerError, errs.CodeInternal, "internal error")
+		writeUnknownError(w, r, log, err, "download: attachment")
 		return
 	}
 	status := http.StatusNotFound

@@ -124,6 +124,18 @@ func writeUnavailable(w http.ResponseWriter, r *http.Request, log *slog.Logger, 
 	return true
 }
 
+// writeUnknownError answers a request outside GraphQL whose err no code
+// names: 503 UNAVAILABLE when it is a failure of the moment
+// (writeUnavailable), else, a bug, logged at ERROR as msg with err, the
+// request id and attrs, and answered 500 INTERNAL.
+func writeUnknownError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err error, msg string, attrs ...any) {
+	if writeUnavailable(w, r, log, err) {
+		return
+	}
+	log.ErrorContext(r.Context(), msg, append([]any{"err", err, "request_id", reqinfo.From(r.Context()).RequestID}, attrs...)...)
+	writeExportJSONError(w, http.StatusInternalServerError, errs.CodeInternal, "internal error")
+}
+
 // internalError logs err with the request id and returns the INTERNAL error
 // shown in its place, at gqlErr's path and locations.
 func internalError(ctx context.Context, log *slog.Logger, err error, gqlErr *gqlerror.Error) *gqlerror.Error {

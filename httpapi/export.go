@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"log/slog"
@@ -293,13 +292,8 @@ func writeExportError(w http.ResponseWriter, log *slog.Logger, r *http.Request, 
 	if pgErr := inputRefusedByPostgres(r.Context(), log, err); pgErr != nil {
 		e = pgErr
 	} else if !errors.As(err, &e) {
-		if writeUnavailable(w, r, log, err) {
-			return
-		}
-		if !errors.Is(err, context.Canceled) {
-			log.ErrorContext(r.Context(), "internal error", "err", err, "request_id", reqinfo.From(r.Context()).RequestID)
-		}
-		writeExportJSONError(w, http.StatusInternalServerError, errs.CodeInternal, "internal error")
+		// A cancellation (the client gone) is a failure of the moment too.
+		writeUnknownError(w, r, log, err, "internal error")
 		return
 	}
 	status := map[errs.Code]int{

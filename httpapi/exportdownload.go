@@ -43,12 +43,9 @@ func auditExportDownload(db *store.DB, bs *blobs.Store, lim *ratelimit.Limiter, 
 		}
 		rd, err := bs.NewReader(ctx, x.ObjectKey)
 		if err != nil {
-			if writeUnavailable(w, r, log, err) {
-				return // the blob store failed for the moment
-			}
-			// A SUCCEEDED export has its file until it expires.
-			log.ErrorContext(ctx, "audit export download: the file cannot be read", "export", x.ID, "key", x.ObjectKey, "err", err)
-			writeExportJSONError(w, http.StatusInternalServerError, errs.CodeInternal, "internal error")
+			// A SUCCEEDED export has its file until it expires: unless the
+			// blob store failed for the moment, this is a fault.
+			writeUnknownError(w, r, log, err, "audit export download: the file cannot be read", "export", x.ID, "key", x.ObjectKey)
 			return
 		}
 		defer rd.Close()
