@@ -2874,8 +2874,9 @@ type AuditVerification {
   which the events' transactions wrote, so occurredAt runs back in it only by the
   length of a transaction and the difference between the server instances' clocks:
   such an event was written with a time in the past, or by an instance whose clock
-  was behind. It does not make valid false; it is for the auditor to look at
-  (compare the event's occurredAt and sealedAt).
+  was behind. A chain's first event, with none before it in the chain, is compared
+  with the event just before it in that order of every chain. It does not make valid
+  false; it is for the auditor to look at (compare the event's occurredAt and sealedAt).
   """
   backdatedEvents: Int!
   "The first event backdatedEvents counts, in chain order; null when it counts none."

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"taskflow/audit"
 	"taskflow/errs"
@@ -123,8 +124,10 @@ func (db *DB) VerifyChain(ctx context.Context, chainKey string) (*AuditVerificat
 // latest of the events before them in the chain by more than
 // backdateTolerance (BackdatedEvents, FirstBackdatedEventID): chain order is
 // the order of the writing transactions, so such an event was written with a
-// time in the past, or by an instance whose clock was behind. They do not
-// make the log invalid.
+// time in the past, or by an instance whose clock was behind. The first event
+// it reads, with none before it, is compared with the event just before it
+// in spine order, of any chain (chainWalk.firstBackdated). They do not make
+// the log invalid.
 func (db *DB) VerifyChainAgainst(ctx context.Context, chainKey string, cp *audit.Checkpoint, keys []ed25519.PublicKey) (*AuditVerification, error) {
 	return db.verifyChain(ctx, chainKey, cp, keys, nil)
 }
@@ -222,6 +225,10 @@ type chainWalk struct {
 	// latest is the latest occurred_at of the events the walk read so far
 	// (backdated).
 	latest time.Time
+	// firstID and firstAt are the first event the walk read, which no event
+	// of the chain precedes (firstBackdated).
+	firstID string
+	firstAt time.Time
 }
 
 // invalid marks the log invalid at event id, unless it already is. An empty
@@ -370,6 +377,9 @@ func (w *chainWalk) walk(ctx context.Context, tx pgx.Tx, chainKey string) error 
 // it by more than backdateTolerance (see AuditVerification.BackdatedEvents),
 // and makes at the latest when it is.
 func (w *chainWalk) backdated(id string, at time.Time) {
+	if w.firstID == "" {
+		w.firstID, w.firstAt = id, at // nothing before it in the chain: firstBackdated
+	}
 	if w.latest.Sub(at) > backdateTolerance {
 		w.out.BackdatedEvents++
 		if w.out.FirstBackdatedEventID == nil {
@@ -379,6 +389,47 @@ func (w *chainWalk) backdated(id string, at time.Time) {
 	if at.After(w.latest) {
 		w.latest = at
 	}
+}
+
+// spinePredecessorSQL reads the occurred_at of the event just before the
+// event $1 (occurred at $2, of chain $3) in spine order, of any chain: one
+// probe of the spine index of each partition. An event without a tx_id (one
+// written before the spine, migration 0007) has none.
+const spinePredecessorSQL = `SELECT p.occurred_at FROM audit_events e CROSS JOIN LATERAL
+	(SELECT p.occurred_at FROM audit_events p WHERE (p.tx_id, p.seq) < (e.tx_id, e.seq)
+		ORDER BY p.tx_id DESC, p.seq DESC LIMIT 1) p
+	WHERE e.id = $1::uuid AND e.occurred_at = $2 AND e.chain_key = $3`
+
+// firstBackdated counts the first event the walk read (firstID), which no
+// event of its chain precedes and backdated therefore never counts, when its
+// occurred_at is earlier than before's, the event just before it in spine
+// order of whatever chain (spinePredecessorSQL; null when none), by more than
+// backdateTolerance; it is then the first backdated event in chain order.
+//
+// Spine order, (tx_id, seq), is the order of the writing transactions across
+// every chain, and chain order is spine order within a chain: the reasoning
+// of backdateTolerance (two units of work and the instances' clocks) never
+// used the chain, so it bounds how far occurred_at runs back between any two
+// events in spine order, and comparing with an event of another chain can
+// flag no honest event that comparing within the chain would not. Only the
+// one event just before is read (the latest of all those before is no
+// cheaper to find than a walk of the spine): on a busy log it was written
+// moments before, on a quiet one it may be old, and a first event backdated
+// to after it is not seen.
+//
+// The seal's sealed_at is not the yardstick: an honest event waits for the
+// sealer as long as the sealer is stopped (its cursor gone until an operator
+// restores it, every instance down, a backlog), so sealed_at can be hours
+// after occurred_at with nothing wrong, and a tolerance wide enough for that
+// would miss every backdating shorter than the longest outage. Nor is the
+// sealing round: the events a round seals are those committed since the
+// last, over any length of time.
+func (w *chainWalk) firstBackdated(before pgtype.Timestamptz) {
+	if !before.Valid || before.Time.Sub(w.firstAt) <= backdateTolerance {
+		return
+	}
+	w.out.BackdatedEvents++
+	w.out.FirstBackdatedEventID = &w.firstID
 }
 
 // sealedEventsFrom joins each seal s to its event e (its id, time and
@@ -464,9 +515,19 @@ func (w *chainWalk) finish(ctx context.Context, tx pgx.Tx, chainKey string) erro
 		b.Queue(`SELECT e.id::text FROM audit_events e WHERE e.workspace_id = $1::uuid AND e.chain_key <> $2::text
 			ORDER BY e.occurred_at, e.id LIMIT 1`, chainKey, chainKey).QueryRow(scanID(&elsewhere))
 	}
+	var before pgtype.Timestamptz
+	if w.firstID != "" {
+		b.Queue(spinePredecessorSQL, w.firstID, w.firstAt, chainKey).QueryRow(func(row pgx.Row) error {
+			if err := row.Scan(&before); err != nil && !auditNoRows(err) {
+				return err
+			}
+			return nil
+		})
+	}
 	if err := tx.SendBatch(ctx, b).Close(); err != nil {
 		return err
 	}
+	w.firstBackdated(before)
 	if stray == nil {
 		stray = elsewhere
 	}

@@ -193,9 +193,11 @@ type AuditVerification struct {
 	Checkpoint *AuditCheckpointVerification `json:"checkpoint"`
 	// BackdatedEvents is the number of sealed events, among those the walk
 	// read, whose occurred_at is earlier than the latest occurred_at of the
-	// events before them in the chain by more than backdateTolerance: events
-	// written with a time in the past, or by an instance whose clock was
-	// behind. It does not make Valid false; it is for the auditor to look
+	// events before them in the chain by more than backdateTolerance, and
+	// the chain's first event read when it is earlier so than the event just
+	// before it in spine order, of any chain (chainWalk.firstBackdated):
+	// events written with a time in the past, or by an instance whose clock
+	// was behind. It does not make Valid false; it is for the auditor to look
 	// at.
 	BackdatedEvents int `json:"backdatedEvents"`
 	// FirstBackdatedEventID is the first of them in chain order; nil when
