@@ -132,8 +132,13 @@ func (s *AuditSealer) WithheldCheckpoints() uint64 {
 // (chain, position, key id) and was not a checkpoint of the same head signed
 // by its key: a row inserted by someone with write access to the database,
 // where the sealer's checkpoint was to go, counted and logged at ERROR as
-// WithheldCheckpoints counts (a round once it committed). The server
-// exports it as taskflow_audit_checkpoints_blocked_total.
+// WithheldCheckpoints counts (a round once it committed). A round signs at
+// most one checkpoint of a chain, and marks the chain's head signed at the
+// position blocked, which no round signs again: a round counts the chains it
+// found blocked, each once, and a chain counts again only when a later
+// checkpoint of it, at another position, is blocked too (or Checkpoint is
+// called again at the same one). The server exports it as
+// taskflow_audit_checkpoints_blocked_total.
 func (s *AuditSealer) BlockedCheckpoints() uint64 {
 	return s.blocked.Load()
 }

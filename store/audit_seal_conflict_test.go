@@ -290,3 +290,54 @@ func (s *extendSetup) sealerErrorLines() int {
 		return strings.HasPrefix(msg, "audit sealer: ")
 	})
 }
+
+// BlockedCheckpoints counts one for each chain a round found blocked: a
+// round signs at most one checkpoint of a chain, so its checkpoints blocked
+// are its chains blocked (here two, in one round), and a chain is not
+// counted again at the rounds after, which do not sign the position blocked
+// again (its head is marked signed there); it counts again only when a later
+// checkpoint of it is blocked too, at another position. (Checked on review,
+// 2026-12-05, of a report that it counted checkpoints and not chains.)
+func TestSealerCountsEachChainBlockedOnce(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	f := newAuditFixture(t)
+	_, ws1 := f.ownedWorkspace(2)
+	_, ws2 := f.ownedWorkspace(2)
+	f.seal() // no checkpoint yet
+	key := audit.GenerateSigningKey()
+	pub := key.Public().(ed25519.PublicKey)
+	for _, ws := range []string{ws1, ws2} {
+		// In the way of the checkpoint of the head, position 2: the
+		// sealer's key id, another key's signature.
+		hash := sha256.Sum256([]byte("a head the chain never had"))
+		cp := audit.SignCheckpoint(audit.GenerateSigningKey(), ws, 2, hash[:], time.Now())
+		sig, _ := base64.StdEncoding.DecodeString(cp.Signature)
+		if _, err := f.db.Pool.Exec(ctx, `INSERT INTO audit_checkpoints (chain_key, position, head_hash, signed_at, key_id, public_key, signature)
+			VALUES ($1, 2, $2, $3, $4, $5, $6)`, ws, hash[:], cp.SignedAt, audit.KeyID(pub), []byte(pub), sig); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sealer := &store.AuditSealer{DB: f.db, Key: key, CheckpointEvery: time.Nanosecond} // due at every round
+	for i := range 3 {
+		r, err := sealer.Round(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := sealer.BlockedCheckpoints(); n != 2 {
+			t.Fatalf("round %d: BlockedCheckpoints = %d, want 2 (two chains blocked, each once)", i+1, n)
+		}
+		if r.Checkpoints != 0 {
+			t.Errorf("round %d says it stored %d checkpoints", i+1, r.Checkpoints)
+		}
+	}
+	// A later checkpoint of one chain, not in the way: stored, not counted.
+	f.append(ctx, auditWsEvent(ws1, nil, "task.created", "more", nil), nil)
+	storetest.SealAll(t, sealer)
+	if n := sealer.BlockedCheckpoints(); n != 2 {
+		t.Errorf("after a checkpoint stored: BlockedCheckpoints = %d, want 2", n)
+	}
+	if cp, err := f.db.LatestAuditCheckpoint(ctx, ws1, []ed25519.PublicKey{pub}); err != nil || cp == nil || cp.Position != 3 {
+		t.Errorf("the chain's next checkpoint: %+v, %v; want one of position 3", cp, err)
+	}
+}
