@@ -11,6 +11,7 @@ import (
 	"github.com/vektah/gqlparser/v2/ast"
 	"github.com/vektah/gqlparser/v2/gqlerror"
 
+	"taskflow/blobs"
 	"taskflow/errs"
 	"taskflow/reqinfo"
 	"taskflow/store"
@@ -19,7 +20,7 @@ import (
 // presentError is the one error presenter: a domain *errs.Error becomes its code
 // and message (with its extensions); errors gqlgen made itself (parse,
 // validation, argument coercion) keep their message with a code; a failure of
-// the moment of a dependency (store.Transient) is UNAVAILABLE with retryAfter,
+// the moment of a dependency (blobs.Transient) is UNAVAILABLE with retryAfter,
 // logged at WARN (unavailable); anything else is logged with the request id
 // and shown as INTERNAL with nothing of its internals.
 // It emits only the contract's codes (errs.All): an error with another code is
@@ -88,17 +89,18 @@ func shown(gqlErr *gqlerror.Error, e *errs.Error) *gqlerror.Error {
 const unavailableRetryAfter = 1
 
 // unavailable is the one rule for an error no code names, on every route:
-// when err is a failure of the moment of a dependency (store.Transient: the
-// database unreachable, restarting, out of connections, a deadlock or
-// serialization failure), it logs err with the request id and attrs, and
-// returns the UNAVAILABLE error shown in its place: at WARN while the
-// request's client is there, at INFO once its context ended (the client went
-// away, or a shutdown cut the request: the statement failed with the
-// cancellation, no bug, and nobody but a client of a shutdown reads the
-// answer, for whom UNAVAILABLE is the truth). For any other error it returns
-// nil: a bug (INTERNAL, logged at ERROR).
+// when err is a failure of the moment of a dependency (blobs.Transient:
+// store.Transient's, the database unreachable, restarting, out of
+// connections, a deadlock or serialization failure, and the blob store's,
+// an answer 5xx or none; never a bucket missing or access denied), it logs
+// err with the request id and attrs, and returns the UNAVAILABLE error shown
+// in its place: at WARN while the request's client is there, at INFO once
+// its context ended (the client went away, or a shutdown cut the request:
+// the statement failed with the cancellation, no bug, and nobody but a
+// client of a shutdown reads the answer, for whom UNAVAILABLE is the truth).
+// For any other error it returns nil: a bug (INTERNAL, logged at ERROR).
 func unavailable(ctx context.Context, log *slog.Logger, err error, attrs ...any) *errs.Error {
-	if !store.Transient(err) {
+	if !blobs.Transient(err) {
 		return nil
 	}
 	level, msg := slog.LevelWarn, "unavailable for the moment"

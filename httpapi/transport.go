@@ -135,6 +135,20 @@ func (e *requestError) gqlError() *gqlerror.Error {
 	return &gqlerror.Error{Message: e.message, Extensions: ext}
 }
 
+// setHeaders sets the headers of e's answer: Allow, the bearer challenge of
+// a 401, the Retry-After of UNAVAILABLE.
+func (e *requestError) setHeaders(w http.ResponseWriter) {
+	if e.allow != "" {
+		w.Header().Set("Allow", e.allow)
+	}
+	if e.status == http.StatusUnauthorized {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="taskflow"`)
+	}
+	if e.code == string(errs.CodeUnavailable) {
+		w.Header().Set("Retry-After", strconv.Itoa(unavailableRetryAfter))
+	}
+}
+
 // Do serves one GraphQL request.
 func (t Transport) Do(w http.ResponseWriter, r *http.Request, exec graphql.GraphExecutor) {
 	ctx, op := startOperation(r.Context(), t.Tracer)
@@ -178,15 +192,7 @@ func (t Transport) Do(w http.ResponseWriter, r *http.Request, exec graphql.Graph
 	}
 	cpumeter.Add(ctx, time.Since(decoding)-body.waited) // decoding, not waiting for the body
 	if reqErr != nil {
-		if reqErr.allow != "" {
-			w.Header().Set("Allow", reqErr.allow)
-		}
-		if reqErr.status == http.StatusUnauthorized {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="taskflow"`)
-		}
-		if reqErr.code == string(errs.CodeUnavailable) {
-			w.Header().Set("Retry-After", strconv.Itoa(unavailableRetryAfter))
-		}
+		reqErr.setHeaders(w)
 		t.writeErrors(ctx, w, exec, nil, op, reqErr.status, gqlerror.List{reqErr.gqlError()})
 		return
 	}
@@ -220,6 +226,7 @@ func (t Transport) Do(w http.ResponseWriter, r *http.Request, exec graphql.Graph
 	if files != nil {
 		// The operation is admitted: its files go to the blob store now.
 		if reqErr := files.stream(ctx); reqErr != nil {
+			reqErr.setHeaders(w)
 			t.writeErrors(ctx, w, exec, rc, op, reqErr.status, gqlerror.List{reqErr.gqlError()})
 			return
 		}
