@@ -209,6 +209,7 @@ func newHandler(o Options, without []Guard) http.Handler {
 	gql.SetParserTokenLimit(querydoc.DefaultLimits.Tokens)
 	gql.SetValidationRulesFn(documents.Rules)
 	gql.Use(extension.Introspection{})
+	gql.Use(extensionsKept{}) // before every extension that reads them
 	gql.Use(resolveAPQ)
 	gql.Use(querydoc.Extension{Validator: documents, Cache: querydoc.NewCache(o.DocumentCacheBytes)}) // after resolveAPQ: needs the text
 	// Counts the deprecated members the operation uses before anything below

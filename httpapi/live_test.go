@@ -864,6 +864,49 @@ func TestWSInitPayloadIsNotKept(t *testing.T) {
 	}
 }
 
+// An operation's extensions are read for persistedQuery and not kept: a
+// subscription held the request's extensions, up to its 1 MiB decoded (about
+// 20 MiB for one of empty objects), for its life, and a user may hold 100
+// subscriptions on an instance. Eight subscriptions sent with such
+// extensions, each delivering an event, leave the heap as it was (within 16
+// MiB, where they held over 100). Not parallel: it weighs the process's heap.
+func TestSubscriptionExtensionsAreNotKept(t *testing.T) {
+	e := newLiveEnv(t)
+	const subs = 8
+	query, _ := json.Marshal(taskChangesQuery)
+	cursor := e.data(t, e.member, `{ changesCursor }`, nil, "changesCursor")
+	vars, _ := json.Marshal(map[string]any{"p": e.project, "after": cursor})
+	payload := func() json.RawMessage {
+		head := `{"query":` + string(query) + `,"variables":` + string(vars) + `,"extensions":{"junk":[{}`
+		n := (1<<20 - len(head) - 64) / 3
+		return json.RawMessage(head + strings.Repeat(",{}", n) + `]}}`)
+	}
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	ws := e.dial(t, e.member)
+	for i := range subs {
+		ws.Send(apitest.WSMessage{Type: "subscribe", ID: strconv.Itoa(i), Payload: payload()})
+	}
+	e.waitSubscribed(t, subs)
+	// Each subscription is running once it delivers the task's creation.
+	e.createTask(t, "seen by every subscription")
+	seen := map[string]bool{}
+	for len(seen) < subs {
+		m := ws.Next()
+		if m.Type != "next" || !strings.Contains(string(m.Payload), "task.created") {
+			t.Fatalf("subscription %s: %s %s", m.ID, m.Type, m.Payload)
+		}
+		seen[m.ID] = true
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	if grew := int64(after.HeapAlloc) - int64(before.HeapAlloc); grew > 16<<20 {
+		t.Errorf("%d running subscriptions hold %d MiB of the heap: their requests' extensions are kept", subs, grew>>20)
+	}
+	runtime.KeepAlive(ws)
+}
+
 // Over graphql-transport-ws a connection closes with the protocol's codes:
 // 4400 for a message it does not have (not JSON, an unknown type, an id
 // over 93 bytes), 4429 for a second connection_init, 4401 for a subscribe

@@ -894,6 +894,47 @@ func (methodGuard) MutateOperationContext(ctx context.Context, rc *graphql.Opera
 	return nil
 }
 
+// extensionsKept keeps of a request's extensions what the server reads,
+// persistedQuery's version and sha256Hash, and drops the rest before gqlgen
+// copies them into the operation's context, which a subscription keeps for
+// its life: the extensions of a 1 MiB request, decoded, weigh up to twenty
+// times as much (empty objects), and a user may hold 100 subscriptions on an
+// instance. A persistedQuery that is not an object is kept as sent, for the
+// persisted-query extension to refuse.
+type extensionsKept struct{}
+
+var (
+	_ graphql.HandlerExtension          = extensionsKept{}
+	_ graphql.OperationParameterMutator = extensionsKept{}
+)
+
+// ExtensionName names the extension.
+func (extensionsKept) ExtensionName() string { return "ExtensionsKept" }
+
+// Validate accepts any schema.
+func (extensionsKept) Validate(graphql.ExecutableSchema) error { return nil }
+
+// MutateOperationParameters replaces p's extensions by what the server reads
+// of them (none: nil).
+func (extensionsKept) MutateOperationParameters(_ context.Context, p *graphql.RawParams) *gqlerror.Error {
+	pq, ok := p.Extensions["persistedQuery"]
+	if !ok {
+		p.Extensions = nil
+		return nil
+	}
+	if m, isObject := pq.(map[string]any); isObject {
+		kept := map[string]any{}
+		for _, k := range []string{"version", "sha256Hash"} {
+			if v, ok := m[k]; ok {
+				kept[k] = v
+			}
+		}
+		pq = kept
+	}
+	p.Extensions = map[string]any{"persistedQuery": pq}
+	return nil
+}
+
 // timedBody is a request body that adds up the time its reads wait: the time
 // spent waiting for the client, not charged to its turn.
 type timedBody struct {
