@@ -10,6 +10,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -802,6 +803,63 @@ func uploadsAtOnceAreBounded(t *testing.T, e *filesEnv, limit int) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	e.expectStored(t, 2, 2, 0, 2)
+}
+
+// A multipart request's extensions (but persistedQuery) and the variables
+// its operation does not declare are not kept while its files stream in (up
+// to 10 minutes): its operations part of up to 1 MiB, decoded, weighs up to
+// twenty times as much (empty objects), and a user may send 16 at once to
+// an instance. Eight uploads stalled in their file, each sent such
+// extensions and variables, leave the heap as it was (within 16 MiB; the
+// extensions were kept, 90 MiB). Not parallel: it weighs the process's heap.
+func TestStalledUploadsKeepNoUnreadParameters(t *testing.T) {
+	e := newFilesEnv(t)
+	const uploads = 8
+	empties := strings.Repeat(",{}", (1<<20-1024)/6)
+	junk := `{"query":` + mustJSON(addAttachment) + `,"variables":{"t":"` + e.task + `","f":null,"junk":[{}` + empties +
+		`]},"extensions":{"junk":[{}` + empties + `]}}`
+	head := "--b\r\nContent-Disposition: form-data; name=\"operations\"\r\n\r\n" + junk +
+		"\r\n--b\r\nContent-Disposition: form-data; name=\"map\"\r\n\r\n{\"0\":[\"variables.f\"]}" +
+		"\r\n--b\r\nContent-Disposition: form-data; name=\"0\"; filename=\"a.txt\"\r\n\r\nx"
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	stalled := make([]*io.PipeWriter, uploads)
+	answered := make(chan struct{}, uploads)
+	for i := range stalled {
+		pr, pw := io.Pipe()
+		stalled[i] = pw
+		req, _ := http.NewRequest(http.MethodPost, e.Server.URL+"/query", pr)
+		req.ContentLength = int64(len(head) + 100)
+		req.Header.Set("Content-Type", "multipart/form-data; boundary=b")
+		req.Header.Set("GraphQL-Preflight", "1")
+		req.Header.Set("Authorization", "Bearer "+e.member.Token)
+		go func() {
+			if res, err := e.Server.Client().Do(req); err == nil {
+				res.Body.Close()
+			}
+			answered <- struct{}{}
+		}()
+		go func() { _, _ = io.WriteString(pw, head) }()
+	}
+	// Every stalled request has its file staged: its operation runs.
+	for {
+		if _, _, staged, _ := e.stored(t); staged == uploads {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	if grew := int64(after.HeapAlloc) - int64(before.HeapAlloc); grew > 16<<20 {
+		t.Errorf("%d stalled uploads hold %d MiB of the heap: their unread extensions or variables are kept", uploads, grew>>20)
+	}
+	for _, pw := range stalled {
+		pw.CloseWithError(io.ErrUnexpectedEOF)
+	}
+	for range stalled {
+		<-answered
+	}
 }
 
 // Content whose last attachment was deleted is new to the workspace's quota
