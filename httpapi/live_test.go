@@ -907,6 +907,40 @@ func TestSubscriptionExtensionsAreNotKept(t *testing.T) {
 	runtime.KeepAlive(ws)
 }
 
+// A WebSocket message is at most 1 MiB, as a request body is: one of 1 MiB
+// is read, one byte more closes the connection with 1009 (message too big)
+// before the server decodes it, signed in or not.
+func TestWSMessageOverOneMiBCloses(t *testing.T) {
+	t.Parallel()
+	e := newLiveEnv(t)
+	ping := func(size int) []byte {
+		head := `{"type":"ping","payload":{"pad":"`
+		return []byte(head + strings.Repeat("x", size-len(head)-3) + `"}}`)
+	}
+	for _, u := range []apitest.User{{}, e.member} {
+		o := apitest.WSOptions{}
+		if u.Token != "" {
+			o.Init = map[string]any{"Authorization": "Bearer " + u.Token}
+		}
+		ws := apitest.DialWS(t, e.Server.URL+"/query", o)
+		if ws.Ack.Type != "connection_ack" {
+			t.Fatalf("connection_init answered %+v", ws.Ack)
+		}
+		if err := ws.Conn.Write(t.Context(), coderws.MessageText, ping(httpapi.DefaultMaxBodyBytes)); err != nil {
+			t.Fatal(err)
+		}
+		if m := ws.Next(); m.Type != "pong" {
+			t.Fatalf("a message of 1 MiB: answered %s %.100s", m.Type, m.Payload)
+		}
+		if err := ws.Conn.Write(t.Context(), coderws.MessageText, ping(httpapi.DefaultMaxBodyBytes+1)); err != nil {
+			t.Fatal(err)
+		}
+		if ce := wsClosed(t, ws); ce.Code != coderws.StatusMessageTooBig {
+			t.Fatalf("a message of 1 MiB and a byte: closed with %d %q, want 1009", ce.Code, ce.Reason)
+		}
+	}
+}
+
 // Over graphql-transport-ws a connection closes with the protocol's codes:
 // 4400 for a message it does not have (not JSON, an unknown type, an id
 // over 93 bytes), 4429 for a second connection_init, 4401 for a subscribe
