@@ -307,6 +307,36 @@ func TestAttachmentOversize(t *testing.T) {
 	e.expectStored(t, 1, 1, 0, 1)
 }
 
+// One request carries at most 10 files: 10 are attached, 11 are refused
+// with 400 BAD_USER_INPUT before any file is read, and nothing is stored.
+func TestAttachmentFilesPerRequestAreBounded(t *testing.T) {
+	t.Parallel()
+	e := newFilesEnv(t)
+	send := func(n int) *apitest.Response {
+		vars := map[string]any{"t": e.task}
+		var defs, fields strings.Builder
+		files := make([]apitest.File, n)
+		for i := range n {
+			f := fmt.Sprintf("f%d", i)
+			vars[f] = nil
+			fmt.Fprintf(&defs, ", $%s: Upload!", f)
+			fmt.Fprintf(&fields, " a%d: addAttachment(taskId: $t, file: $%s) { id }", i, f)
+			files[i] = apitest.BytesFile(f, f+".txt", []byte(fmt.Sprintf("file %d of %d", i, n)))
+		}
+		return e.Upload(t, e.member.Token, "mutation($t: ID!"+defs.String()+") {"+fields.String()+" }", vars, files)
+	}
+	if res := send(10); res.Status != http.StatusOK || res.Code() != "" {
+		t.Fatalf("10 files: %d %s", res.Status, res.Raw)
+	}
+	e.expectStored(t, 10, 10, 0, 10)
+	res := send(11)
+	if res.Status != http.StatusBadRequest || res.Code() != "BAD_USER_INPUT" ||
+		!strings.Contains(res.Body.Errors[0]["message"].(string), "10 files at most") {
+		t.Fatalf("11 files: %d %s", res.Status, res.Raw)
+	}
+	e.expectStored(t, 10, 10, 0, 10)
+}
+
 // A VIEWER cannot attach (FORBIDDEN), a non-member sees no task (NOT_FOUND),
 // an anonymous caller is refused before the file is read (401), and so is a
 // multipart request without a preflight header (400, against cross-site
