@@ -12,6 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgconn/ctxwatch"
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/maypok86/otter/v2"
@@ -112,7 +113,39 @@ func PoolConfig(url string) (*pgxpool.Config, error) {
 		cfg.MaxConns = DefaultPoolMaxConns
 	}
 	UTCTimes(cfg)
+	CancelStatements(cfg)
 	return cfg, nil
+}
+
+// Delays of the cancel request of a statement whose context ended
+// (CancelStatements).
+const (
+	// cancelRequestDelay is how long the statement may go on before the
+	// cancel request is sent: none, it was cut short already.
+	cancelRequestDelay = 0
+	// cancelDeadlineDelay is how long the connection waits for Postgres's
+	// answer to the cancel request (the statement's error) before it gives
+	// up on the connection and closes it: a Postgres or a network that does
+	// not answer holds a request no longer than its deadline and this.
+	cancelDeadlineDelay = 2 * time.Second
+)
+
+// CancelStatements makes the connections of cfg's pool stop a statement in
+// Postgres when its context ends (a request's deadline, REQUEST_TIMEOUT, or
+// its client gone): a cancel request (pgconn.CancelRequestContextWatcherHandler)
+// makes the backend give up the statement, a lock wait included, at once,
+// and the statement fails with query_canceled (57014) while its connection
+// stays in the pool. pgx's default closes the connection instead (sending
+// the cancel request as it closes), so that each statement cut short costs
+// a new connection (TCP, TLS, authentication), which a wave of timeouts
+// makes a storm of. The cancel request is protocol-level, on a connection
+// of its own, and needs no session state: PgBouncer forwards it to the
+// server connection its client is on.
+func CancelStatements(cfg *pgxpool.Config) {
+	cfg.ConnConfig.BuildContextWatcherHandler = func(c *pgconn.PgConn) ctxwatch.Handler {
+		return &pgconn.CancelRequestContextWatcherHandler{Conn: c,
+			CancelRequestDelay: cancelRequestDelay, DeadlineDelay: cancelDeadlineDelay}
+	}
 }
 
 // UTCTimes makes the connections of cfg's pool read timestamptz values as UTC

@@ -101,6 +101,7 @@ func PoolWith(t testing.TB, configure func(*pgxpool.Config)) *pgxpool.Pool {
 		t.Fatal(err)
 	}
 	store.UTCTimes(cfg) // as the server's pools (store.PoolConfig)
+	store.CancelStatements(cfg)
 	configure(cfg)
 	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
 	if err != nil {
