@@ -54,6 +54,12 @@ const (
 	// committed, unless the failure came during the commit itself, whose
 	// outcome is then unknown: the key makes the retry safe either way.
 	CodeUnavailable Code = "UNAVAILABLE"
+	// CodeTimeout: the operation ran past the server's time bound
+	// (REQUEST_TIMEOUT) and was stopped, its statements cancelled in
+	// Postgres; nothing of the field that reports it was committed. Retry
+	// with the same idempotency key (a lock held elsewhere may be gone by
+	// then), or ask for less. Subscriptions are not bounded by it.
+	CodeTimeout Code = "TIMEOUT"
 	// CodeInternal: a bug; the message says nothing of internals.
 	CodeInternal Code = "INTERNAL"
 )
@@ -63,7 +69,7 @@ var all = []Code{
 	CodeUnauthenticated, CodeForbidden, CodeNotFound, CodeBadUserInput, CodeConflict,
 	CodeIdempotencyKeyReused, CodeIdempotencyInProgress, CodeRateLimited, CodeQueryTooCostly,
 	CodeGraphQLParseFailed, CodeGraphQLValidationFailed, CodePersistedQueryNotFound, CodeStreamInterrupted,
-	CodeUnavailable, CodeInternal,
+	CodeUnavailable, CodeTimeout, CodeInternal,
 }
 
 // All returns every code of the contract. The error presenter emits no other:

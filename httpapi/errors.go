@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/vektah/gqlparser/v2/ast"
@@ -19,9 +20,11 @@ import (
 
 // presentError is the one error presenter: a domain *errs.Error becomes its code
 // and message (with its extensions); errors gqlgen made itself (parse,
-// validation, argument coercion) keep their message with a code; a failure of
-// the moment of a dependency (blobs.Transient) is UNAVAILABLE with retryAfter,
-// logged at WARN (unavailable); anything else is logged with the request id
+// validation, argument coercion) keep their message with a code; a statement
+// cut short by the operation's time bound is TIMEOUT, logged at WARN
+// (timedOut); a failure of the moment of a dependency (blobs.Transient) is
+// UNAVAILABLE with retryAfter, logged at WARN (unavailable); anything else
+// is logged with the request id
 // and shown as INTERNAL with nothing of its internals.
 // It emits only the contract's codes (errs.All): an error with another code is
 // a bug, logged and shown as INTERNAL.
@@ -64,6 +67,9 @@ func presentKnown(log *slog.Logger) graphql.ErrorPresenterFunc {
 		if e := inputRefusedByPostgres(ctx, log, err); e != nil {
 			return shown(gqlErr, e)
 		}
+		if e := timedOut(ctx, log, err, gqlErr.Path.String()); e != nil {
+			return shown(gqlErr, e)
+		}
 		if e := unavailable(ctx, log, err, "path", gqlErr.Path.String()); e != nil {
 			return shown(gqlErr, e)
 		}
@@ -81,6 +87,54 @@ func shown(gqlErr *gqlerror.Error, e *errs.Error) *gqlerror.Error {
 	}
 	gqlErr.Extensions = ext
 	return gqlErr
+}
+
+// errRequestTimeout is the cause of the end of an operation's context at
+// its time bound (withRequestTimeout).
+var errRequestTimeout = errors.New("the operation ran past REQUEST_TIMEOUT")
+
+// withRequestTimeout returns ctx bounded by d (DefaultRequestTimeout when d
+// is zero), ending with the cause errRequestTimeout, and its cancel.
+func withRequestTimeout(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	if d <= 0 {
+		d = DefaultRequestTimeout
+	}
+	return context.WithTimeoutCause(ctx, d, errRequestTimeout)
+}
+
+// errTimeout is the error shown for a field cut short by the operation's
+// time bound.
+var errTimeout = errs.Errorf(errs.CodeTimeout, "the operation ran past the server's time bound (REQUEST_TIMEOUT) "+
+	"and was stopped; nothing of this field was committed: retry with the same idempotency key, or ask for less")
+
+// timedOut returns the TIMEOUT error shown in place of err when err is a
+// statement (or a wait for a connection) cut short because the operation of
+// ctx ran past its time bound (withRequestTimeout), and logs it at WARN
+// with the request id, the operation's name and path: no bug, and no
+// failure of a dependency, but an operation slower than the server allows,
+// or one waiting on another's lock. For any other error it returns nil:
+// one whose context ended otherwise (its client went away, a shutdown)
+// stays UNAVAILABLE (unavailable), and an error that is not the
+// cancellation stays what it is, even past the bound.
+func timedOut(ctx context.Context, log *slog.Logger, err error, path string) *errs.Error {
+	if !store.Canceled(err) {
+		return nil
+	}
+	if d, ok := ctx.Deadline(); ok && !time.Now().Before(d) {
+		<-ctx.Done() // past the deadline: its timer ends ctx at once, if no cancel did first
+	}
+	if !errors.Is(context.Cause(ctx), errRequestTimeout) {
+		return nil
+	}
+	op := ""
+	if graphql.HasOperationContext(ctx) {
+		if oc := graphql.GetOperationContext(ctx); oc.Operation != nil {
+			op = oc.Operation.Name
+		}
+	}
+	log.WarnContext(ctx, "operation stopped at REQUEST_TIMEOUT", "err", err,
+		"request_id", reqinfo.From(ctx).RequestID, "operation", op, "path", path)
+	return errTimeout
 }
 
 // unavailableRetryAfter is UNAVAILABLE's retryAfter (and Retry-After), in

@@ -115,7 +115,15 @@ type Options struct {
 	// served as ranges (MAX_DOWNLOAD_RANGES; more: the whole file); zero
 	// means DefaultMaxRanges.
 	MaxDownloadRanges int
+	// RequestTimeout bounds the execution of each GraphQL operation over
+	// HTTP (REQUEST_TIMEOUT; see Transport.Timeout); zero means
+	// DefaultRequestTimeout.
+	RequestTimeout time.Duration
 }
+
+// DefaultRequestTimeout is the default of Options.RequestTimeout
+// (REQUEST_TIMEOUT).
+const DefaultRequestTimeout = 30 * time.Second
 
 // NewHandler returns the complete HTTP handler of TaskFlow, with every guard:
 // it has no way to leave one out.
@@ -194,7 +202,7 @@ func newHandler(o Options, without []Guard) http.Handler {
 		gql.Use(rootFieldSpans{tracer})
 	}
 	httpTransport := Transport{Limiter: o.Limiter, MaxBodyBytes: o.MaxBodyBytes, Tracer: tracer, Blobs: o.Blobs,
-		Uploads: newUploadSlots(o.MaxUploadsPerUser), Log: o.Log}
+		Uploads: newUploadSlots(o.MaxUploadsPerUser), Log: o.Log, Timeout: o.RequestTimeout}
 	st := newStreams(o.Streams, o.DB, tokenGuard(o.Limiter), o.Log, o.Live, ops.reg)
 	readLimit := o.MaxBodyBytes
 	if readLimit <= 0 {

@@ -100,6 +100,12 @@ type Transport struct {
 	// bound; NewHandler sets one).
 	Uploads *uploadSlots
 	Log     *slog.Logger
+	// Timeout bounds the execution of each operation (REQUEST_TIMEOUT):
+	// from its admission to its answer, not the request's reading, its
+	// files' upload nor the wait for the caller's turn. Zero means
+	// DefaultRequestTimeout. Subscriptions (WebSocket, SSE) are not bounded
+	// by it: their streams have limits of their own.
+	Timeout time.Duration
 }
 
 // maxBodyBytes is MaxBodyBytes or its default.
@@ -233,8 +239,7 @@ func (t Transport) Do(w http.ResponseWriter, r *http.Request, exec graphql.Graph
 	}
 
 	executing := time.Now()
-	responses, ctx := exec.DispatchOperation(ctx, rc)
-	resp := responses(ctx)
+	resp := t.execute(ctx, exec, rc)
 	if heavy {
 		cpumeter.Add(ctx, time.Since(executing)) // gqlgen collecting its fields
 	}
@@ -256,6 +261,21 @@ func (t Transport) Do(w http.ResponseWriter, r *http.Request, exec graphql.Graph
 		cost = &c
 	}
 	writeResponse(w, resp, cost)
+}
+
+// execute runs the admitted operation rc within the operation's time bound
+// (Timeout): past it, the operation's context ends with errRequestTimeout,
+// which cancels its statements in Postgres (store.CancelStatements), and
+// the fields cut short are TIMEOUT (presentError). The bound starts here,
+// once the request is read, its files stored and the operation admitted and
+// charged, so that neither a slow upload nor the wait for the caller's turn
+// counts against it; whatever runs after it (the files' release, the
+// answer) runs on ctx.
+func (t Transport) execute(ctx context.Context, exec graphql.GraphExecutor, rc *graphql.OperationContext) *graphql.Response {
+	ctx, cancel := withRequestTimeout(ctx, t.Timeout)
+	defer cancel()
+	responses, ctx := exec.DispatchOperation(ctx, rc)
+	return responses(ctx)
 }
 
 // turn waits for the caller's turn (ratelimit.Limiter.Turn) and returns the

@@ -117,6 +117,15 @@ func PoolConfig(url string) (*pgxpool.Config, error) {
 	return cfg, nil
 }
 
+// keepDeadline returns detached (ctx without its cancellation) bounded by
+// ctx's deadline, if it has one, and its cancel.
+func keepDeadline(ctx, detached context.Context) (context.Context, context.CancelFunc) {
+	if d, ok := ctx.Deadline(); ok {
+		return context.WithDeadline(detached, d)
+	}
+	return detached, func() {}
+}
+
 // Delays of the cancel request of a statement whose context ended
 // (CancelStatements).
 const (
@@ -313,7 +322,14 @@ func (db *DB) WithTx(ctx context.Context, fn func(ctx context.Context, tx Querie
 // trip, inserted unchained: they take no lock) and COMMIT, in one round trip
 // after fn returned nil. After a commit that recorded events, the sealer of
 // this instance is woken.
-// Commit and rollback use a context detached from the request's cancellation.
+// Commit and rollback use a context detached from the request's
+// cancellation (a client going away does not cut them short); the commit
+// keeps the request's deadline (REQUEST_TIMEOUT): its round trip carries
+// most of a mutation's work (a write waiting on another transaction's row
+// lock among it), which the deadline must stop. Cut short, its statement
+// fails, the transaction rolls back and nothing is committed, unless the
+// deadline passed during the COMMIT itself, whose outcome is then unknown:
+// an idempotency key makes the retry safe either way.
 func (db *DB) UnitOfWork(ctx context.Context, fn func(ctx context.Context) error) (err error) {
 	tx := &pipelinedTx{pool: db.Pool}
 	detached := context.WithoutCancel(ctx)
@@ -339,7 +355,9 @@ func (db *DB) UnitOfWork(ctx context.Context, fn func(ctx context.Context) error
 		r.OccurredAt = at
 		tx.queueDeferred(deferred{sql: insertAuditSQL, args: auditRecordArgs(r)})
 	}
-	if err := tx.Commit(detached); err != nil {
+	commitCtx, cancel := keepDeadline(ctx, detached)
+	defer cancel()
+	if err := tx.Commit(commitCtx); err != nil {
 		return mapError(err)
 	}
 	if len(u.audits) > 0 {

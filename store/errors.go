@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"os"
 
 	"github.com/jackc/pgx/v5/pgconn"
 
@@ -128,4 +129,18 @@ func Transient(err error) bool {
 	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) || pgconn.Timeout(err) ||
 		pgconn.SafeToRetry(err) || errors.As(err, &netErr) || errors.As(err, &connectErr) ||
 		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
+}
+
+// Canceled reports whether err is a statement, or a wait for a connection,
+// cut short because its context ended: the context's error, pgconn's
+// timeout (the connection's deadline set as the context ended), or
+// Postgres's query_canceled (57014), which the cancel request of a context
+// ending brings (CancelStatements). Each is also Transient.
+func Canceled(err error) bool {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		return pgErr.Code == "57014"
+	}
+	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) || pgconn.Timeout(err) ||
+		errors.Is(err, os.ErrDeadlineExceeded)
 }

@@ -277,8 +277,11 @@ func (t *pipelinedTx) Commit(ctx context.Context) error {
 	if t.done {
 		return pgx.ErrTxClosed
 	}
+	// A rollback is not bounded by ctx's deadline: past it, it must still
+	// end the transaction, and keep the connection.
+	detached := context.WithoutCancel(ctx)
 	if t.err != nil || t.failed {
-		rbErr := t.Rollback(ctx)
+		rbErr := t.Rollback(detached)
 		if t.err != nil {
 			return t.err
 		}
@@ -295,7 +298,7 @@ func (t *pipelinedTx) Commit(ctx context.Context) error {
 	_, err := t.send(ctx, nil, true)
 	if t.begun || t.failed {
 		// The pipeline stopped before its COMMIT: roll back what began.
-		_ = t.Rollback(ctx)
+		_ = t.Rollback(detached)
 		return err
 	}
 	t.done = true

@@ -1,0 +1,172 @@
+package httpapi_test
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"taskflow/httpapi"
+	"taskflow/httpapi/apitest"
+	"taskflow/idempotency"
+	"taskflow/ratelimit"
+)
+
+// shortTimeout is the REQUEST_TIMEOUT of these tests: long enough for an
+// operation that waits for nothing, short for one that waits on a lock.
+const shortTimeout = 300 * time.Millisecond
+
+// timeoutEnv returns an Env whose operations are bounded by shortTimeout,
+// charged by a limiter of 1000 points a day, logging to the buffer
+// returned, and its fixture.
+func timeoutEnv(t *testing.T) (*apitest.Env, fixture, *syncBuffer) {
+	t.Helper()
+	logs := &syncBuffer{}
+	// A budget that refills slowly: what the budget shows after a request is
+	// what it was charged.
+	env, _ := limited(t, ratelimit.Config{Points: 1000, Window: 24 * time.Hour}, nil, "", func(o *httpapi.Options) {
+		o.Log = slog.New(slog.NewJSONHandler(logs, nil))
+		o.RequestTimeout = shortTimeout
+	})
+	return env, newFixture(t, env), logs
+}
+
+// holdLock runs sql (a lock) in a transaction of a connection of its own
+// and returns the function that releases it (by rolling back; also when
+// the test ends, or after lockSafety, so that a server without the bound
+// answers, wrongly, instead of hanging the test).
+func holdLock(t *testing.T, env *apitest.Env, sql string, args ...any) (release func()) {
+	t.Helper()
+	ctx := t.Context()
+	conn, err := pgx.Connect(ctx, env.DB.Pool.Config().ConnString())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close(context.Background()) })
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, sql, args...); err != nil {
+		t.Fatal(err)
+	}
+	var once sync.Once
+	release = func() { once.Do(func() { _ = tx.Rollback(context.Background()) }) }
+	time.AfterFunc(lockSafety, release)
+	return release
+}
+
+// lockSafety is how long holdLock holds a lock at most.
+const lockSafety = 20 * time.Second
+
+// assertNoLockWait fails the test unless, soon, no backend of env's database
+// waits on a lock: the statement the deadline cut short was cancelled in
+// Postgres too, not only in the server. It polls (the cancel request goes on
+// a connection of its own), for at most 10 s.
+func assertNoLockWait(t *testing.T, env *apitest.Env) {
+	t.Helper()
+	waiting := -1
+	for range 200 {
+		if err := env.DB.Pool.QueryRow(t.Context(), `SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+		if waiting == 0 {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("%d backends still wait on the lock after the operation was answered TIMEOUT", waiting)
+}
+
+// timeoutLogged checks that the request id was logged once, at WARN (no
+// ERROR: a timeout is no bug), naming the operation.
+func timeoutLogged(t *testing.T, logs *syncBuffer, reqID, operation string) {
+	t.Helper()
+	if got := logs.warnings(t, reqID); len(got) != 1 || got[0] != "WARN" {
+		t.Fatalf("logged %v for %s, want one record at WARN: %v", got, reqID, logs.lines(t))
+	}
+	for _, l := range logs.lines(t) {
+		if l["request_id"] == reqID && l["level"] == "WARN" && l["operation"] != operation {
+			t.Errorf("the WARN record names the operation %v, want %q: %v", l["operation"], operation, l)
+		}
+	}
+}
+
+// A mutation blocked on a row lock past REQUEST_TIMEOUT is answered TIMEOUT
+// (200, no retryAfter: no one knows when the lock goes), logged at WARN
+// with the request id and operation; its statement is cancelled in Postgres
+// (no backend waits on the lock after the answer), nothing is committed,
+// and it was charged. Once the lock is released, the same mutation with the
+// same idempotency key succeeds, once: one change, one audit event, and a
+// third send is a replay.
+func TestMutationPastRequestTimeout(t *testing.T) {
+	t.Parallel()
+	env, fx, logs := timeoutEnv(t)
+	release := holdLock(t, env, `SELECT id FROM tasks WHERE id = $1 FOR UPDATE`, fx.task)
+	const update = `mutation Retitle($id: ID!) { updateTask(id: $id, input: {title: "late"}, idempotencyKey: "k-late") { id title } }`
+	vars := map[string]any{"id": fx.task}
+
+	r := env.Post(t, fx.token, update, vars, "X-Request-ID", "req-timeout")
+	if r.Status != http.StatusOK || r.Code() != "TIMEOUT" || string(r.Body.Data) != "null" {
+		t.Fatalf("HTTP %d %s, want 200 TIMEOUT and no data: %s", r.Status, r.Code(), r.Raw)
+	}
+	if got := retryAfter(r); got != 0 {
+		t.Errorf("retryAfter %v on TIMEOUT: %s", got, r.Raw)
+	}
+	timeoutLogged(t, logs, "req-timeout", "Retitle")
+	assertNoLockWait(t, env)
+	// Charged as any operation that ran: the budget holds its price.
+	left, _ := rateLimitHeader(t, r)
+	if cost, _ := costExt(t, r); cost < 1 || left != 1000-int(cost) {
+		t.Errorf("RateLimit r=%d after an operation of cost %v: not charged", left, cost)
+	}
+	if l, _ := rateLimitHeader(t, env.Post(t, fx.token, cheap, nil)); l != left-1 {
+		t.Errorf("RateLimit r=%d after a query of cost 1, want %d: the timed-out operation was refunded", l, left-1)
+	}
+
+	release()
+	var titles []string
+	for i := range 2 {
+		r := env.Post(t, fx.token, update, vars)
+		var data struct{ UpdateTask struct{ Title string } }
+		if err := json.Unmarshal(r.Body.Data, &data); err != nil || r.Code() != "" {
+			t.Fatalf("retry %d: %v %s", i, err, r.Raw)
+		}
+		if replayed := r.Header.Get(idempotency.HeaderReplayed) == "true"; replayed != (i == 1) {
+			t.Errorf("retry %d: Idempotent-Replayed %v", i, replayed)
+		}
+		titles = append(titles, data.UpdateTask.Title)
+	}
+	if titles[0] != "late" || titles[1] != "late" {
+		t.Errorf("retries answered %v", titles)
+	}
+	var events int
+	if err := env.DB.Pool.QueryRow(t.Context(), `SELECT count(*) FROM audit_events
+		WHERE action = 'task.updated' AND entity_id = $1`, fx.task).Scan(&events); err != nil {
+		t.Fatal(err)
+	}
+	if events != 1 {
+		t.Errorf("%d task.updated events, want 1: the change committed once", events)
+	}
+}
+
+// A query whose read waits on a lock past REQUEST_TIMEOUT is answered
+// TIMEOUT, logged at WARN, and its read cancelled in Postgres.
+func TestQueryPastRequestTimeout(t *testing.T) {
+	t.Parallel()
+	env, fx, logs := timeoutEnv(t)
+	holdLock(t, env, `LOCK TABLE tasks IN ACCESS EXCLUSIVE MODE`)
+	r := env.Post(t, fx.token, `query Read($id: ID!) { task(id: $id) { id title } }`, map[string]any{"id": fx.task},
+		"X-Request-ID", "req-read")
+	if r.Status != http.StatusOK || r.Code() != "TIMEOUT" {
+		t.Fatalf("HTTP %d %s, want 200 TIMEOUT: %s", r.Status, r.Code(), r.Raw)
+	}
+	timeoutLogged(t, logs, "req-read", "Read")
+	assertNoLockWait(t, env)
+}
