@@ -78,6 +78,10 @@ type Config struct {
 	// of an Ed25519 seed or PKCS#8 key, or a PKCS#8 PEM block); nil when unset,
 	// and run then generates one for local use.
 	AuditSigningKey ed25519.PrivateKey
+	// RequestTimeout bounds the execution of each GraphQL operation over
+	// HTTP (REQUEST_TIMEOUT, 30s; from minRequestTimeout to
+	// maxRequestTimeout); subscriptions are not bounded by it.
+	RequestTimeout time.Duration
 	// ShutdownTimeout bounds the wait for in-flight requests on SIGTERM
 	// (SHUTDOWN_TIMEOUT, 30s).
 	ShutdownTimeout time.Duration
@@ -145,6 +149,16 @@ const (
 	maxDownloadRangesLimit = 1000
 )
 
+// Bounds of REQUEST_TIMEOUT: below minRequestTimeout ordinary operations
+// fail (cancelling a statement alone takes a round trip to Postgres on a
+// connection of its own); above maxRequestTimeout an operation's answer may
+// come after the server's write timeout (httpWriteTimeout), when nobody can
+// read it.
+const (
+	minRequestTimeout = 100 * time.Millisecond
+	maxRequestTimeout = httpWriteTimeout - 10*time.Second
+)
+
 // maxUploadSizeLimit is the largest MAX_UPLOAD_SIZE: sizes are GraphQL Ints.
 const maxUploadSizeLimit = 1<<31 - 1
 
@@ -204,6 +218,7 @@ func loadConfig(getenv func(string) string) (Config, error) {
 		RateLimitBadTokensPerIP: ratelimit.DefaultBadTokenPerIP.Points,
 		IdempotencyTTL:          24 * time.Hour,
 		IdempotencyWait:         5 * time.Second,
+		RequestTimeout:          httpapi.DefaultRequestTimeout,
 		ShutdownTimeout:         30 * time.Second,
 		LogLevel:                slog.LevelInfo,
 		MaxUploadSize:           blobs.DefaultMaxUploadSize,
@@ -349,6 +364,14 @@ func loadConfig(getenv func(string) string) (Config, error) {
 	duration("IDEMPOTENCY_TTL", &c.IdempotencyTTL, false)
 	duration("IDEMPOTENCY_WAIT", &c.IdempotencyWait, true)
 	duration("SHUTDOWN_TIMEOUT", &c.ShutdownTimeout, false)
+	if v, ok := get("REQUEST_TIMEOUT"); ok {
+		if d, err := parseDuration(v); err != nil || d < minRequestTimeout || d > maxRequestTimeout {
+			bad("REQUEST_TIMEOUT", v, fmt.Sprintf("not a duration from %s to %s (the server's write timeout, %s, less the time to answer), like 30s",
+				minRequestTimeout, maxRequestTimeout, httpWriteTimeout))
+		} else {
+			c.RequestTimeout = d
+		}
+	}
 	duration("SUBSCRIPTION_KEEPALIVE", &c.SubscriptionKeepAlive, false)
 	duration("SUBSCRIPTION_IDLE_TIMEOUT", &c.SubscriptionIdleTimeout, false)
 	if v, ok := get("AUDIT_RETENTION"); ok && !strings.EqualFold(v, "forever") {

@@ -37,7 +37,7 @@ func TestConfigDefaults(t *testing.T) {
 		c.BlobURL != "" || c.MaxUploadSize != 25<<20 || c.WorkspaceStorageQuota != 1<<30 ||
 		c.BlobSweepGrace != time.Hour || c.SubscriptionMaxPerUser != 100 || c.SubscriptionMaxConnections != 10000 ||
 		c.SubscriptionMaxPerClient != 200 || c.RateLimitBadTokensPerIP != 30 ||
-		c.MaxUploadsPerUser != 16 || c.MaxDownloadRanges != 16 {
+		c.MaxUploadsPerUser != 16 || c.MaxDownloadRanges != 16 || c.RequestTimeout != 30*time.Second {
 		t.Fatalf("defaults = %+v", c)
 	}
 }
@@ -60,6 +60,7 @@ func TestConfigFromEnvironment(t *testing.T) {
 		"IDEMPOTENCY_WAIT":             "0s",
 		"AUDIT_RETENTION":              "365d",
 		"SHUTDOWN_TIMEOUT":             "5s",
+		"REQUEST_TIMEOUT":              "12s",
 		"LOG_LEVEL":                    "debug",
 		"PPROF_ADDR":                   "127.0.0.1:6060",
 		"METRICS_TOKEN":                "0123456789abcdef0123",
@@ -89,7 +90,7 @@ func TestConfigFromEnvironment(t *testing.T) {
 		c.MaxQueryCost != 250 || c.RateLimitLease != 0.25 || c.IdempotencyTTL != 7*24*time.Hour || c.IdempotencyWait != 0 ||
 		c.AuditRetention != 365*24*time.Hour || c.ShutdownTimeout != 5*time.Second || c.LogLevel != slog.LevelDebug ||
 		c.PprofAddr != "127.0.0.1:6060" || c.MetricsToken != "0123456789abcdef0123" || c.ReadBatches != 6 ||
-		c.SubscriptionMaxPerClient != 50 || c.RateLimitBadTokensPerIP != 120 {
+		c.SubscriptionMaxPerClient != 50 || c.RateLimitBadTokensPerIP != 120 || c.RequestTimeout != 12*time.Second {
 		t.Fatalf("config = %+v", c)
 	}
 	if strings.Join(c.CORS.AllowedOrigins, " ") != "https://app.example.com http://localhost:3000" || !c.CORS.AllowCredentials {
@@ -194,6 +195,7 @@ func TestConfigBadValues(t *testing.T) {
 		"IDEMPOTENCY_WAIT":                   "-1s",
 		"AUDIT_RETENTION":                    "never",
 		"SHUTDOWN_TIMEOUT":                   "soon",
+		"REQUEST_TIMEOUT":                    "0s",
 		"LOG_LEVEL":                          "chatty",
 		"PPROF_ADDR":                         "6060",
 		"METRICS_TOKEN":                      "secret",
@@ -391,6 +393,29 @@ func TestConfigurationTableMatchesConfig(t *testing.T) {
 	for n := range documented {
 		if !read[n] {
 			t.Errorf("docs/configuration.md lists %s, which the server does not read", n)
+		}
+	}
+}
+
+// REQUEST_TIMEOUT is a duration from 100ms to 50s: zero or negative would
+// fail every operation, and an answer after the server's 60 s write timeout
+// is lost; each refusal names the variable, the value and the range.
+func TestConfigRequestTimeoutBounds(t *testing.T) {
+	t.Parallel()
+	for _, v := range []string{"0", "0s", "-5s", "50ms", "1ns", "51s", "1h", "30d", "soon", "30"} {
+		_, err := loadConfig(env(map[string]string{"REQUEST_TIMEOUT": v}))
+		if err == nil {
+			t.Errorf("REQUEST_TIMEOUT=%q accepted", v)
+			continue
+		}
+		if msg := err.Error(); !strings.Contains(msg, `REQUEST_TIMEOUT="`+v+`"`) || !strings.Contains(msg, "from 100ms to 50s") {
+			t.Errorf("REQUEST_TIMEOUT=%q: error %q does not name the variable, the value and the range", v, msg)
+		}
+	}
+	for v, want := range map[string]time.Duration{"100ms": 100 * time.Millisecond, "5s": 5 * time.Second, "50s": 50 * time.Second} {
+		c, err := loadConfig(env(map[string]string{"REQUEST_TIMEOUT": v}))
+		if err != nil || c.RequestTimeout != want {
+			t.Errorf("REQUEST_TIMEOUT=%q: %v %v, want %v", v, c.RequestTimeout, err, want)
 		}
 	}
 }

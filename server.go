@@ -44,6 +44,12 @@ import (
 // postgresConnectTimeout bounds the first connection attempt at start.
 const postgresConnectTimeout = 10 * time.Second
 
+// httpWriteTimeout is the HTTP server's write timeout: an answer not
+// written within it after the request's headers were read is lost (the
+// transfers of uploads and downloads, and streams, set their own).
+// REQUEST_TIMEOUT stays below it (maxRequestTimeout).
+const httpWriteTimeout = 60 * time.Second
+
 // defaultGCPercent is the garbage collector's target unless GOGC says
 // otherwise: the live heap is small (tens of MB), and collecting at 200%
 // instead of Go's 100% gave back GC time to requests (docs/decisions/2026-11-29-gc-target.md).
@@ -300,13 +306,14 @@ func run(cfg Config, log, accessLog *slog.Logger) error {
 		Blobs:             bs,
 		MaxUploadsPerUser: cfg.MaxUploadsPerUser,
 		MaxDownloadRanges: cfg.MaxDownloadRanges,
+		RequestTimeout:    cfg.RequestTimeout,
 	})
 	idempotency.NewPurger(idempotency.PurgerOptions{DB: db, Registerer: reg, Log: log}).Start(ctx)
 	srv := &http.Server{
 		Handler:           h,
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       30 * time.Second,
-		WriteTimeout:      60 * time.Second,
+		WriteTimeout:      httpWriteTimeout,
 		IdleTimeout:       120 * time.Second,
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
@@ -326,7 +333,7 @@ func run(cfg Config, log, accessLog *slog.Logger) error {
 	log.Info("listening", "addr", ln.Addr().String(), "playground", "http://"+displayAddr(ln.Addr())+"/",
 		"cors_allowed_origins", cfg.CORS.AllowedOrigins, "rate_limit_points", cfg.RateLimitPoints,
 		"rate_limit_window", cfg.RateLimitWindow.String(), "max_query_cost", cfg.MaxQueryCost,
-		"tracing", cfg.Tracing.Enabled)
+		"request_timeout", cfg.RequestTimeout.String(), "tracing", cfg.Tracing.Enabled)
 
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()

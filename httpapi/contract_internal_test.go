@@ -12,8 +12,10 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/99designs/gqlgen/graphql/errcode"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"taskflow/errs"
 )
@@ -101,5 +103,46 @@ func TestPresenterClientGoneIsNoBug(t *testing.T) {
 	if got := present(ctx, errors.New("a bug")); got.Extensions["code"] != string(errs.CodeInternal) ||
 		!strings.Contains(logged.String(), "level=ERROR") {
 		t.Errorf("a bug with the client gone: presented as %v, logged %q", got.Extensions["code"], logged.String())
+	}
+}
+
+// A statement cut short by the operation's time bound (REQUEST_TIMEOUT) is
+// TIMEOUT, logged at WARN with the operation, never INTERNAL nor
+// UNAVAILABLE; a client that went away before the bound stays UNAVAILABLE
+// at INFO (the cancellation comes first), and an error that is not the
+// cancellation stays what it is past the bound.
+func TestPresenterTimeout(t *testing.T) {
+	t.Parallel()
+	var logged strings.Builder
+	present := presentError(slog.New(slog.NewTextHandler(&logged, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	canceled := &pgconn.PgError{Code: "57014", Message: "canceling statement due to user request"}
+	timedOut, cancel := withRequestTimeout(context.Background(), time.Nanosecond)
+	defer cancel()
+	<-timedOut.Done()
+	for _, err := range []error{canceled, fmt.Errorf("update: %w", canceled), context.DeadlineExceeded} {
+		logged.Reset()
+		if got := present(timedOut, err); got.Extensions["code"] != string(errs.CodeTimeout) || got.Extensions["retryAfter"] != nil {
+			t.Errorf("%v past the bound: presented as %v", err, got.Extensions)
+		}
+		if !strings.Contains(logged.String(), "level=WARN") || strings.Contains(logged.String(), "level=ERROR") {
+			t.Errorf("%v past the bound: logged %q, want one WARN line", err, logged.String())
+		}
+	}
+	// The client went away first: its cancellation is the cause.
+	gone, leave := context.WithCancel(context.Background())
+	bounded, cancel2 := withRequestTimeout(gone, time.Hour)
+	defer cancel2()
+	leave()
+	logged.Reset()
+	if got := present(bounded, canceled); got.Extensions["code"] != string(errs.CodeUnavailable) ||
+		!strings.Contains(logged.String(), "level=INFO") {
+		t.Errorf("client gone under the bound: presented as %v, logged %q", got.Extensions["code"], logged.String())
+	}
+	// Not the cancellation: a failure of the moment, and a bug.
+	if got := present(timedOut, &pgconn.PgError{Code: "40P01"}); got.Extensions["code"] != string(errs.CodeUnavailable) {
+		t.Errorf("a deadlock past the bound: presented as %v", got.Extensions["code"])
+	}
+	if got := present(timedOut, errors.New("a bug")); got.Extensions["code"] != string(errs.CodeInternal) {
+		t.Errorf("a bug past the bound: presented as %v", got.Extensions["code"])
 	}
 }

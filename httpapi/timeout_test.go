@@ -157,16 +157,25 @@ func TestMutationPastRequestTimeout(t *testing.T) {
 }
 
 // A query whose read waits on a lock past REQUEST_TIMEOUT is answered
-// TIMEOUT, logged at WARN, and its read cancelled in Postgres.
+// TIMEOUT, by POST and by GET alike, logged at WARN, and its read cancelled
+// in Postgres.
 func TestQueryPastRequestTimeout(t *testing.T) {
 	t.Parallel()
 	env, fx, logs := timeoutEnv(t)
 	holdLock(t, env, `LOCK TABLE tasks IN ACCESS EXCLUSIVE MODE`)
-	r := env.Post(t, fx.token, `query Read($id: ID!) { task(id: $id) { id title } }`, map[string]any{"id": fx.task},
-		"X-Request-ID", "req-read")
-	if r.Status != http.StatusOK || r.Code() != "TIMEOUT" {
-		t.Fatalf("HTTP %d %s, want 200 TIMEOUT: %s", r.Status, r.Code(), r.Raw)
+	const read = `query Read($id: ID!) { task(id: $id) { id title } }`
+	vars := map[string]any{"id": fx.task}
+	for method, send := range map[string]func(id string) *apitest.Response{
+		"POST": func(id string) *apitest.Response { return env.Post(t, fx.token, read, vars, "X-Request-ID", id) },
+		"GET": func(id string) *apitest.Response {
+			return get(t, env, read, vars, "Authorization", "Bearer "+fx.token, "X-Request-ID", id)
+		},
+	} {
+		r := send("req-read-" + method)
+		if r.Status != http.StatusOK || r.Code() != "TIMEOUT" {
+			t.Fatalf("%s: HTTP %d %s, want 200 TIMEOUT: %s", method, r.Status, r.Code(), r.Raw)
+		}
+		timeoutLogged(t, logs, "req-read-"+method, "Read")
+		assertNoLockWait(t, env)
 	}
-	timeoutLogged(t, logs, "req-read", "Read")
-	assertNoLockWait(t, env)
 }
