@@ -78,9 +78,10 @@ type Config struct {
 	// of an Ed25519 seed or PKCS#8 key, or a PKCS#8 PEM block); nil when unset,
 	// and run then generates one for local use.
 	AuditSigningKey ed25519.PrivateKey
-	// RequestTimeout bounds the execution of each GraphQL operation over
-	// HTTP (REQUEST_TIMEOUT, 30s; from minRequestTimeout to
-	// maxRequestTimeout); subscriptions are not bounded by it.
+	// RequestTimeout bounds the execution of each GraphQL query and
+	// mutation, on every transport (REQUEST_TIMEOUT, 30s; from
+	// minRequestTimeout to maxRequestTimeout); subscriptions are not
+	// bounded by it.
 	RequestTimeout time.Duration
 	// ShutdownTimeout bounds the wait for in-flight requests on SIGTERM
 	// (SHUTDOWN_TIMEOUT, 30s).

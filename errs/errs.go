@@ -58,7 +58,8 @@ const (
 	// (REQUEST_TIMEOUT) and was stopped, its statements cancelled in
 	// Postgres; nothing of the field that reports it was committed. Retry
 	// with the same idempotency key (a lock held elsewhere may be gone by
-	// then), or ask for less. Subscriptions are not bounded by it.
+	// then), or ask for less. Queries and mutations are bounded on every
+	// transport; subscriptions are not.
 	CodeTimeout Code = "TIMEOUT"
 	// CodeInternal: a bug; the message says nothing of internals.
 	CodeInternal Code = "INTERNAL"

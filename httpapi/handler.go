@@ -115,9 +115,9 @@ type Options struct {
 	// served as ranges (MAX_DOWNLOAD_RANGES; more: the whole file); zero
 	// means DefaultMaxRanges.
 	MaxDownloadRanges int
-	// RequestTimeout bounds the execution of each GraphQL operation over
-	// HTTP (REQUEST_TIMEOUT; see Transport.Timeout); zero means
-	// DefaultRequestTimeout.
+	// RequestTimeout bounds the execution of each query and mutation, over
+	// HTTP (REQUEST_TIMEOUT; see Transport.Timeout), a WebSocket or SSE;
+	// subscriptions are not bounded by it. Zero means DefaultRequestTimeout.
 	RequestTimeout time.Duration
 }
 
@@ -210,7 +210,7 @@ func newHandler(o Options, without []Guard) http.Handler {
 	}
 	// Subscriptions: graphql-ws (WebSocket) and Server-Sent Events, tried
 	// before the HTTP transport, which takes every other request.
-	gql.AddTransport(newWSTransport(st, o.CORS, readLimit, o.Limiter))
+	gql.AddTransport(newWSTransport(st, o.CORS, readLimit, o.Limiter, o.RequestTimeout))
 	gql.AddTransport(sseTransport{http: httpTransport, st: st})
 	gql.AddTransport(httpTransport)
 	gql.SetQueryCache(querydoc.ExecutorCache{})

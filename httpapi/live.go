@@ -422,13 +422,16 @@ type wsTransport struct {
 	cors CORS
 	// limiter gives each subscription's document its caller's turn (inTurn).
 	limiter *ratelimit.Limiter
+	// timeout bounds each query and mutation sent over the connection
+	// (REQUEST_TIMEOUT; inTurn).
+	timeout time.Duration
 }
 
 var _ graphql.Transport = wsTransport{}
 
 // newWSTransport configures gqlgen's WebSocket transport.
-func newWSTransport(st *streams, cors CORS, readLimit int64, limiter *ratelimit.Limiter) wsTransport {
-	t := wsTransport{st: st, cors: cors, limiter: limiter}
+func newWSTransport(st *streams, cors CORS, readLimit int64, limiter *ratelimit.Limiter, timeout time.Duration) wsTransport {
+	t := wsTransport{st: st, cors: cors, limiter: limiter, timeout: timeout}
 	t.ws = transport.Websocket{
 		Implementation:        wsImplementation{st},
 		InitFunc:              st.wsInit,
@@ -475,7 +478,7 @@ func (t wsTransport) Do(w http.ResponseWriter, r *http.Request, exec graphql.Gra
 	}
 	c := &wsConn{st: t.st, client: client}
 	defer t.st.releaseConn(c)
-	t.ws.Do(w, r.WithContext(context.WithValue(r.Context(), wsConnKey{}, c)), inTurn{exec, t.limiter, t.st.db, t.st.guard})
+	t.ws.Do(w, r.WithContext(context.WithValue(r.Context(), wsConnKey{}, c)), inTurn{exec, t.limiter, t.st.db, t.st.guard, t.timeout})
 	c.stopIdle()
 }
 
@@ -1139,15 +1142,26 @@ func (t sseTransport) Do(w http.ResponseWriter, r *http.Request, exec graphql.Gr
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	out := &sseWriter{w: w, ctrl: ctrl, timeout: t.st.limits.WriteTimeout, cancel: cancel}
-	responses, ctx := exec.DispatchOperation(ctx, rc)
+	// A query or a mutation runs within REQUEST_TIMEOUT, as over plain HTTP
+	// (Transport.execute); a subscription lasts as long as its stream.
+	subscription := rc.Operation != nil && rc.Operation.Operation == ast.Subscription
+	opCtx := ctx
+	if !subscription {
+		var endOp context.CancelFunc
+		opCtx, endOp = withRequestTimeout(ctx, t.http.Timeout)
+		defer endOp()
+	}
+	responses, opCtx := exec.DispatchOperation(opCtx, rc)
+	if subscription {
+		ctx = opCtx
+	}
 	// A query or a mutation has one result: it runs before the headers go, so
 	// that those it sets are sent (Idempotent-Replayed on a replay), as over
 	// plain HTTP. A subscription's headers go at once.
-	subscription := rc.Operation != nil && rc.Operation.Operation == ast.Subscription
 	var resp *graphql.Response
 	if !subscription {
 		executing := time.Now()
-		resp = responses(ctx)
+		resp = responses(opCtx)
 		if querydoc.Heavy(rc) {
 			cpumeter.Add(ctx, time.Since(executing)) // gqlgen collecting its fields
 		}
@@ -1158,9 +1172,9 @@ func (t sseTransport) Do(w http.ResponseWriter, r *http.Request, exec graphql.Gr
 	stopPings := out.pings(ctx, t.st.limits.KeepAlive)
 	defer stopPings()
 	if subscription {
-		resp = responses(ctx)
+		resp = responses(opCtx)
 	}
-	for ; resp != nil; resp = responses(ctx) {
+	for ; resp != nil; resp = responses(opCtx) {
 		b, err := json.Marshal(resp)
 		if err != nil {
 			b = []byte(`{"errors":[{"message":"internal error","extensions":{"code":"INTERNAL"}}]}`)

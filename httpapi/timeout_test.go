@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"log/slog"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -177,5 +178,49 @@ func TestQueryPastRequestTimeout(t *testing.T) {
 		}
 		timeoutLogged(t, logs, "req-read-"+method, "Read")
 		assertNoLockWait(t, env)
+	}
+}
+
+// Queries and mutations sent over the streaming transports are bounded as
+// over plain HTTP: a mutation over a WebSocket and one over SSE, blocked on a
+// row lock, are TIMEOUT, their statements cancelled. A subscription is not
+// bounded: the WebSocket's subscription, open since before both timeouts,
+// still gets the next change.
+func TestStreamsAndRequestTimeout(t *testing.T) {
+	t.Parallel()
+	e := newLiveEnv(t, func(o *httpapi.Options) { o.RequestTimeout = shortTimeout })
+	ws := e.watchTasks(t, e.member)
+	task := e.createTask(t, "locked")
+	if c := nextTaskChange(t, ws, "1"); c.TaskID != task {
+		t.Fatalf("first change of %s, want %s", c.TaskID, task)
+	}
+	release := holdLock(t, e.Env, `SELECT id FROM tasks WHERE id = $1 FOR UPDATE`, task)
+	const update = `mutation($id: ID!) { updateTask(id: $id, input: {title: "late"}) { id } }`
+	vars := map[string]any{"id": task}
+
+	ws.Subscribe("m", update, vars)
+	m := ws.Next()
+	var p struct {
+		Errors []struct{ Extensions map[string]any }
+	}
+	if err := json.Unmarshal(m.Payload, &p); err != nil || m.Type != "next" || m.ID != "m" || len(p.Errors) == 0 ||
+		p.Errors[0].Extensions["code"] != "TIMEOUT" {
+		t.Fatalf("mutation over the WebSocket: %s %s %s, want TIMEOUT", m.Type, m.ID, m.Payload)
+	}
+	if m := ws.Next(); m.Type != "complete" || m.ID != "m" {
+		t.Fatalf("after the mutation's result: %s %s", m.Type, m.ID)
+	}
+	assertNoLockWait(t, e.Env)
+
+	s := e.OpenSSE(t, e.owner.Token, update, vars)
+	if ev, ok := s.Next(); !ok || ev.Event != "next" || !strings.Contains(ev.Data, `"code":"TIMEOUT"`) {
+		t.Fatalf("mutation over SSE: %v %+v, want TIMEOUT", ok, ev)
+	}
+	assertNoLockWait(t, e.Env)
+
+	release()
+	after := e.createTask(t, "after")
+	if c := nextTaskChange(t, ws, "1"); c.TaskID != after {
+		t.Fatalf("the subscription got a change of %s, want %s", c.TaskID, after)
 	}
 }

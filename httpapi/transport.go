@@ -103,8 +103,9 @@ type Transport struct {
 	// Timeout bounds the execution of each operation (REQUEST_TIMEOUT):
 	// from its admission to its answer, not the request's reading, its
 	// files' upload nor the wait for the caller's turn. Zero means
-	// DefaultRequestTimeout. Subscriptions (WebSocket, SSE) are not bounded
-	// by it: their streams have limits of their own.
+	// DefaultRequestTimeout. The streaming transports bound their queries
+	// and mutations alike (inTurn, sseTransport); subscriptions are not
+	// bounded: their streams have limits of their own.
 	Timeout time.Duration
 }
 
@@ -347,6 +348,9 @@ type inTurn struct {
 	db *store.DB
 	// guard bounds the client's invalid tokens in those checks (nil: none).
 	guard auth.Guard
+	// timeout bounds each query and mutation (REQUEST_TIMEOUT, as
+	// Transport.Timeout); subscriptions last as long as their streams.
+	timeout time.Duration
 }
 
 // CreateOperationContext prepares the operation in its caller's turn, or
@@ -398,10 +402,25 @@ func (e inTurn) DispatchError(ctx context.Context, list gqlerror.List) *graphql.
 	return resp
 }
 
-// DispatchOperation runs the operation; one that keeps its turn
+// DispatchOperation runs the operation, a query or a mutation within
+// REQUEST_TIMEOUT (its one result is asked for once; a connection that
+// closes first leaves the bound to end by itself); one that keeps its turn
 // (CreateOperationContext) ends it once answered, charged the work of its
 // execution (its password hashes; all of it for a heavy document).
 func (e inTurn) DispatchOperation(ctx context.Context, rc *graphql.OperationContext) (graphql.ResponseHandler, context.Context) {
+	if rc.Operation == nil || rc.Operation.Operation == ast.Subscription {
+		return e.dispatch(ctx, rc)
+	}
+	ctx, endOp := withRequestTimeout(ctx, e.timeout)
+	responses, ctx := e.dispatch(ctx, rc)
+	return func(ctx context.Context) *graphql.Response {
+		defer endOp()
+		return responses(ctx)
+	}, ctx
+}
+
+// dispatch is DispatchOperation without the time bound.
+func (e inTurn) dispatch(ctx context.Context, rc *graphql.OperationContext) (graphql.ResponseHandler, context.Context) {
 	turn, _ := rc.Stats.GetExtension(heldTurnKey).(*heldTurn)
 	if turn == nil {
 		return e.GraphExecutor.DispatchOperation(ctx, rc)
