@@ -86,13 +86,14 @@ func TestStartupExplainsWhenPostgresIsDown(t *testing.T) {
 
 func TestStartupRejectsBadConfiguration(t *testing.T) {
 	t.Parallel()
-	cmd := command(t, "RATE_LIMIT_POINTS=plenty", "IDEMPOTENCY_WAIT=forever")
+	cmd := command(t, "RATE_LIMIT_POINTS=plenty", "IDEMPOTENCY_WAIT=forever", "REQUEST_TIMEOUT=0")
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	if code := exitCode(t, cmd.Run()); code != 1 {
 		t.Fatalf("exit code %d, want 1; stderr:\n%s", code, stderr.String())
 	}
-	for _, want := range []string{"bad configuration", `RATE_LIMIT_POINTS="plenty"`, `IDEMPOTENCY_WAIT="forever"`} {
+	for _, want := range []string{"bad configuration", `RATE_LIMIT_POINTS="plenty"`, `IDEMPOTENCY_WAIT="forever"`,
+		`REQUEST_TIMEOUT="0": not a duration from 100ms to 50s`} {
 		if !strings.Contains(stderr.String(), want) {
 			t.Errorf("stderr lacks %q:\n%s", want, stderr.String())
 		}
