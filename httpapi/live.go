@@ -476,9 +476,12 @@ func (t wsTransport) Do(w http.ResponseWriter, r *http.Request, exec graphql.Gra
 	if !ok {
 		return
 	}
-	c := &wsConn{st: t.st, client: client}
+	c := &wsConn{st: t.st, client: client, limiter: t.limiter, caller: r.Context()}
+	c.closed, c.closeNow = context.WithCancel(context.Background())
+	defer c.closeNow()
 	defer t.st.releaseConn(c)
 	t.ws.Do(w, r.WithContext(context.WithValue(r.Context(), wsConnKey{}, c)), inTurn{exec, t.limiter, t.st.db, t.st.guard, t.timeout})
+	c.endTurn()
 	c.stopIdle()
 }
 
@@ -546,6 +549,9 @@ func (s *streams) networkOf(c *wsConn) string {
 // is.
 func (s *streams) claimOrRefuse(ctx, authed context.Context, c *wsConn, to streamClient) (context.Context, *transport.InitPayload, error) {
 	if to == (streamClient{}) || s.claim(c, to) {
+		c.mu.Lock()
+		c.caller = authed // its messages take the turns of its user from now on
+		c.mu.Unlock()
 		return authed, nil, nil
 	}
 	s.refused.WithLabelValues(to.reason()).Inc()
@@ -658,6 +664,22 @@ type wsConn struct {
 	// inited is set by the client's connection_init (graphql-transport-ws):
 	// a second one closes with 4429, a subscribe before it with 4401.
 	inited bool
+
+	// limiter gives each message its caller's turn (NextReader; nil: none).
+	limiter *ratelimit.Limiter
+	// caller is the context whose caller a message's turn is taken for: the
+	// upgrade's (its token's user, else its network), then connection_init's
+	// (claimOrRefuse).
+	caller context.Context
+	// closed ends when the connection closes (closeNow), and with it a wait
+	// for a turn.
+	closed   context.Context
+	closeNow context.CancelFunc
+	// turn is the turn a message that starts an operation was handed to
+	// gqlgen in, since handed: gqlgen decodes the message and prepares the
+	// operation in it (inTurn.prepare takes it), or NextReader ends it.
+	turn   *heldTurn
+	handed time.Time
 }
 
 // wsRun is an operation gqlgen runs for a client (wsConn.runs).
@@ -708,30 +730,162 @@ func (c *wsConn) stopIdle() {
 	}
 }
 
-// NextReader reads the next message. One that starts an operation with the
-// id of one still running, or with an id over maxOperationID bytes, closes
-// the connection (fromClient) and reads as a closed connection. The id of a
-// message that starts or stops an operation is replaced by the one gqlgen
-// runs it under (fromClient).
+// NextReader reads the next message, one of more than wsSmallMessage bytes
+// in its caller's turn (ratelimit.Limiter.Turn, in which an HTTP request's
+// body is read and decoded: see below). One that starts an operation with
+// the id of one still running, or with an id over maxOperationID bytes,
+// closes the connection (fromClient) and reads as a closed connection. The
+// id of a message that starts or stops an operation is replaced by the one
+// gqlgen runs it under (fromClient).
+//
+// Decoding a message of 1 MiB (variables full of empty objects, say) takes
+// about 60 ms of CPU and 45 MB of allocations, and gqlgen decodes a
+// subscribe's payload before the operation's turn (inTurn) starts: a client
+// sending such messages back to back on its WebSockets (200 of them for an
+// anonymous network) took as much of the server as it sent. So a message
+// longer than wsSmallMessage waits for its caller's turn once that much of
+// it has arrived, before the rest is read: a waiting connection holds 4 KiB
+// of its message, and the client is slowed by TCP's backpressure (a smaller
+// cap on messages would have refused clients what the contract allows, and
+// charging the work after the fact would still have let each connection
+// decode one message beside the turns). It is read, checked (fromClient)
+// and, one that starts an operation, decoded and prepared by gqlgen in that
+// turn, which is charged that work, not the time spent waiting for the
+// client's bytes. A refused turn (more than ratelimit.MaxWaitingTurns of the
+// caller's requests waiting, or a pace past ratelimit.MaxTurnPace) is waited
+// out, its retryAfter at a time, without reading on: the read loop never
+// decodes a long message beside its caller's turn. The wait ends when the
+// connection closes; meanwhile it holds the connection's goroutine and
+// nothing shared. A small message (a ping, a pong, a complete, a subscribe
+// of an ordinary document) is read at once, as before: its operation is
+// prepared in a turn of its own (inTurn), refused with RATE_LIMITED as the
+// contract says, and charged the decoding too (takeTurn); and a pong never
+// waits behind a turn, which would let the keep-alive close the connection.
 func (c *wsConn) NextReader() (int, io.Reader, error) {
+	c.endTurn() // the previous message's, when gqlgen did not take it
 	for {
-		typ, data, err := c.conn.Read(context.Background())
+		typ, r, err := c.conn.Reader(context.Background())
 		if err != nil {
-			switch coderws.CloseStatus(err) {
-			case coderws.StatusNormalClosure, coderws.StatusNoStatusRcvd:
+			return int(typ), nil, c.readError(err)
+		}
+		data, err := io.ReadAll(io.LimitReader(r, wsSmallMessage+1))
+		if err != nil {
+			return int(typ), nil, c.readError(err)
+		}
+		var turn *heldTurn
+		reading := time.Now()
+		body := &timedBody{ReadCloser: io.NopCloser(r)}
+		if len(data) > wsSmallMessage {
+			if turn, err = c.awaitTurn(); err != nil { // the connection closed meanwhile
 				return int(typ), nil, transport.ErrWebsocketClosed
 			}
-			return int(typ), nil, err
+			reading = time.Now()
+			rest, err := io.ReadAll(body)
+			if err != nil {
+				turn.end(0)
+				return int(typ), nil, c.readError(err)
+			}
+			data = append(data, rest...)
 		}
-		data, code, reason := c.fromClient(data)
+		data, starts, code, reason := c.fromClient(data)
+		if turn != nil {
+			cpumeter.Add(cpumeter.Into(context.Background(), turn.work), time.Since(reading)-body.waited)
+		}
 		if code != 0 {
+			turn.end(0)
 			c.closeWith(code, reason)
 			return int(typ), nil, transport.ErrWebsocketClosed
 		}
-		if data != nil { // nil: answered or dropped here (a ping before connection_init, a complete of no running operation)
-			return int(typ), bytes.NewReader(data), nil
+		if data == nil { // answered or dropped here (a ping before connection_init, a complete of no running operation)
+			turn.end(0)
+			continue
+		}
+		if !starts {
+			turn.end(0) // what gqlgen decodes of it is a few bytes (fromClient)
+		} else {
+			c.mu.Lock()
+			c.turn, c.handed = turn, time.Now()
+			c.mu.Unlock()
+		}
+		return int(typ), bytes.NewReader(data), nil
+	}
+}
+
+// wsSmallMessage is the length of a WebSocket message (4 KiB) past which it
+// is read in its caller's turn (NextReader): decoding that much is a few
+// hundred microseconds at the most.
+const wsSmallMessage = 4 << 10
+
+// readError is what NextReader returns for err, an error reading from the
+// connection: a normal close is transport.ErrWebsocketClosed.
+func (c *wsConn) readError(err error) error {
+	switch coderws.CloseStatus(err) {
+	case coderws.StatusNormalClosure, coderws.StatusNoStatusRcvd:
+		return transport.ErrWebsocketClosed
+	}
+	return err
+}
+
+// awaitTurn waits for the turn of the connection's caller, waiting out each
+// refusal for its retryAfter, and returns it; or the error of the
+// connection's close, which ends the wait. Without a limiter there is no
+// turn (nil).
+func (c *wsConn) awaitTurn() (*heldTurn, error) {
+	if c.limiter == nil {
+		return nil, nil
+	}
+	c.mu.Lock()
+	caller := c.caller
+	c.mu.Unlock()
+	ctx, cancel := context.WithCancel(caller)
+	defer cancel()
+	defer context.AfterFunc(c.closed, cancel)()
+	for {
+		end, err := c.limiter.Turn(ctx)
+		if err == nil {
+			_, work := cpumeter.With(ctx)
+			return &heldTurn{work: work, done: end}, nil
+		}
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		retry, _ := turnRefusal(err)
+		timer := time.NewTimer(time.Duration(retry) * time.Second)
+		select {
+		case <-timer.C:
+		case <-ctx.Done():
+			timer.Stop()
+			return nil, ctx.Err()
 		}
 	}
+}
+
+// takeTurn returns the turn the last message was handed to gqlgen in,
+// charged gqlgen's work on it so far (decoding it), for the operation it
+// starts to be prepared in (inTurn.prepare); nil when there is none (a small
+// message), and decoded then is that work, to be charged to the turn the
+// operation takes.
+func (c *wsConn) takeTurn() (turn *heldTurn, decoded time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.handed.IsZero() {
+		decoded = time.Since(c.handed)
+		c.handed = time.Time{}
+	}
+	turn, c.turn = c.turn, nil
+	if turn != nil {
+		cpumeter.Add(cpumeter.Into(context.Background(), turn.work), decoded)
+		decoded = 0
+	}
+	return turn, decoded
+}
+
+// endTurn ends the turn the last message was handed to gqlgen in, if
+// gqlgen did not take it (a payload it could not decode), charged gqlgen's
+// work on it.
+func (c *wsConn) endTurn() {
+	turn, _ := c.takeTurn()
+	turn.end(0)
 }
 
 // fromClient follows the operation ids of a client's message, read for its
@@ -746,8 +900,9 @@ func (c *wsConn) NextReader() (int, io.Reader, error) {
 // server sent, may be reused at once: gqlgen runs each operation under an id
 // of its own (wsConn.seq), given here to subscribe, start, complete and stop
 // messages. A connection_init is given gqlgen with its payload's
-// Authorization alone (initMessage).
-func (c *wsConn) fromClient(data []byte) ([]byte, coderws.StatusCode, string) {
+// Authorization alone (initMessage). starts reports a message that starts
+// an operation (subscribe, legacy start), whose payload gqlgen decodes.
+func (c *wsConn) fromClient(data []byte) (_ []byte, starts bool, _ coderws.StatusCode, _ string) {
 	var m struct {
 		Type    string          `json:"type"`
 		ID      string          `json:"id"`
@@ -759,17 +914,17 @@ func (c *wsConn) fromClient(data []byte) ([]byte, coderws.StatusCode, string) {
 	// connection here: gqlgen closed it with 1000 once initialised (a
 	// graphql-ws client reconnects after 1000, and would send it again).
 	if json.NewDecoder(bytes.NewReader(data)).Decode(&m) != nil {
-		return nil, c.badRequest(), "Invalid message received"
+		return nil, false, c.badRequest(), "Invalid message received"
 	}
 	if !slices.Contains(clientMessages[c.Subprotocol() == transportWS], m.Type) {
-		return nil, c.badRequest(), "Invalid message type"
+		return nil, false, c.badRequest(), "Invalid message type"
 	}
 	var init transport.InitPayload
 	if m.Type == "connection_init" && len(m.Payload) > 0 && json.Unmarshal(m.Payload, &init) != nil {
 		// gqlgen returns from a connection_init whose payload is not an
 		// object without closing the connection: it would stay open, unread,
 		// its place given back.
-		return nil, c.badRequest(), "Invalid message received"
+		return nil, false, c.badRequest(), "Invalid message received"
 	}
 	if c.Subprotocol() == transportWS {
 		// What gqlgen would take for an unexpected message (1002), with
@@ -780,9 +935,9 @@ func (c *wsConn) fromClient(data []byte) ([]byte, coderws.StatusCode, string) {
 		c.mu.Unlock()
 		switch {
 		case m.Type == "connection_init" && inited:
-			return nil, CloseTooManyRequests, "Too many initialisation requests"
+			return nil, false, CloseTooManyRequests, "Too many initialisation requests"
 		case m.Type == "subscribe" && !inited:
-			return nil, CloseUnauthorized, "Unauthorized"
+			return nil, false, CloseUnauthorized, "Unauthorized"
 		case (m.Type == "ping" || m.Type == "pong") && !inited:
 			// A ping may come at any time (gqlgen takes one before
 			// connection_init for an unexpected message): answered here; a
@@ -790,21 +945,21 @@ func (c *wsConn) fromClient(data []byte) ([]byte, coderws.StatusCode, string) {
 			if m.Type == "ping" {
 				c.pong()
 			}
-			return nil, 0, ""
+			return nil, false, 0, ""
 		}
 	}
 	var run string
 	switch m.Type {
 	case "connection_init":
-		return initMessage(init), 0, ""
+		return initMessage(init), false, 0, ""
 	case "subscribe", "start":
 		if len(m.ID) > maxOperationID {
-			return nil, c.badRequest(), "operation id over " + strconv.Itoa(maxOperationID) + " bytes"
+			return nil, false, c.badRequest(), "operation id over " + strconv.Itoa(maxOperationID) + " bytes"
 		}
 		c.mu.Lock()
 		if _, running := c.ops[m.ID]; running {
 			c.mu.Unlock()
-			return nil, CloseSubscriberExists, subscriberFor + m.ID + alreadyExists
+			return nil, false, CloseSubscriberExists, subscriberFor + m.ID + alreadyExists
 		}
 		if c.ops == nil {
 			c.ops, c.runs = map[string]string{}, map[string]*wsRun{}
@@ -826,10 +981,10 @@ func (c *wsConn) fromClient(data []byte) ([]byte, coderws.StatusCode, string) {
 		if !running {
 			// None of the client's running operations: dropped, since the
 			// id could be one gqlgen runs another operation under ("#1").
-			return nil, 0, ""
+			return nil, false, 0, ""
 		}
 	default:
-		return data, 0, ""
+		return data, false, 0, ""
 	}
 	// The message with the id gqlgen runs it under, made of m's fields as
 	// read here: not the client's keys again (re-encoded, a key written twice
@@ -841,9 +996,9 @@ func (c *wsConn) fromClient(data []byte) ([]byte, coderws.StatusCode, string) {
 		Payload json.RawMessage `json:"payload,omitempty"`
 	}{m.Type, run, m.Payload})
 	if err != nil {
-		return nil, c.badRequest(), "Invalid message received"
+		return nil, false, c.badRequest(), "Invalid message received"
 	}
-	return out, 0, ""
+	return out, m.Type == "subscribe" || m.Type == "start", 0, ""
 }
 
 // initMessage is the connection_init given to gqlgen for one whose payload
@@ -1021,10 +1176,18 @@ func (c *wsConn) closeWith(code coderws.StatusCode, reason string) {
 		c.deadline.Stop()
 	}
 	c.mu.Unlock()
+	c.stopWaiting()
 	c.st.mu.Lock()
 	delete(c.st.conns, c)
 	c.st.mu.Unlock()
 	go func() { _ = c.conn.Close(code, reason) }()
+}
+
+// stopWaiting ends a wait for a turn (awaitTurn): the connection is closing.
+func (c *wsConn) stopWaiting() {
+	if c.closeNow != nil {
+		c.closeNow()
+	}
 }
 
 // Close closes the connection at once unless a close handshake is under way.
@@ -1033,6 +1196,7 @@ func (c *wsConn) Close() error {
 	closing := c.closing
 	c.closing = true
 	c.mu.Unlock()
+	c.stopWaiting()
 	c.st.mu.Lock()
 	delete(c.st.conns, c)
 	c.st.mu.Unlock()

@@ -458,25 +458,41 @@ type heldTurn struct {
 	done ratelimit.EndTurn
 }
 
-// end ends the turn once, charging its metered work and executed more.
+// end ends the turn once, charging its metered work and executed more; a
+// nil turn (no limiter) ends nothing.
 func (t *heldTurn) end(executed time.Duration) {
+	if t == nil {
+		return
+	}
 	t.once.Do(func() { t.done(t.work.Spent() + executed) })
 }
 
 // prepare is CreateOperationContext in the caller's turn, which it returns
-// still held (nil without a limiter, or when the turn was refused).
+// still held (nil without a limiter, or when the turn was refused): over a
+// WebSocket, the turn its long message was read in (wsConn.NextReader).
 func (e inTurn) prepare(ctx context.Context, p *graphql.RawParams) (*graphql.OperationContext, gqlerror.List, *heldTurn) {
 	if e.limiter == nil {
 		rc, list := e.GraphExecutor.CreateOperationContext(ctx, p)
 		return rc, list, nil
 	}
-	end, err := e.limiter.Turn(ctx)
-	if err != nil {
-		_, list := turnRefusal(err)
-		return nil, list, nil
+	var turn *heldTurn
+	var decoded time.Duration
+	if c := wsConnFrom(ctx); c != nil {
+		// The turn its message was read and decoded in (wsConn.NextReader),
+		// or, a small message, the time gqlgen took to decode it.
+		turn, decoded = c.takeTurn()
 	}
-	ctx, work := cpumeter.With(ctx)
-	turn := &heldTurn{work: work, done: end}
+	if turn == nil {
+		end, err := e.limiter.Turn(ctx)
+		if err != nil {
+			_, list := turnRefusal(err)
+			return nil, list, nil
+		}
+		_, work := cpumeter.With(ctx)
+		turn = &heldTurn{work: work, done: end}
+	}
+	ctx = cpumeter.Into(ctx, turn.work)
+	cpumeter.Add(ctx, decoded)
 	prepared := false
 	defer func() {
 		if !prepared { // a panic: the turn is not left held

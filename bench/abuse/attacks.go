@@ -89,6 +89,8 @@ var attacks = []attack{
 	{name: "slow-body", what: "connections sending a 1 MB body a byte a second", run: slowBody},
 	{name: "idle-connections", what: "keep-alive connections left idle after one request", run: idleConnections},
 	{name: "idle-websockets", what: "anonymous WebSockets from one client, acknowledged then left idle", run: idleWebSockets},
+	{name: "ws-big-messages", what: "50 anonymous WebSockets from one client, each sending 1 MiB subscribe messages (variables of empty objects) back to back",
+		cpuBound: documentCPU, perRequestCPU: true, prepare: wsBigMessages},
 	// Last: argon2id's memory is not the document attacks' to answer for.
 	{name: "register", what: "60 concurrent register calls (argon2id each)", perRequestCPU: true, run: register},
 }
@@ -470,4 +472,87 @@ func idleWebSockets(ctx context.Context, h *harness, o *outcome) error {
 	case <-ctx.Done():
 	}
 	return nil
+}
+
+// wsBigMessages opens 50 anonymous WebSockets (one client) and sends on each,
+// for Duration, subscribe messages of { __typename } with 1 MiB of variables
+// (an array of empty objects: about 60 ms of CPU and 45 MB allocated to
+// decode each) as fast as the server reads them; each answer counts a
+// request. Until 2026-12-05 the server decoded each message before its
+// caller's turn, so the client took as much CPU as it sent; since, a long
+// message is read in its caller's turn.
+func wsBigMessages(h *harness) func(ctx context.Context, h *harness, o *outcome) error {
+	conns := h.size(50)
+	head := `{"type":"subscribe","id":"00000000","payload":{"query":"{ __typename }","variables":{"junk":[{}`
+	idAt := strings.Index(head, "00000000")
+	n := (h.size(1<<20) - len(head) - 32) / 3
+	msg := head + strings.Repeat(",{}", max(n, 0)) + `]}}}`
+	return func(ctx context.Context, h *harness, o *outcome) error {
+		url := "ws" + strings.TrimPrefix(h.srv.URL(), "http") + "/query"
+		ctx, cancel := context.WithTimeout(ctx, h.cfg.Duration)
+		defer cancel()
+		var wg sync.WaitGroup
+		for range conns {
+			dctx, dcancel := context.WithTimeout(ctx, 10*time.Second)
+			c, res, err := coderws.Dial(dctx, url, &coderws.DialOptions{Subprotocols: []string{"graphql-transport-ws"}})
+			if err != nil {
+				dcancel()
+				if res == nil {
+					o.answer(0, nil, err)
+					continue
+				}
+				b, _ := io.ReadAll(res.Body)
+				o.answer(res.StatusCode, b, nil)
+				continue
+			}
+			c.SetReadLimit(1 << 20)
+			err = c.Write(dctx, coderws.MessageText, []byte(`{"type":"connection_init"}`))
+			if err == nil {
+				_, _, err = c.Read(dctx)
+			}
+			dcancel()
+			if err != nil {
+				o.answer(0, nil, err)
+				_ = c.CloseNow()
+				continue
+			}
+			wg.Go(func() { // reads the answers
+				defer c.CloseNow()
+				for {
+					_, b, err := c.Read(ctx)
+					if err != nil {
+						if ctx.Err() == nil {
+							o.answer(0, nil, err)
+						}
+						return
+					}
+					var m struct {
+						Type    string          `json:"type"`
+						Payload json.RawMessage `json:"payload"`
+					}
+					_ = json.Unmarshal(b, &m)
+					switch m.Type {
+					case "ping":
+						_ = c.Write(ctx, coderws.MessageText, []byte(`{"type":"pong"}`))
+					case "next":
+						o.answer(http.StatusOK, m.Payload, nil)
+					case "error":
+						o.answer(http.StatusOK, []byte(`{"errors":`+string(m.Payload)+`}`), nil)
+					}
+				}
+			})
+			wg.Go(func() { // sends back to back, as fast as the server reads
+				m := []byte(msg) // built once: the harness runs the victim
+				for i := 0; ctx.Err() == nil; i++ {
+					copy(m[idAt:], fmt.Sprintf("%08d", i%100_000_000)) // an id of its own
+					if c.Write(ctx, coderws.MessageText, m) != nil {
+						return
+					}
+				}
+			})
+		}
+		<-ctx.Done()
+		wg.Wait()
+		return nil
+	}
 }
