@@ -41,11 +41,18 @@ const MaxAuditFilterActions = 50
 // MaxAuditFilterActionLength bounds one action pattern, in bytes.
 const MaxAuditFilterActionLength = 100
 
+// MaxAuditFilterValueLength bounds filter.actorId, entityType and entityId,
+// in bytes: an actor or an entity id is a uuid, an entity type a word, and a
+// filter is kept for a subscription's life (auditEventAdded) and hashed into
+// each cursor of its pages.
+const MaxAuditFilterValueLength = 256
+
 // normalized returns the filter in one canonical form (actions sorted without
 // duplicates, times in UTC at microsecond precision, empty strings as unset), or
 // a BAD_USER_INPUT error for more than MaxAuditFilterActions patterns, one
-// longer than MaxAuditFilterActionLength, or one that is not an action or a
-// prefix ending in "*".
+// longer than MaxAuditFilterActionLength, one that is not an action or a
+// prefix ending in "*", or an actor, entity type or entity id longer than
+// MaxAuditFilterValueLength.
 func (f AuditFilter) normalized() (AuditFilter, error) {
 	out := AuditFilter{}
 	if len(f.Actions) > MaxAuditFilterActions {
@@ -70,6 +77,11 @@ func (f AuditFilter) normalized() (AuditFilter, error) {
 	}
 	slices.Sort(out.Actions)
 	out.Actions = slices.Compact(out.Actions)
+	for name, p := range map[string]*string{"actorId": f.ActorID, "entityType": f.EntityType, "entityId": f.EntityID} {
+		if p != nil && len(*p) > MaxAuditFilterValueLength {
+			return out, errs.Errorf(errs.CodeBadUserInput, "filter.%s: at most %d characters", name, MaxAuditFilterValueLength)
+		}
+	}
 	str := func(p *string) *string {
 		if p == nil || strings.TrimSpace(*p) == "" {
 			return nil

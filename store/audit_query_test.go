@@ -188,6 +188,14 @@ func TestAuditEventsPrefixIsLiteral(t *testing.T) {
 	}
 }
 
+// bytesOf is the length of *p, 0 for nil.
+func bytesOf(p *string) int {
+	if p == nil {
+		return 0
+	}
+	return len(*p)
+}
+
 // Bad arguments are BAD_USER_INPUT; cursors only work with their workspace and
 // filter.
 func TestAuditEventsBadInputAndCursorBinding(t *testing.T) {
@@ -205,10 +213,18 @@ func TestAuditEventsBadInputAndCursorBinding(t *testing.T) {
 		{Actions: []string{"task.**"}},
 		{Actions: slices.Repeat([]string{"task.*"}, store.MaxAuditFilterActions+1)},
 		{Actions: []string{strings.Repeat("t", store.MaxAuditFilterActionLength+1)}},
+		{ActorID: auditPtr(strings.Repeat("a", store.MaxAuditFilterValueLength+1))},
+		{EntityType: auditPtr(strings.Repeat("t", store.MaxAuditFilterValueLength+1))},
+		{EntityID: auditPtr(strings.Repeat("e", store.MaxAuditFilterValueLength+1))},
 	} {
 		if _, err := w.f.db.AuditEvents(ctx, w.admin, w.ws, bad, nil, nil); code(err) != errs.CodeBadUserInput {
-			t.Errorf("filter %v: %v", bad.Actions, err)
+			t.Errorf("filter %v (actor %d, type %d, entity %d bytes): %v", bad.Actions,
+				bytesOf(bad.ActorID), bytesOf(bad.EntityType), bytesOf(bad.EntityID), err)
 		}
+	}
+	atMost := store.AuditFilter{EntityType: auditPtr(strings.Repeat("t", store.MaxAuditFilterValueLength))}
+	if _, err := w.f.db.AuditEvents(ctx, w.admin, w.ws, atMost, nil, nil); err != nil {
+		t.Errorf("an entity type of %d bytes: %v", store.MaxAuditFilterValueLength, err)
 	}
 	for _, n := range []int{0, -1, 101} {
 		if _, err := w.f.db.AuditEvents(ctx, w.admin, w.ws, store.AuditFilter{}, &n, nil); code(err) != errs.CodeBadUserInput {
