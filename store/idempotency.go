@@ -45,13 +45,15 @@ var ErrNoUnitOfWork = errors.New("idempotency: no unit of work in context")
 // committed record is replayed without the lock. A claim by a transaction still
 // in flight is waited for, at most wait; past it
 // the error is IDEMPOTENCY_IN_PROGRESS with extensions.retryAfter (whole
-// seconds). A wait of 0 or less means 1ms.
+// seconds). A wait of 0 or less means 1ms. The wait is at most half of what
+// is left of ctx's deadline (waitWithin).
 func (db *DB) ClaimIdempotencyKey(ctx context.Context, userID, key, field string, fingerprint []byte,
 	ttl, wait time.Duration) (*IdempotencyRecord, error) {
 	u := unitOfWorkFrom(ctx)
 	if u == nil {
 		return nil, ErrNoUnitOfWork
 	}
+	wait = waitWithin(ctx, wait)
 	lock := lockName(userID, key)
 	var live *IdempotencyRecord
 	var locked bool
@@ -230,6 +232,18 @@ func (p *PendingClaim) Result(ctx context.Context) (*IdempotencyRecord, error) {
 // key has a record, or a running transaction holds it. The unit of work then
 // applied nothing and failed; Result (without a round trip) says which.
 func (p *PendingClaim) Refused() bool { return p.sent && p.err == nil && (p.rec != nil || p.busy) }
+
+// waitWithin returns wait, at most half of what is left of ctx's deadline
+// (a request's REQUEST_TIMEOUT): a claim that waits on the running holder of
+// its key then answers IDEMPOTENCY_IN_PROGRESS, "retry later", before the
+// deadline would cut it short as TIMEOUT, "ask for less", which is not what
+// happened.
+func waitWithin(ctx context.Context, wait time.Duration) time.Duration {
+	if d, ok := ctx.Deadline(); ok {
+		wait = min(wait, time.Until(d)/2)
+	}
+	return wait
+}
 
 // lockName names the advisory lock of a user's idempotency key.
 func lockName(userID, key string) string { return "idempotency:" + userID + ":" + key }

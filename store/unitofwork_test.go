@@ -196,6 +196,17 @@ func TestClaimWithTheKeyHeld(t *testing.T) {
 	if errs.CodeOf(err) != errs.CodeIdempotencyInProgress {
 		t.Fatalf("claim of a key held by a running transaction: %v", err)
 	}
+	// A request's deadline (REQUEST_TIMEOUT) shorter than the wait: the
+	// claim answers IN_PROGRESS within it, not a cancellation (TIMEOUT).
+	bounded, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	err = db.UnitOfWork(bounded, func(ctx context.Context) error {
+		_, err := db.ClaimIdempotencyKey(ctx, u.ID, "running", "f", []byte("fp"), time.Hour, time.Minute)
+		return err
+	})
+	if errs.CodeOf(err) != errs.CodeIdempotencyInProgress {
+		t.Fatalf("claim of a held key within a deadline shorter than its wait: %v, want IDEMPOTENCY_IN_PROGRESS", err)
+	}
 }
 
 // A unit of work that claimed its key but finds, writing its record, a live
