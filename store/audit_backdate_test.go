@@ -37,23 +37,31 @@ func TestVerifyFlagsABackdatedEvent(t *testing.T) {
 			f.append(ctx, auditWsEvent(ws, owner, "task.deleted", "backdated", nil), func() time.Time { return time.Now().Add(-c.back) })
 			f.append(ctx, auditWsEvent(ws, owner, "task.created", "after", nil), nil)
 			f.seal()
-			ids := chainSeals(t, f.db, ws)
-			if len(ids) != 5 {
-				t.Fatalf("%d seals, want 5", len(ids))
-			}
-			v, err := f.db.VerifyChain(ctx, ws)
-			if err != nil {
-				t.Fatal(err)
-			}
-			want, wantID := 0, "<nil>"
-			if c.flagged {
-				want, wantID = 1, ids[3]
-			}
-			if !v.Valid || v.SealedEvents != 5 || v.BackdatedEvents != want || fmt.Sprint(deref(v.FirstBackdatedEventID)) != wantID {
-				t.Fatalf("event %s written %s back: valid %v, %d sealed, backdatedEvents %d, firstBackdatedEventId %v; want valid, 5, %d, %s",
-					ids[3], c.back, v.Valid, v.SealedEvents, v.BackdatedEvents, deref(v.FirstBackdatedEventID), want, wantID)
-			}
+			verifyBackdated(t, f, ws, 5, 3, c.flagged, fmt.Sprintf("written %s back", c.back))
 		})
+	}
+}
+
+// verifyBackdated verifies ws's chain, which must hold n seals, and fails
+// the test unless it is valid with its event at (in chain order) counted as
+// the one backdated event when flagged, and none counted otherwise.
+func verifyBackdated(t *testing.T, f *auditFixture, ws string, n, at int, flagged bool, what string) {
+	t.Helper()
+	ids := chainSeals(t, f.db, ws)
+	if len(ids) != n {
+		t.Fatalf("%d seals, want %d", len(ids), n)
+	}
+	v, err := f.db.VerifyChain(context.Background(), ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, wantID := 0, "<nil>"
+	if flagged {
+		want, wantID = 1, ids[at]
+	}
+	if !v.Valid || v.SealedEvents != n || v.BackdatedEvents != want || fmt.Sprint(deref(v.FirstBackdatedEventID)) != wantID {
+		t.Fatalf("event %s %s: valid %v, %d sealed, backdatedEvents %d, firstBackdatedEventId %v; want valid, %d, %d, %s",
+			ids[at], what, v.Valid, v.SealedEvents, v.BackdatedEvents, deref(v.FirstBackdatedEventID), n, want, wantID)
 	}
 }
 
@@ -105,22 +113,7 @@ func TestVerifyFlagsABackdatedFirstEvent(t *testing.T) {
 			f.append(ctx, auditWsEvent(ws, owner, "workspace.created", ws, nil), func() time.Time { return time.Now().Add(-c.back) })
 			f.append(ctx, auditWsEvent(ws, owner, "task.created", "after", nil), nil)
 			f.seal()
-			ids := chainSeals(t, f.db, ws)
-			if len(ids) != 2 {
-				t.Fatalf("%d seals, want 2", len(ids))
-			}
-			v, err := f.db.VerifyChain(ctx, ws)
-			if err != nil {
-				t.Fatal(err)
-			}
-			want, wantID := 0, "<nil>"
-			if c.flagged {
-				want, wantID = 1, ids[0]
-			}
-			if !v.Valid || v.SealedEvents != 2 || v.BackdatedEvents != want || fmt.Sprint(deref(v.FirstBackdatedEventID)) != wantID {
-				t.Fatalf("first event %s written %s back: valid %v, %d sealed, backdatedEvents %d, firstBackdatedEventId %v; want valid, 2, %d, %s",
-					ids[0], c.back, v.Valid, v.SealedEvents, v.BackdatedEvents, deref(v.FirstBackdatedEventID), want, wantID)
-			}
+			verifyBackdated(t, f, ws, 2, 0, c.flagged, fmt.Sprintf("first event written %s back", c.back))
 		})
 	}
 }
