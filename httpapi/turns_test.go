@@ -57,22 +57,13 @@ func TestCallersTakeTurnsBeforeExecution(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A's first request holds A's turn (reading its body) before the second is sent.
-	poll := func(series, want string) bool {
-		for range 2000 { // readiness poll on a gauge, not a timing assertion
-			if metricValue(t, env, series) == want {
-				return true
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
-		return false
-	}
-	if !poll("taskflow_ratelimit_turns_active", "1") {
+	if !pollMetric(t, env, "taskflow_ratelimit_turns_active", "1") {
 		stalled.Close()
 		t.Fatal("A's first request never took A's turn")
 	}
 	second := make(chan *apitest.Response, 1)
 	go func() { second <- env.Post(t, a.Token, `{ me { id } }`, nil) }()
-	if !poll("taskflow_ratelimit_turns_waiting", "1") {
+	if !pollMetric(t, env, "taskflow_ratelimit_turns_waiting", "1") {
 		stalled.Close() // lets the server end, so the failure is reported
 		t.Fatal("A's second request never waited for A's turn")
 	}

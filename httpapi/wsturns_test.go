@@ -54,15 +54,6 @@ func TestWSMessagesAreDecodedInTheirCallersTurn(t *testing.T) {
 		}
 		msgs[i] = bigSubscribe(strconv.Itoa(i))
 	}
-	poll := func(series, want string) bool {
-		for range 2000 { // readiness poll on a gauge, not a timing assertion
-			if metricValue(t, env, series) == want {
-				return true
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
-		return false
-	}
 
 	// The anonymous caller's turn, held by a request whose body is arriving.
 	body, stalled := io.Pipe()
@@ -80,7 +71,7 @@ func TestWSMessagesAreDecodedInTheirCallersTurn(t *testing.T) {
 	if _, err := stalled.Write([]byte(`{"query":"{ __typ`)); err != nil {
 		t.Fatal(err)
 	}
-	if !poll("taskflow_ratelimit_turns_active", "1") {
+	if !pollMetric(t, env, "taskflow_ratelimit_turns_active", "1") {
 		stalled.Close()
 		t.Fatal("the anonymous request never took its caller's turn")
 	}
@@ -99,7 +90,7 @@ func TestWSMessagesAreDecodedInTheirCallersTurn(t *testing.T) {
 	// Each connection waits for the caller's turn: before it reads its
 	// message now; before its operation is prepared, its message decoded,
 	// it did.
-	if !poll("taskflow_ratelimit_turns_waiting", strconv.Itoa(conns)) {
+	if !pollMetric(t, env, "taskflow_ratelimit_turns_waiting", strconv.Itoa(conns)) {
 		stalled.Close()
 		t.Fatalf("%d connections never waited for their caller's turn (waiting: %s)",
 			conns, metricValue(t, env, "taskflow_ratelimit_turns_waiting"))
