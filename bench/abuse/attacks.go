@@ -427,18 +427,12 @@ func idleWebSockets(ctx context.Context, h *harness, o *outcome) error {
 	held := 0
 	for range h.cfg.IdleWebSockets { // each answer counts a request
 		dctx, dcancel := context.WithTimeout(ctx, 10*time.Second)
-		c, res, err := coderws.Dial(dctx, url, &coderws.DialOptions{Subprotocols: []string{"graphql-transport-ws"}})
-		if err != nil {
+		c := dialWS(dctx, url, o)
+		if c == nil {
 			dcancel()
-			if res == nil {
-				o.answer(0, nil, err)
-				continue
-			}
-			b, _ := io.ReadAll(res.Body)
-			o.answer(res.StatusCode, b, nil)
 			continue
 		}
-		err = c.Write(dctx, coderws.MessageText, []byte(`{"type":"connection_init"}`))
+		err := c.Write(dctx, coderws.MessageText, []byte(`{"type":"connection_init"}`))
 		var ack []byte
 		if err == nil {
 			_, ack, err = c.Read(dctx)
@@ -494,19 +488,13 @@ func wsBigMessages(h *harness) func(ctx context.Context, h *harness, o *outcome)
 		var wg sync.WaitGroup
 		for range conns {
 			dctx, dcancel := context.WithTimeout(ctx, 10*time.Second)
-			c, res, err := coderws.Dial(dctx, url, &coderws.DialOptions{Subprotocols: []string{"graphql-transport-ws"}})
-			if err != nil {
+			c := dialWS(dctx, url, o)
+			if c == nil {
 				dcancel()
-				if res == nil {
-					o.answer(0, nil, err)
-					continue
-				}
-				b, _ := io.ReadAll(res.Body)
-				o.answer(res.StatusCode, b, nil)
 				continue
 			}
 			c.SetReadLimit(1 << 20)
-			err = c.Write(dctx, coderws.MessageText, []byte(`{"type":"connection_init"}`))
+			err := c.Write(dctx, coderws.MessageText, []byte(`{"type":"connection_init"}`))
 			if err == nil {
 				_, _, err = c.Read(dctx)
 			}
@@ -555,4 +543,21 @@ func wsBigMessages(h *harness) func(ctx context.Context, h *harness, o *outcome)
 		wg.Wait()
 		return nil
 	}
+}
+
+// dialWS opens a graphql-transport-ws WebSocket to url, or records in o the
+// answer that refused the upgrade (its status and body, or the error of no
+// answer) and returns nil.
+func dialWS(ctx context.Context, url string, o *outcome) *coderws.Conn {
+	c, res, err := coderws.Dial(ctx, url, &coderws.DialOptions{Subprotocols: []string{"graphql-transport-ws"}})
+	if err == nil {
+		return c
+	}
+	if res == nil {
+		o.answer(0, nil, err)
+		return nil
+	}
+	b, _ := io.ReadAll(res.Body)
+	o.answer(res.StatusCode, b, nil)
+	return nil
 }
