@@ -767,16 +767,12 @@ func TestAttachmentUploadsAtOnceBoundIsConfigurable(t *testing.T) {
 	uploadsAtOnceAreBounded(t, newFilesEnv(t, func(o *httpapi.Options) { o.MaxUploadsPerUser = 3 }), 3)
 }
 
-// uploadsAtOnceAreBounded checks that e reads at most limit multipart
-// requests of a user at once.
-func uploadsAtOnceAreBounded(t *testing.T, e *filesEnv, limit int) {
-	t.Helper()
-	ops, _ := json.Marshal(map[string]any{"query": addAttachment, "variables": map[string]any{"t": e.task, "f": nil}})
-	head := "--b\r\nContent-Disposition: form-data; name=\"operations\"\r\n\r\n" + string(ops) +
-		"\r\n--b\r\nContent-Disposition: form-data; name=\"map\"\r\n\r\n{\"0\":[\"variables.f\"]}" +
-		"\r\n--b\r\nContent-Disposition: form-data; name=\"0\"; filename=\"a.txt\"\r\n\r\nx"
-	stalled := make([]*io.PipeWriter, limit)
-	answered := make(chan struct{}, len(stalled))
+// stallUploads sends n uploads of the member's, each of which sends head
+// and stalls (its body declares 100 bytes more), and returns the writers of
+// their bodies and the channel each sends on once answered (or given up).
+func (e *filesEnv) stallUploads(head string, n int) ([]*io.PipeWriter, chan struct{}) {
+	stalled := make([]*io.PipeWriter, n)
+	answered := make(chan struct{}, n)
 	for i := range stalled {
 		pr, pw := io.Pipe()
 		stalled[i] = pw
@@ -793,6 +789,18 @@ func uploadsAtOnceAreBounded(t *testing.T, e *filesEnv, limit int) {
 		}()
 		go func() { _, _ = io.WriteString(pw, head) }()
 	}
+	return stalled, answered
+}
+
+// uploadsAtOnceAreBounded checks that e reads at most limit multipart
+// requests of a user at once.
+func uploadsAtOnceAreBounded(t *testing.T, e *filesEnv, limit int) {
+	t.Helper()
+	ops, _ := json.Marshal(map[string]any{"query": addAttachment, "variables": map[string]any{"t": e.task, "f": nil}})
+	head := "--b\r\nContent-Disposition: form-data; name=\"operations\"\r\n\r\n" + string(ops) +
+		"\r\n--b\r\nContent-Disposition: form-data; name=\"map\"\r\n\r\n{\"0\":[\"variables.f\"]}" +
+		"\r\n--b\r\nContent-Disposition: form-data; name=\"0\"; filename=\"a.txt\"\r\n\r\nx"
+	stalled, answered := e.stallUploads(head, limit)
 	// Every stalled request has its file staged (registered) before the next one.
 	for {
 		if _, _, uploads, _ := e.stored(t); uploads == len(stalled) {
@@ -854,24 +862,7 @@ func TestStalledUploadsKeepNoUnreadParameters(t *testing.T) {
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
-	stalled := make([]*io.PipeWriter, uploads)
-	answered := make(chan struct{}, uploads)
-	for i := range stalled {
-		pr, pw := io.Pipe()
-		stalled[i] = pw
-		req, _ := http.NewRequest(http.MethodPost, e.Server.URL+"/query", pr)
-		req.ContentLength = int64(len(head) + 100)
-		req.Header.Set("Content-Type", "multipart/form-data; boundary=b")
-		req.Header.Set("GraphQL-Preflight", "1")
-		req.Header.Set("Authorization", "Bearer "+e.member.Token)
-		go func() {
-			if res, err := e.Server.Client().Do(req); err == nil {
-				res.Body.Close()
-			}
-			answered <- struct{}{}
-		}()
-		go func() { _, _ = io.WriteString(pw, head) }()
-	}
+	stalled, answered := e.stallUploads(head, uploads)
 	// Every stalled request has its file staged: its operation runs.
 	for {
 		if _, _, staged, _ := e.stored(t); staged == uploads {
