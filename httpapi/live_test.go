@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"runtime"
@@ -16,9 +17,11 @@ import (
 	coderws "github.com/coder/websocket"
 
 	"taskflow/auth"
+	"taskflow/errs"
 	"taskflow/httpapi"
 	"taskflow/httpapi/apitest"
 	"taskflow/live"
+	"taskflow/querydoc"
 	"taskflow/store"
 )
 
@@ -1507,4 +1510,108 @@ func TestWSOperationIDKeyInAnyCase(t *testing.T) {
 	}
 	raw(`{"type":"complete","ID":"A"}`)
 	e.waitOpen(t, 0)
+}
+
+// A running subscription keeps its document's text for its life (every name
+// of the parsed document points into it), and a user may hold 100
+// subscriptions on an instance: a subscription's document is at most
+// SubscriptionBytes (64 KiB), longer ones are refused with QUERY_TOO_COSTLY
+// (extensions.limit "subscriptionBytes"). Eight subscriptions sent over a
+// WebSocket and eight over SSE, each with a document of 1 MiB (a comment
+// and a small subscription), held 43 MiB of the heap together; now each is
+// refused and the heap is as it was (within 4 MiB). A subscription of 64
+// KiB runs, and a query of 1 MiB is still answered. Not parallel: it weighs
+// the process's heap.
+func TestSubscriptionDocumentIsBounded(t *testing.T) {
+	e := newLiveEnv(t)
+	const subs = 8
+	cursor := e.data(t, e.member, `{ changesCursor }`, nil, "changesCursor")
+	vars := map[string]any{"p": e.project, "after": cursor}
+	doc := func(i, size int, op string) string {
+		head := fmt.Sprintf("# %s %d ", t.Name(), i)
+		return head + strings.Repeat("x", size-len(head)-len(op)-1) + "\n" + op
+	}
+	big := 1<<20 - 512 // a WebSocket message, or a body, of 1 MiB with the variables
+	tooCostly := func(how string, code string, ext map[string]any) {
+		t.Helper()
+		if code != string(errs.CodeQueryTooCostly) || ext["limit"] != "subscriptionBytes" ||
+			ext["maximum"] != float64(querydoc.DefaultLimits.SubscriptionBytes) {
+			t.Fatalf("%s: a subscription of 1 MiB answered %s %v", how, code, ext)
+		}
+	}
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	ws := e.dial(t, e.member)
+	var streams []*apitest.SSE
+	for i := range subs {
+		ws.Subscribe(strconv.Itoa(i), doc(i, big, taskChangesQuery), vars)
+		streams = append(streams, e.OpenSSE(t, e.member.Token, doc(subs+i, big, taskChangesQuery), vars))
+	}
+	// Each subscription is running once it delivers the task's creation, or
+	// refused: errors then "complete" over the WebSocket, a JSON answer
+	// over SSE. (Refused, none opens: this waits a second for nothing.)
+	for i := 0; i < 200 && e.Live.Open() < 2*subs; i++ {
+		sleepTick()
+	}
+	e.createTask(t, "seen by every subscription")
+	for resolved := 0; resolved < subs; {
+		m := ws.Next()
+		var p struct {
+			Errors []struct{ Extensions map[string]any }
+		}
+		if m.Type == "error" {
+			_ = json.Unmarshal(m.Payload, &p.Errors)
+		} else {
+			_ = json.Unmarshal(m.Payload, &p)
+		}
+		switch {
+		case m.Type == "complete":
+			resolved++ // after its refusal
+		case len(p.Errors) > 0 && (m.Type == "next" || m.Type == "error"):
+			code, _ := p.Errors[0].Extensions["code"].(string)
+			tooCostly("WebSocket", code, p.Errors[0].Extensions)
+			if m.Type == "error" {
+				resolved++
+			}
+		case m.Type == "next":
+			resolved++
+		default:
+			t.Fatalf("subscription %s: %s %.200s", m.ID, m.Type, m.Payload)
+		}
+	}
+	for _, s := range streams {
+		if s.Res.Header.Get("Content-Type") == "text/event-stream; charset=utf-8" {
+			if ev, ok := s.Next(); !ok || ev.Event != "next" {
+				t.Fatalf("SSE: %+v %v", ev, ok)
+			}
+			continue
+		}
+		var body struct {
+			Errors []struct{ Extensions map[string]any }
+		}
+		if err := json.NewDecoder(s.Res.Body).Decode(&body); err != nil || len(body.Errors) == 0 {
+			t.Fatalf("SSE: %d %v", s.Res.StatusCode, err)
+		}
+		code, _ := body.Errors[0].Extensions["code"].(string)
+		tooCostly("SSE", code, body.Errors[0].Extensions)
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	if grew := int64(after.HeapAlloc) - int64(before.HeapAlloc); grew > 4<<20 {
+		t.Errorf("%d subscriptions sent with documents of 1 MiB hold %.1f MiB of the heap", 2*subs, float64(grew)/(1<<20))
+	}
+	runtime.KeepAlive(ws)
+	runtime.KeepAlive(streams)
+
+	// At the bound, a subscription runs; a query of 1 MiB is answered.
+	ws.Subscribe("at-limit", doc(2*subs, querydoc.DefaultLimits.SubscriptionBytes, taskChangesQuery), vars)
+	e.waitSubscribed(t, 1)
+	e.createTask(t, "seen at the limit")
+	if c := nextTaskChange(t, ws, "at-limit"); c.Action != "task.created" {
+		t.Fatalf("a subscription of 64 KiB: %+v", c)
+	}
+	if got := e.data(t, e.member, doc(2*subs+1, big, `{ me { id } }`), nil, "me", "id"); got != e.member.ID {
+		t.Fatalf("a query of 1 MiB: %v", got)
+	}
 }

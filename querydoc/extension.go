@@ -60,7 +60,17 @@ func (e Extension) MutateOperationParameters(ctx context.Context, p *graphql.Raw
 		return nil // gqlgen answers a missing query itself
 	}
 	rc := graphql.GetOperationContext(ctx)
+	refuse := func(parsed *ast.QueryDocument, problems gqlerror.List) *gqlerror.Error {
+		rc.Stats.SetExtension(statsKey, &prepared{parsed: parsed, errs: problems})
+		// What gqlgen sets once the extensions have run, for those that
+		// report on the refused operation (metrics, access log).
+		rc.RawQuery, rc.OperationName, rc.Extensions, rc.Headers = p.Query, p.OperationName, p.Extensions, p.Headers
+		return problems[0]
+	}
 	if v, ok := e.Cache.get(p.Query); ok {
+		if gqlErr := e.Validator.limits.checkSubscription(p.Query, v.doc, p.OperationName); gqlErr != nil {
+			return refuse(v.doc, gqlerror.List{gqlErr})
+		}
 		rc.Stats.SetExtension(statsKey, &prepared{query: p.Query, doc: v.doc, parsed: v.doc, shape: v.shape, uses: v.uses,
 			secret: v.secret})
 		return nil
@@ -72,11 +82,10 @@ func (e Extension) MutateOperationParameters(ctx context.Context, p *graphql.Raw
 		shape, problems = e.Validator.Validate(p.Query, doc)
 	}
 	if problems != nil {
-		rc.Stats.SetExtension(statsKey, &prepared{parsed: doc, errs: problems})
-		// What gqlgen sets once the extensions have run, for those that
-		// report on the refused operation (metrics, access log).
-		rc.RawQuery, rc.OperationName, rc.Extensions, rc.Headers = p.Query, p.OperationName, p.Extensions, p.Headers
-		return problems[0]
+		return refuse(doc, problems)
+	}
+	if gqlErr := e.Validator.limits.checkSubscription(p.Query, doc, p.OperationName); gqlErr != nil {
+		return refuse(doc, gqlerror.List{gqlErr}) // not cached: the text is what it must not hold
 	}
 	uses, secret := e.Validator.deprecated.usesIn(doc), SecretIn(doc)
 	e.Cache.add(p.Query, cached{doc: doc, shape: shape, uses: uses, secret: secret})

@@ -53,6 +53,10 @@ type Limits struct {
 	Directives int
 	// Variables bounds the variable definitions of one operation.
 	Variables int
+	// SubscriptionBytes bounds the bytes of a document whose operation to
+	// run is a subscription (the document's whole text, its comments and
+	// other operations included). Its limit name is "subscriptionBytes".
+	SubscriptionBytes int
 }
 
 // DefaultLimits are TaskFlow's limits. The standard introspection query
@@ -84,6 +88,8 @@ var DefaultLimits = Limits{
 	Aliases:    256,
 	Directives: 10,
 	Variables:  100,
+
+	SubscriptionBytes: 64 << 10,
 }
 
 // maxErrors is how many validation errors a document gets, as in graphql-js;
@@ -262,6 +268,38 @@ func list(r *rules.Rules) []core.Rule {
 		out = append(out, core.Rule{Name: name, RuleFunc: f})
 	}
 	return out
+}
+
+// checkSubscription returns the error of query, parsed as doc, when the
+// operation named operationName is a subscription and query is longer than
+// SubscriptionBytes, or nil.
+//
+// The bound is on the text, not on what it means: a running subscription
+// keeps its text for its life (gqlgen's OperationContext.RawQuery, and the
+// parsed document, whose every name and string value is a substring of the
+// text, not only its Source), and a user may hold 100 subscriptions on an
+// instance, so a document of 1 MiB of comments held a megabyte per
+// subscription. Letting go of the text after parsing instead would need a
+// deep copy of the document with every string cloned, and a document in
+// Cache is shared by every request that sends its text; a query or a
+// mutation holds its text only while it runs. 64 KiB is the longest text
+// stored as a persisted query (apq.MaxQueryBytes), and about 20 times
+// GraphiQL's introspection query.
+func (l Limits) checkSubscription(query string, doc *ast.QueryDocument, operationName string) *gqlerror.Error {
+	if l.SubscriptionBytes <= 0 || len(query) <= l.SubscriptionBytes {
+		return nil
+	}
+	op := doc.Operations.ForName(operationName)
+	if op == nil || op.Operation != ast.Subscription {
+		return nil
+	}
+	return &gqlerror.Error{
+		Message: fmt.Sprintf("The document of a subscription is %d bytes long; the limit is %d (comments and "+
+			"other operations included).", len(query), l.SubscriptionBytes),
+		Extensions: map[string]any{
+			"code": string(errs.CodeQueryTooCostly), "limit": "subscriptionBytes", "maximum": l.SubscriptionBytes,
+		},
+	}
 }
 
 // check returns the error of the first limit shape is over, or nil.
