@@ -1518,7 +1518,7 @@ func TestWSOperationIDKeyInAnyCase(t *testing.T) {
 // SubscriptionBytes (64 KiB), longer ones are refused with QUERY_TOO_COSTLY
 // (extensions.limit "subscriptionBytes"). Eight subscriptions sent over a
 // WebSocket and eight over SSE, each with a document of 1 MiB (a comment
-// and a small subscription), held 43 MiB of the heap together; now each is
+// and a small subscription), held 34 MiB of the heap together; now each is
 // refused and the heap is as it was (within 4 MiB). A subscription of 64
 // KiB runs, and a query of 1 MiB is still answered. Not parallel: it weighs
 // the process's heap.
