@@ -990,6 +990,10 @@ func (c *wsConn) fromClient(data []byte) (_ []byte, starts bool, _ coderws.Statu
 	// read here: not the client's keys again (re-encoded, a key written twice
 	// in two cases, "type" and "TYPE", came out sorted, and gqlgen read the
 	// other one: a subscribe where a complete was followed).
+	starts = m.Type == "subscribe" || m.Type == "start"
+	if starts {
+		m.Payload = operationPayload(m.Payload)
+	}
 	out, err := json.Marshal(struct {
 		Type    string          `json:"type"`
 		ID      string          `json:"id"`
@@ -998,7 +1002,31 @@ func (c *wsConn) fromClient(data []byte) (_ []byte, starts bool, _ coderws.Statu
 	if err != nil {
 		return nil, false, c.badRequest(), "Invalid message received"
 	}
-	return out, m.Type == "subscribe" || m.Type == "start", 0, ""
+	return out, starts, 0, ""
+}
+
+// operationPayload returns the payload of a subscribe (legacy: start)
+// message with what gqlgen reads of it alone (graphql.RawParams: query,
+// operationName, variables, extensions), compacted, or p as it is when it
+// is not an object (for gqlgen to refuse). gqlgen keeps the payload it is
+// given for the operation's life: a subscription sent in a message of 1 MiB
+// padded with a member it does not read, or with whitespace, held the
+// megabyte while it ran.
+func operationPayload(p json.RawMessage) json.RawMessage {
+	var params struct {
+		Query         json.RawMessage `json:"query,omitempty"`
+		OperationName json.RawMessage `json:"operationName,omitempty"`
+		Variables     json.RawMessage `json:"variables,omitempty"`
+		Extensions    json.RawMessage `json:"extensions,omitempty"`
+	}
+	if len(p) == 0 || json.Unmarshal(p, &params) != nil {
+		return p
+	}
+	out, err := json.Marshal(params) // a RawMessage is written compacted
+	if err != nil {
+		return p
+	}
+	return out
 }
 
 // initMessage is the connection_init given to gqlgen for one whose payload
