@@ -2,6 +2,7 @@ package jsoncanon
 
 import (
 	"encoding/json"
+	"strings"
 	"unicode/utf16"
 	"unicode/utf8"
 )
@@ -14,9 +15,24 @@ import (
 // slices. Like Decoder.Decode it ignores whatever follows the object. It
 // reports false for anything else (another top-level value, a syntax error,
 // nesting deeper than 1000): the caller then decodes with encoding/json,
-// which gives the answer or the error.
+// which gives the answer or the error. It is Decoder{}.DecodeObject.
 func DecodeObject(b []byte) (map[string]any, bool) {
-	d := decoder{s: string(b)}
+	return Decoder{}.DecodeObject(b)
+}
+
+// Decoder decodes as DecodeObject and DecodeFields do, with the departure
+// its field may ask for.
+type Decoder struct {
+	// Copy gives each decoded key, string and json.Number memory of its
+	// own. Without it those without escapes are slices of one copy of the
+	// text: a value kept after the text is done with, however short, keeps
+	// all of it (a subscription's variable, a request body of 1 MiB).
+	Copy bool
+}
+
+// DecodeObject is DecodeObject with dec's departure.
+func (dec Decoder) DecodeObject(b []byte) (map[string]any, bool) {
+	d := decoder{s: string(b), copy: dec.Copy}
 	d.space()
 	if d.i >= len(d.s) || d.s[d.i] != '{' {
 		return nil, false
@@ -24,10 +40,12 @@ func DecodeObject(b []byte) (map[string]any, bool) {
 	return d.object(0)
 }
 
-// decoder reads s from i. Strings without escapes are slices of s.
+// decoder reads s from i. Strings without escapes, and numbers, are slices
+// of s unless copy is set.
 type decoder struct {
-	s string
-	i int
+	s    string
+	i    int
+	copy bool
 }
 
 func (d *decoder) space() {
@@ -47,9 +65,14 @@ func (d *decoder) space() {
 // decodes them. It reports false for anything else (field may have been
 // called for the members before the fault): the caller then decodes with
 // encoding/json. It is for decoding into a struct, whose members
-// encoding/json assigns in document order.
+// encoding/json assigns in document order. It is Decoder{}.DecodeFields.
 func DecodeFields(b []byte, field func(key string, v any)) bool {
-	d := decoder{s: string(b)}
+	return Decoder{}.DecodeFields(b, field)
+}
+
+// DecodeFields is DecodeFields with dec's departure.
+func (dec Decoder) DecodeFields(b []byte, field func(key string, v any)) bool {
+	d := decoder{s: string(b), copy: dec.Copy}
 	d.space()
 	if d.i >= len(d.s) || d.s[d.i] != '{' || !d.members(0, field) {
 		return false
@@ -226,6 +249,9 @@ func (d *decoder) number() (any, bool) {
 		}
 	}
 	d.i = i
+	if d.copy {
+		return json.Number(strings.Clone(s[start:i])), true
+	}
 	return json.Number(s[start:i]), true
 }
 
@@ -255,9 +281,12 @@ func (d *decoder) string() (string, bool) {
 	}
 	d.i = i + 1
 	if raw := s[start:i]; !escaped && (ascii || utf8.ValidString(raw)) {
+		if d.copy {
+			return strings.Clone(raw), true
+		}
 		return raw, true
 	}
-	return unquote(s[start:i])
+	return unquote(s[start:i]) // a string of its own
 }
 
 // unquote decodes the body of a string with escapes or non-ASCII bytes as

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"reflect"
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -48,6 +49,9 @@ func FuzzDecodeObject(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		got, ok := DecodeObject(b)
+		if copied, copiedOK := (Decoder{Copy: true}).DecodeObject(b); copiedOK != ok || !reflect.DeepEqual(copied, got) {
+			t.Fatalf("Decoder{Copy: true}.DecodeObject(%.500q) = %.500v %v; DecodeObject %.500v %v", b, copied, copiedOK, got, ok)
+		}
 		dec := json.NewDecoder(bytes.NewReader(b))
 		dec.UseNumber()
 		want := map[string]any{}
@@ -88,6 +92,42 @@ func TestDecodeFields(t *testing.T) {
 			t.Errorf("DecodeFields(%q) read it; it must decline", s)
 		}
 	}
+}
+
+// With Copy, what a decoder gives keeps none of the text: 64 objects of 1
+// MiB, each with a key, a string and a number kept (in an object, in an
+// array, as a member DecodeFields gives), hold a few bytes each, not the
+// 64 MiB (twice over) they hold without Copy.
+func TestDecoderCopy(t *testing.T) {
+	pad := strings.Repeat(" ", 1<<20)
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	var kept []any
+	for i := range 64 {
+		b := []byte(fmt.Sprintf(`{"o":{"k%d":"s%d"},"a":[%d],"f":"t%d"}%s`, i, i, i, i, pad))
+		m, ok := Decoder{Copy: true}.DecodeObject(b)
+		if !ok {
+			t.Fatalf("DecodeObject(%.100q) declined", b)
+		}
+		for k, v := range m["o"].(map[string]any) {
+			kept = append(kept, k, v)
+		}
+		kept = append(kept, m["a"].([]any)[0])
+		if !(Decoder{Copy: true}).DecodeFields(b, func(k string, v any) {
+			if k == "f" {
+				kept = append(kept, k, v)
+			}
+		}) {
+			t.Fatalf("DecodeFields(%.100q) declined", b)
+		}
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	if grew := int64(after.HeapAlloc) - int64(before.HeapAlloc); grew > 8<<20 {
+		t.Errorf("64 decoded keys, strings and numbers hold %d MiB of the heap: they keep their texts", grew>>20)
+	}
+	runtime.KeepAlive(kept)
 }
 
 // plainObject reports whether b is an object that DecodeObject must decode
