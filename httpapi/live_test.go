@@ -922,6 +922,50 @@ func TestSubscriptionExtensionsAreNotKept(t *testing.T) {
 	runtime.KeepAlive(ws)
 }
 
+// A subscription over SSE keeps its variables for its life, not the body
+// they came in: jsoncanon's decoded strings were slices of one copy of the
+// body, so a variable of a few bytes kept the whole of it (1 MiB), and a
+// user may hold 100 subscriptions on an instance. 8 streams, each a body of
+// 1 MiB that is a small document, its two string variables and an unknown
+// member of padding: the heap grows by the streams, not by 8 MiB.
+func TestSubscriptionVariablesDoNotHoldTheBody(t *testing.T) {
+	e := newLiveEnv(t)
+	const subs = 8
+	query, _ := json.Marshal(taskChangesQuery)
+	cursor := e.data(t, e.member, `{ changesCursor }`, nil, "changesCursor")
+	vars, _ := json.Marshal(map[string]any{"p": e.project, "after": cursor})
+	body := func() []byte {
+		head := `{"query":` + string(query) + `,"variables":` + string(vars) + `,"padding":"`
+		return []byte(head + strings.Repeat("x", httpapi.DefaultMaxBodyBytes-len(head)-64) + `"}`)
+	}
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	var streams []*apitest.SSE
+	for range subs {
+		s := e.OpenSSEBody(t, e.member.Token, body())
+		if ct := s.Res.Header.Get("Content-Type"); ct != "text/event-stream; charset=utf-8" {
+			t.Fatalf("a body of 1 MiB: %d %s", s.Res.StatusCode, ct)
+		}
+		streams = append(streams, s)
+	}
+	e.waitSubscribed(t, subs)
+	// Each subscription is running once it delivers the task's creation.
+	e.createTask(t, "seen by every subscription")
+	for _, s := range streams {
+		if ev, ok := s.Next(); !ok || ev.Event != "next" || !strings.Contains(ev.Data, "task.created") {
+			t.Fatalf("SSE: %+v %v", ev, ok)
+		}
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	if grew := int64(after.HeapAlloc) - int64(before.HeapAlloc); grew > 3<<20 {
+		t.Errorf("%d running subscriptions sent in bodies of 1 MiB hold %.1f MiB of the heap: their variables keep the bodies",
+			subs, float64(grew)/(1<<20))
+	}
+	runtime.KeepAlive(streams)
+}
+
 // A WebSocket message is at most 1 MiB, as a request body is: one of 1 MiB
 // is read, one byte more closes the connection with 1009 (message too big)
 // before the server decodes it, signed in or not.

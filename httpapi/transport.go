@@ -751,6 +751,12 @@ type postBody struct {
 // of a small read's server CPU in profiles of 2026-12-03,
 // docs/decisions/2026-12-03-canonical-encoding.md), and leaves to
 // decodeObject what jsoncanon declines (FuzzDecodeBody compares them).
+// Every string, key and json.Number it gives has memory of its own, as
+// encoding/json's do (jsoncanon's Copy): the query is kept by the document
+// caches, weighed by its own length, and a subscription keeps its variables
+// (and persisted-query extension) for its life; neither may keep the body's
+// megabyte with it (TestDecodedQueryDoesNotHoldTheBody,
+// TestSubscriptionVariablesDoNotHoldTheBody).
 func decodeBody(body []byte) (postBody, error) {
 	var b postBody
 	wrongType := false
@@ -759,10 +765,6 @@ func decodeBody(body []byte) (postBody, error) {
 		case nil:
 			return nil, true
 		case string:
-			// jsoncanon's strings share one copy of the body: a query kept
-			// by the document caches, weighed by its own length, must not
-			// keep the body's megabyte of variables with it.
-			v = strings.Clone(v)
 			return &v, true
 		}
 		return nil, false
@@ -782,7 +784,7 @@ func decodeBody(body []byte) (postBody, error) {
 		}
 		return into, false
 	}
-	ok := jsoncanon.DecodeFields(body, func(key string, v any) {
+	ok := jsoncanon.Decoder{Copy: true}.DecodeFields(body, func(key string, v any) {
 		fine := true
 		switch {
 		case strings.EqualFold(key, "query"):

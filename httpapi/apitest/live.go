@@ -167,6 +167,12 @@ type SSEEvent struct {
 func (e *Env) OpenSSE(t testing.TB, token, query string, vars map[string]any, headers ...string) *SSE {
 	t.Helper()
 	body, _ := json.Marshal(map[string]any{"query": query, "variables": vars})
+	return e.OpenSSEBody(t, token, body, headers...)
+}
+
+// OpenSSEBody is OpenSSE with the JSON body given as written.
+func (e *Env) OpenSSEBody(t testing.TB, token string, body []byte, headers ...string) *SSE {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	// A MultiReader lets go of the body once sent: the request, which the
 	// response keeps, does not hold it (tests weigh the heap while streams
