@@ -1,6 +1,7 @@
 package httpapi_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -195,7 +196,50 @@ func TestLiveTaskChangesOverWebSocket(t *testing.T) {
 // catch-up may still run; what commits after this is delivered either way).
 func (e *liveEnv) waitSubscribed(t *testing.T, n int) {
 	t.Helper()
-	for range 2000 {
+	e.waitSubscribedFor(t, n, 2000)
+}
+
+// slowPongs gives the Env a keep-alive of 5 minutes: a WebSocket whose long
+// messages wait for their caller's turn (slow under -race) reads no pong
+// meanwhile, and one that waits past twice the keep-alive is dropped.
+func slowPongs(o *httpapi.Options) { o.Streams.KeepAlive = 5 * time.Minute }
+
+// openSSEPaced is OpenSSE retried, after its retryAfter, while it is
+// answered RATE_LIMITED: the caller's turns paced past 2 s by its earlier
+// long requests (slow under -race), as a client would. Any other answer is
+// returned with its body unread.
+func (e *liveEnv) openSSEPaced(t *testing.T, token, query string, vars map[string]any) *apitest.SSE {
+	t.Helper()
+	for range 60 {
+		s := e.OpenSSE(t, token, query, vars)
+		if s.Res.Header.Get("Content-Type") == "text/event-stream; charset=utf-8" {
+			return s
+		}
+		b, err := io.ReadAll(s.Res.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var body struct {
+			Errors []struct{ Extensions map[string]any }
+		}
+		_ = json.Unmarshal(b, &body)
+		if len(body.Errors) == 0 || body.Errors[0].Extensions["code"] != string(errs.CodeRateLimited) {
+			s.Res.Body = io.NopCloser(bytes.NewReader(b))
+			return s
+		}
+		retry, _ := body.Errors[0].Extensions["retryAfter"].(float64)
+		time.Sleep(time.Duration(max(retry, 1)) * time.Second)
+	}
+	t.Fatal("SSE: still RATE_LIMITED after 60 tries")
+	return nil
+}
+
+// waitSubscribedFor is waitSubscribed polling ticks times: more for
+// subscriptions sent in long messages, read one after another at their
+// caller's pace (slow under -race).
+func (e *liveEnv) waitSubscribedFor(t *testing.T, n, ticks int) {
+	t.Helper()
+	for range ticks {
 		if e.Live.Open() >= n {
 			return
 		}
@@ -874,7 +918,7 @@ func TestWSInitPayloadIsNotKept(t *testing.T) {
 // extensions, each delivering an event, leave the heap as it was (within 16
 // MiB, where they held over 100). Not parallel: it weighs the process's heap.
 func TestSubscriptionExtensionsAreNotKept(t *testing.T) {
-	e := newLiveEnv(t)
+	e := newLiveEnv(t, slowPongs)
 	const subs = 9
 	query, _ := json.Marshal(taskChangesQuery)
 	cursor := e.data(t, e.member, `{ changesCursor }`, nil, "changesCursor")
@@ -902,7 +946,7 @@ func TestSubscriptionExtensionsAreNotKept(t *testing.T) {
 	for i := range subs {
 		ws.Send(apitest.WSMessage{Type: "subscribe", ID: strconv.Itoa(i), Payload: payload(i)})
 	}
-	e.waitSubscribed(t, subs)
+	e.waitSubscribedFor(t, subs, 24000) // 2 minutes at most
 	// Each subscription is running once it delivers the task's creation.
 	e.createTask(t, "seen by every subscription")
 	seen := map[string]bool{}
@@ -1579,7 +1623,7 @@ func TestWSOperationIDKeyInAnyCase(t *testing.T) {
 // KiB runs, and a query of 1 MiB is still answered. Not parallel: it weighs
 // the process's heap.
 func TestSubscriptionDocumentIsBounded(t *testing.T) {
-	e := newLiveEnv(t)
+	e := newLiveEnv(t, slowPongs)
 	const subs = 8
 	cursor := e.data(t, e.member, `{ changesCursor }`, nil, "changesCursor")
 	vars := map[string]any{"p": e.project, "after": cursor}
@@ -1602,7 +1646,7 @@ func TestSubscriptionDocumentIsBounded(t *testing.T) {
 	var streams []*apitest.SSE
 	for i := range subs {
 		ws.Subscribe(strconv.Itoa(i), doc(i, big, taskChangesQuery), vars)
-		streams = append(streams, e.OpenSSE(t, e.member.Token, doc(subs+i, big, taskChangesQuery), vars))
+		streams = append(streams, e.openSSEPaced(t, e.member.Token, doc(subs+i, big, taskChangesQuery), vars))
 	}
 	// Each subscription is running once it delivers the task's creation, or
 	// refused: errors then "complete" over the WebSocket, a JSON answer

@@ -702,6 +702,14 @@ func actualCost(t *testing.T, r *apitest.Response) float64 {
 	return -1
 }
 
+// slowRefill is a budget of points that refills over a day: what it shows
+// after a request is what the request took, however slow the machine (a
+// budget of 300 refilled 5 points a second by default, 1,000 one point every
+// 3.6 s).
+func slowRefill(points int) ratelimit.Config {
+	return ratelimit.Config{Points: points, Window: 24 * time.Hour}
+}
+
 // A list priced by its declared size (me.workspaces: 10, Workspace.members:
 // 50) that turns out longer is charged for its items past that size, each the
 // cost of its selection, before any of them is resolved: the budget pays for
@@ -715,7 +723,7 @@ func TestListsLongerThanPricedAreCharged(t *testing.T) {
 	)
 	t.Run("charged", func(t *testing.T) {
 		t.Parallel()
-		env, _ := limited(t, ratelimit.Config{}, nil, "")
+		env, _ := limited(t, slowRefill(1000), nil, "")
 		ann, bob, cat := env.NewUser(t, "ann"), env.NewUser(t, "bob"), env.NewUser(t, "cat")
 		joinWorkspaces(t, env, ann, 30, 0) // 20 past the price, 6 points each
 		joinWorkspaces(t, env, bob, 1, 59) // 60 members: 10 past the price, 1 point each
@@ -747,7 +755,7 @@ func TestListsLongerThanPricedAreCharged(t *testing.T) {
 	})
 	t.Run("lists charged at once", func(t *testing.T) {
 		t.Parallel()
-		env, _ := limited(t, ratelimit.Config{}, nil, "")
+		env, _ := limited(t, slowRefill(1000), nil, "")
 		ann := env.NewUser(t, "ann")
 		joinWorkspaces(t, env, ann, 30, 0)
 		// Two overruns resolving concurrently, and the rateLimit field beside them.
@@ -760,7 +768,7 @@ func TestListsLongerThanPricedAreCharged(t *testing.T) {
 	})
 	t.Run("a budget that cannot pay the overrun", func(t *testing.T) {
 		t.Parallel()
-		env, _ := limited(t, ratelimit.Config{Points: 300}, nil, "")
+		env, _ := limited(t, slowRefill(300), nil, "")
 		ann := env.NewUser(t, "ann")
 		joinWorkspaces(t, env, ann, 30, 0)
 		if r := env.Post(t, ann.Token, perWorkspace, nil); r.Code() != "" || actualCost(t, r) != 182 {

@@ -42,6 +42,10 @@ func TestWSMessagesAreDecodedInTheirCallersTurn(t *testing.T) {
 	env := apitest.New(t, func(o *httpapi.Options) {
 		o.Registry = reg
 		o.Limiter = limiterWith(t, ratelimit.Config{Points: 1 << 30, MaxCost: 1 << 30}, reg)
+		// The messages are decoded one after another at the caller's pace
+		// (slow under -race): a connection whose message waits more than
+		// twice the keep-alive is dropped for its late pong.
+		o.Streams.KeepAlive = 5 * time.Minute
 	})
 	const conns = 6
 	url := env.Server.URL + "/query"
