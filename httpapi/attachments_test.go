@@ -863,12 +863,24 @@ func TestStalledUploadsKeepNoUnreadParameters(t *testing.T) {
 	runtime.GC()
 	runtime.ReadMemStats(&before)
 	stalled, answered := e.stallUploads(head, uploads)
-	// Every stalled request has its file staged: its operation runs.
-	for {
-		if _, _, staged, _ := e.stored(t); staged == uploads {
-			break
+	// Every stalled request has its file staged (its operation runs), or was
+	// answered first: refused RATE_LIMITED when its caller's turns are paced
+	// past 2 s (decoding 1 MiB each is slow under -race). At most 2 minutes.
+	staged, refused := 0, 0
+	for i := 0; staged+refused < uploads; i++ {
+		if i == 12000 {
+			t.Fatalf("%d uploads staged, %d answered, of %d", staged, refused, uploads)
 		}
+		select {
+		case <-answered:
+			refused++
+		default:
+		}
+		_, _, staged, _ = e.stored(t)
 		time.Sleep(10 * time.Millisecond)
+	}
+	if staged < uploads/2 {
+		t.Fatalf("%d of %d uploads staged (%d answered first): too few to weigh", staged, uploads, refused)
 	}
 	runtime.GC()
 	runtime.ReadMemStats(&after)
@@ -878,7 +890,7 @@ func TestStalledUploadsKeepNoUnreadParameters(t *testing.T) {
 	for _, pw := range stalled {
 		pw.CloseWithError(io.ErrUnexpectedEOF)
 	}
-	for range stalled {
+	for range uploads - refused {
 		<-answered
 	}
 }
