@@ -119,20 +119,6 @@ func TestPersistedQueryProtocol(t *testing.T) {
 	}
 }
 
-// pollMetric reports whether series in env's /metrics reads want within
-// 2,000 reads 5 ms apart: a readiness poll on a gauge, not a timing
-// assertion.
-func pollMetric(t *testing.T, env *apitest.Env, series, want string) bool {
-	t.Helper()
-	for range 2000 {
-		if metricValue(t, env, series) == want {
-			return true
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	return false
-}
-
 // metricValue returns the value of the exposition line that starts with
 // series in env's /metrics, or "".
 func metricValue(t *testing.T, env *apitest.Env, series string) string {

@@ -10,7 +10,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -802,12 +801,10 @@ func uploadsAtOnceAreBounded(t *testing.T, e *filesEnv, limit int) {
 		"\r\n--b\r\nContent-Disposition: form-data; name=\"0\"; filename=\"a.txt\"\r\n\r\nx"
 	stalled, answered := e.stallUploads(head, limit)
 	// Every stalled request has its file staged (registered) before the next one.
-	for {
-		if _, _, uploads, _ := e.stored(t); uploads == len(stalled) {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	eventually(t, 2*time.Minute, fmt.Sprintf("%d stalled uploads staged", len(stalled)), func() bool {
+		_, _, uploads, _ := e.stored(t)
+		return uploads == len(stalled)
+	})
 	res := e.upload(t, e.member, e.task, "a", []byte("one more"), "")
 	if res.Status != http.StatusTooManyRequests || res.Code() != "RATE_LIMITED" || res.Header.Get("Retry-After") != "1" ||
 		!strings.Contains(res.Body.Errors[0]["message"].(string), fmt.Sprintf("sending %d multipart requests", limit)) {
@@ -816,16 +813,13 @@ func uploadsAtOnceAreBounded(t *testing.T, e *filesEnv, limit int) {
 	attached(t, e.upload(t, e.owner, e.task, "b", []byte("another user"), ""))
 	stalled[0].CloseWithError(io.ErrUnexpectedEOF) // the client gives up: its slot is free
 	<-answered
-	for {
+	eventually(t, 2*time.Minute, "an upload after one stalled upload ended", func() bool {
 		res := e.upload(t, e.member, e.task, "a", []byte("one more"), "")
-		if res.Status == http.StatusOK {
-			break
-		}
-		if res.Status != http.StatusTooManyRequests {
+		if res.Status != http.StatusOK && res.Status != http.StatusTooManyRequests {
 			t.Fatalf("after one stalled upload ended: %d %s", res.Status, res.Raw)
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return res.Status == http.StatusOK
+	})
 	for _, pw := range stalled[1:] {
 		pw.CloseWithError(io.ErrUnexpectedEOF)
 	}
@@ -834,12 +828,10 @@ func uploadsAtOnceAreBounded(t *testing.T, e *filesEnv, limit int) {
 	}
 	// The server discards what the stalled requests staged once it reads
 	// their end, after the client's.
-	for {
-		if _, _, uploads, _ := e.stored(t); uploads == 0 {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	eventually(t, 2*time.Minute, "the stalled uploads' staged files discarded", func() bool {
+		_, _, uploads, _ := e.stored(t)
+		return uploads == 0
+	})
 	e.expectStored(t, 2, 2, 0, 2)
 }
 
@@ -859,34 +851,29 @@ func TestStalledUploadsKeepNoUnreadParameters(t *testing.T) {
 	head := "--b\r\nContent-Disposition: form-data; name=\"operations\"\r\n\r\n" + junk +
 		"\r\n--b\r\nContent-Disposition: form-data; name=\"map\"\r\n\r\n{\"0\":[\"variables.f\"]}" +
 		"\r\n--b\r\nContent-Disposition: form-data; name=\"0\"; filename=\"a.txt\"\r\n\r\nx"
-	var before, after runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&before)
-	stalled, answered := e.stallUploads(head, uploads)
-	// Every stalled request has its file staged (its operation runs), or was
-	// answered first: refused RATE_LIMITED when its caller's turns are paced
-	// past 2 s (decoding 1 MiB each is slow under -race). At most 2 minutes.
-	staged, refused := 0, 0
-	for i := 0; staged+refused < uploads; i++ {
-		if i == 12000 {
-			t.Fatalf("%d uploads staged, %d answered, of %d", staged, refused, uploads)
+	var stalled []*io.PipeWriter
+	var answered chan struct{}
+	refused := 0
+	httpapi.HeapHeld(t, 16<<20, fmt.Sprintf("%d uploads stalled in their file", uploads), func() any {
+		stalled, answered = e.stallUploads(head, uploads)
+		// Every stalled request has its file staged (its operation runs), or was
+		// answered first: refused RATE_LIMITED when its caller's turns are paced
+		// past 2 s (decoding 1 MiB each is slow under -race).
+		staged := 0
+		eventually(t, 2*time.Minute, fmt.Sprintf("%d uploads staged or answered", uploads), func() bool {
+			select {
+			case <-answered:
+				refused++
+			default:
+			}
+			_, _, staged, _ = e.stored(t)
+			return staged+refused >= uploads
+		})
+		if staged < uploads/2 {
+			t.Fatalf("%d of %d uploads staged (%d answered first): too few to weigh", staged, uploads, refused)
 		}
-		select {
-		case <-answered:
-			refused++
-		default:
-		}
-		_, _, staged, _ = e.stored(t)
-		time.Sleep(10 * time.Millisecond)
-	}
-	if staged < uploads/2 {
-		t.Fatalf("%d of %d uploads staged (%d answered first): too few to weigh", staged, uploads, refused)
-	}
-	runtime.GC()
-	runtime.ReadMemStats(&after)
-	if grew := int64(after.HeapAlloc) - int64(before.HeapAlloc); grew > 16<<20 {
-		t.Errorf("%d stalled uploads hold %d MiB of the heap: their unread extensions or variables are kept", uploads, grew>>20)
-	}
+		return stalled
+	})
 	for _, pw := range stalled {
 		pw.CloseWithError(io.ErrUnexpectedEOF)
 	}

@@ -385,18 +385,13 @@ func TestAuditExportStuckRunTakenOver(t *testing.T) {
 	}
 	reg := prometheus.NewRegistry()
 	pass := e.worker(auditexport.Options{TakeoverAfter: after, Registerer: reg})
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+	eventually(t, 2*time.Minute, "the stuck run taken over", func() bool {
 		n, err := pass.TakeOver(t.Context())
 		if err != nil || n > 1 {
 			t.Fatalf("takeover: %d, %v", n, err)
 		}
-		if n == 1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the stuck run is not taken over after 30 s")
-		}
-	}
+		return n == 1
+	})
 	if got := gathered(t, reg, "taskflow_audit_exports_finished_total", "taken_over"); got != 1 {
 		t.Fatalf("taken_over counted %v times", got)
 	}

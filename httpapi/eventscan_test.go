@@ -167,9 +167,11 @@ func awaitHorizonPast(t *testing.T, pool *pgxpool.Pool, action string) {
 	if err := pool.QueryRow(t.Context(), `SELECT max(tx_id)::text FROM audit_events WHERE action = $1`, action).Scan(&tx); err != nil {
 		t.Fatal(err)
 	}
-	for passed := false; !passed; sleepTick() {
+	eventually(t, 2*time.Minute, "the horizon past the transactions of "+action, func() bool {
+		var passed bool
 		if err := pool.QueryRow(t.Context(), `SELECT pg_snapshot_xmin(pg_current_snapshot()) > $1::xid8`, tx).Scan(&passed); err != nil {
 			t.Fatal(err)
 		}
-	}
+		return passed
+	})
 }

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -193,10 +192,12 @@ func TestLiveTaskChangesOverWebSocket(t *testing.T) {
 }
 
 // waitSubscribed waits until n subscriptions are open on the hub (their
-// catch-up may still run; what commits after this is delivered either way).
+// catch-up may still run; what commits after this is delivered either way),
+// for 2 minutes at most: those sent in long messages are read one after
+// another at their caller's pace (slow under -race).
 func (e *liveEnv) waitSubscribed(t *testing.T, n int) {
 	t.Helper()
-	e.waitSubscribedFor(t, n, 2000)
+	eventually(t, 2*time.Minute, fmt.Sprintf("%d subscriptions open", n), func() bool { return e.Live.Open() >= n })
 }
 
 // slowPongs gives the Env a keep-alive of 5 minutes: a WebSocket whose long
@@ -232,20 +233,6 @@ func (e *liveEnv) openSSEPaced(t *testing.T, token, query string, vars map[strin
 	}
 	t.Fatal("SSE: still RATE_LIMITED after 60 tries")
 	return nil
-}
-
-// waitSubscribedFor is waitSubscribed polling ticks times: more for
-// subscriptions sent in long messages, read one after another at their
-// caller's pace (slow under -race).
-func (e *liveEnv) waitSubscribedFor(t *testing.T, n, ticks int) {
-	t.Helper()
-	for range ticks {
-		if e.Live.Open() >= n {
-			return
-		}
-		sleepTick()
-	}
-	t.Fatalf("%d subscriptions open, want %d", e.Live.Open(), n)
 }
 
 // The same over Server-Sent Events: a stream of "next" events; and a client
@@ -553,9 +540,6 @@ func containsCode(data, code string) bool {
 	return len(p.Errors) > 0 && p.Errors[0].Extensions["code"] == code
 }
 
-// sleepTick is the pause of a readiness poll.
-func sleepTick() { time.Sleep(5 * time.Millisecond) }
-
 // workspaceChanges streams the workspace's projects and memberships, each
 // as it is now: a project with its name, a member with its new role, a
 // removed member as null.
@@ -710,13 +694,7 @@ func probe(ws *apitest.WS, start string) {
 // waitOpen waits until exactly n subscriptions are open on the hub.
 func (e *liveEnv) waitOpen(t *testing.T, n int) {
 	t.Helper()
-	for range 2000 {
-		if e.Live.Open() == n {
-			return
-		}
-		sleepTick()
-	}
-	t.Fatalf("%d subscriptions open, want %d", e.Live.Open(), n)
+	eventually(t, time.Minute, fmt.Sprintf("exactly %d subscriptions open", n), func() bool { return e.Live.Open() == n })
 }
 
 // A subscribe with the id of an operation still running closes the
@@ -877,26 +855,20 @@ func TestWSInitPayloadIsNotKept(t *testing.T) {
 		n := (1<<20 - len(head) - 8) / 3
 		return []byte(head + strings.Repeat(",{}", n) + `]}}`)
 	}
-	var before, after runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&before)
-	held := make([]*apitest.WS, 0, conns)
-	for i := range conns {
-		ws := apitest.DialWS(t, url, apitest.WSOptions{NoInit: true})
-		if err := ws.Conn.Write(t.Context(), coderws.MessageText, init("")); err != nil {
-			t.Fatal(err)
+	httpapi.HeapHeld(t, 16<<20, fmt.Sprintf("%d connections acknowledged after a connection_init of 1 MiB", conns), func() any {
+		held := make([]*apitest.WS, 0, conns)
+		for i := range conns {
+			ws := apitest.DialWS(t, url, apitest.WSOptions{NoInit: true})
+			if err := ws.Conn.Write(t.Context(), coderws.MessageText, init("")); err != nil {
+				t.Fatal(err)
+			}
+			if m := ws.Next(); m.Type != "connection_ack" {
+				t.Fatalf("connection %d: connection_init answered %s %s", i+1, m.Type, m.Payload)
+			}
+			held = append(held, ws)
 		}
-		if m := ws.Next(); m.Type != "connection_ack" {
-			t.Fatalf("connection %d: connection_init answered %s %s", i+1, m.Type, m.Payload)
-		}
-		held = append(held, ws)
-	}
-	runtime.GC()
-	runtime.ReadMemStats(&after)
-	if grew := int64(after.HeapAlloc) - int64(before.HeapAlloc); grew > 16<<20 {
-		t.Errorf("%d acknowledged connections hold %d MiB of the heap: their connection_init payloads are kept", conns, grew>>20)
-	}
-	runtime.KeepAlive(held)
+		return held
+	})
 
 	ws := apitest.DialWS(t, url, apitest.WSOptions{NoInit: true})
 	if err := ws.Conn.Write(t.Context(), coderws.MessageText, init(`"authorization":"Bearer `+e.member.Token+`",`)); err != nil {
@@ -939,31 +911,24 @@ func TestSubscriptionExtensionsAreNotKept(t *testing.T) {
 				string(vars[1:]) + `}`)
 		}
 	}
-	var before, after runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&before)
-	ws := e.dial(t, e.member)
-	for i := range subs {
-		ws.Send(apitest.WSMessage{Type: "subscribe", ID: strconv.Itoa(i), Payload: payload(i)})
-	}
-	e.waitSubscribedFor(t, subs, 24000) // 2 minutes at most
-	// Each subscription is running once it delivers the task's creation.
-	e.createTask(t, "seen by every subscription")
-	seen := map[string]bool{}
-	for len(seen) < subs {
-		m := ws.Next()
-		if m.Type != "next" || !strings.Contains(string(m.Payload), "task.created") {
-			t.Fatalf("subscription %s: %s %s", m.ID, m.Type, m.Payload)
+	httpapi.HeapHeld(t, 4<<20, fmt.Sprintf("%d running subscriptions sent in padded messages of 1 MiB", subs), func() any {
+		ws := e.dial(t, e.member)
+		for i := range subs {
+			ws.Send(apitest.WSMessage{Type: "subscribe", ID: strconv.Itoa(i), Payload: payload(i)})
 		}
-		seen[m.ID] = true
-	}
-	runtime.GC()
-	runtime.ReadMemStats(&after)
-	if grew := int64(after.HeapAlloc) - int64(before.HeapAlloc); grew > 4<<20 {
-		t.Errorf("%d running subscriptions sent in padded messages of 1 MiB hold %.1f MiB of the heap: their padding is kept",
-			subs, float64(grew)/(1<<20))
-	}
-	runtime.KeepAlive(ws)
+		e.waitSubscribed(t, subs)
+		// Each subscription is running once it delivers the task's creation.
+		e.createTask(t, "seen by every subscription")
+		seen := map[string]bool{}
+		for len(seen) < subs {
+			m := ws.Next()
+			if m.Type != "next" || !strings.Contains(string(m.Payload), "task.created") {
+				t.Fatalf("subscription %s: %s %s", m.ID, m.Type, m.Payload)
+			}
+			seen[m.ID] = true
+		}
+		return ws
+	})
 }
 
 // A subscription over SSE keeps its variables for its life, not the body
@@ -982,32 +947,25 @@ func TestSubscriptionVariablesDoNotHoldTheBody(t *testing.T) {
 		head := `{"query":` + string(query) + `,"variables":` + string(vars) + `,"padding":"`
 		return []byte(head + strings.Repeat("x", httpapi.DefaultMaxBodyBytes-len(head)-64) + `"}`)
 	}
-	var before, after runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&before)
-	var streams []*apitest.SSE
-	for range subs {
-		s := e.OpenSSEBody(t, e.member.Token, body())
-		if ct := s.Res.Header.Get("Content-Type"); ct != "text/event-stream; charset=utf-8" {
-			t.Fatalf("a body of 1 MiB: %d %s", s.Res.StatusCode, ct)
+	httpapi.HeapHeld(t, 3<<20, fmt.Sprintf("%d running subscriptions sent in bodies of 1 MiB", subs), func() any {
+		var streams []*apitest.SSE
+		for range subs {
+			s := e.OpenSSEBody(t, e.member.Token, body())
+			if ct := s.Res.Header.Get("Content-Type"); ct != "text/event-stream; charset=utf-8" {
+				t.Fatalf("a body of 1 MiB: %d %s", s.Res.StatusCode, ct)
+			}
+			streams = append(streams, s)
 		}
-		streams = append(streams, s)
-	}
-	e.waitSubscribed(t, subs)
-	// Each subscription is running once it delivers the task's creation.
-	e.createTask(t, "seen by every subscription")
-	for _, s := range streams {
-		if ev, ok := s.Next(); !ok || ev.Event != "next" || !strings.Contains(ev.Data, "task.created") {
-			t.Fatalf("SSE: %+v %v", ev, ok)
+		e.waitSubscribed(t, subs)
+		// Each subscription is running once it delivers the task's creation.
+		e.createTask(t, "seen by every subscription")
+		for _, s := range streams {
+			if ev, ok := s.Next(); !ok || ev.Event != "next" || !strings.Contains(ev.Data, "task.created") {
+				t.Fatalf("SSE: %+v %v", ev, ok)
+			}
 		}
-	}
-	runtime.GC()
-	runtime.ReadMemStats(&after)
-	if grew := int64(after.HeapAlloc) - int64(before.HeapAlloc); grew > 3<<20 {
-		t.Errorf("%d running subscriptions sent in bodies of 1 MiB hold %.1f MiB of the heap: their variables keep the bodies",
-			subs, float64(grew)/(1<<20))
-	}
-	runtime.KeepAlive(streams)
+		return streams
+	})
 }
 
 // A WebSocket message is at most 1 MiB, as a request body is: one of 1 MiB
@@ -1166,23 +1124,24 @@ func tooManyStreams(t *testing.T, what string, res *http.Response, max int) {
 // the connection once upgraded.
 func dialAgain(t *testing.T, url string, o apitest.WSOptions) *apitest.WS {
 	t.Helper()
-	for {
-		ws, res, err := apitest.TryDialWS(t, url, o)
+	var ws *apitest.WS
+	eventually(t, 2*time.Minute, "the place of a closed stream given back", func() bool {
+		var res *http.Response
+		var err error
+		ws, res, err = apitest.TryDialWS(t, url, o)
 		if err == nil {
 			if !o.NoInit && ws.Ack.Type != "connection_ack" {
 				t.Fatalf("connection_init answered %+v", ws.Ack)
 			}
-			return ws
+			return true
 		}
 		if coderws.CloseStatus(err) != httpapi.CloseTooManyRequests &&
 			(res == nil || res.StatusCode != http.StatusTooManyRequests) {
 			t.Fatalf("dial: %v %v", err, res)
 		}
-		if d, ok := t.Deadline(); ok && time.Until(d) < 5*time.Second {
-			t.Fatal("the place of a closed stream was never given back")
-		}
-		sleepTick()
-	}
+		return false
+	})
+	return ws
 }
 
 // One anonymous client (its network: an IPv4 address, an IPv6 /64) holds at
@@ -1513,10 +1472,13 @@ func userCapClose(t *testing.T, url string, o apitest.WSOptions, max int) {
 // when the server has finished with it.
 func dialUserAgain(t *testing.T, url string, o apitest.WSOptions) *apitest.WS {
 	t.Helper()
-	for {
-		ws, res, err := apitest.TryDialWS(t, url, o)
+	var ws *apitest.WS
+	eventually(t, 2*time.Minute, "the place of a user's closed stream given back", func() bool {
+		var res *http.Response
+		var err error
+		ws, res, err = apitest.TryDialWS(t, url, o)
 		if err == nil && ws.Ack.Type == "connection_ack" {
-			return ws
+			return true
 		}
 		if err == nil {
 			_, err = ws.TryNext()
@@ -1525,11 +1487,9 @@ func dialUserAgain(t *testing.T, url string, o apitest.WSOptions) *apitest.WS {
 			(res == nil || res.StatusCode != http.StatusTooManyRequests) {
 			t.Fatalf("dial: %v", err)
 		}
-		if d, ok := t.Deadline(); ok && time.Until(d) < 5*time.Second {
-			t.Fatal("the place of a user's closed stream was never given back")
-		}
-		sleepTick()
-	}
+		return false
+	})
+	return ws
 }
 
 // Every way a stream ends gives its place back: the client's close (SSE,
@@ -1639,70 +1599,64 @@ func TestSubscriptionDocumentIsBounded(t *testing.T) {
 			t.Fatalf("%s: a subscription of 1 MiB answered %s %v", how, code, ext)
 		}
 	}
-	var before, after runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&before)
-	ws := e.dial(t, e.member)
-	var streams []*apitest.SSE
-	for i := range subs {
-		ws.Subscribe(strconv.Itoa(i), doc(i, big, taskChangesQuery), vars)
-		streams = append(streams, e.openSSEPaced(t, e.member.Token, doc(subs+i, big, taskChangesQuery), vars))
-	}
-	// Each subscription is running once it delivers the task's creation, or
-	// refused: errors then "complete" over the WebSocket, a JSON answer
-	// over SSE. (Refused, none opens: this waits a second for nothing.)
-	for i := 0; i < 200 && e.Live.Open() < 2*subs; i++ {
-		sleepTick()
-	}
-	e.createTask(t, "seen by every subscription")
-	for resolved := 0; resolved < subs; {
-		m := ws.Next()
-		var p struct {
-			Errors []struct{ Extensions map[string]any }
+	var ws *apitest.WS
+	httpapi.HeapHeld(t, 4<<20, fmt.Sprintf("%d subscriptions sent with documents of 1 MiB", 2*subs), func() any {
+		ws = e.dial(t, e.member)
+		var streams []*apitest.SSE
+		for i := range subs {
+			ws.Subscribe(strconv.Itoa(i), doc(i, big, taskChangesQuery), vars)
+			streams = append(streams, e.openSSEPaced(t, e.member.Token, doc(subs+i, big, taskChangesQuery), vars))
 		}
-		if m.Type == "error" {
-			_ = json.Unmarshal(m.Payload, &p.Errors)
-		} else {
-			_ = json.Unmarshal(m.Payload, &p)
+		// Each subscription is running once it delivers the task's creation, or
+		// refused: errors then "complete" over the WebSocket, a JSON answer
+		// over SSE. (Refused, none opens: this waits a second for nothing.)
+		for i := 0; i < 200 && e.Live.Open() < 2*subs; i++ {
+			time.Sleep(5 * time.Millisecond)
 		}
-		switch {
-		case m.Type == "complete":
-			resolved++ // after its refusal
-		case len(p.Errors) > 0 && (m.Type == "next" || m.Type == "error"):
-			code, _ := p.Errors[0].Extensions["code"].(string)
-			tooCostly("WebSocket", code, p.Errors[0].Extensions)
+		e.createTask(t, "seen by every subscription")
+		for resolved := 0; resolved < subs; {
+			m := ws.Next()
+			var p struct {
+				Errors []struct{ Extensions map[string]any }
+			}
 			if m.Type == "error" {
+				_ = json.Unmarshal(m.Payload, &p.Errors)
+			} else {
+				_ = json.Unmarshal(m.Payload, &p)
+			}
+			switch {
+			case m.Type == "complete":
+				resolved++ // after its refusal
+			case len(p.Errors) > 0 && (m.Type == "next" || m.Type == "error"):
+				code, _ := p.Errors[0].Extensions["code"].(string)
+				tooCostly("WebSocket", code, p.Errors[0].Extensions)
+				if m.Type == "error" {
+					resolved++
+				}
+			case m.Type == "next":
 				resolved++
+			default:
+				t.Fatalf("subscription %s: %s %.200s", m.ID, m.Type, m.Payload)
 			}
-		case m.Type == "next":
-			resolved++
-		default:
-			t.Fatalf("subscription %s: %s %.200s", m.ID, m.Type, m.Payload)
 		}
-	}
-	for _, s := range streams {
-		if s.Res.Header.Get("Content-Type") == "text/event-stream; charset=utf-8" {
-			if ev, ok := s.Next(); !ok || ev.Event != "next" {
-				t.Fatalf("SSE: %+v %v", ev, ok)
+		for _, s := range streams {
+			if s.Res.Header.Get("Content-Type") == "text/event-stream; charset=utf-8" {
+				if ev, ok := s.Next(); !ok || ev.Event != "next" {
+					t.Fatalf("SSE: %+v %v", ev, ok)
+				}
+				continue
 			}
-			continue
+			var body struct {
+				Errors []struct{ Extensions map[string]any }
+			}
+			if err := json.NewDecoder(s.Res.Body).Decode(&body); err != nil || len(body.Errors) == 0 {
+				t.Fatalf("SSE: %d %v", s.Res.StatusCode, err)
+			}
+			code, _ := body.Errors[0].Extensions["code"].(string)
+			tooCostly("SSE", code, body.Errors[0].Extensions)
 		}
-		var body struct {
-			Errors []struct{ Extensions map[string]any }
-		}
-		if err := json.NewDecoder(s.Res.Body).Decode(&body); err != nil || len(body.Errors) == 0 {
-			t.Fatalf("SSE: %d %v", s.Res.StatusCode, err)
-		}
-		code, _ := body.Errors[0].Extensions["code"].(string)
-		tooCostly("SSE", code, body.Errors[0].Extensions)
-	}
-	runtime.GC()
-	runtime.ReadMemStats(&after)
-	if grew := int64(after.HeapAlloc) - int64(before.HeapAlloc); grew > 4<<20 {
-		t.Errorf("%d subscriptions sent with documents of 1 MiB hold %.1f MiB of the heap", 2*subs, float64(grew)/(1<<20))
-	}
-	runtime.KeepAlive(ws)
-	runtime.KeepAlive(streams)
+		return []any{ws, streams}
+	})
 
 	// At the bound, a subscription runs; a query of 1 MiB is answered.
 	ws.Subscribe("at-limit", doc(2*subs, querydoc.DefaultLimits.SubscriptionBytes, taskChangesQuery), vars)

@@ -68,21 +68,19 @@ const lockSafety = 20 * time.Second
 // assertNoLockWait fails the test unless, soon, no backend of env's database
 // waits on a lock: the statement the deadline cut short was cancelled in
 // Postgres too, not only in the server. It polls (the cancel request goes on
-// a connection of its own), for at most 10 s.
+// a connection of its own) for at most half of lockSafety: after that
+// holdLock lets go of the lock, and a statement left waiting on it would
+// not be seen.
 func assertNoLockWait(t *testing.T, env *apitest.Env) {
 	t.Helper()
-	waiting := -1
-	for range 200 {
+	eventually(t, lockSafety/2, "no backend waiting on the lock after the operation was answered TIMEOUT", func() bool {
+		waiting := -1
 		if err := env.DB.Pool.QueryRow(t.Context(), `SELECT count(*) FROM pg_stat_activity
 			WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&waiting); err != nil {
 			t.Fatal(err)
 		}
-		if waiting == 0 {
-			return
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatalf("%d backends still wait on the lock after the operation was answered TIMEOUT", waiting)
+		return waiting == 0
+	})
 }
 
 // timeoutLogged checks that the request id was logged once, at WARN (no

@@ -53,20 +53,15 @@ func TestCallersTakeTurnsBeforeExecution(t *testing.T) {
 		req.Header.Set("Authorization", "Bearer "+a.Token)
 		first <- env.Do(t, req)
 	}()
+	t.Cleanup(func() { stalled.Close() }) // lets the server end, so a failure is reported
 	if _, err := stalled.Write([]byte(`{"query":"{ me`)); err != nil {
 		t.Fatal(err)
 	}
 	// A's first request holds A's turn (reading its body) before the second is sent.
-	if !pollMetric(t, env, "taskflow_ratelimit_turns_active", "1") {
-		stalled.Close()
-		t.Fatal("A's first request never took A's turn")
-	}
+	waitForMetric(t, env, "taskflow_ratelimit_turns_active", "1")
 	second := make(chan *apitest.Response, 1)
 	go func() { second <- env.Post(t, a.Token, `{ me { id } }`, nil) }()
-	if !pollMetric(t, env, "taskflow_ratelimit_turns_waiting", "1") {
-		stalled.Close() // lets the server end, so the failure is reported
-		t.Fatal("A's second request never waited for A's turn")
-	}
+	waitForMetric(t, env, "taskflow_ratelimit_turns_waiting", "1") // A's second request waits for A's turn
 	if r := env.Post(t, b.Token, `{ me { id } }`, nil); r.Code() != "" {
 		t.Fatalf("B while A's turn is held: %s", r.Raw)
 	}
@@ -108,6 +103,7 @@ func TestHeavyDocumentsExecuteInTheirCallersTurn(t *testing.T) {
 			strings.Repeat(" __typename", c.pad) + ` }`
 		before := metricValue(t, e.Env, admitted)
 		file, send := io.Pipe()
+		t.Cleanup(func() { send.CloseWithError(io.ErrUnexpectedEOF) }) // lets the server end, so a failure is reported
 		done := make(chan *apitest.Response, 1)
 		go func() {
 			done <- e.Upload(t, e.member.Token, query, map[string]any{"t": e.task, "f": nil},
@@ -117,7 +113,6 @@ func TestHeavyDocumentsExecuteInTheirCallersTurn(t *testing.T) {
 		// admission; the heavy one's cannot end before its file is sent, below.
 		ended := turnEndsOnceAdmitted(t, e.Env, before)
 		if ended != c.turnEnds {
-			send.CloseWithError(io.ErrUnexpectedEOF)
 			t.Fatalf("%s: the turn ended before the answer: %v, want %v", c.name, ended, c.turnEnds)
 		}
 		if _, err := send.Write([]byte("data")); err != nil {
@@ -297,15 +292,9 @@ func TestHeavyAndAnonymousOperationsKeepTheirTurnOnEveryTransport(t *testing.T) 
 			if !strings.Contains(answer, c.want) {
 				t.Fatalf("%s, %s operation: answered %s", name, c.what, answer)
 			}
-			ended = false
-			for i := 0; i < 2000 && !ended; i++ { // the turn ends as the answer goes
-				if ended = metricValue(t, e.Env, active) == "0"; !ended {
-					time.Sleep(5 * time.Millisecond)
-				}
-			}
-			if !ended {
-				t.Fatalf("%s, %s operation: a turn still held after the answer", name, c.what)
-			}
+			// The turn ends as the answer goes.
+			eventually(t, time.Minute, fmt.Sprintf("%s, %s operation: its turn ended after the answer", name, c.what),
+				func() bool { return metricValue(t, e.Env, active) == "0" })
 		}
 	}
 }
@@ -331,9 +320,7 @@ func newUnboundedFilesEnv(t *testing.T, reg *prometheus.Registry) *filesEnv {
 // second. Readiness polls on the metrics, not timing assertions.
 func turnEndsOnceAdmitted(t *testing.T, e *apitest.Env, before string) bool {
 	t.Helper()
-	for i := 0; i < 2000 && metricValue(t, e, admitted) == before; i++ {
-		time.Sleep(5 * time.Millisecond)
-	}
+	eventually(t, 2*time.Minute, "an operation admitted", func() bool { return metricValue(t, e, admitted) != before })
 	for i := 0; i < 200; i++ {
 		if metricValue(t, e, active) == "0" {
 			return true

@@ -72,13 +72,11 @@ func TestWSMessagesAreDecodedInTheirCallersTurn(t *testing.T) {
 		req.Header.Set("Content-Type", "application/json")
 		held <- env.Do(t, req)
 	}()
+	t.Cleanup(func() { stalled.Close() }) // lets the server end, so a failure is reported
 	if _, err := stalled.Write([]byte(`{"query":"{ __typ`)); err != nil {
 		t.Fatal(err)
 	}
-	if !pollMetric(t, env, "taskflow_ratelimit_turns_active", "1") {
-		stalled.Close()
-		t.Fatal("the anonymous request never took its caller's turn")
-	}
+	waitForMetric(t, env, "taskflow_ratelimit_turns_active", "1") // the anonymous request holds its caller's turn
 
 	var before, after runtime.MemStats
 	runtime.GC()
@@ -94,11 +92,7 @@ func TestWSMessagesAreDecodedInTheirCallersTurn(t *testing.T) {
 	// Each connection waits for the caller's turn: before it reads its
 	// message now; before its operation is prepared, its message decoded,
 	// it did.
-	if !pollMetric(t, env, "taskflow_ratelimit_turns_waiting", strconv.Itoa(conns)) {
-		stalled.Close()
-		t.Fatalf("%d connections never waited for their caller's turn (waiting: %s)",
-			conns, metricValue(t, env, "taskflow_ratelimit_turns_waiting"))
-	}
+	waitForMetric(t, env, "taskflow_ratelimit_turns_waiting", strconv.Itoa(conns))
 	runtime.ReadMemStats(&after)
 	allocated := after.TotalAlloc - before.TotalAlloc
 	t.Logf("allocated while %d messages of 1 MiB waited for their caller's turn: %d MiB", conns, allocated>>20)
