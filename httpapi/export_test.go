@@ -24,8 +24,9 @@ func HeapHeld(t testing.TB, bound int64, what string, hold func() any) {
 	runtime.ReadMemStats(&after)
 	runtime.KeepAlive(kept)
 	grew := int64(after.HeapAlloc) - int64(before.HeapAlloc)
-	t.Logf("%s hold %.1f MiB of the heap (at most %d MiB)", what, float64(grew)/(1<<20), bound>>20)
 	if grew > bound {
 		t.Errorf("%s hold %.1f MiB of the heap, over %d MiB", what, float64(grew)/(1<<20), bound>>20)
+	} else {
+		t.Logf("%s hold %.1f MiB of the heap (at most %d MiB)", what, float64(grew)/(1<<20), bound>>20)
 	}
 }

@@ -886,9 +886,10 @@ func TestWSInitPayloadIsNotKept(t *testing.T) {
 // An operation's extensions are read for persistedQuery and not kept: a
 // subscription held the request's extensions, up to its 1 MiB decoded (about
 // 20 MiB for one of empty objects), for its life, and a user may hold 100
-// subscriptions on an instance. Eight subscriptions sent with such
-// extensions, each delivering an event, leave the heap as it was (within 16
-// MiB, where they held over 100). Not parallel: it weighs the process's heap.
+// subscriptions on an instance. Nine subscriptions sent in messages of 1 MiB
+// (padded in their extensions, an unread member or whitespace), each
+// delivering an event, leave the heap as it was (within 4 MiB; with their
+// extensions kept, 67 MiB). Not parallel: it weighs the process's heap.
 func TestSubscriptionExtensionsAreNotKept(t *testing.T) {
 	e := newLiveEnv(t, slowPongs)
 	const subs = 9
