@@ -52,19 +52,7 @@ func postPQ(t *testing.T, env *apitest.Env, token, query, hash string, vars map[
 func getPQ(t *testing.T, env *apitest.Env, token, hash string, vars map[string]any) *apitest.Response {
 	t.Helper()
 	ext, _ := json.Marshal(pqExt(hash))
-	v := url.Values{"extensions": {string(ext)}}
-	if vars != nil {
-		b, _ := json.Marshal(vars)
-		v.Set("variables", string(b))
-	}
-	req, err := http.NewRequest(http.MethodGet, env.Server.URL+"/query?"+v.Encode(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	return env.Do(t, req)
+	return getWith(t, env, url.Values{"extensions": {string(ext)}}, vars, token)
 }
 
 // wantNotFound checks the protocol's first answer.

@@ -93,6 +93,17 @@ func (e *exportEnv) start(t *testing.T, u apitest.User, in map[string]any, key *
 	return &out.StartAuditExport, r
 }
 
+// started starts an export of e's workspace in format as its admin, and
+// fails the test if it is refused.
+func (e *exportEnv) started(t *testing.T, format string) *exportView {
+	t.Helper()
+	x, r := e.start(t, e.admin, map[string]any{"workspaceId": e.ws, "format": format}, nil)
+	if x == nil {
+		t.Fatalf("start: %s", r.Raw)
+	}
+	return x
+}
+
 func (e *exportEnv) get(t *testing.T, u apitest.User, id string) (*exportView, *apitest.Response) {
 	t.Helper()
 	r := e.Post(t, u.Token, auditExportQuery, map[string]any{"id": id})
@@ -306,10 +317,7 @@ func TestAuditExportCrashHalfWayThenRetry(t *testing.T) {
 	t.Parallel()
 	e := newExportEnv(t)
 	e.manyEvents(t)
-	x, r := e.start(t, e.admin, map[string]any{"workspaceId": e.ws, "format": "NDJSON"}, nil)
-	if x == nil {
-		t.Fatalf("start: %s", r.Raw)
-	}
+	x := e.started(t, "NDJSON")
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
 	w := e.worker(auditexport.Options{})
@@ -442,10 +450,7 @@ func TestAuditExportStuckRunTakenOver(t *testing.T) {
 func TestAuditExportFailedAfterMaxTakeovers(t *testing.T) {
 	t.Parallel()
 	e := newExportEnv(t)
-	x, r := e.start(t, e.admin, map[string]any{"workspaceId": e.ws, "format": "CSV"}, nil)
-	if x == nil {
-		t.Fatalf("start: %s", r.Raw)
-	}
+	x := e.started(t, "CSV")
 	reg := prometheus.NewRegistry()
 	pass := e.worker(auditexport.Options{TakeoverAfter: time.Minute, Registerer: reg})
 	for run := 1; run <= store.AuditExportMaxTakeovers+1; run++ {
@@ -481,10 +486,7 @@ func TestAuditExportFailedAfterMaxTakeovers(t *testing.T) {
 func (e *exportEnv) startGated(t *testing.T, pass int, o auditexport.Options) (*exportView, *gate, *auditexport.Worker, <-chan error) {
 	t.Helper()
 	e.manyEvents(t)
-	x, r := e.start(t, e.admin, map[string]any{"workspaceId": e.ws, "format": "NDJSON"}, nil)
-	if x == nil {
-		t.Fatalf("start: %s", r.Raw)
-	}
+	x := e.started(t, "NDJSON")
 	g, u := newGate(t, e.dir, pass)
 	bs, err := blobs.Open(t.Context(), blobs.Options{URL: u, DB: e.DB, Log: quiet})
 	if err != nil {
@@ -565,10 +567,7 @@ func TestAuditExportMetrics(t *testing.T) {
 	e := newExportEnv(t)
 	reg := prometheus.NewRegistry()
 	w := e.worker(auditexport.Options{Registerer: reg})
-	x, r := e.start(t, e.admin, map[string]any{"workspaceId": e.ws, "format": "CSV"}, nil)
-	if x == nil {
-		t.Fatalf("start: %s", r.Raw)
-	}
+	x := e.started(t, "CSV")
 	if q, run := gathered(t, reg, "taskflow_audit_exports", "QUEUED"), gathered(t, reg, "taskflow_audit_exports", "RUNNING"); q != 1 || run != 0 {
 		t.Fatalf("queued %v, running %v; want 1 and 0", q, run)
 	}
@@ -650,10 +649,7 @@ func TestAuditExportConfiguredStartLimits(t *testing.T) {
 func TestAuditExportTooLargeFails(t *testing.T) {
 	t.Parallel()
 	e := newExportEnv(t)
-	x, r := e.start(t, e.admin, map[string]any{"workspaceId": e.ws, "format": "CSV"}, nil)
-	if x == nil {
-		t.Fatalf("start: %s", r.Raw)
-	}
+	x := e.started(t, "CSV")
 	err := e.worker(auditexport.Options{MaxBytes: 1000}).Work(t.Context(), e.job(t, x.ID, 1))
 	if !errors.As(err, new(*river.JobCancelError)) {
 		t.Fatalf("work: %v, want a cancellation (no retry)", err)
@@ -672,10 +668,7 @@ func TestAuditExportTooLargeFails(t *testing.T) {
 func TestAuditExportExpiry(t *testing.T) {
 	t.Parallel()
 	e := newExportEnv(t)
-	x, r := e.start(t, e.admin, map[string]any{"workspaceId": e.ws, "format": "CSV"}, nil)
-	if x == nil {
-		t.Fatalf("start: %s", r.Raw)
-	}
+	x := e.started(t, "CSV")
 	if err := e.worker(auditexport.Options{}).Work(t.Context(), e.job(t, x.ID, 1)); err != nil {
 		t.Fatal(err)
 	}

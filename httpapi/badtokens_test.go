@@ -47,6 +47,12 @@ func badTokenEnv(t *testing.T, db *store.DB, prefix string, badTokens int) *apit
 	return badTokenEnvPer(t, db, prefix, badTokens, time.Duration(badTokens)*time.Second)
 }
 
+// badToken sends env a query with a token no user has, from client.
+func badToken(t *testing.T, env *apitest.Env, client string) *apitest.Response {
+	t.Helper()
+	return env.Post(t, auth.NewToken(), `{ __typename }`, nil, "X-Forwarded-For", client)
+}
+
 // badTokenEnvPer is badTokenEnv with badTokens invalid tokens per window.
 func badTokenEnvPer(t *testing.T, db *store.DB, prefix string, badTokens int, window time.Duration) *apitest.Env {
 	t.Helper()
@@ -86,7 +92,7 @@ func TestBadTokensAreLimitedPerNetwork(t *testing.T) {
 	}
 	before := lookups.n.Load()
 	for i := range 5 {
-		res := env.Post(t, auth.NewToken(), `{ __typename }`, nil, "X-Forwarded-For", flooder)
+		res := badToken(t, env, flooder)
 		if res.Status != http.StatusUnauthorized || res.Code() != "UNAUTHENTICATED" {
 			t.Fatalf("bad token %d within the budget: %d %s", i, res.Status, res.Raw)
 		}
@@ -94,7 +100,7 @@ func TestBadTokensAreLimitedPerNetwork(t *testing.T) {
 	if n := lookups.n.Load() - before; n != 5 {
 		t.Fatalf("%d token lookups for 5 bad tokens", n)
 	}
-	res := env.Post(t, auth.NewToken(), `{ __typename }`, nil, "X-Forwarded-For", flooder)
+	res := badToken(t, env, flooder)
 	if res.Status != http.StatusTooManyRequests || res.Code() != "RATE_LIMITED" {
 		t.Fatalf("bad token past the budget: %d %s", res.Status, res.Raw)
 	}
@@ -107,7 +113,7 @@ func TestBadTokensAreLimitedPerNetwork(t *testing.T) {
 	}
 	refusedAt, lookedUp := time.Now(), lookups.n.Load()
 	for i := range 30 {
-		res := env.Post(t, auth.NewToken(), `{ __typename }`, nil, "X-Forwarded-For", flooder)
+		res := badToken(t, env, flooder)
 		if res.Status != http.StatusTooManyRequests || res.Code() != "RATE_LIMITED" || res.Header.Get("Retry-After") == "" {
 			t.Fatalf("bad token %d while refused: %d %s", i, res.Status, res.Raw)
 		}
@@ -130,7 +136,7 @@ func TestBadTokensAreLimitedPerNetwork(t *testing.T) {
 	}
 	time.Sleep(time.Until(refusedAt.Add(time.Duration(retry) * time.Second)))
 	lookedUp = lookups.n.Load()
-	res = env.Post(t, auth.NewToken(), `{ __typename }`, nil, "X-Forwarded-For", flooder)
+	res = badToken(t, env, flooder)
 	if res.Status != http.StatusUnauthorized || res.Code() != "UNAUTHENTICATED" {
 		t.Fatalf("bad token after Retry-After: %d %s", res.Status, res.Raw)
 	}
@@ -154,7 +160,7 @@ func TestValidTokensDoNotSpendTheBadTokenBudget(t *testing.T) {
 		}
 	}
 	for i := range 3 {
-		if res := env.Post(t, auth.NewToken(), `{ __typename }`, nil, "X-Forwarded-For", office); res.Status != http.StatusUnauthorized {
+		if res := badToken(t, env, office); res.Status != http.StatusUnauthorized {
 			t.Fatalf("bad token %d after valid ones: %d %s", i, res.Status, res.Raw)
 		}
 	}
@@ -169,15 +175,15 @@ func TestBadTokenBudgetHoldsAcrossInstances(t *testing.T) {
 	a, b := badTokenEnv(t, db, prefix, 4), badTokenEnv(t, db, prefix, 4)
 	const client = "198.51.100.99"
 	for i, env := range []*apitest.Env{a, b, a, b} {
-		if res := env.Post(t, auth.NewToken(), `{ __typename }`, nil, "X-Forwarded-For", client); res.Status != http.StatusUnauthorized {
+		if res := badToken(t, env, client); res.Status != http.StatusUnauthorized {
 			t.Fatalf("bad token %d: %d %s", i, res.Status, res.Raw)
 		}
 	}
-	if res := b.Post(t, auth.NewToken(), `{ __typename }`, nil, "X-Forwarded-For", client); res.Status != http.StatusTooManyRequests {
+	if res := badToken(t, b, client); res.Status != http.StatusTooManyRequests {
 		t.Fatalf("fifth bad token, on the second instance: %d %s", res.Status, res.Raw)
 	}
 	lookedUp := lookups.n.Load()
-	if res := b.Post(t, auth.NewToken(), `{ __typename }`, nil, "X-Forwarded-For", client); res.Status != http.StatusTooManyRequests {
+	if res := badToken(t, b, client); res.Status != http.StatusTooManyRequests {
 		t.Fatalf("bad token while refused: %d %s", res.Status, res.Raw)
 	}
 	if n := lookups.n.Load() - lookedUp; n != 0 {
@@ -277,7 +283,7 @@ func TestBadTokensOnWebSocketOperations(t *testing.T) {
 		}
 	}
 	// The same budget over HTTP.
-	if res := env.Post(t, auth.NewToken(), `{ __typename }`, nil, "X-Forwarded-For", client); res.Status != http.StatusTooManyRequests {
+	if res := badToken(t, env, client); res.Status != http.StatusTooManyRequests {
 		t.Fatalf("a bad token over HTTP from the same client: %d %s", res.Status, res.Raw)
 	}
 }

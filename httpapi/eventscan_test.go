@@ -44,11 +44,11 @@ func (e *liveEnv) exec(t *testing.T, sql string, args ...any) {
 	}
 }
 
-// dayLimiter is a limiter of 1,000 points a day: what a test spends does not
-// come back while it runs.
-func dayLimiter(t *testing.T) *ratelimit.Limiter {
+// dayLimiter is a limiter of 1,000 points a day (what a test spends does not
+// come back while it runs) with MAX_QUERY_COST maxCost (0: its default).
+func dayLimiter(t *testing.T, maxCost int) *ratelimit.Limiter {
 	t.Helper()
-	lim, err := ratelimit.New(ratelimit.Options{Config: ratelimit.Config{Window: 24 * time.Hour},
+	lim, err := ratelimit.New(ratelimit.Options{Config: ratelimit.Config{Window: 24 * time.Hour, MaxCost: maxCost},
 		KeyPrefix: ratelimittest.Prefix(), Log: quiet, Registerer: prometheus.NewRegistry()})
 	if err != nil {
 		t.Fatal(err)
@@ -66,7 +66,7 @@ func dayLimiter(t *testing.T) *ratelimit.Limiter {
 // match. An ordinary page costs what it did.
 func TestAuditEventsScanIsBoundedAndCharged(t *testing.T) {
 	t.Parallel()
-	e := newAuditEnv(t, func(o *httpapi.Options) { o.Limiter = dayLimiter(t) })
+	e := newAuditEnv(t, func(o *httpapi.Options) { o.Limiter = dayLimiter(t, 0) })
 	scanEvents(t, e, e.ws, e.owner.ID, "task.created", 25000)
 	const q = `query($ws: ID!, $f: AuditEventFilter, $after: String) {
 		auditEvents(workspaceId: $ws, filter: $f, first: 1, after: $after) { nodes { entityId } pageInfo { hasNextPage endCursor } } }`
@@ -134,7 +134,7 @@ func TestAuditEventsScanIsBoundedAndCharged(t *testing.T) {
 // every 1,000 events it looked at.
 func TestSubscriptionCatchUpIsCharged(t *testing.T) {
 	t.Parallel()
-	e := newLiveEnv(t, func(o *httpapi.Options) { o.Limiter = dayLimiter(t) })
+	e := newLiveEnv(t, func(o *httpapi.Options) { o.Limiter = dayLimiter(t, 0) })
 	cursor := e.data(t, e.admin, `{ changesCursor }`, nil, "changesCursor").(string)
 	scanEvents(t, e, e.ws, e.owner.ID, "project.updated", 25000)
 	// The events are read from the spine once every transaction begun

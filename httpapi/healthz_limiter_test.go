@@ -1,9 +1,7 @@
 package httpapi_test
 
 import (
-	"encoding/json"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -16,30 +14,10 @@ import (
 	"taskflow/ratelimit/ratelimittest"
 )
 
-// limiterHealth is /healthz with the rate limiter's view of Redis.
-type limiterHealth struct {
-	Status string `json:"status"`
-	Redis  struct {
-		OK    bool   `json:"ok"`
-		Mode  string `json:"mode"`
-		Error string `json:"error"`
-	} `json:"redis"`
-}
-
-func getLimiterHealth(t *testing.T, h http.Handler) (int, limiterHealth) {
-	t.Helper()
-	rec := serve(h, httptest.NewRequest(http.MethodGet, "/healthz", nil))
-	var b limiterHealth
-	if err := json.Unmarshal(rec.Body.Bytes(), &b); err != nil {
-		t.Fatalf("healthz body %q: %v", rec.Body, err)
-	}
-	return rec.Code, b
-}
-
 func TestHealthzShowsInProcessRateLimiting(t *testing.T) {
 	t.Parallel()
 	env := apitest.New(t)
-	code, b := getLimiterHealth(t, env.Handler)
+	code, b := getHealth(t, env.Handler)
 	if code != http.StatusOK || b.Status != "ok" || !b.Redis.OK || b.Redis.Mode != "memory" || b.Redis.Error != "" {
 		t.Fatalf("healthz = %d %+v, want 200 ok with redis memory", code, b)
 	}
@@ -56,14 +34,14 @@ func TestHealthzFollowsTheLimiterThroughARedisOutage(t *testing.T) {
 	t.Cleanup(lim.Close)
 	env := apitest.New(t, func(o *httpapi.Options) { o.Limiter = lim })
 
-	code, b := getLimiterHealth(t, env.Handler)
+	code, b := getHealth(t, env.Handler)
 	if code != http.StatusOK || b.Status != "ok" || !b.Redis.OK || b.Redis.Mode != "redis" {
 		t.Fatalf("with Redis: %d %+v", code, b)
 	}
 
 	// Killed with no traffic since: /healthz finds out by itself.
 	redisSrv.Stop()
-	code, b = getLimiterHealth(t, env.Handler)
+	code, b = getHealth(t, env.Handler)
 	if code != http.StatusOK || b.Status != "degraded" || b.Redis.OK || b.Redis.Mode != "memory-fallback" || b.Redis.Error == "" {
 		t.Fatalf("with Redis down: %d %+v, want 200 degraded memory-fallback", code, b)
 	}
@@ -76,7 +54,7 @@ func TestHealthzFollowsTheLimiterThroughARedisOutage(t *testing.T) {
 
 	redisSrv.Start()
 	eventually(t, 2*time.Minute, "back to Redis", lim.Healthy)
-	code, b = getLimiterHealth(t, env.Handler)
+	code, b = getHealth(t, env.Handler)
 	if code != http.StatusOK || b.Status != "ok" || !b.Redis.OK || b.Redis.Mode != "redis" || b.Redis.Error != "" {
 		t.Fatalf("after recovery: %d %+v", code, b)
 	}
@@ -85,7 +63,7 @@ func TestHealthzFollowsTheLimiterThroughARedisOutage(t *testing.T) {
 func TestHealthz503OnlyForPostgres(t *testing.T) {
 	t.Parallel()
 	h := offlineHandler(t, httpapi.Options{Limiter: apitest.Unlimited()})
-	code, b := getLimiterHealth(t, h)
+	code, b := getHealth(t, h)
 	if code != http.StatusServiceUnavailable || b.Status != "unavailable" || b.Redis.Mode != "memory" || !b.Redis.OK {
 		t.Fatalf("healthz = %d %+v, want 503 with redis memory ok", code, b)
 	}

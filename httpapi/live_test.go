@@ -707,11 +707,20 @@ func TestWSDuplicateSubscribeCloses4409(t *testing.T) {
 	e := newLiveEnv(t)
 	ws := e.watchTasks(t, e.member)
 	ws.Subscribe("1", taskChangesQuery, map[string]any{"p": e.project})
-	probe(ws, "subscribe")
+	closedAsDuplicate(t, ws, "subscribe")
+	e.waitOpen(t, 0)
+}
+
+// closedAsDuplicate checks that the server closes ws with 4409 "Subscriber
+// for 1 already exists", after a second start (a subscribe, or the legacy
+// start) of the running operation 1; a probe of that start makes a server
+// that did not close answer, and the check fail at once.
+func closedAsDuplicate(t *testing.T, ws *apitest.WS, start string) {
+	t.Helper()
+	probe(ws, start)
 	if ce := wsClosed(t, ws); ce.Code != httpapi.CloseSubscriberExists || ce.Reason != "Subscriber for 1 already exists" {
 		t.Fatalf("closed with %d %q, want 4409 \"Subscriber for 1 already exists\"", ce.Code, ce.Reason)
 	}
-	e.waitOpen(t, 0)
 }
 
 // The legacy subprotocol graphql-ws (subscriptions-transport-ws) has no
@@ -729,10 +738,7 @@ func TestWSLegacyDuplicateStartCloses4409(t *testing.T) {
 	ws.Send(apitest.WSMessage{Type: "start", ID: "1", Payload: p})
 	e.waitSubscribed(t, 1)
 	ws.Send(apitest.WSMessage{Type: "start", ID: "1", Payload: p})
-	probe(ws, "start")
-	if ce := wsClosed(t, ws); ce.Code != httpapi.CloseSubscriberExists || ce.Reason != "Subscriber for 1 already exists" {
-		t.Fatalf("closed with %d %q, want 4409", ce.Code, ce.Reason)
-	}
+	closedAsDuplicate(t, ws, "start")
 	e.waitOpen(t, 0)
 }
 
@@ -816,10 +822,7 @@ func TestWSOperationIDReusedAfterComplete(t *testing.T) {
 	ws.Subscribe("1", taskChangesQuery, map[string]any{"p": e.project})
 	e.waitSubscribed(t, 1)
 	ws.Subscribe("1", taskChangesQuery, map[string]any{"p": e.project})
-	probe(ws, "subscribe")
-	if ce := wsClosed(t, ws); ce.Code != httpapi.CloseSubscriberExists {
-		t.Fatalf("a duplicate after reuse: closed with %d %q, want 4409", ce.Code, ce.Reason)
-	}
+	closedAsDuplicate(t, ws, "subscribe") // a duplicate after reuse
 }
 
 // An operation id is at most 93 bytes (the longest whose 4409 reason fits a
@@ -1435,35 +1438,32 @@ func TestLiveStreamsWaitingForInit(t *testing.T) {
 // network's cap of max anonymous streams.
 func anonymousCapClose(t *testing.T, url string, o apitest.WSOptions, max int) {
 	t.Helper()
-	ws, res, err := apitest.TryDialWS(t, url, o)
-	if res != nil && res.StatusCode != http.StatusSwitchingProtocols {
-		t.Fatalf("an anonymous WebSocket over its network's cap: upgrade answered %d", res.StatusCode)
-	}
-	if err == nil {
-		_, err = ws.TryNext()
-	}
-	var ce coderws.CloseError
-	if !errors.As(err, &ce) || ce.Code != httpapi.CloseTooManyRequests ||
-		!strings.Contains(ce.Reason, "anonymous") || !strings.Contains(ce.Reason, "at most "+strconv.Itoa(max)+" per network") {
-		t.Fatalf("an anonymous WebSocket over its network's cap: %v, want closed with %d", err, httpapi.CloseTooManyRequests)
-	}
+	capClose(t, url, o, "an anonymous WebSocket over its network's cap", "anonymous", "at most "+strconv.Itoa(max)+" per network")
 }
 
 // userCapClose fails the test unless a WebSocket dialled with o is closed at
 // its connection_init with 4429 for its user's cap of max.
 func userCapClose(t *testing.T, url string, o apitest.WSOptions, max int) {
 	t.Helper()
+	capClose(t, url, o, "a WebSocket over its user's cap", "at most "+strconv.Itoa(max)+" per user")
+}
+
+// capClose fails the test, naming what, unless a WebSocket dialled with o is
+// upgraded, then closed at its connection_init with 4429, a reason that
+// holds each of reason.
+func capClose(t *testing.T, url string, o apitest.WSOptions, what string, reason ...string) {
+	t.Helper()
 	ws, res, err := apitest.TryDialWS(t, url, o)
 	if res != nil && res.StatusCode != http.StatusSwitchingProtocols {
-		t.Fatalf("a WebSocket over its user's cap: upgrade answered %d", res.StatusCode)
+		t.Fatalf("%s: upgrade answered %d", what, res.StatusCode)
 	}
 	if err == nil {
 		_, err = ws.TryNext()
 	}
 	var ce coderws.CloseError
 	if !errors.As(err, &ce) || ce.Code != httpapi.CloseTooManyRequests ||
-		!strings.Contains(ce.Reason, "at most "+strconv.Itoa(max)+" per user") {
-		t.Fatalf("a WebSocket over its user's cap: %v, want closed with %d", err, httpapi.CloseTooManyRequests)
+		slices.ContainsFunc(reason, func(r string) bool { return !strings.Contains(ce.Reason, r) }) {
+		t.Fatalf("%s: %v, want closed with %d", what, err, httpapi.CloseTooManyRequests)
 	}
 }
 

@@ -5,9 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"taskflow/httpapi"
 	"taskflow/httpapi/apitest"
-	"taskflow/store/storetest"
 )
 
 // A connection's first out of 1..100 was refused only as its field ran
@@ -20,13 +18,7 @@ import (
 // still runs.
 func TestFirstOutOfRangeIsRefusedBeforeTheCharge(t *testing.T) {
 	t.Parallel()
-	lim := dayLimiter(t)
-	env := apitest.New(t, func(o *httpapi.Options) { o.Limiter = lim })
-	fx := newFixture(t, env)
-	budget := func() int {
-		t.Helper()
-		return lim.Afford(t.Context(), fx.owner, 0).Budget.Remaining
-	}
+	env, fx, budget := budgetedFixture(t)
 	const (
 		message = "first must be between 1 and 100"
 		tasks   = `query($p: ID!, $n: Int) { me { id } project(id: $p) { tasks(first: $n) { nodes { id } } } }`
@@ -48,19 +40,7 @@ func TestFirstOutOfRangeIsRefusedBeforeTheCharge(t *testing.T) {
 		{"in a mutation's selection", `mutation($id: ID!) { updateTask(id: $id, input: {title: "ran"}) { id comments(first: -1) { nodes { id } } } }`,
 			map[string]any{"id": fx.task}},
 	} {
-		before, rows := budget(), storetest.Snapshot(t, env.DB.Pool)
-		r := env.Post(t, fx.token, c.query, c.vars)
-		msg, _ := errorAt(r, 0)["message"].(string)
-		if r.Status != http.StatusOK || r.Code() != "BAD_USER_INPUT" || msg != message || len(r.Body.Errors) != 1 {
-			t.Errorf("%s: %d %s, want BAD_USER_INPUT %q", c.name, r.Status, r.Raw, message)
-		}
-		if len(r.Body.Data) != 0 && string(r.Body.Data) != "null" {
-			t.Errorf("%s: data %s, want none: nothing runs", c.name, r.Body.Data)
-		}
-		if after := budget(); after != before {
-			t.Errorf("%s: %d points left after it, %d before: charged %d", c.name, after, before, before-after)
-		}
-		storetest.AssertUnchanged(t, env.DB.Pool, rows, c.name)
+		refusedBeforeTheCharge(t, env, fx, budget, c.name, c.query, c.vars, message)
 	}
 
 	// Over GET, as application/graphql-response+json (400: refused

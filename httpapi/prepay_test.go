@@ -9,27 +9,55 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/prometheus/client_golang/prometheus"
 
 	"taskflow/httpapi"
 	"taskflow/httpapi/apitest"
 	"taskflow/ratelimit"
-	"taskflow/ratelimit/ratelimittest"
 	"taskflow/store"
 	"taskflow/store/storetest"
 )
 
 // countedEnv is an API on a pool that counts the statements sql matches,
-// batched ones too, with dayLimiter's budget of 1,000 points a day.
-func countedEnv(t *testing.T, match func(sql string) bool) (*apitest.Env, *storetest.Statements, *ratelimit.Limiter) {
+// batched ones too, with dayLimiter's budget of 1,000 points a day and
+// MAX_QUERY_COST maxCost (0: its default).
+func countedEnv(t *testing.T, maxCost int, match func(sql string) bool) (*apitest.Env, *storetest.Statements, *ratelimit.Limiter) {
 	t.Helper()
 	n := &storetest.Statements{Match: match, Batches: true}
-	lim := dayLimiter(t)
+	lim := dayLimiter(t, maxCost)
 	db := store.New(storetest.PoolWith(t, func(c *pgxpool.Config) { c.ConnConfig.Tracer = n }), nil)
 	return apitest.NewOn(t, db, func(o *httpapi.Options) { o.Limiter = lim }), n, lim
+}
+
+// pageScan matches the statement of a page of audit events that looks past
+// what it keeps (its window), the scan a page's worst case pays for.
+func pageScan(sql string) bool { return strings.Contains(sql, "row_number() OVER w") }
+
+// catchUpRead matches a subscription's catch-up read (a pageScan up to the
+// horizon).
+func catchUpRead(sql string) bool { return pageScan(sql) && strings.Contains(sql, "horizon") }
+
+// scannedWorkspace is an auditEnv on env whose owner's workspace holds
+// events task.created events (scanEvents), for the scans' tests.
+func scannedWorkspace(t *testing.T, env *apitest.Env, events int) *auditEnv {
+	t.Helper()
+	e := &auditEnv{Env: env}
+	e.owner = e.NewUser(t, "Owner")
+	e.ws = e.workspace(t, map[apitest.User]store.Role{e.owner: store.RoleOwner})
+	scanEvents(t, e, e.ws, e.owner.ID, "task.created", events)
+	return e
+}
+
+// newAdmin is a new user, made an ADMIN of e's workspace ws by SQL.
+func newAdmin(t *testing.T, e interface {
+	NewUser(t testing.TB, name string) apitest.User
+	exec(t *testing.T, sql string, args ...any)
+}, ws string) apitest.User {
+	t.Helper()
+	u := e.NewUser(t, "Admin")
+	e.exec(t, `INSERT INTO members (workspace_id, user_id, role) VALUES ($1, $2, 'ADMIN')`, ws, u.ID)
+	return u
 }
 
 // leave spends u's budget until points are left (left's own query included).
@@ -76,19 +104,15 @@ func expectRefused(t *testing.T, what string, r *apitest.Response) {
 // its index serves whole (at most first+1 events) needs nothing more.
 func TestAuditScanIsRefusedBeforeItRuns(t *testing.T) {
 	t.Parallel()
-	env, scans, lim := countedEnv(t, func(sql string) bool { return strings.Contains(sql, "row_number() OVER w") })
-	e := &auditEnv{Env: env}
-	e.owner = e.NewUser(t, "Owner")
-	e.ws = e.workspace(t, map[apitest.User]store.Role{e.owner: store.RoleOwner})
-	scanEvents(t, e, e.ws, e.owner.ID, "task.created", 25000)
+	env, scans, lim := countedEnv(t, 0, pageScan)
+	e := scannedWorkspace(t, env, 25000)
 	const q = `query($ws: ID!, $f: AuditEventFilter) {
 		auditEvents(workspaceId: $ws, filter: $f, first: 1) { nodes { entityId } pageInfo { hasNextPage } } }` // price 3
 	// Each case reads as an admin of its own, whose budget it sets.
 	var u apitest.User
 	admin := func(points int) {
 		t.Helper()
-		u = e.NewUser(t, "Admin")
-		e.exec(t, `INSERT INTO members (workspace_id, user_id, role) VALUES ($1, $2, 'ADMIN')`, e.ws, u.ID)
+		u = newAdmin(t, e, e.ws)
 		leave(t, env, lim, u, points)
 	}
 	page := func(f map[string]any) *apitest.Response {
@@ -153,7 +177,7 @@ func TestAuditScanIsRefusedBeforeItRuns(t *testing.T) {
 // ranking; with a point left it runs, charged what it ranked.
 func TestSpentSearchIsRefusedBeforeItRuns(t *testing.T) {
 	t.Parallel()
-	env, searches, lim := countedEnv(t, func(sql string) bool { return strings.Contains(sql, "ts_rank(") })
+	env, searches, lim := countedEnv(t, 0, func(sql string) bool { return strings.Contains(sql, "ts_rank(") })
 	e := liveEnvOn(t, env)
 	e.exec(t, `INSERT INTO tasks (project_id, workspace_id, title, created_by)
 		SELECT $1, $2, CASE WHEN i <= 5 THEN 'invoice ' ELSE 'deploy ' END || i, $3
@@ -185,9 +209,7 @@ func TestSpentSearchIsRefusedBeforeItRuns(t *testing.T) {
 // the catch-up runs, charged what it looked at.
 func TestCatchUpIsRefusedBeforeItReads(t *testing.T) {
 	t.Parallel()
-	env, reads, lim := countedEnv(t, func(sql string) bool {
-		return strings.Contains(sql, "row_number() OVER w") && strings.Contains(sql, "horizon")
-	})
+	env, reads, lim := countedEnv(t, 0, catchUpRead)
 	e := liveEnvOn(t, env)
 	cursor := e.data(t, e.owner, `{ changesCursor }`, nil, "changesCursor").(string)
 	scanEvents(t, e, e.ws, e.owner.ID, "project.updated", 12000)
@@ -212,8 +234,7 @@ func TestCatchUpIsRefusedBeforeItReads(t *testing.T) {
 	// 10 for the subscription, 10 and 2 for 12,000 events looked at, 1 for
 	// the event, and 9 besides: the second read, of 2,000 events, may cost
 	// up to 10 too.
-	u := e.NewUser(t, "Admin")
-	e.exec(t, `INSERT INTO members (workspace_id, user_id, role) VALUES ($1, $2, 'ADMIN')`, e.ws, u.ID)
+	u := newAdmin(t, e, e.ws)
 	leave(t, env, lim, u, 10+10+2+1+9)
 	before = reads.Count()
 	s = e.OpenSSE(t, u.Token, sub, vars)
@@ -240,17 +261,8 @@ func TestCatchUpIsRefusedBeforeItReads(t *testing.T) {
 // price, then ended at its first read); one priced 10 catches up.
 func TestCatchUpOverMaxQueryCostIsRefusedBeforeItReads(t *testing.T) {
 	t.Parallel()
-	reads := &storetest.Statements{Match: func(sql string) bool {
-		return strings.Contains(sql, "row_number() OVER w") && strings.Contains(sql, "horizon")
-	}, Batches: true}
-	lim, err := ratelimit.New(ratelimit.Options{Config: ratelimit.Config{Window: 24 * time.Hour, MaxCost: 20},
-		KeyPrefix: ratelimittest.Prefix(), Log: quiet, Registerer: prometheus.NewRegistry()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(lim.Close)
-	db := store.New(storetest.PoolWith(t, func(c *pgxpool.Config) { c.ConnConfig.Tracer = reads }), nil)
-	e := liveEnvOn(t, apitest.NewOn(t, db, func(o *httpapi.Options) { o.Limiter = lim }))
+	env, reads, _ := countedEnv(t, 20, catchUpRead)
+	e := liveEnvOn(t, env)
 	cursor := e.data(t, e.admin, `{ changesCursor }`, nil, "changesCursor").(string)
 	vars := map[string]any{"ws": e.ws, "after": cursor}
 
@@ -294,11 +306,8 @@ func TestCatchUpOverMaxQueryCostIsRefusedBeforeItReads(t *testing.T) {
 // export that can is charged what it looked at.
 func TestExportScanIsRefusedBeforeItRuns(t *testing.T) {
 	t.Parallel()
-	env, scans, lim := countedEnv(t, func(sql string) bool { return strings.Contains(sql, "row_number() OVER w") })
-	e := &auditEnv{Env: env}
-	e.owner = e.NewUser(t, "Owner")
-	e.ws = e.workspace(t, map[apitest.User]store.Role{e.owner: store.RoleOwner})
-	scanEvents(t, e, e.ws, e.owner.ID, "task.created", 9000)
+	env, scans, lim := countedEnv(t, 0, pageScan)
+	e := scannedWorkspace(t, env, 9000)
 	path := "/audit/export?workspaceId=" + e.ws + "&actions=comment.*"
 
 	// 1 for the request, 100 for the page and 9: one less than its scan may cost.
@@ -308,8 +317,7 @@ func TestExportScanIsRefusedBeforeItRuns(t *testing.T) {
 	if ran := scans.Count(); ran != 0 {
 		t.Fatalf("an export's scan the budget cannot pay: %d scans ran, want none", ran)
 	}
-	u := e.NewUser(t, "Admin")
-	e.exec(t, `INSERT INTO members (workspace_id, user_id, role) VALUES ($1, $2, 'ADMIN')`, e.ws, u.ID)
+	u := newAdmin(t, e, e.ws)
 	leave(t, env, lim, u, 1+100+10)
 	if r := send(t, env, http.MethodGet, path, u.Token); r.Status != http.StatusOK || len(r.Raw) != 0 || scans.Count() != 1 {
 		t.Fatalf("an export the budget can pay: %d %.200q in %d scans", r.Status, r.Raw, scans.Count())
@@ -328,11 +336,8 @@ func TestExportScanIsRefusedBeforeItRuns(t *testing.T) {
 // that pays the operation and one worst case, exactly one scan runs.
 func TestAliasedScansReserveTheirWorstCase(t *testing.T) {
 	t.Parallel()
-	env, scans, lim := countedEnv(t, func(sql string) bool { return strings.Contains(sql, "row_number() OVER w") })
-	e := &auditEnv{Env: env}
-	e.owner = e.NewUser(t, "Owner")
-	e.ws = e.workspace(t, map[apitest.User]store.Role{e.owner: store.RoleOwner})
-	scanEvents(t, e, e.ws, e.owner.ID, "task.created", 12000)
+	env, scans, lim := countedEnv(t, 0, pageScan)
+	e := scannedWorkspace(t, env, 12000)
 	var q strings.Builder
 	q.WriteString(`query($ws: ID!) {`)
 	for i := range 5 {
@@ -367,19 +372,8 @@ func TestAliasedScansReserveTheirWorstCase(t *testing.T) {
 // in flight count together.
 func TestScanOverMaxQueryCostIsRefusedBeforeItRuns(t *testing.T) {
 	t.Parallel()
-	n := &storetest.Statements{Match: func(sql string) bool { return strings.Contains(sql, "row_number() OVER w") }, Batches: true}
-	lim, err := ratelimit.New(ratelimit.Options{Config: ratelimit.Config{Window: 24 * time.Hour, MaxCost: 16},
-		KeyPrefix: ratelimittest.Prefix(), Log: quiet, Registerer: prometheus.NewRegistry()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(lim.Close)
-	db := store.New(storetest.PoolWith(t, func(c *pgxpool.Config) { c.ConnConfig.Tracer = n }), nil)
-	env := apitest.NewOn(t, db, func(o *httpapi.Options) { o.Limiter = lim })
-	e := &auditEnv{Env: env}
-	e.owner = e.NewUser(t, "Owner")
-	e.ws = e.workspace(t, map[apitest.User]store.Role{e.owner: store.RoleOwner})
-	scanEvents(t, e, e.ws, e.owner.ID, "task.created", 12000)
+	env, n, lim := countedEnv(t, 16, pageScan)
+	e := scannedWorkspace(t, env, 12000)
 	page := `a: auditEvents(workspaceId: $ws, filter: {actions: ["comment.*"]}, first: 1) { nodes { id } }`
 	budget := func() int { return lim.Afford(t.Context(), e.owner.ID, 0).Budget.Remaining }
 

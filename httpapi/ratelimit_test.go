@@ -61,7 +61,13 @@ func post(t *testing.T, env *apitest.Env, body string, headers ...string) *apite
 // get sends a GET with the query (and variables) in the URL.
 func get(t *testing.T, env *apitest.Env, query string, vars map[string]any, headers ...string) *apitest.Response {
 	t.Helper()
-	v := url.Values{"query": {query}}
+	return getWith(t, env, url.Values{"query": {query}}, vars, "", headers...)
+}
+
+// getWith sends a GET of /query with v and the variables in the URL, signed
+// in with token (none if "") and with headers (name, value, ...).
+func getWith(t *testing.T, env *apitest.Env, v url.Values, vars map[string]any, token string, headers ...string) *apitest.Response {
+	t.Helper()
 	if vars != nil {
 		b, _ := json.Marshal(vars)
 		v.Set("variables", string(b))
@@ -70,7 +76,7 @@ func get(t *testing.T, env *apitest.Env, query string, vars map[string]any, head
 	if err != nil {
 		t.Fatal(err)
 	}
-	apitest.SetHeaders(req, "", headers...)
+	apitest.SetHeaders(req, token, headers...)
 	return env.Do(t, req)
 }
 
@@ -888,12 +894,7 @@ func TestSubscriptionEventOverrunsAreCharged(t *testing.T) {
 // VIEWERs in its workspace beside its owner, admin and member.
 func overrunEnv(t *testing.T, maxCost, extra int) *liveEnv {
 	t.Helper()
-	lim, err := ratelimit.New(ratelimit.Options{Config: ratelimit.Config{Window: 24 * time.Hour, MaxCost: maxCost},
-		KeyPrefix: ratelimittest.Prefix(), Log: quiet, Registerer: prometheus.NewRegistry()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(lim.Close)
+	lim := dayLimiter(t, maxCost)
 	e := newLiveEnv(t, func(o *httpapi.Options) { o.Limiter = lim })
 	if _, err := e.DB.Pool.Exec(t.Context(), `WITH u AS (INSERT INTO users (email, name, password_hash)
 			SELECT 'x' || gen_random_uuid() || '@example.com', 'x', 'x' FROM generate_series(1, $2::int) RETURNING id)

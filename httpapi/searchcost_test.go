@@ -18,7 +18,7 @@ import (
 // it did.
 func TestSearchIsChargedByMatches(t *testing.T) {
 	t.Parallel()
-	e := newLiveEnv(t, func(o *httpapi.Options) { o.Limiter = dayLimiter(t) })
+	e := newLiveEnv(t, func(o *httpapi.Options) { o.Limiter = dayLimiter(t, 0) })
 	e.exec(t, `INSERT INTO tasks (project_id, workspace_id, title, created_by)
 		SELECT $1, $2, CASE WHEN i <= 5 THEN 'invoice ' ELSE 'deploy ' END || i, $3
 		FROM generate_series(1, 5005) i`, e.project, e.ws, e.owner.ID)

@@ -19,14 +19,7 @@ import (
 // still runs.
 func TestInvalidVariablesAreRefusedBeforeTheCharge(t *testing.T) {
 	t.Parallel()
-	lim := dayLimiter(t)
-	env := apitest.New(t, func(o *httpapi.Options) { o.Limiter = lim })
-	fx := newFixture(t, env)
-	owner := fx.owner
-	budget := func() int {
-		t.Helper()
-		return lim.Afford(t.Context(), owner, 0).Budget.Remaining
-	}
+	env, fx, budget := budgetedFixture(t)
 	const (
 		tasks  = `query($p: ID!, $s: TaskStatus) { project(id: $p) { tasks(status: $s) { nodes { id } } } }`
 		update = `mutation($id: ID!, $in: UpdateTaskInput!) { other: updateTask(id: $id, input: {title: "ran"}) { id } updateTask(id: $id, input: $in) { id } }`
@@ -60,19 +53,7 @@ func TestInvalidVariablesAreRefusedBeforeTheCharge(t *testing.T) {
 			"an Upload is a file sent as a part of a multipart/form-data request " +
 				"(the GraphQL multipart request specification), with null in its place in the variables"},
 	} {
-		before, rows := budget(), storetest.Snapshot(t, env.DB.Pool)
-		r := env.Post(t, fx.token, c.query, c.vars)
-		msg, _ := errorAt(r, 0)["message"].(string)
-		if r.Status != http.StatusOK || r.Code() != "BAD_USER_INPUT" || msg != c.message || len(r.Body.Errors) != 1 {
-			t.Errorf("%s: %d %s, want BAD_USER_INPUT %q", c.name, r.Status, r.Raw, c.message)
-		}
-		if len(r.Body.Data) != 0 && string(r.Body.Data) != "null" {
-			t.Errorf("%s: data %s, want none: nothing runs", c.name, r.Body.Data)
-		}
-		if after := budget(); after != before {
-			t.Errorf("%s: %d points left after it, %d before: charged %d", c.name, after, before, before-after)
-		}
-		storetest.AssertUnchanged(t, env.DB.Pool, rows, c.name)
+		refusedBeforeTheCharge(t, env, fx, budget, c.name, c.query, c.vars, c.message)
 	}
 
 	// Over an event stream (refused as a request: 400) and a WebSocket
@@ -106,6 +87,39 @@ func TestInvalidVariablesAreRefusedBeforeTheCharge(t *testing.T) {
 	if after := budget(); after >= before {
 		t.Errorf("valid operations: %d points left, %d before: not charged", after, before)
 	}
+}
+
+// budgetedFixture is an API with dayLimiter's budget, a fixture in its
+// database, and budget, which reads what is left of the fixture's owner's.
+func budgetedFixture(t *testing.T) (env *apitest.Env, fx fixture, budget func() int) {
+	t.Helper()
+	lim := dayLimiter(t, 0)
+	env = apitest.New(t, func(o *httpapi.Options) { o.Limiter = lim })
+	fx = newFixture(t, env)
+	return env, fx, func() int {
+		t.Helper()
+		return lim.Afford(t.Context(), fx.owner, 0).Budget.Remaining
+	}
+}
+
+// refusedBeforeTheCharge posts query with vars as fx's owner, and checks
+// that it is refused whole before anything runs: one error, BAD_USER_INPUT
+// with message, no data, nothing charged of budget, no row changed.
+func refusedBeforeTheCharge(t *testing.T, env *apitest.Env, fx fixture, budget func() int, name, query string, vars map[string]any, message string) {
+	t.Helper()
+	before, rows := budget(), storetest.Snapshot(t, env.DB.Pool)
+	r := env.Post(t, fx.token, query, vars)
+	msg, _ := errorAt(r, 0)["message"].(string)
+	if r.Status != http.StatusOK || r.Code() != "BAD_USER_INPUT" || msg != message || len(r.Body.Errors) != 1 {
+		t.Errorf("%s: %d %s, want BAD_USER_INPUT %q", name, r.Status, r.Raw, message)
+	}
+	if len(r.Body.Data) != 0 && string(r.Body.Data) != "null" {
+		t.Errorf("%s: data %s, want none: nothing runs", name, r.Body.Data)
+	}
+	if after := budget(); after != before {
+		t.Errorf("%s: %d points left after it, %d before: charged %d", name, after, before, before-after)
+	}
+	storetest.AssertUnchanged(t, env.DB.Pool, rows, name)
 }
 
 // errorAt returns the i-th error of r's body, or nil.
