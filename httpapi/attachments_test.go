@@ -840,21 +840,22 @@ func uploadsAtOnceAreBounded(t *testing.T, e *filesEnv, limit int) {
 // to 10 minutes): its operations part of up to 1 MiB, decoded, weighs up to
 // twenty times as much (empty objects), and a user may send 16 at once to
 // an instance. Eight uploads stalled in their file, each sent such
-// extensions and variables, leave the heap as it was (within 16 MiB; the
-// extensions were kept, 90 MiB). Not parallel: it weighs the process's heap.
+// extensions and variables, leave the heap as it was (within 3 MiB; the
+// extensions were kept, 90 MiB, and padded within httpapi.MaxJSONItems
+// would be about 5). Not parallel: it weighs the process's heap.
 func TestStalledUploadsKeepNoUnreadParameters(t *testing.T) {
 	e := newFilesEnv(t)
 	const uploads = 8
-	empties := strings.Repeat(",{}", (1<<20-1024)/6)
-	junk := `{"query":` + mustJSON(addAttachment) + `,"variables":{"t":"` + e.task + `","f":null,"junk":[{}` + empties +
-		`]},"extensions":{"junk":[{}` + empties + `]}}`
+	pad := padding((1<<20 - 1024) / 2)
+	junk := `{"query":` + mustJSON(addAttachment) + `,"variables":{"t":"` + e.task + `","f":null,"junk":` + pad +
+		`},"extensions":{"junk":` + pad + `}}`
 	head := "--b\r\nContent-Disposition: form-data; name=\"operations\"\r\n\r\n" + junk +
 		"\r\n--b\r\nContent-Disposition: form-data; name=\"map\"\r\n\r\n{\"0\":[\"variables.f\"]}" +
 		"\r\n--b\r\nContent-Disposition: form-data; name=\"0\"; filename=\"a.txt\"\r\n\r\nx"
 	var stalled []*io.PipeWriter
 	var answered chan struct{}
 	refused := 0
-	httpapi.HeapHeld(t, 16<<20, fmt.Sprintf("%d uploads stalled in their file", uploads), func() any {
+	httpapi.HeapHeld(t, 3<<20, fmt.Sprintf("%d uploads stalled in their file", uploads), func() any {
 		stalled, answered = e.stallUploads(head, uploads)
 		// Every stalled request has its file staged (its operation runs), or was
 		// answered first: refused RATE_LIMITED when its caller's turns are paced

@@ -843,22 +843,23 @@ func TestWSOperationIDTooLong(t *testing.T) {
 }
 
 // A connection_init payload is read for its Authorization and not kept: a
-// 1 MiB payload of empty objects decodes to about 20 MiB of maps, which
-// gqlgen held for the connection's life, so an anonymous client's 200 idle
-// connections held gigabytes. Eight anonymous connections, each sent such a
-// payload and acknowledged, leave the heap as it was (within 16 MiB, where
-// they held over 100); a token sent beside such a payload still signs the
-// connection in. Not parallel: it weighs the process's heap.
+// 1 MiB payload of empty objects decoded to about 20 MiB of maps (refused
+// since: httpapi.MaxJSONItems), and one padded within the bound to about
+// 1.2 MiB, which gqlgen held for the connection's life, so an anonymous
+// client's 200 idle connections held gigabytes. Eight anonymous
+// connections, each sent such a payload and acknowledged, leave the heap as
+// it was (within 4 MiB, where they held over 100 before the items were
+// bounded, and would hold about 10); a token sent beside such a payload
+// still signs the connection in. Not parallel: it weighs the process's heap.
 func TestWSInitPayloadIsNotKept(t *testing.T) {
 	e := newLiveEnv(t)
 	url := e.Server.URL + "/query"
 	const conns = 8
 	init := func(auth string) []byte {
-		head := `{"type":"connection_init","payload":{` + auth + `"junk":[{}`
-		n := (1<<20 - len(head) - 8) / 3
-		return []byte(head + strings.Repeat(",{}", n) + `]}}`)
+		head := `{"type":"connection_init","payload":{` + auth + `"junk":`
+		return []byte(head + padding(1<<20-len(head)-8) + `}}`)
 	}
-	httpapi.HeapHeld(t, 16<<20, fmt.Sprintf("%d connections acknowledged after a connection_init of 1 MiB", conns), func() any {
+	httpapi.HeapHeld(t, 4<<20, fmt.Sprintf("%d connections acknowledged after a connection_init of 1 MiB", conns), func() any {
 		held := make([]*apitest.WS, 0, conns)
 		for i := range conns {
 			ws := apitest.DialWS(t, url, apitest.WSOptions{NoInit: true})
@@ -905,8 +906,8 @@ func TestSubscriptionExtensionsAreNotKept(t *testing.T) {
 		n := 1<<20 - 1024
 		switch i % 3 {
 		case 0:
-			head := `{"query":` + string(query) + `,"variables":` + string(vars) + `,"extensions":{"junk":[{}`
-			return json.RawMessage(head + strings.Repeat(",{}", (n-len(head))/3) + `]}}`)
+			head := `{"query":` + string(query) + `,"variables":` + string(vars) + `,"extensions":{"junk":`
+			return json.RawMessage(head + padding(n-len(head)) + `}}`)
 		case 1:
 			return json.RawMessage(`{"query":` + string(query) + `,"variables":` + string(vars) +
 				`,"padding":"` + strings.Repeat("x", n) + `"}`)

@@ -21,6 +21,7 @@ import (
 	"taskflow/auth"
 	"taskflow/blobs"
 	"taskflow/errs"
+	"taskflow/jsoncanon"
 	"taskflow/store"
 )
 
@@ -294,6 +295,9 @@ func readPart(mr *multipart.Reader, body *budgetBody, name string, limit int64) 
 // each place must be a null of the variables ("variables.file",
 // "variables.input.files.0").
 func (f *multipartFiles) place(p *graphql.RawParams, raw []byte) *requestError {
+	if !jsoncanon.WithinItems(raw, MaxJSONItems) {
+		return parseError(http.StatusBadRequest, tooManyItems("the map part"))
+	}
 	var m map[string][]string
 	if err := decodeObject(string(raw), &m); err != nil {
 		return parseError(http.StatusBadRequest, `the map part is not a JSON object of arrays of paths, like {"0": ["variables.file"]}`)
@@ -435,6 +439,9 @@ func (f *multipartFiles) release(ctx context.Context) {
 func paramsFromJSON(body []byte) (*graphql.RawParams, *requestError) {
 	if !utf8.Valid(body) {
 		return nil, parseError(http.StatusBadRequest, "the body is not valid UTF-8")
+	}
+	if !jsoncanon.WithinItems(body, MaxJSONItems) {
+		return nil, parseError(http.StatusBadRequest, tooManyItems("the body"))
 	}
 	trimmed := bytes.TrimLeft(body, " \t\r\n")
 	if len(trimmed) > 0 && trimmed[0] == '[' {

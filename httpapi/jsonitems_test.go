@@ -1,0 +1,110 @@
+package httpapi_test
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+
+	coderws "github.com/coder/websocket"
+
+	"taskflow/httpapi"
+	"taskflow/httpapi/apitest"
+)
+
+// padded returns `{"query":"{ __typename }","variables":{"pad":[0,...]}}`
+// with items JSON items in all (the body's two members, the variables' one
+// and the array's elements), and its variables alone.
+func padded(items int) (body, variables string) {
+	variables = `{"pad":[` + strings.TrimSuffix(strings.Repeat("0,", items-3), ",") + `]}`
+	return `{"query":"{ __typename }","variables":` + variables + `}`, variables
+}
+
+// A request's JSON is bounded by its items (members and elements), not only
+// by its bytes: decoding a megabyte of empty objects took 90 ms of CPU and
+// 45 MB. One of httpapi.MaxJSONItems is run; one more is refused before it
+// is decoded: 400 GRAPHQL_PARSE_FAILED over POST and GET, the WebSocket
+// closed with 4400 (a message that is not the protocol's) whatever it is.
+func TestJSONItemsAreBounded(t *testing.T) {
+	t.Parallel()
+	e := newLiveEnv(t)
+	check := func(t *testing.T, items int, res *http.Response) {
+		t.Helper()
+		raw, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		var out struct {
+			Data struct {
+				Typename string `json:"__typename"`
+			}
+			Errors []struct {
+				Message    string
+				Extensions struct{ Code string }
+			}
+		}
+		_ = json.Unmarshal(raw, &out)
+		if items <= httpapi.MaxJSONItems {
+			if res.StatusCode != http.StatusOK || out.Data.Typename != "Query" {
+				t.Fatalf("%d items: %d %.300s, want the query run", items, res.StatusCode, raw)
+			}
+			return
+		}
+		if res.StatusCode != http.StatusBadRequest || len(out.Errors) != 1 || out.Errors[0].Extensions.Code != "GRAPHQL_PARSE_FAILED" ||
+			!strings.Contains(out.Errors[0].Message, "10000") {
+			t.Fatalf("%d items: %d %.300s, want 400 GRAPHQL_PARSE_FAILED naming the limit", items, res.StatusCode, raw)
+		}
+	}
+	for _, items := range []int{httpapi.MaxJSONItems, httpapi.MaxJSONItems + 1} {
+		body, variables := padded(items)
+		t.Run("POST", func(t *testing.T) {
+			res, err := http.Post(e.Server.URL+"/query", "application/json", strings.NewReader(body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			check(t, items, res)
+		})
+		t.Run("GET", func(t *testing.T) {
+			// variables has two items fewer than the body: the same count
+			// of the array's elements, bounded as the body is.
+			q := url.Values{"query": {"{ __typename }"}, "variables": {strings.Replace(variables, `[`, `[0,0,`, 1)}}
+			res, err := http.Get(e.Server.URL + "/query?" + q.Encode())
+			if err != nil {
+				t.Fatal(err)
+			}
+			check(t, items, res)
+		})
+		t.Run("WebSocket", func(t *testing.T) {
+			ws := apitest.DialWS(t, e.Server.URL+"/query", apitest.WSOptions{})
+			if ws.Ack.Type != "connection_ack" {
+				t.Fatalf("connection_init answered %+v", ws.Ack)
+			}
+			// {"type","id","payload":{"query","variables":{"pad":[...]}}}:
+			// three items more than the body's around the same variables.
+			_, variables := padded(items - 3)
+			msg := `{"type":"subscribe","id":"1","payload":{"query":"{ __typename }","variables":` + variables + `}}`
+			if err := ws.Conn.Write(t.Context(), coderws.MessageText, []byte(msg)); err != nil {
+				t.Fatal(err)
+			}
+			if items <= httpapi.MaxJSONItems {
+				if m := ws.Next(); m.Type != "next" || !strings.Contains(string(m.Payload), `"Query"`) {
+					t.Fatalf("%d items: answered %s %.300s, want the query run", items, m.Type, m.Payload)
+				}
+				return
+			}
+			if ce := wsClosed(t, ws); ce.Code != httpapi.CloseBadRequest || !strings.Contains(ce.Reason, "10000") {
+				t.Fatalf("%d items: closed with %d %q, want 4400 naming the limit", items, ce.Code, ce.Reason)
+			}
+		})
+	}
+}
+
+// padding returns a JSON array of 120-byte strings about size bytes long,
+// within httpapi.MaxJSONItems up to 1 MiB: the heaviest padding a request
+// may carry, decoded to about 1.2 times its length (a megabyte of empty
+// objects, 20 times, is refused since the items are bounded).
+func padding(size int) string {
+	item := `"` + strings.Repeat("x", 120) + `"`
+	n := max(size/(len(item)+1), 1)
+	return "[" + strings.Repeat(item+",", n-1) + item + "]"
+}
