@@ -108,3 +108,37 @@ func padding(size int) string {
 	n := max(size/(len(item)+1), 1)
 	return "[" + strings.Repeat(item+",", n-1) + item + "]"
 }
+
+// A connection the server closes (here for a message of no type the
+// protocol has, 4400) stops reading what its client sends after the close
+// frame: coder/websocket waits up to 5 s for the client's close frame,
+// reading and discarding every byte sent meanwhile one at a time, so a
+// client streaming on after it took the server's CPU at its bandwidth for
+// 5 s a connection (bench/abuse's ws-big-messages, reconnecting, spent 90%
+// of the server's CPU there). The server now reads at most 64 KiB more, and
+// the client's writes fail once the sockets' buffers are full. Counted in
+// bytes the client could write, never timed.
+func TestWSCloseReadsLittleMore(t *testing.T) {
+	t.Parallel()
+	e := newLiveEnv(t)
+	ws := apitest.DialWS(t, e.Server.URL+"/query", apitest.WSOptions{})
+	if ws.Ack.Type != "connection_ack" {
+		t.Fatalf("connection_init answered %+v", ws.Ack)
+	}
+	if err := ws.Conn.Write(t.Context(), coderws.MessageText, []byte(`{"type":"bogus"}`)); err != nil {
+		t.Fatal(err)
+	}
+	chunk := []byte(`{"type":"ping","payload":{"pad":"` + strings.Repeat("x", 256<<10) + `"}}`)
+	const most = 512 << 20
+	written := 0
+	for written < most {
+		if err := ws.Conn.Write(t.Context(), coderws.MessageText, chunk); err != nil {
+			break
+		}
+		written += len(chunk)
+	}
+	t.Logf("written after the close: %d MiB", written>>20)
+	if written > 32<<20 {
+		t.Errorf("the client wrote %d MiB after the server closed the connection: the server read on", written>>20)
+	}
+}

@@ -1,12 +1,14 @@
 package httpapi
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/url"
 	"reflect"
@@ -601,7 +603,8 @@ func (i wsImplementation) Accept(w http.ResponseWriter, r *http.Request, o trans
 			w.Header().Add(k, v)
 		}
 	}
-	conn, err := coderws.Accept(w, r, &coderws.AcceptOptions{
+	tap := &hijackTap{ResponseWriter: w}
+	conn, err := coderws.Accept(tap, r, &coderws.AcceptOptions{
 		Subprotocols: o.Subprotocols,
 		// The origin was checked by wsTransport, against the CORS list too.
 		InsecureSkipVerify: true,
@@ -613,7 +616,7 @@ func (i wsImplementation) Accept(w http.ResponseWriter, r *http.Request, o trans
 	if c == nil {
 		c = &wsConn{st: i.st}
 	}
-	c.conn = conn
+	c.conn, c.raw = conn, tap.conn
 	i.st.mu.Lock()
 	i.st.conns[c] = struct{}{}
 	i.st.mu.Unlock()
@@ -623,10 +626,63 @@ func (i wsImplementation) Accept(w http.ResponseWriter, r *http.Request, o trans
 	return c, nil
 }
 
+// wsCloseDrain is how much more a connection the server closes (closeWith)
+// reads of what its client sends, 64 KiB, while it waits for the client's
+// close frame: coder/websocket waits up to 5 s for it, reading and
+// discarding every byte sent meanwhile one at a time, so a client that
+// streams on after the close took the server's CPU at its bandwidth for 5 s
+// a connection (about 200 MB/s here: 90% of the server's CPU in
+// bench/abuse's ws-big-messages once its connections were closed and
+// opened again). A client that closes in turn sends its close frame within
+// what it had in flight; past 64 KiB the connection is cut without it.
+const wsCloseDrain = 64 << 10
+
+// hijackTap hands coder/websocket the connection it hijacks as a
+// drainBound, kept in conn.
+type hijackTap struct {
+	http.ResponseWriter
+	conn *drainBound
+}
+
+// Hijack hijacks the connection of the ResponseWriter it wraps.
+func (h *hijackTap) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	c, brw, err := http.NewResponseController(h.ResponseWriter).Hijack()
+	if err != nil {
+		return nil, nil, err
+	}
+	h.conn = &drainBound{Conn: c}
+	h.conn.left.Store(wsCloseDrain)
+	return h.conn, brw, nil
+}
+
+// drainBound is a hijacked WebSocket connection whose reads end (io.EOF)
+// once left bytes more have been read after closing is set.
+type drainBound struct {
+	net.Conn
+	closing atomic.Bool
+	left    atomic.Int64
+}
+
+func (d *drainBound) Read(p []byte) (int, error) {
+	if !d.closing.Load() {
+		return d.Conn.Read(p)
+	}
+	left := d.left.Load()
+	if left <= 0 {
+		return 0, io.EOF
+	}
+	n, err := d.Conn.Read(p[:min(int64(len(p)), left)])
+	d.left.Add(-int64(n))
+	return n, err
+}
+
 // wsConn is one WebSocket connection (gqlgen's transport.WebsocketConn).
 type wsConn struct {
 	st   *streams
 	conn *coderws.Conn
+	// raw is the connection conn reads and writes, which closeWith bounds
+	// (drainBound).
+	raw *drainBound
 	// client is the client whose count holds the connection's place (st.mu):
 	// its network's waiting for connection_init (or its upgrade's token's
 	// user's), then its user's or its network's anonymous streams'
@@ -764,8 +820,8 @@ func (c *wsConn) stopIdle() {
 // waits behind a turn, which would let the keep-alive close the connection.
 // A long message of more than MaxJSONItems items (a shorter one cannot
 // have that many) closes the connection once read, before anything decodes
-// it: 1 MiB of empty objects is 700,000 items, and 10,000 decode in about a
-// millisecond.
+// it, its reading charged to the turn: 1 MiB of empty objects is 700,000
+// items, and 10,000 decode in about a millisecond.
 func (c *wsConn) NextReader() (int, io.Reader, error) {
 	c.endTurn() // the previous message's, when gqlgen did not take it
 	for {
@@ -791,13 +847,15 @@ func (c *wsConn) NextReader() (int, io.Reader, error) {
 				return int(typ), nil, c.readError(err)
 			}
 			data = append(data, rest...)
-			if !jsoncanon.WithinItems(data, MaxJSONItems) { // a shorter one cannot be over it
-				turn.end(0)
-				c.closeWith(c.badRequest(), tooManyItems("a message"))
-				return int(typ), nil, transport.ErrWebsocketClosed
-			}
 		}
-		data, starts, code, reason := c.fromClient(data)
+		var starts bool
+		var code coderws.StatusCode
+		var reason string
+		if jsoncanon.WithinItems(data, MaxJSONItems) { // a short one is within it, unread
+			data, starts, code, reason = c.fromClient(data)
+		} else {
+			code, reason = c.badRequest(), tooManyItems("a message")
+		}
 		if turn != nil {
 			cpumeter.Add(cpumeter.Into(context.Background(), turn.work), time.Since(reading)-body.waited)
 		}
@@ -1218,6 +1276,9 @@ func (c *wsConn) closeWith(code coderws.StatusCode, reason string) {
 	c.st.mu.Lock()
 	delete(c.st.conns, c)
 	c.st.mu.Unlock()
+	if c.raw != nil {
+		c.raw.closing.Store(true) // then reads wsCloseDrain more at the most
+	}
 	go func() { _ = c.conn.Close(code, reason) }()
 }
 
