@@ -472,9 +472,11 @@ func idleWebSockets(ctx context.Context, h *harness, o *outcome) error {
 // for Duration, subscribe messages of { __typename } with 1 MiB of variables
 // (an array of empty objects: about 60 ms of CPU and 45 MB allocated to
 // decode each) as fast as the server reads them; each answer counts a
-// request. Until 2026-12-05 the server decoded each message before its
+// request, and a connection the server closes is opened again, as a hostile
+// client would. Until 2026-12-05 the server decoded each message before its
 // caller's turn, so the client took as much CPU as it sent; since, a long
-// message is read in its caller's turn.
+// message is read in its caller's turn, and (later that day) one of more
+// than 10,000 JSON items closes its connection before it is decoded.
 func wsBigMessages(h *harness) func(ctx context.Context, h *harness, o *outcome) error {
 	conns := h.size(50)
 	head := `{"type":"subscribe","id":"00000000","payload":{"query":"{ __typename }","variables":{"junk":[{}`
@@ -487,62 +489,80 @@ func wsBigMessages(h *harness) func(ctx context.Context, h *harness, o *outcome)
 		defer cancel()
 		var wg sync.WaitGroup
 		for range conns {
-			dctx, dcancel := context.WithTimeout(ctx, 10*time.Second)
-			c := dialWS(dctx, url, o)
-			if c == nil {
-				dcancel()
-				continue
-			}
-			c.SetReadLimit(1 << 20)
-			err := c.Write(dctx, coderws.MessageText, []byte(`{"type":"connection_init"}`))
-			if err == nil {
-				_, _, err = c.Read(dctx)
-			}
-			dcancel()
-			if err != nil {
-				o.answer(0, nil, err)
-				_ = c.CloseNow()
-				continue
-			}
-			wg.Go(func() { // reads the answers
-				defer c.CloseNow()
-				for {
-					_, b, err := c.Read(ctx)
-					if err != nil {
-						if ctx.Err() == nil {
-							o.answer(0, nil, err)
+			wg.Go(func() {
+				for ctx.Err() == nil {
+					if !wsBigSession(ctx, url, msg, idAt, o) {
+						// Refused or not answered: not a busy loop.
+						select {
+						case <-ctx.Done():
+						case <-time.After(100 * time.Millisecond):
 						}
-						return
-					}
-					var m struct {
-						Type    string          `json:"type"`
-						Payload json.RawMessage `json:"payload"`
-					}
-					_ = json.Unmarshal(b, &m)
-					switch m.Type {
-					case "ping":
-						_ = c.Write(ctx, coderws.MessageText, []byte(`{"type":"pong"}`))
-					case "next":
-						o.answer(http.StatusOK, m.Payload, nil)
-					case "error":
-						o.answer(http.StatusOK, []byte(`{"errors":`+string(m.Payload)+`}`), nil)
-					}
-				}
-			})
-			wg.Go(func() { // sends back to back, as fast as the server reads
-				m := []byte(msg) // built once: the harness runs the victim
-				for i := 0; ctx.Err() == nil; i++ {
-					copy(m[idAt:], fmt.Sprintf("%08d", i%100_000_000)) // an id of its own
-					if c.Write(ctx, coderws.MessageText, m) != nil {
-						return
 					}
 				}
 			})
 		}
-		<-ctx.Done()
 		wg.Wait()
 		return nil
 	}
+}
+
+// wsBigSession is one connection of wsBigMessages: it opens it, sends msg
+// (an id of its own at idAt each time) back to back until the connection
+// closes or ctx ends, and reports whether the connection was acknowledged.
+func wsBigSession(ctx context.Context, url, msg string, idAt int, o *outcome) bool {
+	dctx, dcancel := context.WithTimeout(ctx, 10*time.Second)
+	defer dcancel()
+	c := dialWS(dctx, url, o)
+	if c == nil {
+		return false
+	}
+	defer c.CloseNow()
+	c.SetReadLimit(1 << 20)
+	err := c.Write(dctx, coderws.MessageText, []byte(`{"type":"connection_init"}`))
+	if err == nil {
+		_, _, err = c.Read(dctx)
+	}
+	if err != nil {
+		if ctx.Err() == nil {
+			o.answer(0, nil, err)
+		}
+		return false
+	}
+	var wg sync.WaitGroup
+	wg.Go(func() { // reads the answers
+		defer c.CloseNow()
+		for {
+			_, b, err := c.Read(ctx)
+			if err != nil {
+				if ctx.Err() == nil {
+					o.answer(0, nil, err)
+				}
+				return
+			}
+			var m struct {
+				Type    string          `json:"type"`
+				Payload json.RawMessage `json:"payload"`
+			}
+			_ = json.Unmarshal(b, &m)
+			switch m.Type {
+			case "ping":
+				_ = c.Write(ctx, coderws.MessageText, []byte(`{"type":"pong"}`))
+			case "next":
+				o.answer(http.StatusOK, m.Payload, nil)
+			case "error":
+				o.answer(http.StatusOK, []byte(`{"errors":`+string(m.Payload)+`}`), nil)
+			}
+		}
+	})
+	m := []byte(msg) // built once: the harness runs the victim
+	for i := 0; ctx.Err() == nil; i++ {
+		copy(m[idAt:], fmt.Sprintf("%08d", i%100_000_000)) // an id of its own
+		if c.Write(ctx, coderws.MessageText, m) != nil {
+			break
+		}
+	}
+	wg.Wait()
+	return true
 }
 
 // dialWS opens a graphql-transport-ws WebSocket to url, or records in o the
