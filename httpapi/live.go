@@ -1079,7 +1079,9 @@ func (c *wsConn) fromClient(data []byte) (_ []byte, starts bool, _ coderws.Statu
 // is not an object (for gqlgen to refuse). gqlgen keeps the payload it is
 // given for the operation's life: a subscription sent in a message of 1 MiB
 // padded with a member it does not read, or with whitespace, held the
-// megabyte while it ran.
+// megabyte while it ran. Of an extensions object it keeps persistedQuery
+// alone, all the server reads of it (extensionsKept): one padded in its
+// extensions held its megabyte too.
 func operationPayload(p json.RawMessage) json.RawMessage {
 	var params struct {
 		Query         json.RawMessage `json:"query,omitempty"`
@@ -1089,6 +1091,13 @@ func operationPayload(p json.RawMessage) json.RawMessage {
 	}
 	if len(p) == 0 || json.Unmarshal(p, &params) != nil {
 		return p
+	}
+	var ext map[string]json.RawMessage
+	if len(params.Extensions) > 0 && params.Extensions[0] == '{' && json.Unmarshal(params.Extensions, &ext) == nil {
+		params.Extensions = nil
+		if pq, ok := ext["persistedQuery"]; ok {
+			params.Extensions, _ = json.Marshal(map[string]json.RawMessage{"persistedQuery": pq})
+		}
 	}
 	out, err := json.Marshal(params) // a RawMessage is written compacted
 	if err != nil {

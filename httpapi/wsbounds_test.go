@@ -1,10 +1,13 @@
 package httpapi_test
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"io"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -140,5 +143,31 @@ func TestWSCloseReadsLittleMore(t *testing.T) {
 	t.Logf("written after the close: %d MiB", written>>20)
 	if written > 32<<20 {
 		t.Errorf("the client wrote %d MiB after the server closed the connection: the server read on", written>>20)
+	}
+}
+
+// A subscribe's extensions are cut to persistedQuery before gqlgen keeps
+// its payload: the persisted query still runs over a WebSocket, by its text
+// with its hash and then by its hash alone, beside a member the server does
+// not read.
+func TestWSPersistedQueryKeepsItsExtension(t *testing.T) {
+	t.Parallel()
+	e := newLiveEnv(t)
+	query := `query PQ { __typename }`
+	sum := sha256.Sum256([]byte(query))
+	ext := `{"other":{"x":[1,2]},"persistedQuery":{"version":1,"sha256Hash":"` + hex.EncodeToString(sum[:]) + `"}}`
+	ws := e.dial(t, e.member)
+	for i, payload := range []string{
+		`{"query":` + mustJSON(query) + `,"extensions":` + ext + `}`,
+		`{"extensions":` + ext + `}`,
+	} {
+		id := strconv.Itoa(i)
+		ws.Send(apitest.WSMessage{Type: "subscribe", ID: id, Payload: json.RawMessage(payload)})
+		if m := ws.Next(); m.Type != "next" || m.ID != id || !strings.Contains(string(m.Payload), `"__typename":"Query"`) {
+			t.Fatalf("%s: answered %s %s %s", payload, m.Type, m.ID, m.Payload)
+		}
+		if m := ws.Next(); m.Type != "complete" {
+			t.Fatalf("%s: then %s %s", payload, m.Type, m.Payload)
+		}
 	}
 }
