@@ -369,6 +369,11 @@ func (o *outcome) answer(status int, body []byte, err error) {
 			key += " data"
 		}
 	}
+	o.answered(key)
+}
+
+// answered counts one answer under key (a WebSocket message: "pong").
+func (o *outcome) answered(key string) {
 	o.mu.Lock()
 	o.requests++
 	o.answers[key]++

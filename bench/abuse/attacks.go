@@ -91,6 +91,8 @@ var attacks = []attack{
 	{name: "idle-websockets", what: "anonymous WebSockets from one client, acknowledged then left idle", run: idleWebSockets},
 	{name: "ws-big-messages", what: "50 anonymous WebSockets from one client, each sending 1 MiB subscribe messages (variables of empty objects) back to back",
 		cpuBound: documentCPU, perRequestCPU: true, prepare: wsBigMessages},
+	{name: "ws-message-flood", what: "200 anonymous WebSockets from one client, each sending pings and completes of unknown ids back to back",
+		run: wsMessageFlood},
 	// Last: argon2id's memory is not the document attacks' to answer for.
 	{name: "register", what: "60 concurrent register calls (argon2id each)", perRequestCPU: true, run: register},
 }
@@ -563,6 +565,95 @@ func wsBigSession(ctx context.Context, url, msg string, idAt int, o *outcome) bo
 	}
 	wg.Wait()
 	return true
+}
+
+// wsMessageFlood opens 200 anonymous WebSockets (one client: its network's
+// SUBSCRIPTION_MAX_PER_CLIENT) and sends on each, for Duration, a ping and a
+// complete of an id that runs nothing, again and again, as fast as the server
+// reads them: messages the server reads, decodes and (a ping) answers
+// without a turn or a budget to pay. Each pong counts a request (two
+// messages read); a note gives the server's CPU over the attack, in cores
+// and per message read (the row's CPU column would round microseconds to
+// 0.0 ms). Each connection acknowledged counts a request too.
+func wsMessageFlood(ctx context.Context, h *harness, o *outcome) error {
+	url := "ws" + strings.TrimPrefix(h.srv.URL(), "http") + "/query"
+	var conns []*coderws.Conn
+	defer func() {
+		for _, c := range conns {
+			_ = c.CloseNow()
+		}
+	}()
+	for range h.size(200) { // each connection acknowledged counts a request (101)
+		dctx, dcancel := context.WithTimeout(ctx, 10*time.Second)
+		c := dialWS(dctx, url, o)
+		if c == nil {
+			dcancel()
+			continue
+		}
+		err := c.Write(dctx, coderws.MessageText, []byte(`{"type":"connection_init"}`))
+		var ack []byte
+		if err == nil {
+			_, ack, err = c.Read(dctx)
+		}
+		dcancel()
+		if err == nil && !bytes.Contains(ack, []byte(`"connection_ack"`)) {
+			err = fmt.Errorf("connection_init answered %s", ack)
+		}
+		o.answer(http.StatusSwitchingProtocols, nil, err)
+		if err != nil {
+			_ = c.CloseNow()
+			continue
+		}
+		conns = append(conns, c)
+	}
+	ctx, cancel := context.WithTimeout(ctx, h.cfg.Duration)
+	defer cancel()
+	var wg sync.WaitGroup
+	var sent atomic.Int64
+	cpu0, start := h.serverCPU(), time.Now()
+	for _, c := range conns {
+		wg.Go(func() { // reads the pongs, answers the server's pings
+			for {
+				_, b, err := c.Read(ctx)
+				if err != nil {
+					if ctx.Err() == nil {
+						o.answer(0, nil, err)
+					}
+					return
+				}
+				switch {
+				case bytes.Contains(b, []byte(`"pong"`)):
+					o.answered("pong")
+				case bytes.Contains(b, []byte(`"ping"`)):
+					_ = c.Write(ctx, coderws.MessageText, []byte(`{"type":"pong"}`))
+				}
+			}
+		})
+		wg.Go(func() { // sends back to back, as fast as the server reads
+			ping, complete := []byte(`{"type":"ping"}`), []byte(`{"type":"complete","id":"nothing"}`)
+			for ctx.Err() == nil {
+				if c.Write(ctx, coderws.MessageText, ping) != nil || c.Write(ctx, coderws.MessageText, complete) != nil {
+					return
+				}
+				sent.Add(2)
+			}
+		})
+	}
+	<-ctx.Done()
+	cpu, took := h.serverCPU()-cpu0, time.Since(start)
+	wg.Wait()
+	o.mu.Lock()
+	pongs := o.answers["pong"]
+	o.mu.Unlock()
+	perMessage := "no pong"
+	if pongs > 0 {
+		perMessage = fmt.Sprintf("%.1f µs per message read (2 per pong; the victim's requests included)",
+			float64(cpu.Microseconds())/float64(2*pongs))
+	}
+	o.note("%d connections sent %d messages (pings and completes) in %s, %d pongs received (%.0f messages read a second); "+
+		"server CPU %.1f s (%.2f cores), %s", len(conns), sent.Load(), took.Round(time.Second), pongs,
+		float64(2*pongs)/took.Seconds(), cpu.Seconds(), cpu.Seconds()/max(took.Seconds(), 1e-3), perMessage)
+	return nil
 }
 
 // dialWS opens a graphql-transport-ws WebSocket to url, or records in o the
