@@ -25,6 +25,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/vektah/gqlparser/v2/ast"
 	"github.com/vektah/gqlparser/v2/gqlerror"
+	"golang.org/x/time/rate"
 
 	"taskflow/auth"
 	"taskflow/cpumeter"
@@ -71,6 +72,33 @@ const (
 	// subscriberFor and alreadyExists frame the id in the reason of 4409, in
 	// graphql-transport-ws's words.
 	subscriberFor, alreadyExists = "Subscriber for ", " already exists"
+)
+
+// The message rate of one WebSocket connection: the server reads its
+// messages (any type: a ping costs as much to read, decode and answer as a
+// subscribe costs to read) at most WSMessagesPerSecond a second, after a
+// burst of WSMessageBurst (a token bucket, golang.org/x/time/rate). A message
+// past it is left unread until its token comes (wsConn.awaitRate): TCP's
+// flow control slows the client, and nothing is closed or dropped.
+const (
+	// WSMessagesPerSecond is the sustained rate. A graphql-ws client sends a
+	// connection_init, a subscribe and at most one complete per operation, a
+	// pong per server ping (every SUBSCRIPTION_KEEPALIVE) and perhaps pings
+	// of its own (every 10 s or so): the default budget of 1000 points a
+	// minute pays for about 17 operations a second that read anything, 33
+	// messages with their completes, so a client within its budget is not
+	// held back. A ping costs the server about 8 µs of CPU to read and
+	// answer, 20 µs when its read waited for the bucket (bench/abuse
+	// ws-message-flood, whose 200 anonymous connections, a network's
+	// DefaultMaxStreamsPerClient, flooding at once took 1.4 cores without
+	// the bound, 0.17 with it): a connection at this rate takes 1 ms a
+	// second, a network's 200 a fifth of a core, under the quarter of a core
+	// its turns may average.
+	WSMessagesPerSecond = 50
+	// WSMessageBurst is the burst: a graphql-ws client that reconnects sends
+	// a subscribe for each of its operations at once, and a user holds up to
+	// live.DefaultMaxPerUser (100) subscriptions.
+	WSMessageBurst = 100
 )
 
 // WebSocket close codes TaskFlow sends besides the protocol's own.
@@ -185,6 +213,8 @@ type streams struct {
 	// taskflow_streams_refused_total, by reason.
 	gauge   prometheus.Gauge
 	refused *prometheus.CounterVec
+	// delayed is taskflow_ws_messages_delayed_total.
+	delayed prometheus.Counter
 	// warned is when a refusal by a network's cap was last logged (Unix
 	// nanoseconds): once a minute at most.
 	warned atomic.Int64
@@ -255,6 +285,11 @@ func newStreams(limits StreamLimits, db *store.DB, guard auth.Guard, log *slog.L
 				"user (the signed-in user did; a WebSocket refused at its connection_init too), " +
 				"instance (SUBSCRIPTION_MAX_CONNECTIONS), restarting.",
 		}, []string{"reason"})),
+		delayed: promreg.Register(reg, prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "taskflow_ws_messages_delayed_total",
+			Help: "WebSocket messages whose read waited because their connection sent faster than its message rate (" +
+				strconv.Itoa(WSMessagesPerSecond) + " a second after a burst of " + strconv.Itoa(WSMessageBurst) + "): held back, not dropped.",
+		})),
 	}
 	go func() {
 		<-hub.Closing()
@@ -479,7 +514,8 @@ func (t wsTransport) Do(w http.ResponseWriter, r *http.Request, exec graphql.Gra
 	if !ok {
 		return
 	}
-	c := &wsConn{st: t.st, client: client, limiter: t.limiter, caller: r.Context()}
+	c := &wsConn{st: t.st, client: client, limiter: t.limiter, caller: r.Context(),
+		rate: rate.NewLimiter(WSMessagesPerSecond, WSMessageBurst)}
 	c.closed, c.closeNow = context.WithCancel(context.Background())
 	defer c.closeNow()
 	defer t.st.releaseConn(c)
@@ -689,10 +725,15 @@ type wsConn struct {
 	// (streams.claim).
 	client streamClient
 
-	mu       sync.Mutex
-	subs     int
-	idle     *time.Timer
+	mu   sync.Mutex
+	subs int
+	idle *time.Timer
+	// readBy is the read deadline gqlgen set (SetReadDeadline: its wait for
+	// a pong; zero: none), and deadline the timer that closes the connection
+	// then; none while holding (awaitRate).
+	readBy   time.Time
 	deadline *time.Timer
+	holding  bool
 	closing  bool
 	// ops holds, by the client's id, each operation the client started on
 	// the connection (subscribe; legacy graphql-ws: start) and has not
@@ -737,6 +778,10 @@ type wsConn struct {
 	// operation in it (inTurn.prepare takes it), or NextReader ends it.
 	turn   *heldTurn
 	handed time.Time
+	// rate bounds the messages read (awaitRate; nil: no bound). Per
+	// connection: a client's connections are capped (MaxPerClient), and a
+	// bucket shared by them would let one busy tab hold back the others.
+	rate *rate.Limiter
 }
 
 // wsRun is an operation gqlgen runs for a client (wsConn.runs).
@@ -822,9 +867,17 @@ func (c *wsConn) stopIdle() {
 // have that many) closes the connection once read, before anything decodes
 // it, its reading charged to the turn: 1 MiB of empty objects is 700,000
 // items, and 10,000 decode in about a millisecond.
+//
+// Before each message is read, the connection waits for a token of its
+// message rate (awaitRate): a ping, a pong or a complete is answered without
+// a turn or a budget to pay, and a client sending them back to back took as
+// much CPU as it sent.
 func (c *wsConn) NextReader() (int, io.Reader, error) {
 	c.endTurn() // the previous message's, when gqlgen did not take it
 	for {
+		if !c.awaitRate() {
+			return int(coderws.MessageText), nil, transport.ErrWebsocketClosed
+		}
 		typ, r, err := c.conn.Reader(context.Background())
 		if err != nil {
 			return int(typ), nil, c.readError(err)
@@ -892,6 +945,69 @@ func (c *wsConn) readError(err error) error {
 		return transport.ErrWebsocketClosed
 	}
 	return err
+}
+
+// awaitRate waits until the connection's next message may be read, when its
+// client sent more than its message rate (WSMessagesPerSecond after
+// WSMessageBurst), and reports whether it may: false when the connection
+// closed meanwhile (the client's close, the server's shutdown: closeNow). The
+// bucket is golang.org/x/time/rate's. One message's wait is at most a token's
+// time, 1/WSMessagesPerSecond: a client's backlog is read at the rate, each
+// message after its own wait. While it waits the pong deadline is held
+// (holdReads): the server is not reading, and a pong behind the backlog
+// could not be seen; a client that floods a connection past its keep-alive
+// is slowed, not dropped. The messages delayed are counted
+// (taskflow_ws_messages_delayed_total). SSE has no such bound: a stream is
+// one request, read once, in its caller's turn, and the client sends nothing
+// more on it.
+func (c *wsConn) awaitRate() bool {
+	if c.rate == nil {
+		return true
+	}
+	wait := c.rate.Reserve().Delay()
+	if wait <= 0 {
+		return true
+	}
+	c.st.delayed.Inc()
+	c.holdReads(true, 0)
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+		c.holdReads(false, wait)
+		return true
+	case <-c.closed.Done():
+		return false
+	}
+}
+
+// holdReads stops the read deadline's timer while the connection's reads
+// are held back (awaitRate), or, at the end of a hold of held, moves the
+// deadline by held and starts its timer again (not once the connection is
+// closing): the time the server did not read is not the client's.
+func (c *wsConn) holdReads(hold bool, held time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.holding = hold
+	if !hold && !c.readBy.IsZero() {
+		c.readBy = c.readBy.Add(held)
+	}
+	if !c.closing {
+		c.armDeadline()
+	}
+}
+
+// armDeadline starts the timer that closes the connection at readBy, in
+// place of the one running, if any; none when readBy is zero or reads are
+// held back (holdReads). c.mu held.
+func (c *wsConn) armDeadline() {
+	if c.deadline != nil {
+		c.deadline.Stop()
+		c.deadline = nil
+	}
+	if !c.readBy.IsZero() && !c.holding {
+		c.deadline = time.AfterFunc(time.Until(c.readBy), func() { _ = c.conn.CloseNow() })
+	}
 }
 
 // awaitTurn waits for the turn of the connection's caller, waiting out each
@@ -1321,17 +1437,13 @@ func (c *wsConn) Subprotocol() string { return c.conn.Subprotocol() }
 func (c *wsConn) SetReadLimit(limit int64) { c.conn.SetReadLimit(limit) }
 
 // SetReadDeadline closes the connection at t unless cleared (zero t) first:
-// gqlgen's wait for a pong.
+// gqlgen's wait for a pong. The time the connection's reads are held back
+// by its message rate does not count (holdReads).
 func (c *wsConn) SetReadDeadline(t time.Time) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.deadline != nil {
-		c.deadline.Stop()
-		c.deadline = nil
-	}
-	if !t.IsZero() {
-		c.deadline = time.AfterFunc(time.Until(t), func() { _ = c.conn.CloseNow() })
-	}
+	c.readBy = t
+	c.armDeadline()
 	return nil
 }
 
