@@ -63,6 +63,24 @@ func floodPings(ws *apitest.WS, n int, since time.Time, progress chan<- int) flo
 	return f
 }
 
+// floodPastBurst starts floodPings on ws and returns, once more pongs than
+// WSMessageBurst came (the connection's reads are held back from then on),
+// where its outcome will come.
+func floodPastBurst(t *testing.T, ws *apitest.WS, n int, since time.Time) <-chan flooded {
+	t.Helper()
+	progress := make(chan int, 1)
+	done := make(chan flooded, 1)
+	go func() { done <- floodPings(ws, n, since, progress) }()
+	for got := 0; got <= httpapi.WSMessageBurst; {
+		select {
+		case got = <-progress:
+		case f := <-done:
+			t.Fatalf("the flood ended after %d pongs: %v %s", f.pongs, f.err, f.over)
+		}
+	}
+	return done
+}
+
 // A connection that floods the server with pings is read no faster than
 // its message rate (WSMessageBurst, then WSMessagesPerSecond): it gets every
 // pong, nothing closed or lost, at that pace, the server's reads held back
@@ -101,19 +119,9 @@ func TestWSMessageRateIsBounded(t *testing.T) {
 			victimMsgs <- m
 		}
 	}()
-	progress := make(chan int, 1)
-	done := make(chan flooded, 1)
-	go func() { done <- floodPings(flooder, pings, start, progress) }()
-
 	// Once the flooder is held back (past its burst), the other connection
 	// is answered at once: a ping, and a query.
-	for n := 0; n <= httpapi.WSMessageBurst; {
-		select {
-		case n = <-progress:
-		case f := <-done:
-			t.Fatalf("the flood ended after %d pongs: %v %s", f.pongs, f.err, f.over)
-		}
-	}
+	done := floodPastBurst(t, flooder, pings, start)
 	victim.Send(apitest.WSMessage{Type: "ping"})
 	victim.Subscribe("q", `{ __typename }`, nil)
 	for _, want := range []string{"pong", "next", "complete"} {
@@ -142,16 +150,8 @@ func TestWSMessageRateIsBounded(t *testing.T) {
 
 	// A flood held back when the server shuts down: its connection closes
 	// with 1012 and gives its place back (its read loop ended).
-	start, progress = time.Now(), make(chan int, 1)
-	again := apitest.DialWS(t, url, apitest.WSOptions{})
-	go func() { done <- floodPings(again, pings, start, progress) }()
-	for n := 0; n <= httpapi.WSMessageBurst; {
-		select {
-		case n = <-progress:
-		case f := <-done:
-			t.Fatalf("the second flood ended after %d pongs: %v %s", f.pongs, f.err, f.over)
-		}
-	}
+	start = time.Now()
+	done = floodPastBurst(t, apitest.DialWS(t, url, apitest.WSOptions{}), pings, start)
 	env.Live.Close()
 	f = <-done
 	if code := coderws.CloseStatus(f.err); code != httpapi.CloseServiceRestart || f.pongs == pings {
