@@ -152,12 +152,16 @@ const (
 
 // Bounds of REQUEST_TIMEOUT: below minRequestTimeout ordinary operations
 // fail (cancelling a statement alone takes a round trip to Postgres on a
-// connection of its own); above maxRequestTimeout an operation's answer may
-// come after the server's write timeout (httpWriteTimeout), when nobody can
-// read it.
+// connection of its own). Above maxRequestTimeout the proxies and load
+// balancers usually in front of the server, whose timeouts are commonly 60 s
+// (nginx's proxy_read_timeout, an AWS ALB's idle timeout), would answer 504
+// before the server answers TIMEOUT, and a client would retry an operation
+// that still runs. The server's own write timeout (httpWriteTimeout) no
+// longer bounds it: an operation's answer has a write deadline of its own,
+// the operation's deadline and a margin (httpapi.Transport).
 const (
 	minRequestTimeout = 100 * time.Millisecond
-	maxRequestTimeout = httpWriteTimeout - 10*time.Second
+	maxRequestTimeout = 50 * time.Second
 )
 
 // maxUploadSizeLimit is the largest MAX_UPLOAD_SIZE: sizes are GraphQL Ints.
@@ -367,8 +371,8 @@ func loadConfig(getenv func(string) string) (Config, error) {
 	duration("SHUTDOWN_TIMEOUT", &c.ShutdownTimeout, false)
 	if v, ok := get("REQUEST_TIMEOUT"); ok {
 		if d, err := parseDuration(v); err != nil || d < minRequestTimeout || d > maxRequestTimeout {
-			bad("REQUEST_TIMEOUT", v, fmt.Sprintf("not a duration from %s to %s (the server's write timeout, %s, less the time to answer), like 30s",
-				minRequestTimeout, maxRequestTimeout, httpWriteTimeout))
+			bad("REQUEST_TIMEOUT", v, fmt.Sprintf("not a duration from %s to %s (under the 60s timeouts of common proxies), like 30s",
+				minRequestTimeout, maxRequestTimeout))
 		} else {
 			c.RequestTimeout = d
 		}

@@ -398,8 +398,8 @@ func TestConfigurationTableMatchesConfig(t *testing.T) {
 }
 
 // REQUEST_TIMEOUT is a duration from 100ms to 50s: zero or negative would
-// fail every operation, and an answer after the server's 60 s write timeout
-// is lost; each refusal names the variable, the value and the range.
+// fail every operation, and past 50 s a proxy's usual 60 s timeout would
+// answer 504 first; each refusal names the variable, the value and the range.
 func TestConfigRequestTimeoutBounds(t *testing.T) {
 	t.Parallel()
 	for _, v := range []string{"0", "0s", "-5s", "50ms", "1ns", "51s", "1h", "30d", "soon", "30"} {

@@ -45,9 +45,11 @@ import (
 const postgresConnectTimeout = 10 * time.Second
 
 // httpWriteTimeout is the HTTP server's write timeout: an answer not
-// written within it after the request's headers were read is lost (the
-// transfers of uploads and downloads, and streams, set their own).
-// REQUEST_TIMEOUT stays below it (maxRequestTimeout).
+// written within it after the request's headers were read is lost. The
+// answer of a GraphQL query or mutation, the transfers of uploads and
+// downloads, and streams set deadlines of their own (a GraphQL answer's is
+// its operation's deadline and a margin, however long its body took to
+// read), so it bounds the other routes' answers.
 const httpWriteTimeout = 60 * time.Second
 
 // defaultGCPercent is the garbage collector's target unless GOGC says

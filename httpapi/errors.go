@@ -93,6 +93,12 @@ func shown(gqlErr *gqlerror.Error, e *errs.Error) *gqlerror.Error {
 // its time bound (withRequestTimeout).
 var errRequestTimeout = errors.New("the operation ran past REQUEST_TIMEOUT")
 
+// answerWriteMargin is the time an operation's answer has to be written
+// after the operation's deadline (Transport.execute): its statements'
+// cancellation (up to 2 s before a connection is closed instead), a commit
+// under way, the files' release and the write of a large answer.
+const answerWriteMargin = 10 * time.Second
+
 // withRequestTimeout returns ctx bounded by d (DefaultRequestTimeout when d
 // is zero), ending with the cause errRequestTimeout, and its cancel.
 func withRequestTimeout(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {

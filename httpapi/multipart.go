@@ -139,6 +139,9 @@ type multipartFiles struct {
 	declared int64
 	// slot gives back the request's upload slot (uploadSlots).
 	slot func()
+	// transferBy is the end of the request's transfer (TransferTimeout), its
+	// answer's write deadline at least (Transport.execute).
+	transferBy time.Time
 }
 
 // errPartHead is the error of a body whose part has more than maxPartHead
@@ -225,8 +228,9 @@ func (t Transport) paramsFromMultipart(w http.ResponseWriter, r *http.Request) (
 		return nil, nil, tooLarge(maxUpload)
 	}
 	rc := http.NewResponseController(w)
-	_ = rc.SetReadDeadline(time.Now().Add(TransferTimeout))
-	_ = rc.SetWriteDeadline(time.Now().Add(TransferTimeout))
+	transferBy := time.Now().Add(TransferTimeout)
+	_ = rc.SetReadDeadline(transferBy)
+	_ = rc.SetWriteDeadline(transferBy)
 	body := &budgetBody{r: r.Body}
 	r.Body = struct {
 		io.Reader
@@ -248,7 +252,8 @@ func (t Transport) paramsFromMultipart(w http.ResponseWriter, r *http.Request) (
 	if reqErr != nil {
 		return nil, nil, reqErr
 	}
-	f := &multipartFiles{blobs: t.Blobs, log: t.Log, reader: mr, body: body, declared: r.ContentLength, slot: slot}
+	f := &multipartFiles{blobs: t.Blobs, log: t.Log, reader: mr, body: body, declared: r.ContentLength, slot: slot,
+		transferBy: transferBy}
 	if f.declared < 0 {
 		f.declared = maxUpload // chunked: charged as the largest upload
 	}

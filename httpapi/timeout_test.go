@@ -1,10 +1,14 @@
 package httpapi_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -220,5 +224,53 @@ func TestStreamsAndRequestTimeout(t *testing.T) {
 	after := e.createTask(t, "after")
 	if c := nextTaskChange(t, ws, "1"); c.TaskID != after {
 		t.Fatalf("the subscription got a change of %s, want %s", c.TaskID, after)
+	}
+}
+
+// An operation may run until REQUEST_TIMEOUT ends it, however much of the
+// server's WriteTimeout (60 s in server.go, counted from the request's
+// headers) the request's body and the operation took: its answer's write
+// deadline is the operation's own deadline and a margin. Here the server's
+// WriteTimeout is 1 s and REQUEST_TIMEOUT 1.5 s: a query, by POST and by GET,
+// waiting on a lock until its deadline is answered TIMEOUT, where its answer
+// was lost (the connection closed without one).
+func TestAnswerAfterTheServersWriteTimeout(t *testing.T) {
+	t.Parallel()
+	env := apitest.New(t, func(o *httpapi.Options) { o.RequestTimeout = 1500 * time.Millisecond })
+	fx := newFixture(t, env)
+	srv := httptest.NewUnstartedServer(env.Handler)
+	srv.Config.WriteTimeout = time.Second
+	srv.Start()
+	t.Cleanup(srv.Close)
+	holdLock(t, env, `LOCK TABLE tasks IN ACCESS EXCLUSIVE MODE`)
+	const read = `query Read($id: ID!) { task(id: $id) { id title } }`
+	vars, _ := json.Marshal(map[string]any{"id": fx.task})
+	body, _ := json.Marshal(map[string]any{"query": read, "variables": json.RawMessage(vars)})
+	for method, req := range map[string]func() (*http.Request, error){
+		"POST": func() (*http.Request, error) {
+			req, err := http.NewRequest(http.MethodPost, srv.URL+"/query", bytes.NewReader(body))
+			if err == nil {
+				req.Header.Set("Content-Type", "application/json")
+			}
+			return req, err
+		},
+		"GET": func() (*http.Request, error) {
+			return http.NewRequest(http.MethodGet, srv.URL+"/query?"+url.Values{"query": {read}, "variables": {string(vars)}}.Encode(), nil)
+		},
+	} {
+		r, err := req()
+		if err != nil {
+			t.Fatal(err)
+		}
+		apitest.SetHeaders(r, fx.token)
+		res, err := srv.Client().Do(r)
+		if err != nil {
+			t.Fatalf("%s: no answer past the server's write timeout: %v", method, err)
+		}
+		raw, err := io.ReadAll(res.Body)
+		res.Body.Close()
+		if err != nil || res.StatusCode != http.StatusOK || !strings.Contains(string(raw), `"code":"TIMEOUT"`) {
+			t.Fatalf("%s: HTTP %d %v %s, want 200 TIMEOUT", method, res.StatusCode, err, raw)
+		}
 	}
 }

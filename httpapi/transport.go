@@ -256,7 +256,11 @@ func (t Transport) Do(w http.ResponseWriter, r *http.Request, exec graphql.Graph
 	}
 
 	executing := time.Now()
-	resp := t.execute(ctx, exec, rc)
+	var writeBy time.Time
+	if files != nil {
+		writeBy = files.transferBy
+	}
+	resp := t.execute(ctx, w, exec, rc, writeBy)
 	if heavy {
 		cpumeter.Add(ctx, time.Since(executing)) // gqlgen collecting its fields
 	}
@@ -288,9 +292,24 @@ func (t Transport) Do(w http.ResponseWriter, r *http.Request, exec graphql.Graph
 // charged, so that neither a slow upload nor the wait for the caller's turn
 // counts against it; whatever runs after it (the files' release, the
 // answer) runs on ctx.
-func (t Transport) execute(ctx context.Context, exec graphql.GraphExecutor, rc *graphql.OperationContext) *graphql.Response {
-	ctx, cancel := withRequestTimeout(ctx, t.Timeout)
-	defer cancel()
+//
+// The answer's write deadline is set here too, to the operation's deadline
+// and answerWriteMargin (or writeBy, when later: an upload's transfer). The
+// server's WriteTimeout counts from the end of the request's headers, so a
+// body read slowly (up to the server's ReadTimeout) and an operation run
+// to its bound would otherwise outlast it, and the answer be lost: the
+// client would get a closed connection where the contract promises TIMEOUT.
+func (t Transport) execute(ctx context.Context, w http.ResponseWriter, exec graphql.GraphExecutor,
+	rc *graphql.OperationContext, writeBy time.Time,
+) *graphql.Response {
+	ctx, end := withRequestTimeout(ctx, t.Timeout)
+	defer end()
+	if d, ok := ctx.Deadline(); ok {
+		if by := d.Add(answerWriteMargin); by.After(writeBy) {
+			writeBy = by
+		}
+		_ = http.NewResponseController(w).SetWriteDeadline(writeBy)
+	}
 	responses, ctx := exec.DispatchOperation(ctx, rc)
 	return responses(ctx)
 }
