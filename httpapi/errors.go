@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/99designs/gqlgen/graphql"
@@ -99,13 +100,74 @@ var errRequestTimeout = errors.New("the operation ran past REQUEST_TIMEOUT")
 // under way, the files' release and the write of a large answer.
 const answerWriteMargin = 10 * time.Second
 
-// withRequestTimeout returns ctx bounded by d (DefaultRequestTimeout when d
-// is zero), ending with the cause errRequestTimeout, and its cancel.
+// withRequestTimeout returns the context of an operation, ctx bounded by d
+// (DefaultRequestTimeout when d is zero), ending with the cause
+// errRequestTimeout, and the function that ends the operation: it cancels
+// that context, then logs the operation's fields cut short by the bound
+// (timedOut), if any, in one line. It must be called once every field's
+// error was presented.
 func withRequestTimeout(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
 	if d <= 0 {
 		d = DefaultRequestTimeout
 	}
-	return context.WithTimeoutCause(ctx, d, errRequestTimeout)
+	c := &cutShort{}
+	opCtx, cancel := context.WithTimeoutCause(context.WithValue(ctx, cutShortKey{}, c), d, errRequestTimeout)
+	return opCtx, func() {
+		cancel()
+		c.end(ctx)
+	}
+}
+
+// cutShortKey is where withRequestTimeout leaves an operation's cutShort.
+type cutShortKey struct{}
+
+// cutShort tallies the fields of one operation cut short by its time bound
+// (timedOut), for the operation to log them in one line as it ends
+// (withRequestTimeout): an operation whose fields all wait on one lock is
+// one event, and a line per field would bury the others (up to hundreds for
+// a query of many aliases).
+type cutShort struct {
+	mu    sync.Mutex
+	ended bool
+	// log is the presenter's logger; fields the number of fields cut short;
+	// err, path and operation the first one's error, path and operation name.
+	log             *slog.Logger
+	fields          int
+	err             error
+	path, operation string
+}
+
+// note counts a field cut short, and reports whether it was counted: false
+// once the operation has ended (its line logged), when the caller logs the
+// field itself.
+func (c *cutShort) note(log *slog.Logger, err error, path, operation string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.ended {
+		return false
+	}
+	if c.fields == 0 {
+		c.log, c.err, c.path, c.operation = log, err, path, operation
+	}
+	c.fields++
+	return true
+}
+
+// end logs the fields cut short, if any, at WARN, with ctx's request id.
+func (c *cutShort) end(ctx context.Context) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.ended = true
+	if c.fields > 0 {
+		logTimedOut(ctx, c.log, c.fields, c.err, c.path, c.operation)
+	}
+}
+
+// logTimedOut logs, at WARN, that fields fields of the operation named
+// operation were cut short by its time bound, the first at path with err.
+func logTimedOut(ctx context.Context, log *slog.Logger, fields int, err error, path, operation string) {
+	log.WarnContext(ctx, "operation stopped at REQUEST_TIMEOUT", "fields", fields, "err", err,
+		"request_id", reqinfo.From(ctx).RequestID, "operation", operation, "path", path)
 }
 
 // errTimeout is the error shown for a field cut short by the operation's
@@ -115,8 +177,10 @@ var errTimeout = errs.Errorf(errs.CodeTimeout, "the operation ran past the serve
 
 // timedOut returns the TIMEOUT error shown in place of err when err is a
 // statement (or a wait for a connection) cut short because the operation of
-// ctx ran past its time bound (withRequestTimeout), and logs it at WARN
-// with the request id, the operation's name and path: no bug, and no
+// ctx ran past its time bound (withRequestTimeout), and counts it for the
+// operation's one line at WARN (cutShort), with the request id, the
+// operation's name, the number of fields cut short, the first's path and
+// error: no bug, and no
 // failure of a dependency, but an operation slower than the server allows,
 // or one waiting on another's lock. For any other error it returns nil:
 // one whose context ended otherwise (its client went away, a shutdown)
@@ -138,8 +202,9 @@ func timedOut(ctx context.Context, log *slog.Logger, err error, path string) *er
 			op = oc.Operation.Name
 		}
 	}
-	log.WarnContext(ctx, "operation stopped at REQUEST_TIMEOUT", "err", err,
-		"request_id", reqinfo.From(ctx).RequestID, "operation", op, "path", path)
+	if c, ok := ctx.Value(cutShortKey{}).(*cutShort); !ok || !c.note(log, err, path, op) {
+		logTimedOut(ctx, log, 1, err, path, op)
+	}
 	return errTimeout
 }
 

@@ -274,3 +274,34 @@ func TestAnswerAfterTheServersWriteTimeout(t *testing.T) {
 		}
 	}
 }
+
+// An operation with several fields cut short by REQUEST_TIMEOUT logs one
+// WARN line, with the number of fields, the operation's name and the
+// request id; each field still answers TIMEOUT. Three updates of a locked
+// task: the first waits on the lock until the deadline, the next two start
+// past it.
+func TestOneWarningPerOperationCutShort(t *testing.T) {
+	t.Parallel()
+	env, fx, logs := timeoutEnv(t)
+	holdLock(t, env, `SELECT id FROM tasks WHERE id = $1 FOR UPDATE`, fx.task)
+	const update = `mutation Retitles($id: ID!) {
+		a: updateTask(id: $id, input: {title: "a"}) { id }
+		b: updateTask(id: $id, input: {title: "b"}) { id }
+		c: updateTask(id: $id, input: {title: "c"}) { id }
+	}`
+	r := env.Post(t, fx.token, update, map[string]any{"id": fx.task}, "X-Request-ID", "req-three")
+	if len(r.Body.Errors) != 3 {
+		t.Fatalf("%d errors, want 3 TIMEOUT: %s", len(r.Body.Errors), r.Raw)
+	}
+	for _, e := range r.Body.Errors {
+		if ext, _ := e["extensions"].(map[string]any); ext["code"] != "TIMEOUT" {
+			t.Errorf("error %v, want TIMEOUT", e)
+		}
+	}
+	timeoutLogged(t, logs, "req-three", "Retitles")
+	for _, l := range logs.lines(t) {
+		if l["request_id"] == "req-three" && l["level"] == "WARN" && (l["fields"] != float64(3) || l["path"] != "a") {
+			t.Errorf("the WARN record counts %v fields from %v, want 3 from a: %v", l["fields"], l["path"], l)
+		}
+	}
+}
