@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -34,12 +35,16 @@ import (
 // answer and the error it would get alone. Its read function may run twice:
 // it must set what it reads, not add to it.
 //
-// A batch of several reads runs on a context detached from the leading
-// request (its values kept, its cancellation not), bounded by
-// readBatchTimeout: one client going away fails no one else's read. Only
-// reads whose statements are bounded go through the batcher (a row by key, a
-// page of at most 100 rows by index): the batch is as slow as its slowest
-// read.
+// A batch of several reads is sent by a goroutine of its own, on a context
+// detached from its first read's request (its values kept, its cancellation
+// not), bounded by readBatchTimeout: one client going away, or one request's
+// deadline, fails no one else's read. Each read waits for its answer only
+// as long as its own context lasts: one that ends first (the request's
+// REQUEST_TIMEOUT) returns its context's error at once, queued or in a batch
+// in flight, and the batch goes on for the others, without it (its results,
+// if read, are dropped). Only reads whose statements are bounded go through
+// the batcher (a row by key, a page of at most 100 rows by index): the batch
+// is as slow as its slowest read.
 type readBatcher struct {
 	pool *pgxpool.Pool
 	// limit is the most batches in flight; 0 sends every read on its own.
@@ -92,6 +97,9 @@ func DefaultReadBatches(poolSize int32) int { return max(1, int(poolSize)/8) }
 
 // batchedRead is one request's read in the batcher.
 type batchedRead struct {
+	// ctx is the request's context: a batch it is the first of is sent on
+	// it, detached (readBatcher.send), so that it is traced in that request.
+	ctx   context.Context
 	queue func(b *pgx.Batch)
 	read  func(br pgx.BatchResults) error
 	// err is what read returned; again, that the batch had failed before
@@ -100,9 +108,16 @@ type batchedRead struct {
 	err      error
 	again    bool
 	panicked any
-	// lead, when set as done closes, is the batch this read must send.
-	lead []*batchedRead
-	done chan struct{}
+	// taken is set, under the batcher's mu, once the read has left the
+	// queue; lead, with it, when the read is a batch of one that it must
+	// send itself. done closes when either happened (lead) or the batch the
+	// read went in ended.
+	taken bool
+	lead  []*batchedRead
+	done  chan struct{}
+	// gone tells the batch's goroutine that the request stopped waiting (its
+	// context ended): the read's functions are not run any more.
+	gone atomic.Bool
 }
 
 // read sends the statements queue adds to a batch and reads their results
@@ -110,11 +125,17 @@ type batchedRead struct {
 // no unit of work (see readBatcher), in it when it does. It returns what read
 // returns, or the error of sending the batch. read may run twice (see
 // readBatcher) and must not keep br.
+//
+// When ctx ends while the read waits for a shared round trip, read returns
+// ctx's error at once, and queue or read may still be running, or about to
+// run, on the batch's goroutine: the caller must not look at what they set
+// unless read returned nil (as any caller of a function that failed), and
+// they must not change what the caller uses afterwards.
 func (db *DB) read(ctx context.Context, queue func(b *pgx.Batch), read func(br pgx.BatchResults) error) error {
 	if tx := TxFrom(ctx); tx != nil {
 		return sendRead(ctx, tx, &batchedRead{queue: queue, read: read})
 	}
-	return db.reads.do(ctx, &batchedRead{queue: queue, read: read})
+	return db.reads.do(ctx, &batchedRead{ctx: ctx, queue: queue, read: read})
 }
 
 // sendRead sends r's statements alone on q and reads them. The batch is
@@ -131,8 +152,9 @@ func sendRead(ctx context.Context, q Querier, r *batchedRead) (err error) {
 	return r.read(br)
 }
 
-// do sends r in a batch, leading one when fewer than limit are in flight and
-// waiting for the next otherwise.
+// do sends r alone when fewer than limit batches are in flight, and
+// otherwise waits for the next batch, or for the end of ctx, whichever
+// comes first.
 func (c *readBatcher) do(ctx context.Context, r *batchedRead) error {
 	if c.limit <= 0 {
 		c.alone.Add(1)
@@ -141,7 +163,7 @@ func (c *readBatcher) do(ctx context.Context, r *batchedRead) error {
 	c.mu.Lock()
 	if c.busy < c.limit {
 		// Reads wait only while every slot is busy, so the queue is empty:
-		// r leads a batch of its own.
+		// r is a batch of its own.
 		c.busy++
 		c.mu.Unlock()
 		r.lead = []*batchedRead{r}
@@ -149,11 +171,17 @@ func (c *readBatcher) do(ctx context.Context, r *batchedRead) error {
 		r.done = make(chan struct{})
 		c.queue = append(c.queue, r)
 		c.mu.Unlock()
-		<-r.done
+		select {
+		case <-r.done:
+		case <-ctx.Done():
+			if c.abandon(r) {
+				return fmt.Errorf("batched read: %w", ctx.Err())
+			}
+		}
 	}
-	if batch := r.lead; batch != nil {
+	if r.lead != nil {
 		r.lead = nil
-		c.lead(ctx, batch, r)
+		c.sendAlone(ctx, r)
 	}
 	if r.panicked != nil {
 		panic(r.panicked)
@@ -165,6 +193,29 @@ func (c *readBatcher) do(ctx context.Context, r *batchedRead) error {
 	return r.err
 }
 
+// abandon takes r, whose request stopped waiting (its context ended), out
+// of the batcher, and reports whether it did. A read still queued leaves the
+// queue; one in a batch in flight is marked gone, and the batch goes on
+// without it: its functions are not run any more, but one running now (its
+// own statement slow) runs to its end (see DB.read). A read already handed a batch of its own (lead) is not abandoned: do
+// sends it, on its ended context, which fails at once, and frees the slot.
+func (c *readBatcher) abandon(r *batchedRead) bool {
+	c.mu.Lock()
+	if !r.taken {
+		c.queue = slices.DeleteFunc(c.queue, func(q *batchedRead) bool { return q == r })
+		c.mu.Unlock()
+		return true
+	}
+	lead := r.lead != nil
+	c.mu.Unlock()
+	if lead {
+		<-r.done
+		return false
+	}
+	r.gone.Store(true)
+	return true
+}
+
 // take removes the next batch from the queue; c.mu is held.
 func (c *readBatcher) take() []*batchedRead {
 	n := min(len(c.queue), maxBatchedReads)
@@ -173,18 +224,27 @@ func (c *readBatcher) take() []*batchedRead {
 	if len(c.queue) == 0 {
 		c.queue = nil
 	}
+	for _, r := range batch {
+		r.taken = true
+	}
 	return batch
 }
 
-// lead sends batch, which holds me, tells the others in it their answers,
-// and hands the next batch to the first read waiting, if any.
-func (c *readBatcher) lead(ctx context.Context, batch []*batchedRead, me *batchedRead) {
-	if len(batch) == 1 {
-		defer c.handOff()
-		c.alone.Add(1)
-		me.err = sendRead(ctx, c.pool, me)
-		return
-	}
+// sendAlone sends r, a batch of its own, on its request's context, then
+// hands the next batch on.
+func (c *readBatcher) sendAlone(ctx context.Context, r *batchedRead) {
+	defer c.handOff()
+	c.alone.Add(1)
+	r.err = sendRead(ctx, c.pool, r)
+}
+
+// send sends batch, several reads, in one round trip and tells each its
+// answer (done), then hands the next batch on. It runs on a goroutine of its
+// own, so that every read of the batch can stop waiting at its own
+// deadline (do), and on a context of its own, bounded by readBatchTimeout.
+// A read whose request stopped waiting (gone) is not queued, or its results
+// are read without its function.
+func (c *readBatcher) send(batch []*batchedRead) {
 	c.batches.Add(1)
 	c.together.Add(uint64(len(batch)))
 	for _, r := range batch {
@@ -197,13 +257,11 @@ func (c *readBatcher) lead(ctx context.Context, batch []*batchedRead, me *batche
 				// The batch failed before r's statements were read.
 				r.err, r.again = sendErr, true
 			}
-			if r != me {
-				close(r.done)
-			}
+			close(r.done)
 		}
 		c.handOff()
 	}()
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), readBatchTimeout)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(batch[0].ctx), readBatchTimeout)
 	defer cancel()
 	b := &pgx.Batch{}
 	var failed bool
@@ -215,29 +273,39 @@ func (c *readBatcher) lead(ctx context.Context, batch []*batchedRead, me *batche
 		n := len(b.QueuedQueries) - first
 		s := &sharedResults{left: n, failed: &failed}
 		if n == 0 {
-			r.err = s.run(r)
+			if !r.gone.Load() {
+				r.err = s.run(r)
+			}
 			continue
 		}
 		b.QueuedQueries[first].Fn = func(br pgx.BatchResults) error {
 			s.br = br
-			if failed {
+			switch {
+			case failed:
 				// An earlier read's statement failed, and with it r's.
 				r.err, r.again = nil, true
 				_ = s.skip() // r is sent again, alone
-				return nil
+			case r.gone.Load():
+				_ = s.skip() // nobody waits for them; their failure is noted
+			default:
+				r.err = s.run(r)
 			}
-			r.err = s.run(r)
 			return nil
 		}
 	}
-	sendErr = c.pool.SendBatch(ctx, b).Close()
+	if len(b.QueuedQueries) > 0 {
+		sendErr = c.pool.SendBatch(ctx, b).Close()
+	}
 }
 
-// queueInto adds r's statements to b. A panic of r's queue function is
-// recovered for r's own goroutine (do panics with it there): what it queued
-// is dropped, r is not sent, and queueInto reports false, so that the
-// request leading the batch gets its own answer.
+// queueInto adds r's statements to b, unless its request stopped waiting
+// (gone). A panic of r's queue function is recovered for r's own goroutine
+// (do panics with it there): what it queued is dropped, r is not sent, and
+// queueInto reports false, so that the others get their own answers.
 func queueInto(r *batchedRead, b *pgx.Batch) (queued bool) {
+	if r.gone.Load() {
+		return false
+	}
 	first := len(b.QueuedQueries)
 	defer func() {
 		if p := recover(); p != nil {
@@ -255,8 +323,10 @@ func recovered(p any) string {
 	return fmt.Sprintf("%v (in a batched read)\n%s", p, debug.Stack())
 }
 
-// handOff hands the next batch to the first read waiting, or frees the batch
-// slot when none is.
+// handOff sends the next batch of the reads waiting: a read alone is
+// handed its batch, to send on its own context and goroutine (do); several
+// go to a goroutine of their own (send). It frees the batch slot when none
+// waits.
 func (c *readBatcher) handOff() {
 	c.mu.Lock()
 	if len(c.queue) == 0 {
@@ -265,9 +335,14 @@ func (c *readBatcher) handOff() {
 		return
 	}
 	next := c.take()
+	if len(next) == 1 {
+		next[0].lead = next
+		c.mu.Unlock()
+		close(next[0].done)
+		return
+	}
 	c.mu.Unlock()
-	next[0].lead = next
-	close(next[0].done)
+	go c.send(next)
 }
 
 // errNotRead is a read's error until its statements were read.

@@ -439,3 +439,106 @@ func TestBatchedReadLeavingAFailingStatementUnreadFailsAsAlone(t *testing.T) {
 		}
 	}
 }
+
+// A read waiting for a shared round trip stops waiting when its own context
+// ends (a request's REQUEST_TIMEOUT), with its context's error, while the
+// round trip goes on for the others, which get their answers: a read still
+// queued, and reads inside a batch in flight, stuck behind another's
+// statement (the batch's first read, which led it, and one after it).
+func TestBatchedReadsStopAtTheirOwnDeadline(t *testing.T) {
+	t.Parallel()
+	b := setupReads(t)
+	ctx := t.Context()
+	selectOne := func(ctx context.Context, sql string) (int, error) {
+		var v int
+		err := b.db.Read(ctx, func(b *pgx.Batch) { b.Queue(sql) },
+			func(br pgx.BatchResults) error { return br.QueryRow().Scan(&v) })
+		return v, err
+	}
+	type answer struct {
+		v   int
+		err error
+	}
+	start := func(ctx context.Context, sql string) chan answer {
+		c := make(chan answer, 1)
+		go func() { v, err := selectOne(ctx, sql); c <- answer{v, err} }()
+		return c
+	}
+	wait := func(what string, c chan answer) answer {
+		t.Helper()
+		select {
+		case a := <-c:
+			return a
+		case <-time.After(20 * time.Second):
+			t.Fatalf("waited 20s for %s", what)
+			return answer{}
+		}
+	}
+	canceled := func(what string, a answer) {
+		t.Helper()
+		if !errors.Is(a.err, context.Canceled) || !store.Canceled(a.err) {
+			t.Errorf("%s: %v %v, want its context's cancellation", what, a.v, a.err)
+		}
+	}
+
+	// Queued behind the one batch in flight.
+	release := b.hold(t)
+	queuedCtx, cancelQueued := context.WithCancel(ctx)
+	queued := start(queuedCtx, `SELECT 1`)
+	other := start(context.Background(), `SELECT 2`)
+	waitFor(t, "2 reads to wait", func() bool { return b.db.ReadStats().Waiting == 2 })
+	cancelQueued()
+	canceled("a queued read", wait("the queued read to stop", queued))
+	if w := b.db.ReadStats().Waiting; w != 1 {
+		t.Errorf("%d reads wait after one stopped, want 1", w)
+	}
+	release(1)
+	if a := wait("the other queued read", other); a.v != 2 || a.err != nil {
+		t.Errorf("the other queued read: %v %v, want 2", a.v, a.err)
+	}
+
+	// In a batch in flight, behind its first read's statement, which waits
+	// on a lock the test holds.
+	conn, err := b.db.Pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock(8)`); err != nil {
+		t.Fatal(err)
+	}
+	release = b.hold(t)
+	leadCtx, cancelLead := context.WithCancel(ctx)
+	lead := start(leadCtx, `SELECT 3 FROM (SELECT pg_advisory_xact_lock_shared(8)) l`)
+	waitFor(t, "the first read to wait", func() bool { return b.db.ReadStats().Waiting == 1 })
+	behindCtx, cancelBehind := context.WithCancel(ctx)
+	behind := start(behindCtx, `SELECT 4`)
+	waitFor(t, "the second read to wait", func() bool { return b.db.ReadStats().Waiting == 2 })
+	last := start(context.Background(), `SELECT 5`)
+	release(3)
+	waitFor(t, "the batch to wait for the lock", func() bool {
+		var n int
+		err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted
+			AND objid = 8 AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`).Scan(&n)
+		return err == nil && n == 1
+	})
+	cancelLead()
+	canceled("the batch's first read", wait("the batch's first read to stop", lead))
+	cancelBehind()
+	canceled("a read behind it", wait("the read behind it to stop", behind))
+	select {
+	case a := <-last:
+		t.Fatalf("the last read of the batch answered %v %v while its batch waits", a.v, a.err)
+	default:
+	}
+	if _, err := conn.Exec(ctx, `SELECT pg_advisory_unlock(8)`); err != nil {
+		t.Fatal(err)
+	}
+	if a := wait("the batch's last read", last); a.v != 5 || a.err != nil {
+		t.Errorf("the batch's last read: %v %v, want 5", a.v, a.err)
+	}
+	// The batcher goes on: a read now goes at once.
+	if v, err := selectOne(ctx, `SELECT 6`); v != 6 || err != nil {
+		t.Errorf("a read after: %v %v", v, err)
+	}
+}
