@@ -139,8 +139,18 @@ func (db *DB) read(ctx context.Context, queue func(b *pgx.Batch), read func(br p
 }
 
 // sendRead sends r's statements alone on q and reads them. The batch is
-// closed, and its connection released, even when read panics.
+// closed, and its connection released, even when read panics, or pgx does
+// while it sends (a statement's argument whose encoding panics):
+// pgxpool.Pool.SendBatch would then keep its connection for ever.
 func sendRead(ctx context.Context, q Querier, r *batchedRead) (err error) {
+	if pool, ok := q.(*pgxpool.Pool); ok {
+		conn, err := pool.Acquire(ctx)
+		if err != nil {
+			return err
+		}
+		defer conn.Release()
+		q = conn
+	}
 	b := &pgx.Batch{}
 	r.queue(b)
 	br := q.SendBatch(ctx, b)
@@ -197,8 +207,9 @@ func (c *readBatcher) do(ctx context.Context, r *batchedRead) error {
 // of the batcher, and reports whether it did. A read still queued leaves the
 // queue; one in a batch in flight is marked gone, and the batch goes on
 // without it: its functions are not run any more, but one running now (its
-// own statement slow) runs to its end (see DB.read). A read already handed a batch of its own (lead) is not abandoned: do
-// sends it, on its ended context, which fails at once, and frees the slot.
+// own statement slow) runs to its end (see DB.read). A read already handed
+// a batch of its own (lead) is not abandoned: do sends it, on its ended
+// context, which fails at once, and frees the slot.
 func (c *readBatcher) abandon(r *batchedRead) bool {
 	c.mu.Lock()
 	if !r.taken {
@@ -243,7 +254,12 @@ func (c *readBatcher) sendAlone(ctx context.Context, r *batchedRead) {
 // own, so that every read of the batch can stop waiting at its own
 // deadline (do), and on a context of its own, bounded by readBatchTimeout.
 // A read whose request stopped waiting (gone) is not queued, or its results
-// are read without its function.
+// are read without its function. A panic of the batch itself (not of a
+// read's functions, recovered for their own read: pgx encoding a read's
+// argument, say) is recovered, and the reads not answered yet are sent again
+// alone, as after a failure: the read that caused it panics again in its
+// own request, as it would alone; on this goroutine the panic would end the
+// process.
 func (c *readBatcher) send(batch []*batchedRead) {
 	c.batches.Add(1)
 	c.together.Add(uint64(len(batch)))
@@ -252,6 +268,9 @@ func (c *readBatcher) send(batch []*batchedRead) {
 	}
 	var sendErr error
 	defer func() {
+		if p := recover(); p != nil {
+			sendErr = fmt.Errorf("batched read: %s", recovered(p))
+		}
 		for _, r := range batch {
 			if r.err == errNotRead {
 				// The batch failed before r's statements were read.
@@ -293,9 +312,18 @@ func (c *readBatcher) send(batch []*batchedRead) {
 			return nil
 		}
 	}
-	if len(b.QueuedQueries) > 0 {
-		sendErr = c.pool.SendBatch(ctx, b).Close()
+	if len(b.QueuedQueries) == 0 {
+		return
 	}
+	// Acquired here, not by Pool.SendBatch, so that a panic of pgx's
+	// releases it (recovered above).
+	conn, err := c.pool.Acquire(ctx)
+	if err != nil {
+		sendErr = err
+		return
+	}
+	defer conn.Release()
+	sendErr = conn.SendBatch(ctx, b).Close()
 }
 
 // queueInto adds r's statements to b, unless its request stopped waiting

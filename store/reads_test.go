@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"database/sql/driver"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -541,4 +542,48 @@ func TestBatchedReadsStopAtTheirOwnDeadline(t *testing.T) {
 	if v, err := selectOne(ctx, `SELECT 6`); v != 6 || err != nil {
 		t.Errorf("a read after: %v %v", v, err)
 	}
+}
+
+// panicValue is an argument whose encoding panics.
+type panicValue struct{}
+
+// Value panics, as a buggy argument type may while pgx encodes a batch.
+func (panicValue) Value() (driver.Value, error) { panic("boom encoding") }
+
+// A panic while a shared round trip is sent (pgx encoding a read's
+// argument), outside the reads' own functions, does not end the process
+// (the batch runs on a goroutine of its own): the reads are sent again
+// alone, and the read that caused it panics in its own request, the others
+// get their answers.
+func TestBatchPanicIsTheCulpritsAlone(t *testing.T) {
+	t.Parallel()
+	b := setupReads(t)
+	type result struct {
+		v     int
+		err   error
+		panic any
+	}
+	args := []any{1, panicValue{}, 3}
+	got := make([]result, len(args))
+	release := b.hold(t)
+	var wg sync.WaitGroup
+	for i, arg := range args {
+		wg.Go(func() {
+			defer func() { got[i].panic = recover() }()
+			got[i].err = b.db.Read(context.Background(), func(b *pgx.Batch) { b.Queue(`SELECT $1::int`, arg) },
+				func(br pgx.BatchResults) error { return br.QueryRow().Scan(&got[i].v) })
+		})
+		waitFor(t, fmt.Sprintf("%d reads to wait", i+1), func() bool { return b.db.ReadStats().Waiting == i+1 })
+	}
+	release(len(args))
+	wg.Wait()
+	if got[0].v != 1 || got[0].err != nil || got[0].panic != nil || got[2].v != 3 || got[2].err != nil || got[2].panic != nil {
+		t.Errorf("the other reads: %+v, %+v, want 1 and 3", got[0], got[2])
+	}
+	// Its panic, or what pgx's batch tracer makes of it (a type assertion of
+	// the batch's results, nil after the panic).
+	if got[1].panic == nil {
+		t.Errorf("the read whose argument panics: %+v, want its panic", got[1])
+	}
+	// Every connection was released: the pool closes at the test's end.
 }
