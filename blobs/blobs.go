@@ -311,9 +311,10 @@ func (s *Store) forget(ctx context.Context, key string) {
 	}
 }
 
-// delete deletes the object key; one that does not exist is deleted already.
+// delete deletes the object key; one that does not exist is deleted already
+// (missing: not one the store refuses to show).
 func (s *Store) delete(ctx context.Context, key string) error {
-	if err := s.bucket.Delete(ctx, key); err != nil && gcerrors.Code(err) != gcerrors.NotFound {
+	if err := s.bucket.Delete(ctx, key); err != nil && !missing(err) {
 		return err
 	}
 	return nil

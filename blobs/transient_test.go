@@ -16,6 +16,9 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/johannesboyne/gofakes3"
 	"github.com/johannesboyne/gofakes3/backend/s3mem"
+	"google.golang.org/api/googleapi"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"taskflow/blobs"
 	"taskflow/store/storetest"
@@ -98,7 +101,11 @@ func TestTransientS3Errors(t *testing.T) {
 }
 
 // Errors that do not come through a bucket: Azure's answers by their
-// status, and the database's and the context's as store.Transient says.
+// status; Google Cloud Storage's (gcsblob, built with -tags gcsblob; see
+// gcs_test.go for them through the driver) by the status of the JSON API's
+// answer (*googleapi.Error, as the storage client returns it, alone or
+// wrapped once its retries ran out) or the gRPC API's code; and the
+// database's and the context's as store.Transient says.
 func TestTransientOtherErrors(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct {
@@ -108,6 +115,16 @@ func TestTransientOtherErrors(t *testing.T) {
 		{fmt.Errorf("azblob: %w", &azcore.ResponseError{StatusCode: http.StatusServiceUnavailable, ErrorCode: "ServerBusy"}), true},
 		{fmt.Errorf("azblob: %w", &azcore.ResponseError{StatusCode: http.StatusInternalServerError, ErrorCode: "InternalError"}), true},
 		{fmt.Errorf("azblob: %w", &azcore.ResponseError{StatusCode: http.StatusForbidden, ErrorCode: "AuthorizationFailure"}), false},
+		{fmt.Errorf("gcsblob: %w", &googleapi.Error{Code: http.StatusServiceUnavailable, Message: "backendError"}), true},
+		{fmt.Errorf("storage: retry failed after 3 attempts; last error: %w", &googleapi.Error{Code: http.StatusInternalServerError}), true},
+		{&googleapi.Error{Code: http.StatusBadGateway}, true},
+		{&googleapi.Error{Code: http.StatusGatewayTimeout}, true},
+		{&googleapi.Error{Code: http.StatusRequestTimeout}, true},
+		{&googleapi.Error{Code: http.StatusForbidden, Message: "does not have storage.objects.get access"}, false},
+		{&googleapi.Error{Code: http.StatusUnauthorized}, false},
+		{&googleapi.Error{Code: http.StatusBadRequest}, false},
+		{fmt.Errorf("gcsblob: %w", status.Error(codes.Unavailable, "the service is unavailable")), true},
+		{fmt.Errorf("gcsblob: %w", status.Error(codes.PermissionDenied, "denied")), false},
 		{fmt.Errorf("register blob upload: %w", &pgconn.PgError{Code: "53300"}), true}, // too_many_connections
 		{fmt.Errorf("register blob upload: %w", &pgconn.PgError{Code: "23505"}), false},
 		{fmt.Errorf("write: %w", context.Canceled), true},
