@@ -167,14 +167,15 @@ func (takeoverArgs) InsertOpts() river.InsertOpts {
 }
 
 // Expire is the expiry job's pass: Expire of the worker's database and blob
-// store, logged and counted (the stranded exports it fails as failed). It
-// returns how many it expired.
+// store, logged and counted (the stranded exports it fails as failed; a
+// failure at blobs.FailureLevel: the next pass runs on). It returns how many
+// it expired.
 func (w *Worker) Expire(ctx context.Context) (int, error) {
 	n, stranded, err := Expire(ctx, w.o.DB, w.o.Blobs)
 	w.m.finishes.WithLabelValues(outcomeExpired).Add(float64(n))
 	w.m.finishes.WithLabelValues(outcomeFailed).Add(float64(stranded))
 	if err != nil && ctx.Err() == nil {
-		w.o.Log.ErrorContext(ctx, "audit export expiry", "err", err)
+		w.o.Log.Log(ctx, blobs.FailureLevel(err), "audit export expiry", "err", err)
 	}
 	return n, err
 }
@@ -183,7 +184,7 @@ func (w *Worker) Expire(ctx context.Context) (int, error) {
 // not stamped its heartbeat for Options.TakeoverAfter to a new run
 // (store.TakeOverAuditExports), a batch at a time, deletes the files the
 // runs taken over may have left, and returns how many it took over, logged
-// and counted. Those taken over store.AuditExportMaxTakeovers times already
+// and counted (a failure at blobs.FailureLevel). Those taken over store.AuditExportMaxTakeovers times already
 // are failed instead, logged and counted as failed. An object whose
 // deletion fails is left to the blob sweeper (the database has forgotten
 // it).
@@ -200,7 +201,7 @@ func (w *Worker) TakeOver(ctx context.Context) (int, error) {
 			"exports", failed, "takeovers", store.AuditExportMaxTakeovers, "after", w.o.TakeoverAfter.String())
 	}
 	if err != nil && ctx.Err() == nil {
-		w.o.Log.ErrorContext(ctx, "audit export takeover", "err", err)
+		w.o.Log.Log(ctx, blobs.FailureLevel(err), "audit export takeover", "err", err)
 	}
 	return n, err
 }
@@ -372,11 +373,11 @@ func failure(err error, maxBytes int64) (string, bool) {
 // errNoStarter ends an export whose starter's account is gone.
 var errNoStarter = errors.New("auditexport: the starter no longer exists")
 
-// remove deletes an object the database no longer knows; a failure is left
-// to the blob sweeper.
+// remove deletes an object the database no longer knows; a failure is
+// logged (blobs.FailureLevel) and left to the blob sweeper.
 func (w *Worker) remove(ctx context.Context, key string) {
 	if err := w.o.Blobs.Delete(context.WithoutCancel(ctx), key); err != nil {
-		w.o.Log.WarnContext(ctx, "audit export: could not delete a file; the blob sweeper will", "key", key, "err", err)
+		w.o.Log.Log(ctx, blobs.FailureLevel(err), "audit export: could not delete a file; the blob sweeper will", "key", key, "err", err)
 	}
 }
 

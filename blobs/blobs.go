@@ -32,7 +32,6 @@ import (
 	"github.com/google/uuid"
 	"gocloud.dev/blob"
 	"gocloud.dev/blob/fileblob"
-	"gocloud.dev/gcerrors"
 
 	"taskflow/store"
 )
@@ -278,13 +277,13 @@ func (s *Store) Stage(ctx context.Context, r io.Reader, filename string, limit i
 
 // Release deletes a staged file's object unless an attachment adopted it (its
 // registration went with the adoption's commit): a failed operation, a
-// replayed one, or content the workspace had already. A failure is logged;
-// the sweeper removes what is left after the grace period.
+// replayed one, or content the workspace had already. A failure is logged
+// (at FailureLevel); the sweeper removes what is left after the grace period.
 func (s *Store) Release(ctx context.Context, f *store.UploadedFile) {
 	ctx = context.WithoutCancel(ctx)
 	adopted, err := s.db.BlobReferenced(ctx, f.Key)
 	if err != nil {
-		s.log.WarnContext(ctx, "blobs: could not tell whether an upload was adopted; the sweeper will", "key", f.Key, "err", err)
+		s.log.Log(ctx, FailureLevel(err), "blobs: could not tell whether an upload was adopted; the sweeper will", "key", f.Key, "err", err)
 		return
 	}
 	if !adopted {
@@ -298,7 +297,7 @@ func (s *Store) Release(ctx context.Context, f *store.UploadedFile) {
 func (s *Store) discard(ctx context.Context, key string) {
 	ctx = context.WithoutCancel(ctx)
 	if err := s.delete(ctx, key); err != nil {
-		s.log.WarnContext(ctx, "blobs: could not delete an object nothing uses; the sweeper will", "key", key, "err", err)
+		s.log.Log(ctx, FailureLevel(err), "blobs: could not delete an object nothing uses; the sweeper will", "key", key, "err", err)
 		return
 	}
 	s.forget(ctx, key)
@@ -307,7 +306,7 @@ func (s *Store) discard(ctx context.Context, key string) {
 // forget deletes the registration of key (its object does not exist).
 func (s *Store) forget(ctx context.Context, key string) {
 	if err := s.db.ForgetBlobUpload(context.WithoutCancel(ctx), key); err != nil {
-		s.log.WarnContext(ctx, "blobs: could not forget an upload; the sweeper will", "key", key, "err", err)
+		s.log.Log(ctx, FailureLevel(err), "blobs: could not forget an upload; the sweeper will", "key", key, "err", err)
 	}
 }
 
@@ -382,11 +381,15 @@ func (s *Store) listOnce(ctx context.Context, visit func(*blob.ListObject) error
 	it := s.bucket.List(nil)
 	for {
 		obj, err := it.Next(ctx)
-		if errors.Is(err, io.EOF) {
+		// The end of the listing is io.EOF itself: a failure may wrap one
+		// (the AWS SDK's "request send failed ...: EOF", a connection
+		// dropped), which errors.Is took for the end, and the sweep ended
+		// there without a word.
+		if err == io.EOF {
 			return false, nil
 		}
 		if err != nil {
-			return gcerrors.Code(err) == gcerrors.NotFound, err
+			return missing(err), err
 		}
 		if err := visit(obj); err != nil {
 			return false, err

@@ -30,7 +30,8 @@ type Swept struct {
 
 // RunSweeper sweeps every SweepInterval until ctx ends, on every instance: the
 // database lets one instance of many sweep per interval (store.ClaimBlobSweep),
-// and every deletion is idempotent.
+// and every deletion is idempotent. A failure is logged at FailureLevel; the
+// next sweep starts over.
 func (s *Store) RunSweeper(ctx context.Context) {
 	interval := SweepInterval(s.grace)
 	t := time.NewTicker(interval)
@@ -44,7 +45,7 @@ func (s *Store) RunSweeper(ctx context.Context) {
 		// A little less than the interval: ticks of one instance jitter.
 		mine, err := s.db.ClaimBlobSweep(ctx, interval*9/10)
 		if err != nil {
-			s.log.WarnContext(ctx, "blob sweep: could not claim the sweep", "err", err)
+			s.log.Log(ctx, FailureLevel(err), "blob sweep: could not claim the sweep", "err", err)
 			continue
 		}
 		if !mine {
@@ -52,7 +53,7 @@ func (s *Store) RunSweeper(ctx context.Context) {
 		}
 		swept, err := s.Sweep(ctx, time.Now())
 		if err != nil && ctx.Err() == nil {
-			s.log.WarnContext(ctx, "blob sweep failed; the next one goes on", "err", err)
+			s.log.Log(ctx, FailureLevel(err), "blob sweep failed; the next one goes on", "err", err)
 		}
 		if swept != (Swept{}) {
 			s.log.InfoContext(ctx, "blob sweep", "uploads", swept.Uploads, "unused", swept.Unused, "unknown", swept.Unknown)

@@ -2,6 +2,7 @@ package blobs
 
 import (
 	"errors"
+	"log/slog"
 	"net/http"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
@@ -58,6 +59,21 @@ func Transient(err error) bool {
 		return transientCodes[s.Code()]
 	}
 	return store.Transient(err)
+}
+
+// FailureLevel is the level at which a task in the background (the blob
+// sweeper, the expiry and takeover of audit exports, a file released after
+// its request) logs err, a failure of the blob store or the database that it
+// leaves to a later pass: WARN when it is a failure of the moment
+// (Transient: the next pass may well succeed, no page), ERROR otherwise
+// (access denied, a bucket missing, credentials refused, a bug: every pass
+// fails so until someone acts). It is the rule the HTTP layer applies to a
+// request's errors: UNAVAILABLE at WARN, INTERNAL at ERROR.
+func FailureLevel(err error) slog.Level {
+	if Transient(err) {
+		return slog.LevelWarn
+	}
+	return slog.LevelError
 }
 
 // transientStatuses are the HTTP statuses of a blob store's answer that

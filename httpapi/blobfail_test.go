@@ -2,6 +2,7 @@ package httpapi_test
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -92,14 +93,41 @@ var (
 	s3Permanent = []s3Failure{{403, "AccessDenied"}, {404, "NoSuchBucket"}}
 )
 
-// withS3 returns the options of an Env logging as JSON to logs, whose
-// attachments are in s, kept for the sweep grace period grace (0: the
-// default).
+// s3Refusals are the refusals of s3Permanent that a deletion meets: a
+// bucket missing holds no object, deleted already.
+var s3Refusals = []s3Failure{{403, "AccessDenied"}, {403, "SignatureDoesNotMatch"}}
+
+// withS3 returns the options of an Env logging as JSON to logs (its blob
+// store too), whose attachments are in s, kept for the sweep grace period
+// grace (0: the default).
 func withS3(t *testing.T, s *flakyS3, logs *syncBuffer, grace time.Duration) []apitest.Option {
+	log := slog.New(slog.NewJSONHandler(logs, nil))
 	return []apitest.Option{
-		func(o *httpapi.Options) { o.Log = slog.New(slog.NewJSONHandler(logs, nil)) },
-		apitest.WithBlobs(t, func(o *blobs.Options) { o.URL, o.SweepGrace = s.url(), grace }),
+		func(o *httpapi.Options) { o.Log = log },
+		apitest.WithBlobs(t, func(o *blobs.Options) { o.URL, o.SweepGrace, o.Log = s.url(), grace, log }),
 	}
+}
+
+// levels returns the level of every record logged with the message msg.
+func (s *syncBuffer) levels(t *testing.T, msg string) []string {
+	t.Helper()
+	var out []string
+	for _, l := range s.lines(t) {
+		if l["msg"] == msg {
+			out = append(out, fmt.Sprint(l["level"]))
+		}
+	}
+	return out
+}
+
+// wantLevel is the level a background task logs a failure f of the blob
+// store at, which its next pass retries: WARN for a failure of the moment,
+// ERROR for a refusal that is the operator's to fix (blobs.FailureLevel).
+func wantLevel(f s3Failure) string {
+	if f.status == 403 || f.status == 404 {
+		return "ERROR"
+	}
+	return "WARN"
 }
 
 // expectUnavailable fails unless r is 503 UNAVAILABLE with Retry-After: 1 and
@@ -227,5 +255,96 @@ func TestUploadWhileTheBlobStoreFails(t *testing.T) {
 			t.Errorf("%s: the retries attached %s and %s (sha256 %s)", f, first.ID, again.ID, first.SHA256)
 		}
 		e.expectStored(t, i+1, i+1, 0, i+1)
+	}
+}
+
+// The sweeper, when the store fails, logs "blob sweep failed" at WARN for a
+// failure of the moment (the next sweep retries it: no page) and at ERROR
+// for a refusal that is the operator's to fix (access denied, the bucket
+// missing: every sweep fails so until then).
+func TestBlobSweepFailureIsLoggedByItsKind(t *testing.T) {
+	t.Parallel()
+	s3 := newFlakyS3(t)
+	var logs syncBuffer
+	e := newFilesEnv(t, withS3(t, s3, &logs, time.Millisecond)...) // a sweep every second
+	const msg = "blob sweep failed; the next one goes on"
+	for _, f := range append(append([]s3Failure{}, s3Transient...), s3Permanent...) {
+		before := len(logs.levels(t, msg))
+		s3.failWith(f)
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			e.Blobs.RunSweeper(ctx)
+		}()
+		deadline := time.Now().Add(60 * time.Second)
+		for len(logs.levels(t, msg)) == before && time.Now().Before(deadline) {
+			time.Sleep(20 * time.Millisecond)
+		}
+		cancel()
+		<-done
+		s3.answer()
+		got := logs.levels(t, msg)[before:]
+		if len(got) == 0 || got[0] != wantLevel(f) {
+			t.Errorf("%s: the sweep logged %v, want %s", f, got, wantLevel(f))
+		}
+	}
+}
+
+// A file released after its request (Release: the request failed, or
+// the workspace had the content already) whose object cannot be deleted is
+// left to the sweeper, logged at WARN when the store fails for the moment
+// and at ERROR when it refuses.
+func TestReleaseFailureIsLoggedByItsKind(t *testing.T) {
+	t.Parallel()
+	s3 := newFlakyS3(t)
+	var logs syncBuffer
+	e := newFilesEnv(t, withS3(t, s3, &logs, 0)...)
+	const msg = "blobs: could not delete an object nothing uses; the sweeper will"
+	for i, f := range append(append([]s3Failure{}, s3Transient...), s3Refusals...) {
+		file, err := e.Blobs.Stage(t.Context(), strings.NewReader(fmt.Sprint("never attached ", i)), "a.txt", 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		before := len(logs.levels(t, msg))
+		s3.failWith(f)
+		e.Blobs.Release(t.Context(), file)
+		s3.answer()
+		if got := logs.levels(t, msg)[before:]; len(got) != 1 || got[0] != wantLevel(f) {
+			t.Errorf("%s: the release logged %v, want one %s", f, got, wantLevel(f))
+		}
+	}
+}
+
+// The expiry of audit exports, when the file of an export it expired cannot
+// be deleted (left to the sweeper; the next pass goes on), logs "audit
+// export expiry" at WARN for a failure of the moment of the store and at
+// ERROR when it refuses: it was ERROR for both, paging for an S3 503.
+func TestAuditExportExpiryFailureIsLoggedByItsKind(t *testing.T) {
+	t.Parallel()
+	s3 := newFlakyS3(t)
+	var logs syncBuffer
+	e := &exportEnv{auditEnv: newAuditEnv(t, withS3(t, s3, &logs, 0)...)}
+	w := auditexport.NewWorker(auditexport.Options{DB: e.DB, Blobs: e.Blobs, Log: slog.New(slog.NewJSONHandler(&logs, nil))})
+	const msg = "audit export expiry"
+	for _, f := range append(append([]s3Failure{}, s3Transient...), s3Refusals[0]) {
+		x, r := e.start(t, e.admin, map[string]any{"workspaceId": e.ws, "format": "NDJSON"}, nil)
+		if x == nil {
+			t.Fatalf("start: %s", r.Raw)
+		}
+		if err := w.Work(t.Context(), e.job(t, x.ID, 1)); err != nil {
+			t.Fatalf("work: %v", err)
+		}
+		e.exec(t, `UPDATE audit_exports SET expires_at = now() - interval '1 second' WHERE id = $1`, x.ID)
+		before := len(logs.levels(t, msg))
+		s3.failWith(f)
+		_, err := w.Expire(t.Context())
+		s3.answer()
+		if err == nil {
+			t.Errorf("%s: the expiry deleted the file", f)
+		}
+		if got := logs.levels(t, msg)[before:]; len(got) != 1 || got[0] != wantLevel(f) {
+			t.Errorf("%s: the expiry logged %v, want one %s", f, got, wantLevel(f))
+		}
 	}
 }
