@@ -115,7 +115,9 @@ taskflow_audit_seal_cursor_missing 1
 // sealer did not sign because the chain does not extend the last one signed
 // of it: here a checkpoint signed with the sealer's key of a position the
 // chain never reached (a row the server's role could insert, had it the
-// key).
+// key). It counts the tampering once, however many rounds find it (each
+// would sign the chain: a sweep at every round), and a second forged
+// checkpoint, further on, once more.
 func TestWithheldCheckpointsMetric(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
@@ -124,7 +126,7 @@ func TestWithheldCheckpointsMetric(t *testing.T) {
 		t.Fatal(err)
 	}
 	key := audit.GenerateSigningKey()
-	sealer := &store.AuditSealer{DB: db, Key: key, CheckpointEvery: time.Hour}
+	sealer := &store.AuditSealer{DB: db, Key: key, CheckpointEvery: time.Nanosecond}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(checkpointMetrics(sealer)...)
 	event := func() {
@@ -137,7 +139,7 @@ func TestWithheldCheckpointsMetric(t *testing.T) {
 	want := func(n string) {
 		t.Helper()
 		if err := testutil.GatherAndCompare(reg, strings.NewReader(`
-# HELP taskflow_audit_checkpoints_withheld_total Audit checkpoints this instance did not sign because the chain no longer extends the last checkpoint signed of it (a seal at or after it changed or removed) or a seal since does not recompute from its event: a tampered log, logged at ERROR with the chain.
+# HELP taskflow_audit_checkpoints_withheld_total Audit checkpoints this instance withheld: chains it did not sign because the chain no longer extends the last checkpoint signed of it (a seal at or after it changed or removed) or a seal since does not recompute from its event, a tampered log. Each tampering counts once, at the first sealer round of this instance that finds it; the ERROR line naming the chain repeats at every round that finds it until the chain is repaired, and a chain tampered anew after it was signed again counts again. Each instance counts for itself: summed over instances, a tampering counts once per instance that found it.
 # TYPE taskflow_audit_checkpoints_withheld_total counter
 taskflow_audit_checkpoints_withheld_total `+n+`
 `), "taskflow_audit_checkpoints_withheld_total"); err != nil {
@@ -147,19 +149,35 @@ taskflow_audit_checkpoints_withheld_total `+n+`
 	event()
 	storetest.SealAll(t, sealer) // signs position 1
 	want("0")
-	bogus := sha256.Sum256([]byte("a head the chain never had"))
-	cp := audit.SignCheckpoint(key, "anonymous", 9, bogus[:], time.Now())
-	sig, _ := base64.StdEncoding.DecodeString(cp.Signature)
-	if _, err := db.Pool.Exec(ctx, `INSERT INTO audit_checkpoints (chain_key, position, head_hash, signed_at, key_id, public_key, signature)
-		VALUES ('anonymous', 9, $1, $2, $3, $4, $5)`, bogus[:], cp.SignedAt, cp.KeyID, []byte(key.Public().(ed25519.PublicKey)), sig); err != nil {
-		t.Fatal(err)
+	forge := func(position int64) {
+		t.Helper()
+		bogus := sha256.Sum256([]byte("a head the chain never had"))
+		cp := audit.SignCheckpoint(key, "anonymous", position, bogus[:], time.Now())
+		sig, _ := base64.StdEncoding.DecodeString(cp.Signature)
+		if _, err := db.Pool.Exec(ctx, `INSERT INTO audit_checkpoints (chain_key, position, head_hash, signed_at, key_id, public_key, signature)
+			VALUES ('anonymous', $1, $2, $3, $4, $5, $6)`, position, bogus[:], cp.SignedAt, cp.KeyID, []byte(key.Public().(ed25519.PublicKey)), sig); err != nil {
+			t.Fatal(err)
+		}
 	}
-	event()
-	storetest.SealAll(t, sealer)
-	if got, err := sealer.Checkpoint(ctx, "anonymous"); err == nil {
-		t.Fatalf("signed position %d of a chain whose last checkpoint is at 9", got.Position)
+	rounds := func() {
+		t.Helper()
+		for range 5 {
+			event()
+			storetest.SealAll(t, sealer)
+			if _, err := sealer.Round(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if got, err := sealer.Checkpoint(ctx, "anonymous"); err == nil {
+			t.Fatalf("signed position %d of a chain whose last checkpoint it does not extend", got.Position)
+		}
 	}
+	forge(9)
+	rounds()
 	want("1")
+	forge(50)
+	rounds()
+	want("2")
 }
 
 // taskflow_audit_checkpoints_blocked_total counts the checkpoints the sealer

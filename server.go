@@ -595,7 +595,7 @@ func checkpointMetrics(sealer *store.AuditSealer) []prometheus.Collector {
 	}
 	return []prometheus.Collector{
 		checkpoints("taskflow_audit_checkpoints_withheld_total",
-			"Audit checkpoints this instance did not sign because the chain no longer extends the last checkpoint signed of it (a seal at or after it changed or removed) or a seal since does not recompute from its event: a tampered log, logged at ERROR with the chain.",
+			"Audit checkpoints this instance withheld: chains it did not sign because the chain no longer extends the last checkpoint signed of it (a seal at or after it changed or removed) or a seal since does not recompute from its event, a tampered log. Each tampering counts once, at the first sealer round of this instance that finds it; the ERROR line naming the chain repeats at every round that finds it until the chain is repaired, and a chain tampered anew after it was signed again counts again. Each instance counts for itself: summed over instances, a tampering counts once per instance that found it.",
 			sealer.WithheldCheckpoints),
 		checkpoints("taskflow_audit_checkpoints_blocked_total",
 			"Audit checkpoints this instance signed but did not store because a row of audit_checkpoints that is not a checkpoint of the same head already held their chain, position and key id (inserted by someone with write access to the database), logged at ERROR with the chain.",

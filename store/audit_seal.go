@@ -80,7 +80,7 @@ type AuditSealer struct {
 	// sweep reads after ("": from the first).
 	lastSweep  time.Time
 	sweepAfter string
-	// mu guards signed.
+	// mu guards signed, verified and withheldAt.
 	mu sync.Mutex
 	// signed is the last checkpoint this sealer signed of each chain (up to
 	// maxRemembered chains): what it signs next must extend it even when
@@ -92,8 +92,14 @@ type AuditSealer struct {
 	verified map[string]signedHead
 	// withheld counts the checkpoints not signed because the chain does
 	// not extend the last one signed, or does not recompute
-	// (WithheldCheckpoints).
+	// (WithheldCheckpoints): each once (withheldAt).
 	withheld atomic.Uint64
+	// withheldAt is, of each chain withheld since this sealer last signed
+	// it (up to maxRemembered), the position of the last checkpoint it
+	// failed to extend or recompute from (0: none signed), counted once in
+	// withheld: a round that finds the chain withheld against the same
+	// checkpoint again does not count it again.
+	withheldAt map[string]int64
 	// blocked counts the checkpoints signed but not stored because another
 	// row held their key in audit_checkpoints (BlockedCheckpoints).
 	blocked atomic.Uint64
@@ -114,15 +120,24 @@ type signedHead struct {
 	last     int64
 }
 
-// WithheldCheckpoints returns how many times this sealer did not sign a
-// chain's head because the chain no longer extends the last checkpoint
-// signed of it (the seal at that checkpoint's position has another hash, a
-// link after it is broken, or the head is before it) or a seal since does
-// not recompute from its event (withhold): each round that found so and
-// committed, and each Checkpoint that found so, counts once per chain, and
-// logs it at ERROR then (a round that failed after finding so counts and
-// logs nothing: the one that runs again does). The server exports it as
-// taskflow_audit_checkpoints_withheld_total.
+// WithheldCheckpoints returns how many checkpoints this sealer withheld: a
+// chain whose head it did not sign because the chain no longer extends the
+// last checkpoint signed of it (the seal at that checkpoint's position has
+// another hash, a link after it is broken, or the head is before it) or a
+// seal since does not recompute from its event (withhold). A chain withheld
+// stays due, and every round that would sign it (each sweep, each round
+// that seals its new events) and each Checkpoint finds it again and logs it
+// at ERROR; it counts once, at the first of them that committed (a round
+// that failed after finding so counts and logs nothing: the one that runs
+// again does), for as long as it fails against the same last checkpoint. A
+// chain repaired is signed again; tampered anew after that, it fails
+// against its new checkpoint and counts again (as it does when a newer
+// checkpoint of its own key appears that it does not extend either, or when
+// this sealer forgot it among more than maxRemembered chains withheld). So
+// the count is of tamperings found, not of rounds. Each sealer (instance)
+// counts for itself, from its start: every instance's sweep meets a chain
+// withheld, so a tampering counts once on each instance that found it. The
+// server exports it as taskflow_audit_checkpoints_withheld_total.
 func (s *AuditSealer) WithheldCheckpoints() uint64 {
 	return s.withheld.Load()
 }
@@ -149,8 +164,18 @@ func (s *AuditSealer) BlockedCheckpoints() uint64 {
 // counted once the outcome is final (report): a round once it committed, so
 // that a round that failed and runs again reports them once.
 type sealFindings struct {
-	withheld, blocked int
-	errors            []sealError
+	// withheld are the chains withheld and the position of the last
+	// checkpoint each fails against (withheldAt).
+	withheld []withheldChain
+	blocked  int
+	errors   []sealError
+}
+
+// withheldChain is a chain withheld and the position of the last checkpoint
+// it does not extend or recompute from.
+type withheldChain struct {
+	chain string
+	last  int64
 }
 
 // sealError is an ERROR line of the sealer, its message and attributes.
@@ -164,14 +189,28 @@ func (f *sealFindings) error(msg string, args ...any) {
 	f.errors = append(f.errors, sealError{msg: msg, args: args})
 }
 
-// report logs f's ERROR lines and counts its checkpoints withheld and
-// blocked.
+// report logs f's ERROR lines and counts its checkpoints blocked, and
+// those withheld that it did not count before (withheldAt).
 func (s *AuditSealer) report(ctx context.Context, f *sealFindings) {
 	for _, e := range f.errors {
 		s.DB.log.ErrorContext(ctx, e.msg, e.args...)
 	}
-	s.withheld.Add(uint64(f.withheld))
 	s.blocked.Add(uint64(f.blocked))
+	if len(f.withheld) == 0 {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.withheldAt == nil {
+		s.withheldAt = map[string]int64{}
+	}
+	for _, w := range f.withheld {
+		if last, ok := s.withheldAt[w.chain]; ok && last == w.last {
+			continue // the same tampering, found again
+		}
+		rememberIn(s.withheldAt, w.chain, w.last)
+		s.withheld.Add(1)
+	}
 }
 
 // SealRound is what one round of a sealer did.
@@ -660,7 +699,7 @@ func (s *AuditSealer) withhold(ctx context.Context, tx pgx.Tx, due map[string]*c
 				bad = c.h.startPos + 1 // the head is before the checkpoint
 			}
 			delete(due, c.key)
-			found.withheld++
+			found.withheld = append(found.withheld, withheldChain{c.key, last})
 			found.error("audit sealer: a chain does not extend the last checkpoint signed of it (a seal at or after the checkpoint was changed or removed): not signed; verify the chain",
 				"chain", c.key, "checkpoint_position", last, "position", c.h.position, "head_position", c.h.startPos,
 				"first_bad_position", bad)
@@ -732,7 +771,7 @@ func (s *AuditSealer) recompute(ctx context.Context, tx pgx.Tx, due map[string]*
 		switch {
 		case bad[i] != 0:
 			delete(due, sp.key)
-			found.withheld++
+			found.withheld = append(found.withheld, withheldChain{sp.key, sp.last})
 			found.error("audit sealer: a seal since the last checkpoint signed of a chain does not recompute from its event (the event edited or gone, or the seal forged): not signed; verify the chain",
 				"chain", sp.key, "checkpoint_position", sp.last, "position", sp.h.position, "head_position", sp.h.startPos,
 				"first_bad_position", bad[i])
@@ -750,12 +789,12 @@ func (s *AuditSealer) rememberVerified(chain string, v signedHead) {
 	if s.verified == nil {
 		s.verified = map[string]signedHead{}
 	}
-	rememberHead(s.verified, chain, v)
+	rememberIn(s.verified, chain, v)
 }
 
-// rememberHead sets m[chain] to v, forgetting another chain first when m
+// rememberIn sets m[chain] to v, forgetting another chain first when m
 // holds maxRemembered.
-func rememberHead(m map[string]signedHead, chain string, v signedHead) {
+func rememberIn[V any](m map[string]V, chain string, v V) {
 	if _, ok := m[chain]; !ok && len(m) >= maxRemembered {
 		for k := range m { // forget one
 			delete(m, k)
@@ -780,8 +819,9 @@ func (s *AuditSealer) remember(w *sealWrites) {
 		// The seals up to a head signed recompute: those read were checked
 		// (recompute), and the round hashed the others from their events.
 		head := signedHead{position: w.checkpoints.position[i], hash: w.checkpoints.hash[i], last: w.checkpoints.position[i]}
-		rememberHead(s.signed, chain, head)
-		rememberHead(s.verified, chain, head)
+		rememberIn(s.signed, chain, head)
+		rememberIn(s.verified, chain, head)
+		delete(s.withheldAt, chain) // repaired: a new tampering counts
 	}
 }
 
