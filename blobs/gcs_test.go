@@ -8,7 +8,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -31,25 +30,13 @@ import (
 // whatever the answer).
 func TestTransientGCSErrors(t *testing.T) {
 	var fail atomic.Pointer[[2]string] // status, reason; "0": the connection dropped
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		f := fail.Load()
-		switch {
-		case f == nil:
-			http.Error(w, `{"error": {"code": 500, "message": "the test set no answer"}}`, http.StatusInternalServerError)
-		case f[0] == "0":
-			if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
-				conn.Close()
-			}
-		default:
-			var status int
-			fmt.Sscan(f[0], &status)
-			w.Header().Set("Content-Type", "application/json; charset=UTF-8")
-			w.WriteHeader(status)
-			fmt.Fprintf(w, `{"error": {"code": %d, "message": "failing", "errors": [{"reason": %q, "message": "failing"}]}}`,
-				status, f[1])
-		}
-	}))
-	t.Cleanup(srv.Close)
+	none := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		http.Error(w, `{"error": {"code": 500, "message": "the test set no answer"}}`, http.StatusInternalServerError)
+	})
+	srv := failingServer(t, &fail, none, "application/json; charset=UTF-8", func(status int, reason string) string {
+		return fmt.Sprintf(`{"error": {"code": %d, "message": "failing", "errors": [{"reason": %q, "message": "failing"}]}}`,
+			status, reason)
+	})
 	t.Setenv("STORAGE_EMULATOR_HOST", strings.TrimPrefix(srv.URL, "http://"))
 	bs, err := blobs.Open(t.Context(), blobs.Options{URL: "gs://attachments?anonymous=true",
 		DB: storetest.DB(t), Log: slog.New(slog.NewTextHandler(io.Discard, nil))})

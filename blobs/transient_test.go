@@ -36,26 +36,10 @@ func TestTransientS3Errors(t *testing.T) {
 	if err := backend.CreateBucket("attachments"); err != nil {
 		t.Fatal(err)
 	}
-	fake := gofakes3.New(backend).Server()
 	var fail atomic.Pointer[[2]string] // status, S3 error code; "0": the connection dropped
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		f := fail.Load()
-		switch {
-		case f == nil:
-			fake.ServeHTTP(w, r)
-		case f[0] == "0":
-			if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
-				conn.Close()
-			}
-		default:
-			var status int
-			fmt.Sscan(f[0], &status)
-			w.Header().Set("Content-Type", "application/xml")
-			w.WriteHeader(status)
-			fmt.Fprintf(w, `<?xml version="1.0" encoding="UTF-8"?><Error><Code>%s</Code><Message>failing</Message></Error>`, f[1])
-		}
-	}))
-	t.Cleanup(srv.Close)
+	srv := failingServer(t, &fail, gofakes3.New(backend).Server(), "application/xml", func(_ int, code string) string {
+		return `<?xml version="1.0" encoding="UTF-8"?><Error><Code>` + code + `</Code><Message>failing</Message></Error>`
+	})
 	bs, err := blobs.Open(t.Context(), blobs.Options{
 		URL: "s3://attachments?region=us-east-1&use_path_style=true&disable_https=true&anonymous=true&endpoint=" + srv.URL,
 		DB:  storetest.DB(t), Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
@@ -98,6 +82,35 @@ func TestTransientS3Errors(t *testing.T) {
 		}
 		fail.Store(nil)
 	}
+}
+
+// failingServer starts a server that passes requests to next while *fail is
+// nil, drops every connection unanswered while its status is "0", and else
+// answers its status with the body of contentType that body makes of the
+// status and the error code (fail's second element), as a blob store
+// failing does.
+func failingServer(t *testing.T, fail *atomic.Pointer[[2]string], next http.Handler, contentType string,
+	body func(status int, code string) string,
+) *httptest.Server {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		f := fail.Load()
+		switch {
+		case f == nil:
+			next.ServeHTTP(w, r)
+		case f[0] == "0":
+			if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
+				conn.Close()
+			}
+		default:
+			var status int
+			fmt.Sscan(f[0], &status)
+			w.Header().Set("Content-Type", contentType)
+			w.WriteHeader(status)
+			io.WriteString(w, body(status, f[1]))
+		}
+	}))
+	t.Cleanup(srv.Close)
+	return srv
 }
 
 // Errors that do not come through a bucket: Azure's answers by their
