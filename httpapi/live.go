@@ -663,15 +663,19 @@ func (i wsImplementation) Accept(w http.ResponseWriter, r *http.Request, o trans
 }
 
 // wsCloseDrain is how much more a connection the server closes (closeWith)
-// reads of what its client sends, 64 KiB, while it waits for the client's
+// reads of what its client sends, 4 KiB, while it waits for the client's
 // close frame: coder/websocket waits up to 5 s for it, reading and
 // discarding every byte sent meanwhile one at a time, so a client that
 // streams on after the close took the server's CPU at its bandwidth for 5 s
 // a connection (about 200 MB/s here: 90% of the server's CPU in
 // bench/abuse's ws-big-messages once its connections were closed and
 // opened again). A client that closes in turn sends its close frame within
-// what it had in flight; past 64 KiB the connection is cut without it.
-const wsCloseDrain = 64 << 10
+// what it had in flight (a ping, a complete: what a client sends but a long
+// subscribe); past 4 KiB the connection is cut without it. 64 KiB still
+// took 41% of the server's CPU, read one byte at a time, when each of a
+// client's connections sent a message refused for its items and opened
+// again (ws-big-messages).
+const wsCloseDrain = 4 << 10
 
 // hijackTap hands coder/websocket the connection it hijacks as a
 // drainBound, kept in conn.
@@ -864,9 +868,10 @@ func (c *wsConn) stopIdle() {
 // contract says, and charged the decoding too (takeTurn); and a pong never
 // waits behind a turn, which would let the keep-alive close the connection.
 // A long message of more than MaxJSONItems items (a shorter one cannot
-// have that many) closes the connection once read, before anything decodes
-// it, its reading charged to the turn: 1 MiB of empty objects is 700,000
-// items, and 10,000 decode in about a millisecond.
+// have that many) closes the connection as soon as what is read of it is
+// over (readItems), before anything decodes it, its reading charged to the
+// turn: 1 MiB of empty objects is 700,000 items, and 10,000 decode in about
+// a millisecond.
 //
 // Before each message is read, the connection waits for a token of its
 // message rate (awaitRate): a ping, a pong or a complete is answered without
@@ -889,22 +894,21 @@ func (c *wsConn) NextReader() (int, io.Reader, error) {
 		var turn *heldTurn
 		reading := time.Now()
 		body := &timedBody{ReadCloser: io.NopCloser(r)}
+		within := true // a short message cannot be over MaxJSONItems
 		if len(data) > wsSmallMessage {
 			if turn, err = c.awaitTurn(); err != nil { // the connection closed meanwhile
 				return int(typ), nil, transport.ErrWebsocketClosed
 			}
 			reading = time.Now()
-			rest, err := io.ReadAll(body)
-			if err != nil {
+			if data, within, err = readItems(body, data); err != nil {
 				turn.end(0)
 				return int(typ), nil, c.readError(err)
 			}
-			data = append(data, rest...)
 		}
 		var starts bool
 		var code coderws.StatusCode
 		var reason string
-		if jsoncanon.WithinItems(data, MaxJSONItems) { // a short one is within it, unread
+		if within {
 			data, starts, code, reason = c.fromClient(data)
 		} else {
 			code, reason = c.badRequest(), tooManyItems("a message")
@@ -929,6 +933,34 @@ func (c *wsConn) NextReader() (int, io.Reader, error) {
 			c.mu.Unlock()
 		}
 		return int(typ), bytes.NewReader(data), nil
+	}
+}
+
+// readItems reads the rest of a message, whose first bytes are data, from
+// r, and returns it whole; or, as soon as what it read is over MaxJSONItems
+// (jsoncanon.Items), what it read so far with within false: the rest is
+// not read, and the connection is to close. A megabyte of empty objects is
+// past the bound after its first 30 KB.
+func readItems(r io.Reader, data []byte) (_ []byte, within bool, _ error) {
+	var items jsoncanon.Items
+	if !items.Add(data, MaxJSONItems) {
+		return data, false, nil
+	}
+	for {
+		if len(data) == cap(data) {
+			data = slices.Grow(data, len(data))
+		}
+		n, err := r.Read(data[len(data):cap(data)])
+		within := items.Add(data[len(data):len(data)+n], MaxJSONItems)
+		data = data[:len(data)+n]
+		switch {
+		case !within:
+			return data, false, nil
+		case err == io.EOF:
+			return data, true, nil
+		case err != nil:
+			return data, true, err
+		}
 	}
 }
 

@@ -118,7 +118,7 @@ func padding(size int) string {
 // reading and discarding every byte sent meanwhile one at a time, so a
 // client streaming on after it took the server's CPU at its bandwidth for
 // 5 s a connection (bench/abuse's ws-big-messages, reconnecting, spent 90%
-// of the server's CPU there). The server now reads at most 64 KiB more, and
+// of the server's CPU there). The server now reads at most 4 KiB more, and
 // the client's writes fail once the sockets' buffers are full. Counted in
 // bytes the client could write, never timed.
 func TestWSCloseReadsLittleMore(t *testing.T) {

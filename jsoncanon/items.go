@@ -8,26 +8,54 @@ package jsoncanon
 // allocations (docs/decisions/2026-12-05-json-items.md). It reads b once,
 // without decoding or allocating, and stops past max; a b of at most max
 // bytes is within it unread. For b that is not JSON the count means
-// nothing: decoding it fails anyway.
-//
-// Outside strings, each '{' and '[' counts its container's first item (or
-// the empty container), and each ',' one item after that.
+// nothing: decoding it fails anyway. Items counts a text that comes in
+// pieces.
 func WithinItems(b []byte, max int) bool {
 	if len(b) <= max {
 		return true
 	}
-	n := 0
-	for i := 0; i < len(b); i++ {
-		switch b[i] {
-		case '{', '[', ',':
-			if n++; n > max {
-				return false
+	var c Items
+	return c.Add(b, max)
+}
+
+// Items counts the items of a JSON text read in pieces, as WithinItems
+// counts them: a reader can stop reading a text once it is past its bound,
+// without holding the rest. Its zero value is a count of nothing yet.
+//
+// Outside strings, each '{' and '[' counts its container's first item (or
+// the empty container), and each ',' one item after that.
+type Items struct {
+	n        int
+	inString bool
+	escaped  bool
+}
+
+// Add counts the items of p, the text's next piece, and reports whether the
+// text so far has at most max items. Past max it stops counting: the text
+// is over its bound whatever follows.
+func (c *Items) Add(p []byte, max int) bool {
+	if c.n > max {
+		return false
+	}
+	for i := 0; i < len(p); i++ {
+		b := p[i]
+		if c.inString {
+			switch {
+			case c.escaped:
+				c.escaped = false
+			case b == '\\':
+				c.escaped = true
+			case b == '"':
+				c.inString = false
 			}
+			continue
+		}
+		switch b {
 		case '"':
-			for i++; i < len(b) && b[i] != '"'; i++ {
-				if b[i] == '\\' {
-					i++
-				}
+			c.inString = true
+		case '{', '[', ',':
+			if c.n++; c.n > max {
+				return false
 			}
 		}
 	}

@@ -42,3 +42,20 @@ func TestWithinItems(t *testing.T) {
 		t.Errorf("a megabyte of empty objects is not counted %d", n)
 	}
 }
+
+// Items counts a text cut anywhere, in a string, in an escape, as it counts
+// it whole.
+func TestItemsInPieces(t *testing.T) {
+	t.Parallel()
+	text := []byte(` [ [ ] , { "k\"[,{" : [ 1 , "\\" ] , "e" : {} } , "a,b" ] `)
+	const want = 3 + 1 + 2 + 2 + 1 // the outer array, [ ], the object, its array, {}
+	for cut := range len(text) + 1 {
+		for _, max := range []int{want, want - 1} {
+			var c Items
+			got := c.Add(text[:cut], max) && c.Add(text[cut:], max)
+			if got != (max >= want) {
+				t.Fatalf("cut at %d (%q | %q), max %d: within %v", cut, text[:cut], text[cut:], max, got)
+			}
+		}
+	}
+}
