@@ -74,6 +74,30 @@ const (
 	subscriberFor, alreadyExists = "Subscriber for ", " already exists"
 )
 
+// The rate at which one client (a user; anonymous: a network, its WebSockets
+// waiting for connection_init apart) may open streams (WebSocket upgrades,
+// SSE requests) on an instance: StreamOpensPerSecond a second after a burst
+// of StreamOpenBurst (a token bucket, golang.org/x/time/rate). An open past
+// it is refused 429 RATE_LIMITED (limit "opens", Retry-After 1) before
+// anything of it is done. A stream's place (SUBSCRIPTION_MAX_PER_CLIENT)
+// bounds how many a client holds, not how often it opens them: one client
+// whose WebSockets the server closed (a message over MaxJSONItems) opened
+// them again 735 to 811 times a second, each an HTTP request, an upgrade, a
+// gqlgen connection and a close that no turn paced (bench/abuse's
+// ws-big-messages: the victim's p99 24 to 43 times its idle value).
+const (
+	// StreamOpensPerSecond is the sustained rate: a graphql-ws client
+	// reconnects with a backoff of a second or more, a browser opens a
+	// WebSocket a tab, and a browser's upgrade carries no token, so the
+	// users behind one network share their network's rate until their
+	// connection_init. A connection opened and closed costs the server
+	// about a millisecond and a half: 20 a second are 3% of a core.
+	StreamOpensPerSecond = 20
+	// StreamOpenBurst is the burst: every place of a client
+	// (DefaultMaxStreamsPerClient) at once, as after an instance restarted.
+	StreamOpenBurst = 200
+)
+
 // The message rate of one WebSocket connection: the server reads its
 // messages (any type: a ping costs as much to read, decode and answer as a
 // subscribe costs to read) at most WSMessagesPerSecond a second, after a
@@ -224,9 +248,41 @@ type streams struct {
 	// held counts the open streams of each client (a user, a network): a
 	// client has an entry only while it has a stream open, so the map holds
 	// at most MaxConnections entries.
-	held    map[streamClient]int
+	held map[streamClient]int
+	// opens is each client's rate of opening streams (StreamOpensPerSecond);
+	// an entry whose bucket is full again is dropped (forgetOpens).
+	opens   map[streamClient]*rate.Limiter
 	conns   map[*wsConn]struct{}
 	closing bool
+}
+
+// maxOpenEntries is how many clients' rates of opening streams an instance
+// keeps before it drops those whose bucket is full (StreamOpenBurst / rate:
+// 20 s after their last open): such an entry is as a new one.
+const maxOpenEntries = 4096
+
+// opening takes a token of client's rate of opening streams and reports
+// whether it had one; s.mu is held.
+func (s *streams) opening(client streamClient) bool {
+	lim := s.opens[client]
+	if lim == nil {
+		if len(s.opens) >= maxOpenEntries {
+			s.forgetOpens()
+		}
+		lim = rate.NewLimiter(StreamOpensPerSecond, StreamOpenBurst)
+		s.opens[client] = lim
+	}
+	return lim.Allow()
+}
+
+// forgetOpens drops the rates whose bucket is full again; s.mu is held.
+func (s *streams) forgetOpens() {
+	now := time.Now()
+	for c, lim := range s.opens {
+		if lim.TokensAt(now) >= StreamOpenBurst {
+			delete(s.opens, c)
+		}
+	}
 }
 
 // streamClient is the client whose count holds a stream's place: its
@@ -258,6 +314,14 @@ func wsClientOf(ctx context.Context) streamClient {
 	return c
 }
 
+// what names the client in a refusal: "user" or "network".
+func (c streamClient) what() string {
+	if c.user != "" {
+		return "user"
+	}
+	return "network"
+}
+
 // reason is the label of taskflow_streams_refused_total of a refusal by the
 // client's cap: "user", or "client" for a network's, of its anonymous
 // streams or of its connections waiting for connection_init (its name from
@@ -273,6 +337,7 @@ func (c streamClient) reason() string {
 // the WebSocket connections close with 1012 when hub closes.
 func newStreams(limits StreamLimits, db *store.DB, guard auth.Guard, log *slog.Logger, hub *live.Hub, reg prometheus.Registerer) *streams {
 	s := &streams{limits: limits.withDefaults(), db: db, guard: guard, log: log, held: map[streamClient]int{}, conns: map[*wsConn]struct{}{},
+		opens: map[streamClient]*rate.Limiter{},
 		gauge: promreg.Register(reg, prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "taskflow_streams_open",
 			Help: "WebSocket connections and SSE streams open on this instance.",
@@ -283,7 +348,8 @@ func newStreams(limits StreamLimits, db *store.DB, guard auth.Guard, log *slog.L
 				"(the network of an anonymous one held SUBSCRIPTION_MAX_PER_CLIENT anonymous streams, " +
 				"a WebSocket refused at its anonymous connection_init too, or as many WebSockets waiting for their connection_init), " +
 				"user (the signed-in user did; a WebSocket refused at its connection_init too), " +
-				"instance (SUBSCRIPTION_MAX_CONNECTIONS), restarting.",
+				"instance (SUBSCRIPTION_MAX_CONNECTIONS), restarting, " +
+				"opens (the client opened more than " + strconv.Itoa(StreamOpensPerSecond) + " a second, after " + strconv.Itoa(StreamOpenBurst) + " at once).",
 		}, []string{"reason"})),
 		delayed: promreg.Register(reg, prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "taskflow_ws_messages_delayed_total",
@@ -319,6 +385,8 @@ func (s *streams) acquire(w http.ResponseWriter, r *http.Request, client streamC
 		reason = client.reason()
 	case s.open >= s.limits.MaxConnections:
 		reason = "instance"
+	case !s.opening(client):
+		reason = "opens"
 	default:
 		s.held[client]++
 		s.open++
@@ -330,6 +398,15 @@ func (s *streams) acquire(w http.ResponseWriter, r *http.Request, client streamC
 	}
 	s.refused.WithLabelValues(reason).Inc()
 	w.Header().Set("Content-Type", mediaJSON)
+	if reason == "opens" {
+		writeTooMany(w, 1, gqlerror.List{{
+			Message: "too many WebSocket connections and event streams opened by your " + client.what() +
+				" on this server of late: open them more slowly (at most " + strconv.Itoa(StreamOpensPerSecond) +
+				" a second, after " + strconv.Itoa(StreamOpenBurst) + " at once)",
+			Extensions: map[string]any{"code": string(errs.CodeRateLimited), "retryAfter": 1,
+				"limit": "opens", "maximum": StreamOpensPerSecond}}})
+		return streamClient{}, false
+	}
 	if reason == client.reason() {
 		if client.user == "" {
 			s.warnClientCap(r.Context(), client.network)

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	coderws "github.com/coder/websocket"
 
@@ -169,5 +170,53 @@ func TestWSPersistedQueryKeepsItsExtension(t *testing.T) {
 		if m := ws.Next(); m.Type != "complete" {
 			t.Fatalf("%s: then %s %s", payload, m.Type, m.Payload)
 		}
+	}
+}
+
+// A client may open streams at most httpapi.StreamOpensPerSecond a second,
+// after a burst of httpapi.StreamOpenBurst: an anonymous network opening and
+// closing WebSockets back to back is refused 429 RATE_LIMITED, limit
+// "opens", with Retry-After, before its upgrade, once past the burst. A
+// client whose WebSockets the server closed opened them again 811 times a
+// second, no bound on how often (bench/abuse's ws-big-messages). Checked as
+// an upper bound on the opens accepted, which a slow machine cannot exceed.
+func TestStreamOpensAreBounded(t *testing.T) {
+	t.Parallel()
+	e := newLiveEnv(t)
+	url := "ws" + strings.TrimPrefix(e.Server.URL, "http") + "/query"
+	start := time.Now()
+	opened := 0
+	for attempt := 0; ; attempt++ {
+		if attempt == 20*httpapi.StreamOpenBurst {
+			t.Fatalf("%d WebSockets opened and closed back to back, none refused", attempt)
+		}
+		c, res, err := coderws.Dial(t.Context(), url, &coderws.DialOptions{Subprotocols: []string{"graphql-transport-ws"}})
+		if err == nil {
+			opened++
+			_ = c.CloseNow()
+			continue
+		}
+		if res == nil {
+			t.Fatal(err)
+		}
+		raw, _ := io.ReadAll(res.Body)
+		if res.StatusCode != http.StatusTooManyRequests || res.Header.Get("Retry-After") != "1" ||
+			!strings.Contains(string(raw), `"limit":"opens"`) || !strings.Contains(string(raw), `"RATE_LIMITED"`) {
+			t.Fatalf("open %d refused %d %s %s, want 429 RATE_LIMITED limit opens, Retry-After 1", attempt+1, res.StatusCode, res.Header, raw)
+		}
+		break
+	}
+	most := httpapi.StreamOpenBurst + int(time.Since(start).Seconds()*httpapi.StreamOpensPerSecond) + 1
+	t.Logf("%d WebSockets opened before a refusal (at most %d)", opened, most)
+	if opened > most {
+		t.Errorf("%d WebSockets opened before a refusal, over the %d the rate allows", opened, most)
+	}
+	// Another client is not refused for it: a user whose token comes with
+	// the upgrade (one sent in connection_init counts on the network until
+	// then).
+	ws := apitest.DialWS(t, e.Server.URL+"/query", apitest.WSOptions{
+		Header: http.Header{"Authorization": {"Bearer " + e.member.Token}}})
+	if ws.Ack.Type != "connection_ack" {
+		t.Fatalf("a signed-in user's WebSocket: %+v", ws.Ack)
 	}
 }
