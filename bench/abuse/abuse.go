@@ -21,6 +21,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"taskflow/bench/loadgen"
+	"taskflow/httpapi"
 	"taskflow/store"
 )
 
@@ -210,7 +211,16 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if rep.VictimIdle.N > 0 {
 		rep.VictimCPU = (h.serverCPU() - cpu0) / time.Duration(rep.VictimIdle.N)
 	}
+	opened := false // an attack before opened streams
 	for _, a := range attacks {
+		if a.opens && opened && cfg.Settle > 0 {
+			select {
+			case <-time.After(opensRefill):
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}
+		opened = opened || a.opens
 		fmt.Fprintf(cfg.Progress, "%s: %s\n", a.name, a.what)
 		row := h.phase(ctx, a, rep.VictimCPU)
 		fmt.Fprintf(cfg.Progress, "%s: %d requests, %v, CPU %s/request, RSS peak %s, victim p99 %s\n",
@@ -234,6 +244,11 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	rep.LoadAvg += " → " + loadAvg()
 	return rep, nil
 }
+
+// opensRefill is how long a network's rate of opening streams takes to be
+// whole again after it was used up (httpapi.StreamOpenBurst at
+// httpapi.StreamOpensPerSecond), and a second more.
+const opensRefill = time.Duration(httpapi.StreamOpenBurst/httpapi.StreamOpensPerSecond+1) * time.Second
 
 // loadAvg is the machine's load average over 1, 5 and 15 minutes.
 func loadAvg() string {

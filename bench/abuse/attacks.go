@@ -25,6 +25,10 @@ type attack struct {
 	name, what string
 	// settle makes the harness watch the server's RSS for Settle after it.
 	settle bool
+	// opens says that the attack opens streams: the harness first waits for
+	// its network's rate of opening them to be whole again (refill), so that
+	// an attack does not meet the opens the one before it left.
+	opens bool
 	// cpuBound is the most server CPU one request may take (0: no bound).
 	cpuBound time.Duration
 	// perRequestCPU says whether CPU per request means anything (not for
@@ -88,11 +92,11 @@ var attacks = []attack{
 	{name: "slowloris", what: "connections sending a header line a second, never finishing the headers", run: slowloris},
 	{name: "slow-body", what: "connections sending a 1 MB body a byte a second", run: slowBody},
 	{name: "idle-connections", what: "keep-alive connections left idle after one request", run: idleConnections},
-	{name: "idle-websockets", what: "anonymous WebSockets from one client, acknowledged then left idle", run: idleWebSockets},
+	{name: "idle-websockets", what: "anonymous WebSockets from one client, acknowledged then left idle", opens: true, run: idleWebSockets},
 	{name: "ws-big-messages", what: "50 anonymous WebSockets from one client, each sending 1 MiB subscribe messages (variables of empty objects) back to back",
-		cpuBound: documentCPU, perRequestCPU: true, prepare: wsBigMessages},
+		cpuBound: documentCPU, perRequestCPU: true, opens: true, prepare: wsBigMessages},
 	{name: "ws-message-flood", what: "200 anonymous WebSockets from one client, each sending pings and completes of unknown ids back to back",
-		run: wsMessageFlood},
+		run: wsMessageFlood, opens: true},
 	// Last: argon2id's memory is not the document attacks' to answer for.
 	{name: "register", what: "60 concurrent register calls (argon2id each)", perRequestCPU: true, run: register},
 }
