@@ -755,7 +755,7 @@ func paramsFromQuery(r *http.Request) (*graphql.RawParams, *requestError) {
 	}
 	p := &graphql.RawParams{Query: q.Get("query"), OperationName: q.Get("operationName")}
 	if v := q.Get("variables"); v != "" {
-		if !jsoncanon.WithinItems([]byte(v), MaxJSONItems) {
+		if !jsoncanon.WithinItems(v, MaxJSONItems) {
 			return nil, parseError(http.StatusBadRequest, tooManyItems("variables"))
 		}
 		if err := decodeObject(v, &p.Variables); err != nil {
@@ -763,7 +763,7 @@ func paramsFromQuery(r *http.Request) (*graphql.RawParams, *requestError) {
 		}
 	}
 	if v := q.Get("extensions"); v != "" {
-		if !jsoncanon.WithinItems([]byte(v), MaxJSONItems) {
+		if !jsoncanon.WithinItems(v, MaxJSONItems) {
 			return nil, parseError(http.StatusBadRequest, tooManyItems("extensions"))
 		}
 		if err := decodeObject(v, &p.Extensions); err != nil {

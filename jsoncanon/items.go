@@ -9,13 +9,14 @@ package jsoncanon
 // without decoding or allocating, and stops past max; a b of at most max
 // bytes is within it unread. For b that is not JSON the count means
 // nothing: decoding it fails anyway. Items counts a text that comes in
-// pieces.
-func WithinItems(b []byte, max int) bool {
+// pieces. b is text or bytes alike (a GET's parameter is counted without
+// a copy).
+func WithinItems[T string | []byte](b T, max int) bool {
 	if len(b) <= max {
 		return true
 	}
 	var c Items
-	return c.Add(b, max)
+	return add(&c, b, max)
 }
 
 // Items counts the items of a JSON text read in pieces, as WithinItems
@@ -33,7 +34,10 @@ type Items struct {
 // Add counts the items of p, the text's next piece, and reports whether the
 // text so far has at most max items. Past max it stops counting: the text
 // is over its bound whatever follows.
-func (c *Items) Add(p []byte, max int) bool {
+func (c *Items) Add(p []byte, max int) bool { return add(c, p, max) }
+
+// add is Items.Add for text or bytes.
+func add[T string | []byte](c *Items, p T, max int) bool {
 	if c.n > max {
 		return false
 	}

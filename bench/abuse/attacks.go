@@ -482,8 +482,8 @@ func idleWebSockets(ctx context.Context, h *harness, o *outcome) error {
 // server closes is opened again, as a hostile client would. Until
 // 2026-12-05 the server decoded each message before its caller's turn, so
 // the client took as much CPU as it sent; since, a long message is read in
-// its caller's turn, and (later that day) one of more
-// than 10,000 JSON items closes its connection before it is decoded.
+// its caller's turn, and (later that day) one of more than 10,000 JSON
+// items closes its connection before it is decoded.
 func wsBigMessages(h *harness) func(ctx context.Context, h *harness, o *outcome) error {
 	conns := h.size(50)
 	head := `{"type":"subscribe","id":"00000000","payload":{"query":"{ __typename }","variables":{"junk":[{}`
